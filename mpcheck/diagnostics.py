@@ -1,0 +1,94 @@
+"""The finding model shared by the engine, rules and every reporter.
+
+Rows and columns are 1-based, like ruff's JSON output; ``end`` is exclusive
+in the column (it points one past the last character), also like ruff.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+
+class Severity(str, enum.Enum):
+    """``error``: the code will raise. ``warning``: it runs but is silently wrong."""
+
+    ERROR = "error"
+    WARNING = "warning"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    row: int
+    column: int
+
+
+@dataclass(frozen=True)
+class Related:
+    """Another place in the same file that explains a finding (where a dtype came from)."""
+
+    message: str
+    start: Position
+    end: Position
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between ``start`` and ``end`` with ``content``."""
+
+    content: str
+    start: Position
+    end: Position
+
+
+@dataclass(frozen=True)
+class Fix:
+    message: str
+    edits: tuple[Edit, ...]
+    applicability: str = "safe"  # "safe" | "unsafe", as in ruff
+
+
+RULES_URL = "https://github.com/mpcheck/mpcheck/blob/main/docs/rules/{code}.md"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    name: str
+    message: str
+    severity: Severity
+    filename: str
+    start: Position
+    end: Position
+    related: tuple[Related, ...] = ()
+    fix: Fix | None = None
+    noqa_row: int = 0
+    suppressed: bool = field(default=False, compare=False)
+
+    @property
+    def url(self) -> str:
+        return RULES_URL.format(code=self.code)
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.filename, self.start.row, self.start.column, self.code)
+
+    def with_suppressed(self) -> Diagnostic:
+        return replace(self, suppressed=True)
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What reporters and docs need to know about a rule, without importing it."""
+
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+    docs: str  # Markdown: what, why, symptom, fix, examples
+
+    @property
+    def url(self) -> str:
+        return RULES_URL.format(code=self.code)
