@@ -1,0 +1,1195 @@
+"""The dtype-provenance pass: one walk per function, in statement order.
+
+Every expression gets a :class:`~mpcheck.facts.Fact`; names, ``self.<attr>``
+paths and module objects are bound in an environment that is copied at
+branches and joined after them. Rules are called back with :mod:`sites` as
+the walk reaches calls, item assignments and classes, so they see the facts
+that hold at that point. Functions defined in the file are summarised by the
+fact of what they return, with ``params`` marking what is derived from which
+argument, so a call site can substitute its own arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+import libcst as cst
+
+from mpcheck import torch_api as T
+from mpcheck.facts import (
+    SCALAR,
+    UNKNOWN,
+    UNKNOWN_TENSOR,
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    as_tensor_of,
+    dtype_object,
+    element,
+    join,
+    promote,
+    seq_of,
+    tensor_of_dtype,
+)
+from mpcheck.names import ImportTable, dotted
+from mpcheck.sites import Autocast, CallSite, ClassSite, Operand, Scope, SetItemSite
+
+Env = dict[str, Fact]
+
+AUTOCAST_NAMES = {
+    "torch.autocast": None,
+    "torch.cuda.amp.autocast": "cuda",
+    "torch.cpu.amp.autocast": "cpu",
+    "torch.cuda.amp.autocast_mode.autocast": "cuda",
+}
+MODULE_CASTS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
+NON_MODULE_HINTS = ("Tokenizer", "Processor", "Scheduler", "FeatureExtractor", "Config", "Pipeline")
+MODULE_BASE_SUFFIXES = (
+    "Module",
+    "Model",
+    "ModelMixin",
+    "Layer",
+    "Block",
+    "Attention",
+    "Encoder",
+    "Decoder",
+    "Embedding",
+    "Embeddings",
+    "MLP",
+)
+NON_TENSOR_PARAMS = frozenset(
+    "self cls args kwargs config cfg opt hparams accelerator device dtype".split()
+)
+FINFO_MIN = {"float32": -3.4028234663852886e38, "float64": -1.7976931348623157e308}
+FINFO_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+FINFO_MIN.update({"float16": -65504.0, "bfloat16": -3.3895313892515355e38})
+FINFO_MAX.update({"float16": 65504.0, "bfloat16": 3.3895313892515355e38})
+
+
+class Listener(Protocol):
+    """Receives the sites of one file; the engine fans them out to rules."""
+
+    wants_calls: bool
+    wants_setitems: bool
+    wants_classes: bool
+
+    def on_call(self, site: CallSite) -> None: ...
+
+    def on_setitem(self, site: SetItemSite) -> None: ...
+
+    def on_class(self, site: ClassSite) -> None: ...
+
+
+@dataclass
+class ClassInfo:
+    node: cst.ClassDef
+    is_module: bool
+    attrs: Env
+    methods: dict[str, cst.FunctionDef]
+    bases: tuple[str, ...]
+
+
+@dataclass
+class Frame:
+    """Per-function walking state."""
+
+    env: Env
+    scope: Scope
+    returns: Fact | None = None
+
+
+class FileAnalysis:
+    """Runs the pass over one module and reports sites to a listener."""
+
+    def __init__(
+        self,
+        module: cst.Module,
+        imports: ImportTable,
+        listener: Listener,
+        *,
+        module_half_capable: bool = True,
+    ) -> None:
+        self.module = module
+        self.imports = imports
+        self.listener = listener
+        self.half_capable = module_half_capable
+        self.classes: dict[str, ClassInfo] = {}
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.summaries: dict[cst.FunctionDef, Fact] = {}
+        self.in_progress: set[cst.FunctionDef] = set()
+        self.muted = 0
+        self.file_uses_torch_modules = False
+
+    # -- driver ------------------------------------------------------------------
+    def run(self) -> None:
+        self._collect(self.module.body)
+        script = Frame({}, Scope(None, None, False, None))
+        self.block(self.module.body, script)
+        for cls in list(self.classes.values()):
+            self.analyse_class(cls)
+        for fn in self.functions.values():
+            self.summary(fn)
+
+    def _collect(self, body: Sequence[cst.BaseStatement]) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.FunctionDef):
+                self.functions[stmt.name.value] = stmt
+            elif isinstance(stmt, cst.ClassDef):
+                self.register_class(stmt)
+
+    def register_class(self, node: cst.ClassDef) -> ClassInfo:
+        bases = tuple(
+            self.imports.resolve(b.value) or dotted(b.value) or "" for b in node.bases if not b.keyword
+        )
+        is_module = any(self._module_base(b) for b in bases)
+        methods = {
+            s.name.value: s for s in node.body.body if isinstance(s, cst.FunctionDef)
+        }
+        info = ClassInfo(node, is_module, {}, methods, bases)
+        self.classes.setdefault(node.name.value, info)
+        if is_module:
+            self.file_uses_torch_modules = True
+        return info
+
+    def _module_base(self, base: str) -> bool:
+        if base in T.MODULE_BASES or base.startswith("torch.nn."):
+            return True
+        local = self.classes.get(base)
+        if local is not None:
+            return local.is_module
+        return base.rsplit(".", 1)[-1].endswith(MODULE_BASE_SUFFIXES)
+
+    def analyse_class(self, info: ClassInfo) -> None:
+        if getattr(info, "_done", False):
+            return
+        info._done = True  # type: ignore[attr-defined]
+        if self.listener.wants_classes and not self.muted:
+            self.listener.on_class(ClassSite(info.node, info.bases, info.is_module))
+        init = info.methods.get("__init__")
+        ordered = ([init] if init else []) + [m for n, m in info.methods.items() if n != "__init__"]
+        for method in ordered:
+            self.summary(method, info)
+
+    # -- functions -------------------------------------------------------------------
+    def summary(self, fn: cst.FunctionDef, cls: ClassInfo | None = None) -> Fact:
+        """The fact a function returns, analysing it (once) if needed."""
+        if fn in self.summaries:
+            return self.summaries[fn]
+        if fn in self.in_progress:
+            return UNKNOWN
+        self.in_progress.add(fn)
+        saved, self.muted = self.muted, 0
+        try:
+            frame = self._function_frame(fn, cls, None)
+            self.block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame)
+            if cls is not None:
+                for key, fact in frame.env.items():
+                    if key.startswith("self.") and key.count(".") == 1:
+                        old = cls.attrs.get(key)
+                        cls.attrs[key] = fact if old is None or fn.name.value == "__init__" else join(old, fact)
+            result = frame.returns or UNKNOWN
+        finally:
+            self.muted = saved
+            self.in_progress.discard(fn)
+        self.summaries[fn] = result
+        return result
+
+    def _function_frame(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
+    ) -> Frame:
+        in_module = bool(cls and cls.is_module and self.half_capable)
+        if outer is not None and cls is None:
+            in_module = outer.scope.in_module
+        autocast = outer.scope.autocast if outer else None
+        for deco in fn.decorators:
+            region = self.autocast_region(deco.decorator)
+            if region is not None:
+                autocast = region
+        env: Env = dict(outer.env) if outer else {}
+        if cls is not None:
+            env.update(cls.attrs)
+            env["self"] = Fact(Kind.MODULE, Prec.MODEL if in_module else Prec.UNKNOWN)
+        scope = Scope(fn, cls.node.name.value if cls else None, in_module, autocast)
+        tensor_params = in_module or (cls is None and self.half_capable and outer is None)
+        params = list(fn.params.posonly_params) + list(fn.params.params)
+        params += list(fn.params.kwonly_params)
+        index = 0
+        for param in params:
+            name = param.name.value
+            if cls is not None and index == 0 and name in ("self", "cls"):
+                continue
+            if fn.name.value == "__init__":
+                env[name] = Fact(Kind.OTHER, params=frozenset({index}))
+            else:
+                env[name] = self._param_fact(param, index, tensor_params)
+            index += 1
+        return Frame(env, scope)
+
+    def _param_fact(self, param: cst.Param, index: int, tensor_params: bool) -> Fact:
+        name = param.name.value
+        origin = Origin(param, Cause.ACTIVATION, f"`{name}`, an input of the function")
+        marks = frozenset({index})
+        ann = param.annotation.annotation if param.annotation else None
+        ann_text = self.module.code_for_node(ann) if ann is not None else ""
+        default = param.default
+        if name in NON_TENSOR_PARAMS:
+            return Fact(Kind.OTHER, params=marks)
+        if ann is not None and "Tensor" not in ann_text and "tensor" not in ann_text:
+            if ann_text in ("int", "float", "bool"):
+                return replace(SCALAR, params=marks)
+            return Fact(Kind.OTHER, params=marks)
+        if isinstance(default, (cst.Integer, cst.Float, cst.SimpleString, cst.Tuple)) or (
+            isinstance(default, cst.Name) and default.value in ("True", "False")
+        ):
+            return replace(SCALAR, params=marks)
+        if name in T.INT_PARAM_NAMES or name.endswith("_ids"):
+            return Fact(Kind.TENSOR, Prec.INT, "int64", origin, marks)
+        if any(h in name for h in T.MASK_PARAM_HINTS):
+            return Fact(Kind.TENSOR, Prec.UNKNOWN, None, origin, marks)
+        prec = Prec.MODEL if tensor_params else Prec.UNKNOWN
+        return Fact(Kind.TENSOR, prec, None, origin, marks)
+
+    # -- statements ------------------------------------------------------------------
+    def block(self, body: Sequence[cst.BaseStatement], frame: Frame) -> None:
+        for stmt in body:
+            self.statement(stmt, frame)
+
+    def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self.small(small, frame)
+        elif isinstance(stmt, cst.If):
+            self.expr(stmt.test, frame)
+            then = self.branch(stmt.body, frame)
+            other = self.branch(stmt.orelse, frame) if stmt.orelse else Frame(frame.env, frame.scope)
+            self.merge(frame, then, other)
+        elif isinstance(stmt, (cst.For, cst.While)):
+            self.loop(stmt, frame)
+        elif isinstance(stmt, cst.With):
+            self.with_stmt(stmt, frame)
+        elif isinstance(stmt, cst.Try):
+            self.block(stmt.body.body, frame)
+            branches = [self.branch(h.body, frame) for h in stmt.handlers]
+            for b in branches:
+                self.merge(frame, Frame(frame.env, frame.scope), b)
+            if stmt.orelse:
+                self.block(stmt.orelse.body.body, frame)
+            if stmt.finalbody:
+                self.block(stmt.finalbody.body.body, frame)
+        elif isinstance(stmt, cst.FunctionDef):
+            self.nested_function(stmt, frame)
+        elif isinstance(stmt, cst.ClassDef):
+            info = self.classes.get(stmt.name.value)
+            if info is None or info.node is not stmt:
+                info = self.register_class(stmt)
+            self.analyse_class(info)
+        elif isinstance(stmt, cst.Match):
+            for case in stmt.cases:
+                self.merge(frame, Frame(frame.env, frame.scope), self.branch(case.body, frame))
+        else:
+            body = getattr(stmt, "body", None)
+            if isinstance(body, cst.IndentedBlock):
+                self.block(body.body, frame)
+
+    def branch(self, node: cst.CSTNode, frame: Frame) -> Frame:
+        sub = Frame(dict(frame.env), frame.scope)
+        if isinstance(node, cst.If):
+            self.statement(node, sub)
+        elif isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            for s in node.body:
+                if isinstance(s, cst.BaseSmallStatement):
+                    self.small(s, sub)
+                else:
+                    self.statement(s, sub)
+        else:
+            inner = getattr(node, "body", None)
+            if isinstance(inner, cst.CSTNode):
+                return self.branch(inner, frame)
+        return sub
+
+    def merge(self, frame: Frame, a: Frame, b: Frame) -> None:
+        keys = set(a.env) | set(b.env)
+        env: Env = {}
+        for key in keys:
+            fa, fb = a.env.get(key), b.env.get(key)
+            env[key] = join(fa, fb) if fa is not None and fb is not None else (fa or fb or UNKNOWN)
+        frame.env = env
+        for r in (a.returns, b.returns):
+            if r is not None:
+                frame.returns = r if frame.returns is None else join(frame.returns, r)
+
+    def loop(self, stmt: cst.For | cst.While, frame: Frame) -> None:
+        if isinstance(stmt, cst.For):
+            items = self.expr(stmt.iter, frame)
+            self.bind(stmt.target, self.iterate(items), frame)
+        else:
+            self.expr(stmt.test, frame)
+        self.muted += 1
+        first = self.branch(stmt.body, frame)
+        self.muted -= 1
+        self.merge(frame, Frame(frame.env, frame.scope), first)
+        body = self.branch(stmt.body, frame)
+        self.merge(frame, Frame(frame.env, frame.scope), body)
+        if stmt.orelse:
+            self.block(stmt.orelse.body.body, frame)
+
+    def iterate(self, items: Fact) -> Fact:
+        if items.kind is Kind.SEQ:
+            return element(items)
+        if items.kind in (Kind.TENSOR, Kind.MODULE):
+            return items
+        return UNKNOWN
+
+    def with_stmt(self, stmt: cst.With, frame: Frame) -> None:
+        region = None
+        for item in stmt.items:
+            found = self.autocast_region(item.item)
+            if found is not None:
+                region = found
+            else:
+                value = self.expr(item.item, frame)
+                if item.asname is not None:
+                    self.bind(item.asname.name, value, frame)
+        if region is None:
+            self.block(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else [], frame)
+            return
+        saved = frame.scope
+        frame.scope = replace(saved, autocast=region)
+        try:
+            if isinstance(stmt.body, cst.IndentedBlock):
+                self.block(stmt.body.body, frame)
+        finally:
+            frame.scope = saved
+
+    def nested_function(self, fn: cst.FunctionDef, frame: Frame) -> None:
+        sub = self._function_frame(fn, None, frame)
+        saved, self.muted = self.muted, 0
+        try:
+            if isinstance(fn.body, cst.IndentedBlock):
+                self.block(fn.body.body, sub)
+        finally:
+            self.muted = saved
+        self.summaries[fn] = sub.returns or UNKNOWN
+        frame.env[fn.name.value] = Fact(Kind.OTHER)
+        self.functions.setdefault(fn.name.value, fn)
+
+    def small(self, stmt: cst.BaseSmallStatement, frame: Frame) -> None:
+        if isinstance(stmt, cst.Assign):
+            value = self.expr(stmt.value, frame)
+            for target in stmt.targets:
+                self.store(target.target, value, stmt.value, frame, stmt)
+        elif isinstance(stmt, cst.AnnAssign):
+            if stmt.value is not None:
+                self.store(stmt.target, self.expr(stmt.value, frame), stmt.value, frame, stmt)
+        elif isinstance(stmt, cst.AugAssign):
+            value = self.expr(stmt.value, frame)
+            if isinstance(stmt.target, cst.Subscript):
+                self.store(stmt.target, value, stmt.value, frame, stmt)
+                return
+            current = self.expr(stmt.target, frame)
+            if current.kind is Kind.TENSOR:
+                return  # in-place: the tensor keeps its dtype
+            self.bind(stmt.target, promote([current, value], stmt), frame)
+        elif isinstance(stmt, cst.Expr):
+            self.expr(stmt.value, frame)
+        elif isinstance(stmt, cst.Return):
+            fact = self.expr(stmt.value, frame) if stmt.value is not None else UNKNOWN
+            frame.returns = fact if frame.returns is None else join(frame.returns, fact)
+        elif isinstance(stmt, (cst.Assert, cst.Raise)):
+            pass
+
+    def store(
+        self,
+        target: cst.BaseAssignTargetExpression,
+        value: Fact,
+        value_node: cst.BaseExpression,
+        frame: Frame,
+        stmt: cst.CSTNode,
+    ) -> None:
+        if isinstance(target, cst.Subscript):
+            base = self.expr(target.value, frame)
+            if self.listener.wants_setitems and not self.muted:
+                index = target.slice[0].slice if len(target.slice) == 1 else None
+                site = SetItemSite(
+                    stmt, Operand(target.value, base), index, Operand(value_node, value), frame.scope
+                )
+                self.listener.on_setitem(site)
+            return
+        self.bind(target, value, frame)
+
+    def bind(self, target: cst.BaseExpression, value: Fact, frame: Frame) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = target.elements
+            starred = any(isinstance(e, cst.StarredElement) for e in elements)
+            for i, el in enumerate(elements):
+                if isinstance(el, cst.StarredElement):
+                    self.bind(el.value, Fact(Kind.SEQ, elem=element(value)), frame)
+                else:
+                    self.bind(el.value, element(value, None if starred else i), frame)
+            return
+        key = dotted(target)
+        if key is None:
+            return
+        frame.env[key] = value
+        prefix = key + "."
+        for k in [k for k in frame.env if k.startswith(prefix)]:
+            del frame.env[k]
+
+    # -- expressions -------------------------------------------------------------------
+    def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
+        if node is None:
+            return UNKNOWN
+        try:
+            handler = _EXPR[type(node)]
+        except KeyError:
+            return UNKNOWN
+        return handler(self, node, frame)
+
+    def name(self, node: cst.Name, frame: Frame) -> Fact:
+        fact = frame.env.get(node.value)
+        if fact is not None:
+            return fact
+        if node.value in ("True", "False"):
+            return Fact(Kind.SCALAR, value=float(node.value == "True"))
+        return self.global_name(node)
+
+    def global_name(self, node: cst.BaseExpression) -> Fact:
+        qual = self.imports.resolve(node)
+        if qual is None:
+            return UNKNOWN
+        if qual.startswith("torch.") and qual.count(".") == 1:
+            attr = qual[6:]
+            if (
+                attr in ("float16", "half", "bfloat16", "float32", "float", "float64", "double")
+                or attr in ("bool", "int64", "long", "int32", "int", "int8", "uint8", "int16")
+            ):
+                return dtype_object(attr, node)
+        return Fact(Kind.OTHER)
+
+    def attribute(self, node: cst.Attribute, frame: Frame) -> Fact:
+        key = dotted(node)
+        if key is not None and key in frame.env:
+            return frame.env[key]
+        if self.imports.resolve(node) is not None:
+            return self.global_name(node)
+        base = self.expr(node.value, frame)
+        attr = node.attr.value
+        if base.kind is Kind.TENSOR:
+            if attr == "dtype":
+                return replace(base, kind=Kind.DTYPE, items=None, elem=None)
+            if attr in T.NON_TENSOR_ATTRS:
+                return UNKNOWN
+            return base
+        if base.kind is Kind.MODULE:
+            if attr in ("weight", "bias"):
+                return Fact(Kind.TENSOR, base.prec, base.dtype, base.origin)
+            if attr == "dtype":
+                return Fact(Kind.DTYPE, base.prec, base.dtype, base.origin)
+            if attr in ("config", "device", "training", "dtype"):
+                return UNKNOWN
+            return replace(base, layer=None)
+        if base.kind is Kind.OTHER and attr in ("min", "max", "eps", "tiny") and base.layer:
+            return self.finfo_value(base, attr)
+        return UNKNOWN
+
+    def finfo_value(self, finfo: Fact, attr: str) -> Fact:
+        table = FINFO_MIN if attr == "min" else FINFO_MAX if attr == "max" else {}
+        value = table.get(finfo.dtype or "")
+        origin = finfo.origin
+        return Fact(Kind.SCALAR, value=value, origin=origin, dtype=finfo.dtype, prec=finfo.prec)
+
+    def literal(self, node: cst.BaseExpression, frame: Frame) -> Fact:
+        if isinstance(node, cst.Integer):
+            return Fact(Kind.SCALAR, value=float(int(node.value.replace("_", ""), 0)))
+        if isinstance(node, cst.Float):
+            return Fact(Kind.SCALAR, value=float(node.value.replace("_", "")))
+        return UNKNOWN
+
+    def unary(self, node: cst.UnaryOperation, frame: Frame) -> Fact:
+        inner = self.expr(node.expression, frame)
+        if isinstance(node.operator, cst.Not):
+            return UNKNOWN
+        if inner.kind is Kind.SCALAR and inner.value is not None:
+            if isinstance(node.operator, cst.Minus):
+                return replace(inner, value=-inner.value)
+            if isinstance(node.operator, cst.BitInvert):
+                return replace(inner, value=None)
+        return inner
+
+    def binary(self, node: cst.BinaryOperation, frame: Frame) -> Fact:
+        left = self.expr(node.left, frame)
+        right = self.expr(node.right, frame)
+        if isinstance(node.operator, cst.MatrixMultiply):
+            args = (Operand(node.left, left), Operand(node.right, right))
+            result = promote([left, right], node)
+            if left.floating and right.floating:
+                result = _op_result(left, right)
+            return self.emit(
+                node, "torch.matmul", None, None, args, {}, T.OpKind.MATMUL, "matmul", result, frame
+            )
+        if left.kind is Kind.SCALAR and right.kind is Kind.SCALAR:
+            return _fold(node.operator, left, right)
+        if left.kind is Kind.SEQ and isinstance(node.operator, cst.Add):
+            return Fact(Kind.SEQ, elem=element(left))
+        return promote([left, right], node)
+
+    def compare(self, node: cst.Comparison, frame: Frame) -> Fact:
+        facts = [self.expr(node.left, frame)] + [self.expr(c.comparator, frame) for c in node.comparisons]
+        if any(f.kind is Kind.TENSOR for f in facts):
+            return Fact(Kind.TENSOR, Prec.BOOL, "bool")
+        return UNKNOWN
+
+    def boolean(self, node: cst.BooleanOperation, frame: Frame) -> Fact:
+        return join(self.expr(node.left, frame), self.expr(node.right, frame))
+
+    def ifexp(self, node: cst.IfExp, frame: Frame) -> Fact:
+        self.expr(node.test, frame)
+        return join(self.expr(node.body, frame), self.expr(node.orelse, frame))
+
+    def sequence(self, node: cst.Tuple | cst.List, frame: Frame) -> Fact:
+        facts = []
+        starred = False
+        for el in node.elements:
+            fact = self.expr(el.value, frame)
+            if isinstance(el, cst.StarredElement):
+                starred = True
+                fact = element(fact)
+            facts.append(fact)
+        if starred:
+            elem = facts[0] if facts else UNKNOWN
+            for f in facts[1:]:
+                elem = join(elem, f)
+            return Fact(Kind.SEQ, elem=elem)
+        return seq_of(facts)
+
+    def subscript(self, node: cst.Subscript, frame: Frame) -> Fact:
+        base = self.expr(node.value, frame)
+        index: int | None = None
+        for el in node.slice:
+            if isinstance(el.slice, cst.Index):
+                fact = self.expr(el.slice.value, frame)
+                if fact.kind is Kind.SCALAR and fact.value is not None and fact.value.is_integer():
+                    index = int(fact.value)
+        if base.kind is Kind.SEQ:
+            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
+                return Fact(Kind.SEQ, elem=element(base))
+            return element(base, index)
+        if base.kind in (Kind.TENSOR, Kind.MODULE):
+            return replace(base, zero_dim=False) if base.kind is Kind.TENSOR else base
+        return UNKNOWN
+
+    def comprehension(self, node: cst.BaseComp, frame: Frame) -> Fact:
+        sub = Frame(dict(frame.env), frame.scope)
+        for_in: cst.CompFor | None = node.for_in
+        while for_in is not None:
+            self.bind(for_in.target, self.iterate(self.expr(for_in.iter, sub)), sub)
+            for cond in for_in.ifs:
+                self.expr(cond.test, sub)
+            for_in = for_in.inner_for_in
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            return Fact(Kind.SEQ, elem=self.expr(node.elt, sub))
+        return UNKNOWN
+
+    def named(self, node: cst.NamedExpr, frame: Frame) -> Fact:
+        value = self.expr(node.value, frame)
+        self.bind(node.target, value, frame)
+        return value
+
+    # -- calls --------------------------------------------------------------------------
+    def call(self, node: cst.Call, frame: Frame) -> Fact:
+        func = node.func
+        qual = self.imports.resolve(func)
+        args = tuple(Operand(a.value, self.expr(a.value, frame)) for a in node.args if not a.keyword)
+        kwargs = {
+            a.keyword.value: Operand(a.value, self.expr(a.value, frame))
+            for a in node.args
+            if a.keyword is not None
+        }
+        if any(a.star for a in node.args):
+            args = tuple(a for a, raw in zip(args, [x for x in node.args if not x.keyword]) if not raw.star)
+        if qual is not None:
+            return self.torch_call(node, qual, args, kwargs, frame)
+        if isinstance(func, cst.Attribute):
+            known = frame.env.get(dotted(func) or "")
+            if known is not None and known.kind is Kind.MODULE:
+                return self.module_call(node, known, dotted(func), args, kwargs, frame)
+            path = dotted(func.value)
+            receiver = self.expr(func.value, frame)
+            return self.method_call(node, func.attr.value, receiver, path, args, kwargs, frame)
+        callee = self.expr(func, frame)
+        if callee.kind is Kind.MODULE:
+            return self.module_call(node, callee, dotted(func), args, kwargs, frame)
+        if isinstance(func, cst.Name):
+            return self.local_call(node, func.value, args, kwargs, frame)
+        return UNKNOWN
+
+    def local_call(
+        self,
+        node: cst.Call,
+        name: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        cls = self.classes.get(name)
+        if cls is not None:
+            if cls.is_module:
+                return self.construct_module(node, name, frame, kwargs)
+            return UNKNOWN
+        fn = self.functions.get(name)
+        if fn is None:
+            if name == "float" and args and isinstance(args[0].node, cst.SimpleString):
+                text = args[0].node.evaluated_value
+                try:
+                    return replace(SCALAR, value=float(text) if isinstance(text, str) else None)
+                except ValueError:
+                    return SCALAR
+            return UNKNOWN
+        return self.substitute(self.summary(fn), fn, args, kwargs, skip_self=False)
+
+    def substitute(
+        self,
+        result: Fact,
+        fn: cst.FunctionDef,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        *,
+        skip_self: bool,
+    ) -> Fact:
+        """Replace a summary's parameter-derived parts by the call's argument facts."""
+        params = list(fn.params.posonly_params) + list(fn.params.params)
+        params += list(fn.params.kwonly_params)
+        if skip_self and params:
+            params = params[1:]
+
+        def arg_fact(i: int) -> Fact | None:
+            if i >= len(params):
+                return None
+            name = params[i].name.value
+            if name in kwargs:
+                return kwargs[name].fact
+            if i < len(args) and not params[i] in fn.params.kwonly_params:
+                return args[i].fact
+            return None
+
+        def sub(fact: Fact) -> Fact:
+            if fact.kind is Kind.SEQ:
+                items = tuple(sub(f) for f in fact.items) if fact.items is not None else None
+                return replace(fact, items=items, elem=sub(fact.elem) if fact.elem else None)
+            if not fact.params or fact.prec not in (Prec.MODEL, Prec.UNKNOWN):
+                return replace(fact, params=frozenset())
+            actual = [f for f in (arg_fact(i) for i in sorted(fact.params)) if f is not None]
+            if not actual:
+                return replace(fact, params=frozenset())
+            if fact.kind is Kind.DTYPE:
+                base = actual[0]
+                return replace(base, kind=Kind.DTYPE) if base.kind is Kind.TENSOR else base
+            return promote(actual) if fact.kind is Kind.TENSOR else actual[0]
+
+        return sub(result)
+
+    def construct_module(
+        self, node: cst.Call, layer: str | None, frame: Frame, kwargs: dict[str, Operand]
+    ) -> Fact:
+        """A freshly built nn.Module: in a model's __init__ it follows the model's dtype."""
+        if frame.scope.in_module:
+            return Fact(Kind.MODULE, Prec.MODEL, None, None, layer=layer)
+        dtype = kwargs.get("dtype")
+        if dtype is not None and dtype.fact.kind is Kind.DTYPE:
+            f = dtype.fact
+            origin = Origin(node, Cause.MODEL_CAST, f"built with dtype={_code(self, dtype.node)}")
+            return Fact(Kind.MODULE, f.prec, f.dtype, origin, layer=layer, maybe=f.maybe)
+        origin = Origin(node, Cause.LITERAL, "built in float32 (the default)")
+        return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
+
+    def module_call(
+        self,
+        node: cst.Call,
+        module: Fact,
+        path: str | None,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        layer = module.layer
+        first = args[0].fact if args else UNKNOWN
+        if layer in T.PASS_THROUGH_LAYERS:
+            return first
+        op, aten = T.LAYERS.get(layer or "", (None, ""))
+        if module.prec is Prec.UNKNOWN:
+            result = UNKNOWN_TENSOR if layer is None else replace(first, params=frozenset())
+        else:
+            what = f"the output of `{path or 'module'}`"
+            origin = Origin(node, Cause.ACTIVATION, what)
+            result = Fact(Kind.TENSOR, module.prec, module.dtype, origin, maybe=module.maybe)
+        if frame.scope.autocast and frame.scope.autocast.active and frame.scope.autocast.recasts(aten):
+            result = self.autocast_result(node, aten, frame.scope.autocast, result)
+        receiver = Operand(node.func, module)
+        return self.emit(node, None, None, receiver, args, kwargs, op, aten, result, frame, path)
+
+    def method_call(
+        self,
+        node: cst.Call,
+        method: str,
+        recv: Fact,
+        path: str | None,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        receiver = Operand(node.func.value, recv)  # type: ignore[attr-defined]
+        if recv.kind is Kind.MODULE:
+            return self.module_method(node, method, recv, path, args, kwargs, frame)
+        if method in ("from_pretrained", "from_single_file", "from_config"):
+            return self.loaded_model(node, path or "", kwargs)
+        if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
+            cls = self.classes.get(node.func.value.value)
+            if cls is not None and method in cls.methods:
+                return self.substitute(self.summary(cls.methods[method], cls), cls.methods[method], args, kwargs, skip_self=False)
+        result = self.tensor_method(node, method, recv, args, kwargs, frame)
+        op = T.OpKind.MATMUL if method in T.MATMUL_METHODS else None
+        aten = method if op else ""
+        return self.emit(node, None, method, receiver, args, kwargs, op, aten, result, frame)
+
+    def loaded_model(self, node: cst.Call, path: str, kwargs: dict[str, Operand]) -> Fact:
+        if any(h in path for h in NON_MODULE_HINTS):
+            return UNKNOWN
+        dtype = kwargs.get("torch_dtype") or kwargs.get("dtype")
+        if dtype is not None and dtype.fact.kind is Kind.DTYPE:
+            f = dtype.fact
+            text = f"loaded with {_code(self, dtype.node)}"
+            return Fact(Kind.MODULE, f.prec, f.dtype, Origin(node, Cause.MODEL_CAST, text), maybe=f.maybe)
+        origin = Origin(node, Cause.LITERAL, "loaded in float32 (the default)")
+        return Fact(Kind.MODULE, Prec.FULL, "float32", origin)
+
+    def module_method(
+        self,
+        node: cst.Call,
+        method: str,
+        module: Fact,
+        path: str | None,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        """``model.half()``, ``model.to(dtype)``, ``self.helper(x)``, ``vae.encode(x)``."""
+        cast = self.module_cast(node, method, args, kwargs)
+        if cast is not None:
+            new = replace(module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe)
+            if path is not None:
+                self._rebind(path, new, frame)
+            return new
+        if method in ("parameters", "named_parameters", "buffers", "modules", "children"):
+            return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, module.prec, module.dtype, module.origin))
+        if method in ("eval", "train", "requires_grad_", "cuda", "cpu", "apply", "zero_grad"):
+            return module
+        if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == "self":
+            info = self._class_of_frame(frame)
+            if info is not None and method in info.methods:
+                fn = info.methods[method]
+                return self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
+        if method in ("forward", "__call__", "encode", "decode", "sample") or module.prec is not Prec.UNKNOWN:
+            return self.module_call(node, replace(module, layer=None), f"{path}.{method}" if path else method, args, kwargs, frame)
+        return UNKNOWN
+
+    def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
+        frame.env[path] = new
+        prefix = path + "."
+        for k in [k for k in frame.env if k.startswith(prefix)]:
+            del frame.env[k]
+
+    def _class_of_frame(self, frame: Frame) -> ClassInfo | None:
+        name = frame.scope.class_name
+        return self.classes.get(name) if name else None
+
+    def module_cast(
+        self, node: cst.Call, method: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact | None:
+        if method in MODULE_CASTS:
+            dt = MODULE_CASTS[method]
+            cause = Cause.MODEL_CAST
+            return tensor_of_dtype(dt, node, cause, f"cast to {dt} by `.{method}()`")
+        if method in ("to", "type"):
+            cand = [kwargs["dtype"]] if "dtype" in kwargs else list(args)
+            for op in cand:
+                if op.fact.kind is Kind.DTYPE and op.fact.prec is not Prec.UNKNOWN:
+                    text = f"cast by `.{method}({_code(self, op.node)})`"
+                    f = op.fact
+                    origin = Origin(node, Cause.MODEL_CAST, text)
+                    return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
+        return None
+
+    def tensor_method(
+        self,
+        node: cst.Call,
+        method: str,
+        recv: Fact,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        if recv.kind is not Kind.TENSOR:
+            return UNKNOWN
+        if method in T.CAST_METHODS:
+            dt = T.CAST_METHODS[method]
+            cause = Cause.UPCAST if dt in ("float32", "float64") else Cause.CAST
+            verb = "upcast" if cause is Cause.UPCAST else "cast"
+            return tensor_of_dtype(dt, node, cause, f"{verb} to {dt} by `.{method}()`")
+        if method in ("to", "type"):
+            return self.to_call(node, method, recv, args, kwargs)
+        if method == "type_as" and args:
+            return self.same_as(args[0].fact, node, f"`.type_as({_code(self, args[0].node)})`")
+        if method in T.NEW_METHODS:
+            if "dtype" in kwargs:
+                return as_tensor_of(kwargs["dtype"].fact, node, Cause.CAST, "explicit dtype=")
+            return replace(recv, zero_dim=False)
+        if method in ("softmax", "log_softmax") and "dtype" in kwargs:
+            return self.dtype_arg(kwargs["dtype"], node, recv)
+        if method in T.SPLIT_METHODS:
+            return Fact(Kind.SEQ, elem=replace(recv, zero_dim=False))
+        if method in T.VALUES_INDICES_METHODS and (args or "dim" in kwargs) and method not in ("max", "min") or (
+            method in ("max", "min") and (("dim" in kwargs) or (args and args[0].fact.kind is Kind.SCALAR))
+        ):
+            return seq_of([recv, Fact(Kind.TENSOR, Prec.INT, "int64")])
+        if method in T.INT_METHODS:
+            return Fact(Kind.TENSOR, Prec.INT, "int64")
+        if method in T.BOOL_METHODS:
+            return Fact(Kind.TENSOR, Prec.BOOL, "bool")
+        if method in T.NON_TENSOR_METHODS:
+            return UNKNOWN
+        if method in ("sum", "cumsum", "prod") and recv.prec in (Prec.INT, Prec.BOOL):
+            return Fact(Kind.TENSOR, Prec.INT, "int64")
+        if method in T.PROMOTING_METHODS:
+            return promote([recv] + [a.fact for a in args if a.fact.kind is not Kind.SEQ], node)
+        if method in T.MATMUL_METHODS:
+            facts = [recv] + [a.fact for a in args]
+            return _op_result(*facts)
+        return recv
+
+    def to_call(
+        self, node: cst.Call, method: str, recv: Fact, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact:
+        """``x.to(...)`` / ``x.type(...)``: dtype, other tensor, or only a device."""
+        cand = [kwargs["dtype"]] if "dtype" in kwargs else list(args)
+        for op in cand:
+            f = op.fact
+            if f.kind is Kind.DTYPE:
+                return self.dtype_arg(op, node, recv, verb=f".{method}")
+            if f.kind is Kind.TENSOR and method == "to":
+                return self.same_as(f, node, f"`.to({_code(self, op.node)})`")
+            if isinstance(op.node, cst.SimpleString):
+                legacy = op.node.evaluated_value
+                if isinstance(legacy, str) and legacy.endswith("Tensor"):
+                    return self.legacy_type(legacy, node)
+            if method == "type" and f.kind is Kind.OTHER:
+                name = dotted(op.node) or ""
+                if name.endswith("Tensor"):
+                    return self.legacy_type(name, node)
+        if method == "type" and not cand:
+            return UNKNOWN
+        return recv
+
+    def legacy_type(self, name: str, node: cst.Call) -> Fact:
+        short = name.rsplit(".", 1)[-1]
+        table = {
+            "HalfTensor": "float16",
+            "BFloat16Tensor": "bfloat16",
+            "FloatTensor": "float32",
+            "DoubleTensor": "float64",
+            "LongTensor": "int64",
+            "IntTensor": "int32",
+            "BoolTensor": "bool",
+        }
+        dt = table.get(short)
+        if dt is None:
+            return UNKNOWN_TENSOR
+        cause = Cause.UPCAST if dt in ("float32", "float64") else Cause.CAST
+        return tensor_of_dtype(dt, node, cause, f"cast to {dt} by `.type({name})`")
+
+    def dtype_arg(self, op: Operand, node: cst.CSTNode, recv: Fact, verb: str = "dtype=") -> Fact:
+        f = op.fact
+        code = _code(self, op.node)
+        if f.prec is Prec.FULL:
+            return tensor_of_dtype(f.dtype or "float32", node, Cause.UPCAST, f"upcast to {f.dtype} by `{verb}({code})`" if verb != "dtype=" else f"made {f.dtype} by `dtype={code}`")
+        if f.prec is Prec.HALF and not f.maybe:
+            return tensor_of_dtype(f.dtype or "float16", node, Cause.CAST, f"cast to {f.dtype} by `{code}`")
+        if f.prec is Prec.UNKNOWN and not f.params:
+            return UNKNOWN_TENSOR
+        return self.same_as(replace(f, kind=Kind.TENSOR), node, f"`{code}`")
+
+    def same_as(self, other: Fact, node: cst.CSTNode, how: str) -> Fact:
+        """A value cast to another's dtype: it now shares that fact, not its own past."""
+        if other.kind not in (Kind.TENSOR, Kind.DTYPE):
+            return UNKNOWN_TENSOR
+        if other.prec is Prec.UNKNOWN and not other.params:
+            return UNKNOWN_TENSOR
+        origin = other.origin
+        if other.prec is Prec.MODEL:
+            origin = Origin(node, Cause.SAME_AS, f"cast back by {how}")
+        return Fact(Kind.TENSOR, other.prec, other.dtype, origin, other.params, maybe=other.maybe)
+
+    def torch_call(
+        self,
+        node: cst.Call,
+        qual: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        leaf = qual.rsplit(".", 1)[-1]
+        op = T.OPS.get(qual)
+        aten = T.op_name(qual) if op else leaf
+        result = self.torch_result(node, qual, leaf, args, kwargs, frame)
+        if op is not None and frame.scope.autocast and frame.scope.autocast.recasts(aten):
+            result = self.autocast_result(node, aten, frame.scope.autocast, result)
+        return self.emit(node, qual, None, None, args, kwargs, op, aten, result, frame)
+
+    def torch_result(
+        self,
+        node: cst.Call,
+        qual: str,
+        leaf: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        code = lambda: _code(self, node.func)  # noqa: E731
+        if qual.startswith("torch.nn.") and qual.count(".") == 2:
+            name = qual.rsplit(".", 1)[-1]
+            if name[:1].isupper():
+                if name in T.CONTAINER_LAYERS and args:
+                    first = args[0].fact
+                    layer = first.layer if first.kind is Kind.MODULE else None
+                    return replace(self.construct_module(node, layer, frame, kwargs), layer=layer)
+                if name == "Parameter" or name == "Buffer":
+                    inner = args[0].fact if args else UNKNOWN_TENSOR
+                    if frame.scope.in_module:
+                        return Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.ACTIVATION, "a parameter of the model"))
+                    return inner
+                return self.construct_module(node, name, frame, kwargs)
+        if "dtype" in kwargs and (leaf in ("ones", "zeros", "empty", "full", "rand", "randn", "arange", "linspace", "logspace", "eye", "tensor", "as_tensor") or leaf.endswith("_like")):
+            return self.dtype_arg(kwargs["dtype"], node, UNKNOWN_TENSOR)
+        if qual in T.FLOAT_FACTORIES:
+            return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.FACTORY, f"made float32 (the default dtype) by `{code()}` without `dtype=`"))
+        if qual == "torch.full":
+            fill = args[1].fact if len(args) > 1 else kwargs["fill_value"].fact if "fill_value" in kwargs else UNKNOWN
+            if fill.kind is Kind.SCALAR and fill.value is not None:
+                if isinstance(args[1].node if len(args) > 1 else None, cst.Name):
+                    return Fact(Kind.TENSOR, Prec.BOOL, "bool")
+                if fill.value.is_integer() and not _is_float_literal(args[1].node if len(args) > 1 else kwargs["fill_value"].node):
+                    return Fact(Kind.TENSOR, Prec.INT, "int64")
+            return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.FACTORY, f"made float32 (the default dtype) by `{code()}` without `dtype=`"))
+        if qual == "torch.arange":
+            if any(_is_float_literal(a.node) for a in args):
+                return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.FACTORY, f"made float32 by `{code()}` with float bounds"))
+            return Fact(Kind.TENSOR, Prec.INT, "int64", Origin(node, Cause.FACTORY, f"an int64 tensor from `{code()}`"))
+        if qual in ("torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor"):
+            return self.tensor_literal(node, args, code())
+        if qual in T.INT_FACTORIES or qual in T.INT_FUNCTIONS:
+            return Fact(Kind.TENSOR, Prec.INT, "int64")
+        if qual in T.BOOL_FUNCTIONS:
+            return Fact(Kind.TENSOR, Prec.BOOL, "bool")
+        if qual in ("torch.finfo", "torch.iinfo"):
+            arg = args[0].fact if args else UNKNOWN
+            if arg.kind is Kind.DTYPE or arg.kind is Kind.TENSOR:
+                return Fact(Kind.OTHER, arg.prec, arg.dtype, Origin(node, Cause.LITERAL, _code(self, node)), layer="finfo")
+            return Fact(Kind.OTHER, layer="finfo")
+        if qual in T.NON_TENSOR_FUNCTIONS or not qual.startswith("torch"):
+            if leaf == "from_pretrained":
+                return self.loaded_model(node, qual, kwargs)
+            return UNKNOWN
+        if leaf.endswith("_like") and args:
+            return self.same_as(args[0].fact, node, f"`{code()}`") if args[0].fact.kind is Kind.TENSOR else UNKNOWN_TENSOR
+        if qual in T.CONCAT:
+            seq = args[0].fact if args else kwargs.get("tensors", Operand(node, UNKNOWN)).fact
+            if seq.kind is Kind.SEQ and seq.items is not None:
+                return promote(seq.items, node)
+            return element(seq)
+        if qual == "torch.where":
+            if len(args) >= 3:
+                return promote([args[1].fact, args[2].fact], node)
+            return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, Prec.INT, "int64"))
+        if qual in T.SPLIT_FUNCTIONS and args:
+            return Fact(Kind.SEQ, elem=args[0].fact)
+        if leaf in ("softmax", "log_softmax") and "dtype" in kwargs:
+            return self.dtype_arg(kwargs["dtype"], node, args[0].fact if args else UNKNOWN)
+        op = T.OPS.get(qual)
+        tensors = [a.fact for a in args if a.fact.kind is Kind.TENSOR]
+        tensors += [o.fact for k, o in kwargs.items() if o.fact.kind is Kind.TENSOR and k not in ("attn_mask", "out")]
+        if op is T.OpKind.NORM or op is T.OpKind.EMBEDDING:
+            if op is T.OpKind.EMBEDDING and len(args) > 1:
+                return args[1].fact
+            return args[0].fact if args else UNKNOWN_TENSOR
+        if op is not None:
+            return _op_result(*tensors) if tensors else UNKNOWN_TENSOR
+        if not tensors:
+            seqs = [a.fact for a in args if a.fact.kind is Kind.SEQ]
+            return element(seqs[0]) if seqs else UNKNOWN_TENSOR
+        return promote(tensors, node)
+
+    def tensor_literal(self, node: cst.Call, args: tuple[Operand, ...], code: str) -> Fact:
+        data = args[0] if args else None
+        if data is None:
+            return UNKNOWN_TENSOR
+        if data.fact.kind is Kind.TENSOR:
+            return data.fact
+        literal = data.node
+        zero_dim = data.fact.kind is Kind.SCALAR
+        leaves = list(_literal_leaves(literal))
+        if not leaves or any(leaf is None for leaf in leaves):
+            return replace(UNKNOWN_TENSOR, zero_dim=zero_dim)
+        if any(isinstance(leaf, cst.Float) for leaf in leaves):
+            origin = Origin(node, Cause.FACTORY, f"made float32 (the default dtype) by `{code}` from Python floats")
+            return Fact(Kind.TENSOR, Prec.FULL, "float32", origin, zero_dim=zero_dim)
+        if all(isinstance(leaf, cst.Name) for leaf in leaves):
+            return Fact(Kind.TENSOR, Prec.BOOL, "bool", zero_dim=zero_dim)
+        return Fact(Kind.TENSOR, Prec.INT, "int64", zero_dim=zero_dim)
+
+    def autocast_result(self, node: cst.CSTNode, aten: str, region: Autocast, result: Fact) -> Fact:
+        from mpcheck import autocast_ops
+
+        devices = [region.device] if region.device in ("cuda", "cpu") else []
+        policies = {autocast_ops.policy(aten, d) for d in devices}
+        if policies == {"lower_precision"}:
+            low = region.low_dtype
+            text = f"computed in {low or 'half precision'} by autocast"
+            return Fact(Kind.TENSOR, Prec.HALF, low, Origin(node, Cause.AUTOCAST, text))
+        if policies == {"fp32"}:
+            text = "computed in float32 by autocast"
+            return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.AUTOCAST, text))
+        return replace(result, prec=Prec.UNKNOWN, origin=None) if result.kind is Kind.TENSOR else result
+
+    def autocast_region(self, node: cst.BaseExpression) -> Autocast | None:
+        call = node if isinstance(node, cst.Call) else None
+        func = call.func if call else node
+        qual = self.imports.resolve(func)
+        device: str | None
+        if qual in AUTOCAST_NAMES:
+            device = AUTOCAST_NAMES[qual]
+        elif isinstance(func, cst.Attribute) and func.attr.value == "autocast" and qual is None:
+            device = None  # accelerator.autocast()
+        else:
+            return None
+        dtype: str | None = None
+        enabled: bool | None = True
+        args = call.args if call else ()
+        for i, arg in enumerate(args):
+            key = arg.keyword.value if arg.keyword else ("device_type" if i == 0 and qual == "torch.autocast" else None)
+            if key == "device_type":
+                if isinstance(arg.value, cst.SimpleString) and isinstance(arg.value.evaluated_value, str):
+                    device = arg.value.evaluated_value.split(":")[0]
+            elif key == "dtype":
+                name = dotted(arg.value) or ""
+                leaf = name.rsplit(".", 1)[-1]
+                dtype = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16"}.get(leaf)
+            elif key == "enabled" or (key is None and i == 0 and device is not None and qual != "torch.autocast"):
+                if isinstance(arg.value, cst.Name) and arg.value.value in ("True", "False"):
+                    enabled = arg.value.value == "True"
+                else:
+                    enabled = None
+        return Autocast(node, device, dtype, enabled)
+
+    # -- dispatch ------------------------------------------------------------------------
+    def emit(
+        self,
+        node: cst.Call | cst.BinaryOperation,
+        qual: str | None,
+        method: str | None,
+        receiver: Operand | None,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        op: T.OpKind | None,
+        aten: str,
+        result: Fact,
+        frame: Frame,
+        path: str | None = None,
+    ) -> Fact:
+        if self.listener.wants_calls and not self.muted:
+            site = CallSite(node, qual, method, receiver, args, kwargs, op, aten, frame.scope, result, path)
+            self.listener.on_call(site)
+        return result
+
+
+def _op_result(*facts: Fact) -> Fact:
+    """The dtype a matmul-family op computes in: its operands', or the model's when they clash."""
+    floats = [f for f in facts if f.floating]
+    if not floats:
+        return UNKNOWN_TENSOR
+    precs = {f.prec for f in floats}
+    if len(precs) == 1:
+        return floats[0]
+    for f in floats:
+        if f.prec is Prec.MODEL or f.prec is Prec.HALF:
+            return f
+    return floats[0]
+
+
+def _fold(op: cst.BaseBinaryOp, a: Fact, b: Fact) -> Fact:
+    if a.value is None or b.value is None:
+        return SCALAR
+    try:
+        if isinstance(op, cst.Multiply):
+            return replace(SCALAR, value=a.value * b.value)
+        if isinstance(op, cst.Add):
+            return replace(SCALAR, value=a.value + b.value)
+        if isinstance(op, cst.Subtract):
+            return replace(SCALAR, value=a.value - b.value)
+        if isinstance(op, cst.Divide) and b.value:
+            return replace(SCALAR, value=a.value / b.value)
+        if isinstance(op, cst.Power) and abs(b.value) < 64:
+            return replace(SCALAR, value=math.pow(a.value, b.value))
+    except (OverflowError, ValueError):
+        pass
+    return SCALAR
+
+
+def _is_float_literal(node: cst.CSTNode) -> bool:
+    if isinstance(node, cst.UnaryOperation):
+        return _is_float_literal(node.expression)
+    return isinstance(node, cst.Float)
+
+
+def _literal_leaves(node: cst.BaseExpression) -> Iterator[cst.CSTNode | None]:
+    if isinstance(node, (cst.List, cst.Tuple)):
+        for el in node.elements:
+            yield from _literal_leaves(el.value)
+    elif isinstance(node, cst.UnaryOperation):
+        yield from _literal_leaves(node.expression)
+    elif isinstance(node, (cst.Integer, cst.Float)):
+        yield node
+    elif isinstance(node, cst.Name) and node.value in ("True", "False"):
+        yield node
+    else:
+        yield None
+
+
+def _code(analysis: FileAnalysis, node: cst.CSTNode) -> str:
+    text = analysis.module.code_for_node(node)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_EXPR: dict[type, Callable[[FileAnalysis, cst.BaseExpression, Frame], Fact]] = {
+    cst.Name: FileAnalysis.name,  # type: ignore[dict-item]
+    cst.Attribute: FileAnalysis.attribute,  # type: ignore[dict-item]
+    cst.Call: FileAnalysis.call,  # type: ignore[dict-item]
+    cst.BinaryOperation: FileAnalysis.binary,  # type: ignore[dict-item]
+    cst.UnaryOperation: FileAnalysis.unary,  # type: ignore[dict-item]
+    cst.Comparison: FileAnalysis.compare,  # type: ignore[dict-item]
+    cst.BooleanOperation: FileAnalysis.boolean,  # type: ignore[dict-item]
+    cst.IfExp: FileAnalysis.ifexp,  # type: ignore[dict-item]
+    cst.Tuple: FileAnalysis.sequence,  # type: ignore[dict-item]
+    cst.List: FileAnalysis.sequence,  # type: ignore[dict-item]
+    cst.Subscript: FileAnalysis.subscript,  # type: ignore[dict-item]
+    cst.Integer: FileAnalysis.literal,
+    cst.Float: FileAnalysis.literal,
+    cst.ListComp: FileAnalysis.comprehension,  # type: ignore[dict-item]
+    cst.GeneratorExp: FileAnalysis.comprehension,  # type: ignore[dict-item]
+    cst.SetComp: FileAnalysis.comprehension,  # type: ignore[dict-item]
+    cst.DictComp: FileAnalysis.comprehension,  # type: ignore[dict-item]
+    cst.NamedExpr: FileAnalysis.named,  # type: ignore[dict-item]
+}

@@ -1,0 +1,227 @@
+"""Dtype facts: what the engine knows about a value, and where that came from.
+
+A fact is deliberately coarse. Rules ask one question of it -- "can these two
+tensors meet with different dtypes when the model runs in half precision?" --
+so the lattice only separates what matters for that: the model's own dtype,
+a forced full-precision dtype, an explicit half dtype, integers and bools.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import libcst as cst
+
+
+class Kind(enum.Enum):
+    TENSOR = "tensor"
+    MODULE = "module"  # an nn.Module instance; ``prec`` is its parameters' dtype
+    DTYPE = "dtype"  # a torch.dtype object; ``prec`` is the dtype it denotes
+    SCALAR = "scalar"  # a Python number: never promotes a tensor
+    SEQ = "seq"  # tuple/list of values
+    OTHER = "other"  # anything else (shapes, devices, strings, unknown objects)
+
+
+class Prec(enum.Enum):
+    MODEL = "model"  # the model's compute dtype: half when the model runs in half
+    FULL = "full"  # forced float32/float64, whatever the model runs in
+    HALF = "half"  # explicitly float16 or bfloat16
+    INT = "int"
+    BOOL = "bool"
+    UNKNOWN = "unknown"
+
+
+class Cause(enum.Enum):
+    """What produced a fact; rules use it to decide which of them owns a finding."""
+
+    ACTIVATION = "activation"  # forward input, submodule output, parameter, buffer
+    UPCAST = "upcast"  # .float(), .double(), .to(torch.float32), .type(torch.float32)
+    FACTORY = "factory"  # torch.ones(...) & co. without dtype=: float32 by default
+    INT_FLOAT = "int-float"  # an int64 tensor (arange) turned float32 by arithmetic
+    CAST = "cast"  # .half(), .to(torch.float16), dtype=torch.bfloat16
+    SAME_AS = "same-as"  # .to(x.dtype), .type_as(x), *_like(x), dtype=x.dtype
+    AUTOCAST = "autocast"  # the output dtype of an op that autocast recast
+    MODEL_CAST = "model-cast"  # model.half(), model.to(dtype), torch_dtype=
+    LITERAL = "literal"
+
+
+@dataclass(frozen=True)
+class Origin:
+    node: cst.CSTNode
+    cause: Cause
+    text: str  # human phrase, e.g. "upcast to float32 by `.float()`"
+
+
+@dataclass(frozen=True)
+class Fact:
+    kind: Kind
+    prec: Prec = Prec.UNKNOWN
+    dtype: str | None = None  # "float32", "float16", "bfloat16", "int64", ... when known
+    origin: Origin | None = None
+    params: frozenset[int] = frozenset()  # function summaries: derived from these params
+    zero_dim: bool = False
+    items: tuple[Fact, ...] | None = None  # SEQ of known length
+    elem: Fact | None = None  # SEQ element when the length is unknown
+    layer: str | None = None  # MODULE: the torch.nn class name, when known
+    maybe: bool = False  # DTYPE/MODULE: holds on some paths only
+    value: float | None = None  # SCALAR: the number, when it is a literal
+
+    # -- questions rules ask -------------------------------------------------
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind is Kind.TENSOR
+
+    @property
+    def floating(self) -> bool:
+        return self.kind is Kind.TENSOR and self.prec in (Prec.MODEL, Prec.FULL, Prec.HALF)
+
+    @property
+    def cause(self) -> Cause | None:
+        return self.origin.cause if self.origin else None
+
+    def with_origin(self, node: cst.CSTNode, cause: Cause, text: str) -> Fact:
+        return replace(self, origin=Origin(node, cause, text))
+
+
+UNKNOWN = Fact(Kind.OTHER)
+UNKNOWN_TENSOR = Fact(Kind.TENSOR)
+SCALAR = Fact(Kind.SCALAR)
+
+FULL_DTYPES = {"float32": "float32", "float": "float32", "float64": "float64", "double": "float64"}
+HALF_DTYPES = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16"}
+INT_DTYPES = {
+    "int64",
+    "long",
+    "int32",
+    "int",
+    "int16",
+    "short",
+    "int8",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+}
+
+
+def tensor_of_dtype(name: str, node: cst.CSTNode, cause: Cause, text: str) -> Fact:
+    """A tensor fact for a concrete torch dtype attribute name (``float16``, ...)."""
+    origin = Origin(node, cause, text)
+    if name in FULL_DTYPES:
+        return Fact(Kind.TENSOR, Prec.FULL, FULL_DTYPES[name], origin)
+    if name in HALF_DTYPES:
+        return Fact(Kind.TENSOR, Prec.HALF, HALF_DTYPES[name], origin)
+    if name in INT_DTYPES:
+        return Fact(Kind.TENSOR, Prec.INT, name, origin)
+    if name == "bool":
+        return Fact(Kind.TENSOR, Prec.BOOL, "bool", origin)
+    return Fact(Kind.TENSOR, Prec.UNKNOWN, None, origin)
+
+
+def dtype_object(name: str, node: cst.CSTNode) -> Fact:
+    """The fact for the ``torch.<name>`` dtype object itself."""
+    t = tensor_of_dtype(name, node, Cause.LITERAL, f"torch.{name}")
+    return replace(t, kind=Kind.DTYPE)
+
+
+def as_tensor_of(dtype: Fact, node: cst.CSTNode, cause: Cause, text: str) -> Fact:
+    """A tensor whose dtype is given by a dtype-valued fact (``dtype=x.dtype``)."""
+    if dtype.kind is not Kind.DTYPE:
+        return UNKNOWN_TENSOR
+    if dtype.prec is Prec.MODEL or (dtype.prec is Prec.UNKNOWN and dtype.params):
+        keep = dtype.origin if dtype.origin and dtype.origin.cause is Cause.ACTIVATION else None
+        return Fact(Kind.TENSOR, dtype.prec, dtype.dtype, keep, dtype.params)
+    if dtype.prec is Prec.HALF and dtype.maybe:
+        # ``weight_dtype`` that is fp16 on some paths: a model-dtype value.
+        return Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.CAST, text))
+    return Fact(Kind.TENSOR, dtype.prec, dtype.dtype, Origin(node, cause, text), dtype.params)
+
+
+_FLOAT_RANK = {Prec.FULL: 3, Prec.HALF: 2, Prec.MODEL: 1}
+
+
+def promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
+    """torch's type promotion over the operands of an elementwise op.
+
+    Python scalars and 0-dim tensors do not promote a floating tensor; an
+    integer tensor meeting a Python float becomes float32 (the default dtype).
+    An unknown operand does not hide a known floating one: the known side
+    decides, which keeps the model's dtype flowing through ``x * mask``.
+    """
+    tensors: list[Fact] = []
+    float_scalar = False
+    for f in facts:
+        if f.kind is Kind.TENSOR:
+            tensors.append(f)
+        elif f.kind is Kind.SCALAR and (f.value is None or not float(f.value).is_integer()):
+            float_scalar = float_scalar or f.value is not None
+    if not tensors:
+        return SCALAR
+    sized = [f for f in tensors if not f.zero_dim] or tensors
+    floats = [f for f in sized if f.prec in _FLOAT_RANK]
+    if floats:
+        best = max(floats, key=lambda f: _FLOAT_RANK[f.prec])
+        if best.prec is Prec.FULL:
+            wide = [f for f in floats if f.prec is Prec.FULL and f.dtype == "float64"]
+            best = wide[0] if wide else best
+        params = frozenset().union(*(f.params for f in tensors))
+        return replace(best, params=params, zero_dim=all(f.zero_dim for f in tensors))
+    if any(f.prec is Prec.UNKNOWN for f in sized):
+        params = frozenset().union(*(f.params for f in tensors))
+        return Fact(Kind.TENSOR, Prec.UNKNOWN, params=params)
+    ints = [f for f in sized if f.prec is Prec.INT]
+    if ints and float_scalar and node is not None:
+        src = ints[0]
+        text = "an integer tensor turned float32 by arithmetic with a Python float"
+        if src.origin is not None:
+            text = f"{src.origin.text}, turned float32 by arithmetic with a Python float"
+        return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.INT_FLOAT, text))
+    if ints:
+        return ints[0]
+    return sized[0]
+
+
+def join(a: Fact, b: Fact) -> Fact:
+    """Merge the facts of two control-flow paths."""
+    if a == b or a is b:
+        return a
+    if a.kind is not b.kind:
+        return UNKNOWN
+    if a.kind is Kind.SEQ:
+        if a.items is not None and b.items is not None and len(a.items) == len(b.items):
+            return replace(a, items=tuple(join(x, y) for x, y in zip(a.items, b.items)))
+        return Fact(Kind.SEQ)
+    if a.prec is b.prec and a.dtype == b.dtype:
+        return replace(a, maybe=a.maybe or b.maybe, params=a.params | b.params)
+    if a.kind in (Kind.DTYPE, Kind.MODULE):
+        # "weight_dtype is float16 on some paths": keep the half side, marked maybe.
+        for side in (a, b):
+            if side.prec is Prec.HALF:
+                return replace(side, maybe=True)
+        if a.prec is b.prec:
+            return replace(a, dtype=None)
+    if a.kind is Kind.TENSOR and a.prec is b.prec:
+        return replace(a, dtype=None)
+    return Fact(a.kind, params=a.params | b.params)
+
+
+def seq_of(items: Iterable[Fact]) -> Fact:
+    return Fact(Kind.SEQ, items=tuple(items))
+
+
+def element(seq: Fact, index: int | None = None) -> Fact:
+    """One element of a sequence fact; joins the items when the index is unknown."""
+    if seq.kind is not Kind.SEQ:
+        return seq if seq.kind is Kind.TENSOR else UNKNOWN
+    if seq.items is not None:
+        if index is not None and -len(seq.items) <= index < len(seq.items):
+            return seq.items[index]
+        if not seq.items:
+            return UNKNOWN
+        out = seq.items[0]
+        for item in seq.items[1:]:
+            out = join(out, item)
+        return out
+    return seq.elem or UNKNOWN

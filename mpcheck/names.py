@@ -1,0 +1,129 @@
+"""Resolve dotted names through a module's own import table.
+
+libcst's QualifiedNameProvider needs a full scope analysis, which costs several
+times the parse. The rules only care about a few hundred public names
+(``torch.*``, ``flash_attn``, ``xformers``, ``accelerate``), so one pass over the
+import statements is enough: ``F.linear`` -> ``torch.nn.functional.linear``.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+# Public spellings that are the same object under another module path.
+CANONICAL: dict[str, str] = {
+    "torch.functional.einsum": "torch.einsum",
+    "torch.nn.modules.linear.Linear": "torch.nn.Linear",
+    "torch.cuda.amp.autocast_mode.autocast": "torch.cuda.amp.autocast",
+    "torch.amp.autocast_mode.autocast": "torch.autocast",
+    "torch.amp.autocast": "torch.autocast",
+    "torch.amp.grad_scaler.GradScaler": "torch.amp.GradScaler",
+    "torch.autograd.function.Function": "torch.autograd.Function",
+    "torch.nn.functional.softmax": "torch.softmax",
+    "torch.nn.functional.log_softmax": "torch.log_softmax",
+}
+
+
+def dotted(expr: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if not isinstance(expr, cst.Name):
+        return None
+    parts.append(expr.value)
+    return ".".join(reversed(parts))
+
+
+def _module_name(node: cst.BaseExpression) -> str | None:
+    return dotted(node)
+
+
+class ImportTable:
+    """Local name -> fully qualified name, from every import in the file.
+
+    Imports inside functions are included: the table is file-wide because
+    code that shadows ``torch`` or ``F`` with something else is rare enough
+    not to pay for scopes.
+    """
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+
+    @classmethod
+    def of(cls, module: cst.Module) -> ImportTable:
+        table = cls()
+        table._collect(module)
+        return table
+
+    def _collect(self, module: cst.Module) -> None:
+        for node in _import_nodes(module):
+            if isinstance(node, cst.Import):
+                for alias in node.names:
+                    name = _module_name(alias.name)
+                    if name is None:
+                        continue
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        self.aliases[alias.asname.name.value] = name
+                    else:
+                        head = name.split(".", 1)[0]
+                        self.aliases[head] = head
+            elif node.relative or node.module is None:
+                continue
+            else:
+                base = _module_name(node.module)
+                if base is None or isinstance(node.names, cst.ImportStar):
+                    continue
+                for alias in node.names:
+                    if not isinstance(alias.name, cst.Name):
+                        continue
+                    local = alias.name.value
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        local = alias.asname.name.value
+                    self.aliases[local] = f"{base}.{alias.name.value}"
+
+    def resolve(self, expr: cst.BaseExpression) -> str | None:
+        """The qualified name an expression refers to, if it starts at an import."""
+        name = dotted(expr)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        target = self.aliases.get(head)
+        if target is None:
+            return None
+        full = f"{target}.{rest}" if rest else target
+        return CANONICAL.get(full, full)
+
+
+def _import_nodes(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
+    """Every import statement, at any depth, without a visitor's overhead."""
+    found: list[cst.Import | cst.ImportFrom] = []
+    stack: list[cst.CSTNode] = list(module.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    found.append(small)
+        elif isinstance(node, cst.BaseCompoundStatement):
+            stack.extend(_child_statements(node))
+    found.reverse()
+    return found
+
+
+def _child_statements(node: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
+    body = node.body
+    if isinstance(body, cst.IndentedBlock):
+        out.extend(body.body)
+    for attr in ("orelse", "finalbody"):
+        extra = getattr(node, attr, None)
+        if isinstance(extra, cst.If):
+            out.append(extra)
+        elif extra is not None and isinstance(extra.body, cst.IndentedBlock):
+            out.extend(extra.body.body)
+    for handler in getattr(node, "handlers", ()):
+        if isinstance(handler.body, cst.IndentedBlock):
+            out.extend(handler.body.body)
+    return out

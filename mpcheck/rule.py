@@ -1,0 +1,185 @@
+"""The rule API: a rule is a class that reads like its own specification.
+
+A rule declares its code, kebab-case name, severity and documentation as
+class attributes, and implements one or more ``check_*`` hooks that receive
+:mod:`mpcheck.sites` from the analysis. It never derives dtypes itself: when
+it needs a fact the engine lacks, the engine learns it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import entry_points
+from typing import ClassVar
+
+import libcst as cst
+
+from mpcheck.diagnostics import RuleInfo, Severity
+from mpcheck.facts import Fact, Origin
+from mpcheck.sites import CallSite, ClassSite, SetItemSite
+
+
+@dataclass(frozen=True)
+class NodeEdit:
+    """Replace ``node``'s source with ``code``; positions are computed when reported."""
+
+    node: cst.CSTNode
+    code: str
+
+
+@dataclass(frozen=True)
+class NodeFix:
+    message: str
+    edits: tuple[NodeEdit, ...]
+    applicability: str = "safe"
+
+
+@dataclass(frozen=True)
+class Report:
+    rule: type[Rule]
+    node: cst.CSTNode
+    message: str
+    related: tuple[tuple[cst.CSTNode, str], ...] = ()
+    fix: NodeFix | None = None
+
+
+@dataclass
+class RuleContext:
+    """What a rule may ask of the file being checked."""
+
+    module: cst.Module
+    path: str
+    sink: Callable[[Report], None]
+    line_refs: list[cst.CSTNode] = field(default_factory=list)
+
+    def code(self, node: cst.CSTNode, limit: int = 60) -> str:
+        text = self.module.code_for_node(node).strip()
+        text = " ".join(text.split())
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Rule:
+    """Base class of every rule. Subclasses fill in the class attributes below."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity] = Severity.ERROR
+    summary: ClassVar[str]
+    why: ClassVar[str] = ""  # why it is a problem
+    symptom: ClassVar[str] = ""  # what the user sees when it goes wrong
+    how_to_fix: ClassVar[str] = ""
+    bad: ClassVar[str] = ""  # example that triggers the rule
+    good: ClassVar[str] = ""  # the corrected example
+    fixable: ClassVar[bool] = False
+
+    def __init__(self, ctx: RuleContext) -> None:
+        self.ctx = ctx
+
+    # -- hooks (override the ones you need) ----------------------------------------
+    def check_call(self, call: CallSite) -> None:
+        """A call or ``a @ b``."""
+
+    def check_setitem(self, site: SetItemSite) -> None:
+        """``t[index] = value``."""
+
+    def check_class(self, site: ClassSite) -> None:
+        """A class definition."""
+
+    # -- helpers ---------------------------------------------------------------------
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        *,
+        related: Iterable[tuple[cst.CSTNode, str]] = (),
+        fix: NodeFix | None = None,
+    ) -> None:
+        self.ctx.sink(Report(type(self), node, message, tuple(related), fix))
+
+    def line(self, node: cst.CSTNode) -> str:
+        """A placeholder for "line N" of ``node``, filled in once positions are known."""
+        self.ctx.line_refs.append(node)
+        return f"\x00{len(self.ctx.line_refs) - 1}\x00"
+
+    def where(self, fact: Fact) -> str:
+        """``upcast to float32 by `.float()` at line 12``: where a fact came from."""
+        origin: Origin | None = fact.origin
+        if origin is None:
+            return ""
+        return f"{origin.text} at {self.line(origin.node)}"
+
+    def related_for(self, name: str, fact: Fact) -> list[tuple[cst.CSTNode, str]]:
+        if fact.origin is None:
+            return []
+        return [(fact.origin.node, f"`{name}` {fact.origin.text}")]
+
+    # -- documentation ---------------------------------------------------------------
+    @classmethod
+    def info(cls) -> RuleInfo:
+        return RuleInfo(cls.code, cls.name, cls.severity, cls.summary, cls.docs())
+
+    @classmethod
+    def docs(cls) -> str:
+        """The rule's documentation as Markdown, built from its attributes."""
+        parts = [f"# {cls.code} `{cls.name}`", ""]
+        fix = "a fix is available (`--fix`)" if cls.fixable else "no automatic fix"
+        parts += [f"**Severity:** {cls.severity.value} · {fix}", "", cls.summary, ""]
+        for title, body in (
+            ("Why is this a problem?", cls.why),
+            ("What you see", cls.symptom),
+            ("How to fix", cls.how_to_fix),
+        ):
+            if body:
+                parts += [f"## {title}", "", _dedent(body), ""]
+        for title, body in (("Example", cls.bad), ("Use instead", cls.good)):
+            if body:
+                parts += [f"## {title}", "", "```python", _dedent(body).rstrip(), "```", ""]
+        return "\n".join(parts).rstrip() + "\n"
+
+    @classmethod
+    def hooks(cls) -> frozenset[str]:
+        """The ``check_*`` hooks this rule overrides, so the engine calls only those."""
+        return frozenset(
+            name
+            for name in ("check_call", "check_setitem", "check_class")
+            if getattr(cls, name) is not getattr(Rule, name)
+        )
+
+
+def _dedent(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+@cache
+def all_rules() -> tuple[type[Rule], ...]:
+    """Built-in rules from ``mpcheck.rules`` plus third-party ``mpcheck.rules`` entry points."""
+    found: dict[str, type[Rule]] = {}
+    import mpcheck.rules as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for rule in _rules_in(vars(module).values()):
+            found.setdefault(rule.code, rule)
+    for ep in entry_points(group="mpcheck.rules"):
+        loaded = ep.load()
+        candidates = vars(loaded).values() if hasattr(loaded, "__path__") or hasattr(loaded, "__file__") else [loaded]
+        for rule in _rules_in(candidates):
+            found.setdefault(rule.code, rule)
+    return tuple(sorted(found.values(), key=lambda r: r.code))
+
+
+def _rules_in(objects: Iterable[object]) -> Sequence[type[Rule]]:
+    return [
+        obj
+        for obj in objects
+        if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and "code" in vars(obj)
+    ]
+
+
+def rules_by_code() -> dict[str, type[Rule]]:
+    return {r.code: r for r in all_rules()}

@@ -1,0 +1,85 @@
+"""MPC101: an explicit upcast reaches a half-precision op without a cast back."""
+
+from __future__ import annotations
+
+from mpcheck.facts import Cause, Prec
+from mpcheck.rule import NodeEdit, NodeFix, Rule
+from mpcheck.sites import CallSite, Operand
+from mpcheck.torch_api import OpKind
+
+
+class UpcastReachesHalfOp(Rule):
+    code = "MPC101"
+    name = "upcast-reaches-half-op"
+    summary = (
+        "A tensor upcast with `.float()` / `.to(torch.float32)` reaches a layer or matmul "
+        "that runs in the model's half dtype, without being cast back."
+    )
+    why = """
+        Upcasting to float32 for a numerically sensitive step (a norm, softmax, rotary
+        embedding) is right, but the result must be cast back before it meets the model's own
+        weights. When the model runs in float16/bfloat16 (`model.half()`,
+        `torch_dtype=torch.float16`), a Linear, conv, matmul or norm whose parameters are half
+        refuses a float32 input. Outside `torch.autocast` this raises on every device. Under
+        autocast, matmul-like ops recast their inputs, so mpcheck stays quiet there; norms
+        are not recast on CPU and still raise.
+        """
+    symptom = """
+        `RuntimeError: mat1 and mat2 must have the same dtype, but got Float and Half`
+        (also `expected scalar type Float but found Half`, `Input type (float) and bias type
+        (c10::Half) should be the same`, `mixed dtype (CPU): expect parameter to have scalar
+        type of Float`).
+        """
+    how_to_fix = """
+        Cast the result back to the dtype it came in with, e.g. `.to(x.dtype)` or
+        `.type_as(x)`, right after the float32 computation. mpcheck's fix casts the operand to
+        the weights' dtype at the call (an unsafe fix: it changes the precision of the call).
+        """
+    bad = """
+        class Block(nn.Module):
+            def forward(self, x):
+                h = self.norm(x).float()
+                h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+                return self.proj(h)          # float32 input, half weights
+        """
+    good = """
+        class Block(nn.Module):
+            def forward(self, x):
+                h = self.norm(x).float()
+                h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+                return self.proj(h.to(x.dtype))
+        """
+    fixable = True
+
+    def check_call(self, call: CallSite) -> None:
+        if call.op in (None, OpKind.ATTENTION, OpKind.EMBEDDING) or call.recast_by_autocast:
+            return
+        first, params = call.operands()
+        operands = [first, *params] if first is not None else []
+        upcast = next((o for o in operands if _is_upcast(o)), None)
+        half = next((o for o in operands if o.fact.prec in (Prec.MODEL, Prec.HALF)), None)
+        if upcast is None or half is None:
+            return
+        if call.op is OpKind.NORM and upcast is not first:
+            return  # a low input with float32 norm parameters is supported
+        target = self.ctx.code(call.receiver.node if call.is_module_call and call.receiver else call.node)
+        what = self.ctx.code(upcast.node)
+        dtype_of = f"{self.ctx.code(half.node)}{'.weight' if call.is_module_call else ''}.dtype"
+        message = (
+            f"`{what}` is float32 ({self.where(upcast.fact)}) but `{target}` runs in the "
+            f"model's dtype, which is half when the model is; cast it back first"
+        )
+        related = self.related_for(what, upcast.fact)
+        if half.fact.origin is not None and half.fact.cause is Cause.MODEL_CAST:
+            related.append((half.fact.origin.node, f"the model is {half.fact.origin.text}"))
+        fix = NodeFix(
+            f"Cast `{what}` to `{dtype_of}`",
+            (NodeEdit(upcast.node, f"{what}.to({dtype_of})"),),
+            applicability="unsafe",
+        )
+        self.report(call.node, message, related=related, fix=fix if "\n" not in what else None)
+
+
+def _is_upcast(operand: Operand) -> bool:
+    fact = operand.fact
+    return fact.prec is Prec.FULL and fact.cause is Cause.UPCAST and not fact.zero_dim

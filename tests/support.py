@@ -1,0 +1,56 @@
+"""Shared test helpers: fixture expectations and running mpcheck in-process."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mpcheck.diagnostics import Diagnostic
+from mpcheck.engine import check_source
+from mpcheck.rule import all_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+# `# expect: MPC101` (or `MPC101, MPC103`) on the line where a finding starts.
+EXPECT = re.compile(r"#\s*expect:\s*(MPC\d{3}(?:\s*,\s*MPC\d{3})*)")
+# `# runtime: raises RuntimeError "regex"`, `# runtime: ok`, `# runtime: wrong "regex"`,
+# `# runtime: none (reason)` on the fixture's first lines.
+RUNTIME = re.compile(r'#\s*runtime:\s*(raises|ok|wrong|none)\b\s*(\w+)?\s*(?:"(.*)")?')
+
+
+@dataclass(frozen=True)
+class Runtime:
+    outcome: str  # raises | ok | wrong | none
+    exception: str | None
+    pattern: str | None
+
+
+def fixture_files() -> list[Path]:
+    return sorted(p for p in FIXTURES.rglob("*.py") if p.is_file())
+
+
+def expected(path: Path) -> set[tuple[int, str]]:
+    out = set()
+    for row, line in enumerate(path.read_text().splitlines(), 1):
+        m = EXPECT.search(line)
+        if m:
+            out |= {(row, c.strip()) for c in m.group(1).split(",")}
+    return out
+
+
+def runtime(path: Path) -> Runtime | None:
+    for line in path.read_text().splitlines()[:15]:
+        m = RUNTIME.search(line)
+        if m:
+            return Runtime(m.group(1), m.group(2), m.group(3))
+    return None
+
+
+def check(source: str, filename: str = "t.py") -> list[Diagnostic]:
+    return [d for d in check_source(source, filename, all_rules()) if not d.suppressed]
+
+
+def found(path: Path) -> set[tuple[int, str]]:
+    return {(d.start.row, d.code) for d in check(path.read_text(), str(path))}
