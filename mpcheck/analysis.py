@@ -92,6 +92,7 @@ class ClassInfo:
     attrs: Env
     methods: dict[str, cst.FunctionDef]
     bases: tuple[str, ...]
+    kept_fp32: bool = False  # instantiated under a name in ``_keep_in_fp32_modules``
 
 
 @dataclass
@@ -128,12 +129,46 @@ class FileAnalysis:
     # -- driver ------------------------------------------------------------------
     def run(self) -> None:
         self._collect(self.module.body)
+        self.keep_fp32 = self._keep_in_fp32_names()
         script = Frame({}, Scope(None, None, False, None))
         self.block(self.module.body, script)
         for cls in list(self.classes.values()):
             self.analyse_class(cls)
         for fn in self.functions.values():
             self.summary(fn)
+
+    def _keep_in_fp32_names(self) -> frozenset[str]:
+        """Submodule names that HF/diffusers keep in float32 when loading a half model.
+
+        ``_keep_in_fp32_modules = ["time_embeddings", "norm"]`` on a model class
+        keeps every submodule with such a name segment in float32; the classes
+        instantiated under those names then run in float32, not the model dtype.
+        """
+        names: set[str] = set()
+        for info in self.classes.values():
+            for stmt in info.node.body.body:
+                if not isinstance(stmt, cst.SimpleStatementLine):
+                    continue
+                for small in stmt.body:
+                    target = small.targets[0].target if isinstance(small, cst.Assign) else (
+                        small.target if isinstance(small, cst.AnnAssign) else None
+                    )
+                    value = getattr(small, "value", None)
+                    if dotted(target) == "_keep_in_fp32_modules" if target else False:
+                        if isinstance(value, (cst.List, cst.Tuple)):
+                            for el in value.elements:
+                                if isinstance(el.value, cst.SimpleString):
+                                    text = el.value.evaluated_value
+                                    if isinstance(text, str):
+                                        names.add(text)
+        if names:
+            for info in self.classes.values():
+                init = info.methods.get("__init__")
+                for target, cls_name in _self_constructions(init) if init else ():
+                    kept = self.classes.get(cls_name)
+                    if kept is not None and target in names:
+                        kept.kept_fp32 = True
+        return frozenset(names)
 
     def _collect(self, body: Sequence[cst.BaseStatement]) -> None:
         for stmt in body:
@@ -202,7 +237,7 @@ class FileAnalysis:
     def _function_frame(
         self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
     ) -> Frame:
-        in_module = bool(cls and cls.is_module and self.half_capable)
+        in_module = bool(cls and cls.is_module and not cls.kept_fp32 and self.half_capable)
         if outer is not None and cls is None:
             in_module = outer.scope.in_module
         autocast = outer.scope.autocast if outer else None
@@ -235,8 +270,10 @@ class FileAnalysis:
         origin = Origin(param, Cause.ACTIVATION, f"`{name}`, an input of the function")
         marks = frozenset({index})
         ann = param.annotation.annotation if param.annotation else None
-        ann_text = self.module.code_for_node(ann) if ann is not None else ""
+        ann_text = " ".join(_annotation_names(ann)) if ann is not None else ""
         default = param.default
+        if name.endswith("dtype"):
+            return Fact(Kind.DTYPE, params=marks)
         if name in NON_TENSOR_PARAMS:
             return Fact(Kind.OTHER, params=marks)
         if ann is not None and "Tensor" not in ann_text and "tensor" not in ann_text:
@@ -313,11 +350,11 @@ class FileAnalysis:
         return sub
 
     def merge(self, frame: Frame, a: Frame, b: Frame) -> None:
-        keys = set(a.env) | set(b.env)
-        env: Env = {}
-        for key in keys:
-            fa, fb = a.env.get(key), b.env.get(key)
-            env[key] = join(fa, fb) if fa is not None and fb is not None else (fa or fb or UNKNOWN)
+        env = dict(a.env)
+        for key, fb in b.env.items():
+            fa = env.get(key)
+            if fa is not fb:
+                env[key] = fb if fa is None else join(fa, fb)
         frame.env = env
         for r in (a.returns, b.returns):
             if r is not None:
@@ -435,10 +472,15 @@ class FileAnalysis:
         key = dotted(target)
         if key is None:
             return
+        if value.kind is Kind.MODULE and key.rsplit(".", 1)[-1] in self.keep_fp32:
+            text = "kept in float32 by `_keep_in_fp32_modules`"
+            value = replace(value, prec=Prec.FULL, dtype="float32", origin=Origin(target, Cause.MODEL_CAST, text))
+        old = frame.env.get(key)
         frame.env[key] = value
-        prefix = key + "."
-        for k in [k for k in frame.env if k.startswith(prefix)]:
-            del frame.env[k]
+        if old is not None and old.kind is Kind.MODULE:  # children of a rebound module
+            prefix = key + "."
+            for k in [k for k in frame.env if k.startswith(prefix)]:
+                del frame.env[k]
 
     # -- expressions -------------------------------------------------------------------
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
@@ -490,7 +532,9 @@ class FileAnalysis:
                 return Fact(Kind.TENSOR, base.prec, base.dtype, base.origin)
             if attr == "dtype":
                 return Fact(Kind.DTYPE, base.prec, base.dtype, base.origin)
-            if attr in ("config", "device", "training", "dtype"):
+            if attr.endswith("dtype"):
+                return Fact(Kind.DTYPE)
+            if attr in ("config", "device", "training"):
                 return UNKNOWN
             return replace(base, layer=None)
         if base.kind is Kind.OTHER and attr in ("min", "max", "eps", "tiny") and base.layer:
@@ -890,6 +934,8 @@ class FileAnalysis:
                 name = dotted(op.node) or ""
                 if name.endswith("Tensor"):
                     return self.legacy_type(name, node)
+            if _names_a_dtype(op.node):
+                return UNKNOWN_TENSOR  # a dtype we cannot see: assume nothing
         if method == "type" and not cand:
             return UNKNOWN
         return recv
@@ -971,6 +1017,8 @@ class FileAnalysis:
                     if frame.scope.in_module:
                         return Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.ACTIVATION, "a parameter of the model"))
                     return inner
+                if _parameter_free_norm(name, kwargs):
+                    name = "ParameterFreeNorm"
                 return self.construct_module(node, name, frame, kwargs)
         if "dtype" in kwargs and (leaf in ("ones", "zeros", "empty", "full", "rand", "randn", "arange", "linspace", "logspace", "eye", "tensor", "as_tensor") or leaf.endswith("_like")):
             return self.dtype_arg(kwargs["dtype"], node, UNKNOWN_TENSOR)
@@ -1146,6 +1194,55 @@ def _fold(op: cst.BaseBinaryOp, a: Fact, b: Fact) -> Fact:
     except (OverflowError, ValueError):
         pass
     return SCALAR
+
+
+def _self_constructions(fn: cst.FunctionDef) -> Iterator[tuple[str, str]]:
+    """``(attr, ClassName)`` for each ``self.attr = ClassName(...)`` at the top of ``fn``."""
+    body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ()
+    for stmt in body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
+                target = dotted(small.targets[0].target) or ""
+                callee = dotted(small.value.func) or ""
+                if target.startswith("self.") and target.count(".") == 1:
+                    yield target[5:], callee.rsplit(".", 1)[-1]
+
+
+def _parameter_free_norm(layer: str, kwargs: dict[str, Operand]) -> bool:
+    """``nn.LayerNorm(d, elementwise_affine=False)`` has no weights to clash with."""
+    for key in ("elementwise_affine", "affine"):
+        flag = kwargs.get(key)
+        if flag is not None and isinstance(flag.node, cst.Name) and flag.node.value == "False":
+            return "Norm" in layer
+    return False
+
+
+def _annotation_names(node: cst.CSTNode) -> list[str]:
+    """The identifiers in a type annotation (``Optional[torch.Tensor]`` -> Optional torch Tensor)."""
+    out: list[str] = []
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cst.Name):
+            out.append(cur.value)
+        elif isinstance(cur, cst.SimpleString):
+            out.append(cur.value.strip("'\""))
+        elif isinstance(cur, cst.Attribute):
+            stack += [cur.value, cur.attr]
+        elif isinstance(cur, cst.Subscript):
+            stack.append(cur.value)
+            stack += [e.slice.value for e in cur.slice if isinstance(e.slice, cst.Index)]
+        elif isinstance(cur, cst.BinaryOperation):
+            stack += [cur.left, cur.right]
+    return out
+
+
+def _names_a_dtype(node: cst.CSTNode) -> bool:
+    """``compute_dtype``, ``self.dtype``, ``cfg.weight_dtype``: a dtype we cannot resolve."""
+    name = dotted(node) if isinstance(node, cst.BaseExpression) else None
+    return name is not None and name.lower().endswith("dtype")
 
 
 def _is_float_literal(node: cst.CSTNode) -> bool:

@@ -93,9 +93,15 @@ def check_source(
         return diagnostics
     text = data.decode("utf-8", errors="replace")
     sup = noqa.scan(text)
-    return sorted(
-        noqa.apply(diagnostics, sup, unused_noqa=options.unused_noqa), key=Diagnostic.sort_key
+    enabled = {r.code for r in rules} | {INVALID_SYNTAX[0], INTERNAL_ERROR[0]}
+    marked = noqa.apply(
+        diagnostics,
+        sup,
+        filename=filename,
+        unused_noqa=options.unused_noqa,
+        enabled_codes=enabled,
     )
+    return sorted(marked, key=Diagnostic.sort_key)
 
 
 def _analyse(

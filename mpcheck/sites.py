@@ -95,16 +95,14 @@ class CallSite:
         dtype); for ``F.linear``/``F.conv*``/norms they are the weight and bias
         arguments; for matmuls every tensor operand after the first.
         """
-        if self.op is None:
-            return None, ()
+        if self.op is None or self.aten == "rms_norm":
+            return None, ()  # rms_norm: fp32 input with low weight runs (returns float32)
         if self.is_module_call:
             module = self.receiver
             assert module is not None
             weights = Operand(module.node, replace(module.fact, kind=Kind.TENSOR, layer=None))
             return self.arg(0, "input"), (weights,)
         if self.op is OpKind.NORM:
-            if self.aten == "rms_norm":  # fp32 input with low weight runs (returns float32)
-                return None, ()
             slots = {"batch_norm": (3, 4)}.get(self.aten, (2, 3))
             params = [self.arg(slots[0], "weight"), self.arg(slots[1], "bias")]
             if self.aten == "batch_norm":

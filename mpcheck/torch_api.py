@@ -184,7 +184,7 @@ PASS_THROUGH_LAYERS = frozenset(
     AvgPool2d AvgPool3d AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d
     AdaptiveMaxPool1d AdaptiveMaxPool2d Upsample PixelShuffle PixelUnshuffle Mish Hardswish
     Hardsigmoid LeakyReLU ELU SELU CELU Softplus Softsign ZeroPad2d ConstantPad2d
-    ReflectionPad2d ReplicationPad2d GLU Tanhshrink Hardtanh""".split()
+    ReflectionPad2d ReplicationPad2d GLU Tanhshrink Hardtanh ParameterFreeNorm""".split()
 )
 CONTAINER_LAYERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 

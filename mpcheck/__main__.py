@@ -1,0 +1,7 @@
+"""``python -m mpcheck``."""
+
+import sys
+
+from mpcheck.cli import main
+
+sys.exit(main())

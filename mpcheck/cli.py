@@ -1,0 +1,247 @@
+"""The ``mpcheck`` command line, shaped like ruff's: ``check`` and ``rule``.
+
+Exit codes: 0 no findings, 1 findings, 2 usage, configuration or internal error.
+No traceback reaches the user: bad input becomes a one-line message and exit 2,
+a bad file becomes a finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+from mpcheck import __version__
+from mpcheck.config import ConfigError, Settings, find_config, load_settings, with_overrides
+from mpcheck.diagnostics import Diagnostic
+from mpcheck.discovery import MissingPathError, discover
+from mpcheck.engine import Options, check_source
+from mpcheck.reporters import FORMATS, render
+from mpcheck.reporters.base import ReportContext
+from mpcheck.rule import Rule, all_rules
+from mpcheck.runner import check_files
+from mpcheck.selection import PerFileIgnores, SelectionError, enabled_codes
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+ENGINE_CODES = frozenset({"MPC001", "MPC002"})
+
+
+class UsageError(Exception):
+    """A problem with how mpcheck was called: exit 2 with a one-line message."""
+
+
+def _codes(value: str) -> list[str]:
+    return [c.strip() for c in value.split(",") if c.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mpcheck",
+        description="Find mixed-precision (fp16/bf16) bugs in PyTorch code before they run.",
+    )
+    parser.add_argument("--version", action="version", version=f"mpcheck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = sub.add_parser("check", help="check files or directories (default: .)")
+    check.add_argument("paths", nargs="*", type=Path, help="files or directories; - for stdin")
+    check.add_argument("--select", type=_codes, help="rule codes or prefixes to enable (ALL)")
+    check.add_argument("--extend-select", type=_codes, default=[], help="add to the selection")
+    check.add_argument("--ignore", type=_codes, default=[], help="rule codes or prefixes to skip")
+    check.add_argument("--exclude", type=_codes, help="replace the exclude patterns")
+    check.add_argument("--extend-exclude", type=_codes, default=[], help="add exclude patterns")
+    check.add_argument(
+        "--output-format",
+        choices=FORMATS,
+        default=os.environ.get("MPCHECK_OUTPUT_FORMAT") or "full",
+        help="how findings are printed (env: MPCHECK_OUTPUT_FORMAT)",
+    )
+    check.add_argument("-o", "--output-file", type=Path, help="write the report to this file")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    check.add_argument("--statistics", action="store_true", help="count findings per rule")
+    check.add_argument("--no-cache", action="store_true", help="accepted for ruff parity")
+    check.add_argument("--config", type=Path, help="pyproject.toml or mpcheck.toml to use")
+    check.add_argument("--stdin-filename", help="the name of the file read from stdin")
+    check.add_argument(
+        "--force-exclude", action="store_true", help="apply excludes to explicit paths too"
+    )
+    check.add_argument("-q", "--quiet", action="store_true", help="print findings only")
+    check.add_argument("-j", "--jobs", type=int, default=0, help="worker processes (0: auto)")
+
+    rule = sub.add_parser("rule", help="explain a rule, or list them all")
+    rule.add_argument("code", nargs="?", help="a rule code such as MPC101")
+    rule.add_argument("--all", action="store_true", help="list every rule")
+    rule.add_argument("--output-format", choices=("text", "json"), default="text")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check":
+            return run_check(args)
+        if args.command == "rule":
+            return run_rule(args)
+        parser.print_help()
+        return EXIT_ERROR
+    except (UsageError, ConfigError, SelectionError, MissingPathError) as exc:
+        print(f"mpcheck: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_CLEAN
+
+
+def _settings(args: argparse.Namespace, cwd: Path) -> Settings:
+    config = args.config
+    if config is not None and not config.is_file():
+        raise UsageError(f"{config}: no such configuration file")
+    settings = load_settings(config if config is not None else find_config(cwd), cwd=cwd)
+    return with_overrides(
+        settings,
+        select=args.select,
+        extend_select=args.extend_select,
+        ignore=args.ignore,
+        exclude=args.exclude,
+        extend_exclude=args.extend_exclude,
+        cwd=cwd,
+    )
+
+
+def run_check(args: argparse.Namespace) -> int:
+    cwd = Path.cwd()
+    settings = _settings(args, cwd)
+    rules = all_rules()
+    all_codes = [r.code for r in rules]
+    selected = enabled_codes(all_codes, settings)
+    ignores = PerFileIgnores(settings, all_codes)
+    active = tuple(r for r in rules if r.code in selected and r.code not in ENGINE_CODES)
+    options = Options(
+        module_half_capable=settings.module_half_capable, unused_noqa="MPC100" in selected
+    )
+    paths: list[Path] = args.paths or [Path(".")]
+    if [str(p) for p in paths] == ["-"] or (not args.paths and args.stdin_filename):
+        name = args.stdin_filename or "-"
+        data = sys.stdin.buffer.read()
+        filename = str(Path(name).resolve()) if args.stdin_filename else "-"
+        file_rules = _rules_for(Path(name), active, ignores)
+        diagnostics = check_source(data, filename, file_rules, options)
+    else:
+        if any(str(p) == "-" for p in paths):
+            raise UsageError("`-` (stdin) cannot be mixed with other paths")
+        files = discover(paths, settings, force_exclude=args.force_exclude)
+        jobs = [(f, _rules_for(f, active, ignores)) for f in files]
+        diagnostics = check_files(jobs, options, processes=args.jobs)
+    diagnostics = [d for d in diagnostics if d.code in selected or d.code in ENGINE_CODES]
+    diagnostics.sort(key=Diagnostic.sort_key)
+    return _emit(args, diagnostics, rules, cwd)
+
+
+def _rules_for(
+    path: Path, active: tuple[type[Rule], ...], ignores: PerFileIgnores
+) -> tuple[type[Rule], ...]:
+    ignored = ignores(path)
+    return tuple(r for r in active if r.code not in ignored) if ignored else active
+
+
+def _emit(
+    args: argparse.Namespace,
+    diagnostics: list[Diagnostic],
+    rules: Sequence[type[Rule]],
+    cwd: Path,
+) -> int:
+    shown = [d for d in diagnostics if not d.suppressed]
+    if args.statistics:
+        text = _statistics(shown, rules)
+    else:
+        ctx = ReportContext(
+            root=cwd,
+            rules={r.code: r.info() for r in rules},
+            source_lines=_lines,
+            tool_version=__version__,
+        )
+        text = render(args.output_format, diagnostics, ctx)
+        if args.output_format in ("full", "concise", "grouped") and not args.quiet:
+            text += ("\n" if text else "") + _summary(shown)
+    if args.output_file is not None:
+        try:
+            args.output_file.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output_file}: {exc.strerror}") from exc
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return EXIT_FINDINGS if shown and not args.exit_zero else EXIT_CLEAN
+
+
+def _summary(shown: Sequence[Diagnostic]) -> str:
+    if not shown:
+        return "All checks passed!\n"
+    fixable = sum(1 for d in shown if d.fix is not None)
+    noun = "error" if len(shown) == 1 else "errors"
+    extra = f"\n[*] {fixable} fixable with the `--fix` option." if fixable else ""
+    return f"Found {len(shown)} {noun}.{extra}\n"
+
+
+def _statistics(shown: Sequence[Diagnostic], rules: Sequence[type[Rule]]) -> str:
+    names = {r.code: r.name for r in rules}
+    counts = Counter(d.code for d in shown)
+    fixable = {d.code for d in shown if d.fix is not None}
+    lines = [
+        f"{n:>5}\t{code}\t{'[*] ' if code in fixable else ''}{names.get(code, '')}"
+        for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    return "".join(line + "\n" for line in lines)
+
+
+@cache
+def _lines(filename: str) -> list[str]:
+    try:
+        return Path(filename).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def run_rule(args: argparse.Namespace) -> int:
+    rules = all_rules()
+    if args.all or not args.code:
+        if args.output_format == "json":
+            data = [_rule_json(r) for r in rules]
+            print(json.dumps(data, indent=2))
+        else:
+            for r in rules:
+                print(f"{r.code}  {r.name:<36} {r.severity.value:<8} {r.summary}")
+        return EXIT_CLEAN
+    by_code = {r.code: r for r in rules}
+    by_name = {r.name: r for r in rules}
+    rule = by_code.get(args.code.upper()) or by_name.get(args.code)
+    if rule is None:
+        raise UsageError(f"unknown rule `{args.code}` (see `mpcheck rule --all`)")
+    if args.output_format == "json":
+        print(json.dumps(_rule_json(rule), indent=2))
+    else:
+        sys.stdout.write(rule.docs())
+    return EXIT_CLEAN
+
+
+def _rule_json(rule: type[Rule]) -> dict[str, object]:
+    info = rule.info()
+    return {
+        "code": info.code,
+        "name": info.name,
+        "severity": info.severity.value,
+        "summary": info.summary,
+        "fixable": rule.fixable,
+        "url": info.url,
+        "explanation": info.docs,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

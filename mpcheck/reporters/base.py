@@ -1,0 +1,133 @@
+"""What every reporter receives, and the helpers they share.
+
+Everything format-independent lives here (paths relative to the root, one-line messages,
+escaping tables for CI logging commands, XML-safe text, stable fingerprints) so that the
+format modules only decide layout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+from mpcheck.diagnostics import RULES_URL, Diagnostic, Position, RuleInfo
+
+TOOL_NAME = "mpcheck"
+# The project home, derived from the rules URL so the two cannot drift apart.
+HOMEPAGE = RULES_URL.split("/blob/", 1)[0]
+STDIN = "-"
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """Everything a reporter may consult besides the diagnostics themselves."""
+
+    root: Path  # paths are shown relative to this (cwd / repo root; SARIF %SRCROOT%)
+    rules: Mapping[str, RuleInfo]  # every known rule by code
+    # Lines (without newlines) of a reported file by Diagnostic.filename; [] when unavailable.
+    source_lines: Callable[[str], Sequence[str]]
+    tool_version: str
+
+
+Renderer = Callable[[Sequence[Diagnostic], ReportContext], str]
+
+
+def visible(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """Findings a user should see: everything not silenced by ``# noqa``."""
+    return [d for d in diagnostics if not d.suppressed]
+
+
+def relative_to_root(filename: str, root: Path) -> str | None:
+    """``filename`` as a POSIX path relative to ``root``, or None when it lies outside it.
+
+    Purely lexical (no symlink resolution) so reporters never touch the file system.
+    """
+    if filename == STDIN:
+        return None
+    path = PurePath(filename)
+    if not path.is_absolute():
+        return path.as_posix()
+    base = os.path.normpath(os.path.abspath(root))
+    try:
+        return PurePath(os.path.normpath(filename)).relative_to(base).as_posix()
+    except ValueError:
+        return None
+
+
+def display_path(filename: str, root: Path) -> str:
+    """Path as shown to people: relative to the root when under it, else as given."""
+    relative = relative_to_root(filename, root)
+    if relative is not None:
+        return relative
+    return filename if filename == STDIN else PurePath(filename).as_posix()
+
+
+def one_line(text: str) -> str:
+    """Collapse line breaks so line-oriented formats keep one finding per line."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def summary_line(d: Diagnostic, ctx: ReportContext, *, fix_marker: bool = True) -> str:
+    """``path:row:col: CODE [*] message``, the line editors and CI logs know how to parse."""
+    marker = " [*]" if fix_marker and d.fix is not None else ""
+    where = f"{display_path(d.filename, ctx.root)}:{d.start.row}:{d.start.column}"
+    return f"{where}: {d.code}{marker} {one_line(d.message)}"
+
+
+def last_row(start: Position, end: Position) -> int:
+    """The last row a range actually covers (an exclusive end at column 1 ends the row above)."""
+    if end.row > start.row and end.column == 1:
+        return end.row - 1
+    return end.row
+
+
+def source_line(ctx: ReportContext, filename: str, row: int) -> str | None:
+    """Text of a 1-based row, or None when the source is unavailable or too short."""
+    lines = ctx.source_lines(filename)
+    return lines[row - 1] if 1 <= row <= len(lines) else None
+
+
+def fingerprints(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> list[str]:
+    """A stable identity per finding, in input order, for SARIF and GitLab.
+
+    Hashes the code, the root-relative path, the stripped text of the reported line and the
+    occurrence index among findings sharing those three, so it survives lines moving up or
+    down and stays unique per finding. Suppressed findings count too, so adding a ``# noqa``
+    does not renumber its neighbours.
+    """
+    seen: Counter[tuple[str, str, str]] = Counter()
+    result = []
+    for d in diagnostics:
+        text = (source_line(ctx, d.filename, d.start.row) or "").strip()
+        key = (d.code, display_path(d.filename, ctx.root), text)
+        occurrence = seen[key]
+        seen[key] += 1
+        payload = "\0".join((*key, str(occurrence)))
+        result.append(hashlib.sha256(payload.encode("utf-8")).hexdigest())
+    return result
+
+
+def escape(text: str, table: Mapping[str, str]) -> str:
+    """Replace each character found in ``table`` (single pass, so escapes never re-escape)."""
+    return "".join(table.get(char, char) for char in text)
+
+
+# GitHub Actions workflow commands, as actions/toolkit's escapeData / escapeProperty.
+GITHUB_DATA = {"%": "%25", "\r": "%0D", "\n": "%0A"}
+GITHUB_PROPERTY = {**GITHUB_DATA, ":": "%3A", ",": "%2C"}
+# Azure Pipelines logging commands, as azure-pipelines-task-lib's escapedata / escape.
+AZURE_DATA = {"%": "%AZP25", "\r": "%0D", "\n": "%0A"}
+AZURE_PROPERTY = {**AZURE_DATA, ";": "%3B", "]": "%5D"}
+
+# Characters XML 1.0 cannot represent at all, even escaped.
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """Make text storable in XML 1.0 by replacing forbidden characters with U+FFFD."""
+    return _XML_INVALID.sub("\ufffd", text)

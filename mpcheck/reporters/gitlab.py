@@ -1,0 +1,39 @@
+"""``gitlab``: GitLab Code Quality report (a Code Climate subset) for merge request widgets.
+
+GitLab compares fingerprints between the base and head pipelines to show new and fixed
+findings, so they must be stable when code moves and unique per finding.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from mpcheck.diagnostics import Diagnostic, Severity
+
+from .base import ReportContext, display_path, fingerprints, last_row
+
+SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor"}
+
+
+def render_gitlab(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
+    """A JSON array of issues; ``[]`` when clean, which GitLab reads as "no findings"."""
+    issues: list[dict[str, Any]] = []
+    # Fingerprints count suppressed findings too, so silencing one never renumbers the rest.
+    for d, fingerprint in zip(diagnostics, fingerprints(diagnostics, ctx), strict=True):
+        if d.suppressed:
+            continue
+        issues.append(
+            {
+                "description": f"{d.code}: {d.message}",
+                "check_name": d.code,
+                "fingerprint": fingerprint,
+                "severity": SEVERITIES[d.severity],
+                "location": {
+                    "path": display_path(d.filename, ctx.root),
+                    "lines": {"begin": d.start.row, "end": last_row(d.start, d.end)},
+                },
+            }
+        )
+    return json.dumps(issues, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,146 @@
+"""``sarif``: SARIF 2.1.0, for GitHub code scanning and other SARIF viewers.
+
+Unlike every other format it keeps ``# noqa``-suppressed findings (marked ``inSource``),
+because code scanning uses them to close alerts instead of leaving them open. Paths are
+relative to ``%SRCROOT%`` so the log is portable between checkouts; the fingerprints let
+code scanning track a finding across commits that move it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from mpcheck.diagnostics import Diagnostic, Fix, Position, RuleInfo
+
+from .base import (
+    HOMEPAGE,
+    STDIN,
+    TOOL_NAME,
+    ReportContext,
+    fingerprints,
+    relative_to_root,
+)
+
+SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+SRCROOT = "%SRCROOT%"
+FINGERPRINT_KEY = f"{TOOL_NAME}/v1"
+
+
+def render_sarif(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
+    """A complete SARIF log with one run; always non-empty (a clean run has ``results: []``)."""
+    rules = [ctx.rules[code] for code in sorted(ctx.rules)]
+    rule_index = {rule.code: index for index, rule in enumerate(rules)}
+    results = [
+        _result(d, fingerprint, rule_index, ctx)
+        for d, fingerprint in zip(diagnostics, fingerprints(diagnostics, ctx), strict=True)
+    ]
+    root_uri = Path(os.path.abspath(ctx.root)).as_uri()
+    if not root_uri.endswith("/"):
+        root_uri += "/"  # a base URI must end in "/" or its last segment is replaced
+    log = {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": TOOL_NAME,
+                        "version": ctx.tool_version,
+                        "informationUri": HOMEPAGE,
+                        "rules": [_rule(rule) for rule in rules],
+                    }
+                },
+                "originalUriBaseIds": {SRCROOT: {"uri": root_uri}},
+                # Our columns count characters, like ruff; SARIF's default is UTF-16 units.
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+def _rule(rule: RuleInfo) -> dict[str, Any]:
+    docs = rule.docs or rule.summary
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": docs},
+        "help": {"text": docs, "markdown": docs},
+        "helpUri": rule.url,
+        "defaultConfiguration": {"level": rule.severity.value},
+    }
+
+
+def artifact_location(filename: str, ctx: ReportContext) -> dict[str, str]:
+    """Root-relative URI under ``%SRCROOT%``; an absolute ``file://`` URI outside the root."""
+    relative = relative_to_root(filename, ctx.root)
+    if relative is not None:
+        return {"uri": quote(relative), "uriBaseId": SRCROOT}
+    if filename == STDIN:
+        return {"uri": quote(filename)}
+    return {"uri": Path(filename).as_uri()}
+
+
+def _region(start: Position, end: Position) -> dict[str, int]:
+    # SARIF's endColumn is exclusive, like ours.
+    return {
+        "startLine": start.row,
+        "startColumn": start.column,
+        "endLine": end.row,
+        "endColumn": end.column,
+    }
+
+
+def _fixes(fix: Fix, artifact: dict[str, str]) -> list[dict[str, Any]]:
+    if not fix.edits:
+        return []  # SARIF requires at least one replacement per change
+    replacements: list[dict[str, Any]] = []
+    for edit in fix.edits:
+        replacement: dict[str, Any] = {"deletedRegion": _region(edit.start, edit.end)}
+        if edit.content:
+            replacement["insertedContent"] = {"text": edit.content}
+        replacements.append(replacement)
+    change = {"artifactLocation": artifact, "replacements": replacements}
+    return [{"description": {"text": fix.message}, "artifactChanges": [change]}]
+
+
+def _result(
+    d: Diagnostic, fingerprint: str, rule_index: dict[str, int], ctx: ReportContext
+) -> dict[str, Any]:
+    artifact = artifact_location(d.filename, ctx)
+    result: dict[str, Any] = {"ruleId": d.code}
+    if d.code in rule_index:
+        result["ruleIndex"] = rule_index[d.code]
+    result["level"] = d.severity.value
+    result["message"] = {"text": d.message}
+    result["locations"] = [
+        {"physicalLocation": {"artifactLocation": artifact, "region": _region(d.start, d.end)}}
+    ]
+    if d.related:
+        result["relatedLocations"] = [
+            {
+                "id": index,
+                "message": {"text": related.message},
+                "physicalLocation": {
+                    "artifactLocation": artifact,
+                    "region": _region(related.start, related.end),
+                },
+            }
+            for index, related in enumerate(d.related, start=1)
+        ]
+    if d.fix is not None and (fixes := _fixes(d.fix, artifact)):
+        result["fixes"] = fixes
+    result["partialFingerprints"] = {FINGERPRINT_KEY: fingerprint}
+    if d.suppressed:
+        # Absent (not empty) for the others: some consumers drop any result that has the key.
+        result["suppressions"] = [{"kind": "inSource"}]
+    return result

@@ -1,0 +1,45 @@
+"""One-line-per-finding text formats: ``concise``, ``pylint`` and ``grouped``.
+
+``concise`` is what editors' problem matchers, ``grep`` and ``vim``'s quickfix parse;
+``pylint`` feeds tools that already understand pylint's parseable output (e.g. Jenkins'
+warnings plugin); ``grouped`` is a compact per-file overview for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mpcheck.diagnostics import Diagnostic
+
+from .base import ReportContext, display_path, one_line, summary_line, visible
+
+
+def render_concise(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
+    """``path:row:col: CODE [*] message``."""
+    return "".join(summary_line(d, ctx) + "\n" for d in visible(diagnostics))
+
+
+def render_pylint(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
+    """``path:row: [CODE] message``, as pylint's ``parseable`` output and ruff's ``pylint``."""
+    return "".join(
+        f"{display_path(d.filename, ctx.root)}:{d.start.row}: [{d.code}] {one_line(d.message)}\n"
+        for d in visible(diagnostics)
+    )
+
+
+def render_grouped(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
+    """A ``path:`` header per file, then aligned ``row:col CODE message`` lines."""
+    by_file: dict[str, list[Diagnostic]] = {}
+    for d in visible(diagnostics):
+        by_file.setdefault(d.filename, []).append(d)
+    blocks = []
+    for filename, items in by_file.items():
+        row_width = max(len(str(d.start.row)) for d in items)
+        col_width = max(len(str(d.start.column)) for d in items)
+        lines = [f"{display_path(filename, ctx.root)}:"]
+        for d in items:
+            marker = " [*]" if d.fix is not None else ""
+            where = f"{d.start.row:>{row_width}}:{d.start.column:<{col_width}}"
+            lines.append(f"  {where} {d.code}{marker} {one_line(d.message)}")
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)

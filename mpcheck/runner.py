@@ -1,0 +1,57 @@
+"""Check many files, in worker processes when there are enough to pay for them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from mpcheck.diagnostics import Diagnostic, Position, Severity
+from mpcheck.engine import Options, check_source
+from mpcheck.rule import Rule, rules_by_code
+
+# Below this many files a pool costs more (interpreter start-up, imports) than it saves.
+POOL_THRESHOLD = 64
+
+Job = tuple[Path, tuple[type[Rule], ...]]
+
+
+def check_files(
+    jobs: Sequence[Job], options: Options, *, processes: int = 0
+) -> list[Diagnostic]:
+    """Diagnostics for every file; ``processes=0`` picks a count from the CPUs."""
+    work = [(str(path), tuple(r.code for r in rules)) for path, rules in jobs]
+    workers = processes or min(os.cpu_count() or 1, 8)
+    if workers <= 1 or len(work) < POOL_THRESHOLD:
+        return [d for item in work for d in _check_one(item, options)]
+    chunk = max(1, len(work) // (workers * 8))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        results: Iterable[list[Diagnostic]] = pool.map(
+            _check_one, work, [options] * len(work), chunksize=chunk
+        )
+        return [d for batch in results for d in batch]
+
+
+def _check_one(item: tuple[str, tuple[str, ...]], options: Options) -> list[Diagnostic]:
+    filename, codes = item
+    by_code = rules_by_code()
+    rules = tuple(by_code[c] for c in codes if c in by_code)
+    try:
+        data = Path(filename).read_bytes()
+    except OSError as exc:
+        message = f"cannot read the file: {exc.strerror or exc}"
+        pos = Position(1, 1)
+        return [
+            Diagnostic(
+                "MPC001",
+                "invalid-syntax",
+                message,
+                Severity.ERROR,
+                filename,
+                pos,
+                Position(1, 2),
+                noqa_row=1,
+            )
+        ]
+    return check_source(data, filename, rules, options)

@@ -1,0 +1,374 @@
+"""Generate mpcheck/data/autocast_ops.json from the installed torch (stdlib + torch only).
+
+Usage:  python tools/gen_autocast_ops.py [--check]
+
+Where each list comes from:
+
+* cuda: the policy macros in torch's shipped header ``include/ATen/autocast_mode.h``
+  (AT_FORALL_LOWER_PRECISION_FP, AT_FORALL_FP32, AT_FORALL_FP32_SET_OPT_DTYPE,
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE (the ``norm`` redispatch), AT_FORALL_PROMOTE).
+  The few ops that autocast_mode.cpp registers for AutocastCUDA outside those macros
+  (``cudnn_convolution*``, the banned ``binary_cross_entropy``) come from the binary probe
+  below, and every header entry is cross-checked against the same probe.
+* cpu: the CPU lists live only in autocast_mode.cpp, which the wheel does not ship, so they
+  come from the binary: every aten op with a kernel for the AutocastCPU dispatch key is
+  classified by the probe.
+
+The probe calls the op once with autocast enabled and once disabled, on storage-less
+wrapper tensors whose ``__torch_dispatch__`` records the first call that reaches the Python
+key and then aborts. Autocast's casts (``_to_copy``) and dtype rewrites happen before that
+point, so no kernel runs and the result does not depend on the hardware or on a GPU:
+
+* fp32 inputs, first call is a cast to the low dtype  -> lower_precision
+* low-dtype inputs, first call differs from baseline  -> fp32 (cast, or dtype=float added)
+* first tensor low, rest fp32, first call differs     -> promote
+* autocast raises (naming autocast) for every input, baseline does not -> banned
+
+``--check`` regenerates in memory and exits 1 if the committed file differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "mpcheck" / "data" / "autocast_ops.json"
+HEADER_REL = "include/ATen/autocast_mode.h"
+POLICIES = ("lower_precision", "fp32", "promote", "banned")
+
+# header macro -> our policy name
+HEADER_MACROS = {
+    "AT_FORALL_LOWER_PRECISION_FP": "lower_precision",
+    "AT_FORALL_FP32": "fp32",
+    "AT_FORALL_FP32_SET_OPT_DTYPE": "fp32",
+    "AT_FORALL_PROMOTE": "promote",
+}
+REDISPATCH_MACRO = "AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE"
+REDISPATCH_POLICIES = {"fp32_append_dtype": "fp32", "fp32_set_opt_dtype": "fp32"}
+
+# device -> (dispatch key, low dtype the probe enables autocast with: each device's default)
+DEVICES = {
+    "cuda": ("AutocastCUDA", torch.float16),
+    "cpu": ("AutocastCPU", torch.bfloat16),
+}
+
+
+# --------------------------------------------------------------------------- header
+
+
+def _macro_bodies(text: str) -> dict[str, str]:
+    """Return {macro name: body} for every ``#define NAME(_)`` list macro."""
+    joined = re.sub(r"\\\n", " ", re.sub(r"//[^\n]*", "", text))
+    return {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^#define\s+(AT_FORALL_\w+)\(_\)(.*)$", joined, re.M)
+    }
+
+
+def parse_header(path: Path) -> dict[str, str]:
+    """Map ``op[.overload]`` -> policy from the CUDA policy macros of autocast_mode.h."""
+    bodies = _macro_bodies(path.read_text())
+    out: dict[str, str] = {}
+
+    def add(op: str, pol: str) -> None:
+        if out.setdefault(op, pol) != pol:
+            raise SystemExit(f"header: {op} listed as both {out[op]} and {pol}")
+
+    for macro, pol in HEADER_MACROS.items():
+        if macro not in bodies:
+            raise SystemExit(f"header: macro {macro} not found in {path}")
+        entries = re.findall(r"_\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)", bodies[macro])
+        if not entries:
+            raise SystemExit(f"header: macro {macro} is empty")
+        for name, overload in entries:
+            add(f"{name}.{overload}" if overload else name, pol)
+    if REDISPATCH_MACRO not in bodies:
+        raise SystemExit(f"header: macro {REDISPATCH_MACRO} not found in {path}")
+    # _(ADD_NS(norm), "norm.Scalar", <sig>, <redispatch sig>, fp32_append_dtype)
+    for entry in re.split(r"(?=\b_\(ADD_NS\()", bodies[REDISPATCH_MACRO])[1:]:
+        name_m = re.search(r'"([\w.]+)"', entry)
+        pol_m = re.search(r",\s*(\w+)\s*\)\s*$", entry.strip())
+        if not name_m or not pol_m or pol_m.group(1) not in REDISPATCH_POLICIES:
+            raise SystemExit(f"header: cannot parse {REDISPATCH_MACRO} entry {entry!r}")
+        add(name_m.group(1), REDISPATCH_POLICIES[pol_m.group(1)])
+    return out
+
+
+# --------------------------------------------------------------------------- binary probe
+
+
+class _Abort(Exception):
+    """Raised by the probe tensor at the first call that reaches the Python key."""
+
+
+def _sig(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return f"<{x.dtype}>"
+    if isinstance(x, (list, tuple)):
+        return [_sig(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _sig(v) for k, v in sorted(x.items())}
+    return repr(x)
+
+
+class _Probe(torch.Tensor):
+    """Storage-less tensor: record the first dispatched call, then abort."""
+
+    seen: list[Any] = []
+
+    @staticmethod
+    def __new__(cls, dtype: torch.dtype, device: str) -> _Probe:
+        dev = torch.device(device)
+        t: _Probe = torch.Tensor._make_wrapper_subclass(cls, (2, 2), dtype=dtype, device=dev)
+        return t
+
+    @classmethod
+    def __torch_dispatch__(  # type: ignore[override]  # torch's stub is not a classmethod
+        cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
+    ) -> Any:
+        cls.seen.append((str(func), _sig(args), _sig(kwargs or {})))
+        raise _Abort
+
+
+def _build_args(schema: Any, make: Callable[[], torch.Tensor]) -> tuple[list[Any], dict[str, Any]]:
+    """Arguments for the required parameters of ``schema``; tensors come from ``make``."""
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for a in schema.arguments:
+        if a.has_default_value():
+            continue
+        t = str(a.type)
+        if t == "Tensor":
+            v: Any = make()
+        elif t == "List[Tensor]":
+            v = [make(), make()]
+        elif t == "List[Optional[Tensor]]":
+            v = [make()]
+        elif t.startswith("Optional["):
+            v = None
+        elif t == "List[int]":
+            v = [1] * (a.N or 1)
+        elif t in ("int", "SymInt"):
+            v = 1
+        elif t in ("float", "number"):
+            v = 1.0
+        elif t == "bool":
+            v = False
+        elif t == "str":
+            v = "x"
+        else:
+            raise SystemExit(f"probe: no value for argument {a.name}: {t} of {schema}")
+        if a.kwarg_only:
+            kwargs[a.name] = v
+        else:
+            args.append(v)
+    return args, kwargs
+
+
+@contextmanager
+def _autocast(device: str, dtype: torch.dtype, enabled: bool) -> Iterator[None]:
+    # torch.autocast("cuda") disables itself on CPU-only builds; the low-level switches
+    # turn the AutocastCUDA key on regardless, which is all the probe needs.
+    prev_enabled = torch.is_autocast_enabled(device)
+    prev_dtype = torch.get_autocast_dtype(device)
+    torch.set_autocast_enabled(device, enabled)
+    torch.set_autocast_dtype(device, dtype)
+    try:
+        yield
+    finally:
+        torch.set_autocast_enabled(device, prev_enabled)
+        torch.set_autocast_dtype(device, prev_dtype)
+        torch.clear_autocast_cache()
+
+
+def _first_call(
+    op: Any, schema: Any, device: str, low: torch.dtype, dtypes: list[torch.dtype], on: bool
+) -> Any:
+    """First call reaching the Python key (or the error raised before it)."""
+    it = iter(dtypes + [dtypes[-1]] * 64)
+    args, kwargs = _build_args(schema, lambda: _Probe(next(it), device))
+    _Probe.seen = []
+    with _autocast(device, low, on):
+        try:
+            op(*args, **kwargs)
+        except _Abort:
+            pass
+        except Exception as e:  # noqa: BLE001 - the error itself is the observation
+            return ("raised", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    if not _Probe.seen:
+        raise SystemExit(f"probe: {op} returned without dispatching (autocast on={on})")
+    return _Probe.seen[0]
+
+
+def classify(name: str, device: str, low: torch.dtype) -> str | None:
+    """Autocast policy of aten ``name`` (``op`` or ``op.overload``) on ``device``, or None."""
+    base, _, overload = name.partition(".")
+    schema = torch._C._get_schema(f"aten::{base}", overload)
+    op = getattr(getattr(torch.ops.aten, base), overload or "default")
+    f32 = torch.float32
+
+    runs = {
+        case: tuple(_first_call(op, schema, device, low, dtypes, on) for on in (True, False))
+        for case, dtypes in (("fp32", [f32]), ("low", [low]), ("mixed", [low, f32]))
+    }
+    if all(
+        on[0] == "raised" and "autocast" in on[2] and off[0] != "raised"
+        for on, off in runs.values()
+    ):
+        return "banned"  # the banned kernel refuses any input, naming autocast in its error
+    on, off = runs["fp32"]
+    if on != off and on[0] == "aten._to_copy.default" and on[2].get("dtype") == repr(low):
+        return "lower_precision"
+    if runs["low"][0] != runs["low"][1]:
+        return "fp32"
+    if runs["mixed"][0] != runs["mixed"][1]:
+        return "promote"
+    return None
+
+
+def registered(key: str) -> list[str]:
+    """aten ops (``op`` or ``op.overload``) with their own kernel for dispatch key ``key``."""
+    return sorted(
+        n.removeprefix("aten::")
+        for n in torch._C._dispatch_get_all_op_names()
+        if n.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, key)
+    )
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence fd 2: the probe trips C++ deprecation warnings (chain_matmul, qr, ...)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def probe(device: str) -> dict[str, str | None]:
+    key, low = DEVICES[device]
+    with _quiet_stderr():
+        return {name: classify(name, device, low) for name in registered(key)}
+
+
+# --------------------------------------------------------------------------- assemble
+
+
+def _by_policy(entries: dict[str, str], where: str) -> dict[str, list[str]]:
+    """Group ``op[.overload]`` -> policy into sorted base-name lists; reject conflicts."""
+    base: dict[str, str] = {}
+    for name, pol in entries.items():
+        op = name.split(".", 1)[0]
+        if base.setdefault(op, pol) != pol:
+            raise SystemExit(f"{where}: overloads of {op} disagree ({base[op]} vs {pol})")
+    return {p: sorted(op for op, q in base.items() if q == p) for p in POLICIES}
+
+
+def generate() -> dict[str, Any]:
+    torch_dir = Path(torch.__file__).resolve().parent
+    header = torch_dir / HEADER_REL
+    if not header.is_file():
+        raise SystemExit(f"{header} not found: this torch install ships no C++ headers")
+    from_header = parse_header(header)
+
+    cuda_probe = probe("cuda")
+    unclassified = sorted(n for n, p in cuda_probe.items() if p is None)
+    mismatch = sorted(
+        f"{n}: header {p}, binary {cuda_probe.get(n)}"
+        for n, p in from_header.items()
+        if cuda_probe.get(n) != p
+    )
+    if unclassified or mismatch:
+        raise SystemExit(f"cuda: header vs AutocastCUDA probe: {unclassified} {mismatch}")
+    extra_cuda = {n: p for n, p in cuda_probe.items() if n not in from_header and p}
+    cuda = _by_policy({**from_header, **extra_cuda}, "cuda")
+
+    cpu_probe = probe("cpu")
+    unclassified = sorted(n for n, p in cpu_probe.items() if p is None)
+    if unclassified:
+        raise SystemExit(f"cpu: AutocastCPU kernels the probe cannot classify: {unclassified}")
+    cpu = _by_policy({n: p for n, p in cpu_probe.items() if p}, "cpu")
+
+    macros = {**HEADER_MACROS, REDISPATCH_MACRO: "fp32"}
+    return {
+        "torch_version": torch.__version__.split("+", 1)[0],
+        "generated_by": "tools/gen_autocast_ops.py",
+        "sources": {
+            "cuda": {
+                "header": f"<torch>/{HEADER_REL}",
+                "header_sha256": hashlib.sha256(header.read_bytes()).hexdigest(),
+                "header_macros": macros,
+                "not_in_header_so_from_probe": dict(sorted(extra_cuda.items())),
+                "probe": "AutocastCUDA kernels, autocast dtype float16; agrees with every "
+                "header entry and adds only the ops above",
+            },
+            "cpu": {
+                "probe": "AutocastCPU kernels, autocast dtype bfloat16 (autocast_mode.cpp, "
+                "which holds the CPU lists, is not shipped in the wheel)",
+            },
+            "probe_method": (
+                "every aten op with its own kernel for the dispatch key "
+                "(torch._C._dispatch_has_kernel_for_dispatch_key) is called on storage-less "
+                "wrapper tensors of that device with autocast on and off, and the first "
+                "dispatched call is compared: fp32 inputs cast to the low dtype -> "
+                "lower_precision; low-dtype inputs changed -> fp32; mixed low/fp32 inputs "
+                "changed -> promote; autocast error for every input -> banned"
+            ),
+            "op_names": "aten base names; overload suffixes dropped (all overloads agree)",
+        },
+        "cuda": cuda,
+        "cpu": cpu,
+    }
+
+
+def render(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if the committed file is out of date"
+    )
+    ns = parser.parse_args(argv)
+    text = render(generate())
+    rel = OUT.relative_to(REPO)
+    if ns.check:
+        old = OUT.read_text() if OUT.is_file() else ""
+        if old == text:
+            print(f"{rel} is up to date")
+            return 0
+        diff = difflib.unified_diff(
+            old.splitlines(),
+            text.splitlines(),
+            f"{rel} (committed)",
+            f"{rel} (generated)",
+            lineterm="",
+        )
+        print("\n".join(list(diff)[:80]))
+        print(f"{rel} is out of date: run python tools/gen_autocast_ops.py", file=sys.stderr)
+        return 1
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text)
+    print(f"wrote {rel}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
