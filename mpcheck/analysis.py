@@ -74,9 +74,14 @@ FINFO_MAX.update({"float16": 65504.0, "bfloat16": 3.3895313892515355e38})
 class Listener(Protocol):
     """Receives the sites of one file; the engine fans them out to rules."""
 
-    wants_calls: bool
-    wants_setitems: bool
-    wants_classes: bool
+    @property
+    def wants_calls(self) -> bool: ...
+
+    @property
+    def wants_setitems(self) -> bool: ...
+
+    @property
+    def wants_classes(self) -> bool: ...
 
     def on_call(self, site: CallSite) -> None: ...
 
@@ -164,9 +169,9 @@ class FileAnalysis:
         if names:
             for info in self.classes.values():
                 init = info.methods.get("__init__")
-                for target, cls_name in _self_constructions(init) if init else ():
+                for attr, cls_name in _self_constructions(init) if init else ():
                     kept = self.classes.get(cls_name)
-                    if kept is not None and target in names:
+                    if kept is not None and attr in names:
                         kept.kept_fp32 = True
         return frozenset(names)
 
@@ -292,9 +297,14 @@ class FileAnalysis:
         return Fact(Kind.TENSOR, prec, None, origin, marks)
 
     # -- statements ------------------------------------------------------------------
-    def block(self, body: Sequence[cst.BaseStatement], frame: Frame) -> None:
+    def block(
+        self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
+    ) -> None:
         for stmt in body:
-            self.statement(stmt, frame)
+            if isinstance(stmt, cst.BaseSmallStatement):
+                self.small(stmt, frame)
+            else:
+                self.statement(stmt, frame)
 
     def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -1004,7 +1014,10 @@ class FileAnalysis:
         kwargs: dict[str, Operand],
         frame: Frame,
     ) -> Fact:
-        code = lambda: _code(self, node.func)  # noqa: E731
+
+        def code() -> str:
+            return _code(self, node.func)
+
         if qual.startswith("torch.nn.") and qual.count(".") == 2:
             name = qual.rsplit(".", 1)[-1]
             if name[:1].isupper():

@@ -8,6 +8,7 @@ a bad file becomes a finding.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ from mpcheck.config import ConfigError, Settings, find_config, load_settings, wi
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.discovery import MissingPathError, discover
 from mpcheck.engine import Options, check_source
+from mpcheck.fixes import applicable, apply_fixes, write_atomically
 from mpcheck.reporters import FORMATS, render
 from mpcheck.reporters.base import ReportContext
 from mpcheck.rule import Rule, all_rules
@@ -70,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--force-exclude", action="store_true", help="apply excludes to explicit paths too"
     )
     check.add_argument("-q", "--quiet", action="store_true", help="print findings only")
+    check.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    check.add_argument(
+        "--unsafe-fixes", action="store_true", help="also apply fixes that may change behaviour"
+    )
+    check.add_argument("--diff", action="store_true", help="print fixes as a diff, change nothing")
     check.add_argument("-j", "--jobs", type=int, default=0, help="worker processes (0: auto)")
 
     rule = sub.add_parser("rule", help="explain a rule, or list them all")
@@ -132,15 +139,80 @@ def run_check(args: argparse.Namespace) -> int:
         filename = str(Path(name).resolve()) if args.stdin_filename else "-"
         file_rules = _rules_for(Path(name), active, ignores)
         diagnostics = check_source(data, filename, file_rules, options)
+        if args.fix or args.diff:
+            return _fix_stdin(args, data, filename, diagnostics, file_rules, options)
     else:
         if any(str(p) == "-" for p in paths):
             raise UsageError("`-` (stdin) cannot be mixed with other paths")
         files = discover(paths, settings, force_exclude=args.force_exclude)
         jobs = [(f, _rules_for(f, active, ignores)) for f in files]
         diagnostics = check_files(jobs, options, processes=args.jobs)
+        if args.fix or args.diff:
+            diagnostics = _fix_files(args, diagnostics, dict(jobs), options)
     diagnostics = [d for d in diagnostics if d.code in selected or d.code in ENGINE_CODES]
     diagnostics.sort(key=Diagnostic.sort_key)
     return _emit(args, diagnostics, rules, cwd)
+
+
+def _fix_files(
+    args: argparse.Namespace,
+    diagnostics: list[Diagnostic],
+    rules_of: dict[Path, tuple[type[Rule], ...]],
+    options: Options,
+) -> list[Diagnostic]:
+    """Apply fixes file by file (or print them with --diff); re-check what changed."""
+    by_file: dict[str, list[Diagnostic]] = {}
+    for d in diagnostics:
+        by_file.setdefault(d.filename, []).append(d)
+    out: list[Diagnostic] = []
+    fixed_total = 0
+    for filename, diags in by_file.items():
+        path = Path(filename)
+        if not any(applicable(d, unsafe=args.unsafe_fixes) for d in diags):
+            out += diags
+            continue
+        source = path.read_text(encoding="utf-8")
+        text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
+        fixed_total += count
+        if args.diff:
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    source.splitlines(keepends=True),
+                    text.splitlines(keepends=True),
+                    f"a/{filename}",
+                    f"b/{filename}",
+                )
+            )
+            out += diags
+            continue
+        write_atomically(path, text)
+        out += check_source(text, filename, rules_of.get(path, ()), options)
+    if not args.diff and fixed_total and not args.quiet:
+        print(f"Fixed {fixed_total} error{'s' if fixed_total != 1 else ''}.", file=sys.stderr)
+    return out
+
+
+def _fix_stdin(
+    args: argparse.Namespace,
+    data: bytes,
+    filename: str,
+    diagnostics: list[Diagnostic],
+    rules: tuple[type[Rule], ...],
+    options: Options,
+) -> int:
+    """With stdin, --fix prints the fixed source (as ruff does) and reports what is left."""
+    source = data.decode("utf-8", errors="replace")
+    text, _ = apply_fixes(source, diagnostics, unsafe=args.unsafe_fixes)
+    if args.diff:
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                source.splitlines(keepends=True), text.splitlines(keepends=True), "a/-", "b/-"
+            )
+        )
+    else:
+        sys.stdout.write(text)
+    left = [d for d in check_source(text, filename, rules, options) if not d.suppressed]
+    return EXIT_FINDINGS if left and not args.exit_zero else EXIT_CLEAN
 
 
 def _rules_for(
@@ -183,9 +255,13 @@ def _emit(
 def _summary(shown: Sequence[Diagnostic]) -> str:
     if not shown:
         return "All checks passed!\n"
-    fixable = sum(1 for d in shown if d.fix is not None)
+    fixable = sum(1 for d in shown if applicable(d, unsafe=False))
+    hidden = sum(1 for d in shown if d.fix is not None) - fixable
     noun = "error" if len(shown) == 1 else "errors"
     extra = f"\n[*] {fixable} fixable with the `--fix` option." if fixable else ""
+    if hidden:
+        s = "fix" if hidden == 1 else "fixes"
+        extra += f"\n({hidden} hidden {s} can be enabled with the `--unsafe-fixes` option.)"
     return f"Found {len(shown)} {noun}.{extra}\n"
 
 

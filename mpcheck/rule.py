@@ -63,6 +63,13 @@ class RuleContext:
         return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+    def atom(self, node: cst.BaseExpression) -> str:
+        """``node``'s full source, parenthesised unless it can take ``.method()`` as is."""
+        text = self.module.code_for_node(node)
+        simple = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+        return text if isinstance(node, simple) or node.lpar else f"({text})"
+
+
 class Rule:
     """Base class of every rule. Subclasses fill in the class attributes below."""
 
@@ -159,8 +166,7 @@ def _dedent(text: str) -> str:
 def all_rules() -> tuple[type[Rule], ...]:
     """Built-in rules from ``mpcheck.rules`` plus third-party ``mpcheck.rules`` entry points."""
     found: dict[str, type[Rule]] = {}
-    import mpcheck.rules as package
-
+    package = importlib.import_module("mpcheck.rules")
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         for rule in _rules_in(vars(module).values()):

@@ -62,22 +62,32 @@ class UpcastReachesHalfOp(Rule):
             return
         if call.op is OpKind.NORM and upcast is not first:
             return  # a low input with float32 norm parameters is supported
-        target = self.ctx.code(call.receiver.node if call.is_module_call and call.receiver else call.node)
         what = self.ctx.code(upcast.node)
-        dtype_of = f"{self.ctx.code(half.node)}{'.weight' if call.is_module_call else ''}.dtype"
+        if call.is_module_call and call.receiver is not None:
+            where = f"`{self.ctx.code(call.receiver.node)}` has the model's weights"
+            dtype_of = f"{self.ctx.code(call.receiver.node)}.weight.dtype"
+        else:
+            where = f"`{self.ctx.code(half.node)}` has the model's dtype"
+            dtype_of = f"{self.ctx.code(half.node)}.dtype"
+        if half.fact.prec is Prec.HALF and half.fact.dtype:
+            kind = f"which are {half.fact.dtype}"
+        else:
+            kind = "half when the model runs in half precision"
         message = (
-            f"`{what}` is float32 ({self.where(upcast.fact)}) but `{target}` runs in the "
-            f"model's dtype, which is half when the model is; cast it back first"
+            f"`{what}` is float32 ({self.where(upcast.fact)}) but {where}, {kind}; "
+            "cast it back before this call"
         )
         related = self.related_for(what, upcast.fact)
         if half.fact.origin is not None and half.fact.cause is Cause.MODEL_CAST:
             related.append((half.fact.origin.node, f"the model is {half.fact.origin.text}"))
-        fix = NodeFix(
-            f"Cast `{what}` to `{dtype_of}`",
-            (NodeEdit(upcast.node, f"{what}.to({dtype_of})"),),
-            applicability="unsafe",
-        )
-        self.report(call.node, message, related=related, fix=fix if "\n" not in what else None)
+        fix = None
+        if "\n" not in dtype_of and len(dtype_of) < 60:
+            fix = NodeFix(
+                f"Cast `{what}` to `{dtype_of}`",
+                (NodeEdit(upcast.node, f"{self.ctx.atom(upcast.node)}.to({dtype_of})"),),
+                applicability="unsafe",
+            )
+        self.report(call.node, message, related=related, fix=fix)
 
 
 def _is_upcast(operand: Operand) -> bool:

@@ -56,7 +56,7 @@ UPCAST = Diagnostic(
     fix=Fix(
         "Cast `h` to `self.proj.weight.dtype`",
         (Edit("h.to(self.proj.weight.dtype)", P(8, 26), P(8, 27)),),
-        applicability="unsafe",
+        applicability="safe",
     ),
     noqa_row=8,
 )
@@ -361,7 +361,7 @@ UPCAST_JSON = {
     "location": {"row": 8, "column": 16},
     "end_location": {"row": 8, "column": 28},
     "fix": {
-        "applicability": "unsafe",
+        "applicability": "safe",
         "message": "Cast `h` to `self.proj.weight.dtype`",
         "edits": [
             {
@@ -750,3 +750,11 @@ def test_stdin_is_shown_as_dash() -> None:
     )
     artifact = sarif([d], ctx)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
     assert artifact["artifactLocation"] == {"uri": "-"}
+
+
+def test_fix_marker_only_for_safe_fixes() -> None:
+    """Like ruff, `[*]` promises that `--fix` alone applies the fix."""
+    assert UPCAST.fix is not None
+    unsafe = replace(UPCAST, fix=replace(UPCAST.fix, applicability="unsafe"))
+    out = render("concise", [unsafe], make_ctx())
+    assert "MPC101 `h`" in out and "[*]" not in out

@@ -38,7 +38,7 @@ def render_grouped(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str
         col_width = max(len(str(d.start.column)) for d in items)
         lines = [f"{display_path(filename, ctx.root)}:"]
         for d in items:
-            marker = " [*]" if d.fix is not None else ""
+            marker = " [*]" if d.fix is not None and d.fix.applicability == "safe" else ""
             where = f"{d.start.row:>{row_width}}:{d.start.column:<{col_width}}"
             lines.append(f"  {where} {d.code}{marker} {one_line(d.message)}")
         blocks.append("\n".join(lines) + "\n")

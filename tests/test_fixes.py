@@ -1,0 +1,80 @@
+"""Fixes: edits land where they should, overlapping ones wait, files are never half-written."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import warnings
+from pathlib import Path
+
+import pytest
+
+from mpcheck.cli import main
+from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Severity
+from mpcheck.fixes import apply_fixes, write_atomically
+from tests.support import FIXTURES, check
+
+
+def diag(row: int, col: int, end: int, content: str, safe: bool = True) -> Diagnostic:
+    p0, p1 = Position(row, col), Position(row, end)
+    fix = Fix("fix it", (Edit(content, p0, p1),), "safe" if safe else "unsafe")
+    return Diagnostic("MPC101", "x", "m", Severity.ERROR, "f.py", p0, p1, fix=fix)
+
+
+def test_edits_apply_by_position() -> None:
+    source = "a = f(h)\nb = g(h)\n"
+    fixed, n = apply_fixes(source, [diag(1, 7, 8, "h.half()"), diag(2, 7, 8, "k")], unsafe=False)
+    assert (fixed, n) == ("a = f(h.half())\nb = g(k)\n", 2)
+
+
+def test_unsafe_fixes_need_the_flag() -> None:
+    source = "a = f(h)\n"
+    assert apply_fixes(source, [diag(1, 7, 8, "k", safe=False)], unsafe=False) == (source, 0)
+    assert apply_fixes(source, [diag(1, 7, 8, "k", safe=False)], unsafe=True)[0] == "a = f(k)\n"
+
+
+def test_overlapping_fix_is_left_for_the_next_run() -> None:
+    fixed, n = apply_fixes("abcdef\n", [diag(1, 1, 4, "X"), diag(1, 3, 5, "Y")], unsafe=False)
+    assert (fixed, n) == ("Xdef\n", 1)
+
+
+def test_failed_write_leaves_the_original(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "model.py"
+    target.write_text("original\n")
+
+    def boom(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        write_atomically(target, "new text\n")
+    assert target.read_text() == "original\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.py"]
+
+
+def test_fix_in_place_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = (FIXTURES / "mpc101" / "bad_rmsnorm_block.py").read_text()
+    target = tmp_path / "block.py"
+    target.write_text(src)
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--fix", "-q", "block.py"]) == 1  # the fix is unsafe: not applied
+    assert target.read_text() == src
+    assert main(["check", "--fix", "--unsafe-fixes", "-q", "block.py"]) == 0
+    assert "return self.proj(h.to(self.proj.weight.dtype))" in target.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "mpc101").glob("bad_*.py")))
+def test_mpc101_fix_makes_the_bad_fixture_run(name: str, tmp_path: Path) -> None:
+    """The fix is not cosmetic: the fixed program runs under real torch."""
+    pytest.importorskip("torch")
+    path = FIXTURES / "mpc101" / name
+    source = path.read_text()
+    diags = [d for d in check(source, str(path)) if d.code == "MPC101"]
+    fixed, n = apply_fixes(source, diags, unsafe=True)
+    assert n == len(diags) > 0
+    assert not [d for d in check(fixed) if d.code == "MPC101"]
+    target = tmp_path / name
+    target.write_text(fixed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runpy.run_path(str(target), run_name="__main__")

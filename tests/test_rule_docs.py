@@ -1,0 +1,39 @@
+"""Every rule documents itself completely, and the rendered pages are current."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from mpcheck.rule import Rule, all_rules
+from tests.support import ROOT
+
+ENGINE_LEVEL = {"MPC001", "MPC002", "MPC100"}
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)
+def test_rule_declares_its_specification(rule: type[Rule]) -> None:
+    assert rule.code.startswith("MPC") and len(rule.code) == 6
+    assert rule.name == rule.name.lower() and " " not in rule.name and "_" not in rule.name
+    assert rule.summary and rule.why and rule.how_to_fix
+    if rule.code not in ENGINE_LEVEL:
+        assert rule.symptom, "say what the user sees when it goes wrong"
+        assert rule.bad and rule.good, "show a bad and a good example"
+
+
+def test_codes_and_names_are_unique() -> None:
+    rules = all_rules()
+    assert len({r.code for r in rules}) == len(rules)
+    assert len({r.name for r in rules}) == len(rules)
+
+
+def test_rendered_docs_are_current() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_rule_docs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
