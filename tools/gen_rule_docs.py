@@ -13,7 +13,10 @@ from pathlib import Path
 
 from mpcheck.rule import Rule, all_rules
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "rules"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "rules"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- rules:begin -->", "<!-- rules:end -->"
 
 
 def rule_table(rules: tuple[type[Rule], ...], link_prefix: str) -> str:
@@ -29,6 +32,11 @@ def pages() -> dict[Path, str]:
     rules = all_rules()
     out = {DOCS / f"{r.code}.md": r.docs() for r in rules}
     out[DOCS / "README.md"] = "# Rules\n\n" + rule_table(rules, "")
+    readme = README.read_text(encoding="utf-8")
+    head, _, rest = readme.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    table = rule_table(rules, "docs/rules/")
+    out[README] = f"{head}{BEGIN}\n{table}{END}{tail}"
     return out
 
 
