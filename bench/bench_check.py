@@ -96,7 +96,9 @@ def main() -> int:
     ratio = one_s / parse_s
     print(f"corpus      : {len(files)} files, {lines:,} lines ({', '.join(map(str, roots))})")
     print(f"libcst parse: {parse_s:7.1f} s  {parse_s * per_k:6.1f} ms/1k lines")
-    print(f"mpcheck -j1 : {one_s:7.1f} s  {one_s * per_k:6.1f} ms/1k lines  peak {one_rss:6.0f} MiB")
+    print(
+        f"mpcheck -j1 : {one_s:7.1f} s  {one_s * per_k:6.1f} ms/1k lines  peak {one_rss:6.0f} MiB"
+    )
     print(f"mpcheck -j{args.jobs} : {par_s:7.1f} s  {par_s * per_k:6.1f} ms/1k lines")
     print(f"ratio       : {ratio:.2f}x the bare parse (target <= {TARGET_RATIO}x)")
     print(f"findings    : {findings}")

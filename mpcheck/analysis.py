@@ -19,6 +19,7 @@ from typing import Protocol
 import libcst as cst
 
 from mpcheck import torch_api as T
+from mpcheck.attention import AttentionRoles
 from mpcheck.facts import (
     SCALAR,
     UNKNOWN,
@@ -31,13 +32,27 @@ from mpcheck.facts import (
     as_tensor_of,
     dtype_object,
     element,
+    int_to_float,
     join,
     promote,
     seq_of,
     tensor_of_dtype,
 )
+from mpcheck.keep_fp32 import KeepFp32
 from mpcheck.names import ImportTable, dotted
-from mpcheck.sites import Autocast, CallSite, ClassSite, Operand, Scope, SetItemSite
+from mpcheck.sites import (
+    Autocast,
+    CallSite,
+    ClassSite,
+    Decorator,
+    FunctionSite,
+    InnerCall,
+    Operand,
+    Owner,
+    Scope,
+    SetItemSite,
+)
+from mpcheck.training import Tracker, TrainingSite
 
 Env = dict[str, Fact]
 
@@ -89,6 +104,16 @@ class Listener(Protocol):
 
     def on_class(self, site: ClassSite) -> None: ...
 
+    @property
+    def wants_functions(self) -> bool: ...
+
+    def on_function(self, site: FunctionSite) -> None: ...
+
+    @property
+    def wants_training(self) -> bool: ...
+
+    def on_training(self, site: TrainingSite) -> None: ...
+
 
 @dataclass
 class ClassInfo:
@@ -129,51 +154,27 @@ class FileAnalysis:
         self.summaries: dict[cst.FunctionDef, Fact] = {}
         self.in_progress: set[cst.FunctionDef] = set()
         self.muted = 0
+        # While a called module is re-walked with its submodules' dtypes (``split_call``),
+        # the call sites go here instead of to the listener.
+        self.recorder: list[CallSite] | None = None
+        self.splitting = 0  # depth of nested ``split_call`` walks
+        self.keep = KeepFp32()
         self.file_uses_torch_modules = False
+        self.attention = AttentionRoles(module)
+        self.training = Tracker(self)  # the training loop: scalers, optimizers (mpcheck.training)
 
     # -- driver ------------------------------------------------------------------
     def run(self) -> None:
         self._collect(self.module.body)
-        self.keep_fp32 = self._keep_in_fp32_names()
+        self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()})
+        for name in self.keep.kept_classes:
+            self.classes[name].kept_fp32 = True
         script = Frame({}, Scope(None, None, False, None))
         self.block(self.module.body, script)
         for cls in list(self.classes.values()):
             self.analyse_class(cls)
-        for fn in self.functions.values():
+        for fn in list(self.functions.values()):
             self.summary(fn)
-
-    def _keep_in_fp32_names(self) -> frozenset[str]:
-        """Submodule names that HF/diffusers keep in float32 when loading a half model.
-
-        ``_keep_in_fp32_modules = ["time_embeddings", "norm"]`` on a model class
-        keeps every submodule with such a name segment in float32; the classes
-        instantiated under those names then run in float32, not the model dtype.
-        """
-        names: set[str] = set()
-        for info in self.classes.values():
-            for stmt in info.node.body.body:
-                if not isinstance(stmt, cst.SimpleStatementLine):
-                    continue
-                for small in stmt.body:
-                    target = small.targets[0].target if isinstance(small, cst.Assign) else (
-                        small.target if isinstance(small, cst.AnnAssign) else None
-                    )
-                    value = getattr(small, "value", None)
-                    if dotted(target) == "_keep_in_fp32_modules" if target else False:
-                        if isinstance(value, (cst.List, cst.Tuple)):
-                            for el in value.elements:
-                                if isinstance(el.value, cst.SimpleString):
-                                    text = el.value.evaluated_value
-                                    if isinstance(text, str):
-                                        names.add(text)
-        if names:
-            for info in self.classes.values():
-                init = info.methods.get("__init__")
-                for attr, cls_name in _self_constructions(init) if init else ():
-                    kept = self.classes.get(cls_name)
-                    if kept is not None and attr in names:
-                        kept.kept_fp32 = True
-        return frozenset(names)
 
     def _collect(self, body: Sequence[cst.BaseStatement]) -> None:
         for stmt in body:
@@ -184,12 +185,12 @@ class FileAnalysis:
 
     def register_class(self, node: cst.ClassDef) -> ClassInfo:
         bases = tuple(
-            self.imports.resolve(b.value) or dotted(b.value) or "" for b in node.bases if not b.keyword
+            self.imports.resolve(b.value) or dotted(b.value) or ""
+            for b in node.bases
+            if not b.keyword
         )
         is_module = any(self._module_base(b) for b in bases)
-        methods = {
-            s.name.value: s for s in node.body.body if isinstance(s, cst.FunctionDef)
-        }
+        methods = {s.name.value: s for s in node.body.body if isinstance(s, cst.FunctionDef)}
         info = ClassInfo(node, is_module, {}, methods, bases)
         self.classes.setdefault(node.name.value, info)
         if is_module:
@@ -208,12 +209,26 @@ class FileAnalysis:
         if getattr(info, "_done", False):
             return
         info._done = True  # type: ignore[attr-defined]
-        if self.listener.wants_classes and not self.muted:
-            self.listener.on_class(ClassSite(info.node, info.bases, info.is_module))
-        init = info.methods.get("__init__")
-        ordered = ([init] if init else []) + [m for n, m in info.methods.items() if n != "__init__"]
-        for method in ordered:
-            self.summary(method, info)
+        # Also reached on demand (a submodule's layer, a split call): report it normally.
+        saved, self.muted = self.muted, 0
+        recorder, self.recorder = self.recorder, None
+        try:
+            if self.listener.wants_classes:
+                self.listener.on_class(ClassSite(info.node, info.bases, info.is_module))
+            for base in info.bases:  # attributes a local base class set up in its __init__
+                parent = self.classes.get(base)
+                if parent is not None and parent is not info:
+                    self.analyse_class(parent)
+                    for key, fact in parent.attrs.items():
+                        info.attrs.setdefault(key, fact)
+            init = info.methods.get("__init__")
+            ordered = ([init] if init else []) + [
+                m for n, m in info.methods.items() if n != "__init__"
+            ]
+            for method in ordered:
+                self.summary(method, info)
+        finally:
+            self.muted, self.recorder = saved, recorder
 
     # -- functions -------------------------------------------------------------------
     def summary(self, fn: cst.FunctionDef, cls: ClassInfo | None = None) -> Fact:
@@ -224,20 +239,36 @@ class FileAnalysis:
             return UNKNOWN
         self.in_progress.add(fn)
         saved, self.muted = self.muted, 0
+        recorder, self.recorder = self.recorder, None
         try:
             frame = self._function_frame(fn, cls, None)
+            self._function_site(fn, frame)
             self.block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame)
             if cls is not None:
                 for key, fact in frame.env.items():
                     if key.startswith("self.") and key.count(".") == 1:
                         old = cls.attrs.get(key)
-                        cls.attrs[key] = fact if old is None or fn.name.value == "__init__" else join(old, fact)
+                        cls.attrs[key] = (
+                            fact if old is None or fn.name.value == "__init__" else join(old, fact)
+                        )
             result = frame.returns or UNKNOWN
         finally:
-            self.muted = saved
+            self.muted, self.recorder = saved, recorder
             self.in_progress.discard(fn)
         self.summaries[fn] = result
         return result
+
+    def _function_site(self, fn: cst.FunctionDef, frame: Frame) -> None:
+        if not self.listener.wants_functions or self.recorder is not None:
+            return
+        decorators = []
+        for deco in fn.decorators:
+            expr = deco.decorator
+            call = expr if isinstance(expr, cst.Call) else None
+            target = call.func if call is not None else expr
+            qual = self.imports.resolve(target) or dotted(target)
+            decorators.append(Decorator(deco, qual, call))
+        self.listener.on_function(FunctionSite(fn, tuple(decorators), frame.scope))
 
     def _function_frame(
         self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
@@ -277,6 +308,9 @@ class FileAnalysis:
         ann = param.annotation.annotation if param.annotation else None
         ann_text = " ".join(_annotation_names(ann)) if ann is not None else ""
         default = param.default
+        trainer = self.training.param_fact(param, name, ann_text)
+        if trainer is not None:
+            return replace(trainer, params=marks)
         if name.endswith("dtype"):
             return Fact(Kind.DTYPE, params=marks)
         if name in NON_TENSOR_PARAMS:
@@ -313,7 +347,9 @@ class FileAnalysis:
         elif isinstance(stmt, cst.If):
             self.expr(stmt.test, frame)
             then = self.branch(stmt.body, frame)
-            other = self.branch(stmt.orelse, frame) if stmt.orelse else Frame(frame.env, frame.scope)
+            other = (
+                self.branch(stmt.orelse, frame) if stmt.orelse else Frame(frame.env, frame.scope)
+            )
             self.merge(frame, then, other)
         elif isinstance(stmt, (cst.For, cst.While)):
             self.loop(stmt, frame)
@@ -329,7 +365,9 @@ class FileAnalysis:
             if stmt.finalbody:
                 self.block(stmt.finalbody.body.body, frame)
         elif isinstance(stmt, cst.FunctionDef):
-            self.nested_function(stmt, frame)
+            if frame.scope.function is not None:
+                self.nested_function(stmt, frame)
+            # a module-level def is summarised on its own, with its params as inputs
         elif isinstance(stmt, cst.ClassDef):
             info = self.classes.get(stmt.name.value)
             if info is None or info.node is not stmt:
@@ -389,7 +427,7 @@ class FileAnalysis:
         if items.kind is Kind.SEQ:
             return element(items)
         if items.kind in (Kind.TENSOR, Kind.MODULE):
-            return items
+            return replace(items, zero_dim=True) if _one_dim_factory(items) else items
         return UNKNOWN
 
     def with_stmt(self, stmt: cst.With, frame: Frame) -> None:
@@ -398,6 +436,7 @@ class FileAnalysis:
             found = self.autocast_region(item.item)
             if found is not None:
                 region = found
+                self.expr(item.item, frame)  # the autocast call itself is a call site too
             else:
                 value = self.expr(item.item, frame)
                 if item.asname is not None:
@@ -407,6 +446,7 @@ class FileAnalysis:
             return
         saved = frame.scope
         frame.scope = replace(saved, autocast=region)
+        self.training.enter_region(frame, region)
         try:
             if isinstance(stmt.body, cst.IndentedBlock):
                 self.block(stmt.body.body, frame)
@@ -415,6 +455,8 @@ class FileAnalysis:
 
     def nested_function(self, fn: cst.FunctionDef, frame: Frame) -> None:
         sub = self._function_frame(fn, None, frame)
+        if not self.muted:
+            self._function_site(fn, sub)
         saved, self.muted = self.muted, 0
         try:
             if isinstance(fn.body, cst.IndentedBlock):
@@ -460,14 +502,37 @@ class FileAnalysis:
     ) -> None:
         if isinstance(target, cst.Subscript):
             base = self.expr(target.value, frame)
-            if self.listener.wants_setitems and not self.muted:
+            advanced = self.advanced_index(target, frame)
+            if self.listener.wants_setitems and not self.muted and self.recorder is None:
                 index = target.slice[0].slice if len(target.slice) == 1 else None
                 site = SetItemSite(
-                    stmt, Operand(target.value, base), index, Operand(value_node, value), frame.scope
+                    stmt,
+                    Operand(target.value, base),
+                    index,
+                    Operand(value_node, value),
+                    frame.scope,
+                    advanced=advanced,
                 )
                 self.listener.on_setitem(site)
             return
+        if isinstance(target, cst.Attribute) and target.attr.value == "data":
+            self.training.store_data(target, value, frame)  # ``p.data = p.data.float()``
         self.bind(target, value, frame)
+
+    def advanced_index(self, target: cst.Subscript, frame: Frame) -> Operand | None:
+        """Evaluate ``target``'s indices; the first that makes it advanced indexing, if any."""
+        found: Operand | None = None
+        for el in target.slice:
+            part = el.slice
+            if isinstance(part, cst.Index):
+                fact = self.expr(part.value, frame)
+                if found is None and _is_advanced_index(part.value, fact):
+                    found = Operand(part.value, fact)
+            elif isinstance(part, cst.Slice):
+                for bound in (part.lower, part.upper, part.step):
+                    if bound is not None:
+                        self.expr(bound, frame)
+        return found
 
     def bind(self, target: cst.BaseExpression, value: Fact, frame: Frame) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -482,9 +547,19 @@ class FileAnalysis:
         key = dotted(target)
         if key is None:
             return
-        if value.kind is Kind.MODULE and key.rsplit(".", 1)[-1] in self.keep_fp32:
+        attr = key.rsplit(".", 1)[-1]
+        if (
+            value.kind in (Kind.MODULE, Kind.TENSOR)
+            and key.startswith("self.")
+            and (attr in self.keep.names or self.keep.param_kept(frame.scope.class_name, attr))
+        ):
             text = "kept in float32 by `_keep_in_fp32_modules`"
-            value = replace(value, prec=Prec.FULL, dtype="float32", origin=Origin(target, Cause.MODEL_CAST, text))
+            value = replace(
+                value,
+                prec=Prec.FULL,
+                dtype="float32",
+                origin=Origin(target, Cause.MODEL_CAST, text),
+            )
         old = frame.env.get(key)
         frame.env[key] = value
         if old is not None and old.kind is Kind.MODULE:  # children of a rebound module
@@ -516,12 +591,9 @@ class FileAnalysis:
             return UNKNOWN
         if qual.startswith("torch.") and qual.count(".") == 1:
             attr = qual[6:]
-            if (
-                attr in ("float16", "half", "bfloat16", "float32", "float", "float64", "double")
-                or attr in ("bool", "int64", "long", "int32", "int", "int8", "uint8", "int16")
-            ):
+            if attr in T.DTYPE_NAMES:
                 return dtype_object(attr, node)
-        return Fact(Kind.OTHER)
+        return self.training.global_value(qual) or Fact(Kind.OTHER)
 
     def attribute(self, node: cst.Attribute, frame: Frame) -> Fact:
         key = dotted(node)
@@ -538,6 +610,13 @@ class FileAnalysis:
                 return UNKNOWN
             return base
         if base.kind is Kind.MODULE:
+            if dotted(node.value) == "self" and self.keep.param_kept(frame.scope.class_name, attr):
+                return Fact(
+                    Kind.TENSOR,
+                    Prec.FULL,
+                    "float32",
+                    Origin(node, Cause.MODEL_CAST, "kept in float32 by `_keep_in_fp32_modules`"),
+                )
             if attr in ("weight", "bias"):
                 return Fact(Kind.TENSOR, base.prec, base.dtype, base.origin)
             if attr == "dtype":
@@ -546,10 +625,23 @@ class FileAnalysis:
                 return Fact(Kind.DTYPE)
             if attr in ("config", "device", "training"):
                 return UNKNOWN
-            return replace(base, layer=None)
+            return replace(base, layer=self.member_layer(base.layer, attr))
         if base.kind is Kind.OTHER and attr in ("min", "max", "eps", "tiny") and base.layer:
             return self.finfo_value(base, attr)
         return UNKNOWN
+
+    def member_layer(self, layer: str | None, attr: str) -> str | None:
+        """The layer of ``model.<attr>`` when ``model``'s class is defined in this file.
+
+        ``model = Net(); model.head`` is the ``nn.Linear`` that ``Net.__init__`` built as
+        ``self.head``; it has the model's dtype until something casts it on its own.
+        """
+        info = self.classes.get(layer or "")
+        if info is None or not info.is_module:
+            return None
+        self.analyse_class(info)
+        fact = info.attrs.get("self." + attr)
+        return fact.layer if fact is not None and fact.kind is Kind.MODULE else None
 
     def finfo_value(self, finfo: Fact, attr: str) -> Fact:
         table = FINFO_MIN if attr == "min" else FINFO_MAX if attr == "max" else {}
@@ -583,17 +675,34 @@ class FileAnalysis:
             result = promote([left, right], node)
             if left.floating and right.floating:
                 result = _op_result(left, right)
+            region = frame.scope.autocast
+            if region is not None and region.recasts("matmul"):
+                result = self.autocast_result(node, "matmul", region, result)
             return self.emit(
                 node, "torch.matmul", None, None, args, {}, T.OpKind.MATMUL, "matmul", result, frame
             )
         if left.kind is Kind.SCALAR and right.kind is Kind.SCALAR:
             return _fold(node.operator, left, right)
         if left.kind is Kind.SEQ and isinstance(node.operator, cst.Add):
+            if right.kind is Kind.SEQ:  # ``list(a.parameters()) + list(b.parameters())``
+                return Fact(Kind.SEQ, elem=join(element(left), element(right)))
             return Fact(Kind.SEQ, elem=element(left))
-        return promote([left, right], node)
+        result = promote([left, right], node)
+        if isinstance(node.operator, cst.Divide) and result.is_tensor and result.prec is Prec.INT:
+            result = int_to_float(result, node, "true division")
+        arith = T.ARITHMETIC_OPERATORS.get(type(node.operator).__name__)
+        if arith is not None and (left.is_tensor or right.is_tensor):
+            # ``a + b`` is ``torch.add(a, b)``: rules see it as a call with both operands.
+            args = (Operand(node.left, left), Operand(node.right, right))
+            return self.emit(
+                node, f"torch.{arith}", None, None, args, {}, None, arith, result, frame
+            )
+        return result
 
     def compare(self, node: cst.Comparison, frame: Frame) -> Fact:
-        facts = [self.expr(node.left, frame)] + [self.expr(c.comparator, frame) for c in node.comparisons]
+        facts = [self.expr(node.left, frame)] + [
+            self.expr(c.comparator, frame) for c in node.comparisons
+        ]
         if any(f.kind is Kind.TENSOR for f in facts):
             return Fact(Kind.TENSOR, Prec.BOOL, "bool")
         return UNKNOWN
@@ -624,9 +733,11 @@ class FileAnalysis:
     def subscript(self, node: cst.Subscript, frame: Frame) -> Fact:
         base = self.expr(node.value, frame)
         index: int | None = None
+        scalar_index = False
         for el in node.slice:
             if isinstance(el.slice, cst.Index):
                 fact = self.expr(el.slice.value, frame)
+                scalar_index = fact.kind is Kind.SCALAR and len(node.slice) == 1
                 if fact.kind is Kind.SCALAR and fact.value is not None and fact.value.is_integer():
                     index = int(fact.value)
         if base.kind is Kind.SEQ:
@@ -634,7 +745,12 @@ class FileAnalysis:
                 return Fact(Kind.SEQ, elem=element(base))
             return element(base, index)
         if base.kind in (Kind.TENSOR, Kind.MODULE):
-            return replace(base, zero_dim=False) if base.kind is Kind.TENSOR else base
+            if base.kind is Kind.MODULE:
+                return base
+            if scalar_index and _one_dim_factory(base):
+                # ``torch.linspace(...)[i]``: an integer index of a 1-D tensor is 0-dim
+                return replace(base, zero_dim=True)
+            return replace(base, zero_dim=False)
         return UNKNOWN
 
     def comprehension(self, node: cst.BaseComp, frame: Frame) -> Fact:
@@ -649,6 +765,9 @@ class FileAnalysis:
             return Fact(Kind.SEQ, elem=self.expr(node.elt, sub))
         return UNKNOWN
 
+    def dict_display(self, node: cst.Dict, frame: Frame) -> Fact:
+        return self.training.dict_display(node, frame)  # an optimizer's param group, or unknown
+
     def named(self, node: cst.NamedExpr, frame: Frame) -> Fact:
         value = self.expr(node.value, frame)
         self.bind(node.target, value, frame)
@@ -658,14 +777,20 @@ class FileAnalysis:
     def call(self, node: cst.Call, frame: Frame) -> Fact:
         func = node.func
         qual = self.imports.resolve(func)
-        args = tuple(Operand(a.value, self.expr(a.value, frame)) for a in node.args if not a.keyword)
+        args = tuple(
+            Operand(a.value, self.expr(a.value, frame)) for a in node.args if not a.keyword
+        )
         kwargs = {
             a.keyword.value: Operand(a.value, self.expr(a.value, frame))
             for a in node.args
             if a.keyword is not None
         }
         if any(a.star for a in node.args):
-            args = tuple(a for a, raw in zip(args, [x for x in node.args if not x.keyword]) if not raw.star)
+            args = tuple(
+                a
+                for a, raw in zip(args, [x for x in node.args if not x.keyword], strict=False)
+                if not raw.star
+            )
         if qual is not None:
             return self.torch_call(node, qual, args, kwargs, frame)
         if isinstance(func, cst.Attribute):
@@ -678,6 +803,10 @@ class FileAnalysis:
         callee = self.expr(func, frame)
         if callee.kind is Kind.MODULE:
             return self.module_call(node, callee, dotted(func), args, kwargs, frame)
+        if callee.train is not None:  # ``optimizer_cls(params, lr=...)``
+            made = self.training.call_value(node, callee, args, kwargs)
+            if made is not None:
+                return self.emit(node, None, None, None, args, kwargs, None, "", made, frame)
         if isinstance(func, cst.Name):
             return self.local_call(node, func.value, args, kwargs, frame)
         return UNKNOWN
@@ -697,6 +826,9 @@ class FileAnalysis:
             return UNKNOWN
         fn = self.functions.get(name)
         if fn is None:
+            listed = self.training.builtin(name, args)  # list(...), filter(f, ...), next(...)
+            if listed is not None:
+                return listed
             if name == "float" and args and isinstance(args[0].node, cst.SimpleString):
                 text = args[0].node.evaluated_value
                 try:
@@ -704,7 +836,8 @@ class FileAnalysis:
                 except ValueError:
                     return SCALAR
             return UNKNOWN
-        return self.substitute(self.summary(fn), fn, args, kwargs, skip_self=False)
+        result = self.substitute(self.summary(fn), fn, args, kwargs, skip_self=False)
+        return self.training.after_call(node, fn, args, kwargs, frame, result)
 
     def substitute(
         self,
@@ -727,7 +860,7 @@ class FileAnalysis:
             name = params[i].name.value
             if name in kwargs:
                 return kwargs[name].fact
-            if i < len(args) and not params[i] in fn.params.kwonly_params:
+            if i < len(args) and params[i] not in fn.params.kwonly_params:
                 return args[i].fact
             return None
 
@@ -769,22 +902,192 @@ class FileAnalysis:
         args: tuple[Operand, ...],
         kwargs: dict[str, Operand],
         frame: Frame,
+        *,
+        split: tuple[tuple[InnerCall, ...], Fact | None] | None = None,
     ) -> Fact:
         layer = module.layer
         first = args[0].fact if args else UNKNOWN
         if layer in T.PASS_THROUGH_LAYERS:
             return first
         op, aten = T.LAYERS.get(layer or "", (None, ""))
-        if module.prec is Prec.UNKNOWN:
+        if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
+            aten = T.LOSS_LAYERS[layer]
+            tensors = [a.fact for a in args if a.fact.is_tensor]
+            result = promote(tensors, node) if tensors else UNKNOWN_TENSOR
+        elif module.prec is Prec.UNKNOWN:
             result = UNKNOWN_TENSOR if layer is None else replace(first, params=frozenset())
+        elif layer in self.classes and "forward" in self.classes[layer].methods:
+            result = self.class_forward(self.classes[layer], args, kwargs)
+        elif layer is None and first.prec is Prec.FULL and module.prec is Prec.MODEL:
+            result = UNKNOWN_TENSOR  # a custom module fed float32 may well compute in float32
+        elif (
+            op is T.OpKind.NORM
+            and module.prec is Prec.FULL
+            and first.floating
+            and first.prec is not Prec.FULL
+        ):
+            # Measured: a float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm returns a half
+            # input's dtype.
+            what = f"the output of `{path or 'module'}`"
+            origin = Origin(node, Cause.ACTIVATION, what)
+            result = Fact(
+                Kind.TENSOR, first.prec, first.dtype, origin, first.params, maybe=first.maybe
+            )
         else:
             what = f"the output of `{path or 'module'}`"
             origin = Origin(node, Cause.ACTIVATION, what)
             result = Fact(Kind.TENSOR, module.prec, module.dtype, origin, maybe=module.maybe)
-        if frame.scope.autocast and frame.scope.autocast.active and frame.scope.autocast.recasts(aten):
+        if split is None:
+            split = self.split_call(module, path, "forward", args, kwargs, frame)
+        inner, returned = split
+        if returned is not None and returned.floating:
+            result = returned
+        if (
+            frame.scope.autocast
+            and frame.scope.autocast.active
+            and frame.scope.autocast.recasts(aten)
+        ):
             result = self.autocast_result(node, aten, frame.scope.autocast, result)
+        elif frame.scope.autocast and frame.scope.autocast.active and not aten and result.is_tensor:
+            # A model or block whose ops we do not see: under autocast it computes in the
+            # autocast dtype (its matmuls/convs are recast), whatever its weights are.
+            what = f"the output of `{path or 'module'}` under autocast"
+            result = Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.AUTOCAST, what))
         receiver = Operand(node.func, module)
-        return self.emit(node, None, None, receiver, args, kwargs, op, aten, result, frame, path)
+        owner = _owner(path, frame.env)
+        return self.emit(
+            node,
+            None,
+            None,
+            receiver,
+            args,
+            kwargs,
+            op,
+            aten,
+            result,
+            frame,
+            path,
+            owner=owner,
+            inner=inner,
+        )
+
+    def split_call(
+        self,
+        module: Fact,
+        path: str | None,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> tuple[tuple[InnerCall, ...], Fact | None]:
+        """Calling ``path``'s ``method`` after parts of it were cast apart from it.
+
+        ``model.half(); model.head.float(); model(x)``: when ``model``'s class is in this
+        file, its method is walked again with the caller's facts -- ``self`` and its parts
+        in ``model``'s dtype, ``self.head`` as ``model.head`` is bound here, the call's
+        arguments -- and once more with no part cast apart. The calls whose facts differ
+        between the two walks are what the split changed. Returns them and what the
+        method returns with the split (None when there is no split to follow).
+        """
+        info = self.classes.get(module.layer or "")
+        fn = info.methods.get(method) if info is not None and info.is_module else None
+        if (
+            info is None
+            or fn is None
+            or path is None
+            or module.prec not in (Prec.FULL, Prec.HALF, Prec.MODEL)
+            or fn in self.in_progress
+            or self.splitting >= 6
+            or not (self.listener.wants_calls or self.recorder is not None)
+        ):
+            return (), None
+        prefix = path + "."
+        parts = {
+            "self." + key[len(prefix) :]: fact
+            for key, fact in frame.env.items()
+            if key.startswith(prefix) and fact.kind is Kind.MODULE
+        }
+        self.analyse_class(info)
+        if self.recorder is not None:
+            # Already re-walking a split module: walk this part of it in line.
+            sites, returned = self._walk_as(fn, info, module, parts, args, kwargs, frame)
+            self.recorder.extend(sites)
+            return (), returned
+        full = module.prec is Prec.FULL
+        if not any(
+            f.prec in (Prec.FULL, Prec.HALF, Prec.MODEL) and (f.prec is Prec.FULL) != full
+            for f in parts.values()
+        ):
+            return (), None
+        split_sites, returned = self._walk_as(fn, info, module, parts, args, kwargs, frame)
+        plain_sites, _ = self._walk_as(fn, info, module, {}, args, kwargs, frame)
+        # Both walks take the same calls in the same order: pair the k-th visit of a node.
+        plain: dict[tuple[int, int], CallSite] = {}
+        seen: dict[int, int] = {}
+        for site in plain_sites:
+            seen[id(site.node)] = k = seen.get(id(site.node), 0) + 1
+            plain[id(site.node), k] = site
+        seen.clear()
+        changed = []
+        for site in split_sites:
+            seen[id(site.node)] = k = seen.get(id(site.node), 0) + 1
+            before = plain.get((id(site.node), k))
+            if before is None or _site_precs(site) != _site_precs(before):
+                changed.append(InnerCall(site, before))
+        return tuple(changed), returned
+
+    def _walk_as(
+        self,
+        fn: cst.FunctionDef,
+        info: ClassInfo,
+        module: Fact,
+        parts: Env,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        outer: Frame,
+    ) -> tuple[list[CallSite], Fact | None]:
+        """Walk ``fn`` as a method of ``module`` called with ``args``; record its calls."""
+        frame = self._function_frame(fn, info, None)
+        for key, fact in list(frame.env.items()):
+            if (key == "self" or key.startswith("self.")) and fact.prec is Prec.MODEL:
+                if fact.kind is Kind.MODULE:
+                    frame.env[key] = replace(module, layer=fact.layer)
+                elif fact.kind is Kind.TENSOR:
+                    frame.env[key] = replace(
+                        fact, prec=module.prec, dtype=module.dtype, maybe=module.maybe
+                    )
+        frame.env["self"] = module
+        frame.env.update(parts)
+        params = list(fn.params.posonly_params) + list(fn.params.params)
+        params = params[1:] + list(fn.params.kwonly_params)
+        for i, param in enumerate(params):
+            name = param.name.value
+            if name in kwargs:
+                frame.env[name] = kwargs[name].fact
+            elif i < len(args) and i < len(params) - len(fn.params.kwonly_params):
+                frame.env[name] = args[i].fact
+        if frame.scope.autocast is None and outer.scope.autocast is not None:
+            frame.scope = replace(frame.scope, autocast=outer.scope.autocast)
+        recorded: list[CallSite] = []
+        saved = self.recorder, self.muted
+        self.recorder, self.muted = recorded, 0
+        self.splitting += 1
+        self.in_progress.add(fn)
+        try:
+            self.block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame)
+        finally:
+            self.recorder, self.muted = saved
+            self.splitting -= 1
+            self.in_progress.discard(fn)
+        return recorded, frame.returns
+
+    def class_forward(
+        self, info: ClassInfo, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact:
+        """Calling an instance of a class defined in this file: its ``forward``'s summary."""
+        fn = info.methods["forward"]
+        result = self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
+        return result if result.kind in (Kind.TENSOR, Kind.SEQ) else UNKNOWN_TENSOR
 
     def method_call(
         self,
@@ -799,15 +1102,27 @@ class FileAnalysis:
         receiver = Operand(node.func.value, recv)  # type: ignore[attr-defined]
         if recv.kind is Kind.MODULE:
             return self.module_method(node, method, recv, path, args, kwargs, frame)
+        trained = self.training.method(node, method, receiver, args, kwargs, frame)
+        if trained is not None:  # scaler.step(opt), accelerator.backward(loss), ...
+            return self.emit(node, None, method, receiver, args, kwargs, None, "", trained, frame)
         if method in ("from_pretrained", "from_single_file", "from_config"):
             return self.loaded_model(node, path or "", kwargs)
         if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
             cls = self.classes.get(node.func.value.value)
             if cls is not None and method in cls.methods:
-                return self.substitute(self.summary(cls.methods[method], cls), cls.methods[method], args, kwargs, skip_self=False)
+                return self.substitute(
+                    self.summary(cls.methods[method], cls),
+                    cls.methods[method],
+                    args,
+                    kwargs,
+                    skip_self=False,
+                )
         result = self.tensor_method(node, method, recv, args, kwargs, frame)
         op = T.OpKind.MATMUL if method in T.MATMUL_METHODS else None
         aten = method if op else ""
+        region = frame.scope.autocast
+        if op is not None and region is not None and region.recasts(aten):
+            result = self.autocast_result(node, aten, region, result)
         return self.emit(node, None, method, receiver, args, kwargs, op, aten, result, frame)
 
     def loaded_model(self, node: cst.Call, path: str, kwargs: dict[str, Operand]) -> Fact:
@@ -817,7 +1132,9 @@ class FileAnalysis:
         if dtype is not None and dtype.fact.kind is Kind.DTYPE:
             f = dtype.fact
             text = f"loaded with {_code(self, dtype.node)}"
-            return Fact(Kind.MODULE, f.prec, f.dtype, Origin(node, Cause.MODEL_CAST, text), maybe=f.maybe)
+            return Fact(
+                Kind.MODULE, f.prec, f.dtype, Origin(node, Cause.MODEL_CAST, text), maybe=f.maybe
+            )
         origin = Origin(node, Cause.LITERAL, "loaded in float32 (the default)")
         return Fact(Kind.MODULE, Prec.FULL, "float32", origin)
 
@@ -834,21 +1151,50 @@ class FileAnalysis:
         """``model.half()``, ``model.to(dtype)``, ``self.helper(x)``, ``vae.encode(x)``."""
         cast = self.module_cast(node, method, args, kwargs)
         if cast is not None:
-            new = replace(module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe)
+            new = replace(
+                module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe
+            )
             if path is not None:
                 self._rebind(path, new, frame)
             return new
+        params = self.training.parameters(method, module, path)
+        if params is not None:  # linked back to the module, for the optimizers built from them
+            return params
         if method in ("parameters", "named_parameters", "buffers", "modules", "children"):
             return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, module.prec, module.dtype, module.origin))
-        if method in ("eval", "train", "requires_grad_", "cuda", "cpu", "apply", "zero_grad"):
-            return module
+        if method in ("eval", "train", "requires_grad_", "cuda", "cpu", "apply", "zero_grad", "to"):
+            return module  # ``.to(device)``: a dtype cast was handled above
         if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == "self":
             info = self._class_of_frame(frame)
             if info is not None and method in info.methods:
                 fn = info.methods[method]
+                if self.recorder is not None and fn not in self.in_progress and self.splitting < 6:
+                    # Re-walking a module cast apart (``split_call``): follow it into its helpers.
+                    parts = {k: v for k, v in frame.env.items() if k.startswith("self.")}
+                    me = frame.env.get("self", module)
+                    sites, returned = self._walk_as(fn, info, me, parts, args, kwargs, frame)
+                    self.recorder.extend(sites)
+                    return returned or UNKNOWN
                 return self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
-        if method in ("forward", "__call__", "encode", "decode", "sample") or module.prec is not Prec.UNKNOWN:
-            return self.module_call(node, replace(module, layer=None), f"{path}.{method}" if path else method, args, kwargs, frame)
+        sub = self.member_layer(module.layer, method)
+        if sub is not None and path is not None:  # ``model.head(x)``: a submodule, not a method
+            return self.module_call(
+                node, replace(module, layer=sub), f"{path}.{method}", args, kwargs, frame
+            )
+        if (
+            method in ("forward", "__call__", "encode", "decode", "sample")
+            or module.prec is not Prec.UNKNOWN
+        ):
+            split = self.split_call(module, path, method, args, kwargs, frame)
+            return self.module_call(
+                node,
+                replace(module, layer=None),
+                f"{path}.{method}" if path else method,
+                args,
+                kwargs,
+                frame,
+                split=split,
+            )
         return UNKNOWN
 
     def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
@@ -906,8 +1252,14 @@ class FileAnalysis:
             return self.dtype_arg(kwargs["dtype"], node, recv)
         if method in T.SPLIT_METHODS:
             return Fact(Kind.SEQ, elem=replace(recv, zero_dim=False))
-        if method in T.VALUES_INDICES_METHODS and (args or "dim" in kwargs) and method not in ("max", "min") or (
-            method in ("max", "min") and (("dim" in kwargs) or (args and args[0].fact.kind is Kind.SCALAR))
+        if (
+            method in T.VALUES_INDICES_METHODS
+            and (args or "dim" in kwargs)
+            and method not in ("max", "min")
+            or (
+                method in ("max", "min")
+                and (("dim" in kwargs) or (args and args[0].fact.kind is Kind.SCALAR))
+            )
         ):
             return seq_of([recv, Fact(Kind.TENSOR, Prec.INT, "int64")])
         if method in T.INT_METHODS:
@@ -918,6 +1270,8 @@ class FileAnalysis:
             return UNKNOWN
         if method in ("sum", "cumsum", "prod") and recv.prec in (Prec.INT, Prec.BOOL):
             return Fact(Kind.TENSOR, Prec.INT, "int64")
+        if method in T.FLOAT_VALUED and recv.prec is Prec.INT:
+            return int_to_float(recv, node, f"`.{method}()`")
         if method in T.PROMOTING_METHODS:
             return promote([recv] + [a.fact for a in args if a.fact.kind is not Kind.SEQ], node)
         if method in T.MATMUL_METHODS:
@@ -926,7 +1280,12 @@ class FileAnalysis:
         return recv
 
     def to_call(
-        self, node: cst.Call, method: str, recv: Fact, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+        self,
+        node: cst.Call,
+        method: str,
+        recv: Fact,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
     ) -> Fact:
         """``x.to(...)`` / ``x.type(...)``: dtype, other tensor, or only a device."""
         cand = [kwargs["dtype"]] if "dtype" in kwargs else list(args)
@@ -971,9 +1330,18 @@ class FileAnalysis:
         f = op.fact
         code = _code(self, op.node)
         if f.prec is Prec.FULL:
-            return tensor_of_dtype(f.dtype or "float32", node, Cause.UPCAST, f"upcast to {f.dtype} by `{verb}({code})`" if verb != "dtype=" else f"made {f.dtype} by `dtype={code}`")
+            return tensor_of_dtype(
+                f.dtype or "float32",
+                node,
+                Cause.UPCAST,
+                f"upcast to {f.dtype} by `{verb}({code})`"
+                if verb != "dtype="
+                else f"made {f.dtype} by `dtype={code}`",
+            )
         if f.prec is Prec.HALF and not f.maybe:
-            return tensor_of_dtype(f.dtype or "float16", node, Cause.CAST, f"cast to {f.dtype} by `{code}`")
+            return tensor_of_dtype(
+                f.dtype or "float16", node, Cause.CAST, f"cast to {f.dtype} by `{code}`"
+            )
         if f.prec is Prec.UNKNOWN and not f.params:
             return UNKNOWN_TENSOR
         return self.same_as(replace(f, kind=Kind.TENSOR), node, f"`{code}`")
@@ -1001,6 +1369,9 @@ class FileAnalysis:
         op = T.OPS.get(qual)
         aten = T.op_name(qual) if op else leaf
         result = self.torch_result(node, qual, leaf, args, kwargs, frame)
+        trained = self.training.torch_call(node, qual, args, kwargs, frame)
+        if trained is not None:  # GradScaler(...), torch.optim.AdamW(...), clip_grad_norm_(...)
+            result = trained
         if op is not None and frame.scope.autocast and frame.scope.autocast.recasts(aten):
             result = self.autocast_result(node, aten, frame.scope.autocast, result)
         return self.emit(node, qual, None, None, args, kwargs, op, aten, result, frame)
@@ -1028,27 +1399,87 @@ class FileAnalysis:
                 if name == "Parameter" or name == "Buffer":
                     inner = args[0].fact if args else UNKNOWN_TENSOR
                     if frame.scope.in_module:
-                        return Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.ACTIVATION, "a parameter of the model"))
+                        return Fact(
+                            Kind.TENSOR,
+                            Prec.MODEL,
+                            None,
+                            Origin(node, Cause.PARAMETER, "a parameter of the model"),
+                        )
                     return inner
                 if _parameter_free_norm(name, kwargs):
                     name = "ParameterFreeNorm"
                 return self.construct_module(node, name, frame, kwargs)
-        if "dtype" in kwargs and (leaf in ("ones", "zeros", "empty", "full", "rand", "randn", "arange", "linspace", "logspace", "eye", "tensor", "as_tensor") or leaf.endswith("_like")):
+        if "dtype" in kwargs and (
+            leaf
+            in (
+                "ones",
+                "zeros",
+                "empty",
+                "full",
+                "rand",
+                "randn",
+                "arange",
+                "linspace",
+                "logspace",
+                "eye",
+                "tensor",
+                "as_tensor",
+            )
+            or leaf.endswith("_like")
+        ):
             return self.dtype_arg(kwargs["dtype"], node, UNKNOWN_TENSOR)
+        if qual in T.FACTORIES and any(a.star == "**" for a in node.args):
+            return UNKNOWN_TENSOR  # ``**factory_kwargs`` may carry the dtype
         if qual in T.FLOAT_FACTORIES:
-            return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.FACTORY, f"made float32 (the default dtype) by `{code()}` without `dtype=`"))
+            return Fact(
+                Kind.TENSOR,
+                Prec.FULL,
+                "float32",
+                Origin(
+                    node,
+                    Cause.FACTORY,
+                    f"made float32 (the default dtype) by `{code()}` without `dtype=`",
+                ),
+            )
         if qual == "torch.full":
-            fill = args[1].fact if len(args) > 1 else kwargs["fill_value"].fact if "fill_value" in kwargs else UNKNOWN
+            fill = (
+                args[1].fact
+                if len(args) > 1
+                else kwargs["fill_value"].fact
+                if "fill_value" in kwargs
+                else UNKNOWN
+            )
             if fill.kind is Kind.SCALAR and fill.value is not None:
                 if isinstance(args[1].node if len(args) > 1 else None, cst.Name):
                     return Fact(Kind.TENSOR, Prec.BOOL, "bool")
-                if fill.value.is_integer() and not _is_float_literal(args[1].node if len(args) > 1 else kwargs["fill_value"].node):
+                if fill.value.is_integer() and not _is_float_literal(
+                    args[1].node if len(args) > 1 else kwargs["fill_value"].node
+                ):
                     return Fact(Kind.TENSOR, Prec.INT, "int64")
-            return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.FACTORY, f"made float32 (the default dtype) by `{code()}` without `dtype=`"))
+            return Fact(
+                Kind.TENSOR,
+                Prec.FULL,
+                "float32",
+                Origin(
+                    node,
+                    Cause.FACTORY,
+                    f"made float32 (the default dtype) by `{code()}` without `dtype=`",
+                ),
+            )
         if qual == "torch.arange":
             if any(_is_float_literal(a.node) for a in args):
-                return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.FACTORY, f"made float32 by `{code()}` with float bounds"))
-            return Fact(Kind.TENSOR, Prec.INT, "int64", Origin(node, Cause.FACTORY, f"an int64 tensor from `{code()}`"))
+                return Fact(
+                    Kind.TENSOR,
+                    Prec.FULL,
+                    "float32",
+                    Origin(node, Cause.FACTORY, f"made float32 by `{code()}` with float bounds"),
+                )
+            return Fact(
+                Kind.TENSOR,
+                Prec.INT,
+                "int64",
+                Origin(node, Cause.FACTORY, f"an int64 tensor from `{code()}`"),
+            )
         if qual in ("torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor"):
             return self.tensor_literal(node, args, code())
         if qual in T.INT_FACTORIES or qual in T.INT_FUNCTIONS:
@@ -1058,14 +1489,24 @@ class FileAnalysis:
         if qual in ("torch.finfo", "torch.iinfo"):
             arg = args[0].fact if args else UNKNOWN
             if arg.kind is Kind.DTYPE or arg.kind is Kind.TENSOR:
-                return Fact(Kind.OTHER, arg.prec, arg.dtype, Origin(node, Cause.LITERAL, _code(self, node)), layer="finfo")
+                return Fact(
+                    Kind.OTHER,
+                    arg.prec,
+                    arg.dtype,
+                    Origin(node, Cause.LITERAL, _code(self, node)),
+                    layer="finfo",
+                )
             return Fact(Kind.OTHER, layer="finfo")
         if qual in T.NON_TENSOR_FUNCTIONS or not qual.startswith("torch"):
             if leaf == "from_pretrained":
                 return self.loaded_model(node, qual, kwargs)
             return UNKNOWN
         if leaf.endswith("_like") and args:
-            return self.same_as(args[0].fact, node, f"`{code()}`") if args[0].fact.kind is Kind.TENSOR else UNKNOWN_TENSOR
+            return (
+                self.same_as(args[0].fact, node, f"`{code()}`")
+                if args[0].fact.kind is Kind.TENSOR
+                else UNKNOWN_TENSOR
+            )
         if qual in T.CONCAT:
             seq = args[0].fact if args else kwargs.get("tensors", Operand(node, UNKNOWN)).fact
             if seq.kind is Kind.SEQ and seq.items is not None:
@@ -1081,7 +1522,11 @@ class FileAnalysis:
             return self.dtype_arg(kwargs["dtype"], node, args[0].fact if args else UNKNOWN)
         op = T.OPS.get(qual)
         tensors = [a.fact for a in args if a.fact.kind is Kind.TENSOR]
-        tensors += [o.fact for k, o in kwargs.items() if o.fact.kind is Kind.TENSOR and k not in ("attn_mask", "out")]
+        tensors += [
+            o.fact
+            for k, o in kwargs.items()
+            if o.fact.kind is Kind.TENSOR and k not in ("attn_mask", "out")
+        ]
         if op is T.OpKind.NORM or op is T.OpKind.EMBEDDING:
             if op is T.OpKind.EMBEDDING and len(args) > 1:
                 return args[1].fact
@@ -1091,7 +1536,10 @@ class FileAnalysis:
         if not tensors:
             seqs = [a.fact for a in args if a.fact.kind is Kind.SEQ]
             return element(seqs[0]) if seqs else UNKNOWN_TENSOR
-        return promote(tensors, node)
+        result = promote(tensors, node)
+        if leaf in T.FLOAT_VALUED and result.is_tensor and result.prec is Prec.INT:
+            return int_to_float(result, node, f"`{code()}`")
+        return result
 
     def tensor_literal(self, node: cst.Call, args: tuple[Operand, ...], code: str) -> Fact:
         data = args[0] if args else None
@@ -1105,7 +1553,11 @@ class FileAnalysis:
         if not leaves or any(leaf is None for leaf in leaves):
             return replace(UNKNOWN_TENSOR, zero_dim=zero_dim)
         if any(isinstance(leaf, cst.Float) for leaf in leaves):
-            origin = Origin(node, Cause.FACTORY, f"made float32 (the default dtype) by `{code}` from Python floats")
+            origin = Origin(
+                node,
+                Cause.FACTORY,
+                f"made float32 (the default dtype) by `{code}` from Python floats",
+            )
             return Fact(Kind.TENSOR, Prec.FULL, "float32", origin, zero_dim=zero_dim)
         if all(isinstance(leaf, cst.Name) for leaf in leaves):
             return Fact(Kind.TENSOR, Prec.BOOL, "bool", zero_dim=zero_dim)
@@ -1114,7 +1566,9 @@ class FileAnalysis:
     def autocast_result(self, node: cst.CSTNode, aten: str, region: Autocast, result: Fact) -> Fact:
         from mpcheck import autocast_ops
 
-        devices = [region.device] if region.device in ("cuda", "cpu") else []
+        # An unknown device (``accelerator.autocast()``, ``device_type=x.device.type``):
+        # the result is known when every device's policy agrees.
+        devices = [region.device] if region.device in ("cuda", "cpu") else ["cuda", "cpu"]
         policies = {autocast_ops.policy(aten, d) for d in devices}
         if policies == {"lower_precision"}:
             low = region.low_dtype
@@ -1123,7 +1577,11 @@ class FileAnalysis:
         if policies == {"fp32"}:
             text = "computed in float32 by autocast"
             return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.AUTOCAST, text))
-        return replace(result, prec=Prec.UNKNOWN, origin=None) if result.kind is Kind.TENSOR else result
+        return (
+            replace(result, prec=Prec.UNKNOWN, origin=None)
+            if result.kind is Kind.TENSOR
+            else result
+        )
 
     def autocast_region(self, node: cst.BaseExpression) -> Autocast | None:
         call = node if isinstance(node, cst.Call) else None
@@ -1140,15 +1598,23 @@ class FileAnalysis:
         enabled: bool | None = True
         args = call.args if call else ()
         for i, arg in enumerate(args):
-            key = arg.keyword.value if arg.keyword else ("device_type" if i == 0 and qual == "torch.autocast" else None)
+            key = (
+                arg.keyword.value
+                if arg.keyword
+                else ("device_type" if i == 0 and qual == "torch.autocast" else None)
+            )
             if key == "device_type":
-                if isinstance(arg.value, cst.SimpleString) and isinstance(arg.value.evaluated_value, str):
+                if isinstance(arg.value, cst.SimpleString) and isinstance(
+                    arg.value.evaluated_value, str
+                ):
                     device = arg.value.evaluated_value.split(":")[0]
             elif key == "dtype":
                 name = dotted(arg.value) or ""
                 leaf = name.rsplit(".", 1)[-1]
                 dtype = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16"}.get(leaf)
-            elif key == "enabled" or (key is None and i == 0 and device is not None and qual != "torch.autocast"):
+            elif key == "enabled" or (
+                key is None and i == 0 and device is not None and qual != "torch.autocast"
+            ):
                 if isinstance(arg.value, cst.Name) and arg.value.value in ("True", "False"):
                     enabled = arg.value.value == "True"
                 else:
@@ -1169,11 +1635,56 @@ class FileAnalysis:
         result: Fact,
         frame: Frame,
         path: str | None = None,
+        *,
+        owner: Owner | None = None,
+        inner: tuple[InnerCall, ...] = (),
     ) -> Fact:
-        if self.listener.wants_calls and not self.muted:
-            site = CallSite(node, qual, method, receiver, args, kwargs, op, aten, frame.scope, result, path)
-            self.listener.on_call(site)
+        if (self.listener.wants_calls or self.recorder is not None) and not self.muted:
+            role = None
+            if op is T.OpKind.MATMUL:
+                name = method or (qual or "").rsplit(".", 1)[-1]
+                recv = receiver.node if method and receiver else None
+                nodes = [a.node for a in args]
+                role = self.attention.site_role(node, name, recv, nodes, frame.scope.function)
+            site = CallSite(
+                node,
+                qual,
+                method,
+                receiver,
+                args,
+                kwargs,
+                op,
+                aten,
+                frame.scope,
+                result,
+                path,
+                attention=role,
+                owner=owner,
+                inner=inner,
+            )
+            if self.recorder is not None:
+                self.recorder.append(site)
+            else:
+                self.listener.on_call(site)
         return result
+
+
+def _owner(path: str | None, env: Env) -> Owner | None:
+    """The nearest module bound above ``path`` (``model`` for ``model.block.proj``)."""
+    parts = path.split(".") if path else []
+    for end in range(len(parts) - 1, 0, -1):
+        key = ".".join(parts[:end])
+        fact = env.get(key)
+        if fact is not None and fact.kind is Kind.MODULE:
+            return Owner(key, fact)
+    return None
+
+
+def _site_precs(site: CallSite) -> tuple[tuple[Prec, str | None], ...]:
+    """The dtypes a call sees: its receiver's and its arguments'."""
+    operands = [site.receiver] if site.receiver is not None else []
+    operands += list(site.args) + [site.kwargs[k] for k in sorted(site.kwargs)]
+    return tuple((o.fact.prec, o.fact.dtype) for o in operands)
 
 
 def _op_result(*facts: Fact) -> Fact:
@@ -1209,20 +1720,6 @@ def _fold(op: cst.BaseBinaryOp, a: Fact, b: Fact) -> Fact:
     return SCALAR
 
 
-def _self_constructions(fn: cst.FunctionDef) -> Iterator[tuple[str, str]]:
-    """``(attr, ClassName)`` for each ``self.attr = ClassName(...)`` at the top of ``fn``."""
-    body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ()
-    for stmt in body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            continue
-        for small in stmt.body:
-            if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
-                target = dotted(small.targets[0].target) or ""
-                callee = dotted(small.value.func) or ""
-                if target.startswith("self.") and target.count(".") == 1:
-                    yield target[5:], callee.rsplit(".", 1)[-1]
-
-
 def _parameter_free_norm(layer: str, kwargs: dict[str, Operand]) -> bool:
     """``nn.LayerNorm(d, elementwise_affine=False)`` has no weights to clash with."""
     for key in ("elementwise_affine", "affine"):
@@ -1233,7 +1730,7 @@ def _parameter_free_norm(layer: str, kwargs: dict[str, Operand]) -> bool:
 
 
 def _annotation_names(node: cst.CSTNode) -> list[str]:
-    """The identifiers in a type annotation (``Optional[torch.Tensor]`` -> Optional torch Tensor)."""
+    """The identifiers in an annotation (``Optional[torch.Tensor]`` -> Optional torch Tensor)."""
     out: list[str] = []
     stack: list[cst.CSTNode] = [node]
     while stack:
@@ -1256,6 +1753,47 @@ def _names_a_dtype(node: cst.CSTNode) -> bool:
     """``compute_dtype``, ``self.dtype``, ``cfg.weight_dtype``: a dtype we cannot resolve."""
     name = dotted(node) if isinstance(node, cst.BaseExpression) else None
     return name is not None and name.lower().endswith("dtype")
+
+
+def _is_advanced_index(node: cst.CSTNode, fact: Fact) -> bool:
+    """Whether indexing with ``node`` is advanced (``index_put_``) rather than basic (a view).
+
+    A list literal, an int/bool tensor (a mask, ``idx``) or a sequence holding one is
+    advanced; ints, slices, ``...``, ``None`` and 0-dim tensors are basic. A float-typed
+    "tensor" cannot index: it is a parameter guessed to be an activation, so it is a
+    Python int here. Unknown objects are not claimed to be advanced.
+    """
+    if isinstance(node, cst.List):
+        return True
+    if isinstance(node, cst.Tuple):
+        items = fact.items if fact.kind is Kind.SEQ and fact.items is not None else ()
+        if len(items) != len(node.elements):
+            return False
+        return any(
+            _is_advanced_index(el.value, f) for el, f in zip(node.elements, items, strict=False)
+        )
+    if fact.kind is Kind.SEQ:
+        inner = fact.items if fact.items is not None else (fact.elem,) if fact.elem else ()
+        return any(_is_advanced_index(cst.Name("_"), f) for f in inner)
+    return (
+        fact.kind is Kind.TENSOR
+        and not fact.zero_dim
+        and fact.prec in (Prec.INT, Prec.BOOL, Prec.UNKNOWN)
+    )
+
+
+def _one_dim_factory(fact: Fact) -> bool:
+    """Made by a factory that returns a 1-D tensor (``torch.linspace``, ``torch.arange``).
+
+    The fact survives reshapes unchanged, so this is a best guess; it only ever makes a
+    value 0-dim (which does not promote), so a wrong guess hides a finding, never adds one.
+    """
+    origin = fact.origin
+    if origin is None or origin.cause is not Cause.FACTORY or not isinstance(origin.node, cst.Call):
+        return False
+    func = origin.node.func
+    leaf = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
+    return leaf in ("linspace", "logspace", "arange")
 
 
 def _is_float_literal(node: cst.CSTNode) -> bool:
@@ -1302,4 +1840,5 @@ _EXPR: dict[type, Callable[[FileAnalysis, cst.BaseExpression, Frame], Fact]] = {
     cst.SetComp: FileAnalysis.comprehension,  # type: ignore[dict-item]
     cst.DictComp: FileAnalysis.comprehension,  # type: ignore[dict-item]
     cst.NamedExpr: FileAnalysis.named,  # type: ignore[dict-item]
+    cst.Dict: FileAnalysis.dict_display,  # type: ignore[dict-item]
 }

@@ -28,6 +28,7 @@ from mpcheck.reporters.base import ReportContext
 from mpcheck.rule import Rule, all_rules
 from mpcheck.runner import check_files
 from mpcheck.selection import PerFileIgnores, SelectionError, enabled_codes
+from mpcheck.summary import write_step_summary
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 ENGINE_CODES = frozenset({"MPC001", "MPC002"})
@@ -122,6 +123,11 @@ def _settings(args: argparse.Namespace, cwd: Path) -> Settings:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    if args.output_format not in FORMATS:  # a bad MPCHECK_OUTPUT_FORMAT skips argparse's check
+        raise UsageError(
+            f"unknown output format `{args.output_format}` (from MPCHECK_OUTPUT_FORMAT); "
+            f"expected one of: {', '.join(FORMATS)}"
+        )
     cwd = Path.cwd()
     settings = _settings(args, cwd)
     rules = all_rules()
@@ -129,9 +135,7 @@ def run_check(args: argparse.Namespace) -> int:
     selected = enabled_codes(all_codes, settings)
     ignores = PerFileIgnores(settings, all_codes)
     active = tuple(r for r in rules if r.code in selected and r.code not in ENGINE_CODES)
-    options = Options(
-        module_half_capable=settings.module_half_capable, unused_noqa="MPC100" in selected
-    )
+    options = Options(module_half_capable=settings.module_half_capable)
     paths: list[Path] = args.paths or [Path(".")]
     if [str(p) for p in paths] == ["-"] or (not args.paths and args.stdin_filename):
         name = args.stdin_filename or "-"
@@ -249,6 +253,8 @@ def _emit(
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+    # GitHub Actions: a per-rule table on the run's page ($GITHUB_STEP_SUMMARY, if set).
+    write_step_summary(diagnostics, {r.code: r.info() for r in rules}, root=cwd)
     return EXIT_FINDINGS if shown and not args.exit_zero else EXIT_CLEAN
 
 

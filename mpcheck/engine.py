@@ -6,6 +6,7 @@ files that have something to report, and only then.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ from mpcheck.analysis import FileAnalysis
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
 from mpcheck.names import ImportTable
 from mpcheck.rule import Report, Rule, RuleContext
-from mpcheck.sites import CallSite, ClassSite, SetItemSite
+from mpcheck.sites import CallSite, ClassSite, FunctionSite, SetItemSite
+from mpcheck.training import TrainingSite
 
 # A file that mentions none of these cannot hold a finding: it is not parsed.
 PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
@@ -44,11 +46,15 @@ class _Dispatch:
     calls: list[Rule] = field(init=False)
     setitems: list[Rule] = field(init=False)
     classes: list[Rule] = field(init=False)
+    functions: list[Rule] = field(init=False)
+    training: list[Rule] = field(init=False)
 
     def __post_init__(self) -> None:
         self.calls = [r for r in self.rules if "check_call" in r.hooks()]
         self.setitems = [r for r in self.rules if "check_setitem" in r.hooks()]
         self.classes = [r for r in self.rules if "check_class" in r.hooks()]
+        self.functions = [r for r in self.rules if "check_function" in r.hooks()]
+        self.training = [r for r in self.rules if "check_training" in r.hooks()]
 
     @property
     def wants_calls(self) -> bool:
@@ -74,6 +80,22 @@ class _Dispatch:
         for rule in self.classes:
             rule.check_class(site)
 
+    @property
+    def wants_functions(self) -> bool:
+        return bool(self.functions)
+
+    @property
+    def wants_training(self) -> bool:
+        return bool(self.training)
+
+    def on_training(self, site: TrainingSite) -> None:
+        for rule in self.training:
+            rule.check_training(site)
+
+    def on_function(self, site: FunctionSite) -> None:
+        for rule in self.functions:
+            rule.check_function(site)
+
 
 def check_source(
     source: bytes | str,
@@ -98,10 +120,26 @@ def check_source(
         diagnostics,
         sup,
         filename=filename,
-        unused_noqa=options.unused_noqa,
+        unused_noqa=options.unused_noqa and "MPC100" in enabled,
         enabled_codes=enabled,
     )
     return sorted(marked, key=Diagnostic.sort_key)
+
+
+def _syntax_error(data: bytes, exc: cst.ParserSyntaxError) -> tuple[str, Position]:
+    """CPython's message and position when it agrees the file is invalid.
+
+    libcst's parser often reports the token after the real mistake; CPython's
+    own error is the one users recognise. Only paid for files that fail.
+    """
+    try:
+        compile(data, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as err:
+        if err.lineno:
+            return f"SyntaxError: {err.msg}", Position(err.lineno, max(err.offset or 1, 1))
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return f"SyntaxError: {exc.message}", Position(exc.editor_line, exc.editor_column)
 
 
 def _analyse(
@@ -110,8 +148,8 @@ def _analyse(
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:
-        pos = Position(exc.editor_line, exc.editor_column)
-        return [_file_level(INVALID_SYNTAX, f"SyntaxError: {exc.message}", filename, pos)]
+        message, pos = _syntax_error(data, exc)
+        return [_file_level(INVALID_SYNTAX, message, filename, pos)]
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         message = f"cannot decode the file: {exc}"
         return [_file_level(INVALID_SYNTAX, message, filename, Position(1, 1))]
@@ -120,15 +158,18 @@ def _analyse(
         return [_file_level(INVALID_SYNTAX, message, filename, Position(1, 1))]
 
     reports: list[Report] = []
-    ctx = RuleContext(module, filename, reports.append)
+    imports = ImportTable.of(module)
+    ctx = RuleContext(module, filename, reports.append, imports=imports)
     instances = [rule(ctx) for rule in rules]
     try:
         FileAnalysis(
             module,
-            ImportTable.of(module),
+            imports,
             _Dispatch(instances),
             module_half_capable=options.module_half_capable,
         ).run()
+        for instance in instances:
+            instance.finish()
     except RecursionError:
         message = "the file is nested too deeply to analyse; it was skipped"
         return [_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))]
@@ -161,7 +202,9 @@ def _to_diagnostics(
         return Position(r.start.line, r.start.column + 1), Position(r.end.line, r.end.column + 1)
 
     def fill(message: str) -> str:
-        return _LINE_REF.sub(lambda m: f"line {positions[refs[int(m.group(1))]].start.line}", message)
+        return _LINE_REF.sub(
+            lambda m: f"line {positions[refs[int(m.group(1))]].start.line}", message
+        )
 
     out = []
     for report in reports:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import libcst as cst
 
@@ -22,6 +23,10 @@ class Kind(enum.Enum):
     SCALAR = "scalar"  # a Python number: never promotes a tensor
     SEQ = "seq"  # tuple/list of values
     OTHER = "other"  # anything else (shapes, devices, strings, unknown objects)
+    # Training-loop objects (see mpcheck.training); ``train`` holds what is known of them.
+    SCALER = "scaler"  # a GradScaler
+    OPTIMIZER = "optimizer"  # a torch.optim optimizer (or a look-alike)
+    ACCELERATOR = "accelerator"  # an accelerate.Accelerator
 
 
 class Prec(enum.Enum):
@@ -36,7 +41,8 @@ class Prec(enum.Enum):
 class Cause(enum.Enum):
     """What produced a fact; rules use it to decide which of them owns a finding."""
 
-    ACTIVATION = "activation"  # forward input, submodule output, parameter, buffer
+    ACTIVATION = "activation"  # forward input, submodule output
+    PARAMETER = "parameter"  # nn.Parameter / nn.Buffer of the model (weights, not activations)
     UPCAST = "upcast"  # .float(), .double(), .to(torch.float32), .type(torch.float32)
     FACTORY = "factory"  # torch.ones(...) & co. without dtype=: float32 by default
     INT_FLOAT = "int-float"  # an int64 tensor (arange) turned float32 by arithmetic
@@ -45,6 +51,12 @@ class Cause(enum.Enum):
     AUTOCAST = "autocast"  # the output dtype of an op that autocast recast
     MODEL_CAST = "model-cast"  # model.half(), model.to(dtype), torch_dtype=
     LITERAL = "literal"
+
+
+class TrainInfo(Protocol):
+    """Training-loop knowledge a fact carries (mpcheck.training): joinable across paths."""
+
+    def join(self, other: TrainInfo | None) -> TrainInfo | None: ...
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,10 @@ class Fact:
     layer: str | None = None  # MODULE: the torch.nn class name, when known
     maybe: bool = False  # DTYPE/MODULE: holds on some paths only
     value: float | None = None  # SCALAR: the number, when it is a literal
+    # TENSOR: a forced float32 value that absorbed a model-dtype one (``mask`` + ``latents``):
+    # ``node`` is where they met, ``cause``/``text`` describe the absorbed side.
+    mixed: Origin | None = None
+    train: TrainInfo | None = None  # training-loop objects and links (mpcheck.training)
 
     # -- questions rules ask -------------------------------------------------
     @property
@@ -126,12 +142,15 @@ def dtype_object(name: str, node: cst.CSTNode) -> Fact:
     return replace(t, kind=Kind.DTYPE)
 
 
+_MODEL_CAUSES = (Cause.ACTIVATION, Cause.PARAMETER)
+
+
 def as_tensor_of(dtype: Fact, node: cst.CSTNode, cause: Cause, text: str) -> Fact:
     """A tensor whose dtype is given by a dtype-valued fact (``dtype=x.dtype``)."""
     if dtype.kind is not Kind.DTYPE:
         return UNKNOWN_TENSOR
     if dtype.prec is Prec.MODEL or (dtype.prec is Prec.UNKNOWN and dtype.params):
-        keep = dtype.origin if dtype.origin and dtype.origin.cause is Cause.ACTIVATION else None
+        keep = dtype.origin if dtype.origin and dtype.origin.cause in _MODEL_CAUSES else None
         return Fact(Kind.TENSOR, dtype.prec, dtype.dtype, keep, dtype.params)
     if dtype.prec is Prec.HALF and dtype.maybe:
         # ``weight_dtype`` that is fp16 on some paths: a model-dtype value.
@@ -167,7 +186,14 @@ def promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
             wide = [f for f in floats if f.prec is Prec.FULL and f.dtype == "float64"]
             best = wide[0] if wide else best
         params = frozenset().union(*(f.params for f in tensors))
-        return replace(best, params=params, zero_dim=all(f.zero_dim for f in tensors))
+        mixed = best.mixed
+        if best.prec is Prec.FULL and mixed is None and node is not None:
+            low = next((f for f in floats if f.prec in (Prec.MODEL, Prec.HALF)), None)
+            if low is not None:
+                text = low.origin.text if low.origin else "a tensor in the model's dtype"
+                mixed = Origin(node, low.cause or Cause.ACTIVATION, text)
+        zero_dim = all(f.zero_dim for f in tensors)
+        return replace(best, params=params, zero_dim=zero_dim, mixed=mixed)
     if any(f.prec is Prec.UNKNOWN for f in sized):
         params = frozenset().union(*(f.params for f in tensors))
         return Fact(Kind.TENSOR, Prec.UNKNOWN, params=params)
@@ -183,19 +209,53 @@ def promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
     return sized[0]
 
 
+def int_to_float(src: Fact, node: cst.CSTNode, how: str) -> Fact:
+    """An integer tensor turned float32 (the default dtype) by ``how`` (true division, exp).
+
+    Only a tensor known to be int64 (``torch.arange``) is: one guessed from its name
+    (``t``, ``timesteps``) may well be float already, so the result is unknown.
+    """
+    if src.cause is not Cause.FACTORY:
+        return Fact(Kind.TENSOR, zero_dim=src.zero_dim)
+    text = f"an integer tensor turned float32 by {how}"
+    if src.origin is not None:
+        text = f"{src.origin.text}, turned float32 by {how}"
+    origin = Origin(node, Cause.INT_FLOAT, text)
+    return Fact(Kind.TENSOR, Prec.FULL, "float32", origin, zero_dim=src.zero_dim)
+
+
 def join(a: Fact, b: Fact) -> Fact:
     """Merge the facts of two control-flow paths."""
     if a == b or a is b:
         return a
+    if a.train is not None or b.train is not None:
+        if a.kind is not b.kind:
+            # ``scaler = GradScaler() if amp else None``: a training object on some paths.
+            for side, other in ((a, b), (b, a)):
+                if side.train is not None and other == UNKNOWN:
+                    return replace(side, maybe=True)
+            return UNKNOWN
+        first, second = (a, b) if a.train is not None else (b, a)
+        assert first.train is not None
+        train = first.train.join(second.train)
+        return replace(join(replace(a, train=None), replace(b, train=None)), train=train)
     if a.kind is not b.kind:
         return UNKNOWN
     if a.kind is Kind.SEQ:
         if a.items is not None and b.items is not None and len(a.items) == len(b.items):
-            return replace(a, items=tuple(join(x, y) for x, y in zip(a.items, b.items)))
-        return Fact(Kind.SEQ)
+            return replace(
+                a, items=tuple(join(x, y) for x, y in zip(a.items, b.items, strict=False))
+            )
+        # Lists of different lengths (``params`` grown on one path): join their elements.
+        elems = [element(s) for s in (a, b) if s.items != ()]
+        elem = elems[0] if len(elems) == 1 else join(elems[0], elems[1]) if elems else UNKNOWN
+        return Fact(Kind.SEQ, elem=None if elem == UNKNOWN else elem)
     if a.prec is b.prec and a.dtype == b.dtype:
         return replace(a, maybe=a.maybe or b.maybe, params=a.params | b.params)
     if a.kind in (Kind.DTYPE, Kind.MODULE):
+        if a.prec is Prec.HALF and b.prec is Prec.HALF:
+            # float16 on one path, bfloat16 on another: half, dtype unknown.
+            return replace(a, dtype=None, maybe=a.maybe or b.maybe)
         # "weight_dtype is float16 on some paths": keep the half side, marked maybe.
         for side in (a, b):
             if side.prec is Prec.HALF:

@@ -95,6 +95,20 @@ class ImportTable:
         full = f"{target}.{rest}" if rest else target
         return CANONICAL.get(full, full)
 
+    def spell(self, qualname: str) -> str | None:
+        """How this file can write ``qualname`` with the names it imports, or None.
+
+        ``torch.amp.autocast`` is ``th.amp.autocast`` after ``import torch as th`` and
+        ``amp.autocast`` after ``from torch import amp``; the most specific import wins.
+        """
+        best: tuple[int, int, str] | None = None
+        for local, target in self.aliases.items():
+            if qualname == target or qualname.startswith(target + "."):
+                text = local + qualname[len(target) :]
+                key = (-len(target), len(text), text)
+                best = key if best is None or key < best else best
+        return best[2] if best else None
+
 
 def _import_nodes(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
     """Every import statement, at any depth, without a visitor's overhead."""

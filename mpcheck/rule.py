@@ -21,7 +21,9 @@ import libcst as cst
 
 from mpcheck.diagnostics import RuleInfo, Severity
 from mpcheck.facts import Fact, Origin
-from mpcheck.sites import CallSite, ClassSite, SetItemSite
+from mpcheck.names import ImportTable
+from mpcheck.sites import CallSite, ClassSite, FunctionSite, SetItemSite
+from mpcheck.training import TrainingSite
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,12 @@ class RuleContext:
     path: str
     sink: Callable[[Report], None]
     line_refs: list[cst.CSTNode] = field(default_factory=list)
+    imports: ImportTable = field(default_factory=ImportTable)  # to resolve or spell names
 
     def code(self, node: cst.CSTNode, limit: int = 60) -> str:
         text = self.module.code_for_node(node).strip()
         text = " ".join(text.split())
         return text if len(text) <= limit else text[: limit - 3] + "..."
-
 
     def atom(self, node: cst.BaseExpression) -> str:
         """``node``'s full source, parenthesised unless it can take ``.method()`` as is."""
@@ -96,6 +98,15 @@ class Rule:
 
     def check_class(self, site: ClassSite) -> None:
         """A class definition."""
+
+    def check_function(self, site: FunctionSite) -> None:
+        """A function or method definition, with its decorators resolved."""
+
+    def check_training(self, site: TrainingSite) -> None:
+        """A step of a training loop (backward, unscale, clip, optimizer step), in order."""
+
+    def finish(self) -> None:
+        """Called once after the whole file was walked: for verdicts that need all of it."""
 
     # -- helpers ---------------------------------------------------------------------
     def report(
@@ -153,7 +164,13 @@ class Rule:
         """The ``check_*`` hooks this rule overrides, so the engine calls only those."""
         return frozenset(
             name
-            for name in ("check_call", "check_setitem", "check_class")
+            for name in (
+                "check_call",
+                "check_setitem",
+                "check_class",
+                "check_function",
+                "check_training",
+            )
             if getattr(cls, name) is not getattr(Rule, name)
         )
 
@@ -173,7 +190,11 @@ def all_rules() -> tuple[type[Rule], ...]:
             found.setdefault(rule.code, rule)
     for ep in entry_points(group="mpcheck.rules"):
         loaded = ep.load()
-        candidates = vars(loaded).values() if hasattr(loaded, "__path__") or hasattr(loaded, "__file__") else [loaded]
+        candidates = (
+            vars(loaded).values()
+            if hasattr(loaded, "__path__") or hasattr(loaded, "__file__")
+            else [loaded]
+        )
         for rule in _rules_in(candidates):
             found.setdefault(rule.code, rule)
     return tuple(sorted(found.values(), key=lambda r: r.code))
@@ -183,7 +204,10 @@ def _rules_in(objects: Iterable[object]) -> Sequence[type[Rule]]:
     return [
         obj
         for obj in objects
-        if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and "code" in vars(obj)
+        if isinstance(obj, type)
+        and issubclass(obj, Rule)
+        and obj is not Rule
+        and "code" in vars(obj)
     ]
 
 

@@ -17,9 +17,7 @@ POOL_THRESHOLD = 64
 Job = tuple[Path, tuple[type[Rule], ...]]
 
 
-def check_files(
-    jobs: Sequence[Job], options: Options, *, processes: int = 0
-) -> list[Diagnostic]:
+def check_files(jobs: Sequence[Job], options: Options, *, processes: int = 0) -> list[Diagnostic]:
     """Diagnostics for every file; ``processes=0`` picks a count from the CPUs."""
     work = [(str(path), tuple(r.code for r in rules)) for path, rules in jobs]
     workers = processes or min(os.cpu_count() or 1, 8)

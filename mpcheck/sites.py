@@ -75,6 +75,21 @@ class CallSite:
     result: Fact
     module_path: str | None = None  # "self.proj" / "model.block" for module calls
     extra: Mapping[str, object] = field(default_factory=dict)
+    # A matmul that is one of attention's products (see mpcheck.attention):
+    # "scores" for q @ k.transpose(-2, -1), "values" for softmax(...) @ v; else None.
+    attention: str | None = None
+    # A module call on a dotted path (``model.head(x)``): the nearest enclosing module bound
+    # at this point (``model``), so a rule can tell a submodule cast apart from its model.
+    owner: Owner | None = None
+    # Calling a module whose class is in this file while parts of it were cast apart
+    # (``model.half(); model.head.float(); model(x)``): the calls its method makes whose
+    # dtypes differ from the all-one-dtype module's, walked with the caller's facts.
+    inner: tuple[InnerCall, ...] = ()
+
+    @property
+    def is_attention(self) -> bool:
+        """Fused attention (SDPA, flash-attn, xformers) or a hand-written attention matmul."""
+        return self.op is OpKind.ATTENTION or self.attention is not None
 
     @property
     def is_module_call(self) -> bool:
@@ -109,7 +124,8 @@ class CallSite:
                 params += [self.arg(1, "running_mean"), self.arg(2, "running_var")]
             return self.arg(0, "input"), tuple(p for p in params if p and p.fact.is_tensor)
         tensors = [r for r in (self.receiver,) if self.method and r and r.fact.is_tensor]
-        tensors += [a for a in self.args if a.fact.is_tensor]
+        for a in self.args:
+            tensors += [a] if a.fact.is_tensor else [i for i in items(a) if i.fact.is_tensor]
         tensors += [o for k, o in self.kwargs.items() if o.fact.is_tensor and k != "out"]
         if not tensors:
             return None, ()
@@ -119,6 +135,68 @@ class CallSite:
     def recast_by_autocast(self) -> bool:
         auto = self.scope.autocast
         return auto is not None and auto.recasts(self.aten)
+
+    def tensor_op(self) -> TensorOp | None:
+        """``x.name(a, ...)`` and ``torch.name(x, a, ...)`` alike, as ``(name, x, a, ...)``."""
+        if self.method is not None and self.receiver is not None:
+            return TensorOp(self.method, self.receiver, self.args, self.kwargs)
+        qual = self.qualname or ""
+        if isinstance(self.node, cst.Call) and qual.startswith("torch.") and qual.count(".") == 1:
+            first = self.args[0] if self.args else self.kwargs.get("input")
+            if first is not None:
+                rest = self.args[1:] if self.args else self.args
+                kwargs = {k: v for k, v in self.kwargs.items() if k != "input"}
+                return TensorOp(qual[6:], first, rest, kwargs)
+        return None
+
+
+@dataclass(frozen=True)
+class TensorOp:
+    """A tensor method call in its method spelling: ``tensor.name(*args, **kwargs)``."""
+
+    name: str  # "masked_fill_", "index_add", ...
+    tensor: Operand  # ``self`` of the op
+    args: tuple[Operand, ...]
+    kwargs: Mapping[str, Operand]
+
+    def arg(self, index: int | None, keyword: str | None = None) -> Operand | None:
+        """Positional ``index`` (after ``self``) or keyword ``keyword``, whichever was used."""
+        if keyword is not None and keyword in self.kwargs:
+            return self.kwargs[keyword]
+        if index is not None and index < len(self.args):
+            return self.args[index]
+        return None
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The module a called submodule belongs to, as bound where it is called."""
+
+    path: str  # "model" for ``model.head(x)``, "self" for ``self.proj(x)``
+    fact: Fact
+
+
+@dataclass(frozen=True)
+class InnerCall:
+    """A call inside a called module, re-walked because part of that module was cast apart.
+
+    ``site`` has the facts with the submodules' dtypes as they are at the outer call;
+    ``unsplit`` is the same call with the whole module in the caller's one dtype (None
+    when that walk did not reach it), so a rule can tell what the split changed.
+    """
+
+    site: CallSite
+    unsplit: CallSite | None
+
+
+def items(operand: Operand) -> tuple[Operand, ...]:
+    """The elements of a literal list/tuple operand (``torch.einsum(eq, [a, b])``), with facts."""
+    node, fact = operand.node, operand.fact
+    if fact.kind is not Kind.SEQ or fact.items is None:
+        return ()
+    if not isinstance(node, (cst.List, cst.Tuple)) or len(node.elements) != len(fact.items):
+        return ()
+    return tuple(Operand(el.value, f) for el, f in zip(node.elements, fact.items, strict=True))
 
 
 @dataclass(frozen=True)
@@ -130,6 +208,15 @@ class SetItemSite:
     index: cst.BaseSlice | None
     value: Operand
     scope: Scope
+    # The first index that makes this advanced indexing (an int/bool tensor, a mask, a list):
+    # torch then runs ``index_put_``, which does not cast ``value``. None for basic indexing
+    # (ints, slices, ``...``, ``None``, 0-dim tensors), which copies with a cast, or unknown.
+    advanced: Operand | None = None
+
+    @property
+    def augmented(self) -> bool:
+        """``t[i] += v``: read, update in place (which casts), write back the same dtype."""
+        return isinstance(self.node, cst.AugAssign)
 
 
 @dataclass(frozen=True)
@@ -137,3 +224,21 @@ class ClassSite:
     node: cst.ClassDef
     bases: tuple[str, ...]  # qualified (or bare) base names
     is_module: bool
+
+
+@dataclass(frozen=True)
+class Decorator:
+    """One decorator of a function, resolved through the file's imports."""
+
+    node: cst.Decorator
+    qualname: str | None  # resolved ("torch.cuda.amp.custom_fwd") or bare ("staticmethod")
+    call: cst.Call | None  # the call for ``@f(...)``; None for a bare ``@f``
+
+
+@dataclass(frozen=True)
+class FunctionSite:
+    """A function or method definition, reached once when the analysis walks it."""
+
+    node: cst.FunctionDef
+    decorators: tuple[Decorator, ...]
+    scope: Scope  # the function's own scope (autocast from its decorators included)

@@ -47,10 +47,18 @@ PROMOTING_METHODS = frozenset(
     hypot logaddexp addcmul addcdiv where lerp rsub xlogy copysign""".split()
 )
 MATMUL_METHODS = frozenset("matmul mm bmm baddbmm addmm addbmm mv dot inner".split())
+# Elementwise functions/methods whose result is floating even for an integer input:
+# ``torch.exp(torch.arange(n))`` is float32 (the default dtype).
+FLOAT_VALUED = frozenset(
+    """exp exp2 log log2 log10 log1p expm1 sqrt rsqrt sin cos tan sinh cosh asin acos atan
+    sigmoid tanh erf erfc reciprocal""".split()
+)
 # Methods that return (values, indices) when given a dim.
 VALUES_INDICES_METHODS = frozenset("max min topk sort median mode kthvalue cummax cummin".split())
 SPLIT_METHODS = frozenset("chunk split unbind tensor_split split_with_sizes hsplit vsplit".split())
-INT_METHODS = frozenset("argmax argmin argsort nonzero long int short byte char count_nonzero".split())
+INT_METHODS = frozenset(
+    "argmax argmin argsort nonzero long int short byte char count_nonzero".split()
+)
 BOOL_METHODS = frozenset(
     """eq ne lt le gt ge isnan isinf isfinite isneginf isposinf logical_and logical_or
     logical_not logical_xor bool any all isclose signbit equal""".split()
@@ -85,6 +93,10 @@ FLOAT_FACTORIES = frozenset(
     f"torch.{n}" for n in "ones zeros empty rand randn linspace logspace eye empty_strided".split()
 )
 INT_FACTORIES = frozenset(f"torch.{n}" for n in "randint randperm".split())
+# Every factory whose dtype a ``dtype=`` argument would set.
+FACTORIES = FLOAT_FACTORIES | frozenset(
+    f"torch.{n}" for n in "full arange tensor as_tensor Tensor FloatTensor".split()
+)
 LIKE_FACTORIES = frozenset(
     f"torch.{n}_like" for n in "ones zeros empty rand randn full randint randn_like".split()
 )
@@ -103,7 +115,8 @@ NON_TENSOR_FUNCTIONS = frozenset(
     f"torch.{n}"
     for n in """is_tensor numel finfo iinfo device Size get_default_dtype is_floating_point
     is_autocast_enabled get_autocast_gpu_dtype get_autocast_dtype manual_seed no_grad
-    inference_mode enable_grad set_grad_enabled compile jit.script""".split()
+    inference_mode enable_grad set_grad_enabled compile jit.script autocast cuda.amp.autocast
+    cpu.amp.autocast""".split()
 )
 SPLIT_FUNCTIONS = frozenset(f"torch.{n}" for n in "chunk split unbind tensor_split".split())
 
@@ -178,6 +191,26 @@ LAYERS: dict[str, tuple[OpKind | None, str]] = {
     "RNNCell": (OpKind.RECURRENT, "rnn_tanh_cell"),
     "PReLU": (OpKind.LINEAR, "prelu"),
 }
+# Loss modules: no weights of their own (the loss follows its inputs); the aten op each runs.
+LOSS_LAYERS: dict[str, str] = {
+    "BCELoss": "binary_cross_entropy",
+    "BCEWithLogitsLoss": "binary_cross_entropy_with_logits",
+    "CrossEntropyLoss": "cross_entropy_loss",
+    "NLLLoss": "nll_loss",
+    "MSELoss": "mse_loss",
+    "L1Loss": "l1_loss",
+    "SmoothL1Loss": "smooth_l1_loss",
+    "HuberLoss": "huber_loss",
+    "KLDivLoss": "kl_div",
+    "PoissonNLLLoss": "poisson_nll_loss",
+    "SoftMarginLoss": "soft_margin_loss",
+    "MarginRankingLoss": "margin_ranking_loss",
+    "HingeEmbeddingLoss": "hinge_embedding_loss",
+    "CosineEmbeddingLoss": "cosine_embedding_loss",
+    "TripletMarginLoss": "triplet_margin_loss",
+    "MultiMarginLoss": "multi_margin_loss",
+    "MultiLabelMarginLoss": "multilabel_margin_loss",
+}
 PASS_THROUGH_LAYERS = frozenset(
     """Dropout Dropout1d Dropout2d Dropout3d AlphaDropout ReLU ReLU6 GELU SiLU Tanh Sigmoid
     Softmax LogSoftmax Identity Flatten Unflatten MaxPool1d MaxPool2d MaxPool3d AvgPool1d
@@ -188,6 +221,14 @@ PASS_THROUGH_LAYERS = frozenset(
 )
 CONTAINER_LAYERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 
+# Every ``torch.<name>`` that is a dtype object.
+DTYPE_NAMES = frozenset(
+    """float16 half bfloat16 float32 float float64 double bool uint8 int8 int16 short int32 int
+    int64 long uint16 uint32 uint64 complex32 chalf complex64 cfloat complex128 cdouble
+    float8_e4m3fn float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz float8_e8m0fnu
+    float4_e2m1fn_x2 qint8 quint8 qint32 quint4x2""".split()
+)
+
 MODULE_BASES = frozenset(
     {"torch.nn.Module", "torch.nn.modules.module.Module", "torch.nn.Sequential"}
 )
@@ -195,9 +236,74 @@ MODULE_BASES = frozenset(
 INT_PARAM_NAMES = frozenset(
     """input_ids ids token_ids position_ids positions labels label targets target indices
     index idx timestep timesteps t seq_len seqlen cu_seqlens cu_seqlens_q cu_seqlens_k
-    max_seqlen lengths token_type_ids cache_position step steps class_labels""".split()
+    max_seqlen lengths token_type_ids cache_position step steps class_labels pos ids""".split()
 )
 MASK_PARAM_HINTS = ("mask", "bias")
+
+# Arithmetic operators on tensors and the torch function each one is (libcst operator class).
+ARITHMETIC_OPERATORS = {
+    "Add": "add",
+    "Subtract": "sub",
+    "Multiply": "mul",
+    "Divide": "div",
+    "FloorDivide": "floor_divide",
+    "Modulo": "remainder",
+    "Power": "pow",
+}
+
+# Writes that require their source tensors to have ``self``'s dtype: they never cast them
+# (unlike ``copy_``, ``add_`` or slice assignment), and autocast leaves in-place ops alone.
+# Method name (``x.name(...)`` spelling) -> (positional index, keyword) of each such source.
+# Measured on torch 2.13: "Index put requires the source and destination dtypes match".
+_SOURCE = {
+    "index_put": ((1, "values"),),
+    "index_add": ((2, "source"),),
+    "index_copy": ((2, "source"),),
+    "index_reduce": ((2, "source"),),
+    "scatter": ((2, "src"),),
+    "scatter_add": ((2, "src"),),
+    "scatter_reduce": ((2, "src"),),
+    "masked_scatter": ((1, "source"),),
+    "put": ((1, "source"),),
+    "lerp": ((0, "end"), (1, "weight")),
+}
+DTYPE_STRICT_WRITES: dict[str, tuple[tuple[int, str], ...]] = {
+    **_SOURCE,
+    **{f"{name}_": slots for name, slots in _SOURCE.items()},
+}
+
+# Ops that convert a Python scalar to ``self``'s dtype with an overflow check: a value
+# beyond the dtype's range raises "value cannot be converted to type c10::Half without
+# overflow". Method name -> (positional index, keyword) of each such scalar.
+_CHECKED = {
+    "masked_fill": ((1, "value"),),
+    "fill": ((0, "value"),),
+    "index_fill": ((2, "value"),),
+    "scatter": ((2, "value"),),
+    "clamp": ((0, "min"), (1, "max")),
+    "clip": ((0, "min"), (1, "max")),
+    "clamp_min": ((0, "min"),),
+    "clamp_max": ((0, "max"),),
+    "new_full": ((1, "fill_value"),),
+}
+CHECKED_SCALAR_WRITES: dict[str, tuple[tuple[int, str], ...]] = {
+    **_CHECKED,
+    **{f"{name}_": slots for name, slots in _CHECKED.items() if name != "new_full"},
+}
+# Factories whose fill value is checked against the dtype they create: qualname -> slot.
+CHECKED_FILL_FACTORIES = {
+    "torch.full": (1, "fill_value"),
+    "torch.full_like": (1, "fill_value"),
+    F + "pad": (3, "value"),
+}
+# Elementwise ops that combine a Python scalar with ``self`` in ``self``'s dtype, unchecked:
+# an out-of-range scalar silently yields inf. Method name -> (positional index, keyword).
+_UNCHECKED = {"add": ((0, "other"),), "sub": ((0, "other"),), "mul": ((0, "other"),)}
+UNCHECKED_SCALAR_OPS: dict[str, tuple[tuple[int, str], ...]] = {
+    **_UNCHECKED,
+    **{f"{name}_": slots for name, slots in _UNCHECKED.items()},
+    "where": ((1, "other"),),
+}
 
 
 def op_name(qualname: str) -> str:

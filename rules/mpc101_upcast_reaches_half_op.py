@@ -52,7 +52,7 @@ class UpcastReachesHalfOp(Rule):
     fixable = True
 
     def check_call(self, call: CallSite) -> None:
-        if call.op in (None, OpKind.ATTENTION, OpKind.EMBEDDING) or call.recast_by_autocast:
+        if call.op in (None, OpKind.EMBEDDING) or call.is_attention or call.recast_by_autocast:
             return
         first, params = call.operands()
         operands = [first, *params] if first is not None else []

@@ -1,0 +1,392 @@
+"""Finding and validating mpcheck's configuration, following ruff's conventions.
+
+The configuration lives in ``.mpcheck.toml`` / ``mpcheck.toml`` (the whole file) or in the
+``[tool.mpcheck]`` table of ``pyproject.toml``. Every mistake is a :class:`ConfigError` with a
+one-line message naming the file and the key, so the CLI can exit with code 2 instead of
+silently running with a configuration the user did not write.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
+
+__all__ = [
+    "CONFIG_FILENAMES",
+    "DEFAULT_EXCLUDE",
+    "ConfigError",
+    "Settings",
+    "find_config",
+    "is_valid_selector",
+    "selector_covers",
+    "load_settings",
+    "with_overrides",
+]
+
+# Same list as ruff's default `exclude`, plus caches ruff leaves to `.gitignore`.
+DEFAULT_EXCLUDE: tuple[str, ...] = (
+    ".bzr",
+    ".direnv",
+    ".eggs",
+    ".git",
+    ".git-rewrite",
+    ".hg",
+    ".mypy_cache",
+    ".nox",
+    ".pants.d",
+    ".pytype",
+    ".ruff_cache",
+    ".svn",
+    ".tox",
+    ".venv",
+    "__pypackages__",
+    "_build",
+    "buck-out",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    "venv",
+    "__pycache__",
+    ".ipynb_checkpoints",
+)
+
+# Looked up in this order in each directory, as ruff does with .ruff.toml, ruff.toml, pyproject.
+CONFIG_FILENAMES: tuple[str, ...] = (".mpcheck.toml", "mpcheck.toml", "pyproject.toml")
+
+_SELECTOR_RE = re.compile(r"ALL|[A-Z]+[0-9]*")
+_SELECTOR_PARTS = re.compile(r"([A-Z]+)([0-9]*)")
+
+_CODE_LIST_KEYS = ("select", "extend-select", "ignore")
+_PATTERN_LIST_KEYS = ("exclude", "extend-exclude")
+_BOOL_KEYS = ("module-half-capable", "respect-gitignore")
+KNOWN_KEYS: tuple[str, ...] = (
+    *_CODE_LIST_KEYS,
+    "per-file-ignores",
+    *_PATTERN_LIST_KEYS,
+    *_BOOL_KEYS,
+)
+
+
+class ConfigError(Exception):
+    """A configuration problem; the message is one line naming the file and the key."""
+
+
+def _empty_mapping() -> Mapping[str, tuple[str, ...]]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The resolved configuration; patterns are relative to ``root``."""
+
+    root: Path
+    config_path: Path | None = None
+    select: tuple[str, ...] | None = None  # None: every rule
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=_empty_mapping)
+    exclude: tuple[str, ...] | None = None  # None: DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    module_half_capable: bool = True
+    respect_gitignore: bool = True
+
+    @property
+    def effective_exclude(self) -> tuple[str, ...]:
+        """``exclude`` (or the defaults) followed by ``extend-exclude``."""
+        base = DEFAULT_EXCLUDE if self.exclude is None else self.exclude
+        return (*base, *self.extend_exclude)
+
+
+def is_valid_selector(value: str) -> bool:
+    """Whether ``value`` looks like a code or prefix (``MPC``, ``MPC1``, ``MPC101``, ``ALL``)."""
+    return _SELECTOR_RE.fullmatch(value) is not None
+
+
+def selector_covers(outer: str, inner: str) -> bool:
+    """Whether every code ``inner`` selects is also selected by ``outer`` (``MPC1`` ⊇ ``MPC10``)."""
+    if outer == "ALL":
+        return True
+    a, b = _SELECTOR_PARTS.fullmatch(outer), _SELECTOR_PARTS.fullmatch(inner)
+    if a is None or b is None:
+        return outer == inner
+    return a.group(1) == b.group(1) and b.group(2).startswith(a.group(2))
+
+
+def _display(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
+
+
+def _read_toml(path: Path, shown: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data: dict[str, Any] = tomllib.load(fh)
+            return data
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{shown}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{shown}: invalid TOML: file is not valid UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+
+
+def _is_pyproject(path: Path) -> bool:
+    return path.name == "pyproject.toml"
+
+
+def _has_mpcheck_table(pyproject: Path) -> bool:
+    # Cheap text test first: an unrelated (or even broken) pyproject must not cost a parse.
+    try:
+        text = pyproject.read_bytes()
+    except OSError:
+        return False
+    if b"mpcheck" not in text:
+        return False
+    tool = _read_toml(pyproject, str(pyproject)).get("tool")
+    return isinstance(tool, dict) and "mpcheck" in tool
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest config file at or above ``start``; a pyproject without the table is skipped."""
+    directory = Path(os.path.abspath(start))
+    if not directory.is_dir():
+        directory = directory.parent
+    for candidate_dir in (directory, *directory.parents):
+        for name in CONFIG_FILENAMES:
+            candidate = candidate_dir / name
+            if not candidate.is_file():
+                continue
+            if not _is_pyproject(candidate) or _has_mpcheck_table(candidate):
+                return candidate
+    return None
+
+
+def _type_name(value: object) -> str:
+    names = {bool: "boolean", str: "string", int: "integer", float: "float"}
+    names.update({dict: "table", list: "array"})
+    return names.get(type(value), type(value).__name__)
+
+
+class _Validator:
+    """Turns the raw TOML table into typed values, naming the file and key on errors."""
+
+    def __init__(self, shown: str, table_name: str | None) -> None:
+        self.shown = shown
+        self.where = f" in [{table_name}]" if table_name else ""
+
+    def error(self, message: str) -> ConfigError:
+        return ConfigError(f"{self.shown}: {message}")
+
+    def key(self, key: str) -> str:
+        return f"'{key}'{self.where}"
+
+    def unknown(self, key: str) -> ConfigError:
+        hint = ""
+        guesses = difflib.get_close_matches(key.replace("_", "-"), KNOWN_KEYS, n=1, cutoff=0.6)
+        if guesses:
+            hint = f" (did you mean '{guesses[0]}'?)"
+        return self.error(f"unknown key '{key}'{self.where}{hint}")
+
+    def strings(self, key: str, value: object, label: str | None = None) -> tuple[str, ...]:
+        label = label or self.key(key)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            got = _type_name(value)
+            if isinstance(value, list):
+                bad = next(v for v in value if not isinstance(v, str))
+                got = f"an array containing a {_type_name(bad)}"
+            raise self.error(f"{label} must be an array of strings, got {got}")
+        return tuple(value)
+
+    def codes(self, key: str, value: object, label: str | None = None) -> tuple[str, ...]:
+        label = label or self.key(key)
+        codes = self.strings(key, value, label)
+        for code in codes:
+            if not is_valid_selector(code):
+                raise self.error(
+                    f"invalid rule selector '{code}' in {label} "
+                    "(expected a code or prefix like 'MPC', 'MPC1', 'MPC101' or 'ALL')"
+                )
+        return codes
+
+    def patterns(self, key: str, value: object) -> tuple[str, ...]:
+        patterns = self.strings(key, value)
+        for pattern in patterns:
+            if not pattern.strip():
+                raise self.error(f"empty pattern in {self.key(key)}")
+            if pattern.startswith("!"):
+                raise self.error(
+                    f"negated pattern '{pattern}' in {self.key(key)} is not supported "
+                    "(an excluded directory is never entered)"
+                )
+        return patterns
+
+    def boolean(self, key: str, value: object) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(f"{self.key(key)} must be true or false, got {_type_name(value)}")
+        return value
+
+    def per_file(self, key: str, value: object) -> Mapping[str, tuple[str, ...]]:
+        if not isinstance(value, dict):
+            raise self.error(f"{self.key(key)} must be a table, got {_type_name(value)}")
+        result: dict[str, tuple[str, ...]] = {}
+        for pattern, codes in value.items():
+            label = f"'{key}' entry '{pattern}'{self.where}"
+            if not pattern.strip() or pattern == "!":
+                raise self.error(f"empty pattern in {self.key(key)}")
+            result[pattern] = self.codes(key, codes, label)
+        return MappingProxyType(result)
+
+
+def load_settings(config_path: Path | None, *, cwd: Path) -> Settings:
+    """Read and validate ``config_path``; without one, defaults rooted at ``cwd``."""
+    cwd = Path(os.path.abspath(cwd))
+    if config_path is None:
+        return Settings(root=cwd)
+    path = Path(os.path.abspath(cwd / config_path))
+    shown = _display(path, cwd)
+    if not path.is_file():
+        raise ConfigError(f"{shown}: No such file or directory")
+    data = _read_toml(path, shown)
+    table_name: str | None = None
+    if _is_pyproject(path):
+        table_name = "tool.mpcheck"
+        tool = data.get("tool", {})
+        data = tool.get("mpcheck", {}) if isinstance(tool, dict) else {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{shown}: [tool.mpcheck] must be a table, got {_type_name(data)}")
+    check = _Validator(shown, table_name)
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in KNOWN_KEYS:
+            raise check.unknown(key)
+        if key in _CODE_LIST_KEYS:
+            values[key] = check.codes(key, value)
+        elif key in _PATTERN_LIST_KEYS:
+            values[key] = check.patterns(key, value)
+        elif key in _BOOL_KEYS:
+            values[key] = check.boolean(key, value)
+        else:
+            values[key] = check.per_file(key, value)
+    return Settings(
+        root=path.parent,
+        config_path=path,
+        select=values.get("select"),
+        extend_select=values.get("extend-select", ()),
+        ignore=values.get("ignore", ()),
+        per_file_ignores=values.get("per-file-ignores", _empty_mapping()),
+        exclude=values.get("exclude"),
+        extend_exclude=values.get("extend-exclude", ()),
+        module_half_capable=values.get("module-half-capable", True),
+        respect_gitignore=values.get("respect-gitignore", True),
+    )
+
+
+def _cli_codes(option: str, values: Sequence[str] | None) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    for code in values:
+        if not is_valid_selector(code):
+            raise ConfigError(
+                f"{option}: invalid rule selector '{code}' "
+                "(expected a code or prefix like 'MPC', 'MPC1', 'MPC101' or 'ALL')"
+            )
+    return tuple(values)
+
+
+_GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
+
+
+def _rebase(pattern: str, prefix: str | None) -> str:
+    """Anchor a CLI pattern written relative to the cwd onto the settings root."""
+    body = pattern.rstrip("/")
+    if prefix is None or "/" not in body:  # slash-less patterns match a name at any depth
+        return pattern
+    return "/" + _GLOB_SPECIAL.sub(r"\\\1", prefix) + "/" + pattern.lstrip("/")
+
+
+def _cli_patterns(
+    option: str, values: Sequence[str] | None, prefix: str | None
+) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    for pattern in values:
+        if not pattern.strip() or pattern.startswith("!"):
+            raise ConfigError(f"{option}: invalid exclude pattern '{pattern}'")
+    return tuple(_rebase(p, prefix) for p in values)
+
+
+def _kept(selectors: tuple[str, ...], overriders: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(s for s in selectors if not any(selector_covers(o, s) for o in overriders))
+
+
+def with_overrides(
+    settings: Settings,
+    *,
+    select: Sequence[str] | None = None,
+    extend_select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    exclude: Sequence[str] | None = None,
+    extend_exclude: Sequence[str] | None = None,
+    respect_gitignore: bool | None = None,
+    module_half_capable: bool | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Layer CLI options over ``settings`` with ruff's precedence.
+
+    ``select`` replaces the configured selection; ``extend_select``/``ignore`` act as a layer
+    applied after the config file's (so ``--ignore MPC1`` beats a configured ``MPC101`` and
+    ``--extend-select MPC1`` beats a configured ``ignore = ["MPC101"]``), folded into the flat
+    fields; ``exclude`` replaces and ``extend_exclude`` extends. Path patterns given on the command
+    line are relative to ``cwd`` (like ruff), which may differ from the config root.
+    """
+    cli_select = _cli_codes("--select", select)
+    cli_extend = _cli_codes("--extend-select", extend_select) or ()
+    cli_ignore = _cli_codes("--ignore", ignore) or ()
+    new_select: tuple[str, ...] | None = cli_select
+    new_extend, new_ignore = cli_extend, cli_ignore
+    if cli_select is None:
+        # ruff applies the CLI as a later layer that wins whatever the specificity; folding it
+        # into one layer is exact once the config selectors it overrides are dropped.
+        new_select = None if settings.select is None else _kept(settings.select, cli_ignore)
+        new_extend = (*_kept(settings.extend_select, cli_ignore), *cli_extend)
+        new_ignore = (*_kept(settings.ignore, cli_extend), *cli_ignore)
+
+    prefix: str | None = None
+    if cwd is not None:
+        try:
+            rel = os.path.relpath(os.path.abspath(cwd), settings.root)
+        except ValueError:  # another drive on Windows
+            rel = os.pardir
+        if rel != os.curdir and rel != os.pardir and not rel.startswith(os.pardir + os.sep):
+            prefix = rel.replace(os.sep, "/")
+    new_exclude = _cli_patterns("--exclude", exclude, prefix)
+    more_exclude = _cli_patterns("--extend-exclude", extend_exclude, prefix) or ()
+    return replace(
+        settings,
+        select=new_select,
+        extend_select=new_extend,
+        ignore=new_ignore,
+        exclude=settings.exclude if new_exclude is None else new_exclude,
+        extend_exclude=(*settings.extend_exclude, *more_exclude),
+        respect_gitignore=(
+            settings.respect_gitignore if respect_gitignore is None else respect_gitignore
+        ),
+        module_half_capable=(
+            settings.module_half_capable if module_half_capable is None else module_half_capable
+        ),
+    )

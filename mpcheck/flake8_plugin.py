@@ -1,0 +1,216 @@
+"""flake8 plugin: mpcheck's findings under ``flake8 --select MPC``.
+
+Registered as the ``MPC`` entry point of ``flake8.extension``. The plugin reuses flake8's
+already-read ``lines`` and runs the same engine call as ``mpcheck check`` (one libcst parse),
+so both report the same codes at the same rows; columns are converted to flake8's 0-based
+convention. Division of labour with flake8:
+
+* flake8 owns file selection, ``--select``/``--ignore``/``--per-file-ignores`` and ``# noqa``:
+  a finding with a matching ``# noqa`` on its own line is yielded and flake8 drops it (so
+  ``--disable-noqa`` shows it). ``MPC100`` (unused noqa) is never yielded.
+* Suppressions flake8 cannot see are applied by the plugin, so both tools agree: the
+  file-level ``# mpcheck: noqa[: codes]``, and a ``# noqa`` on another line of a multi-line
+  statement (mpcheck covers the whole logical line; flake8 only joins lines for backslash
+  continuations and multi-line strings). ``--disable-noqa`` turns these off too.
+* ``[tool.mpcheck]`` (nearest config above the checked file, cached per directory) decides the
+  enabled rules (``select``/``extend-select``/``ignore``/``per-file-ignores``) and the analysis
+  options; ``--mpcheck-module-half-capable`` (or ``mpcheck-module-half-capable`` in flake8's
+  config) overrides the latter.
+* Nothing raised inside mpcheck aborts flake8: a file libcst cannot parse is ``MPC001``, an
+  internal error or an invalid ``[tool.mpcheck]`` is ``MPC002`` at 1:1 of the file. (A file
+  Python's own parser rejects never reaches any plugin: flake8 reports it as ``E999``.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import tokenize
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from mpcheck import __version__, noqa
+from mpcheck.config import ConfigError, find_config, load_settings
+from mpcheck.diagnostics import Diagnostic
+from mpcheck.engine import Options, check_source
+from mpcheck.rule import Rule, all_rules
+from mpcheck.selection import PerFileIgnores, SelectionError, enabled_codes
+
+__all__ = ["MpcheckPlugin"]
+
+Result = tuple[int, int, str, type[Any]]
+
+ENGINE_CODES = frozenset({"MPC001", "MPC002"})
+# flake8 reports unused noqa comments itself (or not at all); mpcheck's report would be noise.
+NOT_YIELDED = frozenset({noqa.UNUSED_NOQA_CODE})
+HALF_CAPABLE_OPTION = "--mpcheck-module-half-capable"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _parse_bool(value: str) -> bool:
+    """flake8 hands config values over as raw strings; argparse needs the same parsing."""
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+@dataclass(frozen=True)
+class _Project:
+    """What one mpcheck configuration means for the plugin: rules, ignores, options."""
+
+    active: tuple[type[Rule], ...]
+    selected: frozenset[str]
+    per_file_ignores: PerFileIgnores
+    module_half_capable: bool
+
+
+class _ProjectError(Exception):
+    """An invalid ``[tool.mpcheck]``: reported on each file it governs, once per file."""
+
+
+_by_dir: dict[str, Path | None] = {}
+_by_config: dict[Path | None, _Project | _ProjectError] = {}
+
+
+def _project_for(filename: str) -> _Project:
+    """The configuration governing ``filename``, looked up from its directory upward."""
+    directory = os.path.dirname(os.path.abspath(filename))
+    if directory not in _by_dir:
+        _by_dir[directory] = find_config(Path(directory))
+    config = _by_dir[directory]
+    if config not in _by_config:
+        _by_config[config] = _load_project(config)
+    project = _by_config[config]
+    if isinstance(project, _ProjectError):
+        raise project
+    return project
+
+
+def _load_project(config: Path | None) -> _Project | _ProjectError:
+    try:
+        settings = load_settings(config, cwd=Path.cwd())
+        rules = all_rules()
+        all_codes = [r.code for r in rules]
+        selected = enabled_codes(all_codes, settings)
+        ignores = PerFileIgnores(settings, all_codes)
+    except ConfigError as exc:  # its message names the file and the key
+        return _ProjectError(f"invalid mpcheck configuration, file not checked: {exc}")
+    except SelectionError as exc:
+        return _ProjectError(f"invalid mpcheck configuration, file not checked: {config}: {exc}")
+    active = tuple(r for r in rules if r.code in selected and r.code not in ENGINE_CODES)
+    return _Project(active, selected, ignores, settings.module_half_capable)
+
+
+def _declared_encoding(lines: Sequence[str]) -> str:
+    """The source's PEP 263 encoding, so libcst sees the bytes ``mpcheck check`` would read."""
+    head = iter([line.encode("utf-8", "surrogateescape") for line in lines[:2]])
+    try:
+        encoding, _ = tokenize.detect_encoding(lambda: next(head, b""))
+    except SyntaxError:
+        return "utf-8"
+    return encoding
+
+
+def _source_bytes(lines: Sequence[str]) -> bytes:
+    text = "".join(lines)
+    encoding = _declared_encoding(lines)
+    if encoding not in ("utf-8", "utf-8-sig"):
+        try:
+            return text.encode(encoding)
+        except (LookupError, UnicodeError):
+            pass
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _one_line(message: str) -> str:
+    return " ".join(part.strip() for part in message.splitlines() if part.strip())
+
+
+class MpcheckPlugin:
+    """flake8 AST plugin; ``tree`` is accepted (it selects the plugin kind) but unused."""
+
+    name: ClassVar[str] = "mpcheck"
+    version: ClassVar[str] = __version__
+    # None: take ``module-half-capable`` from [tool.mpcheck] (default true).
+    module_half_capable: ClassVar[bool | None] = None
+    disable_noqa: ClassVar[bool] = False  # flake8's --disable-noqa
+
+    def __init__(self, tree: ast.AST, lines: Sequence[str], filename: str) -> None:
+        self.lines = lines
+        self.filename = filename
+
+    @classmethod
+    def add_options(cls, option_manager: Any) -> None:
+        """Register the analysis options, on the command line and in flake8's config."""
+        option_manager.add_option(
+            HALF_CAPABLE_OPTION,
+            type=_parse_bool,
+            default=None,
+            metavar="BOOL",
+            parse_from_config=True,
+            help=(
+                "mpcheck: treat methods of nn.Module subclasses as running in half precision "
+                "(true/false; default: module-half-capable from [tool.mpcheck], else true)"
+            ),
+        )
+
+    @classmethod
+    def parse_options(
+        cls, option_manager: Any, options: argparse.Namespace, args: Sequence[str]
+    ) -> None:
+        """Values from flake8's config file arrive unparsed (strings); parse them here."""
+        value = getattr(options, "mpcheck_module_half_capable", None)
+        if isinstance(value, str):
+            try:
+                value = _parse_bool(value)
+            except argparse.ArgumentTypeError as exc:
+                from flake8.exceptions import ExecutionError
+
+                raise ExecutionError(f"mpcheck-module-half-capable: {exc}") from None
+        cls.module_half_capable = value
+        cls.disable_noqa = bool(getattr(options, "disable_noqa", False))
+
+    def run(self) -> Iterator[Result]:
+        """Yield ``(row, col, "MPCxxx message", type)`` with flake8's 0-based column."""
+        try:
+            found = self._check()
+        except _ProjectError as exc:
+            found = [(1, 0, f"MPC002 {exc}")]
+        except Exception as exc:  # noqa: BLE001 - a plugin must never abort flake8's run
+            found = [(1, 0, f"MPC002 mpcheck failed on this file ({type(exc).__name__}: {exc})")]
+        for row, col, text in found:
+            yield row, col, _one_line(text), type(self)
+
+    def _check(self) -> list[tuple[int, int, str]]:
+        project = _project_for(self.filename)
+        ignored = project.per_file_ignores(self.filename) if project.per_file_ignores else ()
+        rules = tuple(r for r in project.active if r.code not in ignored)
+        half = self.module_half_capable
+        options = Options(
+            module_half_capable=project.module_half_capable if half is None else half,
+            unused_noqa=False,
+        )
+        diagnostics = check_source(_source_bytes(self.lines), self.filename, rules, options)
+        wanted = [d for d in diagnostics if self._wanted(d, project)]
+        if not self.disable_noqa and any(d.suppressed for d in wanted):
+            sup = noqa.scan("".join(self.lines))
+            wanted = [d for d in wanted if not d.suppressed or _flake8_sees_noqa(d, sup)]
+        return [(d.start.row, max(d.start.column - 1, 0), f"{d.code} {d.message}") for d in wanted]
+
+    @staticmethod
+    def _wanted(d: Diagnostic, project: _Project) -> bool:
+        if d.code in NOT_YIELDED:
+            return False
+        return d.code in project.selected or d.code in ENGINE_CODES
+
+
+def _flake8_sees_noqa(d: Diagnostic, sup: noqa.FileSuppressions) -> bool:
+    """Whether flake8 itself will suppress ``d``: a matching ``# noqa`` on its own row."""
+    return any(c.row == d.start.row and c.matches(d.code) for c in sup.comments)

@@ -1,0 +1,99 @@
+"""HF/diffusers ``_keep_in_fp32_modules``: parts of a half model that stay float32.
+
+``from_pretrained(..., torch_dtype=torch.float16)`` leaves every parameter whose
+dotted name contains a listed pattern at segment boundaries in float32
+(``"norm"``, ``"time_embeddings"``, ``"mlp.gate.weight"``). Code inside those
+parts legitimately computes in float32, so the analysis must know which
+classes and which attributes they cover. Classes are linked to names through
+``self.<attr> = Class(...)`` in the other classes' ``__init__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from mpcheck.names import dotted
+
+KEEP_ATTRS = ("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict")
+
+
+@dataclass
+class KeepFp32:
+    names: frozenset[str] = frozenset()  # single-segment patterns: attribute names
+    kept_classes: set[str] = field(default_factory=set)  # every parameter is float32
+    kept_params: dict[str, set[str]] = field(default_factory=dict)  # class -> attr names
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.kept_classes or self.kept_params)
+
+    def param_kept(self, class_name: str | None, attr: str) -> bool:
+        return class_name is not None and attr in self.kept_params.get(class_name, ())
+
+    @classmethod
+    def of(cls, classes: Mapping[str, cst.ClassDef]) -> KeepFp32:
+        patterns = [p.split(".") for node in classes.values() for p in _patterns(node)]
+        if not patterns:
+            return cls()
+        # class name -> [(attribute it is built under, class that builds it)]
+        built_as: dict[str, list[tuple[str, str]]] = {}
+        for owner, node in classes.items():
+            for attr, made in _self_constructions(node):
+                built_as.setdefault(made, []).append((attr, owner))
+
+        def reached(name: str, segs: list[str], depth: int = 0) -> bool:
+            """Whether class ``name`` is built under the attribute path ``segs``."""
+            if depth > 8:
+                return False
+            for attr, owner in built_as.get(name, ()):
+                if attr == segs[-1] and (len(segs) == 1 or reached(owner, segs[:-1], depth + 1)):
+                    return True
+            return False
+
+        keep = cls(frozenset(s[0] for s in patterns if len(s) == 1))
+        for name in classes:
+            for segs in patterns:
+                if reached(name, segs):
+                    keep.kept_classes.add(name)
+                elif len(segs) > 1 and reached(name, segs[:-1]):
+                    keep.kept_params.setdefault(name, set()).add(segs[-1])
+        return keep
+
+
+def _patterns(node: cst.ClassDef) -> Iterator[str]:
+    for stmt in node.body.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Assign):
+                target: cst.BaseExpression = small.targets[0].target
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                target = small.target
+            else:
+                continue
+            value = small.value
+            if dotted(target) in KEEP_ATTRS and isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+                for el in value.elements:
+                    if isinstance(el.value, cst.SimpleString):
+                        text = el.value.evaluated_value
+                        if isinstance(text, str):
+                            yield text
+
+
+def _self_constructions(node: cst.ClassDef) -> Iterator[tuple[str, str]]:
+    """``(attr, ClassName)`` for each ``self.attr = ClassName(...)`` in ``__init__``."""
+    for fn in node.body.body:
+        if not (isinstance(fn, cst.FunctionDef) and fn.name.value == "__init__"):
+            continue
+        body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
+                    target = dotted(small.targets[0].target) or ""
+                    callee = dotted(small.value.func) or ""
+                    if target.startswith("self.") and target.count(".") == 1:
+                        yield target[5:], callee.rsplit(".", 1)[-1]

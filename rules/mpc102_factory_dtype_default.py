@@ -1,0 +1,259 @@
+"""MPC102: a tensor made without ``dtype=`` (float32) meets the model's half activations."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mpcheck.facts import Cause, Fact, Prec
+from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
+from mpcheck.sites import CallSite, Operand, items
+from mpcheck.torch_api import OpKind
+
+
+class FactoryDtypeDefault(Rule):
+    code = "MPC102"
+    name = "factory-dtype-default"
+    summary = (
+        "A tensor made by a factory without `dtype=` (float32 by default) is concatenated, "
+        "stacked, `where`'d or added into the model's activations, or fed to a layer that runs "
+        "in the model's half dtype."
+    )
+    why = """
+        `torch.ones`, `torch.zeros`, `torch.full`, `torch.randn`, `torch.linspace` and
+        `torch.tensor([1.0, ...])` make float32 tensors unless told otherwise, and an int64
+        `torch.arange` turns float32 as soon as it is divided or exponentiated. When the model
+        runs in float16/bfloat16, `torch.cat`, `torch.stack`, `torch.where` and `+` promote
+        the half activations to float32 without a word, and the next Linear, conv or matmul
+        with half weights raises. The error shows up there, a few lines (or files) after the
+        factory that caused it, which is why mpcheck reports the factory.
+
+        Python scalars and 0-dim tensors (`torch.tensor(1.0)`) never promote a tensor, and
+        integer or bool tensors used as indices or masks are fine. Under `torch.autocast`,
+        matmul-like layers recast their inputs, so a float32 input only raises outside it.
+        Attention inputs (`q`, `k`, `v`) that reach attention with a factory's float32 are
+        reported by MPC103, unless a concatenation already mixed them here.
+        """
+    symptom = """
+        `RuntimeError: Input type (float) and bias type (c10::Half) should be the same` (a mask
+        concatenated with half latents, then a half conv), `mat1 and mat2 must have the same
+        dtype, but got Float and Half` (a float32 sinusoidal timestep embedding into a half
+        `linear_1`), `expected scalar type Float but found Half` (matmul).
+        """
+    how_to_fix = """
+        Make the tensor in the dtype of the activations it meets: `torch.ones_like(x)`,
+        `x.new_zeros(...)`, `torch.ones(..., dtype=x.dtype)`, or cast it before it meets them
+        (`emb.to(sample.dtype)`). mpcheck's fix adds `dtype=<other operand>.dtype` to the
+        factory when that operand is an input of the same function (an unsafe fix: it changes
+        the factory's dtype everywhere it is used).
+        """
+    bad = """
+        class InpaintUNet(nn.Module):
+            def forward(self, latents, masked_latents):
+                mask = torch.ones(latents.shape[0], 1, *latents.shape[2:])  # float32
+                sample = torch.cat([latents, mask, masked_latents], dim=1)  # now float32
+                return self.conv_in(sample)  # half conv: raises
+        """
+    good = """
+        class InpaintUNet(nn.Module):
+            def forward(self, latents, masked_latents):
+                mask = torch.ones_like(latents[:, :1])
+                sample = torch.cat([latents, mask, masked_latents], dim=1)
+                return self.conv_in(sample)
+        """
+    fixable = True
+
+    def check_call(self, call: CallSite) -> None:
+        result = call.result
+        if _factory(result) and result.mixed is not None and result.mixed.node is call.node:
+            self.check_mixing(call, result)
+        elif call.op not in (None, OpKind.EMBEDDING) and not call.is_attention:
+            self.check_consumer(call)
+
+    def check_mixing(self, call: CallSite, result: Fact) -> None:
+        """``torch.cat([latents, mask])``: the float32 factory absorbs the half activations."""
+        operands = _operands(call)
+        factory = next((o for o in operands if _same_origin(o.fact, result)), None)
+        low = next((o for o in operands if _low(o.fact)), None)
+        if factory is None or low is None or result.origin is None:
+            return
+        if call.scope.autocast is not None and call.scope.autocast.active:
+            return  # the next matmul-like layer recasts its input under autocast
+        if not _joins(call) and not _activation(low, call):
+            return  # arithmetic on weights or on a helper's arguments: see `_activation`
+        if isinstance(call.node, cst.BinaryOperation):
+            how = f"the `{_OPERATORS.get(call.aten, call.aten)}` at {self.line(call.node)}"
+        else:
+            how = f"`{self.ctx.code(call.node.func)}` at {self.line(call.node)}"
+        low_text, low_desc = self.ctx.code(low.node), _describe(low.fact)
+        verb = _verb(call).format(other=f"`{low_text}` ({low_desc})")
+        message = (
+            f"`{self._name(factory.node, result)}` is {result.origin.text}; {how} {verb}, so the "
+            "result silently becomes float32 and the next half-precision layer rejects it"
+        )
+        related = [(call.node, f"{verb} here")]
+        self.report(result.origin.node, message, related=related, fix=self._fix(call, result, low))
+
+    def check_consumer(self, call: CallSite) -> None:
+        """``self.linear_1(t_emb)``: a float32 factory tensor reaches a half layer/matmul."""
+        if call.recast_by_autocast:
+            return  # autocast recasts the inputs of matmul-like layers
+        first, params = call.operands()
+        operands = [first, *params] if first is not None else []
+        factory = next((o for o in operands if _factory(o.fact)), None)
+        low = next((o for o in operands if _low(o.fact)), None)
+        if factory is None or low is None or factory.fact.origin is None:
+            return
+        if call.op is OpKind.NORM and factory is not first:
+            return  # a half input with float32 norm parameters is supported
+        fact = factory.fact
+        assert fact.origin is not None
+        target = call.receiver.node if call.is_module_call and call.receiver else call.node
+        name = self.ctx.code(target)
+        message = (
+            f"`{self._name(factory.node, fact)}` is {fact.origin.text}; it reaches `{name}` at "
+            f"{self.line(call.node)}, which runs in the model's dtype and raises when that is half"
+        )
+        related: list[tuple[cst.CSTNode, str]] = []
+        if fact.mixed is not None:
+            message += f" (it absorbed the model's activations at {self.line(fact.mixed.node)})"
+            related.append((fact.mixed.node, f"mixed with {fact.mixed.text} here"))
+        related.append((call.node, f"`{name}` runs in the model's dtype here"))
+        self.report(fact.origin.node, message, related=related, fix=self._fix(call, fact, low))
+
+    # -- helpers -------------------------------------------------------------------------
+    def _name(self, node: cst.CSTNode, fact: Fact) -> str:
+        """What to call the factory tensor: its name where it is used, or the factory call."""
+        if isinstance(node, (cst.Name, cst.Attribute)) or fact.origin is None:
+            return self.ctx.code(node)
+        return _short(self.ctx, fact.origin.node)
+
+    def _fix(self, call: CallSite, fact: Fact, low: Operand) -> NodeFix | None:
+        """Add ``dtype=<low>.dtype`` to the factory, when ``low`` is visible there."""
+        origin = fact.origin
+        if origin is None or origin.cause is not Cause.FACTORY:
+            return None
+        factory = origin.node
+        function = call.scope.function
+        if not isinstance(factory, cst.Call) or function is None:
+            return None
+        if not _contains(function, factory):
+            return None
+        if any(a.star == "**" for a in factory.args):
+            return None
+        dtype = None
+        if isinstance(low.node, cst.Name) and _is_param_of(low, function):
+            dtype = f"{low.node.value}.dtype"
+        elif call.is_module_call and (self.ctx.code(low.node).startswith("self.")):
+            dtype = f"{self.ctx.code(low.node)}.weight.dtype"
+        if dtype is None:
+            return None
+        if not factory.args:
+            return None
+        # Append after the last argument's value: positions stay exact in multi-line calls,
+        # and a trailing comma (black's magic comma) stays after the new argument.
+        last = factory.args[-1].value
+        code = self.ctx.module.code_for_node(last)
+        if "\n" in code:
+            return None
+        edit = NodeEdit(last, f"{code}, dtype={dtype}")
+        return NodeFix(f"Pass `dtype={dtype}`", (edit,), applicability="unsafe")
+
+
+def _factory(fact: Fact) -> bool:
+    return (
+        fact.is_tensor
+        and fact.prec is Prec.FULL
+        and fact.cause in (Cause.FACTORY, Cause.INT_FLOAT)
+        and not fact.zero_dim
+    )
+
+
+def _low(fact: Fact) -> bool:
+    return fact.is_tensor and fact.prec in (Prec.MODEL, Prec.HALF) and not fact.zero_dim
+
+
+def _activation(operand: Operand, call: CallSite) -> bool:
+    """Whether arithmetic with ``operand`` is arithmetic on the model's activations.
+
+    Not on its weights (re-parametrisation sums end in ``copy_``, which casts back), and not
+    on an argument of a free helper function, which may as well be a Python float
+    (``sigma``, ``gamma``): only a model's ``forward`` inputs are activations for sure.
+    """
+    origin = operand.fact.origin
+    if origin is None or origin.cause is Cause.PARAMETER:
+        return False
+    return call.scope.in_module or not isinstance(origin.node, cst.Param)
+
+
+def _same_origin(fact: Fact, result: Fact) -> bool:
+    return (
+        fact.origin is not None
+        and result.origin is not None
+        and fact.origin.node is result.origin.node
+    )
+
+
+def _describe(fact: Fact) -> str:
+    if fact.prec is Prec.HALF and fact.dtype:
+        return fact.dtype
+    return "the model's dtype"
+
+
+def _operands(call: CallSite) -> list[Operand]:
+    """Every tensor operand of a call, with the elements of ``torch.cat([a, b])`` lists."""
+    out: list[Operand] = []
+    if call.method is not None and call.receiver is not None:
+        out.append(call.receiver)
+    for op in [*call.args, *call.kwargs.values()]:
+        out += [op] if op.fact.is_tensor else list(items(op))
+    return [o for o in out if o.fact.is_tensor]
+
+
+_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floor_divide": "//"}
+
+
+def _joins(call: CallSite) -> bool:
+    """``torch.cat`` / ``torch.stack`` / ``torch.where``: they build activations."""
+    leaf = (call.qualname or call.method or "").rsplit(".", 1)[-1]
+    return leaf.endswith("stack") or leaf in ("cat", "concat", "concatenate", "where")
+
+
+def _verb(call: CallSite) -> str:
+    """How the call mixes the factory tensor with ``{other}``."""
+    leaf = (call.qualname or call.method or "").rsplit(".", 1)[-1]
+    if leaf.endswith("stack"):
+        return "stacks it with {other}"
+    if leaf in ("cat", "concat", "concatenate"):
+        return "concatenates it with {other}"
+    if leaf == "where":
+        return "selects between it and {other}"
+    if leaf == "add":
+        return "adds it to {other}"
+    if leaf == "mul":
+        return "multiplies it with {other}"
+    return "combines it with {other}"
+
+
+def _short(ctx: RuleContext, node: cst.CSTNode) -> str:
+    """``torch.ones(...)`` for a long factory call."""
+    code = ctx.code(node)
+    if isinstance(node, cst.Call) and len(code) > 40:
+        return f"{ctx.code(node.func)}(...)"
+    return code
+
+
+def _is_param_of(operand: Operand, function: cst.FunctionDef) -> bool:
+    origin = operand.fact.origin
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    return origin is not None and any(origin.node is p for p in every)
+
+
+def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    stack = [root]
+    while stack:
+        current = stack.pop()
+        if current is node:
+            return True
+        stack.extend(current.children)
+    return False

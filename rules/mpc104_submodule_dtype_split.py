@@ -1,0 +1,252 @@
+"""MPC104: part of a model is cast apart from the rest and then fed the other dtype."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from mpcheck.facts import Cause, Fact, Prec
+from mpcheck.rule import NodeEdit, NodeFix, Rule
+from mpcheck.sites import CallSite, InnerCall, Operand
+from mpcheck.torch_api import OpKind
+
+
+class SubmoduleDtypeSplit(Rule):
+    code = "MPC104"
+    name = "submodule-dtype-split"
+    summary = (
+        "A submodule cast apart from its model (`model.half(); model.head.float()`) is "
+        "called with activations in the model's other dtype, with no cast at the call."
+    )
+    why = """
+        `model.half()` / `model.to(torch.float16)` casts every parameter; casting one part back
+        (`model.head.float()`, `model.block.to(torch.float32)`, or the reverse on a float32
+        model, `model.block.half()`) leaves a model with two dtypes. Its activations stay in
+        the dtype of the layers that produced them, so the first Linear or conv of the split
+        part receives the other dtype and refuses it: torch never casts a layer's input to
+        the layer's weights. The same happens when the split part is reached through the
+        model's own `forward` (`model(x)` calling `self.head(h)`), and with
+        `_keep_in_fp32_modules` parts whose code does not cast their input. Norm layers are
+        the exception: a float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm accepts a half input
+        and returns its dtype, so keeping norms in float32 is fine -- but a float32 input into
+        a half norm raises. Under `torch.autocast`, Linear/conv/matmul recast their inputs, so
+        mpcheck stays quiet there.
+        """
+    symptom = """
+        `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float`
+        (a float32 head fed half activations), `mixed dtype (CPU): expect parameter to have
+        scalar type of Float` (a float32 activation into a half norm), `Input type
+        (c10::Half) and bias type (float) should be the same` (convolutions).
+        """
+    how_to_fix = """
+        Cast at the boundary of the split part: `model.head(h.float())`, or generally
+        `model.head(h.to(model.head.weight.dtype))`, and cast its output back if later layers
+        are half. Inside a model, cast where `forward` calls the part
+        (`self.head(h.to(self.head.weight.dtype))`). Or drop the partial cast and run the whole
+        model in one dtype under `torch.autocast`. mpcheck's fix, for a direct call of the
+        split part, casts the input to the part's weights' dtype (an unsafe fix: it changes
+        the precision the call runs in).
+        """
+    bad = """
+        model = Classifier().half()
+        model.head.float()                      # the head is float32, the backbone half
+        feats = model.backbone(images.half())
+        logits = model.head(feats)              # half features into a float32 Linear
+        """
+    good = """
+        model = Classifier().half()
+        model.head.float()
+        feats = model.backbone(images.half())
+        logits = model.head(feats.float())
+        """
+    fixable = True
+
+    def check_call(self, call: CallSite) -> None:
+        if not call.is_module_call or call.receiver is None:
+            return
+        if self._direct(call):
+            return
+        inner = list(_flatten(call.inner))
+        for item in inner:
+            if self._through_forward(call, item, _split_casts(inner)):
+                return
+
+    # -- ``model.head(feats)`` -------------------------------------------------------
+    def _direct(self, call: CallSite) -> bool:
+        """A split part called directly with the other dtype."""
+        assert call.receiver is not None
+        module, owner = call.receiver.fact, call.owner
+        if owner is None or module.cause is not Cause.MODEL_CAST or not _apart(module, owner.fact):
+            return False
+        pair = _clash(call)
+        if pair is None:
+            return False
+        x, _ = pair
+        if x.fact.cause in FORCED_FP32 and module.prec is not Prec.FULL:
+            return False  # a float32 value forced by an upcast or a factory: MPC101/MPC102
+        sub = self.ctx.code(call.receiver.node)
+        what = self.ctx.code(x.node)
+        message = (
+            f"`{sub}` is {_dtype(module)}{self._from(module)} while `{owner.path}` is "
+            f"{_dtype(owner.fact)}{self._from(owner.fact)}, but `{what}` passed to it is "
+            f"{_dtype(x.fact)}{self._from(x.fact)}; {_consequence(call, x.fact)}"
+        )
+        related = self._split_related(sub, module)
+        related += self.related_for(what, x.fact)
+        related += self._owner_related(owner.path, owner.fact)
+        self.report(call.node, message, related=related, fix=self._fix(x, sub))
+        return True
+
+    # -- ``model(x)`` whose forward calls the split part --------------------------------
+    def _through_forward(self, call: CallSite, inner: InnerCall, splits: list[Fact]) -> bool:
+        """``model(x)`` whose own code reaches the split part with the other dtype."""
+        site = inner.site
+        pair = _clash(site)
+        if pair is None or (inner.unsplit is not None and _clash(inner.unsplit) is not None):
+            return False  # no clash, or one the split did not cause (another rule's)
+        if not splits or call.receiver is None:
+            return False
+        x, weights = pair
+        split_side = weights if _changed(weights, inner.unsplit, site) else x
+        other = x if split_side is weights else weights
+        model = self.ctx.code(call.receiver.node)
+        first = splits[0]
+        assert first.origin is not None
+        called = self.ctx.code(site.node)
+        message = (
+            f"`{self.ctx.code(call.node)}` runs `{called}` ({self.line(site.node)}) with "
+            f"`{self.ctx.code(x.node)}` {_dtype(x.fact)}{self._from(x.fact)} and "
+            f"`{self.ctx.code(weights.node)}` {_dtype(weights.fact)}"
+            f"{self._from(weights.fact)}: `{self.ctx.code(first.origin.node)}` at "
+            f"{self.line(first.origin.node)} cast part of `{model}` apart from the rest; "
+            f"{_consequence(site, x.fact, inside=True)}"
+        )
+        related: list[tuple[cst.CSTNode, str]] = [
+            (site.node, f"`{called}` in the model's code is where the two dtypes meet")
+        ]
+        related += [(f.origin.node, f"the split: {f.origin.text}") for f in splits if f.origin]
+        for side in (split_side, other):
+            related += self.related_for(self.ctx.code(side.node), side.fact)
+        self.report(call.node, message, related=_unique(related))
+        return True
+
+    # -- helpers ---------------------------------------------------------------------
+    def _from(self, fact: Fact) -> str:
+        where = self.where(fact)
+        return f" ({where})" if where else ""
+
+    def _split_related(self, sub: str, module: Fact) -> list[tuple[cst.CSTNode, str]]:
+        if module.origin is None:
+            return []
+        return [(module.origin.node, f"`{sub}` {module.origin.text}: the split")]
+
+    def _owner_related(self, path: str, owner: Fact) -> list[tuple[cst.CSTNode, str]]:
+        if owner.origin is None or owner.cause is not Cause.MODEL_CAST:
+            return []
+        return [(owner.origin.node, f"`{path}` {owner.origin.text}")]
+
+    def _fix(self, x: Operand, sub: str) -> NodeFix | None:
+        dtype_of = f"{sub}.weight.dtype"
+        if "\n" in sub or len(dtype_of) > 60 or not all(p.isidentifier() for p in sub.split(".")):
+            return None
+        what = self.ctx.code(x.node)
+        return NodeFix(
+            f"Cast `{what}` to `{dtype_of}`",
+            (NodeEdit(x.node, f"{self.ctx.atom(x.node)}.to({dtype_of})"),),
+            applicability="unsafe",
+        )
+
+
+FORCED_FP32 = (Cause.UPCAST, Cause.FACTORY, Cause.INT_FLOAT)
+
+
+def _flatten(inner: tuple[InnerCall, ...]) -> Iterator[InnerCall]:
+    """Every re-walked call, those inside nested module calls included."""
+    for item in inner:
+        yield item
+        yield from _flatten(item.site.inner)
+
+
+def _split_casts(inner: list[InnerCall]) -> list[Fact]:
+    """The parts cast apart (``model.head.float()``) that the re-walked calls reach."""
+    out: list[Fact] = []
+    for item in inner:
+        now, before = item.site.receiver, item.unsplit.receiver if item.unsplit else None
+        if now is None or now.fact.kind.value != "module" or now.fact.cause is not Cause.MODEL_CAST:
+            continue
+        if before is not None and before.fact.prec is now.fact.prec:
+            continue
+        if all(f.origin is not now.fact.origin for f in out):
+            out.append(now.fact)
+    return out
+
+
+def _low(prec: Prec) -> bool:
+    return prec in (Prec.MODEL, Prec.HALF)
+
+
+def _apart(part: Fact, owner: Fact) -> bool:
+    """One is float32 and the other half (or the model's dtype): the part was cast apart."""
+    return (part.prec is Prec.FULL and _low(owner.prec)) or (
+        _low(part.prec) and owner.prec is Prec.FULL
+    )
+
+
+def _clash(site: CallSite) -> tuple[Operand, Operand] | None:
+    """``(input, parameter)`` whose dtypes make this layer/matmul raise, or None."""
+    if site.op in (None, OpKind.ATTENTION, OpKind.EMBEDDING) or site.recast_by_autocast:
+        return None
+    first, params = site.operands()
+    if first is None or not first.fact.floating or first.fact.zero_dim:
+        return None
+    for param in params:
+        if not param.fact.floating or param.fact.zero_dim or not _apart(first.fact, param.fact):
+            continue
+        if site.op is OpKind.NORM and _low(first.fact.prec):
+            continue  # a half input with float32 norm parameters runs (measured)
+        return first, param
+    return None
+
+
+def _changed(operand: Operand, unsplit: CallSite | None, site: CallSite) -> bool:
+    """Whether ``operand`` of ``site`` had another dtype with the module in one dtype."""
+    if unsplit is None:
+        return True
+    first, params = site.operands()
+    before_first, before_params = unsplit.operands()
+    pairs = [(first, before_first)] + list(zip(params, before_params, strict=False))
+    for now, before in pairs:
+        if now is not None and now.node is operand.node:
+            return before is None or before.fact.prec is not now.fact.prec
+    return False
+
+
+def _dtype(fact: Fact) -> str:
+    if fact.prec is Prec.FULL:
+        return fact.dtype or "float32"
+    if fact.prec is Prec.HALF:
+        name = fact.dtype or "half precision"
+        return f"{name} on some paths" if fact.maybe else name
+    return "in the model's dtype (half when the model runs in half precision)"
+
+
+def _consequence(site: CallSite, x: Fact, *, inside: bool = False) -> str:
+    kind = "norm" if site.op is OpKind.NORM else "layer"
+    if inside:
+        return (
+            f"the {kind} refuses mismatched dtypes; cast the input where `forward` calls the "
+            "part, or keep the model in one dtype"
+        )
+    target = "its weights' dtype" if x.prec is not Prec.FULL else "the part's dtype"
+    return f"the {kind} refuses mismatched dtypes; cast it to {target} at this call"
+
+
+def _unique(related: list[tuple[cst.CSTNode, str]]) -> list[tuple[cst.CSTNode, str]]:
+    seen: set[int] = set()
+    out = []
+    for node, text in related:
+        if id(node) not in seen:
+            seen.add(id(node))
+            out.append((node, text))
+    return out

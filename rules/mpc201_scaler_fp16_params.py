@@ -1,0 +1,96 @@
+"""MPC201: a GradScaler unscales the gradients of float16 parameters."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mpcheck.diagnostics import Severity
+from mpcheck.facts import Fact
+from mpcheck.rule import Rule
+from mpcheck.training import OptimizerUse, Scaler, TrainingSite, can_be_fp16
+
+
+class ScalerFp16Params(Rule):
+    code = "MPC201"
+    name = "scaler-fp16-params"
+    severity = Severity.ERROR
+    summary = (
+        "A GradScaler (`torch.amp.GradScaler`, or accelerate's with fp16 mixed precision) "
+        "unscales the gradients of an optimizer whose trainable parameters are float16."
+    )
+    why = """
+        Loss scaling is for float32 parameters trained under fp16 autocast: the gradients
+        that reach the optimizer are float32, and `GradScaler.unscale_` divides them by the
+        scale. It refuses float16 gradients outright (it checks only the gradient dtype, on
+        every device; bfloat16 is accepted). They arrive when the model was cast with
+        `.half()` / `.to(torch.float16)` / `.to(weight_dtype)` with `weight_dtype` float16
+        under `--mixed_precision fp16`, and the trainable parameters were not upcast again:
+        LoRA adapters added after the cast take the base layer's dtype, and
+        `[p for p in model.parameters() if p.requires_grad]` are the half weights themselves.
+        `scaler.unscale_(opt)`, `scaler.step(opt)`, accelerate's `clip_grad_norm_` and the
+        prepared optimizer's `step()` all go through `unscale_`.
+        """
+    symptom = "`ValueError: Attempting to unscale FP16 gradients.` at the first step."
+    how_to_fix = """
+        Keep the frozen base in half precision but upcast the trainable parameters to
+        float32 before building the optimizer: diffusers'
+        `cast_training_params(model, dtype=torch.float32)` (what its LoRA scripts do when
+        `args.mixed_precision == "fp16"`), or `p.data = p.data.float()` for each
+        `p.requires_grad` parameter. For a full fine-tune keep the model in float32 and let
+        autocast run the forward in fp16.
+        """
+    bad = """
+        weight_dtype = torch.float16 if args.mixed_precision == "fp16" else torch.float32
+        unet.to(accelerator.device, dtype=weight_dtype)
+        unet.add_adapter(lora_config)  # LoRA weights follow the base layer: float16
+        params = [p for p in unet.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=1e-4)
+        unet, optimizer = accelerator.prepare(unet, optimizer)
+        ...
+        accelerator.backward(loss)
+        accelerator.clip_grad_norm_(params, 1.0)  # unscales: raises
+        """
+    good = """
+        unet.to(accelerator.device, dtype=weight_dtype)
+        unet.add_adapter(lora_config)
+        if args.mixed_precision == "fp16":
+            cast_training_params(unet, dtype=torch.float32)  # only the LoRA weights
+        params = [p for p in unet.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=1e-4)
+        """
+
+    def check_training(self, site: TrainingSite) -> None:
+        scaler = site.scaler
+        if not site.unscales or scaler is None or not scaler.raises_on_fp16:
+            return
+        for use in site.optimizers:
+            if use.unscaled is not False:
+                continue  # an earlier call unscaled them (and was reported)
+            half = next((p for p in use.params if can_be_fp16(p)), None)
+            if half is not None:
+                self._report(site, scaler, use, half)
+
+    def _report(self, site: TrainingSite, scaler: Scaler, use: OptimizerUse, half: Fact) -> None:
+        optimizer = use.optimizer
+        call = self.ctx.code(site.node)
+        dtype = "float16" if half.dtype == "float16" and not half.maybe else "float16 on some paths"
+        where = self.where(half)
+        source = f" ({where})" if where else ""
+        message = (
+            f'`{call}` unscales float16 gradients and raises "Attempting to unscale FP16 '
+            f'gradients.": the optimizer built at {self.line(optimizer.node)} trains '
+            f"parameters that are {dtype}{source} and were not upcast to float32"
+        )
+        related: list[tuple[cst.CSTNode, str]] = []
+        if half.origin is not None:
+            related.append((half.origin.node, f"the trainable parameters are {half.origin.text}"))
+        related.append((optimizer.node, f"the optimizer {optimizer.text} is built here"))
+        related.append((scaler.node, _scaler_role(scaler)))
+        self.report(site.node, message, related=related)
+
+
+def _scaler_role(scaler: Scaler) -> str:
+    if scaler.via == "accelerate":
+        when = "" if scaler.enabled else " when mixed_precision is fp16"
+        return f"{scaler.text} runs a GradScaler{when}"
+    return f"the GradScaler {scaler.text} is made here"

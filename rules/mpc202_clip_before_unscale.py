@@ -1,0 +1,77 @@
+"""MPC202: gradients are clipped while still multiplied by the GradScaler's loss scale."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mpcheck.diagnostics import Severity
+from mpcheck.rule import Rule
+from mpcheck.training import Action, TrainingSite
+
+
+class ClipBeforeUnscale(Rule):
+    code = "MPC202"
+    name = "clip-before-unscale"
+    severity = Severity.WARNING
+    summary = (
+        "`clip_grad_norm_`/`clip_grad_value_` runs after a scaled backward "
+        "(`scaler.scale(loss).backward()`, `accelerator.backward(loss)`) and before the "
+        "gradients were unscaled, so it clips gradients multiplied by the loss scale."
+    )
+    why = """
+        `scaler.scale(loss).backward()` leaves every gradient multiplied by the loss scale
+        (65536 by default, and growing). `scaler.step(opt)` divides it out, but only at the
+        step: a clip in between measures the scaled norm, so a `max_norm` of 1.0 is always
+        exceeded and clipping shrinks the true gradients by the scale. Training runs, with a
+        learning rate effectively divided by tens of thousands. `scaler.unscale_(opt)`
+        before the clip divides the scale out first (and `step` then does not do it twice).
+        The same holds for torch's `clip_grad_norm_` after `accelerator.backward(loss)`
+        with fp16 mixed precision; `accelerator.clip_grad_norm_` unscales first and is right.
+        """
+    symptom = """
+        No error. Measured with fp32 parameters and `GradScaler('cpu')`: true gradient norm
+        0.084, `max_norm=1.0`, effective gradient norm at the step 1.5e-5 (a ratio of
+        1.8e-4): the model barely trains.
+        """
+    how_to_fix = """
+        Call `scaler.unscale_(optimizer)` right before the clip (once per step), or use
+        `accelerator.clip_grad_norm_` with accelerate.
+        """
+    bad = """
+        scaler.scale(loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        """
+    good = """
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        """
+
+    def check_training(self, site: TrainingSite) -> None:
+        scaler = site.scaler
+        if site.action is not Action.CLIP or site.via != "torch" or scaler is None:
+            return
+        if not scaler.may_scale or site.scaled is False or site.unscaled is not False:
+            return
+        call = self.ctx.code(site.node)
+        if scaler.via == "accelerate":
+            fix = "use `accelerator.clip_grad_norm_`, which unscales first"
+            what = f"the GradScaler of {scaler.text} (with fp16 mixed precision)"
+        else:
+            fix = "call `scaler.unscale_(optimizer)` before it"
+            what = f"the GradScaler {scaler.text}"
+        paths = "" if site.scaled else " on some paths"
+        message = (
+            f"`{call}` clips gradients that are still multiplied by the loss scale of {what}"
+            f"{paths}: the threshold applies to the scaled norm, so the true gradients are "
+            f"shrunk by the scale (65536 by default); {fix}"
+        )
+        related: list[tuple[cst.CSTNode, str]] = []
+        if site.backward is not None:
+            related.append((site.backward, "the scaled backward is here"))
+        related.append((scaler.node, f"{scaler.text} is made here"))
+        self.report(site.node, message, related=related)

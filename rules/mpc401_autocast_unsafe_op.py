@@ -1,0 +1,151 @@
+"""MPC401: an op CUDA autocast refuses (binary cross-entropy) runs in an autocast region."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mpcheck import autocast_ops
+from mpcheck.names import dotted
+from mpcheck.rule import NodeEdit, NodeFix, Rule
+from mpcheck.sites import Autocast, CallSite
+
+# The ops autocast refuses, and what to use instead (autocast runs these in float32).
+_INSTEAD = {
+    "binary_cross_entropy": (
+        "torch.nn.functional.binary_cross_entropy_with_logits",
+        "F.binary_cross_entropy_with_logits",
+        "nn.BCEWithLogitsLoss",
+    ),
+}
+_SIGMOIDS = frozenset({"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit"})
+
+
+class AutocastUnsafeOp(Rule):
+    code = "MPC401"
+    name = "autocast-unsafe-op"
+    summary = (
+        "`F.binary_cross_entropy` / `nn.BCELoss` is called inside a CUDA autocast region, "
+        "where autocast refuses to run it."
+    )
+    why = """
+        Autocast runs most ops in float16 and a few in float32, but it bans one outright:
+        `aten::binary_cross_entropy` (`F.binary_cross_entropy`, `nn.BCELoss`). Its backward
+        is not safe in float16, so the CUDA (and XPU) autocast kernel raises instead of
+        running it, whatever the dtypes of the arguments. mpcheck reads this from the autocast
+        policy of the installed torch (`mpcheck/data/autocast_ops.json`), not from a list of
+        its own.
+
+        On CPU, autocast runs the op in float32 instead, so a region that is CPU-only is not
+        reported. A region whose device is only known at run time (`accelerator.autocast()`,
+        `torch.autocast(device_type=x.device.type)`) is reported: such code is written to run
+        on a GPU too, and there it raises. A region turned off with `enabled=False` is not
+        reported (see MPC403 for what its inputs must be).
+        """
+    symptom = """
+        `RuntimeError: torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe
+        to autocast. Many models use a sigmoid layer right before the binary cross entropy
+        layer. In this case, combine the two layers using
+        torch.nn.functional.binary_cross_entropy_with_logits or torch.nn.BCEWithLogitsLoss.`
+        on the first training step on a GPU (CPU runs are fine, which is how it gets past
+        tests).
+        """
+    how_to_fix = """
+        Compute the loss from the logits with `F.binary_cross_entropy_with_logits` or
+        `nn.BCEWithLogitsLoss` (and drop the sigmoid): autocast runs it in float32, and it is
+        more accurate than a sigmoid followed by a log. If you only have probabilities, compute
+        the loss in a region with `enabled=False` on `.float()` inputs.
+
+        mpcheck's fix rewrites `F.binary_cross_entropy(torch.sigmoid(z), y)` (also
+        `z.sigmoid()`, `F.sigmoid(z)`) into `F.binary_cross_entropy_with_logits(z, y)`; the
+        other arguments mean the same in both. It is an unsafe fix: where the sigmoid
+        saturates (|z| beyond about 17 in float32) the old loss was clamped and its gradient
+        vanished, while the new one is exact, so the numbers change. `nn.BCELoss` modules and
+        probabilities computed elsewhere get no fix: the change is not local.
+        """
+    bad = """
+        with torch.autocast("cuda"):
+            fake_logits = discriminator(generator(noise))
+            loss = F.binary_cross_entropy(torch.sigmoid(fake_logits), real_labels)
+        """
+    good = """
+        with torch.autocast("cuda"):
+            fake_logits = discriminator(generator(noise))
+            loss = F.binary_cross_entropy_with_logits(fake_logits, real_labels)
+        """
+    fixable = True
+
+    def check_call(self, call: CallSite) -> None:
+        region = call.scope.autocast
+        if region is None or not region.active or not call.aten:
+            return
+        if not (call.is_module_call or (call.qualname or "").startswith("torch.")):
+            return  # a function of another library that happens to share the name
+        if autocast_ops.policy(call.aten, _device(region)) != "banned":
+            return
+        qual, functional, module = _INSTEAD.get(call.aten, ("", "", ""))
+        if call.is_module_call:
+            assert call.receiver is not None
+            what = f"`{self.ctx.code(call.receiver.node)}` (`nn.BCELoss`)"
+            instead = f"`{module}` on the logits"
+        else:
+            func = call.node.func if isinstance(call.node, cst.Call) else call.node
+            what = f"`{self.ctx.code(func)}`"
+            instead = f"`{functional}` on the logits (without the sigmoid)"
+        where = _region_text(self, region)
+        message = (
+            f'{what} raises inside {where}: autocast refuses it ("torch.nn.functional.'
+            f'binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast."); use {instead}'
+        )
+        related = [(region.node, "the autocast region")]
+        self.report(call.node, message, related=related, fix=self.fix(call, qual))
+
+    def fix(self, call: CallSite, qual: str) -> NodeFix | None:
+        """``F.binary_cross_entropy(torch.sigmoid(z), y)`` -> ``F.b_c_e_with_logits(z, y)``."""
+        node = call.node
+        if not qual or call.is_module_call or not isinstance(node, cst.Call):
+            return None
+        first = call.arg(0, "input")
+        logits = _sigmoid_of(self, first.node) if first is not None else None
+        if first is None or logits is None or any(a.star for a in node.args):
+            return None
+        func = node.func
+        leaf = qual.rsplit(".", 1)[-1]
+        if isinstance(func, cst.Attribute):
+            edit = NodeEdit(
+                func.attr, leaf
+            )  # keeps the user's spelling: ``F.``, ``nn.functional.``
+            shown = f"{self.ctx.code(func.value)}.{leaf}"
+        else:
+            spelled = self.ctx.imports.spell(qual)
+            if spelled is None:
+                return None
+            edit, shown = NodeEdit(func, spelled), spelled
+        logits_code = self.ctx.module.code_for_node(logits)
+        message = f"Use `{shown}` on `{self.ctx.code(logits)}` (the logits, without the sigmoid)"
+        return NodeFix(message, (edit, NodeEdit(first.node, logits_code)), applicability="unsafe")
+
+
+def _device(region: Autocast) -> str:
+    # Unknown device: code that picks it at run time also runs on CUDA, where it raises.
+    return region.device or "cuda"
+
+
+def _region_text(rule: Rule, region: Autocast) -> str:
+    text = f"`{rule.ctx.code(region.node)}` ({rule.line(region.node)})"
+    if region.device is None:
+        text += ", which is CUDA autocast when this runs on a GPU"
+    return text
+
+
+def _sigmoid_of(rule: Rule, node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``z`` when ``node`` is ``torch.sigmoid(z)``, ``F.sigmoid(z)`` or ``z.sigmoid()``."""
+    if not isinstance(node, cst.Call) or any(a.keyword or a.star for a in node.args):
+        return None
+    qual = rule.ctx.imports.resolve(node.func)
+    if qual in _SIGMOIDS and len(node.args) == 1:
+        return node.args[0].value
+    func = node.func
+    if qual is None and isinstance(func, cst.Attribute) and func.attr.value == "sigmoid":
+        if not node.args and dotted(func.value) != "self":
+            return func.value
+    return None

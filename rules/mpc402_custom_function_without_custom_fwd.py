@@ -1,0 +1,186 @@
+"""MPC402: a matmul-like ``autograd.Function`` used with autocast lacks custom_fwd/bwd."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from mpcheck.rule import Rule, RuleContext
+from mpcheck.sites import CallSite, ClassSite, FunctionSite
+from mpcheck.torch_api import OpKind
+
+_FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.InplaceFunction"})
+# Ops that autocast recasts in forward and that refuse mixed dtypes in backward.
+_MIXING_OPS = frozenset({OpKind.LINEAR, OpKind.CONV, OpKind.MATMUL, OpKind.ATTENTION})
+_SCALERS = frozenset(
+    {
+        "torch.amp.GradScaler",
+        "torch.cuda.amp.GradScaler",
+        "torch.cpu.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+    }
+)
+
+
+@dataclass
+class _Candidate:
+    node: cst.ClassDef
+    forward: cst.FunctionDef
+    backward: cst.FunctionDef
+    missing: list[str] = field(default_factory=list)
+
+
+class CustomFunctionWithoutCustomFwd(Rule):
+    code = "MPC402"
+    name = "custom-function-without-custom-fwd"
+    summary = (
+        "A `torch.autograd.Function` whose forward and backward do matmul-like work, in a file "
+        "that uses autocast, lacks `@torch.amp.custom_fwd` on `forward` or "
+        "`@torch.amp.custom_bwd` on `backward`."
+    )
+    why = """
+        Autocast is a thread-local mode: it is on while `forward` runs (so a matmul in it
+        returns float16/bfloat16 and its gradient arrives in that dtype), but `loss.backward()`
+        normally runs after the `with` block, so `backward` runs with autocast off. There the
+        low-precision gradient meets the float32 tensors saved in `forward` (inputs, weights)
+        in a plain matmul, which refuses mixed dtypes. `@torch.amp.custom_bwd` runs `backward`
+        under the same autocast state as `forward`; `@torch.amp.custom_fwd` records that state
+        (and with `cast_inputs=torch.float32` runs `forward` in float32 instead). Measured with
+        torch 2.13 under `torch.autocast("cpu", dtype=torch.bfloat16)`: a custom linear
+        Function without the decorators, or with `custom_fwd` alone, raises in `backward`;
+        with both it runs, and `custom_bwd` alone fails with `AttributeError: ... no attribute
+        '_fwd_used_autocast'`. Hence an error.
+
+        mpcheck reports a Function only when both `forward` and `backward` call a linear,
+        conv, matmul or attention op (elementwise Functions promote and work), and only in a
+        file that uses autocast (an autocast region, a GradScaler, or another Function with
+        `custom_fwd`): the check is per file, so a Function defined in a library module and
+        used under autocast elsewhere is not reported. A `forward` decorated with
+        `autocast(enabled=False)` never sees autocast and is fine.
+        """
+    symptom = """
+        `RuntimeError: expected m1 and m2 to have the same dtype, but got: c10::Half != float`
+        (or `mat1 and mat2 must have the same dtype`) from the Function's `backward` during
+        `loss.backward()`; the forward pass ran fine.
+        """
+    how_to_fix = """
+        Decorate the static methods, below `@staticmethod`, with the autocast device the code
+        runs on: `@torch.amp.custom_fwd(device_type="cuda")` on `forward` and
+        `@torch.amp.custom_bwd(device_type="cuda")` on `backward` (torch >= 2.4; older code
+        spells them `@torch.cuda.amp.custom_fwd` / `custom_bwd`). If `forward` must run in
+        float32 (a custom kernel), use `custom_fwd(device_type="cuda",
+        cast_inputs=torch.float32)`. The decorators take the device, so the CPU autocast needs
+        `device_type="cpu"`. No automatic fix: the device is a choice.
+        """
+    bad = """
+        class LinearFn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, weight):
+                ctx.save_for_backward(x, weight)
+                return x @ weight.t()
+
+            @staticmethod
+            def backward(ctx, grad):
+                x, weight = ctx.saved_tensors
+                return grad @ weight, grad.t() @ x   # half grad @ float32 weight
+
+        with torch.autocast("cuda"):
+            loss = LinearFn.apply(x, weight).sum()
+        loss.backward()
+        """
+    good = """
+        class LinearFn(torch.autograd.Function):
+            @staticmethod
+            @torch.amp.custom_fwd(device_type="cuda")
+            def forward(ctx, x, weight):
+                ctx.save_for_backward(x, weight)
+                return x @ weight.t()
+
+            @staticmethod
+            @torch.amp.custom_bwd(device_type="cuda")
+            def backward(ctx, grad):
+                x, weight = ctx.saved_tensors
+                return grad @ weight, grad.t() @ x
+        """
+
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        self.functions: set[str] = set()  # local classes that are autograd Functions
+        self.candidates: list[_Candidate] = []
+        self.decorated: dict[cst.FunctionDef, set[str]] = {}  # custom_fwd/custom_bwd it has
+        self.autocast_off: set[cst.FunctionDef] = set()  # runs with autocast disabled
+        self.mixing: dict[cst.FunctionDef, cst.CSTNode] = {}  # first matmul-like op in it
+        self.signal: tuple[cst.CSTNode, str] | None = None  # where the file uses autocast
+
+    def check_class(self, site: ClassSite) -> None:
+        if not any(b in _FUNCTION_BASES or b in self.functions for b in site.bases):
+            return
+        self.functions.add(site.node.name.value)
+        methods = {s.name.value: s for s in site.node.body.body if isinstance(s, cst.FunctionDef)}
+        forward, backward = methods.get("forward"), methods.get("backward")
+        if forward is not None and backward is not None:
+            self.candidates.append(_Candidate(site.node, forward, backward))
+
+    def check_function(self, site: FunctionSite) -> None:
+        leaves = {(d.qualname or "").rsplit(".", 1)[-1] for d in site.decorators}
+        amp = leaves & {"custom_fwd", "custom_bwd"}
+        if amp:
+            self.decorated[site.node] = amp
+            self._signal(site.node, "`custom_fwd`/`custom_bwd` is used")
+        region = site.scope.autocast
+        if region is not None and region.enabled is False:
+            self.autocast_off.add(site.node)
+        elif region is not None:
+            self._signal(region.node, "autocast is used")
+
+    def check_call(self, call: CallSite) -> None:
+        function = call.scope.function
+        if call.op in _MIXING_OPS and function is not None:
+            self.mixing.setdefault(function, call.node)
+        region = call.scope.autocast
+        if region is not None and region.active:
+            self._signal(region.node, "autocast is used")
+        elif call.qualname in _SCALERS:
+            self._signal(call.node, "a GradScaler is used")
+
+    def _signal(self, node: cst.CSTNode, text: str) -> None:
+        if self.signal is None or (self.signal[1] != "autocast is used" and "autocast" in text):
+            self.signal = (node, text)
+
+    def finish(self) -> None:
+        if self.signal is None:
+            return
+        for cand in self.candidates:
+            if cand.forward in self.autocast_off:
+                continue
+            op = self.mixing.get(cand.forward)
+            back = self.mixing.get(cand.backward)
+            if op is None or back is None:
+                continue
+            missing = [
+                f"`@torch.amp.custom_{kind}` on `{method.name.value}`"
+                for kind, method in (("fwd", cand.forward), ("bwd", cand.backward))
+                if f"custom_{kind}" not in self.decorated.get(method, set())
+            ]
+            if missing:
+                self.report_candidate(cand, missing, op, back)
+
+    def report_candidate(
+        self, cand: _Candidate, missing: list[str], op: cst.CSTNode, back: cst.CSTNode
+    ) -> None:
+        assert self.signal is not None
+        node, text = self.signal
+        name = cand.node.name.value
+        message = (
+            f"autograd Function `{name}` has no {' or '.join(missing)}, and {text} in this file "
+            f"({self.line(node)}): `backward` runs outside autocast, so the half-precision "
+            f"gradient of `{self.ctx.code(op, 40)}` meets the float32 tensors saved in "
+            f"`forward` at `{self.ctx.code(back, 40)}`"
+        )
+        related = [
+            (op, "autocast runs this in half precision in `forward`"),
+            (back, "`backward` mixes the half gradient with saved float32 tensors here"),
+            (node, text[0].upper() + text[1:]),
+        ]
+        self.report(cand.node.name, message, related=related)

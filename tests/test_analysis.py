@@ -1,0 +1,272 @@
+"""The provenance pass: where each value's dtype comes from, through real code shapes.
+
+Each snippet calls ``probe.at(x)``; the test reads the fact the engine holds for
+``x`` at that point of the program.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import ClassVar
+
+import libcst as cst
+
+from mpcheck.engine import Options, check_source
+from mpcheck.facts import Cause, Fact, Kind, Prec
+from mpcheck.rule import Rule
+from mpcheck.sites import CallSite
+
+HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
+
+
+class Probe(Rule):
+    """A rule that records the fact of ``x`` at each ``probe.at(x)``."""
+
+    code = "MPC999"
+    name = "probe"
+    summary = "test probe"
+    seen: ClassVar[list[Fact]] = []
+
+    def check_call(self, call: CallSite) -> None:
+        receiver = call.receiver.node if call.receiver else None
+        if call.method == "at" and isinstance(receiver, cst.Name) and receiver.value == "probe":
+            self.seen.append(call.args[0].fact)
+
+
+def probe(body: str, module_half_capable: bool = True) -> list[Fact]:
+    Probe.seen = []
+    options = Options(module_half_capable=module_half_capable)
+    diags = check_source(HEADER + textwrap.dedent(body), "t.py", [Probe], options)
+    assert not diags, diags
+    return Probe.seen
+
+
+def one(body: str) -> Fact:
+    facts = probe(body)
+    assert len(facts) == 1, facts
+    return facts[0]
+
+
+def test_forward_inputs_and_submodule_outputs_are_model_dtype() -> None:
+    facts = probe(
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+            def forward(self, x, input_ids, attention_mask=None):
+                h = self.proj(x)
+                probe.at(x); probe.at(h); probe.at(input_ids); probe.at(attention_mask)
+        """
+    )
+    assert [f.prec for f in facts] == [Prec.MODEL, Prec.MODEL, Prec.INT, Prec.UNKNOWN]
+
+
+def test_upcasts_and_casts_record_where_they_happened() -> None:
+    facts = probe(
+        """
+        def f(x):
+            a = x.float()
+            b = x.to(torch.float32)
+            c = x.to(dtype=torch.float)
+            d = x.type(torch.float32)
+            e = x.half()
+            g = x.to(torch.bfloat16)
+            probe.at(a); probe.at(b); probe.at(c); probe.at(d); probe.at(e); probe.at(g)
+        """
+    )
+    assert [(f.prec, f.dtype) for f in facts] == [(Prec.FULL, "float32")] * 4 + [
+        (Prec.HALF, "float16"),
+        (Prec.HALF, "bfloat16"),
+    ]
+    assert facts[0].cause is Cause.UPCAST and "`.float()`" in facts[0].origin.text  # type: ignore[union-attr]
+
+
+def test_factories_default_to_float32_unless_given_a_dtype() -> None:
+    facts = probe(
+        """
+        def f(x):
+            probe.at(torch.ones(2, 3))
+            probe.at(torch.zeros(2, dtype=x.dtype))
+            probe.at(torch.ones_like(x))
+            probe.at(x.new_zeros(3))
+            probe.at(torch.arange(10))
+            probe.at(torch.arange(10) * 0.5)
+            probe.at(torch.tensor(1.0))
+            probe.at(torch.full((2,), True))
+        """
+    )
+    precs = [f.prec for f in facts]
+    assert precs == [
+        Prec.FULL,
+        Prec.MODEL,
+        Prec.MODEL,
+        Prec.MODEL,
+        Prec.INT,
+        Prec.FULL,
+        Prec.FULL,
+        Prec.BOOL,
+    ]
+    assert facts[0].cause is Cause.FACTORY and facts[5].cause is Cause.INT_FLOAT
+    assert facts[6].zero_dim
+
+
+def test_same_as_casts_follow_the_other_tensor() -> None:
+    facts = probe(
+        """
+        def f(x, y):
+            s = torch.softmax(x.float(), dim=-1).to(x.dtype)
+            t = y.float().type_as(x)
+            u = y.float().to(x)
+            probe.at(s); probe.at(t); probe.at(u)
+        """
+    )
+    assert all(f.prec is Prec.MODEL and f.cause is Cause.SAME_AS for f in facts)
+
+
+def test_shape_ops_unpacking_and_promotion() -> None:
+    facts = probe(
+        """
+        def f(x):
+            q, k, v = x.float().chunk(3, dim=-1)
+            q = q.view(2, -1).transpose(0, 1).contiguous()
+            mixed = torch.cat([x, torch.ones(2)], dim=0)
+            scaled = x * 0.5 + 1
+            probe.at(q); probe.at(v); probe.at(mixed); probe.at(scaled)
+        """
+    )
+    assert [f.prec for f in facts] == [Prec.FULL, Prec.FULL, Prec.FULL, Prec.MODEL]
+    assert facts[2].cause is Cause.FACTORY
+
+
+def test_branches_join_and_loops_reach_a_fixpoint() -> None:
+    facts = probe(
+        """
+        def f(x, flag):
+            if flag:
+                h = x.float()
+            else:
+                h = x
+            probe.at(h)
+            g = x
+            for _ in range(3):
+                g = g.float()
+            probe.at(g)
+        """
+    )
+    assert facts[0].prec is Prec.UNKNOWN  # float32 on one path only: not asserted either way
+    assert facts[1].prec is Prec.UNKNOWN
+
+
+def test_functions_in_the_file_are_summarised_per_call() -> None:
+    facts = probe(
+        """
+        def rotate_half(x):
+            a, b = x.chunk(2, dim=-1)
+            return torch.cat((-b, a), dim=-1)
+
+        def upcast(x):
+            return x.float()
+
+        def g(x):
+            probe.at(rotate_half(x)); probe.at(rotate_half(x.float())); probe.at(upcast(x))
+        """
+    )
+    assert [f.prec for f in facts] == [Prec.MODEL, Prec.FULL, Prec.FULL]
+
+
+def test_module_casts_and_submodule_splits_in_scripts() -> None:
+    facts = probe(
+        """
+        def main():
+            model = nn.Linear(4, 4)
+            probe.at(model(torch.randn(2, 4)))
+            model.half()
+            probe.at(model(x))
+            model.to(torch.float32)
+            probe.at(model.weight)
+        """
+    )
+    assert [(f.prec, f.dtype) for f in facts] == [
+        (Prec.FULL, "float32"),
+        (Prec.HALF, "float16"),
+        (Prec.FULL, "float32"),
+    ]
+
+
+def test_weight_dtype_that_may_be_half_is_half_on_some_paths() -> None:
+    facts = probe(
+        """
+        def main(args):
+            weight_dtype = torch.float32
+            if args.mixed_precision == "fp16":
+                weight_dtype = torch.float16
+            unet = load()
+            latents = torch.randn(2, 4).to(dtype=weight_dtype)
+            probe.at(latents)
+        """
+    )
+    assert (facts[0].prec, facts[0].dtype, facts[0].maybe) == (Prec.HALF, "float16", True)
+
+
+def test_autocast_regions_mark_lowered_outputs() -> None:
+    facts = probe(
+        """
+        def f(a, b):
+            a = a.float(); b = b.float()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                c = a @ b
+                d = torch.softmax(c, -1)
+            probe.at(c); probe.at(d)
+        """
+    )
+    assert (facts[0].prec, facts[0].dtype, facts[0].cause) == (
+        Prec.HALF,
+        "bfloat16",
+        Cause.AUTOCAST,
+    )
+    assert facts[1].prec is Prec.HALF  # softmax is not on the CPU autocast lists
+
+
+def test_keep_in_fp32_modules_run_in_float32() -> None:
+    facts = probe(
+        """
+        class TimeEmbedding(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = nn.Linear(4, 4)
+            def forward(self, t):
+                probe.at(self.linear(t))
+                return t
+
+        class Model(nn.Module):
+            _keep_in_fp32_modules = ["time_embedding"]
+            def __init__(self):
+                super().__init__()
+                self.time_embedding = TimeEmbedding()
+                self.proj = nn.Linear(4, 4)
+            def forward(self, x):
+                probe.at(self.proj(x))
+        """
+    )
+    assert [f.prec for f in facts] == [Prec.FULL, Prec.MODEL]
+
+
+def test_module_half_capable_switch() -> None:
+    body = """
+        class Net(nn.Module):
+            def forward(self, x):
+                probe.at(x)
+        """
+    assert probe(body)[0].prec is Prec.MODEL
+    assert probe(body, module_half_capable=False)[0].prec is not Prec.MODEL
+
+
+def test_dtype_objects() -> None:
+    fact = one(
+        """
+        def f(x):
+            probe.at(x.dtype)
+        """
+    )
+    assert fact.kind is Kind.DTYPE and fact.prec is Prec.MODEL

@@ -1,0 +1,422 @@
+"""``mpcheck`` end to end: exit codes, options, configuration, suppressions, ``rule``.
+
+Most tests call :func:`mpcheck.cli.main` in-process (fast); the ones about what reaches a
+terminal (no traceback, ``--version``, stdin) run ``python -m mpcheck`` as a subprocess.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mpcheck
+from mpcheck import cli
+from mpcheck.rule import all_rules
+
+BAD = """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = x.float()
+        return self.proj(h){noqa}
+"""
+BAD_ROW, BAD_COL = 12, 16
+GOOD = """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = x.float().softmax(-1)
+        return self.proj(h.to(x.dtype))
+"""
+NO_TORCH = "def f(x):\n    return x + 1\n"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every test runs in its own directory, without CI variables leaking in."""
+    for name in ("MPCHECK_OUTPUT_FORMAT", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def write(path: str, text: str) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    return p
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict[str, Any]]]:
+    rc, out, err = run(capsys, "check", "--output-format", "json", *argv)
+    assert rc in (0, 1), err
+    data: list[dict[str, Any]] = json.loads(out)
+    return rc, data
+
+
+def found(data: list[dict[str, Any]]) -> set[tuple[str, int, str]]:
+    return {
+        (os.path.relpath(d["filename"]), d["location"]["row"], d["code"])
+        if d["filename"] != "-"
+        else ("-", d["location"]["row"], d["code"])
+        for d in data
+    }
+
+
+def subprocess_mpcheck(
+    *argv: str, cwd: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MPCHECK_OUTPUT_FORMAT", "GITHUB_STEP_SUMMARY")
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "mpcheck", *argv],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+
+
+# -- exit codes ---------------------------------------------------------------------------------
+
+
+def test_exit_0_when_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    write("good.py", GOOD)
+    write("plain.py", NO_TORCH)
+    rc, out, _ = run(capsys, "check", ".")
+    assert (rc, out) == (0, "All checks passed!\n")
+
+
+def test_exit_1_with_findings(capsys: pytest.CaptureFixture[str]) -> None:
+    write("pkg/bad.py", BAD.format(noqa=""))
+    rc, out, _ = run(capsys, "check", "--output-format", "concise")
+    assert rc == 1
+    assert out.startswith(f"pkg/bad.py:{BAD_ROW}:{BAD_COL}: MPC101 ")
+    assert "Found 1 error." in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["check", "missing.py"], "mpcheck: error: missing.py: No such file or directory\n"),
+        (["check", "--select", "MPC999"], "mpcheck: error: unknown rule selector 'MPC999'\n"),
+        (["check", "--ignore", "mpc1"], "mpcheck: error: --ignore: invalid rule selector 'mpc1'"),
+        (["check", "--config", "nope.toml"], "mpcheck: error: nope.toml: no such configuration"),
+        (["rule", "MPC999"], "mpcheck: error: unknown rule `MPC999`"),
+    ],
+)
+def test_exit_2_on_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    write("bad.py", BAD.format(noqa=""))
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2
+    assert err.startswith(message)
+    assert err.count("\n") == 1 and out == ""
+
+
+def test_exit_2_on_unknown_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["check", "--no-such-option"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            "[tool.mpcheck]\nselectt = []\n",
+            "pyproject.toml: unknown key 'selectt' in [tool.mpcheck]",
+        ),
+        ("[tool.mpcheck]\nmodule-half-capable = 1\n", "'module-half-capable' in [tool.mpcheck]"),
+        ("[tool.mpcheck\n", "pyproject.toml: invalid TOML"),
+        ('[tool.mpcheck]\nselect = ["MPC9"]\n', "unknown rule selector 'MPC9'"),
+    ],
+)
+def test_config_errors_are_one_line_without_traceback(
+    tmp_path: Path, config: str, message: str
+) -> None:
+    write("pyproject.toml", config)
+    write("bad.py", BAD.format(noqa=""))
+    proc = subprocess_mpcheck("check", ".", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("mpcheck: error: ") and message in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# -- options ------------------------------------------------------------------------------------
+
+
+def _two_rules_project() -> None:
+    write("bad.py", BAD.format(noqa=""))
+    # MPC100 (unused noqa) is a second, independent code to select and ignore.
+    write("noqa.py", "import torch\nx = torch.ones(3)  # noqa: MPC101\n")
+
+
+def test_select_and_ignore(capsys: pytest.CaptureFixture[str]) -> None:
+    _two_rules_project()
+    both = {("bad.py", BAD_ROW, "MPC101"), ("noqa.py", 2, "MPC100")}
+    assert found(run_json(capsys, ".")[1]) == both
+    assert found(run_json(capsys, "--select", "MPC101", ".")[1]) == {("bad.py", BAD_ROW, "MPC101")}
+    assert found(run_json(capsys, "--select", "MPC1", ".")[1]) == both
+    assert found(run_json(capsys, "--ignore", "MPC101", ".")[1]) == {("noqa.py", 2, "MPC100")}
+    assert run_json(capsys, "--select", "ALL", "--ignore", "MPC1", ".") == (0, [])
+    rc, data = run_json(capsys, "--select", "MPC100", "--extend-select", "MPC101", ".")
+    assert (rc, found(data)) == (1, both)
+
+
+def test_statistics(capsys: pytest.CaptureFixture[str]) -> None:
+    _two_rules_project()
+    write("bad2.py", BAD.format(noqa=""))
+    rc, out, _ = run(capsys, "check", "--statistics", ".")
+    assert rc == 1
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert [(n.strip(), code) for n, code, _ in lines] == [("2", "MPC101"), ("1", "MPC100")]
+    assert lines[0][2].endswith("upcast-reaches-half-op")
+
+
+def test_exit_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    write("bad.py", BAD.format(noqa=""))
+    rc, out, _ = run(capsys, "check", "--exit-zero", "--output-format", "concise", ".")
+    assert rc == 0
+    assert f"bad.py:{BAD_ROW}:{BAD_COL}: MPC101" in out
+
+
+def test_stdin_with_dash(tmp_path: Path) -> None:
+    proc = subprocess_mpcheck(
+        "check", "--output-format", "concise", "-", cwd=tmp_path, stdin=BAD.format(noqa="")
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.startswith(f"-:{BAD_ROW}:{BAD_COL}: MPC101 ")
+    clean = subprocess_mpcheck("check", "-", cwd=tmp_path, stdin=GOOD)
+    assert (clean.returncode, clean.stdout) == (0, "All checks passed!\n")
+
+
+def test_stdin_filename_names_the_file_and_selects_per_file_ignores(tmp_path: Path) -> None:
+    write("pyproject.toml", '[tool.mpcheck]\nper-file-ignores = {"legacy/*" = ["MPC101"]}\n')
+    source = BAD.format(noqa="")
+    proc = subprocess_mpcheck(
+        "check",
+        "--output-format",
+        "json",
+        "--stdin-filename",
+        "models/block.py",
+        "-",
+        cwd=tmp_path,
+        stdin=source,
+    )
+    assert proc.returncode == 1, proc.stderr
+    (finding,) = json.loads(proc.stdout)
+    assert finding["filename"] == str(tmp_path / "models" / "block.py")
+    ignored = subprocess_mpcheck(
+        "check", "--stdin-filename", "legacy/block.py", cwd=tmp_path, stdin=source
+    )
+    assert ignored.returncode == 0, ignored.stdout + ignored.stderr
+
+
+def test_stdin_cannot_mix_with_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    write("bad.py", BAD.format(noqa=""))
+    rc, _, err = run(capsys, "check", "-", "bad.py")
+    assert rc == 2 and "cannot be mixed" in err
+
+
+def test_config_option(capsys: pytest.CaptureFixture[str]) -> None:
+    write("bad.py", BAD.format(noqa=""))
+    write("ci/strict.toml", "select = ['MPC100']\n")
+    write("ci/off.toml", "module-half-capable = false\n")
+    assert run_json(capsys, ".")[0] == 1
+    assert run_json(capsys, "--config", "ci/strict.toml", ".") == (0, [])
+    assert run_json(capsys, "--config", "ci/off.toml", ".") == (0, [])
+
+
+def test_nearest_pyproject_is_used(capsys: pytest.CaptureFixture[str]) -> None:
+    write("bad.py", BAD.format(noqa=""))
+    write("pyproject.toml", "[tool.mpcheck]\nignore = ['MPC101']\n")
+    assert run_json(capsys, ".") == (0, [])
+
+
+def test_force_exclude(capsys: pytest.CaptureFixture[str]) -> None:
+    write("build/generated.py", BAD.format(noqa=""))
+    write("pyproject.toml", "[tool.mpcheck]\nextend-exclude = ['legacy']\n")
+    write("legacy/old.py", BAD.format(noqa=""))
+    # Walking a directory skips excluded ones; explicit paths are checked unless forced.
+    assert run_json(capsys, ".") == (0, [])
+    explicit = ("build/generated.py", "legacy/old.py")
+    assert found(run_json(capsys, *explicit)[1]) == {
+        ("build/generated.py", BAD_ROW, "MPC101"),
+        ("legacy/old.py", BAD_ROW, "MPC101"),
+    }
+    assert run_json(capsys, "--force-exclude", *explicit) == (0, [])
+
+
+def test_force_exclude_without_paths_checks_the_current_directory(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # What pre-commit would run if it ever called the hook without file names.
+    write("pkg/bad.py", BAD.format(noqa=""))
+    write("build/generated.py", BAD.format(noqa=""))
+    rc, data = run_json(capsys, "--force-exclude")
+    assert (rc, found(data)) == (1, {("pkg/bad.py", BAD_ROW, "MPC101")})
+
+
+def test_output_file(capsys: pytest.CaptureFixture[str]) -> None:
+    write("bad.py", BAD.format(noqa=""))
+    rc, out, _ = run(capsys, "check", "--output-format", "json", "-o", "report.json", ".")
+    assert (rc, out) == (1, "")
+    (finding,) = json.loads(Path("report.json").read_text())
+    assert finding["code"] == "MPC101"
+    rc, out, err = run(capsys, "check", "-o", "no/such/dir/report.txt", ".")
+    assert rc == 2 and out == ""
+    assert err.startswith("mpcheck: error: cannot write no/such/dir/report.txt")
+
+
+def test_output_format_from_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write("bad.py", BAD.format(noqa=""))
+    monkeypatch.setenv("MPCHECK_OUTPUT_FORMAT", "json-lines")
+    rc, out, _ = run(capsys, "check", ".")
+    assert rc == 1
+    assert json.loads(out.splitlines()[0])["code"] == "MPC101"
+    rc, out, _ = run(capsys, "check", "--output-format", "concise", ".")  # the flag wins
+    assert out.startswith("bad.py:")
+    monkeypatch.setenv("MPCHECK_OUTPUT_FORMAT", "yaml")
+    rc, out, err = run(capsys, "check", ".")
+    assert rc == 2 and out == ""
+    assert err.startswith("mpcheck: error: unknown output format `yaml`")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("fmt", ["github", "sarif", "junit", "gitlab", "pylint", "rdjson"])
+def test_every_output_format_reports_the_finding(
+    capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    write("bad.py", BAD.format(noqa=""))
+    rc, out, _ = run(capsys, "check", "--output-format", fmt, ".")
+    assert rc == 1
+    assert "MPC101" in out and "bad.py" in out
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+def test_syntax_error_is_a_finding_and_other_files_are_still_checked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write("a_broken.py", "import torch\n\ndef f(:\n    pass\n")
+    write("b_bad.py", BAD.format(noqa=""))
+    write("c_undecodable.py", "import torch\n")
+    Path("c_undecodable.py").write_bytes(b"import torch\nx = '\xff\xfe'\n")
+    rc, data = run_json(capsys, ".")
+    assert rc == 1
+    codes = {(d["filename"].rsplit("/", 1)[1], d["code"]) for d in data}
+    assert codes == {
+        ("a_broken.py", "MPC001"),
+        ("b_bad.py", "MPC101"),
+        ("c_undecodable.py", "MPC001"),
+    }
+    broken = next(d for d in data if d["filename"].endswith("a_broken.py"))
+    assert broken["location"]["row"] == 3
+    assert broken["message"].startswith("SyntaxError")
+
+
+# -- suppressions -------------------------------------------------------------------------------
+
+
+def test_noqa_suppresses_and_unused_noqa_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    write("blanket.py", BAD.format(noqa="  # noqa"))
+    write("coded.py", BAD.format(noqa="  # noqa: MPC101"))
+    write("wrong_code.py", BAD.format(noqa="  # noqa: MPC103"))
+    write("unused.py", "import torch\nx = torch.ones(3)  # noqa: MPC101\n")
+    write("file_level.py", "# mpcheck: noqa\n" + BAD.format(noqa=""))
+    rc, data = run_json(capsys, ".")
+    assert rc == 1
+    assert found(data) == {
+        ("wrong_code.py", BAD_ROW, "MPC101"),
+        ("wrong_code.py", BAD_ROW, "MPC100"),
+        ("unused.py", 2, "MPC100"),
+    }
+    unused = next(d for d in data if d["filename"].endswith("unused.py"))
+    assert "MPC101" in unused["message"]
+
+
+def test_per_file_ignores(capsys: pytest.CaptureFixture[str]) -> None:
+    write("pyproject.toml", '[tool.mpcheck]\nper-file-ignores = {"tests/**" = ["MPC1"]}\n')
+    write("tests/test_block.py", BAD.format(noqa=""))
+    write("src/block.py", BAD.format(noqa=""))
+    rc, data = run_json(capsys, ".")
+    assert (rc, found(data)) == (1, {("src/block.py", BAD_ROW, "MPC101")})
+
+
+# -- rule, version -------------------------------------------------------------------------------
+
+
+def test_rule_prints_the_docs(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "rule", "MPC101")
+    assert rc == 0
+    assert out.startswith("# MPC101 `upcast-reaches-half-op`")
+    assert "```python" in out
+    assert run(capsys, "rule", "upcast-reaches-half-op")[1] == out  # by name too
+    rc, out, _ = run(capsys, "rule", "MPC101", "--output-format", "json")
+    assert json.loads(out)["name"] == "upcast-reaches-half-op"
+
+
+def test_rule_all_lists_every_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "rule", "--all")
+    assert rc == 0
+    listed = [line.split()[0] for line in out.splitlines()]
+    assert listed == [r.code for r in all_rules()]
+    assert {"MPC001", "MPC100", "MPC101"} <= set(listed)
+    rc, out, _ = run(capsys, "rule", "--all", "--output-format", "json")
+    assert [r["code"] for r in json.loads(out)] == listed
+
+
+def test_version(tmp_path: Path) -> None:
+    proc = subprocess_mpcheck("--version", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, f"mpcheck {mpcheck.__version__}\n")
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys)
+    assert rc == 2 and "usage: mpcheck" in out
+
+
+def test_stdin_in_process(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(BAD.format(noqa="").encode())))
+    rc, data = run_json(capsys, "--stdin-filename", "x.py")
+    assert (rc, found(data)) == (1, {("x.py", BAD_ROW, "MPC101")})

@@ -1,0 +1,78 @@
+"""torch's promotion and control-flow joins, on the coarse dtype lattice."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mpcheck.facts import (
+    SCALAR,
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    element,
+    join,
+    promote,
+    seq_of,
+)
+
+NODE = cst.Name("x")
+
+
+def tensor(prec: Prec, dtype: str | None = None, cause: Cause = Cause.ACTIVATION) -> Fact:
+    return Fact(Kind.TENSOR, prec, dtype, Origin(NODE, cause, "here"))
+
+
+MODEL = tensor(Prec.MODEL)
+FULL = tensor(Prec.FULL, "float32", Cause.UPCAST)
+HALF = tensor(Prec.HALF, "float16", Cause.CAST)
+INT = tensor(Prec.INT, "int64", Cause.FACTORY)
+
+
+def test_float32_wins_over_half_and_model() -> None:
+    assert promote([MODEL, FULL]).prec is Prec.FULL
+    assert promote([HALF, FULL]).prec is Prec.FULL
+    assert promote([MODEL, HALF]).prec is Prec.HALF
+
+
+def test_float64_wins_over_float32() -> None:
+    double = tensor(Prec.FULL, "float64", Cause.UPCAST)
+    assert promote([FULL, double]).dtype == "float64"
+
+
+def test_python_scalars_and_zero_dim_tensors_do_not_promote() -> None:
+    assert promote([MODEL, Fact(Kind.SCALAR, value=0.5)]).prec is Prec.MODEL
+    zero_dim = Fact(Kind.TENSOR, Prec.FULL, "float32", zero_dim=True)
+    assert promote([MODEL, zero_dim]).prec is Prec.MODEL
+
+
+def test_int_tensor_times_python_float_is_float32() -> None:
+    out = promote([INT, Fact(Kind.SCALAR, value=0.5)], NODE)
+    assert (out.prec, out.dtype, out.cause) == (Prec.FULL, "float32", Cause.INT_FLOAT)
+    assert promote([INT, Fact(Kind.SCALAR, value=2.0)], NODE).prec is Prec.INT
+
+
+def test_unknown_operand_keeps_the_known_floating_side() -> None:
+    assert promote([MODEL, Fact(Kind.TENSOR)]).prec is Prec.MODEL
+    assert promote([Fact(Kind.TENSOR), INT]).prec is Prec.UNKNOWN
+    assert promote([SCALAR]) == SCALAR
+
+
+def test_join_of_different_tensor_precisions_is_unknown() -> None:
+    assert join(MODEL, FULL).prec is Prec.UNKNOWN
+    assert join(MODEL, MODEL) is MODEL
+
+
+def test_join_of_dtype_objects_keeps_the_half_side_as_maybe() -> None:
+    fp16 = Fact(Kind.DTYPE, Prec.HALF, "float16")
+    fp32 = Fact(Kind.DTYPE, Prec.FULL, "float32")
+    joined = join(fp32, fp16)
+    assert (joined.prec, joined.dtype, joined.maybe) == (Prec.HALF, "float16", True)
+
+
+def test_sequences() -> None:
+    pair = seq_of([MODEL, FULL])
+    assert element(pair, 1) is FULL
+    assert element(pair).prec is Prec.UNKNOWN  # unknown index: join of the items
+    assert join(pair, seq_of([MODEL, FULL])).items == (MODEL, FULL)

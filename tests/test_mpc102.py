@@ -1,0 +1,266 @@
+"""MPC102 factory-dtype-default: exact positions, messages, related locations and fixes."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mpcheck.diagnostics import Diagnostic
+from mpcheck.fixes import apply_fixes
+from tests.support import check
+
+HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
+
+
+def findings(body: str, code: str = "MPC102") -> list[Diagnostic]:
+    return [d for d in check(HEADER + textwrap.dedent(body)) if d.code == code]
+
+
+def span(d: Diagnostic) -> tuple[int, int, int, int]:
+    return (d.start.row, d.start.column, d.end.row, d.end.column)
+
+
+def fixed_line(body: str, d: Diagnostic, row: int | None = None) -> str:
+    """Line ``row`` (default: the finding's) of the source after applying ``d``'s fix."""
+    source, n = apply_fixes(HEADER + textwrap.dedent(body), [d], unsafe=True)
+    assert n == 1
+    return source.splitlines()[(row or d.start.row) - 1].strip()
+
+
+def test_mask_concatenated_with_latents_is_reported_at_the_factory() -> None:
+    body = """
+        class UNet(nn.Module):
+            def forward(self, latents):
+                mask = torch.ones(latents.shape[0], 1, 8, 8)
+                sample = torch.cat([latents, mask], dim=1)
+                return self.conv_in(sample)
+        """
+    (d,) = findings(body)
+    assert span(d) == (7, 16, 7, 53)
+    assert d.message == (
+        "`mask` is made float32 (the default dtype) by `torch.ones` without `dtype=`; "
+        "`torch.cat` at line 8 concatenates it with `latents` (the model's dtype), so the "
+        "result silently becomes float32 and the next half-precision layer rejects it"
+    )
+    (note,) = d.related
+    assert (note.start.row, note.start.column) == (8, 18)
+    assert note.message == "concatenates it with `latents` (the model's dtype) here"
+    assert d.fix is not None and d.fix.applicability == "unsafe"
+    assert d.fix.message == "Pass `dtype=latents.dtype`"
+    (edit,) = d.fix.edits
+    assert (edit.content, edit.start.row, edit.start.column) == ("8, dtype=latents.dtype", 7, 51)
+    assert (
+        fixed_line(body, d) == "mask = torch.ones(latents.shape[0], 1, 8, 8, dtype=latents.dtype)"
+    )
+
+
+def test_fix_keeps_a_magic_trailing_comma() -> None:
+    body = """
+        class UNet(nn.Module):
+            def forward(self, latents):
+                mask = torch.zeros(
+                    latents.shape[0],
+                    1,
+                )
+                return torch.stack([latents, mask])
+        """
+    (d,) = findings(body)
+    assert span(d) == (7, 16, 10, 10)
+    assert "`torch.stack` at line 11 stacks it with `latents`" in d.message
+    assert fixed_line(body, d, 9) == "1, dtype=latents.dtype,"
+
+
+def test_where_and_addition_say_how_they_mix() -> None:
+    where, added = findings(
+        """
+        class Cond(nn.Module):
+            def forward(self, cond, drop_mask, x):
+                null = torch.zeros(4, 8)
+                cond = torch.where(drop_mask, null, cond)
+                noise = torch.randn(4, 8)
+                return self.proj(x + noise), cond
+        """
+    )
+    assert span(where) == (7, 16, 7, 33)
+    assert "`torch.where` at line 8 selects between it and `cond` (the model's dtype)" in (
+        where.message
+    )
+    assert span(added) == (9, 17, 9, 34)
+    assert "; the `+` at line 10 adds it to `x` (the model's dtype)" in added.message
+
+
+def test_timestep_embedding_reaching_a_half_linear() -> None:
+    (d,) = findings(
+        """
+        def embed(timesteps, dim: int):
+            freqs = torch.exp(torch.arange(dim) / dim)
+            return timesteps[:, None] * freqs[None]
+
+        class TimeEmbedding(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear_1 = nn.Linear(8, 8)
+            def forward(self, sample, timesteps):
+                t_emb = embed(timesteps, 8)
+                return self.linear_1(t_emb)
+        """
+    )
+    assert span(d) == (6, 23, 6, 46)
+    assert d.message == (
+        "`t_emb` is an int64 tensor from `torch.arange`, turned float32 by true division; it "
+        "reaches `self.linear_1` at line 15, which runs in the model's dtype and raises when "
+        "that is half"
+    )
+    (note,) = d.related
+    assert (note.start.row, note.message) == (15, "`self.linear_1` runs in the model's dtype here")
+    assert d.fix is None  # the int64 arange has no dtype= to add
+
+
+def test_factory_fed_straight_to_a_layer_offers_the_weights_dtype() -> None:
+    (d,) = findings(
+        """
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+            def forward(self, x):
+                return self.proj(torch.zeros(x.shape[0], 8)) + x
+        """
+    )
+    assert span(d) == (10, 26, 10, 52)
+    assert "`torch.zeros(x.shape[0], 8)` is made float32" in d.message
+    assert d.fix is not None
+    assert d.fix.edits[0].content == "8, dtype=self.proj.weight.dtype"
+
+
+def test_mixed_then_consumed_is_one_finding_at_the_factory() -> None:
+    (d,) = findings(
+        """
+        class UNet(nn.Module):
+            def forward(self, latents):
+                mask = torch.ones(2, 1, 8, 8)
+                sample = torch.cat([latents, mask], dim=1)
+                return self.conv_in(sample) + self.conv_out(sample)
+        """
+    )
+    assert span(d)[:2] == (7, 16)
+    assert "concatenates it" in d.message
+
+
+def test_script_with_a_half_model() -> None:
+    (d,) = findings(
+        """
+        head = nn.Linear(8, 2).half()
+        feats = torch.randn(4, 7, dtype=torch.float16)
+        padded = torch.cat([feats, torch.ones(4, 1)], dim=1)
+        head(padded)
+        """
+    )
+    assert span(d) == (7, 28, 7, 44)
+    assert "concatenates it with `feats` (float16)" in d.message
+    assert d.fix is None  # module level: no function to check `feats` is defined in
+
+
+def test_kv_cache_concatenated_into_keys_is_mpc102_not_mpc103() -> None:
+    source = """
+        class Attn(nn.Module):
+            def forward(self, q, k, v):
+                past = torch.zeros(1, 2, 3, 4)
+                k = torch.cat([past, k], dim=2)
+                v = torch.cat([past.to(v.dtype), v], dim=2)
+                return F.scaled_dot_product_attention(q, k, v)
+        """
+    assert [span(d)[:2] for d in findings(source)] == [(7, 16)]
+    assert findings(source, "MPC103") == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the activations' own dtype
+        "mask = torch.ones_like(latents[:, :1])",
+        "mask = latents.new_zeros(latents.shape[0], 1, 8, 8)",
+        "mask = torch.ones(2, 1, 8, 8, dtype=latents.dtype)",
+        "mask = torch.ones(2, 1, 8, 8, device=latents.device, **kw)",
+        "mask = torch.ones(2, 1, 8, 8).to(latents.dtype)",
+        "mask = torch.ones(2, 1, 8, 8).type_as(latents)",
+        "mask = torch.ones(2, 1, 8, 8).to(latents)",
+        # scalars and 0-dim tensors never promote
+        "mask = latents[:, :1] * 0.0 + torch.tensor(1.0)",
+        # integer and bool tensors
+        "mask = torch.ones(2, 1, 8, 8, dtype=torch.bool).to(latents.dtype)",
+        "mask = latents[:, :1][torch.arange(2)]",
+        "mask = latents[:, :1].masked_fill(torch.zeros(2, 1, 8, 8) > 0, 0)",
+    ],
+)
+def test_silent_for_correct_idioms(body: str) -> None:
+    source = f"""
+        class UNet(nn.Module):
+            def forward(self, latents, kw):
+                {body}
+                sample = torch.cat([latents, mask], dim=1)
+                return self.conv_in(sample)
+        """
+    assert findings(source) == []
+
+
+def test_silent_for_arithmetic_on_weights() -> None:
+    """Re-parametrisation: the float32 sum lands in ``copy_``, which casts it back."""
+    assert (
+        findings(
+            """
+            class RepConv(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv2d(4, 4, 3)
+                    self.scale = nn.Parameter(torch.ones(4))
+                def fuse(self):
+                    w = self.conv.weight + torch.ones(4, 4, 3, 3) * self.scale[:, None, None, None]
+                    self.conv.weight.data.copy_(w)
+            """
+        )
+        == []
+    )
+
+
+def test_silent_in_float32_script_code() -> None:
+    assert (
+        findings(
+            """
+            backbone = nn.Linear(6, 7)
+            feats = backbone(torch.randn(4, 6))
+            padded = torch.cat([feats, torch.ones(4, 1)], dim=1)
+            out = nn.Linear(8, 2)(padded + torch.randn(4, 8))
+            """
+        )
+        == []
+    )
+
+
+def test_silent_under_autocast() -> None:
+    assert (
+        findings(
+            """
+            class Head(nn.Module):
+                def forward(self, feats):
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        padded = torch.cat([feats, torch.ones(4, 1)], dim=1)
+                        return self.proj(padded)
+            """
+        )
+        == []
+    )
+
+
+def test_silent_for_a_half_input_to_a_float32_norm_weight() -> None:
+    assert (
+        findings(
+            """
+            class Norm(nn.Module):
+                def forward(self, x):
+                    return F.layer_norm(x, (8,), torch.ones(8), torch.zeros(8))
+            """
+        )
+        == []
+    )

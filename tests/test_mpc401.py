@@ -1,0 +1,164 @@
+"""MPC401 autocast-unsafe-op: positions, messages, the logits fix and the silent cases."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from mpcheck.diagnostics import Diagnostic
+from mpcheck.fixes import apply_fixes
+from tests.support import check
+
+HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
+REFUSED = (
+    '("torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.")'
+)
+
+
+def source(body: str) -> str:
+    return HEADER + textwrap.dedent(body)
+
+
+def findings(body: str) -> list[Diagnostic]:
+    return [d for d in check(source(body)) if d.code == "MPC401"]
+
+
+def span(d: Diagnostic) -> tuple[int, int, int, int]:
+    return (d.start.row, d.start.column, d.end.row, d.end.column)
+
+
+def fixed(body: str) -> str:
+    text = source(body)
+    out, applied = apply_fixes(text, findings(body), unsafe=True)
+    assert applied
+    cst.parse_module(out)  # the fix produces valid code
+    return out[len(HEADER) :]
+
+
+GAN = """
+def d_step(disc, real, fake, ones, zeros):
+    with torch.autocast("cuda", dtype=torch.float16):
+        real_logits = disc(real)
+        loss = F.binary_cross_entropy(torch.sigmoid(real_logits), ones, reduction="sum")
+        loss = loss + F.binary_cross_entropy(disc(fake).sigmoid(), zeros)
+    return loss
+"""
+
+
+def test_functional_bce_under_cuda_autocast() -> None:
+    first, second = findings(GAN)
+    assert span(first) == (8, 16, 8, 89)
+    assert first.severity.value == "error"
+    assert first.message == (
+        '`F.binary_cross_entropy` raises inside `torch.autocast("cuda", dtype=torch.float16)` '
+        f"(line 6): autocast refuses it {REFUSED}; use "
+        "`F.binary_cross_entropy_with_logits` on the logits (without the sigmoid)"
+    )
+    (note,) = first.related
+    assert (note.start.row, note.start.column, note.message) == (6, 10, "the autocast region")
+    assert first.fix is not None and first.fix.applicability == "unsafe"
+    assert first.fix.message == (
+        "Use `F.binary_cross_entropy_with_logits` on `real_logits` (the logits, without the "
+        "sigmoid)"
+    )
+    assert span(second)[:2] == (9, 23)
+
+
+def test_fix_drops_the_sigmoid_and_keeps_the_other_arguments() -> None:
+    assert fixed(GAN) == textwrap.dedent(
+        """
+        def d_step(disc, real, fake, ones, zeros):
+            with torch.autocast("cuda", dtype=torch.float16):
+                real_logits = disc(real)
+                loss = F.binary_cross_entropy_with_logits(real_logits, ones, reduction="sum")
+                loss = loss + F.binary_cross_entropy_with_logits(disc(fake), zeros)
+            return loss
+        """
+    )
+
+
+def test_fix_spells_the_new_name_through_the_files_imports() -> None:
+    body = """
+    from torch.nn.functional import binary_cross_entropy
+
+    def step(logits, y):
+        with torch.cuda.amp.autocast():
+            return binary_cross_entropy(torch.nn.functional.sigmoid(logits), y)
+    """
+    # the most specific import of torch.nn.functional in the file: ``F``
+    assert "return F.binary_cross_entropy_with_logits(logits, y)" in fixed(body)
+
+
+def test_probabilities_from_elsewhere_get_no_fix() -> None:
+    (d,) = findings(
+        """
+        def step(logits, y, w):
+            with torch.autocast("cuda"):
+                probs = torch.sigmoid(logits)
+                return F.binary_cross_entropy(probs, y, weight=w)
+        """
+    )
+    assert d.fix is None
+
+
+def test_bce_module_instances() -> None:
+    first, second = findings(
+        """
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 3)
+                self.criterion = nn.BCELoss()
+
+            @torch.autocast("cuda")
+            def loss(self, x, y):
+                return self.criterion(torch.sigmoid(self.fc(x)), y)
+
+        def train(model, x, y):
+            with torch.autocast("cuda"):
+                return nn.BCELoss()(model(x), y)
+        """
+    )
+    assert span(first)[:2] == (13, 16)
+    assert first.message == (
+        '`self.criterion` (`nn.BCELoss`) raises inside `torch.autocast("cuda")` (line 11): '
+        f"autocast refuses it {REFUSED}; use `nn.BCEWithLogitsLoss` on the logits"
+    )
+    assert first.fix is None
+    assert span(second)[:2] == (17, 16)
+    assert second.message.startswith("`nn.BCELoss()` (`nn.BCELoss`) raises inside")
+
+
+def test_device_chosen_at_run_time_is_reported() -> None:
+    (d,) = findings(
+        """
+        def step(accelerator, model, x, y):
+            with accelerator.autocast():
+                return F.binary_cross_entropy(model(x), y)
+        """
+    )
+    assert d.message.startswith(
+        "`F.binary_cross_entropy` raises inside `accelerator.autocast()` (line 6), which is "
+        "CUDA autocast when this runs on a GPU:"
+    )
+
+
+def test_silent_cases() -> None:
+    assert not findings(
+        """
+        from mylosses import binary_cross_entropy
+
+        def step(model, x, y, z):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                a = F.binary_cross_entropy(torch.sigmoid(model(x)), y)  # CPU: an fp32-list op
+            with torch.autocast("cuda"):
+                b = F.binary_cross_entropy_with_logits(model(x), y)
+                c = nn.BCEWithLogitsLoss()(model(x), y)
+                d = binary_cross_entropy(z, y)  # not torch's
+                with torch.autocast("cuda", enabled=False):
+                    e = F.binary_cross_entropy(torch.sigmoid(model(x)).float(), y.float())
+            f = F.binary_cross_entropy(torch.sigmoid(model(x)), y)  # no autocast at all
+            return a + b + c + d + e + f
+        """
+    )

@@ -1,0 +1,162 @@
+"""MPC403 autocast-disabled-without-cast: autocast-made tensors crossing into a disabled region."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from mpcheck.diagnostics import Diagnostic
+from mpcheck.fixes import apply_fixes
+from tests.support import check
+
+HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
+
+
+def source(body: str) -> str:
+    return HEADER + textwrap.dedent(body)
+
+
+def findings(body: str) -> list[Diagnostic]:
+    return [d for d in check(source(body)) if d.code == "MPC403"]
+
+
+def span(d: Diagnostic) -> tuple[int, int, int, int]:
+    return (d.start.row, d.start.column, d.end.row, d.end.column)
+
+
+def fixed(body: str) -> str:
+    text = source(body)
+    out, applied = apply_fixes(text, findings(body), unsafe=False)
+    assert applied
+    cst.parse_module(out)
+    return out[len(HEADER) :]
+
+
+MODEL = """
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Linear(16, 64)
+        self.head = nn.Linear(64, 3)
+
+    def forward(self, x, labels):
+        with torch.autocast("cuda"):
+            feats = self.backbone(x)
+            with torch.autocast("cuda", enabled=False):
+                logits = self.head(feats)
+                return F.cross_entropy(logits, labels)
+"""
+
+
+def test_autocast_output_into_the_models_fp32_head() -> None:
+    (d,) = findings(MODEL)
+    assert span(d) == (15, 26, 15, 42)
+    assert d.severity.value == "error"
+    assert d.message == (
+        "`feats` is computed in float16 by autocast at line 13, and autocast is off here "
+        "(line 14), so nothing casts it: `self.head` has the model's weights (float32 under "
+        "autocast); cast it with `.to(self.head.weight.dtype)`"
+    )
+    assert [(r.start.row, r.message) for r in d.related] == [
+        (13, "`feats` computed in float16 by autocast"),
+        (14, "autocast is disabled here"),
+    ]
+    assert d.fix is not None and d.fix.applicability == "safe"
+    assert "logits = self.head(feats.to(self.head.weight.dtype))" in fixed(MODEL)
+
+
+def test_fp32_module_and_explicit_fp32_operands_get_float() -> None:
+    body = """
+    def evaluate(images, labels, step):
+        encoder = nn.Linear(16, 8)
+        head = nn.Linear(8, 2)
+        with torch.autocast("cuda"):
+            emb = encoder(images)
+            with torch.autocast("cuda", enabled=False):
+                logits = head(emb)
+                scores = emb * 2 @ head.weight.t()
+                probs = torch.sigmoid(emb)
+                target = torch.full_like(probs, 0.9, dtype=torch.float32)
+                loss = F.binary_cross_entropy(probs, target)
+        return logits, scores, loss
+    """
+    head, scores, loss = findings(body)
+    assert span(head)[:2] == (11, 22)
+    assert head.message.endswith(
+        "`head` is built in float32 (the default) at line 7; cast it with `.float()`"
+    )
+    assert span(scores)[:2] == (12, 22)
+    assert span(loss)[:2] == (15, 20)
+    assert "`target` is made float32 by `dtype=torch.float32` at line 14" in loss.message
+    out = fixed(body)
+    assert "logits = head(emb.float())" in out
+    assert "scores = (emb * 2).float() @ head.weight.t()" in out
+    assert "loss = F.binary_cross_entropy(probs.float(), target)" in out
+
+
+def test_disabled_decorator_with_an_inner_enabled_region() -> None:
+    (d,) = findings(
+        """
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Conv2d(3, 8, 3)
+                self.readout = nn.Linear(8, 1)
+
+            @torch.autocast("cuda", enabled=False)
+            def forward(self, x):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    h = F.gelu(self.encoder(x)).mean((2, 3))
+                return self.readout(h)
+        """
+    )
+    assert span(d)[:2] == (15, 16)
+    assert "`h` is computed in bfloat16 by autocast at line 14" in d.message
+    assert "autocast is off here (line 11)" in d.message
+
+
+def test_output_of_a_whole_model_under_autocast() -> None:
+    (d,) = findings(
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = Body()
+                self.head = nn.Linear(8, 1)
+
+            def forward(self, x):
+                with torch.autocast("cuda"):
+                    h = self.body(x)
+                with torch.autocast("cuda", enabled=False):
+                    return self.head(h)
+        """
+    )
+    assert "`h` is the output of `self.body` under autocast at line 13" in d.message
+
+
+def test_silent_cases() -> None:
+    assert not findings(
+        """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+                self.norm = nn.LayerNorm(8)
+                self.out = nn.Linear(8, 8)
+                self.scale = nn.Parameter(torch.ones(8))
+
+            def forward(self, x, use_amp):
+                with torch.autocast("cuda"):
+                    h = self.proj(x)
+                    with torch.autocast("cuda", enabled=False):
+                        a = self.out(h.float())          # cast
+                        b = self.norm(h) * self.scale    # norm accepts half input; mul promotes
+                        c = self.out(x)                  # x did not come from autocast
+                    with torch.autocast("cuda", enabled=use_amp):
+                        d = self.out(h)                  # may be on: recast
+                with torch.autocast("cuda", enabled=False):
+                    freqs = x.float() @ self.scale.float()[:, None]   # rotary-style upcasts
+                return a + b + c + d + freqs
+        """
+    )
