@@ -49,10 +49,11 @@ from mpcheck.sites import (
     InnerCall,
     Operand,
     Owner,
+    ReturnSite,
     Scope,
     SetItemSite,
 )
-from mpcheck.training import Tracker, TrainingSite
+from mpcheck.training import STATE, State, Tracker, TrainingSite
 
 Env = dict[str, Fact]
 
@@ -114,6 +115,11 @@ class Listener(Protocol):
 
     def on_training(self, site: TrainingSite) -> None: ...
 
+    @property
+    def wants_returns(self) -> bool: ...
+
+    def on_return(self, site: ReturnSite) -> None: ...
+
 
 @dataclass
 class ClassInfo:
@@ -162,6 +168,7 @@ class FileAnalysis:
         self.file_uses_torch_modules = False
         self.attention = AttentionRoles(module)
         self.training = Tracker(self)  # the training loop: scalers, optimizers (mpcheck.training)
+        self.script: Frame | None = None  # the module's top level, as walked so far
 
     # -- driver ------------------------------------------------------------------
     def run(self) -> None:
@@ -169,7 +176,7 @@ class FileAnalysis:
         self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()})
         for name in self.keep.kept_classes:
             self.classes[name].kept_fp32 = True
-        script = Frame({}, Scope(None, None, False, None))
+        script = self.script = Frame({}, Scope(None, None, False, None))
         self.block(self.module.body, script)
         for cls in list(self.classes.values()):
             self.analyse_class(cls)
@@ -278,10 +285,10 @@ class FileAnalysis:
             in_module = outer.scope.in_module
         autocast = outer.scope.autocast if outer else None
         for deco in fn.decorators:
-            region = self.autocast_region(deco.decorator)
+            region = self.autocast_region(deco.decorator, outer)
             if region is not None:
                 autocast = region
-        env: Env = dict(outer.env) if outer else {}
+        env: Env = dict(outer.env) if outer else self._module_globals()
         if cls is not None:
             env.update(cls.attrs)
             env["self"] = Fact(Kind.MODULE, Prec.MODEL if in_module else Prec.UNKNOWN)
@@ -300,6 +307,12 @@ class FileAnalysis:
                 env[name] = self._param_fact(param, index, tensor_params)
             index += 1
         return Frame(env, scope)
+
+    def _module_globals(self) -> Env:
+        """Modules bound at the top level (``criterion = nn.BCELoss()``): functions use them."""
+        if self.script is None:
+            return {}
+        return {k: f for k, f in self.script.env.items() if f.kind is Kind.MODULE and "." not in k}
 
     def _param_fact(self, param: cst.Param, index: int, tensor_params: bool) -> Fact:
         name = param.name.value
@@ -327,6 +340,10 @@ class FileAnalysis:
             return Fact(Kind.TENSOR, Prec.INT, "int64", origin, marks)
         if any(h in name for h in T.MASK_PARAM_HINTS):
             return Fact(Kind.TENSOR, Prec.UNKNOWN, None, origin, marks)
+        names = set(ann_text.split())
+        if names & {"LongTensor", "IntTensor", "BoolTensor"} and not names & T.FLOAT_TENSOR_TYPES:
+            # ``lengths: torch.LongTensor``: an integer tensor, not an activation
+            return Fact(Kind.TENSOR, Prec.INT, None, None, marks)
         prec = Prec.MODEL if tensor_params else Prec.UNKNOWN
         return Fact(Kind.TENSOR, prec, None, origin, marks)
 
@@ -403,6 +420,11 @@ class FileAnalysis:
             fa = env.get(key)
             if fa is not fb:
                 env[key] = fb if fa is None else join(fa, fb)
+        if (STATE in a.env) != (STATE in b.env):
+            # The training loop's state begun on one path only: the other path is the empty
+            # state (``if amp: scaler.scale(loss).backward()``: scaled on some paths).
+            empty = Fact(Kind.OTHER, train=State())
+            env[STATE] = join(a.env.get(STATE, empty), b.env.get(STATE, empty))
         frame.env = env
         for r in (a.returns, b.returns):
             if r is not None:
@@ -433,7 +455,7 @@ class FileAnalysis:
     def with_stmt(self, stmt: cst.With, frame: Frame) -> None:
         region = None
         for item in stmt.items:
-            found = self.autocast_region(item.item)
+            found = self.autocast_region(item.item, frame)
             if found is not None:
                 region = found
                 self.expr(item.item, frame)  # the autocast call itself is a call site too
@@ -489,6 +511,13 @@ class FileAnalysis:
         elif isinstance(stmt, cst.Return):
             fact = self.expr(stmt.value, frame) if stmt.value is not None else UNKNOWN
             frame.returns = fact if frame.returns is None else join(frame.returns, fact)
+            if (
+                stmt.value is not None
+                and self.listener.wants_returns
+                and not self.muted
+                and self.recorder is None
+            ):
+                self.listener.on_return(ReturnSite(stmt, Operand(stmt.value, fact), frame.scope))
         elif isinstance(stmt, (cst.Assert, cst.Raise)):
             pass
 
@@ -560,6 +589,15 @@ class FileAnalysis:
                 dtype="float32",
                 origin=Origin(target, Cause.MODEL_CAST, text),
             )
+        if (
+            value.kind is Kind.MODULE
+            and value.cause is Cause.LITERAL
+            and frame.scope.in_module
+            and key.startswith("self.")
+        ):
+            # ``self.stem = conv_bn(...)``, ``self.text_model = AutoModel.from_config(...)``:
+            # built in the default dtype by a helper, but a part of this model all the same.
+            value = replace(value, prec=Prec.MODEL, dtype=None, origin=None)
         old = frame.env.get(key)
         frame.env[key] = value
         if old is not None and old.kind is Kind.MODULE:  # children of a rebound module
@@ -642,6 +680,24 @@ class FileAnalysis:
         self.analyse_class(info)
         fact = info.attrs.get("self." + attr)
         return fact.layer if fact is not None and fact.kind is Kind.MODULE else None
+
+    def member_module(
+        self, module: Fact, method: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact | None:
+        """What ``model.<method>(...)`` returns when that method of ``model``'s local class
+        returns one of its modules (``get_decoder``, ``fuse``): the module, in ``model``'s dtype.
+        """
+        info = self.classes.get(module.layer or "")
+        fn = info.methods.get(method) if info is not None and info.is_module else None
+        if info is None or fn is None or method == "forward" or fn in self.in_progress:
+            return None
+        self.analyse_class(info)
+        made = self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
+        if made.kind is not Kind.MODULE:
+            return None
+        if made.prec is Prec.MODEL:
+            return replace(made, prec=module.prec, dtype=module.dtype, origin=module.origin)
+        return made
 
     def finfo_value(self, finfo: Fact, attr: str) -> Fact:
         table = FINFO_MIN if attr == "min" else FINFO_MAX if attr == "max" else {}
@@ -826,6 +882,8 @@ class FileAnalysis:
             return UNKNOWN
         fn = self.functions.get(name)
         if fn is None:
+            if self.training.named_call(node, name, frame):  # a relatively imported clip helper
+                return UNKNOWN
             listed = self.training.builtin(name, args)  # list(...), filter(f, ...), next(...)
             if listed is not None:
                 return listed
@@ -883,13 +941,30 @@ class FileAnalysis:
     def construct_module(
         self, node: cst.Call, layer: str | None, frame: Frame, kwargs: dict[str, Operand]
     ) -> Fact:
-        """A freshly built nn.Module: in a model's __init__ it follows the model's dtype."""
-        if frame.scope.in_module:
-            return Fact(Kind.MODULE, Prec.MODEL, None, None, layer=layer)
+        """A freshly built nn.Module: in a model's __init__ it follows the model's dtype.
+
+        Unless it is built with a literal dtype (``nn.LayerNorm(d, dtype=torch.float32)``):
+        a model made half at construction (``from_pretrained(torch_dtype=torch.float16)``
+        sets the default dtype while ``__init__`` runs) keeps that part in its own dtype.
+        """
         dtype = kwargs.get("dtype")
+        if frame.scope.in_module:
+            f = dtype.fact if dtype is not None else None
+            if (
+                dtype is None
+                or f is None
+                or f.kind is not Kind.DTYPE
+                or f.prec not in (Prec.FULL, Prec.HALF)
+                or f.maybe
+                or f.params
+                or f.origin is None
+                or f.origin.node is not dtype.node
+            ):
+                return Fact(Kind.MODULE, Prec.MODEL, None, None, layer=layer)
         if dtype is not None and dtype.fact.kind is Kind.DTYPE:
             f = dtype.fact
-            origin = Origin(node, Cause.MODEL_CAST, f"built with dtype={_code(self, dtype.node)}")
+            text = f"built with dtype={_code(self, dtype.node)}"
+            origin = Origin(node, Cause.MODEL_CAST, text, _dtype_source(self, dtype))
             return Fact(Kind.MODULE, f.prec, f.dtype, origin, layer=layer, maybe=f.maybe)
         origin = Origin(node, Cause.LITERAL, "built in float32 (the default)")
         return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
@@ -914,6 +989,7 @@ class FileAnalysis:
             aten = T.LOSS_LAYERS[layer]
             tensors = [a.fact for a in args if a.fact.is_tensor]
             result = promote(tensors, node) if tensors else UNKNOWN_TENSOR
+            result = replace(result, zero_dim=True)  # reduction="mean" (the default): 0-dim
         elif module.prec is Prec.UNKNOWN:
             result = UNKNOWN_TENSOR if layer is None else replace(first, params=frozenset())
         elif layer in self.classes and "forward" in self.classes[layer].methods:
@@ -922,14 +998,20 @@ class FileAnalysis:
             result = UNKNOWN_TENSOR  # a custom module fed float32 may well compute in float32
         elif (
             op is T.OpKind.NORM
-            and module.prec is Prec.FULL
             and first.floating
-            and first.prec is not Prec.FULL
+            and (
+                (module.prec is Prec.FULL and first.prec is not Prec.FULL)
+                # autocast made it half, so the model (and this norm) is float32, or half too
+                or (first.prec is Prec.HALF and first.cause is Cause.AUTOCAST)
+            )
         ):
             # Measured: a float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm returns a half
             # input's dtype.
             what = f"the output of `{path or 'module'}`"
             origin = Origin(node, Cause.ACTIVATION, what)
+            if first.origin is not None and first.cause is Cause.AUTOCAST:
+                text = f"{what} on an input {first.origin.text}"  # it keeps that dtype
+                origin = Origin(node, Cause.AUTOCAST, text)
             result = Fact(
                 Kind.TENSOR, first.prec, first.dtype, origin, first.params, maybe=first.maybe
             )
@@ -1118,6 +1200,8 @@ class FileAnalysis:
                     skip_self=False,
                 )
         result = self.tensor_method(node, method, recv, args, kwargs, frame)
+        if result.is_tensor and _full_reduction(method, args, kwargs):
+            result = replace(result, zero_dim=True)  # ``loss.mean()``: does not promote
         op = T.OpKind.MATMUL if method in T.MATMUL_METHODS else None
         aten = method if op else ""
         region = frame.scope.autocast
@@ -1132,9 +1216,8 @@ class FileAnalysis:
         if dtype is not None and dtype.fact.kind is Kind.DTYPE:
             f = dtype.fact
             text = f"loaded with {_code(self, dtype.node)}"
-            return Fact(
-                Kind.MODULE, f.prec, f.dtype, Origin(node, Cause.MODEL_CAST, text), maybe=f.maybe
-            )
+            origin = Origin(node, Cause.MODEL_CAST, text, _dtype_source(self, dtype))
+            return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
         origin = Origin(node, Cause.LITERAL, "loaded in float32 (the default)")
         return Fact(Kind.MODULE, Prec.FULL, "float32", origin)
 
@@ -1157,6 +1240,9 @@ class FileAnalysis:
             if path is not None:
                 self._rebind(path, new, frame)
             return new
+        if method in ("register_buffer", "register_parameter") and path is not None:
+            self.register_tensor(node, method, path, args, kwargs, frame)
+            return UNKNOWN
         params = self.training.parameters(method, module, path)
         if params is not None:  # linked back to the module, for the optimizers built from them
             return params
@@ -1176,6 +1262,9 @@ class FileAnalysis:
                     self.recorder.extend(sites)
                     return returned or UNKNOWN
                 return self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
+        part = self.member_module(module, method, args, kwargs)
+        if part is not None:  # ``self.model.get_decoder()``: a submodule, not an output
+            return part
         sub = self.member_layer(module.layer, method)
         if sub is not None and path is not None:  # ``model.head(x)``: a submodule, not a method
             return self.module_call(
@@ -1196,6 +1285,37 @@ class FileAnalysis:
                 split=split,
             )
         return UNKNOWN
+
+    def register_tensor(
+        self,
+        node: cst.Call,
+        method: str,
+        path: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> None:
+        """``self.register_buffer("name", t)``: bind ``self.name``, a tensor cast with the model.
+
+        ``model.half()``/``.to(dtype)`` casts every floating buffer (persistent or not),
+        so a float buffer has the model's dtype whatever it was built with; an integer
+        or bool buffer keeps its dtype.
+        """
+        name = args[0] if args else kwargs.get("name")
+        if name is None or not isinstance(name.node, cst.SimpleString):
+            return
+        attr = name.node.evaluated_value
+        if not isinstance(attr, str) or not attr.isidentifier():
+            return
+        tensor = args[1] if len(args) > 1 else kwargs.get("tensor", kwargs.get("param"))
+        if tensor is None or not tensor.fact.is_tensor:
+            return  # ``None`` or unknown: leave ``self.name`` as it was
+        value = tensor.fact
+        if value.floating and frame.scope.in_module:
+            kind = "buffer" if method == "register_buffer" else "parameter"
+            origin = Origin(node, Cause.PARAMETER, f"a {kind} of the model")
+            value = Fact(Kind.TENSOR, Prec.MODEL, None, origin)
+        frame.env[f"{path}.{attr}"] = value
 
     def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
         frame.env[path] = new
@@ -1220,7 +1340,7 @@ class FileAnalysis:
                 if op.fact.kind is Kind.DTYPE and op.fact.prec is not Prec.UNKNOWN:
                     text = f"cast by `.{method}({_code(self, op.node)})`"
                     f = op.fact
-                    origin = Origin(node, Cause.MODEL_CAST, text)
+                    origin = Origin(node, Cause.MODEL_CAST, text, _dtype_source(self, op))
                     return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
         return None
 
@@ -1369,6 +1489,12 @@ class FileAnalysis:
         op = T.OPS.get(qual)
         aten = T.op_name(qual) if op else leaf
         result = self.torch_result(node, qual, leaf, args, kwargs, frame)
+        if result.is_tensor and (
+            (qual in T.SHAPE_FACTORIES and _empty_shape(args))
+            or (qual == f"torch.{leaf}" and _full_reduction(leaf, args[1:], kwargs))
+            or (qual in T.LOSS_FUNCTIONS and _reduces(kwargs))
+        ):
+            result = replace(result, zero_dim=True)  # ``torch.full((), 1e4)``, ``torch.sum(x)``
         trained = self.training.torch_call(node, qual, args, kwargs, frame)
         if trained is not None:  # GradScaler(...), torch.optim.AdamW(...), clip_grad_norm_(...)
             result = trained
@@ -1497,6 +1623,8 @@ class FileAnalysis:
                     layer="finfo",
                 )
             return Fact(Kind.OTHER, layer="finfo")
+        if qual in T.EXTERNAL_LAYERS:  # apex.normalization.FusedRMSNorm(...)
+            return self.construct_module(node, T.EXTERNAL_LAYERS[qual], frame, kwargs)
         if qual in T.NON_TENSOR_FUNCTIONS or not qual.startswith("torch"):
             if leaf == "from_pretrained":
                 return self.loaded_model(node, qual, kwargs)
@@ -1514,12 +1642,35 @@ class FileAnalysis:
             return element(seq)
         if qual == "torch.where":
             if len(args) >= 3:
-                return promote([args[1].fact, args[2].fact], node)
+                result = promote([args[1].fact, args[2].fact], node)
+                if result.kind is Kind.SCALAR and args[0].fact.is_tensor:
+                    # ``torch.where(mask > 0, 0.0, -1e10)``: two Python numbers make a tensor
+                    # of the default dtype (float32), or int64 from two int literals.
+                    branches = [a.node for a in args[1:3]]
+                    if any(_is_float_literal(b) for b in branches):
+                        text = f"made float32 (the default dtype) by `{code()}` from Python floats"
+                        origin = Origin(node, Cause.FACTORY, text)
+                        return Fact(Kind.TENSOR, Prec.FULL, "float32", origin)
+                    if all(isinstance(_unsigned(b), cst.Integer) for b in branches):
+                        return Fact(Kind.TENSOR, Prec.INT, "int64")
+                    return UNKNOWN_TENSOR
+                return result
             return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, Prec.INT, "int64"))
         if qual in T.SPLIT_FUNCTIONS and args:
             return Fact(Kind.SEQ, elem=args[0].fact)
         if leaf in ("softmax", "log_softmax") and "dtype" in kwargs:
             return self.dtype_arg(kwargs["dtype"], node, args[0].fact if args else UNKNOWN)
+        if qual == f"torch.{leaf}" and leaf in T.VALUES_INDICES_METHODS and args:
+            rest, first = args[1:], args[0].fact
+            by_dim = "dim" in kwargs or bool(rest and rest[0].fact.kind is Kind.SCALAR)
+            if first.is_tensor and (by_dim if leaf in ("max", "min") else rest or kwargs):
+                return seq_of([first, Fact(Kind.TENSOR, Prec.INT, "int64")])  # (values, indices)
+        if leaf in T.DTYPE_STRICT_WRITES and qual == f"torch.{leaf}" and args:
+            region = frame.scope.autocast
+            if args[0].fact.is_tensor and not (region and region.recasts(leaf)):
+                return args[0].fact  # ``torch.index_add(x, ...)`` raises unless it keeps x's dtype
+        if qual in T.INPUT_DTYPE_FUNCTIONS and args and args[0].fact.is_tensor:
+            return args[0].fact  # ``F.grid_sample(x, grid)`` has ``x``'s dtype, not a promotion
         op = T.OPS.get(qual)
         tensors = [a.fact for a in args if a.fact.kind is Kind.TENSOR]
         tensors += [
@@ -1583,7 +1734,10 @@ class FileAnalysis:
             else result
         )
 
-    def autocast_region(self, node: cst.BaseExpression) -> Autocast | None:
+    def autocast_region(
+        self, node: cst.BaseExpression, frame: Frame | None = None
+    ) -> Autocast | None:
+        """The region ``node`` opens; ``frame`` resolves ``dtype=amp_dtype`` (a variable)."""
         call = node if isinstance(node, cst.Call) else None
         func = call.func if call else node
         qual = self.imports.resolve(func)
@@ -1595,6 +1749,7 @@ class FileAnalysis:
         else:
             return None
         dtype: str | None = None
+        dtype_known = True
         enabled: bool | None = True
         args = call.args if call else ()
         for i, arg in enumerate(args):
@@ -1612,6 +1767,9 @@ class FileAnalysis:
                 name = dotted(arg.value) or ""
                 leaf = name.rsplit(".", 1)[-1]
                 dtype = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16"}.get(leaf)
+                if dtype is None:
+                    dtype = self._region_dtype(arg.value, frame)
+                    dtype_known = dtype is not None
             elif key == "enabled" or (
                 key is None and i == 0 and device is not None and qual != "torch.autocast"
             ):
@@ -1619,7 +1777,16 @@ class FileAnalysis:
                     enabled = arg.value.value == "True"
                 else:
                     enabled = None
-        return Autocast(node, device, dtype, enabled)
+        return Autocast(node, device, dtype, enabled, dtype_known)
+
+    def _region_dtype(self, node: cst.BaseExpression, frame: Frame | None) -> str | None:
+        """``dtype=amp_dtype``: the half dtype the variable holds on every path, if one."""
+        if frame is None or not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        fact = self.expr(node, frame)
+        if fact.kind is Kind.DTYPE and fact.prec is Prec.HALF and not fact.maybe:
+            return fact.dtype if fact.dtype in ("float16", "bfloat16") else None
+        return None
 
     # -- dispatch ------------------------------------------------------------------------
     def emit(
@@ -1750,7 +1917,12 @@ def _annotation_names(node: cst.CSTNode) -> list[str]:
 
 
 def _names_a_dtype(node: cst.CSTNode) -> bool:
-    """``compute_dtype``, ``self.dtype``, ``cfg.weight_dtype``: a dtype we cannot resolve."""
+    """``compute_dtype``, ``self.dtype``, ``cfg.weight_dtype``: a dtype we cannot resolve.
+
+    Also a call of such a name: ``get_parameter_dtype(self.proj_in)``, ``self._get_dtype()``.
+    """
+    if isinstance(node, cst.Call):
+        node = node.func
     name = dotted(node) if isinstance(node, cst.BaseExpression) else None
     return name is not None and name.lower().endswith("dtype")
 
@@ -1796,10 +1968,37 @@ def _one_dim_factory(fact: Fact) -> bool:
     return leaf in ("linspace", "logspace", "arange")
 
 
+def _empty_shape(args: tuple[Operand, ...]) -> bool:
+    """``torch.full((), v)`` / ``torch.zeros([])``: the shape is empty, the tensor 0-dim."""
+    shape = args[0].node if args else None
+    return isinstance(shape, (cst.Tuple, cst.List)) and not shape.elements
+
+
+def _full_reduction(name: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]) -> bool:
+    """``x.sum()`` / ``x.mean()`` over every dim: a 0-dim result, which never promotes."""
+    return name in T.FULL_REDUCTIONS and not args and not kwargs.keys() & {"dim", "axis"}
+
+
+def _reduces(kwargs: dict[str, Operand]) -> bool:
+    """A loss called with ``reduction="mean"``/``"sum"`` (or the default): a 0-dim result."""
+    reduction = kwargs.get("reduction")
+    if reduction is None:
+        return True
+    node = reduction.node
+    return isinstance(node, cst.SimpleString) and node.evaluated_value in ("mean", "sum")
+
+
 def _is_float_literal(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.UnaryOperation):
         return _is_float_literal(node.expression)
     return isinstance(node, cst.Float)
+
+
+def _unsigned(node: cst.CSTNode) -> cst.CSTNode:
+    """``-1`` -> ``1``: the literal under any unary signs."""
+    while isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return node
 
 
 def _literal_leaves(node: cst.BaseExpression) -> Iterator[cst.CSTNode | None]:
@@ -1814,6 +2013,15 @@ def _literal_leaves(node: cst.BaseExpression) -> Iterator[cst.CSTNode | None]:
         yield node
     else:
         yield None
+
+
+def _dtype_source(analysis: FileAnalysis, op: Operand) -> Origin | None:
+    """Where a dtype passed as a variable (``.to(weight_dtype)``) got its value, if elsewhere."""
+    origin = op.fact.origin
+    if origin is None or origin.node is op.node or op.fact.kind is not Kind.DTYPE:
+        return None
+    value = _code(analysis, origin.node)
+    return replace(origin, text=f"`{_code(analysis, op.node)}` is `{value}` here")
 
 
 def _code(analysis: FileAnalysis, node: cst.CSTNode) -> str:

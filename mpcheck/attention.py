@@ -11,7 +11,8 @@ rules about attention own those sites and rules about plain matmuls skip them:
   contracting the last index of both operands (``"bhqd,bhkd->bhqk"``);
 * ``values`` (probs·v): the left operand is a softmax output, possibly through
   dropout, masking, casts and reshapes, followed back through the assignments
-  of the enclosing function.
+  of the enclosing function (an ``einsum`` must also contract its last index
+  with the values' rows: ``"bhqk,bhkd->bhqd"``).
 
 Weights are not keys: an operand named like a parameter (``self.weight.mT``,
 ``proj_weight.transpose(-2, -1)``) does not make a site attention.
@@ -65,6 +66,8 @@ class AttentionRoles:
             return SCORES
         if spec is None and _key_transpose(right):
             return SCORES
+        if spec is not None and not _einsum_values(spec):
+            return None  # ``"ikmn,k->imn"``: a softmax-weighted sum over bins, not over keys
         if self._softmax_output(left, self._defs_of(scope), 0, set()):
             return VALUES
         return None
@@ -225,6 +228,19 @@ def _einsum_scores(spec: str) -> bool:
         return False
     a, b = parts
     return a[-1] == b[-1] and a[-1] not in out and out[-1] == b[-2] and out[-2] == a[-2]
+
+
+def _einsum_values(spec: str) -> bool:
+    """``"bhqk,bhkd->bhqd"``: the probabilities' last index contracted with the values' rows."""
+    text = spec.replace(" ", "").replace("...", "")
+    if "->" not in text:
+        return False
+    inputs, out = text.split("->", 1)
+    parts = inputs.split(",")
+    if len(parts) != 2 or any(len(p) < 2 for p in parts):
+        return False
+    a, b = parts
+    return a[-1] == b[-2] and a[-1] not in out
 
 
 def _parameter_like(node: cst.BaseExpression) -> bool:

@@ -233,6 +233,7 @@ def _emit(
     cwd: Path,
 ) -> int:
     shown = [d for d in diagnostics if not d.suppressed]
+    _lines.cache_clear()  # files may have changed since an earlier run in this process
     if args.statistics:
         text = _statistics(shown, rules)
     else:

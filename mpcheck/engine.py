@@ -19,7 +19,7 @@ from mpcheck.analysis import FileAnalysis
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
 from mpcheck.names import ImportTable
 from mpcheck.rule import Report, Rule, RuleContext
-from mpcheck.sites import CallSite, ClassSite, FunctionSite, SetItemSite
+from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
 from mpcheck.training import TrainingSite
 
 # A file that mentions none of these cannot hold a finding: it is not parsed.
@@ -48,6 +48,7 @@ class _Dispatch:
     classes: list[Rule] = field(init=False)
     functions: list[Rule] = field(init=False)
     training: list[Rule] = field(init=False)
+    returns: list[Rule] = field(init=False)
 
     def __post_init__(self) -> None:
         self.calls = [r for r in self.rules if "check_call" in r.hooks()]
@@ -55,6 +56,7 @@ class _Dispatch:
         self.classes = [r for r in self.rules if "check_class" in r.hooks()]
         self.functions = [r for r in self.rules if "check_function" in r.hooks()]
         self.training = [r for r in self.rules if "check_training" in r.hooks()]
+        self.returns = [r for r in self.rules if "check_return" in r.hooks()]
 
     @property
     def wants_calls(self) -> bool:
@@ -95,6 +97,14 @@ class _Dispatch:
     def on_function(self, site: FunctionSite) -> None:
         for rule in self.functions:
             rule.check_function(site)
+
+    @property
+    def wants_returns(self) -> bool:
+        return bool(self.returns)
+
+    def on_return(self, site: ReturnSite) -> None:
+        for rule in self.returns:
+            rule.check_return(site)
 
 
 def check_source(

@@ -64,6 +64,9 @@ class Origin:
     node: cst.CSTNode
     cause: Cause
     text: str  # human phrase, e.g. "upcast to float32 by `.float()`"
+    # A cast to a dtype held in a variable (``model.to(weight_dtype)``): where that dtype
+    # was decided (``weight_dtype = torch.float16``), so a finding can point there too.
+    via: Origin | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,11 @@ def promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
         if best.prec is Prec.FULL:
             wide = [f for f in floats if f.prec is Prec.FULL and f.dtype == "float64"]
             best = wide[0] if wide else best
+        elif best.prec is Prec.HALF and best.cause is Cause.AUTOCAST:
+            # Autocast made it half, so the model runs in float32: the model's own weights and
+            # inputs promote the result back to the model's dtype (``h * self.scale``).
+            model = [f for f in floats if f.prec is Prec.MODEL and f.cause is not Cause.AUTOCAST]
+            best = model[0] if model else best
         params = frozenset().union(*(f.params for f in tensors))
         mixed = best.mixed
         if best.prec is Prec.FULL and mixed is None and node is not None:
@@ -203,7 +211,9 @@ def promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
         text = "an integer tensor turned float32 by arithmetic with a Python float"
         if src.origin is not None:
             text = f"{src.origin.text}, turned float32 by arithmetic with a Python float"
-        return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.INT_FLOAT, text))
+        origin = Origin(node, Cause.INT_FLOAT, text)
+        zero_dim = all(f.zero_dim for f in tensors)  # ``torch.full((), 64) ** 0.25`` stays 0-dim
+        return Fact(Kind.TENSOR, Prec.FULL, "float32", origin, zero_dim=zero_dim)
     if ints:
         return ints[0]
     return sized[0]

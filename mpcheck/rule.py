@@ -22,7 +22,7 @@ import libcst as cst
 from mpcheck.diagnostics import RuleInfo, Severity
 from mpcheck.facts import Fact, Origin
 from mpcheck.names import ImportTable
-from mpcheck.sites import CallSite, ClassSite, FunctionSite, SetItemSite
+from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
 from mpcheck.training import TrainingSite
 
 
@@ -105,6 +105,9 @@ class Rule:
     def check_training(self, site: TrainingSite) -> None:
         """A step of a training loop (backward, unscale, clip, optimizer step), in order."""
 
+    def check_return(self, site: ReturnSite) -> None:
+        """``return value``, with the fact of what the function returns there."""
+
     def finish(self) -> None:
         """Called once after the whole file was walked: for verdicts that need all of it."""
 
@@ -170,6 +173,7 @@ class Rule:
                 "check_class",
                 "check_function",
                 "check_training",
+                "check_return",
             )
             if getattr(cls, name) is not getattr(Rule, name)
         )

@@ -13,7 +13,7 @@ import libcst as cst
 
 from mpcheck import autocast_ops
 from mpcheck.facts import Fact, Kind
-from mpcheck.torch_api import OpKind
+from mpcheck.torch_api import STRICT_NORMS, OpKind
 
 
 @dataclass(frozen=True)
@@ -22,8 +22,11 @@ class Autocast:
 
     node: cst.CSTNode
     device: str | None  # "cuda", "cpu", ...; None when not known statically
-    dtype: str | None  # "float16" / "bfloat16"; None = the device's default
+    dtype: str | None  # "float16" / "bfloat16"; None = the device's default (or not known)
     enabled: bool | None  # None when ``enabled=`` is an expression
+    # False when ``dtype=`` is given but its value is not known (``dtype=args.amp_dtype``):
+    # then the device's default says nothing about it.
+    dtype_known: bool = True
 
     @property
     def active(self) -> bool:
@@ -31,7 +34,7 @@ class Autocast:
 
     @property
     def low_dtype(self) -> str | None:
-        if self.dtype is not None:
+        if self.dtype is not None or not self.dtype_known:
             return self.dtype
         return {"cuda": "float16", "cpu": "bfloat16"}.get(self.device or "")
 
@@ -130,6 +133,18 @@ class CallSite:
         if not tensors:
             return None, ()
         return tensors[0], tuple(tensors[1:])
+
+    @property
+    def norm_keeps_low_input(self) -> bool:
+        """A norm that runs a half input with float32 parameters (and returns the input's dtype).
+
+        torch's LayerNorm/GroupNorm/BatchNorm/RMSNorm do (measured); apex's fused norms do
+        not: their CUDA kernels raise "expected scalar type Half but found Float".
+        """
+        if self.op is not OpKind.NORM:
+            return False
+        module = self.receiver if self.is_module_call else None
+        return module is None or module.fact.layer not in STRICT_NORMS
 
     @property
     def recast_by_autocast(self) -> bool:
@@ -242,3 +257,13 @@ class FunctionSite:
     node: cst.FunctionDef
     decorators: tuple[Decorator, ...]
     scope: Scope  # the function's own scope (autocast from its decorators included)
+
+
+@dataclass(frozen=True)
+class ReturnSite:
+    """``return value``: what leaves a function (a module's ``forward`` output feeds the next
+    layer, which the analysis does not see when the caller loops over an ``nn.ModuleList``)."""
+
+    node: cst.Return
+    value: Operand
+    scope: Scope

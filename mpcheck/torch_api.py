@@ -42,9 +42,10 @@ SAME_DTYPE_METHODS = frozenset(
     resize_ resize_as_ set_ storage_offset_ coalesce to_sparse gelu silu""".split()
 )
 # Binary elementwise methods: the result promotes the receiver with the tensor argument.
+# (Not ``lerp``: it requires ``end`` in the receiver's dtype, see DTYPE_STRICT_WRITES.)
 PROMOTING_METHODS = frozenset(
     """add sub mul div true_divide floor_divide pow maximum minimum fmod remainder atan2
-    hypot logaddexp addcmul addcdiv where lerp rsub xlogy copysign""".split()
+    hypot logaddexp addcmul addcdiv where rsub xlogy copysign""".split()
 )
 MATMUL_METHODS = frozenset("matmul mm bmm baddbmm addmm addbmm mv dot inner".split())
 # Elementwise functions/methods whose result is floating even for an integer input:
@@ -97,6 +98,12 @@ INT_FACTORIES = frozenset(f"torch.{n}" for n in "randint randperm".split())
 FACTORIES = FLOAT_FACTORIES | frozenset(
     f"torch.{n}" for n in "full arange tensor as_tensor Tensor FloatTensor".split()
 )
+# Factories whose first argument is the shape: ``torch.full((), v)`` is 0-dim.
+SHAPE_FACTORIES = frozenset(f"torch.{n}" for n in "ones zeros empty rand randn full".split())
+# Reductions that reduce every dim when called without ``dim``: ``x.mean()`` is 0-dim.
+FULL_REDUCTIONS = frozenset(
+    "sum mean nansum nanmean amax amin max min norm prod std var median".split()
+)
 LIKE_FACTORIES = frozenset(
     f"torch.{n}_like" for n in "ones zeros empty rand randn full randint randn_like".split()
 )
@@ -119,6 +126,16 @@ NON_TENSOR_FUNCTIONS = frozenset(
     cpu.amp.autocast""".split()
 )
 SPLIT_FUNCTIONS = frozenset(f"torch.{n}" for n in "chunk split unbind tensor_split".split())
+# Functions of two floating tensors whose result has the first one's dtype: they require the
+# second to match it (on CPU, torch 2.13: "expected scalar type Half but found Float") rather
+# than promoting, so a float32 ``grid`` says nothing about the result. Also the functions
+# whose other tensors are indices (``torch.gather(x, 1, idx)``) or unused placeholders
+# (``F.multi_head_attention_forward``'s ``in_proj_weight=torch.empty([0])`` next to
+# ``q_proj_weight=``): they compute in the input's dtype.
+INPUT_DTYPE_FUNCTIONS = frozenset(
+    {F + "grid_sample", F + "multi_head_attention_forward"}
+    | {f"torch.{n}" for n in "gather index_select take_along_dim".split()}
+)
 
 # Functional and torch-level ops with operands that must match, and which operands those are.
 OPS: dict[str, OpKind] = {
@@ -191,6 +208,22 @@ LAYERS: dict[str, tuple[OpKind | None, str]] = {
     "RNNCell": (OpKind.RECURRENT, "rnn_tanh_cell"),
     "PReLU": (OpKind.LINEAR, "prelu"),
 }
+# apex's fused norms (their CUDA kernels run in the input's dtype and cast the input and
+# weights to the autocast dtype themselves: ``layer_norm`` is on CUDA autocast's list).
+LAYERS["FusedLayerNorm"] = (OpKind.NORM, "layer_norm")
+LAYERS["FusedRMSNorm"] = (OpKind.NORM, "layer_norm")
+# Norms that refuse a half input with float32 weights, unlike torch's: apex's kernels read
+# the weights as the input's dtype (``gamma->data_ptr<scalar_t_out>()``), which raises
+# "expected scalar type Half but found Float". Its ``MixedFused*`` norms accept the mix and
+# return the weights' dtype, like any layer (no LAYERS entry: the output follows them).
+STRICT_NORMS = frozenset({"FusedLayerNorm", "FusedRMSNorm"})
+# Layer classes outside ``torch.nn``, by qualified name: the name they go by in LAYERS.
+EXTERNAL_LAYERS: dict[str, str] = {
+    f"apex.normalization.{path}{name}": name
+    for path in ("", "fused_layer_norm.")
+    for name in ("FusedLayerNorm", "FusedRMSNorm", "MixedFusedLayerNorm", "MixedFusedRMSNorm")
+}
+
 # Loss modules: no weights of their own (the loss follows its inputs); the aten op each runs.
 LOSS_LAYERS: dict[str, str] = {
     "BCELoss": "binary_cross_entropy",
@@ -211,6 +244,15 @@ LOSS_LAYERS: dict[str, str] = {
     "MultiMarginLoss": "multi_margin_loss",
     "MultiLabelMarginLoss": "multilabel_margin_loss",
 }
+# Functional losses: 0-dim with their default ``reduction="mean"``.
+LOSS_FUNCTIONS = frozenset(
+    F + n
+    for n in """cross_entropy nll_loss mse_loss l1_loss smooth_l1_loss huber_loss kl_div
+    binary_cross_entropy binary_cross_entropy_with_logits poisson_nll_loss gaussian_nll_loss
+    soft_margin_loss margin_ranking_loss hinge_embedding_loss cosine_embedding_loss
+    triplet_margin_loss multi_margin_loss multilabel_margin_loss multilabel_soft_margin_loss
+    ctc_loss""".split()
+)
 PASS_THROUGH_LAYERS = frozenset(
     """Dropout Dropout1d Dropout2d Dropout3d AlphaDropout ReLU ReLU6 GELU SiLU Tanh Sigmoid
     Softmax LogSoftmax Identity Flatten Unflatten MaxPool1d MaxPool2d MaxPool3d AvgPool1d
@@ -239,6 +281,10 @@ INT_PARAM_NAMES = frozenset(
     max_seqlen lengths token_type_ids cache_position step steps class_labels pos ids""".split()
 )
 MASK_PARAM_HINTS = ("mask", "bias")
+# Annotations that allow a floating tensor (``lengths: torch.LongTensor`` does not).
+FLOAT_TENSOR_TYPES = frozenset(
+    "Tensor FloatTensor HalfTensor BFloat16Tensor DoubleTensor Any".split()
+)
 
 # Arithmetic operators on tensors and the torch function each one is (libcst operator class).
 ARITHMETIC_OPERATORS = {

@@ -23,6 +23,8 @@ step, in statement order, with the facts as they hold at that point.
 from __future__ import annotations
 
 import enum
+import math
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 STATE = "<training>"  # environment key of the loop state; not a Python name
 TRAINING_KINDS = (Kind.SCALER, Kind.OPTIMIZER, Kind.ACCELERATOR)
 FP16_TINY = 2.0**-24  # smallest float16 subnormal (5.96e-8): a smaller eps rounds to 0 or to it
+FP16_MIN_NORMAL = 2.0**-14  # smallest normal float16 (6.1e-5); below it only subnormals
 
 # --- what torch & co. offer ------------------------------------------------------------
 
@@ -111,12 +114,20 @@ CLIP_FUNCTIONS = frozenset(
         "torch.nn.utils.clip_grad.clip_grad_norm_",
         "torch.nn.utils.clip_grad.clip_grad_norm",
         "torch.nn.utils.clip_grad.clip_grad_value_",
+        "torch.nn.utils.clip_grads_with_norm_",  # scales by max_norm / a norm computed apart
+        "torch.nn.utils.clip_grad.clip_grads_with_norm_",
         "timm.utils.dispatch_clip_grad",
         "timm.utils.clip_grad.dispatch_clip_grad",
     }
 )
+# Clip helpers known by their name where the import table cannot resolve them: inside
+# their own package (timm's ``from .clip_grad import dispatch_clip_grad``).
+CLIP_NAMES = frozenset({"dispatch_clip_grad"})
 # Helpers that cast the trainable (``requires_grad``) parameters of models in place.
 TRAINABLE_CASTS = frozenset({"diffusers.training_utils.cast_training_params"})
+# ... also by name: training scripts copy diffusers' helper into their own utilities (its
+# ``if not isinstance(model, list): model = [model]`` defeats following its body).
+TRAINABLE_CAST_NAMES = frozenset({"cast_training_params"})
 PEFT_WRAPPERS = frozenset(
     {"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"}
 )
@@ -408,9 +419,21 @@ def can_be_fp16(fact: Fact) -> bool:
     return fact.prec is Prec.HALF and fact.dtype in ("float16", None)
 
 
-def is_bf16(fact: Fact) -> bool:
-    """bfloat16 on every path."""
-    return fact.prec is Prec.HALF and fact.dtype == "bfloat16" and not fact.maybe
+def to_fp16(value: float) -> float:
+    """``value`` rounded to float16 (round half to even, as torch does); inf past 65504."""
+    try:
+        return float(struct.unpack("<e", struct.pack("<e", value))[0])
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def never_fp16(fact: Fact) -> bool:
+    """Half only as bfloat16: bfloat16 on every path, or float32 on the others (``maybe``).
+
+    ``weight_dtype = torch.bfloat16 if bf16 else torch.float32`` is; a dtype that is
+    float16 on some path (joined to dtype None) is not.
+    """
+    return fact.prec is Prec.HALF and fact.dtype == "bfloat16"
 
 
 # --- the engine side -------------------------------------------------------------------------
@@ -485,7 +508,7 @@ class Tracker:
         if qual in CLIP_FUNCTIONS:
             self.clip(node, frame, via="torch")
             return None
-        if qual in TRAINABLE_CASTS:
+        if qual in TRAINABLE_CASTS or qual.rsplit(".", 1)[-1] in TRAINABLE_CAST_NAMES:
             self.cast_trainable(node, args, kwargs, frame)
             return UNKNOWN
         if qual in PEFT_WRAPPERS and args:
@@ -505,6 +528,13 @@ class Tracker:
         if isinstance(callee.train, OptimizerClass):
             return self.make_optimizer(node, callee.train.names, args, kwargs)
         return None
+
+    def named_call(self, node: cst.Call, name: str, frame: Frame) -> bool:
+        """A call of a name neither defined nor resolved here: a clip helper by its name?"""
+        if name in CLIP_NAMES:
+            self.clip(node, frame, via="torch")
+            return True
+        return False
 
     @staticmethod
     def builtin(name: str, args: tuple[Operand, ...]) -> Fact | None:
@@ -613,7 +643,11 @@ class Tracker:
         self.set_state(frame, state)
 
     def cast_trainable(
-        self, node: cst.Call, args: tuple[Operand, ...], kwargs: dict[str, Operand], frame: Frame
+        self,
+        node: cst.Call,
+        args: tuple[Operand, ...],
+        kwargs: Mapping[str, Operand],
+        frame: Frame,
     ) -> None:
         """``cast_training_params(models, dtype=torch.float32)`` (diffusers)."""
         dtype = kwargs.get("dtype") or (args[1] if len(args) > 1 else None)
@@ -893,6 +927,9 @@ class Tracker:
         by its own walk.
         """
         analysis = self.analysis
+        if fn.name.value in TRAINABLE_CAST_NAMES:  # a copy of diffusers' helper
+            self.cast_trainable(node, args, kwargs, frame)
+            return generic
         facts = [o.fact for o in args] + [o.fact for o in kwargs.values()]
         if (
             not any(_worth(f, frame.scope.in_module) for f in facts)

@@ -40,7 +40,7 @@ class UpcastReachesHalfOp(Rule):
             def forward(self, x):
                 h = self.norm(x).float()
                 h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
-                return self.proj(h)          # float32 input, half weights
+                return self.proj(h)  # float32 input, half weights
         """
     good = """
         class Block(nn.Module):

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
+from mpcheck import torch_api as T
 from mpcheck.facts import Cause, Fact, Prec
 from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
-from mpcheck.sites import CallSite, Operand, items
+from mpcheck.sites import Autocast, CallSite, Operand, ReturnSite, items
 from mpcheck.torch_api import OpKind
+
+
+@dataclass(frozen=True)
+class _Mixing:
+    """Where a float32 factory absorbed the model's activations (``torch.cat([x, mask])``)."""
+
+    factory: str  # what to call the factory tensor: ``mask``
+    how: str  # "`torch.cat` at line N"
+    verb: str  # "concatenates it with `latents` (the model's dtype)"
+    fix: NodeFix | None
 
 
 class FactoryDtypeDefault(Rule):
@@ -25,10 +38,15 @@ class FactoryDtypeDefault(Rule):
         runs in float16/bfloat16, `torch.cat`, `torch.stack`, `torch.where` and `+` promote
         the half activations to float32 without a word, and the next Linear, conv or matmul
         with half weights raises. The error shows up there, a few lines (or files) after the
-        factory that caused it, which is why mpcheck reports the factory.
+        factory that caused it, which is why mpcheck reports the factory: once the float32
+        result reaches a layer, a matmul, attention or a submodule, or leaves a module's
+        `forward` (where the next layer takes it). A float32 result that only feeds a loss,
+        is cast back (`.to(x.dtype)`) or is written into a buffer in place is harmless and
+        not reported.
 
-        Python scalars and 0-dim tensors (`torch.tensor(1.0)`) never promote a tensor, and
-        integer or bool tensors used as indices or masks are fine. Under `torch.autocast`,
+        Python scalars and 0-dim tensors (`torch.tensor(1.0)`, `torch.full((), 0.0)`, a
+        loss) never promote a tensor, and integer or bool tensors used as indices or masks
+        are fine. Under `torch.autocast`,
         matmul-like layers recast their inputs, so a float32 input only raises outside it.
         Attention inputs (`q`, `k`, `v`) that reach attention with a factory's float32 are
         reported by MPC103, unless a concatenation already mixed them here.
@@ -62,21 +80,52 @@ class FactoryDtypeDefault(Rule):
         """
     fixable = True
 
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        self.mixings: dict[int, _Mixing] = {}  # id of the mixing call -> how it mixed
+
     def check_call(self, call: CallSite) -> None:
         result = call.result
         if _factory(result) and result.mixed is not None and result.mixed.node is call.node:
-            self.check_mixing(call, result)
-        elif call.op not in (None, OpKind.EMBEDDING) and not call.is_attention:
+            self.record_mixing(call, result)
+        if call.op in (None, OpKind.EMBEDDING) and call.is_module_call:
+            self.check_module_input(call)
+        elif call.is_attention:
+            self.check_attention(call)
+        elif call.op not in (None, OpKind.EMBEDDING):
             self.check_consumer(call)
 
-    def check_mixing(self, call: CallSite, result: Fact) -> None:
-        """``torch.cat([latents, mask])``: the float32 factory absorbs the half activations."""
+    def check_return(self, site: ReturnSite) -> None:
+        """``return x + drop * mask``: a module's output that a factory made float32."""
+        function = site.scope.function
+        if not site.scope.in_module or function is None or function.name.value != "forward":
+            return
+        if _autocast(site.scope.autocast):
+            return
+        values = [site.value] if site.value.fact.is_tensor else list(items(site.value))
+        for value in values:
+            mixing = self.mixing_of(value.fact)
+            if mixing is not None:
+                sink = (
+                    f"is returned at {self.line(site.node)} as the output of `forward`, "
+                    "which the next half-precision layer rejects"
+                )
+                self.report_mixed(value.fact, mixing, site.node, sink, "returned here")
+                return
+
+    def record_mixing(self, call: CallSite, result: Fact) -> None:
+        """``torch.cat([latents, mask])``: remember how; report if the result reaches a layer.
+
+        A float32 result that only feeds a loss, is cast back (``.to(x.dtype)``) or is
+        written into a buffer (``copy_``, ``+=``) is harmless, so the mixing itself is not
+        reported: the layer, attention, submodule or ``forward`` return it reaches is.
+        """
         operands = _operands(call)
         factory = next((o for o in operands if _same_origin(o.fact, result)), None)
         low = next((o for o in operands if _low(o.fact)), None)
         if factory is None or low is None or result.origin is None:
             return
-        if call.scope.autocast is not None and call.scope.autocast.active:
+        if _autocast(call.scope.autocast):
             return  # the next matmul-like layer recasts its input under autocast
         if not _joins(call) and not _activation(low, call):
             return  # arithmetic on weights or on a helper's arguments: see `_activation`
@@ -86,12 +135,68 @@ class FactoryDtypeDefault(Rule):
             how = f"`{self.ctx.code(call.node.func)}` at {self.line(call.node)}"
         low_text, low_desc = self.ctx.code(low.node), _describe(low.fact)
         verb = _verb(call).format(other=f"`{low_text}` ({low_desc})")
+        name = self._name(factory.node, result)
+        self.mixings[id(call.node)] = _Mixing(name, how, verb, self._fix(call, result, low))
+
+    def mixing_of(self, fact: Fact) -> _Mixing | None:
+        if not _factory(fact) or fact.mixed is None:
+            return None
+        return self.mixings.get(id(fact.mixed.node))
+
+    def report_mixed(
+        self, fact: Fact, mixing: _Mixing, sink: cst.CSTNode, where: str, note: str
+    ) -> None:
+        """Report at the factory: how it absorbed the activations, and where that raises."""
+        assert fact.origin is not None and fact.mixed is not None
         message = (
-            f"`{self._name(factory.node, result)}` is {result.origin.text}; {how} {verb}, so the "
-            "result silently becomes float32 and the next half-precision layer rejects it"
+            f"`{mixing.factory}` is {fact.origin.text}; {mixing.how} {mixing.verb}, so the "
+            f"result is float32 and {where}"
         )
-        related = [(call.node, f"{verb} here")]
-        self.report(result.origin.node, message, related=related, fix=self._fix(call, result, low))
+        related = [(fact.mixed.node, f"{mixing.verb} here"), (sink, note)]
+        self.report(fact.origin.node, message, related=related, fix=mixing.fix)
+
+    def check_module_input(self, call: CallSite) -> None:
+        """``self.decoder(inputs_embeds=x)``: a submodule that runs in the model's dtype."""
+        module = call.receiver
+        if module is None or module.fact.prec not in (Prec.MODEL, Prec.HALF):
+            return
+        layer = module.fact.layer
+        if layer in T.LOSS_LAYERS or layer in T.PASS_THROUGH_LAYERS:
+            return  # a loss follows its inputs; a pass-through layer hands them on
+        if _autocast(call.scope.autocast):
+            return
+        for operand in _operands(call, receiver=False):
+            mixing = self.mixing_of(operand.fact)
+            if mixing is not None:
+                name = self.ctx.code(module.node)
+                where = (
+                    f"reaches `{name}` at {self.line(call.node)}, which runs in the model's "
+                    "dtype and raises when that is half"
+                )
+                note = f"`{name}` runs in the model's dtype here"
+                self.report_mixed(operand.fact, mixing, call.node, where, note)
+                return
+
+    def check_attention(self, call: CallSite) -> None:
+        """A KV cache concatenated from a float32 factory: MPC103 leaves it to this rule."""
+        if call.recast_by_autocast:
+            return
+        first, params = call.operands()
+        operands = [first, *params] if first is not None else []
+        if not any(_low(o.fact) for o in operands):
+            return
+        for operand in operands:
+            mixing = self.mixing_of(operand.fact)
+            if mixing is not None:
+                what = self.ctx.code(
+                    call.node.func if isinstance(call.node, cst.Call) else call.node
+                )
+                where = (
+                    f"reaches `{what}` at {self.line(call.node)}, which needs one dtype for all "
+                    "of its inputs and raises when the model runs in half precision"
+                )
+                self.report_mixed(operand.fact, mixing, call.node, where, "attention runs here")
+                return
 
     def check_consumer(self, call: CallSite) -> None:
         """``self.linear_1(t_emb)``: a float32 factory tensor reaches a half layer/matmul."""
@@ -109,10 +214,16 @@ class FactoryDtypeDefault(Rule):
         assert fact.origin is not None
         target = call.receiver.node if call.is_module_call and call.receiver else call.node
         name = self.ctx.code(target)
-        message = (
-            f"`{self._name(factory.node, fact)}` is {fact.origin.text}; it reaches `{name}` at "
-            f"{self.line(call.node)}, which runs in the model's dtype and raises when that is half"
+        where = (
+            f"reaches `{name}` at {self.line(call.node)}, which runs in the model's dtype and "
+            "raises when that is half"
         )
+        mixing = self.mixing_of(fact)
+        if mixing is not None:
+            note = f"`{name}` runs in the model's dtype here"
+            self.report_mixed(fact, mixing, call.node, where, note)
+            return
+        message = f"`{self._name(factory.node, fact)}` is {fact.origin.text}; it {where}"
         related: list[tuple[cst.CSTNode, str]] = []
         if fact.mixed is not None:
             message += f" (it absorbed the model's activations at {self.line(fact.mixed.node)})"
@@ -172,6 +283,11 @@ def _low(fact: Fact) -> bool:
     return fact.is_tensor and fact.prec in (Prec.MODEL, Prec.HALF) and not fact.zero_dim
 
 
+def _autocast(region: Autocast | None) -> bool:
+    """Inside an enabled autocast region: matmul-like layers recast a float32 input."""
+    return region is not None and region.active
+
+
 def _activation(operand: Operand, call: CallSite) -> bool:
     """Whether arithmetic with ``operand`` is arithmetic on the model's activations.
 
@@ -199,10 +315,10 @@ def _describe(fact: Fact) -> str:
     return "the model's dtype"
 
 
-def _operands(call: CallSite) -> list[Operand]:
+def _operands(call: CallSite, *, receiver: bool = True) -> list[Operand]:
     """Every tensor operand of a call, with the elements of ``torch.cat([a, b])`` lists."""
     out: list[Operand] = []
-    if call.method is not None and call.receiver is not None:
+    if receiver and call.method is not None and call.receiver is not None:
         out.append(call.receiver)
     for op in [*call.args, *call.kwargs.values()]:
         out += [op] if op.fact.is_tensor else list(items(op))

@@ -54,7 +54,7 @@ class AttentionDtypeMismatch(Rule):
         class Attention(nn.Module):
             def forward(self, x, cos, sin):
                 q, k, v = self.qkv(x).chunk(3, dim=-1)
-                q = apply_rotary(q.float(), cos, sin)   # q stays float32
+                q = apply_rotary(q.float(), cos, sin)  # q stays float32
                 return F.scaled_dot_product_attention(q, k, v)
         """
     good = """

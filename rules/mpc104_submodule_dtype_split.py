@@ -7,8 +7,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from mpcheck.facts import Cause, Fact, Prec
-from mpcheck.rule import NodeEdit, NodeFix, Rule
-from mpcheck.sites import CallSite, InnerCall, Operand
+from mpcheck.names import dotted
+from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
+from mpcheck.sites import CallSite, InnerCall, Operand, Owner
 from mpcheck.torch_api import OpKind
 
 
@@ -26,18 +27,24 @@ class SubmoduleDtypeSplit(Rule):
         the dtype of the layers that produced them, so the first Linear or conv of the split
         part receives the other dtype and refuses it: torch never casts a layer's input to
         the layer's weights. The same happens when the split part is reached through the
-        model's own `forward` (`model(x)` calling `self.head(h)`), and with
-        `_keep_in_fp32_modules` parts whose code does not cast their input. Norm layers are
-        the exception: a float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm accepts a half input
-        and returns its dtype, so keeping norms in float32 is fine -- but a float32 input into
-        a half norm raises. Under `torch.autocast`, Linear/conv/matmul recast their inputs, so
-        mpcheck stays quiet there.
+        model's own `forward` (`model(x)` calling `self.head(h)`), when the rest of the model
+        is fed the split part's output, when a part built in float32 is attached after the
+        cast (`model.head = nn.Linear(...)`), and with parts kept in one dtype inside a model
+        that is made half at construction: `_keep_in_fp32_modules`, or a layer built with a
+        literal `dtype=torch.float32` (`from_pretrained(torch_dtype=torch.float16)` sets the
+        default dtype while `__init__` runs, which leaves an explicit `dtype=` alone). Norm
+        layers are the exception: torch's float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm accept
+        a half input and return its dtype, so keeping them in float32 is fine -- but a float32
+        input into a half norm raises, and apex's `FusedLayerNorm`/`FusedRMSNorm` read their
+        weights in the input's dtype, so a float32 apex norm refuses half inputs. Under
+        `torch.autocast`, Linear/conv/matmul recast their inputs, so mpcheck stays quiet there.
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float`
         (a float32 head fed half activations), `mixed dtype (CPU): expect parameter to have
         scalar type of Float` (a float32 activation into a half norm), `Input type
-        (c10::Half) and bias type (float) should be the same` (convolutions).
+        (c10::Half) and bias type (float) should be the same` (convolutions), `expected
+        scalar type Half but found Float` (an apex fused norm kept in float32, on CUDA).
         """
     how_to_fix = """
         Cast at the boundary of the split part: `model.head(h.float())`, or generally
@@ -50,9 +57,9 @@ class SubmoduleDtypeSplit(Rule):
         """
     bad = """
         model = Classifier().half()
-        model.head.float()                      # the head is float32, the backbone half
+        model.head.float()  # the head is float32, the backbone half
         feats = model.backbone(images.half())
-        logits = model.head(feats)              # half features into a float32 Linear
+        logits = model.head(feats)  # half features into a float32 Linear
         """
     good = """
         model = Classifier().half()
@@ -62,10 +69,16 @@ class SubmoduleDtypeSplit(Rule):
         """
     fixable = True
 
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        # Calls of parts cast apart from their model (``model.backbone(x)``), by node: their
+        # outputs have the part's dtype, which the rest of the model refuses.
+        self._split_outputs: dict[int, tuple[str, Fact, Owner]] = {}
+
     def check_call(self, call: CallSite) -> None:
         if not call.is_module_call or call.receiver is None:
             return
-        if self._direct(call):
+        if self._direct(call) or self._split_output(call):
             return
         inner = list(_flatten(call.inner))
         for item in inner:
@@ -77,25 +90,66 @@ class SubmoduleDtypeSplit(Rule):
         """A split part called directly with the other dtype."""
         assert call.receiver is not None
         module, owner = call.receiver.fact, call.owner
-        if owner is None or module.cause is not Cause.MODEL_CAST or not _apart(module, owner.fact):
+        if owner is None or module.cause not in SPLIT_CAUSES or not _apart(module, owner.fact):
             return False
+        sub = self.ctx.code(call.receiver.node)
+        self._split_outputs[id(call.node)] = (sub, module, owner)
         pair = _clash(call)
         if pair is None:
             return False
         x, _ = pair
         if x.fact.cause in FORCED_FP32 and module.prec is not Prec.FULL:
             return False  # a float32 value forced by an upcast or a factory: MPC101/MPC102
+        what = self.ctx.code(x.node)
+        if owner.fact.prec is Prec.MODEL and x.fact.prec is Prec.MODEL:
+            # Inside the model's own code: a part built or kept in a fixed dtype.
+            message = (
+                f"`{sub}` is {_dtype(module)}{self._from(module)} while the rest of "
+                f"`{owner.path}` follows the model's dtype, and so does `{what}` passed to "
+                f"it{self._from(x.fact)}: when the model runs in half precision (built or "
+                "loaded with a half dtype, which leaves a part's explicit dtype alone), "
+                f"{_consequence(call, x.fact)}"
+            )
+        else:
+            message = (
+                f"`{sub}` is {_dtype(module)}{self._from(module)} while `{owner.path}` is "
+                f"{_dtype(owner.fact)}{self._from(owner.fact)}, but `{what}` passed to it is "
+                f"{_dtype(x.fact)}{self._from(x.fact)}; {_consequence(call, x.fact)}"
+            )
+        related = self._split_related(sub, module)
+        if not isinstance(x.fact.origin.node if x.fact.origin else None, cst.Param):
+            related += self.related_for(what, x.fact)  # not for a plain input of the function
+        related += self._owner_related(owner.path, owner.fact)
+        self.report(call.node, message, related=_unique(related), fix=self._fix(x, sub))
+        return True
+
+    # -- ``model.head(model.backbone(x))`` with the backbone cast apart --------------------
+    def _split_output(self, call: CallSite) -> bool:
+        """The rest of a model called with the output of a part cast apart from it."""
+        assert call.receiver is not None
+        pair = _clash(call)
+        if pair is None or call.owner is None:
+            return False
+        x, _ = pair
+        origin = x.fact.origin
+        split = self._split_outputs.get(id(origin.node)) if origin is not None else None
+        if split is None or _apart(call.receiver.fact, call.owner.fact):
+            return False
+        part, module, owner = split
+        if owner.path != call.owner.path:
+            return False
         sub = self.ctx.code(call.receiver.node)
         what = self.ctx.code(x.node)
         message = (
-            f"`{sub}` is {_dtype(module)}{self._from(module)} while `{owner.path}` is "
-            f"{_dtype(owner.fact)}{self._from(owner.fact)}, but `{what}` passed to it is "
-            f"{_dtype(x.fact)}{self._from(x.fact)}; {_consequence(call, x.fact)}"
+            f"`{what}` is {_dtype(x.fact)}, the output of `{part}`, which is "
+            f"{_dtype(module)}{self._from(module)} unlike the rest of `{owner.path}`; `{sub}` has "
+            f"`{owner.path}`'s weights, {_dtype(call.receiver.fact)}"
+            f"{self._from(call.receiver.fact)}; {_consequence(call, x.fact)}"
         )
-        related = self._split_related(sub, module)
+        related = self._split_related(part, module)
         related += self.related_for(what, x.fact)
         related += self._owner_related(owner.path, owner.fact)
-        self.report(call.node, message, related=related, fix=self._fix(x, sub))
+        self.report(call.node, message, related=_unique(related), fix=self._fix(x, sub))
         return True
 
     # -- ``model(x)`` whose forward calls the split part --------------------------------
@@ -110,16 +164,19 @@ class SubmoduleDtypeSplit(Rule):
         x, weights = pair
         split_side = weights if _changed(weights, inner.unsplit, site) else x
         other = x if split_side is weights else weights
-        model = self.ctx.code(call.receiver.node)
         first = splits[0]
         assert first.origin is not None
+        cast = first.origin.node
+        part = _cast_target(cast)
+        model = _common_path(self.ctx.code(call.receiver.node), part)
+        verb = "cast" if part is not None else f"built {_dtype(first)}"
         called = self.ctx.code(site.node)
         message = (
             f"`{self.ctx.code(call.node)}` runs `{called}` ({self.line(site.node)}) with "
             f"`{self.ctx.code(x.node)}` {_dtype(x.fact)}{self._from(x.fact)} and "
             f"`{self.ctx.code(weights.node)}` {_dtype(weights.fact)}"
-            f"{self._from(weights.fact)}: `{self.ctx.code(first.origin.node)}` at "
-            f"{self.line(first.origin.node)} cast part of `{model}` apart from the rest; "
+            f"{self._from(weights.fact)}: `{self.ctx.code(cast)}` at "
+            f"{self.line(cast)} {verb} part of `{model}` apart from the rest; "
             f"{_consequence(site, x.fact, inside=True)}"
         )
         related: list[tuple[cst.CSTNode, str]] = [
@@ -127,7 +184,11 @@ class SubmoduleDtypeSplit(Rule):
         ]
         related += [(f.origin.node, f"the split: {f.origin.text}") for f in splits if f.origin]
         for side in (split_side, other):
-            related += self.related_for(self.ctx.code(side.node), side.fact)
+            if not isinstance(side.fact.origin.node if side.fact.origin else None, cst.Param):
+                related += self.related_for(self.ctx.code(side.node), side.fact)
+            if side.fact.origin is not None and side.fact.origin.via is not None:
+                via = side.fact.origin.via
+                related.append((via.node, via.text))
         self.report(call.node, message, related=_unique(related))
         return True
 
@@ -139,12 +200,12 @@ class SubmoduleDtypeSplit(Rule):
     def _split_related(self, sub: str, module: Fact) -> list[tuple[cst.CSTNode, str]]:
         if module.origin is None:
             return []
-        return [(module.origin.node, f"`{sub}` {module.origin.text}: the split")]
+        return [(module.origin.node, f"`{sub}` {module.origin.text}: the split")] + _via(module)
 
     def _owner_related(self, path: str, owner: Fact) -> list[tuple[cst.CSTNode, str]]:
-        if owner.origin is None or owner.cause is not Cause.MODEL_CAST:
+        if owner.origin is None or owner.cause not in SPLIT_CAUSES:
             return []
-        return [(owner.origin.node, f"`{path}` {owner.origin.text}")]
+        return [(owner.origin.node, f"`{path}` {owner.origin.text}")] + _via(owner)
 
     def _fix(self, x: Operand, sub: str) -> NodeFix | None:
         dtype_of = f"{sub}.weight.dtype"
@@ -159,6 +220,36 @@ class SubmoduleDtypeSplit(Rule):
 
 
 FORCED_FP32 = (Cause.UPCAST, Cause.FACTORY, Cause.INT_FLOAT)
+# How a part comes to differ from its model: cast on its own (``model.head.float()``, built
+# with ``dtype=``), or built in the default float32 and attached to a half model.
+SPLIT_CAUSES = (Cause.MODEL_CAST, Cause.LITERAL)
+MODULE_CASTS = frozenset({"float", "half", "bfloat16", "double", "to", "type"})
+
+
+def _via(fact: Fact) -> list[tuple[cst.CSTNode, str]]:
+    """``.to(weight_dtype)``: where ``weight_dtype`` got the dtype of the cast."""
+    via = fact.origin.via if fact.origin is not None else None
+    return [(via.node, via.text)] if via is not None else []
+
+
+def _cast_target(node: cst.CSTNode) -> str | None:
+    """``vae.decoder`` for the cast ``vae.decoder.float()``; None for anything else."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+        return None
+    if node.func.attr.value not in MODULE_CASTS:
+        return None
+    return dotted(node.func.value)
+
+
+def _common_path(called: str, part: str | None) -> str:
+    """The model both paths are in: ``vae`` for ``vae.decode`` and ``vae.decoder``."""
+    if part is None:
+        return called
+    a, b = called.split("."), part.split(".")
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return ".".join(a[:n]) or called
 
 
 def _flatten(inner: tuple[InnerCall, ...]) -> Iterator[InnerCall]:
@@ -173,7 +264,7 @@ def _split_casts(inner: list[InnerCall]) -> list[Fact]:
     out: list[Fact] = []
     for item in inner:
         now, before = item.site.receiver, item.unsplit.receiver if item.unsplit else None
-        if now is None or now.fact.kind.value != "module" or now.fact.cause is not Cause.MODEL_CAST:
+        if now is None or now.fact.kind.value != "module" or now.fact.cause not in SPLIT_CAUSES:
             continue
         if before is not None and before.fact.prec is now.fact.prec:
             continue
@@ -203,7 +294,7 @@ def _clash(site: CallSite) -> tuple[Operand, Operand] | None:
     for param in params:
         if not param.fact.floating or param.fact.zero_dim or not _apart(first.fact, param.fact):
             continue
-        if site.op is OpKind.NORM and _low(first.fact.prec):
+        if site.norm_keeps_low_input and _low(first.fact.prec):
             continue  # a half input with float32 norm parameters runs (measured)
         return first, param
     return None
@@ -233,6 +324,8 @@ def _dtype(fact: Fact) -> str:
 
 def _consequence(site: CallSite, x: Fact, *, inside: bool = False) -> str:
     kind = "norm" if site.op is OpKind.NORM else "layer"
+    if site.op is OpKind.NORM and not site.norm_keeps_low_input:
+        kind = "fused norm (its CUDA kernel reads the weights in the input's dtype)"
     if inside:
         return (
             f"the {kind} refuses mismatched dtypes; cast the input where `forward` calls the "

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
+from mpcheck import autocast_ops
 from mpcheck.facts import Cause, Fact, Prec
-from mpcheck.names import dotted
 from mpcheck.rule import NodeEdit, NodeFix, Rule
 from mpcheck.sites import CallSite, Operand, SetItemSite
 from mpcheck.torch_api import DTYPE_STRICT_WRITES
@@ -26,42 +27,63 @@ class MixedDtypeWrite(Rule):
         boolean-mask index runs `index_put_`, and `index_add_`, `index_copy_`, `scatter_`,
         `scatter_add_`, `masked_scatter_` and `lerp_` check that `src` has `t`'s dtype. When the
         model runs in float16/bfloat16, a source forced to float32 (`.float()`, a factory such
-        as `torch.zeros(n)` without `dtype=`) no longer matches. Autocast does not help: it
-        never touches in-place ops, so this raises with or without it, on every device.
+        as `torch.zeros(n)` without `dtype=`, a softmax with `dtype=torch.float32`) no longer
+        matches. Autocast does not help: it never touches in-place ops (nor `t[idx] = src`),
+        so these raise with or without it, on every device. Of the out-of-place forms,
+        autocast promotes only `index_copy` (CPU), `index_put` and `scatter_add` (CUDA);
+        mpcheck stays silent on those inside a region that promotes them.
+
+        A one-element value written through a boolean mask (`t[mask] = torch.tensor(0.0)`)
+        is a `masked_fill_`, and a 0-dim `weight` of `lerp` is used as a scalar: both cast.
         """
     symptom = """
         `RuntimeError: Index put requires the source and destination dtypes match, got Half for
-        the destination and Float for the source.` (also `index_add_(): self (Half) and source
-        (Float) must have the same scalar type`, `scatter(): Expected self.dtype to be equal to
-        src.dtype`, `masked_scatter: expected self and source to have same dtypes but gotHalf
-        and Float`, ``expected dtype c10::Half for `end` but got dtype float``).
+        the destination and Float for the source.` (`t[idx] = src`, `index_put_`), and for the
+        other ops: `index_add_(): self (Half) and source (Float) must have the same scalar
+        type`, `index_copy_(): self and source expected to have the same dtype, but got (self)
+        Half and (source) Float`, `scatter(): Expected self.dtype to be equal to src.dtype`,
+        `masked_scatter: expected self and source to have same dtypes but gotHalf and Float`,
+        ``expected dtype c10::Half for `end` but got dtype float`` (`lerp`/`lerp_`).
         """
     how_to_fix = """
-        Cast the source to the destination's dtype where it is written: `src.to(t.dtype)`.
+        Cast the source to the destination's dtype where it is written: `src.to(t.dtype)`, as
+        Hugging Face's MoE blocks do with `current_hidden_states.to(hidden_states.dtype)`.
         mpcheck's fix does exactly that (a safe fix: the write stores the values in `t`'s
         dtype anyway, as a slice assignment would, and where the code ran before -- `t`
         float32 -- the cast changes nothing).
         """
     bad = """
         class KVCache(nn.Module):
+            def __init__(self, shape):
+                super().__init__()
+                self.register_buffer("keys", torch.zeros(shape))  # half after model.half()
+
             def update(self, k, positions):
-                self.keys[:, positions] = k.float()     # keys are half in a half model
+                self.keys[:, positions] = k.float()  # index_put_: raises in a half model
         """
     good = """
         class KVCache(nn.Module):
+            def __init__(self, shape):
+                super().__init__()
+                self.register_buffer("keys", torch.zeros(shape))
+
             def update(self, k, positions):
                 self.keys[:, positions] = k.to(self.keys.dtype)
         """
     fixable = True
 
     def check_setitem(self, site: SetItemSite) -> None:
-        if site.advanced is None or site.augmented:
+        index = site.advanced
+        if index is None or site.augmented:
             return  # basic indexing copies with a cast; ``t[i] += v`` updates in place
-        if not _half(site.target.fact) or not _forced_fp32(site.value.fact):
+        value = site.value.fact
+        if not _half(site.target.fact) or not _forced_fp32(value):
             return
+        if value.zero_dim and not _integer_index(index):
+            return  # one element through a bool mask: torch runs ``masked_fill_``, which casts
         how = (
-            f"assigning through the advanced index `{self.ctx.code(site.advanced.node)}` "
-            "runs `index_put_`, which does not cast"
+            f"assigning through the advanced index `{self.ctx.code(index.node)}` runs "
+            "`index_put_`, which does not cast the value, with or without autocast"
         )
         self._report(site.node, site.target, site.value, how)
 
@@ -70,14 +92,24 @@ class MixedDtypeWrite(Rule):
         if op is None or op.name not in DTYPE_STRICT_WRITES or not _half(op.tensor.fact):
             return
         auto = call.scope.autocast
-        if not op.name.endswith("_") and auto is not None and auto.recasts(op.name):
-            return  # out-of-place index_copy/index_put/scatter_add: autocast promotes them
+        in_place = op.name.endswith("_")
+        if not in_place and auto is not None and auto.recasts(op.name):
+            return  # out-of-place index_copy/index_put/scatter_add: this autocast promotes them
         for index, keyword in DTYPE_STRICT_WRITES[op.name]:
             source = op.arg(index, keyword)
-            if source is not None and _forced_fp32(source.fact):
-                how = f"`{op.name}` requires matching dtypes and does not cast, even under autocast"
-                self._report(call.node, op.tensor, source, how)
-                return
+            if source is None or not _forced_fp32(source.fact):
+                continue
+            if source.fact.zero_dim and keyword == "weight":
+                continue  # ``lerp(end, weight=<0-dim tensor>)``: the weight is used as a scalar
+            if in_place:
+                autocast = "and autocast never touches in-place ops"
+            elif any(autocast_ops.policy(op.name, d) for d in ("cuda", "cpu")):
+                autocast = "outside an autocast region that promotes it"
+            else:
+                autocast = "even under autocast"
+            how = f"`{op.name}` does not cast its `{keyword}` argument, {autocast}"
+            self._report(call.node, op.tensor, source, how)
+            return
 
     def _report(self, node: cst.CSTNode, dest: Operand, source: Operand, how: str) -> None:
         what = self.ctx.code(source.node)
@@ -89,21 +121,26 @@ class MixedDtypeWrite(Rule):
         origin = source.fact.origin
         inline = origin is None or origin.node is source.node  # ``k.float()`` says it all
         where = "" if inline else f" ({self.where(source.fact)})"
+        made = dest.fact.origin
+        explained = made is not None and made.cause in _EXPLAINING and made.node is not dest.node
+        dest_where = f" ({self.where(dest.fact)})" if explained else ""
         message = (
-            f"`{what}` is {source.fact.dtype or 'float32'}{where} but `{target}` {kind}: "
-            f"{how}; cast it to `{target}.dtype`"
+            f"`{what}` is {source.fact.dtype or 'float32'}{where} but `{target}`{dest_where} "
+            f"{kind}: {how}; cast it to `{target}.dtype`"
         )
         related = [] if inline else self.related_for(what, source.fact)
-        if dest.fact.origin is not None and dest.fact.cause in _EXPLAINING:
-            related.append((dest.fact.origin.node, f"`{target}` {dest.fact.origin.text}"))
-        fix = None
-        if dotted(dest.node) is not None:
-            dtype = f"{self.ctx.module.code_for_node(dest.node)}.dtype"
-            fix = NodeFix(
-                f"Cast `{what}` to `{dtype}`",
-                (NodeEdit(source.node, f"{self._uncast(source.node)}.to({dtype})"),),
-            )
-        self.report(node, message, related=related, fix=fix)
+        if explained and made is not None:
+            verb = "is " if made.cause is Cause.PARAMETER else ""  # "is a buffer of the model"
+            related.append((made.node, f"`{target}` {verb}{made.text}"))
+        self.report(node, message, related=related, fix=self._fix(dest, source, what))
+
+    def _fix(self, dest: Operand, source: Operand, what: str) -> NodeFix | None:
+        """``src`` -> ``src.to(<dest>.dtype)`` when ``dest`` can be evaluated again safely."""
+        if m.findall(dest.node, m.Call() | m.Await() | m.NamedExpr() | m.Lambda()):
+            return None
+        dtype = f"{self.ctx.atom(dest.node)}.dtype"
+        edit = NodeEdit(source.node, f"{self._uncast(source.node)}.to({dtype})")
+        return NodeFix(f"Cast `{what}` to `{dtype}`", (edit,))
 
     def _uncast(self, node: cst.BaseExpression) -> str:
         """``k`` for ``k.float()``/``k.double()`` (the cast is replaced), else ``node`` itself."""
@@ -117,7 +154,8 @@ class MixedDtypeWrite(Rule):
         return self.ctx.atom(node)
 
 
-_EXPLAINING = (Cause.CAST, Cause.MODEL_CAST, Cause.AUTOCAST)
+# Where a destination's dtype comes from, worth naming: it is not just "an input".
+_EXPLAINING = (Cause.PARAMETER, Cause.CAST, Cause.MODEL_CAST, Cause.AUTOCAST)
 
 
 def _half(fact: Fact) -> bool:
@@ -125,5 +163,10 @@ def _half(fact: Fact) -> bool:
 
 
 def _forced_fp32(fact: Fact) -> bool:
-    """float32/float64 whatever the model runs in; 0-dim tensors are cast like scalars."""
-    return fact.is_tensor and fact.prec is Prec.FULL and not fact.zero_dim
+    """float32/float64 whatever the model runs in (0-dim too: these writes check it)."""
+    return fact.is_tensor and fact.prec is Prec.FULL
+
+
+def _integer_index(index: Operand) -> bool:
+    """An index known to hold integers (``positions``, ``[0, 2]``), not a bool mask."""
+    return index.fact.prec is Prec.INT or isinstance(index.node, cst.List)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mpcheck.diagnostics import Severity
+from mpcheck.names import dotted
 from mpcheck.rule import Rule
 from mpcheck.training import Action, TrainingSite
 
@@ -60,18 +61,42 @@ class ClipBeforeUnscale(Rule):
         call = self.ctx.code(site.node)
         if scaler.via == "accelerate":
             fix = "use `accelerator.clip_grad_norm_`, which unscales first"
-            what = f"the GradScaler of {scaler.text} (with fp16 mixed precision)"
+            when = "" if scaler.enabled else " when its mixed precision is fp16"
+            what = f"the GradScaler of {scaler.text}{when}"
         else:
             fix = "call `scaler.unscale_(optimizer)` before it"
             what = f"the GradScaler {scaler.text}"
         paths = "" if site.scaled else " on some paths"
+        if _clips_values(site.node):
+            effect = (
+                "the threshold applies to the scaled gradients, so once unscaled they are "
+                "clamped to the threshold divided by the scale (65536 by default)"
+            )
+        else:
+            effect = (
+                "the threshold applies to the scaled norm, so the true gradients are shrunk "
+                "by the scale (65536 by default)"
+            )
         message = (
             f"`{call}` clips gradients that are still multiplied by the loss scale of {what}"
-            f"{paths}: the threshold applies to the scaled norm, so the true gradients are "
-            f"shrunk by the scale (65536 by default); {fix}"
+            f"{paths}: {effect}; {fix}"
         )
         related: list[tuple[cst.CSTNode, str]] = []
         if site.backward is not None:
             related.append((site.backward, "the scaled backward is here"))
-        related.append((scaler.node, f"{scaler.text} is made here"))
+        if isinstance(scaler.node, cst.Param):
+            related.append((scaler.node, "the GradScaler comes in as this argument"))
+        else:
+            related.append((scaler.node, f"{scaler.text} is made here"))
         self.report(site.node, message, related=related)
+
+
+def _clips_values(call: cst.Call) -> bool:
+    """``clip_grad_value_(...)`` or timm's ``dispatch_clip_grad(..., mode="value")``."""
+    name = dotted(call.func) or ""
+    if name.rsplit(".", 1)[-1] in ("clip_grad_value_", "clip_grad_value"):
+        return True
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "mode":
+            return isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value == "value"
+    return False

@@ -3,18 +3,39 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import libcst as cst
 
 from mpcheck.facts import Fact, Kind, Prec
 from mpcheck.names import dotted
-from mpcheck.rule import NodeEdit, NodeFix, Rule
+from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
 from mpcheck.sites import CallSite, Operand, SetItemSite
-from mpcheck.torch_api import CHECKED_FILL_FACTORIES, CHECKED_SCALAR_WRITES, UNCHECKED_SCALAR_OPS
+from mpcheck.torch_api import (
+    CAST_METHODS,
+    CHECKED_FILL_FACTORIES,
+    CHECKED_SCALAR_WRITES,
+    UNCHECKED_SCALAR_OPS,
+)
 
 # Largest finite values (torch.finfo(...).max).
 LIMITS = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
+C10 = {"float16": "Half", "bfloat16": "BFloat16"}
 SILENT = "and {inf} turns into NaN downstream (a fully masked softmax row, `0 * inf`)"
+# ``clamp(max=1e5)``: the bound is the point of the call, so ``finfo(x.dtype).max`` is advice
+# for half precision, not a rewrite (in float32 it would drop the clamp altogether).
+BOUNDS = frozenset(name for name in CHECKED_SCALAR_WRITES if name.startswith(("clamp", "clip")))
+# Calls that change a tensor's dtype: a float32 tensor holding -1e9 becomes -inf in float16.
+CASTS = frozenset({*CAST_METHODS, "to", "type", "type_as"})
+# Factories that build a tensor from a Python number: qualname -> slot of the number.
+SCALAR_TENSORS = {"torch.tensor": (0, "data"), "torch.as_tensor": (0, "data")}
+
+# How the constant reaches the half tensor:
+#   raises  - the op converts the scalar with a range check (masked_fill, fill_, clamp, full)
+#   inf     - unchecked: the result (or the stored value) is +-inf (add, where, setitem)
+#   product - ``t * -1e9``: inf wherever ``t`` is not tiny (a mask's ones)
+#   cast    - a float32 tensor holding the constant is cast to the half dtype
+How = Literal["raises", "inf", "product", "cast"]
 
 
 class Fp16OverflowConstant(Rule):
@@ -30,32 +51,40 @@ class Fp16OverflowConstant(Rule):
         that runs in float16 (`model.half()`, `torch_dtype=torch.float16`, or fp16 autocast,
         whose matmuls produce float16 scores even in code written for float32) that constant
         does not fit. Ops that convert the scalar with a range check -- `masked_fill`,
-        `fill_`, `index_fill_`, `clamp`, `torch.full`/`full_like`/`new_full`, `F.pad` --
-        raise. Ops that do not -- `scores + (1 - mask) * -1e9`, `torch.where(mask, -1e9, x)`,
-        `x[mask] = -1e9` -- silently produce `-inf`, and `-inf` becomes NaN as soon as a row
-        is fully masked (softmax) or it meets a zero (`0 * inf`). Both forms are reported as
-        errors: the silent one corrupts training without a trace. `-1e9` fits bfloat16
-        (its range is float32's), so it is reported only where the tensor can be float16;
-        `torch.finfo(torch.float32).min` overflows bfloat16 as well.
+        `fill_`, `index_fill_`, `scatter`, `clamp`/`clip`, `torch.full`/`full_like`/`new_full`,
+        `F.pad` -- raise. Ops that do not -- `scores + (1 - mask) * -1e9`,
+        `torch.where(mask, -1e9, x)`, `x[mask] = -1e9`, `torch.tensor(-1e9, dtype=x.dtype)`,
+        or casting a float32 tensor that holds `-1e9` with `.to(x.dtype)` -- silently produce
+        `-inf`, and `-inf` becomes NaN as soon as a row is fully masked (softmax) or it meets
+        a zero (`0 * inf`). Both forms are reported as errors: the silent one corrupts
+        training without a trace. `-1e9` fits bfloat16 (its range is float32's, up to
+        3.39e38), so it is reported only where the tensor can be float16;
+        `torch.finfo(torch.float32).min` overflows bfloat16 as well, and the message says so.
+        Integer constants (`256 * 256 * color`) are reported only against a tensor known to
+        be half: against one the engine merely assumes is in the model's dtype they are
+        index arithmetic far more often than masks.
         """
     symptom = """
         `RuntimeError: value cannot be converted to type c10::Half without overflow` (or
-        `c10::BFloat16` for `torch.finfo(torch.float32).min`); for the arithmetic, `where` and
-        item-assignment forms, no error: `-inf` in the scores and NaN losses later.
+        `c10::BFloat16` for `torch.finfo(torch.float32).min`); for the arithmetic, `where`,
+        item-assignment and cast forms, no error: `-inf` in the scores and NaN losses later.
         """
     how_to_fix = """
         Use the most negative value of the tensor's own dtype, `torch.finfo(x.dtype).min`
         (`.max` for a positive bound), or a constant that fits float16 such as `-1e4`.
-        mpcheck's fix writes `torch.finfo(x.dtype).min` when the tensor is a plain name. It
-        is an unsafe fix: in float32 the constant becomes -3.4e38 instead of -1e9, so a mask
-        that is later added to another such mask reaches `-inf` (NaN after softmax) where
-        the old constant did not; check how the masked values are used before applying it.
+        mpcheck's fix writes `torch.finfo(x.dtype).min` when the dtype can be spelled from a
+        plain name at that point (`x.dtype` for a tensor `x`, or the call's own `dtype=`).
+        It is an unsafe fix: in float32 the constant becomes -3.4e38 instead of -1e9, so a
+        mask that is later added to another such mask reaches `-inf` (NaN after softmax)
+        where the old constant did not; check how the masked values are used before applying
+        it. A `clamp`/`clip` bound gets no fix: in float32, `finfo.max` would remove the
+        clamp, so pick a bound that fits float16 instead.
         """
     bad = """
         class Attention(nn.Module):
             def forward(self, q, k, v, causal):
                 scores = q @ k.transpose(-1, -2)
-                scores = scores.masked_fill(~causal, -1e9)   # raises in float16
+                scores = scores.masked_fill(~causal, -1e9)  # raises in float16
                 return scores.softmax(-1) @ v
         """
     good = """
@@ -67,21 +96,42 @@ class Fp16OverflowConstant(Rule):
         """
     fixable = True
 
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        # float32 tensors made from an out-of-range number (``torch.where(m, 0.0, -1e10)``),
+        # by call node: reported when a cast is chained onto that call (``.to(x.dtype)``).
+        self.constants: dict[cst.CSTNode, Operand] = {}
+
     def check_call(self, call: CallSite) -> None:
         if isinstance(call.node, cst.BinaryOperation):
             if call.qualname in ("torch.add", "torch.sub", "torch.mul") and len(call.args) == 2:
+                how: How = "product" if call.qualname == "torch.mul" else "inf"
                 left, right = call.args
-                self._pair(call, left, right)
-                self._pair(call, right, left)
+                self._pair(call, left, right, how)
+                self._pair(call, right, left, how)
             return
         if call.qualname == "torch.where" and len(call.args) == 3:
-            self._pair(call, call.args[1], call.args[2])
-            self._pair(call, call.args[2], call.args[1])
+            _, a, b = call.args
+            if a.fact.is_tensor or b.fact.is_tensor:
+                self._pair(call, a, b, "inf")
+                self._pair(call, b, a, "inf")
+            else:  # two Python numbers: a float32 tensor
+                self._remember(call, a, b)
+            return
+        if call.qualname in SCALAR_TENSORS:
+            self._scalar_tensor(call)
             return
         factory = CHECKED_FILL_FACTORIES.get(call.qualname or "")
         if factory is not None:
             value = call.arg(*factory)
-            self._check(value, call.result, self._factory_dtype(call), call, raises=True)
+            self._check(value, call.result, self._factory_dtype(call), call, "raises")
+            if value is not None and call.result.prec is Prec.FULL:
+                self._remember(call, value)
+            return
+        if call.method in CASTS and call.receiver is not None:
+            held = self.constants.get(call.receiver.node)
+            if held is not None:
+                self._check(held, call.result, self._cast_dtype(call), call, "cast")
             return
         op = call.tensor_op()
         if op is None:
@@ -92,24 +142,45 @@ class Fp16OverflowConstant(Rule):
             dtype = self._dtype_of(op.tensor.node)
             if op.name == "new_full" and "dtype" in op.kwargs:
                 dtype = self._dtype_expr(op.kwargs["dtype"].node)
+            fixable = op.name not in BOUNDS
             for index, keyword in CHECKED_SCALAR_WRITES[op.name]:
-                self._check(op.arg(index, keyword), target, dtype, call, raises=True)
+                value = op.arg(index, keyword)
+                self._check(value, target, dtype, call, "raises", fixable=fixable)
         elif op.name in UNCHECKED_SCALAR_OPS:
+            how = "product" if op.name.startswith("mul") else "inf"
             for index, keyword in UNCHECKED_SCALAR_OPS[op.name]:
                 value = op.arg(index, keyword)
-                self._check(
-                    value, op.tensor.fact, self._dtype_of(op.tensor.node), call, raises=False
-                )
+                self._check(value, op.tensor.fact, self._dtype_of(op.tensor.node), call, how)
 
     def check_setitem(self, site: SetItemSite) -> None:
         dtype = self._dtype_of(site.target.node)
-        self._check(site.value, site.target.fact, dtype, site, raises=False)
+        self._check(site.value, site.target.fact, dtype, site, "inf")
 
     # -- helpers -------------------------------------------------------------------------
-    def _pair(self, call: CallSite, value: Operand, tensor: Operand) -> None:
+    def _pair(self, call: CallSite, value: Operand, tensor: Operand, how: How) -> None:
         """``tensor <op> value`` / ``where(mask, value, tensor)``: unchecked, gives inf."""
         if tensor.fact.is_tensor:
-            self._check(value, tensor.fact, self._dtype_of(tensor.node), call, raises=False)
+            self._check(value, tensor.fact, self._dtype_of(tensor.node), call, how)
+
+    def _scalar_tensor(self, call: CallSite) -> None:
+        """``torch.tensor(-1e9, dtype=x.dtype)`` stores -inf; without ``dtype=`` it is float32."""
+        value = call.arg(*SCALAR_TENSORS[call.qualname or ""])
+        if value is None:
+            return
+        if "dtype" in call.kwargs:
+            dtype = self._dtype_expr(call.kwargs["dtype"].node)
+            self._check(value, call.result, dtype, call, "inf")
+        if call.result.prec is Prec.FULL:
+            self._remember(call, value)
+
+    def _remember(self, call: CallSite, *values: Operand | None) -> None:
+        """Note a float32 tensor ``call`` made from a number beyond float16's range."""
+        for value in values:
+            number = _number(value) if value is not None else None
+            if value is not None and number is not None and math.isfinite(number):
+                if abs(number) > LIMITS["float16"]:
+                    self.constants[call.node] = value
+                    return
 
     def _check(
         self,
@@ -117,37 +188,37 @@ class Fp16OverflowConstant(Rule):
         target: Fact,
         dtype_code: str | None,
         site: CallSite | SetItemSite,
+        how: How,
         *,
-        raises: bool,
+        fixable: bool = True,
     ) -> None:
-        if value is None or value.fact.kind is not Kind.SCALAR or value.fact.value is None:
+        number = _number(value) if value is not None else None
+        if value is None or number is None or not math.isfinite(number):
             return
-        number = value.fact.value
         if not target.is_tensor or target.prec not in (Prec.MODEL, Prec.HALF):
             return
-        low = target.dtype if target.prec is Prec.HALF and target.dtype in LIMITS else "float16"
-        if not math.isfinite(number) or abs(number) <= LIMITS[low]:
+        if target.prec is Prec.MODEL and _integer_only(value.node):
+            return  # ``256 * 256 * color``: index arithmetic, not a mask
+        over = self._overflows(target, abs(number))
+        if not over:
             return
         text = self.ctx.code(value.node)
         shown = f"`{text}`" if _is_literal(value.node) else f"`{text}` ({number:g})"
         bound = "min" if number < 0 else "max"
-        use = f"torch.finfo({dtype_code or '<tensor>.dtype'}).{bound}"
-        when = self._when(target, low)
-        call = f"`{self.ctx.code(site.node, 50)}`"
-        if raises:
-            c10 = "Half" if low == "float16" else "BFloat16"
-            error = f"value cannot be converted to type c10::{c10} without overflow"
-            effect = f'{call} raises "{error}" {when}'
-        else:
-            inf = "-inf" if number < 0 else "inf"
-            effect = f"{call} silently gives {inf} {when}, {SILENT.format(inf=inf)}"
-        message = f"{shown} is beyond {low}'s range (±{LIMITS[low]:g}): {effect}; use `{use}`"
+        use = f"`torch.finfo({dtype_code or '<tensor>.dtype'}).{bound}`"
+        if not fixable:  # a clamp bound: advice, not a drop-in
+            use = f"a bound that fits, e.g. {use}"
+        effect = self._effect(number, target, over, site, how)
+        message = f"{shown} is {self._beyond(target, over)}: {effect}; use {use}"
         related = []
+        made = value.fact.origin
+        if made is not None and isinstance(value.node, cst.Name):  # set on another line
+            related.append((made.node, f"{number:g} comes from `{made.text}`"))
         if target.origin is not None and target.prec is Prec.HALF:
-            related.append((target.origin.node, f"{low} here: {target.origin.text}"))
+            related.append((target.origin.node, f"{over[0]} here: {target.origin.text}"))
         fix = None
         finfo = self.ctx.imports.spell("torch.finfo")
-        if dtype_code is not None and finfo is not None:
+        if fixable and dtype_code is not None and finfo is not None:
             code = f"{finfo}({dtype_code}).{bound}"
             fix = NodeFix(
                 f"Use `{code}`",
@@ -156,10 +227,63 @@ class Fp16OverflowConstant(Rule):
             )
         self.report(value.node, message, related=related, fix=fix)
 
-    def _when(self, target: Fact, low: str) -> str:
+    def _effect(
+        self,
+        number: float,
+        target: Fact,
+        over: list[str],
+        site: CallSite | SetItemSite,
+        how: How,
+    ) -> str:
+        """What the write does: the exact error it raises, or where the inf comes from."""
+        when = self._when(target, over)
+        call = f"`{self.ctx.code(site.node, 50)}`"
+        inf = "-inf" if number < 0 else "inf"
+        if how == "raises":
+            first = f"value cannot be converted to type c10::{C10[over[0]]} without overflow"
+            others = "".join(f" (c10::{C10[low]} in {low})" for low in over[1:])
+            return f'{call} raises "{first}" {when}{others}'
+        if how == "cast":
+            cast = f"`{self._cast_text(site)}`" if isinstance(site, CallSite) else call
+            if target.prec is Prec.MODEL:
+                effect = f"{cast} casts the float32 tensor holding it to the model's dtype, "
+                effect += f"silently giving {inf} {when}"
+            else:
+                effect = f"{cast} casts the float32 tensor holding it to {over[0]}, "
+                effect += f"silently giving {inf}"
+            return f"{effect}, {SILENT.format(inf=inf)}"
+        effect = f"{call} silently gives {inf} {when}"
+        if how == "product":
+            limit = min(LIMITS[low] for low in over) / abs(number)
+            effect += f" wherever the other factor exceeds {limit:.2g} in magnitude"
+        return f"{effect}, {SILENT.format(inf=inf)}"
+
+    def _overflows(self, target: Fact, magnitude: float) -> list[str]:
+        """The half dtypes the tensor can have whose range ``magnitude`` exceeds."""
+        if target.prec is Prec.HALF and target.dtype in LIMITS:
+            lows = [target.dtype]
+        else:  # the model's dtype, or "float16 or bfloat16"
+            lows = ["float16", "bfloat16"]
+        return [low for low in lows if magnitude > LIMITS[low]]
+
+    def _beyond(self, target: Fact, over: list[str]) -> str:
+        """``beyond float16's range (±65504), though within bfloat16's`` & co."""
+        if len(over) == 2:
+            return (
+                f"beyond the range of float16 (±{LIMITS['float16']:g}) "
+                f"and of bfloat16 (±{LIMITS['bfloat16']:g})"
+            )
+        low = over[0]
+        text = f"beyond {low}'s range (±{LIMITS[low]:g})"
+        if target.prec is Prec.MODEL or target.dtype not in LIMITS:
+            text += ", though within bfloat16's"
+        return text
+
+    def _when(self, target: Fact, over: list[str]) -> str:
         """``when the model runs in float16`` / ``because the tensor is float16 (...)``."""
         if target.prec is Prec.MODEL:
-            return f"when the model runs in {low}"
+            return f"when the model runs in {' or '.join(over)}"
+        low = over[0]
         if target.origin is not None:
             return f"because the tensor is {low} ({self.where(target)})"
         return f"because the tensor is {low}"
@@ -181,9 +305,45 @@ class Fp16OverflowConstant(Rule):
             return self._dtype_of(call.args[0].node)
         return None
 
+    def _cast_text(self, call: CallSite) -> str:
+        """``.to(h.dtype)`` for ``torch.where(m, 0.0, -1e10).to(h.dtype)``: the cast alone."""
+        args = [self.ctx.code(a.node) for a in call.args]
+        args += [f"{key}={self.ctx.code(o.node)}" for key, o in call.kwargs.items()]
+        text = f".{call.method}({', '.join(args)})"
+        return text if len(text) <= 50 else text[:47] + "..."
+
+    def _cast_dtype(self, call: CallSite) -> str | None:
+        """The dtype a cast names, when it can be repeated: ``.to(h.dtype)``, ``.half()``."""
+        if call.method in CAST_METHODS:
+            return self.ctx.imports.spell(f"torch.{CAST_METHODS[call.method]}")
+        if call.method == "type_as" and call.args:
+            return self._dtype_of(call.args[0].node)
+        for operand in (*call.args, *call.kwargs.values()):
+            if operand.fact.kind is Kind.DTYPE:
+                return self._dtype_expr(operand.node)
+        return None
+
+
+def _number(value: Operand) -> float | None:
+    """The Python number an operand holds, when the engine knows it."""
+    if value.fact.kind is not Kind.SCALAR:
+        return None
+    return value.fact.value
+
 
 def _is_literal(node: cst.BaseExpression) -> bool:
     """``-1e9``, ``1e5``, ``-100000.0``: the number itself, nothing to explain."""
     if isinstance(node, cst.UnaryOperation):
         return _is_literal(node.expression)
     return isinstance(node, (cst.Float, cst.Integer))
+
+
+def _integer_only(node: cst.BaseExpression) -> bool:
+    """``65536``, ``256 * 256``, ``-10**9``: a constant built from integer literals alone."""
+    if isinstance(node, cst.Integer):
+        return True
+    if isinstance(node, cst.UnaryOperation):
+        return _integer_only(node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        return _integer_only(node.left) and _integer_only(node.right)
+    return False

@@ -6,7 +6,7 @@ import libcst as cst
 
 from mpcheck import autocast_ops
 from mpcheck.names import dotted
-from mpcheck.rule import NodeEdit, NodeFix, Rule
+from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
 from mpcheck.sites import Autocast, CallSite
 
 # The ops autocast refuses, and what to use instead (autocast runs these in float32).
@@ -40,6 +40,11 @@ class AutocastUnsafeOp(Rule):
         `torch.autocast(device_type=x.device.type)`) is reported: such code is written to run
         on a GPU too, and there it raises. A region turned off with `enabled=False` is not
         reported (see MPC403 for what its inputs must be).
+
+        The loss is often inside a loss module (a Dice+BCE `nn.Module`): calling an instance
+        of a class from the same file whose `forward` calls BCE, with no autocast region of
+        its own, inside a CUDA autocast region is reported at that call. Plain helper
+        functions and modules from other files are not followed.
         """
     symptom = """
         `RuntimeError: torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe
@@ -74,13 +79,28 @@ class AutocastUnsafeOp(Rule):
         """
     fixable = True
 
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        # ``forward`` of a local class -> a refused op it calls with no autocast region around
+        self.in_forward: dict[str, CallSite] = {}
+        # calls of a local module's instance inside an enabled region: (call, its class)
+        self.local_calls: list[tuple[CallSite, str]] = []
+
     def check_call(self, call: CallSite) -> None:
         region = call.scope.autocast
-        if region is None or not region.active or not call.aten:
+        if call.is_module_call and region is not None and region.active:
+            layer = call.receiver.fact.layer if call.receiver else None
+            if layer is not None and not call.aten:
+                self.local_calls.append((call, layer))
+        if not call.aten or not (call.is_module_call or (call.qualname or "").startswith("torch.")):
+            return  # not an op, or a function of another library that happens to share the name
+        if region is None:
+            function = call.scope.function
+            if call.scope.class_name and function and function.name.value == "forward":
+                if autocast_ops.policy(call.aten, "cuda") == "banned":
+                    self.in_forward.setdefault(call.scope.class_name, call)
             return
-        if not (call.is_module_call or (call.qualname or "").startswith("torch.")):
-            return  # a function of another library that happens to share the name
-        if autocast_ops.policy(call.aten, _device(region)) != "banned":
+        if not region.active or autocast_ops.policy(call.aten, _device(region)) != "banned":
             return
         qual, functional, module = _INSTEAD.get(call.aten, ("", "", ""))
         if call.is_module_call:
@@ -98,6 +118,29 @@ class AutocastUnsafeOp(Rule):
         )
         related = [(region.node, "the autocast region")]
         self.report(call.node, message, related=related, fix=self.fix(call, qual))
+
+    def finish(self) -> None:
+        """A local loss module whose ``forward`` calls BCE, called in an autocast region."""
+        for call, layer in self.local_calls:
+            inner = self.in_forward.get(layer)
+            region = call.scope.autocast
+            if inner is None or region is None:
+                continue
+            if autocast_ops.policy(inner.aten, _device(region)) != "banned":
+                continue
+            what, op = _callee(self, call), _callee(self, inner)
+            message = (
+                f"`{what}` runs `{layer}.forward`, whose `{op}` ({self.line(inner.node)}) raises "
+                f"inside {_region_text(self, region)}: autocast refuses binary cross-entropy "
+                '("torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to '
+                'autocast."); compute it from the logits with '
+                "`F.binary_cross_entropy_with_logits` or `nn.BCEWithLogitsLoss`"
+            )
+            related = [
+                (inner.node, "autocast refuses this op"),
+                (region.node, "the autocast region"),
+            ]
+            self.report(call.node, message, related=related)
 
     def fix(self, call: CallSite, qual: str) -> NodeFix | None:
         """``F.binary_cross_entropy(torch.sigmoid(z), y)`` -> ``F.b_c_e_with_logits(z, y)``."""
@@ -123,6 +166,11 @@ class AutocastUnsafeOp(Rule):
         logits_code = self.ctx.module.code_for_node(logits)
         message = f"Use `{shown}` on `{self.ctx.code(logits)}` (the logits, without the sigmoid)"
         return NodeFix(message, (edit, NodeEdit(first.node, logits_code)), applicability="unsafe")
+
+
+def _callee(rule: Rule, call: CallSite) -> str:
+    """``F.binary_cross_entropy`` / ``self.criterion``: what is called, without arguments."""
+    return rule.ctx.code(call.node.func if isinstance(call.node, cst.Call) else call.node)
 
 
 def _device(region: Autocast) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from mpcheck.rule import Rule, RuleContext
-from mpcheck.sites import CallSite, ClassSite, FunctionSite
+from mpcheck.sites import CallSite, ClassSite, Decorator, FunctionSite
 from mpcheck.torch_api import OpKind
 
 _FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.InplaceFunction"})
@@ -56,8 +56,13 @@ class CustomFunctionWithoutCustomFwd(Rule):
         conv, matmul or attention op (elementwise Functions promote and work), and only in a
         file that uses autocast (an autocast region, a GradScaler, or another Function with
         `custom_fwd`): the check is per file, so a Function defined in a library module and
-        used under autocast elsewhere is not reported. A `forward` decorated with
-        `autocast(enabled=False)` never sees autocast and is fine.
+        used under autocast elsewhere is not reported. A `forward` that never computes under
+        autocast is fine without `custom_bwd`: one decorated with `autocast(enabled=False)` or
+        with `custom_fwd(cast_inputs=torch.float32)` (autocast is off inside and the inputs
+        share one dtype, so output, gradient and saved tensors agree; measured), or one whose
+        matmuls run in a `with autocast(..., enabled=False)` block. A `forward` or `backward`
+        with a decorator mpcheck cannot see into (`custom_fwd(...)` kept in a variable, another
+        library's decorator) is not reported either.
         """
     symptom = """
         `RuntimeError: expected m1 and m2 to have the same dtype, but got: c10::Half != float`
@@ -83,7 +88,8 @@ class CustomFunctionWithoutCustomFwd(Rule):
             @staticmethod
             def backward(ctx, grad):
                 x, weight = ctx.saved_tensors
-                return grad @ weight, grad.t() @ x   # half grad @ float32 weight
+                return grad @ weight, grad.t() @ x  # half grad @ float32 weight
+
 
         with torch.autocast("cuda"):
             loss = LinearFn.apply(x, weight).sum()
@@ -110,7 +116,10 @@ class CustomFunctionWithoutCustomFwd(Rule):
         self.candidates: list[_Candidate] = []
         self.decorated: dict[cst.FunctionDef, set[str]] = {}  # custom_fwd/custom_bwd it has
         self.autocast_off: set[cst.FunctionDef] = set()  # runs with autocast disabled
+        self.opaque: set[cst.FunctionDef] = set()  # has a decorator that is not torch's
         self.mixing: dict[cst.FunctionDef, cst.CSTNode] = {}  # first matmul-like op in it
+        # ... of those, the first one that autocast can lower (not in an ``enabled=False`` block)
+        self.lowered: dict[cst.FunctionDef, cst.CSTNode] = {}
         self.signal: tuple[cst.CSTNode, str] | None = None  # where the file uses autocast
 
     def check_class(self, site: ClassSite) -> None:
@@ -128,6 +137,14 @@ class CustomFunctionWithoutCustomFwd(Rule):
         if amp:
             self.decorated[site.node] = amp
             self._signal(site.node, "`custom_fwd`/`custom_bwd` is used")
+        if any(_opaque(d) for d in site.decorators):
+            # ``fwd_fp32 = custom_fwd(device_type=..., cast_inputs=...)`` then ``@fwd_fp32``:
+            # a decorator mpcheck cannot see into may well be custom_fwd/custom_bwd.
+            self.opaque.add(site.node)
+        if any(_casts_inputs(d) for d in site.decorators):
+            # ``custom_fwd(cast_inputs=...)`` runs forward with autocast off on inputs of one
+            # dtype: its output, saved tensors and gradient agree (measured: no custom_bwd needed).
+            self.autocast_off.add(site.node)
         region = site.scope.autocast
         if region is not None and region.enabled is False:
             self.autocast_off.add(site.node)
@@ -136,9 +153,11 @@ class CustomFunctionWithoutCustomFwd(Rule):
 
     def check_call(self, call: CallSite) -> None:
         function = call.scope.function
+        region = call.scope.autocast
         if call.op in _MIXING_OPS and function is not None:
             self.mixing.setdefault(function, call.node)
-        region = call.scope.autocast
+            if region is None or region.active:
+                self.lowered.setdefault(function, call.node)
         if region is not None and region.active:
             self._signal(region.node, "autocast is used")
         elif call.qualname in _SCALERS:
@@ -152,9 +171,9 @@ class CustomFunctionWithoutCustomFwd(Rule):
         if self.signal is None:
             return
         for cand in self.candidates:
-            if cand.forward in self.autocast_off:
+            if cand.forward in self.autocast_off or {cand.forward, cand.backward} & self.opaque:
                 continue
-            op = self.mixing.get(cand.forward)
+            op = self.lowered.get(cand.forward)
             back = self.mixing.get(cand.backward)
             if op is None or back is None:
                 continue
@@ -184,3 +203,23 @@ class CustomFunctionWithoutCustomFwd(Rule):
             (node, text[0].upper() + text[1:]),
         ]
         self.report(cand.node.name, message, related=related)
+
+
+def _opaque(deco: Decorator) -> bool:
+    """A decorator that is neither torch's nor a plain ``staticmethod``: it may be custom_fwd."""
+    qual = deco.qualname or ""
+    leaf = qual.rsplit(".", 1)[-1]
+    known = qual.startswith("torch.") or qual in ("staticmethod", "classmethod")
+    return not known and leaf not in ("custom_fwd", "custom_bwd")
+
+
+def _casts_inputs(deco: Decorator) -> bool:
+    """``@custom_fwd(..., cast_inputs=<dtype>)``: forward runs with autocast disabled."""
+    if not (deco.qualname or "").endswith("custom_fwd") or deco.call is None:
+        return False
+    return any(
+        a.keyword is not None
+        and a.keyword.value == "cast_inputs"
+        and not (isinstance(a.value, cst.Name) and a.value.value == "None")
+        for a in deco.call.args
+    )

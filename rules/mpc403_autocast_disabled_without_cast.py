@@ -61,9 +61,9 @@ class AutocastDisabledWithoutCast(Rule):
         """
     bad = """
         with torch.autocast("cuda"):
-            feats = backbone(images)             # float16
+            feats = backbone(images)  # float16
             with torch.autocast("cuda", enabled=False):
-                logits = head(feats)             # head is float32: raises
+                logits = head(feats)  # head is float32: raises
         """
     good = """
         with torch.autocast("cuda"):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
 from mpcheck.diagnostics import Severity
-from mpcheck.names import dotted
-from mpcheck.rule import NodeEdit, NodeFix, Rule
+from mpcheck.names import CANONICAL, dotted
+from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
 from mpcheck.sites import CallSite, FunctionSite
 
 
@@ -54,6 +55,11 @@ class DeprecatedAmpApi(Rule):
         step fails, and the wrappers will be removed in a future release. The replacements
         take the device explicitly, which also makes the code's target visible (a
         `torch.cuda.amp.autocast()` on a CPU-only machine silently does nothing).
+
+        Code that still supports an old torch is left alone: an old spelling in the `except`
+        branch of a `try` that uses the same API's `torch.amp` spelling (or imports it), or in
+        the branch of an `if`/`else` (or the code after an `if ...: return`) whose other
+        branch does, only runs where the new name is missing.
         """
     symptom = """
         torch 2.13 warns, once per call site:
@@ -97,6 +103,10 @@ class DeprecatedAmpApi(Rule):
         """
     fixable = True
 
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        self.fallbacks: _Fallbacks | None = None  # found when the first old spelling is
+
     def check_call(self, call: CallSite) -> None:
         old = DEPRECATED.get(call.qualname or "")
         if old is not None and isinstance(call.node, cst.Call):
@@ -116,6 +126,10 @@ class DeprecatedAmpApi(Rule):
     def check(
         self, node: cst.BaseExpression, func: cst.BaseExpression, old: _Old, qual: str
     ) -> None:
+        if self.fallbacks is None:
+            self.fallbacks = _Fallbacks.of(self.ctx)
+        if self.fallbacks.covers(node, func, old):
+            return  # only reached on a torch too old for the new spelling
         old_text = f"`{self.ctx.code(func)}`"
         if qual != self.ctx.code(func):
             old_text += f" (`{qual}`)"
@@ -127,9 +141,9 @@ class DeprecatedAmpApi(Rule):
         )
         fix = None
         if new_name is not None:
-            code = self.rewrite(node, new_name, old)
-            if code is not None:
-                fix = NodeFix(f"Use `{shown}`", (NodeEdit(node, code),))
+            edits = self.rewrite(node, func, new_name, old)
+            if edits is not None:
+                fix = NodeFix(f"Use `{shown}`", edits)
         self.report(node, message, fix=fix)
 
     def spell(self, func: cst.BaseExpression, new: str) -> str | None:
@@ -140,49 +154,173 @@ class DeprecatedAmpApi(Rule):
             return head + new[len("torch") :]
         return self.ctx.imports.spell(new)
 
-    def rewrite(self, node: cst.BaseExpression, new_name: str, old: _Old) -> str | None:
-        new_func = cst.parse_expression(new_name)
-        device = cst.SimpleString(f'"{old.device}"')
+    def rewrite(
+        self, node: cst.BaseExpression, func: cst.BaseExpression, new_name: str, old: _Old
+    ) -> tuple[NodeEdit, ...] | None:
+        """Edits of the name and of single arguments, so a multi-line call keeps its layout.
+
+        Regenerating the whole call would lose the indentation of its continuation lines:
+        libcst prints a detached node as if it were at the top of the module.
+        """
+        device = f'"{old.device}"'
+        first = f"device_type={device}" if old.kind == "custom" else device
         if not isinstance(node, cst.Call):  # a bare ``@torch.cuda.amp.custom_fwd``
-            return f'{new_name}(device_type="{old.device}")'
-        args = list(node.args)
+            return (NodeEdit(node, f"{new_name}({first})"),)
+        args = node.args
+        if not args:
+            return (NodeEdit(node, f"{new_name}({first})"),)
+        # What each argument becomes; the device goes in front of one of them (or after the last).
+        texts = {i: self._arg(arg) for i, arg in enumerate(args)}
         if old.kind == "autocast":
             if any(a.star == "*" for a in args):
                 return None  # what the positional arguments mean is not known
-            converted, slot = [], 0
-            for arg in args:
-                if arg.keyword is None and not arg.star:
-                    if slot == len(_AUTOCAST_POSITIONAL):
-                        return None
-                    arg, slot = _keyword(arg, _AUTOCAST_POSITIONAL[slot]), slot + 1
-                converted.append(arg)
-            args = [cst.Arg(device), *converted]
+            positional = [i for i, a in enumerate(args) if a.keyword is None and not a.star]
+            if len(positional) > len(_AUTOCAST_POSITIONAL):
+                return None
+            for i, name in zip(positional, _AUTOCAST_POSITIONAL, strict=False):
+                texts[i] = f"{name}={texts[i]}"
+            at, before = 0, f"{device}, "
         elif old.kind == "scaler":
-            args.insert(0, cst.Arg(device))  # the new first parameter; the rest shift with it
+            at, before = 0, f"{device}, "  # the new first parameter; the rest shift with it
         else:
             if any(a.keyword is not None and a.keyword.value == "device_type" for a in args):
                 return None
-            where = sum(1 for a in args if a.keyword is None and not a.star)
-            args.insert(where, _keyword(cst.Arg(device), "device_type"))
-        new = node.with_changes(func=new_func, args=_normalise_commas(args))
-        return self.ctx.module.code_for_node(new)
+            named = [i for i, a in enumerate(args) if a.keyword is not None or a.star]
+            at, before = (named[0], f"device_type={device}, ") if named else (len(args) - 1, "")
+            if not named:  # only positional arguments: append after the last one
+                texts[at] += f", device_type={device}"
+        texts[at] = before + texts[at]
+        edits = [NodeEdit(func, new_name)]
+        edits += [NodeEdit(args[i], t) for i, t in texts.items() if t != self._arg(args[i])]
+        return tuple(edits)
+
+    def _arg(self, arg: cst.Arg) -> str:
+        """The source of one argument, without the comma and whitespace that follow it."""
+        bare = arg.with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=_NO_SPACE)
+        return self.ctx.module.code_for_node(bare)
 
 
-def _keyword(arg: cst.Arg, name: str) -> cst.Arg:
-    equal = cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-    )
-    return arg.with_changes(keyword=cst.Name(name), equal=equal)
+_NO_SPACE = cst.SimpleWhitespace("")
 
 
-def _normalise_commas(args: list[cst.Arg]) -> list[cst.Arg]:
-    """Every argument but the last needs a comma; the last keeps whatever it had."""
-    out = []
-    for i, arg in enumerate(args):
-        if i < len(args) - 1 and not isinstance(arg.comma, cst.Comma):
-            arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        out.append(arg)
-    return out
+class _Fallbacks(cst.CSTVisitor):
+    """Old spellings kept for torch < 2.3/2.4, which are not reached on a current torch.
+
+    ``try: torch.amp.GradScaler(device=d) except AttributeError: torch.cuda.amp.GradScaler()``
+    (timm), ``try: from torch.amp import custom_fwd except ImportError: from torch.cuda.amp
+    import custom_fwd``, and an ``if``/``else`` on the torch version whose other branch uses
+    the same API's ``torch.amp`` spelling. Rewriting those would break the old torch they are
+    there for.
+    """
+
+    def __init__(self, ctx: RuleContext) -> None:
+        self.ctx = ctx
+        # node id / local name in a fallback branch -> new names its other branch uses
+        self.nodes: dict[int, frozenset[str]] = {}
+        self.names: dict[str, frozenset[str]] = {}
+
+    @classmethod
+    def of(cls, ctx: RuleContext) -> _Fallbacks:
+        found = cls(ctx)
+        ctx.module.visit(found)
+        return found
+
+    def covers(self, node: cst.CSTNode, func: cst.BaseExpression, old: _Old) -> bool:
+        new = _canonical(old.new)
+        head = (dotted(func) or "").split(".", 1)[0]
+        return new in self.nodes.get(id(node), ()) or new in self.names.get(head, ())
+
+    def visit_Try(self, node: cst.Try) -> None:
+        for handler in node.handlers:
+            self._pair(node.body, handler.body)
+
+    def visit_If(self, node: cst.If) -> None:
+        if node.orelse is not None:
+            self._pair(node.body, node.orelse)
+            self._pair(node.orelse, node.body)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._pair(node.body, node.orelse)
+        self._pair(node.orelse, node.body)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._early_exits(node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._early_exits(node.body)
+
+    def _early_exits(self, body: Sequence[cst.BaseStatement]) -> None:
+        """``if new_torch: return torch.amp.autocast(...)`` and the old spelling after it."""
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, cst.If) and stmt.orelse is None and _exits(stmt.body):
+                self._pair(stmt.body, *body[i + 1 :])
+
+    def _pair(self, preferred: cst.CSTNode, *fallback: cst.CSTNode) -> None:
+        """``fallback`` is taken where ``preferred``'s ``torch.amp`` names do not exist."""
+        new = _Collect.of(preferred).new_names(self.ctx)
+        if not new:
+            return
+        for part in fallback:
+            found = _Collect.of(part)
+            for key in found.ids:
+                self.nodes[key] = self.nodes.get(key, frozenset()) | new
+            for name in found.bound_from_old:
+                self.names[name] = self.names.get(name, frozenset()) | new
+
+
+class _Collect(cst.CSTVisitor):
+    """Every node of a subtree, its names and what its imports bring in."""
+
+    def __init__(self) -> None:
+        self.ids: set[int] = set()
+        self.exprs: list[cst.BaseExpression] = []
+        self.imported: set[str] = set()  # qualified names imported: "torch.amp.custom_fwd"
+        self.bound_from_old: set[str] = set()  # local names imported from the old API
+
+    @classmethod
+    def of(cls, node: cst.CSTNode) -> _Collect:
+        found = cls()
+        node.visit(found)
+        return found
+
+    def new_names(self, ctx: RuleContext) -> frozenset[str]:
+        quals = [ctx.imports.resolve(e) or "" for e in self.exprs] + list(self.imported)
+        canon = {_canonical(q) for q in quals}
+        return frozenset(q for q in canon if q == "torch.autocast" or q.startswith("torch.amp."))
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.ids.add(id(node))
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            self.exprs.append(node)
+        return super().on_visit(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        module = dotted(node.module) if node.module is not None else None
+        if module is None or node.relative or isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            qual = f"{module}.{alias.name.value}"
+            self.imported.add(qual)
+            bound = alias.asname.name if alias.asname is not None else alias.name
+            if (module in _OLD_MODULES or qual in _OLD_MODULES) and isinstance(bound, cst.Name):
+                self.bound_from_old.add(bound.value)
+
+
+_OLD_MODULES = frozenset(qual.rsplit(".", 1)[0] for qual in DEPRECATED)
+
+
+def _exits(body: cst.BaseSuite) -> bool:
+    """Whether a block ends in ``return`` or ``raise``."""
+    last: cst.CSTNode | None = body.body[-1] if body.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, (cst.Return, cst.Raise))
+
+
+def _canonical(qual: str) -> str:
+    return CANONICAL.get(qual, qual)
 
 
 def _shown(new_name: str, old: _Old) -> str:

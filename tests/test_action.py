@@ -270,6 +270,21 @@ def test_version_input_installs_from_pypi(runner: Runner, tmp_path: Path) -> Non
         assert log.read_text().splitlines()[-1].split()[-1] == spec
 
 
+def test_install_step_explains_a_python_without_venv(runner: Runner, tmp_path: Path) -> None:
+    """Debian's python3 without python3-venv: a clear error, not a bare traceback."""
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    python = fake / "python3"
+    python.write_text("#!/bin/sh\necho 'ensurepip is not available' >&2\nexit 1\n")
+    python.chmod(0o755)
+    env = {"PATH": f"{fake}{os.pathsep}{runner.base_env['PATH']}", "RUNNER_TEMP": str(tmp_path)}
+    result = runner.run_steps([STEPS[0]], tmp_path, extra_env=env)
+    assert result.returncode == 2
+    assert f"::error title=mpcheck action::'{python} -m venv' failed" in result.stdout
+    assert "actions/setup-python" in result.stdout
+    assert "bin" not in result.outputs["install"]
+
+
 def test_findings_become_annotations_sarif_and_summary(
     runner: Runner, installed: dict[str, str], workspace: Path
 ) -> None:

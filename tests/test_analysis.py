@@ -270,3 +270,67 @@ def test_dtype_objects() -> None:
         """
     )
     assert fact.kind is Kind.DTYPE and fact.prec is Prec.MODEL
+
+
+def test_registered_buffers_follow_the_model_dtype() -> None:
+    # ``model.half()`` casts every floating buffer; integer buffers and plain attributes stay.
+    facts = probe(
+        """
+        class Rotary(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+                self.register_buffer("position_ids", torch.arange(dim))
+                self.register_buffer(name="scale", tensor=torch.ones(1))
+                self.plain = torch.zeros(dim)
+            def forward(self, x):
+                probe.at(self.inv_freq); probe.at(self.position_ids)
+                probe.at(self.scale); probe.at(self.plain)
+        """
+    )
+    assert [(f.kind, f.prec) for f in facts] == [
+        (Kind.TENSOR, Prec.MODEL),
+        (Kind.TENSOR, Prec.INT),
+        (Kind.TENSOR, Prec.MODEL),
+        (Kind.TENSOR, Prec.FULL),
+    ]
+    assert facts[0].cause is Cause.PARAMETER and facts[0].origin is not None
+    assert facts[0].origin.text == "a buffer of the model"
+
+
+def test_ops_that_keep_their_input_dtype() -> None:
+    # grid_sample and the dtype-strict writes raise rather than promote; topk gives indices.
+    facts = probe(
+        """
+        class Net(nn.Module):
+            def forward(self, x, index):
+                grid = torch.zeros(1, 2, 2, 2)
+                probe.at(F.grid_sample(x, grid, align_corners=True))
+                probe.at(torch.index_add(x, 0, index, torch.ones(2, 4)))
+                probe.at(x.lerp(torch.ones(4), 0.5))
+                values, indices = torch.topk(x.float(), 2, dim=-1)
+                probe.at(values); probe.at(indices)
+                probe.at(torch.max(x, torch.ones(4)))
+        """
+    )
+    assert [f.prec for f in facts] == [
+        Prec.MODEL,
+        Prec.MODEL,
+        Prec.MODEL,
+        Prec.FULL,
+        Prec.INT,
+        Prec.FULL,  # elementwise max with a tensor promotes
+    ]
+
+
+def test_autocast_promoting_a_strict_write_promotes_its_result() -> None:
+    fact = one(
+        """
+        class Net(nn.Module):
+            def forward(self, x, index):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    probe.at(torch.index_copy(x, 0, index, torch.zeros(2, 4)))
+        """
+    )
+    assert fact.prec is Prec.FULL

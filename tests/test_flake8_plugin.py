@@ -189,6 +189,29 @@ def test_plugin_yields_zero_based_columns() -> None:
     assert all(kind is MpcheckPlugin for *_, kind in results)
 
 
+def test_plugin_reads_flake8s_lines_and_parses_them_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import libcst
+
+    from mpcheck import engine
+
+    parses: list[str] = []
+    real_parse = libcst.parse_module
+
+    def counting(source: str | bytes, *args: object, **kwargs: object) -> libcst.Module:
+        parses.append(source.decode() if isinstance(source, bytes) else source)
+        return real_parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(engine.cst, "parse_module", counting)
+    on_disk = tmp_path / "module.py"
+    on_disk.write_text("import torch\n")  # clean: only flake8's lines hold the bug
+    lines = MODULE_SOURCE.splitlines(keepends=True)
+    results = list(MpcheckPlugin(ast.parse(MODULE_SOURCE), lines, str(on_disk)).run())
+    assert [(row, text.split()[0]) for row, _, text, _ in results] == [(12, "MPC101")]
+    assert parses == [MODULE_SOURCE]
+
+
 def test_noqa_is_flake8s_job_and_both_tools_agree(tmp_path: Path) -> None:
     (tmp_path / "same_line.py").write_text(
         UPCAST_BLOCK.format(body="        return self.proj(h)  # noqa: MPC101")

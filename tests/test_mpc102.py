@@ -41,11 +41,14 @@ def test_mask_concatenated_with_latents_is_reported_at_the_factory() -> None:
     assert d.message == (
         "`mask` is made float32 (the default dtype) by `torch.ones` without `dtype=`; "
         "`torch.cat` at line 8 concatenates it with `latents` (the model's dtype), so the "
-        "result silently becomes float32 and the next half-precision layer rejects it"
+        "result is float32 and reaches `self.conv_in` at line 9, which runs in the model's "
+        "dtype and raises when that is half"
     )
-    (note,) = d.related
-    assert (note.start.row, note.start.column) == (8, 18)
-    assert note.message == "concatenates it with `latents` (the model's dtype) here"
+    mixed, sink = d.related
+    assert (mixed.start.row, mixed.start.column) == (8, 18)
+    assert mixed.message == "concatenates it with `latents` (the model's dtype) here"
+    assert (sink.start.row, sink.start.column) == (9, 16)
+    assert sink.message == "`self.conv_in` runs in the model's dtype here"
     assert d.fix is not None and d.fix.applicability == "unsafe"
     assert d.fix.message == "Pass `dtype=latents.dtype`"
     (edit,) = d.fix.edits
@@ -263,4 +266,140 @@ def test_silent_for_a_half_input_to_a_float32_norm_weight() -> None:
             """
         )
         == []
+    )
+
+
+def test_drop_path_mask_returned_from_forward() -> None:
+    """levit/efficientvit: the float32 keep-mask makes the block's output float32."""
+    (d,) = findings(
+        """
+        class ResidualDrop(nn.Module):
+            def forward(self, x):
+                if self.training:
+                    rnd = torch.rand(x.size(0), 1, 1, device=x.device)
+                    rnd = rnd.ge_(0.1).div(0.9).detach()
+                    x = x + self.m(x) * rnd
+                    return x
+                return x + self.m(x)
+        """
+    )
+    assert span(d) == (8, 19, 8, 63)
+    assert d.message == (
+        "`rnd` is made float32 (the default dtype) by `torch.rand` without `dtype=`; the `*` "
+        "at line 10 multiplies it with `self.m(x)` (the model's dtype), so the result is "
+        "float32 and is returned at line 11 as the output of `forward`, which the next "
+        "half-precision layer rejects"
+    )
+    assert [(r.start.row, r.message) for r in d.related] == [
+        (10, "multiplies it with `self.m(x)` (the model's dtype) here"),
+        (11, "returned here"),
+    ]
+
+
+def test_mixed_input_of_a_submodule() -> None:
+    """autoformer: zeros concatenated into the decoder's ``inputs_embeds``."""
+    (d,) = findings(
+        """
+        class Forecaster(nn.Module):
+            def forward(self, seasonal):
+                zeros = torch.zeros(seasonal.shape[0], 4, seasonal.shape[2])
+                decoder_input = torch.cat((seasonal[:, -2:], zeros), dim=1)
+                out = self.decoder(inputs_embeds=decoder_input)
+                return out.last_hidden_state
+        """
+    )
+    assert span(d)[:2] == (7, 17)
+    assert d.message.endswith(
+        "so the result is float32 and reaches `self.decoder` at line 9, which runs in the "
+        "model's dtype and raises when that is half"
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a contrastive loss: the float32 labels only make the loss float32 (siglip, pe_audio)
+        """
+        labels = torch.eye(logits.shape[0], device=logits.device)
+        loss = -F.logsigmoid(labels * logits).sum() / logits.shape[0]
+        return loss, logits
+        """,
+        # a loss module follows its inputs (speecht5 stop labels into BCEWithLogitsLoss)
+        """
+        stop = torch.cat([logits[:, :1] * 0, torch.ones(logits.shape[0], 1)], dim=1)
+        return self.bce_criterion(logits[:, :2], stop)
+        """,
+        # a float32 accumulator written back in place (AnimateDiff, tiled VAE blending)
+        """
+        acc = torch.zeros_like(logits)
+        weights = torch.ones(1, logits.shape[1])
+        acc[:, :2] += logits[:, :2] * weights[:, :2]
+        out = torch.zeros(logits.shape[0], 4)
+        out[:, :2].copy_(logits[:, :2] * weights[:, :2] + (1 - weights[:, :2]) * out[:, :2])
+        return acc
+        """,
+        # cast back before it goes on (tvp visual prompt)
+        """
+        base = torch.zeros(1, 3, 4, 4, device=logits.device)
+        prompt = torch.cat([self.pad_left, base, self.pad_right], dim=3)
+        return logits + prompt.to(logits.dtype)
+        """,
+        # upcast anyway for a float32 kernel (mra)
+        """
+        q = torch.cat([logits, torch.zeros(2, 3, device=logits.device)], dim=-1)
+        return self.kernel(q.float())
+        """,
+        # a 0-dim float32 tensor never promotes (encodec, lightglue, xglm)
+        """
+        total = torch.full((), 0.0, device=logits.device)
+        for layer in self.layers:
+            total = total + layer(logits)
+        scaled = logits / torch.full((), 64, device=logits.device) ** 0.25
+        return self.proj(torch.max(scaled, torch.full((), -1e4)) + total)
+        """,
+        # integer lengths concatenated with float32 zeros (musicflamingo)
+        """
+        starts = torch.cat([torch.zeros(1), torch.cumsum(lengths, dim=0)[:-1]])
+        return self.proj(logits), starts
+        """,
+    ],
+)
+def test_silent_when_the_float32_result_reaches_no_half_layer(body: str) -> None:
+    source = f"""
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bce_criterion = nn.BCEWithLogitsLoss()
+            def forward(self, logits, lengths: torch.LongTensor):
+                {textwrap.indent(textwrap.dedent(body).strip(), " " * 16).lstrip()}
+        """
+    assert findings(source) == []
+
+
+def test_silent_for_a_resized_weight() -> None:
+    """bart ``_resize_final_logits_bias``: the grown buffer is a weight, not an activation."""
+    source = """
+        class LM(nn.Module):
+            def resize(self, n):
+                extra = torch.zeros((1, n), device=self.final_logits_bias.device)
+                new_bias = torch.cat([self.final_logits_bias, extra], dim=1)
+                self.final_logits_bias = nn.Buffer(new_bias)
+        """
+    assert findings(source) == []
+
+
+def test_script_feeding_a_half_model_loaded_elsewhere() -> None:
+    (d,) = findings(
+        """
+        from transformers import AutoModel
+        model = AutoModel.from_pretrained("m", torch_dtype=torch.float16)
+        feats = torch.randn(2, 7, dtype=torch.float16)
+        embeds = torch.cat([feats, torch.zeros(2, 1)], dim=-1)
+        model(inputs_embeds=embeds)
+        """
+    )
+    assert span(d)[:2] == (8, 28)
+    assert d.message.endswith(
+        "so the result is float32 and reaches `model` at line 9, which runs in the model's "
+        "dtype and raises when that is half"
     )

@@ -130,6 +130,58 @@ def test_bce_module_instances() -> None:
     assert second.message.startswith("`nn.BCELoss()` (`nn.BCELoss`) raises inside")
 
 
+def test_local_loss_module_whose_forward_calls_bce() -> None:
+    (d,) = findings(
+        """
+        class DiceBCELoss(nn.Module):
+            def forward(self, logits, targets):
+                probs = torch.sigmoid(logits)
+                return F.binary_cross_entropy(probs, targets) + (1 - probs).mean()
+
+        class SafeLoss(nn.Module):
+            def forward(self, probs, targets):
+                with torch.autocast("cuda", enabled=False):
+                    return F.binary_cross_entropy(probs.float(), targets.float())
+
+        def train(model, x, y):
+            criterion, safe = DiceBCELoss(), SafeLoss()
+            with torch.autocast("cuda"):
+                out = model(x)
+                return criterion(out, y) + safe(torch.sigmoid(out), y)
+
+        def train_cpu(model, x, y):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return DiceBCELoss()(model(x), y)
+        """
+    )
+    assert span(d) == (19, 16, 19, 33)
+    assert d.message == (
+        "`criterion` runs `DiceBCELoss.forward`, whose `F.binary_cross_entropy` (line 8) raises "
+        'inside `torch.autocast("cuda")` (line 17): autocast refuses binary cross-entropy '
+        f"{REFUSED}; compute it from the logits with `F.binary_cross_entropy_with_logits` or "
+        "`nn.BCEWithLogitsLoss`"
+    )
+    assert [(r.start.row, r.start.column, r.message) for r in d.related] == [
+        (8, 16, "autocast refuses this op"),
+        (17, 10, "the autocast region"),
+    ]
+    assert d.fix is None
+
+
+def test_module_bound_at_the_top_level_and_used_in_a_function() -> None:
+    (d,) = findings(
+        """
+        criterion = nn.BCELoss()
+
+        def train(model, x, y):
+            with torch.autocast("cuda"):
+                return criterion(model(x), y)
+        """
+    )
+    assert span(d)[:2] == (9, 16)
+    assert d.message.startswith('`criterion` (`nn.BCELoss`) raises inside `torch.autocast("cuda")`')
+
+
 def test_device_chosen_at_run_time_is_reported() -> None:
     (d,) = findings(
         """

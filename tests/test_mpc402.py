@@ -78,6 +78,34 @@ def test_forward_with_autocast_disabled_is_fine() -> None:
     assert not findings(function('@torch.autocast("cuda", enabled=False)') + USE)
 
 
+def test_forward_with_cast_inputs_needs_no_custom_bwd() -> None:
+    """``cast_inputs`` runs forward in one dtype with autocast off: measured to backprop fine."""
+    assert not findings(
+        function('@torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)') + USE
+    )
+    # ``cast_inputs=None`` is the default: forward still runs under autocast
+    (d,) = findings(function('@torch.amp.custom_fwd(device_type="cuda", cast_inputs=None)') + USE)
+    assert "has no `@torch.amp.custom_bwd` on `backward`" in d.message
+
+
+def test_matmul_of_forward_in_a_disabled_region_is_fine() -> None:
+    disabled = function().replace(
+        "        return x @ weight.t()",
+        '        with torch.autocast("cuda", enabled=False):\n'
+        "            return x.float() @ weight.float().t()",
+    )
+    assert not findings(disabled + USE)
+    # a backward in a disabled region still mixes the half gradient with float32 tensors
+    mixed = function().replace(
+        "        return grad @ weight, grad.t() @ x",
+        '        with torch.autocast("cuda", enabled=False):\n'
+        "            return grad @ weight, grad.t() @ x",
+    )
+    (d,) = findings(mixed + USE)
+    assert (d.start.row, d.start.column) == (5, 7)
+    assert [r.start.row for r in d.related] == [9, 15, 18]
+
+
 def test_other_autocast_signals() -> None:
     scaler = "\nscaler = torch.amp.GradScaler('cuda')\n"
     (d,) = findings(function() + scaler)
@@ -124,3 +152,15 @@ def test_silent_without_autocast_or_without_matmuls() -> None:
             return x @ w
     """
     assert not findings(forward_only + USE)
+
+
+def test_decorators_kept_in_variables_are_not_second_guessed() -> None:
+    body = (
+        'fwd_fp32 = torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)\n'
+        + function("@fwd_fp32", "@torch.autograd.function.once_differentiable")
+        + USE
+    )
+    assert not findings(body)
+    # a torch decorator that is not custom_bwd does not stand in for it
+    (d,) = findings(function("", "@torch.autograd.function.once_differentiable") + USE)
+    assert d.message.startswith("autograd Function `LinearFn` has no `@torch.amp.custom_fwd`")

@@ -160,3 +160,35 @@ def test_silent_cases() -> None:
                 return a + b + c + d + freqs
         """
     )
+
+
+READOUT = """
+class Readout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+        self.norm = nn.LayerNorm(16)
+        self.gate = nn.Parameter(torch.ones(16))
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x):
+        with torch.autocast("cuda"):
+            h = self.proj(x)
+            with torch.autocast("cuda", enabled=False):
+                gated = self.head(h * self.gate)
+                return gated + self.head(self.norm(h))
+"""
+
+
+def test_norm_keeps_the_half_dtype_and_a_float32_parameter_promotes() -> None:
+    # ``h * self.gate`` is float32 (the fp32 parameter promotes it; measured on CPU autocast),
+    # while a float32 LayerNorm returns its bfloat16/float16 input's dtype (torch-truth c01c).
+    (d,) = findings(READOUT)
+    assert span(d) == (18, 32, 18, 55)
+    assert d.message == (
+        "`self.norm(h)` is the output of `self.norm` on an input computed in float16 by "
+        "autocast at line 18, and autocast is off here (line 16), so nothing casts it: "
+        "`self.head` has the model's weights (float32 under autocast); cast it with "
+        "`.to(self.head.weight.dtype)`"
+    )
+    assert "self.head(self.norm(h).to(self.head.weight.dtype))" in fixed(READOUT)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import runpy
 import textwrap
 import warnings
+from pathlib import Path
 
 import libcst as cst
 import pytest
 
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.fixes import apply_fixes
-from tests.support import check
+from tests.support import FIXTURES, check
 
 
 def findings(source: str) -> list[Diagnostic]:
@@ -41,8 +43,19 @@ def test_autocast_in_a_with_statement() -> None:
     )
     assert d.fix is not None and d.fix.applicability == "safe"
     assert d.fix.message == 'Use `torch.amp.autocast("cuda", ...)`'
-    (edit,) = d.fix.edits
-    assert edit.content == 'torch.amp.autocast("cuda", dtype=torch.bfloat16)'
+    name, arg = d.fix.edits  # the name and the first argument: the rest is left as written
+    assert (name.start.row, name.start.column, name.end.column, name.content) == (
+        3,
+        6,
+        29,
+        "torch.amp.autocast",
+    )
+    assert (arg.start.row, arg.start.column, arg.end.column, arg.content) == (
+        3,
+        30,
+        50,
+        '"cuda", dtype=torch.bfloat16',
+    )
 
 
 @pytest.mark.parametrize(
@@ -64,6 +77,7 @@ def test_autocast_in_a_with_statement() -> None:
         ),
         ("torch.cpu.amp.GradScaler(enabled=False)", 'torch.amp.GradScaler("cpu", enabled=False)'),
         ("torch.cuda.amp.custom_fwd(fn)", 'torch.amp.custom_fwd(fn, device_type="cuda")'),
+        ("torch.cuda.amp.custom_bwd()", 'torch.amp.custom_bwd(device_type="cuda")'),
         (
             "torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)",
             'torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)',
@@ -161,6 +175,55 @@ def test_multiline_call_keeps_its_layout() -> None:
     )
 
 
+def test_indented_multiline_calls_keep_their_indentation() -> None:
+    source = """
+    import torch
+
+    def train(model, cast):
+        scaler = torch.cuda.amp.GradScaler(
+            init_scale=2.0**16,  # the old default
+            growth_interval=2000,
+        )
+        with torch.cuda.amp.autocast(
+            True,
+            torch.bfloat16,
+        ):
+            pass
+
+    class Fn(torch.autograd.Function):
+        @staticmethod
+        @torch.cuda.amp.custom_fwd(
+            cast_inputs=torch.float32,
+        )
+        def forward(ctx, x):
+            return x
+    """
+    assert fixed(source) == textwrap.dedent(
+        """
+        import torch
+
+        def train(model, cast):
+            scaler = torch.amp.GradScaler(
+                "cuda", init_scale=2.0**16,  # the old default
+                growth_interval=2000,
+            )
+            with torch.amp.autocast(
+                "cuda", enabled=True,
+                dtype=torch.bfloat16,
+            ):
+                pass
+
+        class Fn(torch.autograd.Function):
+            @staticmethod
+            @torch.amp.custom_fwd(
+                device_type="cuda", cast_inputs=torch.float32,
+            )
+            def forward(ctx, x):
+                return x
+        """
+    )
+
+
 def test_lookalikes_are_silent() -> None:
     assert not findings(
         """
@@ -179,3 +242,59 @@ def test_lookalikes_are_silent() -> None:
             return torch.is_autocast_enabled()
         """
     )
+
+
+@pytest.mark.parametrize(
+    "path", sorted((FIXTURES / "mpc404").glob("bad_*.py")), ids=lambda p: p.name
+)
+def test_fixed_fixtures_run_without_the_future_warning(path: Path, tmp_path: Path) -> None:
+    """The bad fixtures raise the FutureWarning (runtime proof); after --fix they run clean."""
+    pytest.importorskip("torch")
+    out = tmp_path / path.name
+    out.write_text(fixed(path.read_text()))
+    assert not findings(out.read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fixture turns FutureWarning into an error itself
+        runpy.run_path(str(out), run_name="__main__")
+
+
+def test_fallbacks_for_old_torch_are_silent() -> None:
+    (d,) = findings(
+        """
+        import torch
+
+        try:
+            from torch.amp import custom_fwd
+        except ImportError:  # torch < 2.4
+            from torch.cuda.amp import custom_fwd
+
+        class NativeScaler:
+            def __init__(self, device="cuda"):
+                try:
+                    self.scaler = torch.amp.GradScaler(device=device)
+                except AttributeError:
+                    self.scaler = torch.cuda.amp.GradScaler()
+
+        def autocast_for(new_api):
+            if new_api:
+                return torch.amp.autocast("cuda")
+            return torch.cuda.amp.autocast()
+
+        def scaler_for(new_api):
+            return torch.amp.GradScaler("cuda") if new_api else torch.cuda.amp.GradScaler()
+
+        @custom_fwd(device_type="cuda")
+        def forward(ctx, x):
+            return x
+
+        def train(amp):
+            if amp:
+                with torch.autocast("cuda"):
+                    pass
+            else:
+                return torch.cuda.amp.GradScaler(enabled=False)
+        """
+    )
+    # only the last: its other branch uses autocast, not the new GradScaler
+    assert (d.start.row, d.start.column) == (33, 16)
+    assert d.message.startswith("`torch.cuda.amp.GradScaler` is deprecated")

@@ -25,6 +25,11 @@ import yaml
 
 from tests.support import FIXTURES, ROOT, expected
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="pre-commit needs git")
 
 BAD = sorted(FIXTURES.glob("mpc1*/bad_*.py"))[0]
@@ -70,8 +75,68 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return env
 
 
+def hook_requirements() -> list[str]:
+    """What pip needs to build and install mpcheck into a hook environment."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    build: list[str] = project["build-system"]["requires"]
+    runtime: list[str] = project["project"]["dependencies"]
+    return [*build, *runtime]
+
+
+def why_pip_cannot_install(env: dict[str, str], dest: Path) -> str | None:
+    """None when pip can fetch the hook's packages; otherwise the reason, from pip itself.
+
+    pre-commit builds the hook environment with ``pip install <hook repo>``, which needs the
+    build backend and mpcheck's dependencies from a package index (or ``PIP_FIND_LINKS``).
+    The probe asks the same pip configuration for the same packages.
+    """
+    requirements = hook_requirements()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--dest", str(dest), "--retries", "1"]
+        + ["--timeout", "30", "--disable-pip-version-check", *requirements],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode == 0:
+        return None
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
+    detail = errors[-1] if errors else proc.stderr.strip()[-300:]
+    return f"`pip download {' '.join(requirements)}` failed: {detail}"
+
+
 @pytest.fixture(scope="module")
-def hook_repo(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> tuple[Path, str]:
+def pip_can_install(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> None:
+    """Skip, saying why, only when no index or wheel directory can serve the hook's packages.
+
+    If the probe succeeds, every later failure of a hook test is a real one.
+    """
+    reason = why_pip_cannot_install(env, tmp_path_factory.mktemp("pip-probe"))
+    if reason is not None:
+        pytest.skip(f"pre-commit cannot build the hook environment on this machine: {reason}")
+
+
+def test_probe_reports_why_pip_cannot_install(tmp_path: Path, env: dict[str, str]) -> None:
+    """An index-less pip (no config files, no index, an empty wheel directory) is detected."""
+    empty = tmp_path / "no-wheels"
+    empty.mkdir()
+    offline = {
+        **{k: v for k, v in env.items() if not k.startswith("PIP_")},
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(empty),
+    }
+    reason = why_pip_cannot_install(offline, tmp_path / "dest")
+    assert reason is not None
+    assert reason.startswith("`pip download setuptools")
+    assert "ERROR: " in reason
+
+
+@pytest.fixture(scope="module")
+def hook_repo(
+    tmp_path_factory: pytest.TempPathFactory, env: dict[str, str], pip_can_install: None
+) -> tuple[Path, str]:
     """A git repository holding this working tree (committed), plus one uncommitted edit."""
     repo = tmp_path_factory.mktemp("hook-repo")
     listed = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT, env=env)

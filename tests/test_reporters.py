@@ -315,39 +315,62 @@ def test_github_escapes_property_values() -> None:
     )
 
 
-def test_github_annotates_ten_per_level_and_lists_the_rest() -> None:
-    warnings_at = {5, 15, 25}
+def _rows(lines: Sequence[str]) -> list[int]:
+    return [int(line.split(",line=")[1].split(",")[0]) for line in lines]
+
+
+def test_github_annotates_the_most_severe_first_and_lists_everything() -> None:
+    warnings_at = {2, 5, 15, 25}
     diagnostics = [
         diag(row, Severity.WARNING if row in warnings_at else Severity.ERROR)
         for row in range(1, 29)
     ]
     lines = render("github", diagnostics, make_ctx()).splitlines()
-    assert len(lines) == 29
-    errors = [line for line in lines if line.startswith("::error ")]
-    warnings = [line for line in lines if line.startswith("::warning ")]
-    plain = [line for line in lines if not line.startswith("::")]
     error_rows = [row for row in range(1, 29) if row not in warnings_at]
-    assert [int(line.split(",line=")[1].split(",")[0]) for line in errors] == error_rows[:10]
-    assert len(warnings) == 3
-    assert plain == [f"pkg/model.py:{row}:1: MPC101 finding {row}" for row in error_rows[10:]]
+    # 10 errors, then every warning (fewer than 10): errors come first though a warning is
+    # the second finding, so a job-wide cap would drop warnings before errors.
+    assert [line.split(" ", 1)[0] for line in lines[:14]] == ["::error"] * 10 + ["::warning"] * 4
+    assert _rows(lines[:10]) == error_rows[:10]
+    assert _rows(lines[10:14]) == sorted(warnings_at)
+    # Then the full list as plain lines, in input order, annotated or not.
+    assert lines[14:-1] == [f"pkg/model.py:{row}:1: MPC101 finding {row}" for row in range(1, 29)]
     assert lines[-1] == (
-        "::notice::15 findings were not annotated (GitHub shows at most 10 annotations per "
-        "level in a step); see the full list in the log above"
+        "::notice::14 of 28 findings were not annotated (GitHub shows at most 10 annotations "
+        "per level in a step); all 28 are listed in the log above"
     )
-    # The order of the log follows the input order.
-    assert lines[:-1].index(plain[0]) < lines.index(warnings[2])
+    assert len(lines) == 14 + 28 + 1
 
 
-def test_github_no_notice_at_exactly_ten() -> None:
-    text = render("github", [diag(row) for row in range(1, 11)], make_ctx())
-    assert text.count("::error ") == 10
+def test_github_caps_each_level_separately() -> None:
+    diagnostics = [diag(row, Severity.WARNING) for row in range(1, 13)] + [diag(13)]
+    lines = render("github", diagnostics, make_ctx()).splitlines()
+    assert lines[0].startswith("::error ") and _rows(lines[:1]) == [13]
+    assert all(line.startswith("::warning ") for line in lines[1:11])
+    assert _rows(lines[1:11]) == list(range(1, 11))
+    assert lines[-1].startswith("::notice::2 of 13 findings were not annotated")
+
+
+def test_github_every_severity_has_a_level() -> None:
+    from mpcheck.reporters.github import LEVELS
+
+    assert set(LEVELS) == set(Severity)
+    assert set(LEVELS.values()) <= {"error", "warning", "notice"}
+
+
+def test_github_no_notice_at_exactly_ten_per_level() -> None:
+    diagnostics = [diag(row) for row in range(1, 11)]
+    diagnostics += [diag(row, Severity.WARNING) for row in range(11, 21)]
+    text = render("github", sorted(diagnostics, key=lambda d: -d.start.row), make_ctx())
+    assert text.count("::error ") == 10 and text.count("::warning ") == 10
     assert "::notice::" not in text
+    # Without overflow the input order is kept (the log reads top to bottom).
+    assert _rows(text.splitlines()) == list(range(20, 0, -1))
 
 
 def test_github_notice_singular() -> None:
     lines = render("github", [diag(row) for row in range(1, 12)], make_ctx()).splitlines()
     assert lines[-2] == "pkg/model.py:11:1: MPC101 finding 11"
-    assert lines[-1].startswith("::notice::1 finding was not annotated")
+    assert lines[-1].startswith("::notice::1 of 11 findings was not annotated")
 
 
 # --- json ---------------------------------------------------------------------------------

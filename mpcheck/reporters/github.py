@@ -1,8 +1,12 @@
 """``github``: GitHub Actions workflow commands, shown as annotations on the PR diff.
 
-GitHub keeps at most 10 annotations of each level per step (50 per job) and silently drops
-the rest, so past that cap findings are printed as plain log lines and a closing notice
-says how many were not annotated: nothing is lost without a trace.
+GitHub keeps at most 10 annotations of each level per step (and 50 per job) and silently
+drops the rest. So when there are more findings than that, the annotations go out most
+severe first (errors, then warnings: should the job's cap bite, the errors are the ones
+kept), every finding is then printed as a plain ``path:row:col: CODE message`` log line,
+and one closing ``::notice::`` says how many were not annotated: nothing is lost without
+a trace. mpcheck's two severities map onto GitHub's ``error`` and ``warning`` levels; the
+``notice`` level is left for that closing message.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from .base import (
 )
 
 MAX_PER_LEVEL = 10
+# Most severe first; every Severity must appear here (a test checks it).
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning"}
+_RANK = {severity: rank for rank, severity in enumerate(LEVELS)}
 
 
 def annotation(d: Diagnostic, ctx: ReportContext) -> str:
@@ -43,22 +49,34 @@ def annotation(d: Diagnostic, ctx: ReportContext) -> str:
     return f"::{LEVELS[d.severity]} {props}::{escape(f'{d.code} {d.message}', GITHUB_DATA)}"
 
 
-def render_github(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
-    """The first 10 findings of each level as annotations, the rest as plain lines."""
+def _annotated(shown: Sequence[Diagnostic]) -> list[Diagnostic]:
+    """The findings GitHub will keep: up to 10 per level, most severe level first.
+
+    The sort is stable, so within a level the findings keep their (file, row) order.
+    """
     per_level: Counter[Severity] = Counter()
-    lines = []
-    for d in visible(diagnostics):
+    chosen = []
+    for d in sorted(shown, key=lambda d: _RANK[d.severity]):
         per_level[d.severity] += 1
         if per_level[d.severity] <= MAX_PER_LEVEL:
-            lines.append(annotation(d, ctx))
-        else:
-            lines.append(summary_line(d, ctx, fix_marker=False))
-    overflow = sum(max(n - MAX_PER_LEVEL, 0) for n in per_level.values())
-    if overflow:
-        noun = "finding was" if overflow == 1 else "findings were"
-        notice = (
-            f"{overflow} {noun} not annotated (GitHub shows at most {MAX_PER_LEVEL} "
-            "annotations per level in a step); see the full list in the log above"
-        )
-        lines.append(f"::notice::{escape(notice, GITHUB_DATA)}")
+            chosen.append(d)
+    return chosen
+
+
+def render_github(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
+    """Annotations in input order; past GitHub's cap, the most severe ones plus a full list."""
+    shown = visible(diagnostics)
+    chosen = _annotated(shown)
+    if len(chosen) == len(shown):
+        return "".join(annotation(d, ctx) + "\n" for d in shown)
+    lines = [annotation(d, ctx) for d in chosen]
+    lines += [summary_line(d, ctx, fix_marker=False) for d in shown]
+    missing = len(shown) - len(chosen)
+    verb = "was" if missing == 1 else "were"
+    notice = (
+        f"{missing} of {len(shown)} findings {verb} not annotated (GitHub shows at most "
+        f"{MAX_PER_LEVEL} annotations per level in a step); all {len(shown)} are listed "
+        "in the log above"
+    )
+    lines.append(f"::notice::{escape(notice, GITHUB_DATA)}")
     return "".join(line + "\n" for line in lines)

@@ -1,0 +1,212 @@
+"""MPC201 scaler-fp16-params: exact positions, messages, related locations and silences."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mpcheck.diagnostics import Diagnostic
+from tests.support import check
+
+HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
+
+
+def findings(body: str, code: str = "MPC201") -> list[Diagnostic]:
+    return [d for d in check(HEADER + textwrap.dedent(body)) if d.code == code]
+
+
+def span(d: Diagnostic) -> tuple[int, int, int, int]:
+    return (d.start.row, d.start.column, d.end.row, d.end.column)
+
+
+def related(d: Diagnostic) -> list[tuple[int, int, str]]:
+    return [(r.start.row, r.start.column, r.message) for r in d.related]
+
+
+def test_half_model_stepped_by_a_grad_scaler() -> None:
+    (d,) = findings(
+        """
+        def train(loader):
+            model = nn.Linear(8, 1).half()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler("cuda")
+            for x, y in loader:
+                loss = F.mse_loss(model(x).float(), y)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    )
+    assert span(d) == (12, 9, 12, 31)
+    assert d.message == (
+        '`scaler.step(optimizer)` unscales float16 gradients and raises "Attempting to unscale '
+        'FP16 gradients.": the optimizer built at line 7 trains parameters that are float16 '
+        "(cast to float16 by `.half()` at line 6) and were not upcast to float32"
+    )
+    assert related(d) == [
+        (6, 13, "the trainable parameters are cast to float16 by `.half()`"),
+        (7, 17, "the optimizer `torch.optim.SGD(model.parameters(), lr=0.1)` is built here"),
+        (8, 14, 'the GradScaler `torch.amp.GradScaler("cuda")` is made here'),
+    ]
+
+
+def test_reported_once_at_unscale_before_clip_and_step() -> None:
+    (d,) = findings(
+        """
+        def train(x, y):
+            model = nn.Linear(8, 1)
+            model.to(dtype=torch.float16)
+            optimizer = torch.optim.AdamW(model.parameters())
+            scaler = torch.cuda.amp.GradScaler()
+            scaler.scale(F.mse_loss(model(x).float(), y)).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+        """
+    )
+    assert span(d) == (11, 5, 11, 31)
+    assert "parameters that are float16 (cast by `.to(dtype=torch.float16)`" not in d.message
+    assert "float16 (cast by `.to(torch.float16)` at line 7)" in d.message
+    assert [r.start.row for r in d.related] == [7, 8, 9]
+
+
+LORA_SCRIPT = """
+from accelerate import Accelerator
+from diffusers import UNet2DConditionModel
+from peft import LoraConfig
+
+def main(args, loader):
+    accelerator = Accelerator(mixed_precision=args.mixed_precision)
+    unet = UNet2DConditionModel.from_pretrained(args.model, subfolder="unet")
+    weight_dtype = torch.float32
+    if accelerator.mixed_precision == "fp16":
+        weight_dtype = torch.float16
+    elif accelerator.mixed_precision == "bf16":
+        weight_dtype = torch.bfloat16
+    unet.requires_grad_(False)
+    unet.to(accelerator.device, dtype=weight_dtype)
+    unet.add_adapter(LoraConfig(r=4))
+    {upcast}
+    params = [p for p in unet.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-4)
+    unet, optimizer, loader = accelerator.prepare(unet, optimizer, loader)
+    for batch in loader:
+        loss = F.mse_loss(unet(batch).float(), batch.float())
+        accelerator.backward(loss)
+        accelerator.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+"""  # lines 4-29
+
+
+def test_lora_adapters_added_after_casting_to_weight_dtype() -> None:
+    (d,) = findings(LORA_SCRIPT.format(upcast="pass"))
+    assert span(d) == (27, 9, 27, 49)
+    assert d.message == (
+        "`accelerator.clip_grad_norm_(params, 1.0)` unscales float16 gradients and raises "
+        '"Attempting to unscale FP16 gradients.": the optimizer built at line 22 trains '
+        "parameters that are float16 on some paths (cast by `.to(weight_dtype)` at line 18; "
+        "`weight_dtype` is `torch.float16` at line 14) and were not upcast to float32"
+    )
+    assert related(d) == [
+        (18, 5, "the trainable parameters are cast by `.to(weight_dtype)`"),
+        (14, 24, "`weight_dtype` is `torch.float16` here"),
+        (22, 17, "the optimizer `torch.optim.AdamW(params, lr=1e-4)` is built here"),
+        (
+            10,
+            19,
+            "`Accelerator(mixed_precision=args.mixed_precision)` runs a GradScaler when "
+            "mixed_precision is fp16",
+        ),
+    ]
+
+
+def test_prepared_optimizer_step_without_a_clip() -> None:
+    body = LORA_SCRIPT.format(upcast="pass").replace(
+        "        accelerator.clip_grad_norm_(params, 1.0)\n", ""
+    )
+    (d,) = findings(body)
+    assert span(d) == (27, 9, 27, 25)
+    assert d.message.startswith("`optimizer.step()` unscales float16 gradients")
+
+
+@pytest.mark.parametrize(
+    "upcast",
+    [
+        # diffusers' helper, imported, or a copy of it under the same name
+        "from diffusers.training_utils import cast_training_params; "
+        "cast_training_params(unet, dtype=torch.float32)",
+        "from train_utils import cast_training_params; cast_training_params([unet])",
+        # by hand
+        "for p in unet.parameters(): p.data = p.data.float()",
+        "for p in unet.parameters(): p.data = p.data.to(torch.float32)",
+        # the whole model back to float32
+        "unet.float()",
+    ],
+)
+def test_silent_when_trainable_params_are_upcast(upcast: str) -> None:
+    lines = upcast.split("; ")
+    text = LORA_SCRIPT.format(upcast=lines[-1])
+    if len(lines) == 2:
+        text = lines[0] + "\n" + text
+    assert findings(text) == []
+
+
+def test_silent_with_a_local_copy_of_cast_training_params() -> None:
+    helper = """
+    def cast_training_params(model, dtype=torch.float32):
+        if not isinstance(model, list):
+            model = [model]
+        for m in model:
+            for param in m.parameters():
+                if param.requires_grad:
+                    param.data = param.to(dtype)
+    """
+    text = textwrap.dedent(helper) + LORA_SCRIPT.format(upcast="cast_training_params(unet)")
+    assert findings(text) == []
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "model = nn.Linear(8, 8).to(torch.bfloat16)",  # GradScaler accepts bfloat16
+        "model = nn.Linear(8, 8)",  # float32 master weights
+        "model = nn.Linear(8, 8).half(); model.float()",
+        "model = get_peft_model(nn.Linear(8, 8).half(), config)",  # adapters kept float32
+    ],
+)
+def test_silent_for_non_fp16_params(setup: str) -> None:
+    body = "from peft import get_peft_model\n\ndef train(x, config):\n"
+    body += "".join(f"    {s}\n" for s in setup.split("; "))
+    body += textwrap.indent(
+        textwrap.dedent(
+            """
+            optimizer = torch.optim.AdamW(model.parameters())
+            scaler = torch.amp.GradScaler()
+            scaler.scale(model(x).float().sum()).backward()
+            scaler.step(optimizer)
+            """
+        ),
+        "    ",
+    )
+    assert findings(body) == []
+
+
+def test_silent_when_the_scaler_is_off() -> None:
+    body = """
+        from accelerate import Accelerator
+
+        def train(x):
+            model = nn.Linear(8, 8).half()
+            optimizer = torch.optim.AdamW(model.parameters())
+            scaler = torch.amp.GradScaler(enabled=False)
+            scaler.scale(model(x).float().sum()).backward()
+            scaler.step(optimizer)
+            accelerator = Accelerator(mixed_precision="bf16")
+            model, optimizer = accelerator.prepare(model, optimizer)
+            accelerator.backward(model(x).float().sum())
+            accelerator.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        """
+    assert findings(body) == []

@@ -1,0 +1,234 @@
+"""MPC202 clip-before-unscale: exact positions, messages, related locations and silences."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mpcheck.diagnostics import Diagnostic
+from tests.support import check
+
+HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
+
+
+def findings(body: str, code: str = "MPC202") -> list[Diagnostic]:
+    return [d for d in check(HEADER + textwrap.dedent(body)) if d.code == code]
+
+
+def span(d: Diagnostic) -> tuple[int, int, int, int]:
+    return (d.start.row, d.start.column, d.end.row, d.end.column)
+
+
+def related(d: Diagnostic) -> list[tuple[int, int, str]]:
+    return [(r.start.row, r.start.column, r.message) for r in d.related]
+
+
+LOOP = """
+def train(model, loader, optimizer, accum_steps):
+    scaler = torch.amp.GradScaler("cuda")
+    for step, (x, y) in enumerate(loader):
+        with torch.autocast("cuda"):
+            loss = F.cross_entropy(model(x), y) / accum_steps
+        scaler.scale(loss).backward()
+        if (step + 1) % accum_steps != 0:
+            continue
+        {before}
+        {clip}
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+"""  # lines 4-17
+
+
+def test_clip_norm_of_scaled_gradients() -> None:
+    body = LOOP.format(
+        before="pass", clip="torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
+    )
+    (d,) = findings(body)
+    assert span(d) == (14, 9, 14, 64)
+    assert d.severity.value == "warning"
+    assert d.message == (
+        "`torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)` clips gradients that are "
+        'still multiplied by the loss scale of the GradScaler `torch.amp.GradScaler("cuda")`: '
+        "the threshold applies to the scaled norm, so the true gradients are shrunk by the "
+        "scale (65536 by default); call `scaler.unscale_(optimizer)` before it"
+    )
+    assert related(d) == [
+        (10, 9, "the scaled backward is here"),
+        (6, 14, '`torch.amp.GradScaler("cuda")` is made here'),
+    ]
+
+
+def test_clip_value_in_a_gradient_accumulation_loop() -> None:
+    body = LOOP.format(
+        before="pass", clip="torch.nn.utils.clip_grad_value_(model.parameters(), 0.5)"
+    )
+    (d,) = findings(body)
+    assert span(d) == (14, 9, 14, 65)
+    assert (
+        "the threshold applies to the scaled gradients, so once unscaled they are clamped to "
+        "the threshold divided by the scale (65536 by default)"
+    ) in d.message
+
+
+def test_timm_dispatch_clip_in_a_loss_scaler_class() -> None:
+    (d,) = findings(
+        """
+        from timm.utils import dispatch_clip_grad
+
+        class LossScaler:
+            def __init__(self):
+                self._scaler = torch.cuda.amp.GradScaler()
+
+            def __call__(self, loss, optimizer, clip_grad=None, clip_mode="norm", parameters=None):
+                self._scaler.scale(loss).backward()
+                if clip_grad is not None:
+                    dispatch_clip_grad(parameters, clip_grad, mode=clip_mode)
+                self._scaler.step(optimizer)
+                self._scaler.update()
+        """
+    )
+    assert span(d) == (14, 13, 14, 70)
+    assert "loss scale of the GradScaler `torch.cuda.amp.GradScaler()`" in d.message
+    assert [(r.start.row, r.start.column) for r in d.related] == [(12, 9), (9, 24)]
+
+
+def test_relatively_imported_timm_clip_helper() -> None:
+    """Inside timm itself the helper is imported relatively: known by its name."""
+    (d,) = findings(
+        """
+        from .clip_grad import dispatch_clip_grad
+
+        def step(loss, optimizer, parameters):
+            scaler = torch.amp.GradScaler("cuda")
+            scaler.scale(loss).backward()
+            dispatch_clip_grad(parameters, 1.0, mode="value")
+            scaler.step(optimizer)
+        """
+    )
+    assert span(d) == (10, 5, 10, 54)
+    assert "once unscaled they are clamped to the threshold divided by the scale" in d.message
+
+
+def test_scaler_handed_to_a_helper() -> None:
+    (d,) = findings(
+        """
+        def train_step(model, x, optimizer, scaler, max_norm):
+            loss = model(x).sum()
+            scaler.scale(loss).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+        """
+    )
+    assert span(d) == (8, 5, 8, 65)
+    assert "loss scale of the GradScaler `scaler`, an argument of the function:" in d.message
+    assert related(d) == [
+        (7, 5, "the scaled backward is here"),
+        (5, 37, "the GradScaler comes in as this argument"),
+    ]
+
+
+def test_torch_clip_after_accelerate_backward() -> None:
+    (d,) = findings(
+        """
+        from accelerate import Accelerator
+
+        def train(args, model, optimizer, loader):
+            accelerator = Accelerator(mixed_precision=args.mixed_precision)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for x, y in loader:
+                accelerator.backward(F.mse_loss(model(x), y))
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                optimizer.step()
+        """
+    )
+    assert span(d) == (12, 9, 12, 79)
+    assert d.message.endswith(
+        "loss scale of the GradScaler of `Accelerator(mixed_precision=args.mixed_precision)` "
+        "when its mixed precision is fp16: the threshold applies to the scaled norm, so the "
+        "true gradients are shrunk by the scale (65536 by default); use "
+        "`accelerator.clip_grad_norm_`, which unscales first"
+    )
+    assert [(r.start.row, r.start.column) for r in d.related] == [(11, 9), (8, 19)]
+
+
+def test_scaled_on_some_paths() -> None:
+    (d,) = findings(
+        """
+        def step(model, x, optimizer, use_amp):
+            scaler = torch.amp.GradScaler()
+            loss = model(x).sum()
+            if use_amp:
+                scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+        """
+    )
+    assert span(d) == (12, 5, 12, 60)
+    assert "`torch.amp.GradScaler()` on some paths:" in d.message
+
+
+@pytest.mark.parametrize(
+    "before, clip",
+    [
+        ("scaler.unscale_(optimizer)", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
+        ("scaler.unscale_(optimizer)", "torch.nn.utils.clip_grad_value_(model.parameters(), 1.0)"),
+        # clipping nothing scaled: after the step, before the next backward
+        ("pass", "pass"),
+    ],
+)
+def test_silent_after_unscale(before: str, clip: str) -> None:
+    assert findings(LOOP.format(before=before, clip=clip)) == []
+
+
+def test_silent_for_the_correct_idioms() -> None:
+    body = """
+        from accelerate import Accelerator
+
+        from .clip_grad import dispatch_clip_grad  # as in timm/utils/cuda.py
+
+        class NativeScaler:
+            def __init__(self, device="cuda"):
+                self._scaler = torch.amp.GradScaler(device=device)
+
+            def __call__(self, loss, optimizer, clip_grad=None, parameters=None):
+                self._scaler.scale(loss).backward()
+                if clip_grad is not None:
+                    self._scaler.unscale_(optimizer)
+                    dispatch_clip_grad(parameters, clip_grad)
+                self._scaler.step(optimizer)
+                self._scaler.update()
+
+        def accelerate_loop(model, optimizer, loader):
+            accelerator = Accelerator(mixed_precision="fp16")
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for x in loader:
+                accelerator.backward(model(x).sum())
+                if accelerator.sync_gradients:
+                    accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+
+        def bf16_loop(model, optimizer, loader):
+            accelerator = Accelerator(mixed_precision="bf16")  # no GradScaler
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for x in loader:
+                accelerator.backward(model(x).sum())
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+
+        def scaler_off(model, optimizer, x):
+            scaler = torch.amp.GradScaler(enabled=False)
+            scaler.scale(model(x).sum()).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+
+        def no_scaler(model, optimizer, x):
+            model(x).sum().backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        """
+    assert findings(body) == []

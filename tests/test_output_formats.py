@@ -1,0 +1,364 @@
+"""Every ``--output-format``, end to end through the CLI, read back by a real consumer.
+
+The same project (real fixtures with errors, warnings, related locations and fixes, a
+``# noqa``-suppressed finding, and a directory whose name needs escaping) is checked once
+per format. Each output is parsed the way its consumer parses it (ElementTree for JUnit,
+the official schema for SARIF, ``json`` for the JSON formats, the runner's unescaping for
+GitHub and Azure logging commands, the editors' ``path:row:col`` patterns for the text
+formats) and must name exactly the findings ``--output-format json`` names.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from mpcheck import cli
+from mpcheck.reporters import FORMATS
+from tests.support import FIXTURES, ROOT
+
+SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
+SHARED_SARIF_SCHEMA = ROOT.parent / "shared" / "reference" / "sarif-schema-2.1.0.json"
+ODD_DIR = "odd,dir:50%"  # every character GitHub escapes in a property value
+SUPPRESSED = """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = x.float()
+        return self.proj(h)  # noqa: MPC101
+"""
+SUPPRESSED_AT = ("silenced.py", 12, "MPC101")
+
+Where = tuple[str, int, int, str]  # root-relative POSIX path, row, 1-based column, code
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository with errors, warnings, fixes, a suppression and an awkward path."""
+    for pattern in ("mpc101/bad_*.py", "mpc404/bad_*.py"):
+        for src in sorted(FIXTURES.glob(pattern)):
+            dest = tmp_path / "models" / src.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+    odd = tmp_path / ODD_DIR
+    odd.mkdir()
+    shutil.copy2(FIXTURES / "mpc101" / "bad_script_half_model.py", odd / "script.py")
+    (tmp_path / "silenced.py").write_text(SUPPRESSED)
+    for name in ("MPCHECK_OUTPUT_FORMAT", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(fmt: str, *extra: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = cli.main(["check", "--output-format", fmt, *extra, "."])
+    return rc, out.getvalue()
+
+
+def reference(project: Path) -> list[dict[str, Any]]:
+    rc, text = run("json")
+    assert rc == 1
+    data: list[dict[str, Any]] = json.loads(text)
+    return data
+
+
+def where(d: dict[str, Any], project: Path) -> Where:
+    path = Path(os.path.relpath(d["filename"], project)).as_posix()
+    return (path, d["location"]["row"], d["location"]["column"], d["code"])
+
+
+# -- consumers -----------------------------------------------------------------------------------
+
+_GITHUB_UNESCAPE = {"%25": "%", "%0D": "\r", "%0A": "\n", "%3A": ":", "%2C": ","}
+_AZURE_UNESCAPE = {"%AZP25": "%", "%0D": "\r", "%0A": "\n", "%3B": ";", "%5D": "]"}
+
+
+def unescape(text: str, table: dict[str, str]) -> str:
+    pattern = "|".join(re.escape(k) for k in table)
+    return re.sub(pattern, lambda m: table[m.group(0)], text)
+
+
+def github_commands(text: str) -> list[tuple[str, dict[str, str], str]]:
+    """Workflow commands as the runner reads them: ``::name k=v,k=v::data``."""
+    commands = []
+    for line in text.splitlines():
+        m = re.fullmatch(r"::(\w+)(?: ([^:]*))?::(.*)", line)
+        if m is None:
+            continue
+        props = {}
+        for pair in filter(None, (m.group(2) or "").split(",")):
+            key, value = pair.split("=", 1)
+            props[key] = unescape(value, _GITHUB_UNESCAPE)
+        commands.append((m.group(1), props, unescape(m.group(3), _GITHUB_UNESCAPE)))
+    return commands
+
+
+def read_github(text: str) -> set[Where]:
+    return {
+        (p["file"], int(p["line"]), int(p["col"]), data.split(" ", 1)[0])
+        for level, p, data in github_commands(text)
+        if level in ("error", "warning")
+    }
+
+
+def read_azure(text: str) -> set[Where]:
+    found = set()
+    for line in text.splitlines():
+        m = re.fullmatch(r"##vso\[task\.logissue ([^\]]*)\](.*)", line)
+        assert m, line
+        props = dict(pair.split("=", 1) for pair in filter(None, m.group(1).split(";")))
+        props = {k: unescape(v, _AZURE_UNESCAPE) for k, v in props.items()}
+        path = Path(os.path.relpath(props["sourcepath"])).as_posix()  # Azure wants it absolute
+        assert Path(props["sourcepath"]).is_absolute()
+        found.add((path, int(props["linenumber"]), int(props["columnnumber"]), props["code"]))
+    return found
+
+
+LINE = re.compile(r"^(?P<path>[^\s].*?):(?P<row>\d+):(?P<col>\d+): (?P<code>MPC\d{3}) ", re.M)
+
+
+def read_lines(text: str) -> set[Where]:
+    """What problem matchers, ``vim``'s quickfix and ``grep -n`` users rely on."""
+    return {(m["path"], int(m["row"]), int(m["col"]), m["code"]) for m in LINE.finditer(text)}
+
+
+def read_grouped(text: str) -> set[Where]:
+    found, path = set(), ""
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            path = line[:-1]
+        elif m := re.match(r"^\s+(\d+):(\d+)\s+(MPC\d{3}) ", line):
+            found.add((path, int(m[1]), int(m[2]), m[3]))
+    return found
+
+
+def read_pylint(text: str) -> set[Where]:
+    rows = re.findall(r"^(.+?):(\d+): \[(MPC\d{3})\] ", text, re.M)
+    return {(path, int(row), 0, code) for path, row, code in rows}
+
+
+def read_json_lines(text: str) -> set[Where]:
+    return {where(json.loads(line), Path.cwd()) for line in text.splitlines()}
+
+
+def read_junit(text: str) -> set[Where]:
+    root = ET.fromstring(text)
+    cases = root.findall("./testsuite/testcase")
+    assert int(root.get("failures", "-1")) == len(cases)
+    found = set()
+    for case in cases:
+        failure = case.find("failure")
+        assert failure is not None and failure.get("type") == case.get("name", "").split(".")[1]
+        found.add(
+            (case.get("file", ""), int(case.get("line", 0)), int(case.get("column", 0)),
+             failure.get("type", ""))
+        )  # fmt: skip
+    return found
+
+
+def read_gitlab(text: str) -> set[Where]:
+    issues = json.loads(text)
+    assert len({i["fingerprint"] for i in issues}) == len(issues)
+    assert {i["severity"] for i in issues} <= {"info", "minor", "major", "critical", "blocker"}
+    return {
+        (i["location"]["path"], i["location"]["lines"]["begin"], 0, i["check_name"]) for i in issues
+    }
+
+
+def read_rdjson(text: str) -> set[Where]:
+    doc = json.loads(text)
+    assert doc["source"]["name"] == "mpcheck"
+    return {
+        (
+            d["location"]["path"],
+            d["location"]["range"]["start"]["line"],
+            d["location"]["range"]["start"]["column"],  # UTF-8 bytes; the fixtures are ASCII
+            d["code"]["value"],
+        )
+        for d in doc["diagnostics"]
+    }
+
+
+def validate_sarif(log: Any) -> None:
+    schemas = [SARIF_SCHEMA] + [SHARED_SARIF_SCHEMA] * SHARED_SARIF_SCHEMA.is_file()
+    for path in schemas:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        validator = jsonschema.Draft4Validator(
+            schema, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER
+        )
+        assert [e.message for e in validator.iter_errors(log)] == []
+
+
+def read_sarif(text: str) -> set[Where]:
+    log = json.loads(text)
+    validate_sarif(log)
+    found = set()
+    for result in log["runs"][0]["results"]:
+        if result.get("suppressions"):
+            continue
+        location = result["locations"][0]["physicalLocation"]
+        assert location["artifactLocation"]["uriBaseId"] == "%SRCROOT%"
+        path = re.sub(
+            "%([0-9A-F]{2})", lambda m: chr(int(m[1], 16)), location["artifactLocation"]["uri"]
+        )
+        region = location["region"]
+        found.add((path, region["startLine"], region["startColumn"], result["ruleId"]))
+    return found
+
+
+READERS: dict[str, Callable[[str], set[Where]]] = {
+    "full": read_lines,
+    "concise": read_lines,
+    "json": lambda text: {where(d, Path.cwd()) for d in json.loads(text)},
+    "json-lines": read_json_lines,
+    "github": read_github,
+    "sarif": read_sarif,
+    "junit": read_junit,
+    "gitlab": read_gitlab,
+    "pylint": read_pylint,
+    "grouped": read_grouped,
+    "azure": read_azure,
+    "rdjson": read_rdjson,
+}
+WITHOUT_COLUMN = {"gitlab", "pylint"}
+
+
+def test_every_format_has_a_reader() -> None:
+    assert set(READERS) == set(FORMATS)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_format_names_exactly_the_findings_json_names(project: Path, fmt: str) -> None:
+    wanted = {where(d, project) for d in reference(project)}
+    assert {"MPC101", "MPC404"} <= {w[3] for w in wanted}  # errors and warnings
+    assert any(w[0].startswith(ODD_DIR + "/") for w in wanted)
+    if fmt in WITHOUT_COLUMN:
+        wanted = {(path, row, 0, code) for path, row, _, code in wanted}
+    rc, text = run(fmt)
+    assert rc == 1
+    assert READERS[fmt](text) == wanted
+    assert SUPPRESSED_AT[0] not in text or fmt == "sarif"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_output_file_holds_what_stdout_would(project: Path, fmt: str) -> None:
+    _, printed = run(fmt)
+    rc, text = run(fmt, "-o", "report.out")
+    assert (rc, text) == (1, "")
+    assert Path("report.out").read_text(encoding="utf-8") == printed
+
+
+def test_environment_chooses_the_format(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MPCHECK_OUTPUT_FORMAT", "sarif")
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli.main(["check", "."]) == 1
+    assert read_sarif(out.getvalue()) == {where(d, project) for d in reference(project)}
+
+
+def test_github_levels_and_escaped_paths(project: Path) -> None:
+    severities = {where(d, project): d["severity"] for d in reference(project)}
+    _, text = run("github")
+    commands = github_commands(text)
+    assert {level for level, _, _ in commands} == {"error", "warning"}
+    for level, props, data in commands:
+        key = (props["file"], int(props["line"]), int(props["col"]), data.split(" ", 1)[0])
+        assert level == severities[key]
+        assert props["title"] == f"mpcheck ({key[3]})"
+        assert int(props["endLine"]) >= key[1]
+    # The awkward directory reached the runner escaped, and came back intact.
+    raw = [line for line in text.splitlines() if ",file=odd" in line]
+    assert raw and all("file=odd%2Cdir%3A50%25/script.py," in line for line in raw)
+
+
+def test_sarif_keeps_suppressed_findings_and_related_locations(project: Path) -> None:
+    findings = reference(project)
+    _, text = run("sarif")
+    log = json.loads(text)
+    validate_sarif(log)
+    results = log["runs"][0]["results"]
+    suppressed = [r for r in results if r.get("suppressions")]
+    assert len(suppressed) == 1
+    (silenced,) = suppressed
+    assert silenced["suppressions"] == [{"kind": "inSource"}]
+    region = silenced["locations"][0]["physicalLocation"]["region"]
+    uri = silenced["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert (uri, region["startLine"], silenced["ruleId"]) == SUPPRESSED_AT
+    # Where each dtype came from: the engine's related locations, one SARIF location each.
+    by_place = {where(d, project): d for d in findings}
+    with_related = 0
+    for result in results:
+        if result.get("suppressions"):
+            continue
+        location = result["locations"][0]["physicalLocation"]
+        uri = re.sub(
+            "%([0-9A-F]{2})", lambda m: chr(int(m[1], 16)), location["artifactLocation"]["uri"]
+        )
+        key = (
+            uri,
+            location["region"]["startLine"],
+            location["region"]["startColumn"],
+            result["ruleId"],
+        )
+        related = by_place[key]["related"]
+        got = [
+            (r["message"]["text"], r["physicalLocation"]["region"]["startLine"])
+            for r in result.get("relatedLocations", [])
+        ]
+        assert got == [(r["message"], r["location"]["row"]) for r in related]
+        with_related += bool(related)
+        assert result["level"] == by_place[key]["severity"]
+    assert with_related >= 3
+    rules = {rule["id"]: rule for rule in log["runs"][0]["tool"]["driver"]["rules"]}
+    assert {"MPC101", "MPC404"} <= set(rules)
+    for rule in rules.values():
+        assert rule["help"]["text"] and rule["help"]["markdown"]
+        assert rule["helpUri"].endswith(f"/docs/rules/{rule['id']}.md")
+        assert (ROOT / "docs" / "rules" / f"{rule['id']}.md").is_file()
+        assert rule["defaultConfiguration"]["level"] in ("error", "warning", "note")
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "gitlab"])
+def test_fingerprints_are_stable_when_code_moves(project: Path, fmt: str) -> None:
+    def prints() -> dict[tuple[str, str], list[str]]:
+        _, text = run(fmt)
+        data = json.loads(text)
+        out: dict[tuple[str, str], list[str]] = {}
+        if fmt == "sarif":
+            for r in data["runs"][0]["results"]:
+                uri = r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                out.setdefault((uri, r["ruleId"]), []).append(
+                    r["partialFingerprints"]["mpcheck/v1"]
+                )
+        else:
+            for i in data:
+                out.setdefault((i["location"]["path"], i["check_name"]), []).append(
+                    i["fingerprint"]
+                )
+        return out
+
+    before = prints()
+    assert prints() == before  # deterministic
+    for path in sorted(Path("models").glob("*.py")):
+        path.write_text("# a new header comment\n\n" + path.read_text())
+    assert prints() == before
