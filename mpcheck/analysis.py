@@ -326,6 +326,16 @@ class FileAnalysis:
             return replace(trainer, params=marks)
         if name.endswith("dtype"):
             return Fact(Kind.DTYPE, params=marks)
+        if ann is None and (name in T.MODEL_PARAM_NAMES or name.endswith(T.MODEL_PARAM_SUFFIXES)):
+            # a model handed to a training or inference helper: it runs in the model's dtype
+            prec = Prec.MODEL if tensor_params else Prec.UNKNOWN
+            return Fact(
+                Kind.MODULE,
+                prec,
+                None,
+                Origin(param, Cause.ACTIVATION, f"`{name}`, a model handed to the function"),
+                marks,
+            )
         if name in NON_TENSOR_PARAMS:
             return Fact(Kind.OTHER, params=marks)
         if ann is not None and "Tensor" not in ann_text and "tensor" not in ann_text:

@@ -281,6 +281,12 @@ INT_PARAM_NAMES = frozenset(
     max_seqlen lengths token_type_ids cache_position step steps class_labels pos ids""".split()
 )
 MASK_PARAM_HINTS = ("mask", "bias")
+# Argument names that hold a model: ``def training_step(unet, latents)`` calls ``unet(...)``.
+MODEL_PARAM_NAMES = frozenset(
+    """model unet vae net network backbone encoder decoder transformer text_encoder
+    text_encoder_2 controlnet generator discriminator denoiser prior""".split()
+)
+MODEL_PARAM_SUFFIXES = ("_model", "_unet", "_net", "_encoder", "_decoder", "_transformer")
 # Annotations that allow a floating tensor (``lengths: torch.LongTensor`` does not).
 FLOAT_TENSOR_TYPES = frozenset(
     "Tensor FloatTensor HalfTensor BFloat16Tensor DoubleTensor Any".split()

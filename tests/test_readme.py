@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.support import ROOT
+from tests.support import ROOT, check
 
 
 def first_commands() -> list[str]:
@@ -24,3 +24,12 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     _, test = first_commands()
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test in ci
+
+
+def test_every_bundled_example_has_a_finding() -> None:
+    """The README promises the examples are buggy on purpose: each one must be caught."""
+    examples = sorted((ROOT / "examples").glob("*.py"))
+    assert examples
+    for path in examples:
+        codes = {d.code for d in check(path.read_text(), str(path))}
+        assert codes - {"MPC001", "MPC002"}, f"{path.name}: no finding"
