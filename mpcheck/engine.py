@@ -10,6 +10,7 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -25,6 +26,16 @@ from mpcheck.training import TrainingSite
 # A file that mentions none of these cannot hold a finding: it is not parsed.
 PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
 _LINE_REF = re.compile("\x00(\\d+)\x00")
+
+# CPython refuses more than 200 nested brackets; libcst's native parser overflows its stack
+# (a segfault, not an exception) somewhere above 1,000. Files nested deeper than CPython
+# allows are rejected with CPython's message before libcst sees them.
+MAX_NESTING = 200
+_BRACKETS = b"()[]{}"
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in _BRACKETS)
+_STEP = [0] * 256
+for _open, _close in (b"()", b"[]", b"{}"):
+    _STEP[_open], _STEP[_close] = 1, -1
 
 INVALID_SYNTAX = ("MPC001", "invalid-syntax")
 INTERNAL_ERROR = ("MPC002", "internal-error")
@@ -152,9 +163,34 @@ def _syntax_error(data: bytes, exc: cst.ParserSyntaxError) -> tuple[str, Positio
     return f"SyntaxError: {exc.message}", Position(exc.editor_line, exc.editor_column)
 
 
+def _too_deep(data: bytes) -> tuple[str, Position] | None:
+    """CPython's error for a file nested deeper than it allows, which would crash libcst.
+
+    Counting brackets inside strings and comments overestimates the depth, so a file over
+    the limit by that count is compiled to be sure; almost every file never gets that far.
+    """
+    brackets = data.translate(None, _NOT_BRACKETS)
+    if len(brackets) <= 2 * MAX_NESTING:
+        return None
+    # clamped at 0, so closing brackets in a string cannot hide the nesting that follows
+    depths = accumulate(map(_STEP.__getitem__, brackets), lambda a, b: max(a + b, 0))
+    if max(depths) <= MAX_NESTING:
+        return None
+    try:
+        compile(data, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as err:
+        return f"SyntaxError: {err.msg}", Position(err.lineno or 1, max(err.offset or 1, 1))
+    except (ValueError, RecursionError, MemoryError):
+        return "the file is nested too deeply to parse", Position(1, 1)
+    return None
+
+
 def _analyse(
     data: bytes, filename: str, rules: Sequence[type[Rule]], options: Options
 ) -> list[Diagnostic]:
+    deep = _too_deep(data)
+    if deep is not None:
+        return [_file_level(INVALID_SYNTAX, deep[0], filename, deep[1])]
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:

@@ -353,6 +353,25 @@ def test_syntax_error_is_a_finding_and_other_files_are_still_checked(
     assert broken["message"].startswith("SyntaxError")
 
 
+def test_nesting_that_would_crash_the_parser_is_a_syntax_finding(tmp_path: Path) -> None:
+    """libcst's native parser segfaults on ~1,500 nested brackets; CPython refuses 201."""
+    deep = tmp_path / "deep.py"
+    deep.write_text(f"import torch\ny = ')))'\nx = {'[' * 3000}1{']' * 3000}\n")
+    fine = tmp_path / "fine.py"
+    fine.write_text(f"import torch\nx = {'(' * 150}1{')' * 150}\ns = '{'(' * 500}'\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpcheck", "check", "--output-format", "json", str(deep), str(fine)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    (finding,) = json.loads(proc.stdout)
+    assert finding["code"] == "MPC001" and finding["filename"].endswith("deep.py")
+    assert finding["message"] == "SyntaxError: too many nested parentheses"
+    assert finding["location"]["row"] == 3
+
+
 # -- suppressions -------------------------------------------------------------------------------
 
 
