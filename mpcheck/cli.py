@@ -151,11 +151,27 @@ def run_check(args: argparse.Namespace) -> int:
         files = discover(paths, settings, force_exclude=args.force_exclude)
         jobs = [(f, _rules_for(f, active, ignores)) for f in files]
         diagnostics = check_files(jobs, options, processes=args.jobs)
-        if args.fix or args.diff:
+        if args.diff:
+            return _diff_files(args, diagnostics, cwd)
+        if args.fix:
             diagnostics = _fix_files(args, diagnostics, dict(jobs), options)
     diagnostics = [d for d in diagnostics if d.code in selected or d.code in ENGINE_CODES]
     diagnostics.sort(key=Diagnostic.sort_key)
     return _emit(args, diagnostics, rules, cwd)
+
+
+def _fixable_files(
+    args: argparse.Namespace, diagnostics: list[Diagnostic]
+) -> dict[str, list[Diagnostic]]:
+    """The findings of each file that has at least one fix to apply."""
+    by_file: dict[str, list[Diagnostic]] = {}
+    for d in diagnostics:
+        by_file.setdefault(d.filename, []).append(d)
+    return {
+        f: ds
+        for f, ds in by_file.items()
+        if any(applicable(d, unsafe=args.unsafe_fixes) for d in ds)
+    }
 
 
 def _fix_files(
@@ -164,36 +180,55 @@ def _fix_files(
     rules_of: dict[Path, tuple[type[Rule], ...]],
     options: Options,
 ) -> list[Diagnostic]:
-    """Apply fixes file by file (or print them with --diff); re-check what changed."""
-    by_file: dict[str, list[Diagnostic]] = {}
-    for d in diagnostics:
-        by_file.setdefault(d.filename, []).append(d)
-    out: list[Diagnostic] = []
+    """Apply fixes file by file, each written atomically; re-check what changed."""
+    fixable = _fixable_files(args, diagnostics)
+    out = [d for d in diagnostics if d.filename not in fixable]
     fixed_total = 0
-    for filename, diags in by_file.items():
+    for filename, diags in fixable.items():
         path = Path(filename)
-        if not any(applicable(d, unsafe=args.unsafe_fixes) for d in diags):
-            out += diags
-            continue
         source = path.read_text(encoding="utf-8")
         text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
         fixed_total += count
-        if args.diff:
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    source.splitlines(keepends=True),
-                    text.splitlines(keepends=True),
-                    f"a/{filename}",
-                    f"b/{filename}",
-                )
-            )
-            out += diags
-            continue
         write_atomically(path, text)
         out += check_source(text, filename, rules_of.get(path, ()), options)
-    if not args.diff and fixed_total and not args.quiet:
+    if fixed_total and not args.quiet:
         print(f"Fixed {fixed_total} error{'s' if fixed_total != 1 else ''}.", file=sys.stderr)
     return out
+
+
+def _diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Path) -> int:
+    """``--diff`` (as ruff): print what ``--fix`` would change, write nothing.
+
+    Only the diff goes to stdout, so it can be piped to ``git apply``; exit 1 when there is
+    something to fix.
+    """
+    total = 0
+    for filename, diags in sorted(_fixable_files(args, diagnostics).items()):
+        source = Path(filename).read_text(encoding="utf-8")
+        text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
+        total += count
+        shown = _display_path(filename, cwd)
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                source.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                f"a/{shown}",
+                f"b/{shown}",
+            )
+        )
+    if not args.quiet:
+        noun = "error" if total == 1 else "errors"
+        print(
+            f"Would fix {total} {noun}." if total else "No errors would be fixed.", file=sys.stderr
+        )
+    return EXIT_FINDINGS if total else EXIT_CLEAN
+
+
+def _display_path(filename: str, cwd: Path) -> str:
+    try:
+        return Path(filename).relative_to(cwd).as_posix()
+    except ValueError:
+        return Path(filename).as_posix().lstrip("/")
 
 
 def _fix_stdin(

@@ -63,6 +63,25 @@ def test_fix_in_place_through_the_cli(tmp_path: Path, monkeypatch: pytest.Monkey
     assert "return self.proj(h.to(self.proj.weight.dtype))" in target.read_text()
 
 
+def test_diff_prints_only_a_patch_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = (FIXTURES / "mpc404" / "bad_legacy_amp_training_loop.py").read_text()
+    target = tmp_path / "train.py"
+    target.write_text(src)
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--diff", "train.py"]) == 1
+    out, err = capsys.readouterr()
+    assert target.read_text() == src
+    assert out.startswith("--- a/train.py\n+++ b/train.py\n@@ ")
+    assert "MPC404" not in out.replace("# expect: MPC404", "")  # no report mixed into the patch
+    assert '+    scaler = torch.amp.GradScaler("cuda", 2.0**14, growth_interval=500)' in out
+    assert err.strip() == "Would fix 3 errors."
+    assert main(["check", "--fix", "-q", "train.py"]) == 0  # what --diff showed is what --fix does
+    assert main(["check", "--diff", "train.py"]) == 0
+    assert capsys.readouterr().out == ""
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "mpc101").glob("bad_*.py")))
 def test_mpc101_fix_makes_the_bad_fixture_run(name: str, tmp_path: Path) -> None:
     """The fix is not cosmetic: the fixed program runs under real torch."""
