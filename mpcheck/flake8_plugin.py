@@ -6,12 +6,13 @@ so both report the same codes at the same rows; columns are converted to flake8'
 convention. Division of labour with flake8:
 
 * flake8 owns file selection, ``--select``/``--ignore``/``--per-file-ignores`` and ``# noqa``:
-  a finding with a matching ``# noqa`` on its own line is yielded and flake8 drops it (so
-  ``--disable-noqa`` shows it). ``MPC100`` (unused noqa) is never yielded.
-* Suppressions flake8 cannot see are applied by the plugin, so both tools agree: the
-  file-level ``# mpcheck: noqa[: codes]``, and a ``# noqa`` on another line of a multi-line
+  a finding that flake8's own ``# noqa`` matching suppresses is yielded and flake8 drops it
+  (so ``--disable-noqa`` and noqa-auditing plugins see it). ``MPC100`` is never yielded.
+* Suppressions flake8 would not apply are applied by the plugin, so both tools agree: the
+  file-level ``# mpcheck: noqa[: codes]``, a ``# noqa`` on another line of a multi-line
   statement (mpcheck covers the whole logical line; flake8 only joins lines for backslash
-  continuations and multi-line strings). ``--disable-noqa`` turns these off too.
+  continuations and multi-line strings), and the spellings only mpcheck accepts (``#noqa``,
+  lower-case codes). ``--disable-noqa`` turns these off too.
 * ``[tool.mpcheck]`` (nearest config above the checked file, cached per directory) decides the
   enabled rules (``select``/``extend-select``/``ignore``/``per-file-ignores``) and the analysis
   options; ``--mpcheck-module-half-capable`` (or ``mpcheck-module-half-capable`` in flake8's
@@ -199,9 +200,8 @@ class MpcheckPlugin:
         )
         diagnostics = check_source(_source_bytes(self.lines), self.filename, rules, options)
         wanted = [d for d in diagnostics if self._wanted(d, project)]
-        if not self.disable_noqa and any(d.suppressed for d in wanted):
-            sup = noqa.scan("".join(self.lines))
-            wanted = [d for d in wanted if not d.suppressed or _flake8_sees_noqa(d, sup)]
+        if not self.disable_noqa:
+            wanted = [d for d in wanted if not d.suppressed or self._flake8_suppresses(d)]
         return [(d.start.row, max(d.start.column - 1, 0), f"{d.code} {d.message}") for d in wanted]
 
     @staticmethod
@@ -210,7 +210,18 @@ class MpcheckPlugin:
             return False
         return d.code in project.selected or d.code in ENGINE_CODES
 
+    def _flake8_suppresses(self, d: Diagnostic) -> bool:
+        """Whether flake8's own ``# noqa`` logic drops ``d`` (mpcheck already suppressed it).
 
-def _flake8_sees_noqa(d: Diagnostic, sup: noqa.FileSuppressions) -> bool:
-    """Whether flake8 itself will suppress ``d``: a matching ``# noqa`` on its own row."""
-    return any(c.row == d.start.row and c.matches(d.code) for c in sup.comments)
+        Asked of flake8 itself, on the reported line: mpcheck accepts spellings flake8 does
+        not (``#noqa``, ``# noqa: mpc101``), and a finding flake8 would not drop must not be
+        yielded. Misjudging the other way is harmless: the finding is dropped either way.
+        """
+        row = d.start.row
+        line = self.lines[row - 1] if 1 <= row <= len(self.lines) else ""
+        try:
+            from flake8.violation import Violation
+        except ImportError:  # not running under flake8 (or a flake8 without this class)
+            return False
+        violation = Violation(d.code, self.filename, row, d.start.column, d.message, line)
+        return bool(violation.is_inline_ignored(False))

@@ -264,10 +264,18 @@ def test_version_input_installs_from_pypi(runner: Runner, tmp_path: Path) -> Non
     python.chmod(0o755)
     # Its own RUNNER_TEMP, so the stub venv does not replace the real one other tests use.
     path = {"PATH": f"{fake}{os.pathsep}{runner.base_env['PATH']}", "RUNNER_TEMP": str(tmp_path)}
-    for version, spec in (("1.2.3", "mpcheck==1.2.3"), ("latest", "mpcheck")):
+    cases = {
+        "1.2.3": "mpcheck==1.2.3",
+        " v1.2.3\n": "mpcheck==1.2.3",  # a release tag, stray whitespace
+        ">=0.1,<0.2": "mpcheck>=0.1,<0.2",  # a specifier
+        "latest": "mpcheck",
+    }
+    for version, spec in cases.items():
         result = runner.run_steps([STEPS[0]], tmp_path, {"version": version}, extra_env=path)
         assert result.returncode == 0, result.stderr
-        assert log.read_text().splitlines()[-1].split()[-1] == spec
+        pip_args = log.read_text().splitlines()[-1].split()
+        assert pip_args[-1] == spec
+        assert ("--upgrade" in pip_args) == (version == "latest")  # a reused venv moves on
 
 
 def test_install_step_explains_a_python_without_venv(runner: Runner, tmp_path: Path) -> None:
@@ -355,6 +363,28 @@ def test_src_replaces_the_default_path(
     assert files == {one}
 
 
+def test_inputs_with_spaces(runner: Runner, installed: dict[str, str], workspace: Path) -> None:
+    """Quoted words stay whole, in ``src`` and ``args``; ``sarif-file`` is used as given."""
+    (workspace / "models").rename(workspace / "my models")
+    inputs = {
+        "src": "'my models' clean",
+        "args": 'check --extend-exclude "no such dir" .',
+        "sarif-file": "out dir/mpcheck report.sarif",
+        "fail-on-findings": "false",
+    }
+    result = run_action(runner, installed, workspace, inputs)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.outputs["run"] == {"exit-code": "1", "sarif-file": inputs["sarif-file"]}
+    files = set(re.findall(r",file=([^,]+),", result.stdout))
+    assert files and all(f.startswith("my models/") for f in files)
+    sarif = json.loads((workspace / "out dir" / "mpcheck report.sarif").read_text())
+    uris = {
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        for r in sarif["runs"][0]["results"]
+    }
+    assert uris and all(uri.startswith("my%20models/") for uri in uris)
+
+
 def test_args_are_split_with_quotes_but_not_executed(
     runner: Runner, installed: dict[str, str], workspace: Path
 ) -> None:
@@ -364,9 +394,11 @@ def test_args_are_split_with_quotes_but_not_executed(
     assert not marker.exists()
     assert result.returncode == 2  # `$(touch` is a path that does not exist
     assert "No such file or directory" in result.stderr
-    bad = run_action(runner, installed, workspace, {"args": "check 'unterminated"})
+    bad = run_action(runner, installed, workspace, {"args": "check 'unterminated 100%\nx"})
     assert bad.returncode == 2
-    assert "::error title=mpcheck action::cannot split args" in bad.stdout
+    # The input is quoted in the error, escaped so that the runner shows it as written.
+    (line,) = [line for line in bad.stdout.splitlines() if line.startswith("::error")]
+    assert line == "::error title=mpcheck action::cannot split args: check 'unterminated 100%25%0Ax"
 
 
 def test_fail_on_findings_false(runner: Runner, installed: dict[str, str], workspace: Path) -> None:

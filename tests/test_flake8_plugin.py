@@ -239,6 +239,27 @@ def test_noqa_is_flake8s_job_and_both_tools_agree(tmp_path: Path) -> None:
     }
 
 
+def test_noqa_spellings_only_mpcheck_accepts(tmp_path: Path) -> None:
+    """flake8 wants ``# noqa`` and exact-case codes; the plugin drops what mpcheck suppressed."""
+    spellings = {
+        "no_space.py": "#noqa",
+        "lower_case.py": "# noqa: mpc101",
+        "spaced_colon.py": "# noqa : MPC101",
+        "flake8_too.py": "# noqa:MPC101,E501",
+        "not_ours.py": "# noqa:E501",
+    }
+    for name, comment in spellings.items():
+        (tmp_path / name).write_text(
+            UPCAST_BLOCK.format(body=f"        return self.proj(h)  {comment}")
+        )
+    paths = sorted(tmp_path.glob("*.py"))
+    _, found, _ = flake8(paths, tmp_path)
+    assert found == mpcheck_json(paths, tmp_path)
+    assert codes_at(found) == {("not_ours.py", 12, "MPC101")}
+    _, everything, _ = flake8(paths, tmp_path, "--disable-noqa")
+    assert codes_at(everything) == {(name, 12, "MPC101") for name in spellings}
+
+
 def test_file_level_mpcheck_noqa_is_honoured(tmp_path: Path) -> None:
     (tmp_path / "all.py").write_text("# mpcheck: noqa\n" + MODULE_SOURCE)
     (tmp_path / "code.py").write_text("# mpcheck: noqa: MPC101\n" + MODULE_SOURCE)

@@ -46,6 +46,21 @@ class Block(nn.Module):
         return self.proj(h)  # noqa: MPC101
 """
 SUPPRESSED_AT = ("silenced.py", 12, "MPC101")
+# A finding whose range spans lines and whose message holds `%`, `:` and `,`.
+MULTI_LINE = """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.proj((x[:, 0:4]
+                          % 2).float())
+"""
 
 Where = tuple[str, int, int, str]  # root-relative POSIX path, row, 1-based column, code
 
@@ -62,7 +77,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     odd.mkdir()
     shutil.copy2(FIXTURES / "mpc101" / "bad_script_half_model.py", odd / "script.py")
     (tmp_path / "silenced.py").write_text(SUPPRESSED)
-    for name in ("MPCHECK_OUTPUT_FORMAT", "GITHUB_STEP_SUMMARY"):
+    (tmp_path / "multi_line.py").write_text(MULTI_LINE)
+    for name in ("MPCHECK_OUTPUT_FORMAT", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -113,9 +129,21 @@ def github_commands(text: str) -> list[tuple[str, dict[str, str], str]]:
     return commands
 
 
+def github_key(props: dict[str, str], data: str) -> Where:
+    """Where an annotation points; its message repeats that place for the log reader."""
+    m = re.match(r"(.+?):(\d+):(\d+): (MPC\d{3}) ", data)
+    assert m, data
+    key = (props["file"], int(props["line"]), int(props["col"]), m[4])
+    assert (m[1], int(m[2]), int(m[3]), m[4]) == key
+    # What the runner accepts: columns only on a single line, never ending before they start.
+    assert props["endLine"] == props["line"]
+    assert int(props["endColumn"]) >= int(props["col"])
+    return key
+
+
 def read_github(text: str) -> set[Where]:
     return {
-        (p["file"], int(p["line"]), int(p["col"]), data.split(" ", 1)[0])
+        github_key(p, data)
         for level, p, data in github_commands(text)
         if level in ("error", "warning")
     }
@@ -185,8 +213,65 @@ def read_gitlab(text: str) -> set[Where]:
     }
 
 
+def _closed(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,  # a misspelt field would be silently ignored
+    }
+
+
+# reviewdog's Diagnostic Format (proto/rdf/reviewdog.proto: DiagnosticResult, `rdjson`), as a
+# JSON schema written from the message definitions: the field names and types reviewdog's
+# protojson decoder accepts, lines and UTF-8 byte columns from 1, exclusive range ends.
+_POSITION = _closed(
+    {"line": {"type": "integer", "minimum": 1}, "column": {"type": "integer", "minimum": 1}},
+    ("line", "column"),
+)
+_RANGE = _closed({"start": _POSITION, "end": _POSITION}, ("start",))
+_LOCATION = _closed({"path": {"type": "string", "minLength": 1}, "range": _RANGE}, ("path",))
+_SOURCE = _closed({"name": {"type": "string"}, "url": {"type": "string"}}, ("name",))
+RDJSON_SCHEMA = _closed(
+    {
+        "source": _SOURCE,
+        "severity": {"enum": ["UNKNOWN_SEVERITY", "ERROR", "WARNING", "INFO"]},
+        "diagnostics": {
+            "type": "array",
+            "items": _closed(
+                {
+                    "message": {"type": "string", "minLength": 1},
+                    "location": _LOCATION,
+                    "severity": {"enum": ["UNKNOWN_SEVERITY", "ERROR", "WARNING", "INFO"]},
+                    "source": _SOURCE,
+                    "code": _closed(
+                        {"value": {"type": "string"}, "url": {"type": "string"}}, ("value",)
+                    ),
+                    "suggestions": {
+                        "type": "array",
+                        "items": _closed(
+                            {"range": _RANGE, "text": {"type": "string"}}, ("range", "text")
+                        ),
+                    },
+                    "original_output": {"type": "string"},
+                    "related_locations": {
+                        "type": "array",
+                        "items": _closed(
+                            {"message": {"type": "string"}, "location": _LOCATION}, ("location",)
+                        ),
+                    },
+                },
+                ("message", "location"),
+            ),
+        },
+    },
+    ("diagnostics",),
+)
+
+
 def read_rdjson(text: str) -> set[Where]:
     doc = json.loads(text)
+    jsonschema.Draft7Validator(RDJSON_SCHEMA).validate(doc)
     assert doc["source"]["name"] == "mpcheck"
     return {
         (
@@ -251,6 +336,8 @@ def test_every_format_has_a_reader() -> None:
 def test_format_names_exactly_the_findings_json_names(project: Path, fmt: str) -> None:
     wanted = {where(d, project) for d in reference(project)}
     assert {"MPC101", "MPC404"} <= {w[3] for w in wanted}  # errors and warnings
+    spanning = [d for d in reference(project) if d["end_location"]["row"] > d["location"]["row"]]
+    assert any(all(c in d["message"] for c in "%:,") for d in spanning)
     assert any(w[0].startswith(ODD_DIR + "/") for w in wanted)
     if fmt in WITHOUT_COLUMN:
         wanted = {(path, row, 0, code) for path, row, _, code in wanted}
@@ -282,10 +369,9 @@ def test_github_levels_and_escaped_paths(project: Path) -> None:
     commands = github_commands(text)
     assert {level for level, _, _ in commands} == {"error", "warning"}
     for level, props, data in commands:
-        key = (props["file"], int(props["line"]), int(props["col"]), data.split(" ", 1)[0])
+        key = github_key(props, data)
         assert level == severities[key]
         assert props["title"] == f"mpcheck ({key[3]})"
-        assert int(props["endLine"]) >= key[1]
     # The awkward directory reached the runner escaped, and came back intact.
     raw = [line for line in text.splitlines() if ",file=odd" in line]
     assert raw and all("file=odd%2Cdir%3A50%25/script.py," in line for line in raw)
@@ -362,3 +448,41 @@ def test_fingerprints_are_stable_when_code_moves(project: Path, fmt: str) -> Non
     for path in sorted(Path("models").glob("*.py")):
         path.write_text("# a new header comment\n\n" + path.read_text())
     assert prints() == before
+
+
+def located_prints(fmt: str) -> set[tuple[str, str, str]]:
+    """(repository path, code, fingerprint) of every finding a SARIF or GitLab report holds."""
+    _, text = run(fmt)
+    data = json.loads(text)
+    if fmt == "gitlab":
+        return {(i["location"]["path"], i["check_name"], i["fingerprint"]) for i in data}
+    validate_sarif(data)
+    found = set()
+    for r in data["runs"][0]["results"]:
+        artifact = r["locations"][0]["physicalLocation"]["artifactLocation"]
+        assert artifact["uriBaseId"] == "%SRCROOT%"
+        path = re.sub("%([0-9A-F]{2})", lambda m: chr(int(m[1], 16)), artifact["uri"])
+        found.add((path, r["ruleId"], r["partialFingerprints"]["mpcheck/v1"]))
+    return found
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "gitlab"])
+def test_paths_and_fingerprints_are_relative_to_the_repository(
+    project: Path, fmt: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Code scanning and GitLab resolve paths in the repository, wherever mpcheck ran."""
+    (project / ".git").mkdir()
+    at_root = located_prints(fmt)
+    assert any(path.startswith("models/") for path, _, _ in at_root)
+    os.chdir(project / "models")  # e.g. `cd models && mpcheck check .` in a CI job
+    below = located_prints(fmt)
+    assert below and below == {f for f in at_root if f[0].startswith("models/")}
+    if fmt == "sarif":
+        _, text = run(fmt)
+        base = json.loads(text)["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"]
+        assert base == project.as_uri() + "/"
+    # The same repository checked out elsewhere: nothing absolute leaks into a fingerprint.
+    moved = tmp_path_factory.mktemp("elsewhere") / "checkout"
+    shutil.copytree(project, moved)
+    os.chdir(moved)
+    assert located_prints(fmt) == at_root

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import replace
@@ -117,6 +118,12 @@ def make_ctx(sources: dict[str, list[str]] | None = None, root: Path = ROOT) -> 
 def diag(row: int, severity: Severity = Severity.ERROR, **changes: Any) -> Diagnostic:
     base = Diagnostic("MPC101", "n", f"finding {row}", severity, MODEL, P(row, 1), P(row, 2))
     return replace(base, **changes)
+
+
+@pytest.fixture(autouse=True)
+def outside_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``github`` format reads $GITHUB_WORKSPACE; a CI runner's own must not leak in."""
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
 
 
 # --- registry and cross-format behaviour -------------------------------------------------
@@ -299,11 +306,14 @@ def test_azure_golden() -> None:
 def test_github_golden() -> None:
     assert render("github", ALL, make_ctx()) == (
         "::error title=mpcheck (MPC101),file=pkg/model.py,line=8,col=16,endLine=8,endColumn=28"
-        "::MPC101 `h` is float32 but `self.proj` runs in half\n"
-        "::warning title=mpcheck (MPC103),file=pkg/model.py,line=12,col=14,endLine=15,"
-        "endColumn=6::MPC103 100%25 of `q`: upcast, then matmul,%0Asecond line\n"
+        "::pkg/model.py:8:16: MPC101 `h` is float32 but `self.proj` runs in half\n"
+        # Lines 12-15: the runner rejects columns unless line == endLine, so the annotation
+        # covers line 12 from column 14 to its end ("    scores = torch.matmul(").
+        "::warning title=mpcheck (MPC103),file=pkg/model.py,line=12,col=14,endLine=12,"
+        "endColumn=27::pkg/model.py:12:14: MPC103 100%25 of `q`: upcast, then matmul,%0Asecond"
+        " line\n"
         "::error title=mpcheck (MPC104),file=train.py,line=1,col=8,endLine=1,endColumn=16"
-        "::MPC104 50%25: x, y\n"
+        "::train.py:1:8: MPC104 50%25: x, y\n"
     )
 
 
@@ -311,8 +321,35 @@ def test_github_escapes_property_values() -> None:
     odd = replace(LOSS, filename="/repo/dir,x/a:b%c.py", message="a\r\nb: 1%, 2")
     assert render("github", [odd], make_ctx()) == (
         "::error title=mpcheck (MPC104),file=dir%2Cx/a%3Ab%25c.py,line=1,col=8,endLine=1,"
-        "endColumn=16::MPC104 a%0D%0Ab: 1%25, 2\n"
+        "endColumn=16::dir,x/a:b%25c.py:1:8: MPC104 a%0D%0Ab: 1%25, 2\n"
     )
+
+
+def test_github_multi_line_ranges_stay_on_their_first_line() -> None:
+    """'col' and 'endColumn' cannot be set if 'line' and 'endLine' are different values."""
+    source = {MODEL: ["x = f(", "    a,", ")"]}
+    call = diag(1, start=P(1, 5), end=P(3, 2))
+    assert "line=1,col=5,endLine=1,endColumn=7::" in render("github", [call], make_ctx(source))
+    # Without the source (stdin, an unreadable file) the range shrinks to its start.
+    assert "line=1,col=5,endLine=1,endColumn=5::" in render("github", [call], make_ctx({}))
+    # An exclusive end at column 1 of the next line, or a zero-width range, stay valid.
+    ends = [diag(1, start=P(1, 5), end=P(2, 1)), diag(2, start=P(2, 3), end=P(2, 3))]
+    lines = render("github", ends, make_ctx(source)).splitlines()
+    assert "line=1,col=5,endLine=1,endColumn=7::" in lines[0]
+    assert "line=2,col=3,endLine=2,endColumn=3::" in lines[1]
+
+
+def test_github_file_is_relative_to_the_workspace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner resolves ``file`` against $GITHUB_WORKSPACE, not the working directory."""
+    sub = make_ctx(root=ROOT / "pkg")  # e.g. a step with `working-directory: pkg`
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(ROOT))
+    text = render("github", [UPCAST], sub)
+    assert ",file=pkg/model.py," in text
+    assert "::model.py:8:16: MPC101 " in text  # the log line stays relative to the cwd
+    outside = replace(UPCAST, filename="/elsewhere/model.py")
+    assert ",file=/elsewhere/model.py," in render("github", [outside], sub)
+    monkeypatch.setenv("GITHUB_WORKSPACE", "")
+    assert ",file=model.py," in render("github", [UPCAST], sub)
 
 
 def _rows(lines: Sequence[str]) -> list[int]:
@@ -483,7 +520,12 @@ def test_sarif_results() -> None:
     assert [r["level"] for r in results] == ["error", "warning", "warning", "error"]
     upcast, matmul, silenced, loss = results
     artifact = {"uri": "pkg/model.py", "uriBaseId": "%SRCROOT%"}
-    assert upcast["message"] == {"text": "`h` is float32 but `self.proj` runs in half"}
+    # Code scanning shows a related location only when the message links to it.
+    assert upcast["message"] == {
+        "text": "`h` is float32 but `self.proj` runs in half\n"
+        "See [`h` was upcast to float32 here](1)."
+    }
+    assert matmul["message"] == {"text": "100% of `q`: upcast, then matmul,\nsecond line"}
     assert upcast["locations"] == [
         {
             "physicalLocation": {
@@ -543,6 +585,33 @@ def test_sarif_deletion_fix_has_no_inserted_content() -> None:
     assert replacement == {
         "deletedRegion": {"startLine": 8, "startColumn": 16, "endLine": 8, "endColumn": 28}
     }
+
+
+def test_sarif_message_links_escape_literal_brackets() -> None:
+    """With embedded links, literal ``[``, ``]`` and ``\\`` are escaped (SARIF 3.11.6)."""
+    related = (
+        Related("`x[0]` made float32", P(1, 1), P(1, 5)),
+        Related("cached in `c\\d`", P(2, 1), P(2, 5)),
+    )
+    d = replace(LOSS, message="`x[:, 0]` [fp32] meets half", related=related)
+    (result,) = sarif([d])["runs"][0]["results"]
+    assert result["message"]["text"] == (
+        "`x\\[:, 0\\]` \\[fp32\\] meets half\n"
+        "See [`x\\[0\\]` made float32](1); [cached in `c\\\\d`](2)."
+    )
+    assert [r["id"] for r in result["relatedLocations"]] == [1, 2]
+    # Each location's own message has no links, so it stays as written.
+    assert result["relatedLocations"][0]["message"]["text"] == "`x[0]` made float32"
+    # Read back the way a SARIF viewer does: every link names a related location's id.
+    text = result["message"]["text"]
+    links = re.findall(r"(?<!\\)\[((?:\\.|[^\\\]])*)\]\((\d+)\)", text)
+
+    def unescape(t: str) -> str:
+        return re.sub(r"\\(.)", r"\1", t)
+
+    assert [(unescape(t), int(i)) for t, i in links] == [
+        (r.message, i + 1) for i, r in enumerate(related)
+    ]
 
 
 def test_sarif_empty_run_is_valid() -> None:

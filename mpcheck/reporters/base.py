@@ -67,6 +67,26 @@ def display_path(filename: str, root: Path) -> str:
     return filename if filename == STDIN else PurePath(filename).as_posix()
 
 
+def absolute(filename: str, root: Path) -> str:
+    """``filename`` made absolute (a relative one is relative to ``root``); stdin unchanged."""
+    if filename == STDIN or os.path.isabs(filename):
+        return filename
+    return os.path.join(os.path.abspath(root), filename)
+
+
+def repository_root(root: Path) -> Path:
+    """The repository ``root`` lies in (nearest ancestor with ``.git``), else ``root`` itself.
+
+    Code scanning and GitLab resolve paths against the repository, and fingerprints must not
+    depend on the directory mpcheck happened to run in: SARIF and GitLab use this root.
+    """
+    start = Path(os.path.normpath(os.path.abspath(root)))
+    for candidate in (start, *start.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return start
+
+
 def one_line(text: str) -> str:
     """Collapse line breaks so line-oriented formats keep one finding per line."""
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
@@ -92,19 +112,23 @@ def source_line(ctx: ReportContext, filename: str, row: int) -> str | None:
     return lines[row - 1] if 1 <= row <= len(lines) else None
 
 
-def fingerprints(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> list[str]:
+def fingerprints(
+    diagnostics: Sequence[Diagnostic], ctx: ReportContext, root: Path | None = None
+) -> list[str]:
     """A stable identity per finding, in input order, for SARIF and GitLab.
 
-    Hashes the code, the root-relative path, the stripped text of the reported line and the
-    occurrence index among findings sharing those three, so it survives lines moving up or
-    down and stays unique per finding. Suppressed findings count too, so adding a ``# noqa``
-    does not renumber its neighbours.
+    Hashes the code, the path relative to ``root`` (the repository root, so neither the
+    checkout's location nor the directory mpcheck ran in matters), the stripped text of the
+    reported line and the occurrence index among findings sharing those three: it survives
+    lines moving up or down and stays unique per finding. Row numbers are deliberately left
+    out. Suppressed findings count too, so adding a ``# noqa`` does not renumber neighbours.
     """
+    base = repository_root(ctx.root) if root is None else root
     seen: Counter[tuple[str, str, str]] = Counter()
     result = []
     for d in diagnostics:
         text = (source_line(ctx, d.filename, d.start.row) or "").strip()
-        key = (d.code, display_path(d.filename, ctx.root), text)
+        key = (d.code, display_path(absolute(d.filename, ctx.root), base), text)
         occurrence = seen[key]
         seen[key] += 1
         payload = "\0".join((*key, str(occurrence)))

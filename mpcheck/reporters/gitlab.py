@@ -1,7 +1,9 @@
 """``gitlab``: GitLab Code Quality report (a Code Climate subset) for merge request widgets.
 
 GitLab compares fingerprints between the base and head pipelines to show new and fixed
-findings, so they must be stable when code moves and unique per finding.
+findings, so they must be stable when code moves and unique per finding. GitLab reads
+``location.path`` relative to the repository, so paths (and the fingerprints built from
+them) are relative to the repository root, wherever in it mpcheck ran.
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from typing import Any
 
 from mpcheck.diagnostics import Diagnostic, Severity
 
-from .base import ReportContext, display_path, fingerprints, last_row
+from .base import (
+    ReportContext,
+    absolute,
+    display_path,
+    fingerprints,
+    last_row,
+    repository_root,
+)
 
 SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor"}
 
@@ -20,8 +29,9 @@ SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor"}
 def render_gitlab(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     """A JSON array of issues; ``[]`` when clean, which GitLab reads as "no findings"."""
     issues: list[dict[str, Any]] = []
+    root = repository_root(ctx.root)
     # Fingerprints count suppressed findings too, so silencing one never renumbers the rest.
-    for d, fingerprint in zip(diagnostics, fingerprints(diagnostics, ctx), strict=True):
+    for d, fingerprint in zip(diagnostics, fingerprints(diagnostics, ctx, root), strict=True):
         if d.suppressed:
             continue
         issues.append(
@@ -31,7 +41,7 @@ def render_gitlab(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
                 "fingerprint": fingerprint,
                 "severity": SEVERITIES[d.severity],
                 "location": {
-                    "path": display_path(d.filename, ctx.root),
+                    "path": display_path(absolute(d.filename, ctx.root), root),
                     "lines": {"begin": d.start.row, "end": last_row(d.start, d.end)},
                 },
             }

@@ -2,14 +2,15 @@
 
 Unlike every other format it keeps ``# noqa``-suppressed findings (marked ``inSource``),
 because code scanning uses them to close alerts instead of leaving them open. Paths are
-relative to ``%SRCROOT%`` so the log is portable between checkouts; the fingerprints let
-code scanning track a finding across commits that move it.
+relative to ``%SRCROOT%``, the repository root (found from the working directory), so the
+log is portable between checkouts and code scanning finds the files even when mpcheck ran
+in a subdirectory; the fingerprints let code scanning track a finding across commits that
+move it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,10 @@ from .base import (
     STDIN,
     TOOL_NAME,
     ReportContext,
+    absolute,
     fingerprints,
     relative_to_root,
+    repository_root,
 )
 
 SCHEMA_URI = (
@@ -37,11 +40,13 @@ def render_sarif(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     """A complete SARIF log with one run; always non-empty (a clean run has ``results: []``)."""
     rules = [ctx.rules[code] for code in sorted(ctx.rules)]
     rule_index = {rule.code: index for index, rule in enumerate(rules)}
+    root = repository_root(ctx.root)
+    prints = fingerprints(diagnostics, ctx, root)
     results = [
-        _result(d, fingerprint, rule_index, ctx)
-        for d, fingerprint in zip(diagnostics, fingerprints(diagnostics, ctx), strict=True)
+        _result(d, fingerprint, rule_index, ctx, root)
+        for d, fingerprint in zip(diagnostics, prints, strict=True)
     ]
-    root_uri = Path(os.path.abspath(ctx.root)).as_uri()
+    root_uri = root.as_uri()
     if not root_uri.endswith("/"):
         root_uri += "/"  # a base URI must end in "/" or its last segment is replaced
     log = {
@@ -80,14 +85,34 @@ def _rule(rule: RuleInfo) -> dict[str, Any]:
     }
 
 
-def artifact_location(filename: str, ctx: ReportContext) -> dict[str, str]:
+def artifact_location(filename: str, ctx: ReportContext, root: Path) -> dict[str, str]:
     """Root-relative URI under ``%SRCROOT%``; an absolute ``file://`` URI outside the root."""
-    relative = relative_to_root(filename, ctx.root)
-    if relative is not None:
-        return {"uri": quote(relative), "uriBaseId": SRCROOT}
     if filename == STDIN:
         return {"uri": quote(filename)}
-    return {"uri": Path(filename).as_uri()}
+    path = absolute(filename, ctx.root)
+    relative = relative_to_root(path, root)
+    if relative is not None:
+        return {"uri": quote(relative), "uriBaseId": SRCROOT}
+    return {"uri": Path(path).as_uri()}
+
+
+def _literal(text: str) -> str:
+    """Escape what SARIF's embedded-link syntax reserves (``\\``, ``[``, ``]``)."""
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+
+
+def _message(d: Diagnostic) -> str:
+    """The message, plus a link to each related location (``[text](id)``).
+
+    Code scanning only shows related locations that the result's message links to, so each
+    place a dtype came from is linked; the other text is then escaped as SARIF requires.
+    """
+    if not d.related:
+        return d.message
+    links = "; ".join(
+        f"[{_literal(related.message)}]({index})" for index, related in enumerate(d.related, 1)
+    )
+    return f"{_literal(d.message)}\nSee {links}."
 
 
 def _region(start: Position, end: Position) -> dict[str, int]:
@@ -114,14 +139,14 @@ def _fixes(fix: Fix, artifact: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def _result(
-    d: Diagnostic, fingerprint: str, rule_index: dict[str, int], ctx: ReportContext
+    d: Diagnostic, fingerprint: str, rule_index: dict[str, int], ctx: ReportContext, root: Path
 ) -> dict[str, Any]:
-    artifact = artifact_location(d.filename, ctx)
+    artifact = artifact_location(d.filename, ctx, root)
     result: dict[str, Any] = {"ruleId": d.code}
     if d.code in rule_index:
         result["ruleIndex"] = rule_index[d.code]
     result["level"] = d.severity.value
-    result["message"] = {"text": d.message}
+    result["message"] = {"text": _message(d)}
     result["locations"] = [
         {"physicalLocation": {"artifactLocation": artifact, "region": _region(d.start, d.end)}}
     ]
