@@ -203,25 +203,31 @@ def _analyse(
         message = "the file is nested too deeply to parse"
         return [_file_level(INVALID_SYNTAX, message, filename, Position(1, 1))]
 
-    reports: list[Report] = []
-    imports = ImportTable.of(module)
-    ctx = RuleContext(module, filename, reports.append, imports=imports)
-    instances = [rule(ctx) for rule in rules]
     try:
-        FileAnalysis(
-            module,
-            imports,
-            _Dispatch(instances),
-            module_half_capable=options.module_half_capable,
-        ).run()
-        for instance in instances:
-            instance.finish()
+        return _run_rules(module, filename, rules, options)
     except RecursionError:
         message = "the file is nested too deeply to analyse; it was skipped"
         return [_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))]
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop a run
         message = f"mpcheck failed on this file ({type(exc).__name__}: {exc}); please report it"
         return [_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))]
+
+
+def _run_rules(
+    module: cst.Module, filename: str, rules: Sequence[type[Rule]], options: Options
+) -> list[Diagnostic]:
+    reports: list[Report] = []
+    imports = ImportTable.of(module)
+    ctx = RuleContext(module, filename, reports.append, imports=imports)
+    instances = [rule(ctx) for rule in rules]
+    FileAnalysis(
+        module,
+        imports,
+        _Dispatch(instances),
+        module_half_capable=options.module_half_capable,
+    ).run()
+    for instance in instances:
+        instance.finish()
     if not reports:
         return []
     return _to_diagnostics(module, filename, _unique(reports), ctx.line_refs)

@@ -128,6 +128,11 @@ def _import_nodes(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
 
 def _child_statements(node: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
     out: list[cst.CSTNode] = []
+    if isinstance(node, cst.Match):
+        for case in node.cases:
+            if isinstance(case.body, cst.IndentedBlock):
+                out.extend(case.body.body)
+        return out
     body = node.body
     if isinstance(body, cst.IndentedBlock):
         out.extend(body.body)

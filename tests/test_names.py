@@ -36,6 +36,11 @@ def resolve(imports: str, expr: str) -> str | None:
             "torch.nn.functional.linear",
         ),
         ("if x:\n    pass\nelse:\n    from torch import nn\n", "nn.Conv2d", "torch.nn.Conv2d"),
+        (
+            "match kind:\n    case 'a':\n        pass\n    case _:\n        import torch as th\n",
+            "th.float16",
+            "torch.float16",
+        ),
     ],
 )
 def test_resolves(imports: str, expr: str, expected: str) -> None:
