@@ -14,24 +14,24 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 from mpcheck import __version__
-from mpcheck.config import ConfigError, Settings, find_config, load_settings, with_overrides
+from mpcheck.config import ConfigError, with_overrides
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.discovery import MissingPathError, discover
 from mpcheck.engine import Options, check_source
 from mpcheck.fixes import applicable, apply_fixes, write_atomically
 from mpcheck.reporters import FORMATS, render
 from mpcheck.reporters.base import ReportContext
+from mpcheck.resolver import Project, Resolver
 from mpcheck.rule import Rule, all_rules
-from mpcheck.runner import check_files
-from mpcheck.selection import PerFileIgnores, SelectionError, enabled_codes
+from mpcheck.runner import Job, check_files
+from mpcheck.selection import SelectionError
 from mpcheck.summary import write_step_summary
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-ENGINE_CODES = frozenset({"MPC001", "MPC002"})
 
 
 class UsageError(Exception):
@@ -106,13 +106,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CLEAN
 
 
-def _settings(args: argparse.Namespace, cwd: Path) -> Settings:
+def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) -> Resolver:
+    """Each file's configuration (or ``--config``'s for all), with the options layered on top."""
     config = args.config
     if config is not None and not config.is_file():
         raise UsageError(f"{config}: no such configuration file")
-    settings = load_settings(config if config is not None else find_config(cwd), cwd=cwd)
-    return with_overrides(
-        settings,
+    overrides = partial(
+        with_overrides,
         select=args.select,
         extend_select=args.extend_select,
         ignore=args.ignore,
@@ -120,6 +120,11 @@ def _settings(args: argparse.Namespace, cwd: Path) -> Settings:
         extend_exclude=args.extend_exclude,
         cwd=cwd,
     )
+    return Resolver(cwd, config=config, overrides=overrides, rules=rules)
+
+
+def _options(project: Project) -> Options:
+    return Options(module_half_capable=project.settings.module_half_capable)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -129,33 +134,31 @@ def run_check(args: argparse.Namespace) -> int:
             f"expected one of: {', '.join(FORMATS)}"
         )
     cwd = Path.cwd()
-    settings = _settings(args, cwd)
     rules = all_rules()
-    all_codes = [r.code for r in rules]
-    selected = enabled_codes(all_codes, settings)
-    ignores = PerFileIgnores(settings, all_codes)
-    active = tuple(r for r in rules if r.code in selected and r.code not in ENGINE_CODES)
-    options = Options(module_half_capable=settings.module_half_capable)
+    resolver = _resolver(args, cwd, rules)
     paths: list[Path] = args.paths or [Path(".")]
     if [str(p) for p in paths] == ["-"] or (not args.paths and args.stdin_filename):
         name = args.stdin_filename or "-"
         data = sys.stdin.buffer.read()
         filename = str(Path(name).resolve()) if args.stdin_filename else "-"
-        file_rules = _rules_for(Path(name), active, ignores)
+        project = resolver.project_for(Path(name))
+        file_rules, options = project.rules_for(Path(name)), _options(project)
         diagnostics = check_source(data, filename, file_rules, options)
         if args.fix or args.diff:
             return _fix_stdin(args, data, filename, diagnostics, file_rules, options)
+        project_of = {filename: project}
     else:
         if any(str(p) == "-" for p in paths):
             raise UsageError("`-` (stdin) cannot be mixed with other paths")
-        files = discover(paths, settings, force_exclude=args.force_exclude)
-        jobs = [(f, _rules_for(f, active, ignores)) for f in files]
-        diagnostics = check_files(jobs, options, processes=args.jobs)
+        files = discover(paths, resolver.settings_for, force_exclude=args.force_exclude)
+        project_of = {str(f): resolver.project_for(f) for f in files}
+        jobs = [(f, project_of[str(f)].rules_for(f), _options(project_of[str(f)])) for f in files]
+        diagnostics = check_files(jobs, processes=args.jobs)
         if args.diff:
             return _diff_files(args, diagnostics, cwd)
         if args.fix:
-            diagnostics = _fix_files(args, diagnostics, dict(jobs), options)
-    diagnostics = [d for d in diagnostics if d.code in selected or d.code in ENGINE_CODES]
+            diagnostics = _fix_files(args, diagnostics, jobs)
+    diagnostics = [d for d in diagnostics if project_of[d.filename].reports(d.code)]
     diagnostics.sort(key=Diagnostic.sort_key)
     return _emit(args, diagnostics, rules, cwd)
 
@@ -175,12 +178,10 @@ def _fixable_files(
 
 
 def _fix_files(
-    args: argparse.Namespace,
-    diagnostics: list[Diagnostic],
-    rules_of: dict[Path, tuple[type[Rule], ...]],
-    options: Options,
+    args: argparse.Namespace, diagnostics: list[Diagnostic], jobs: Sequence[Job]
 ) -> list[Diagnostic]:
     """Apply fixes file by file, each written atomically; re-check what changed."""
+    job_of = {str(path): (rules, options) for path, rules, options in jobs}
     fixable = _fixable_files(args, diagnostics)
     out = [d for d in diagnostics if d.filename not in fixable]
     fixed_total = 0
@@ -190,7 +191,7 @@ def _fix_files(
         text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
         fixed_total += count
         write_atomically(path, text)
-        out += check_source(text, filename, rules_of.get(path, ()), options)
+        out += check_source(text, filename, *job_of[filename])
     if fixed_total and not args.quiet:
         print(f"Fixed {fixed_total} error{'s' if fixed_total != 1 else ''}.", file=sys.stderr)
     return out
@@ -252,13 +253,6 @@ def _fix_stdin(
         sys.stdout.write(text)
     left = [d for d in check_source(text, filename, rules, options) if not d.suppressed]
     return EXIT_FINDINGS if left and not args.exit_zero else EXIT_CLEAN
-
-
-def _rules_for(
-    path: Path, active: tuple[type[Rule], ...], ignores: PerFileIgnores
-) -> tuple[type[Rule], ...]:
-    ignored = ignores(path)
-    return tuple(r for r in active if r.code not in ignored) if ignored else active
 
 
 def _emit(

@@ -1,9 +1,10 @@
 """Finding and validating mpcheck's configuration, following ruff's conventions.
 
 The configuration lives in ``.mpcheck.toml`` / ``mpcheck.toml`` (the whole file) or in the
-``[tool.mpcheck]`` table of ``pyproject.toml``. Every mistake is a :class:`ConfigError` with a
-one-line message naming the file and the key, so the CLI can exit with code 2 instead of
-silently running with a configuration the user did not write.
+``[tool.mpcheck]`` table of ``pyproject.toml``. Which of several files governs a given file is
+:mod:`mpcheck.resolver`'s business; this module finds and reads one. Every mistake is a
+:class:`ConfigError` with a one-line message naming the file and the key, so the CLI can exit
+with code 2 instead of silently running with a configuration the user did not write.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+from mpcheck.globs import segment_matches
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,6 +31,7 @@ __all__ = [
     "DEFAULT_EXCLUDE",
     "ConfigError",
     "Settings",
+    "config_in",
     "find_config",
     "is_valid_selector",
     "selector_covers",
@@ -149,7 +153,7 @@ def _is_pyproject(path: Path) -> bool:
     return path.name == "pyproject.toml"
 
 
-def _has_mpcheck_table(pyproject: Path) -> bool:
+def _has_mpcheck_table(pyproject: Path, shown: str) -> bool:
     # Cheap text test first: an unrelated (or even broken) pyproject must not cost a parse.
     try:
         text = pyproject.read_bytes()
@@ -157,8 +161,23 @@ def _has_mpcheck_table(pyproject: Path) -> bool:
         return False
     if b"mpcheck" not in text:
         return False
-    tool = _read_toml(pyproject, str(pyproject)).get("tool")
+    tool = _read_toml(pyproject, shown).get("tool")
     return isinstance(tool, dict) and "mpcheck" in tool
+
+
+def config_in(directory: Path, *, cwd: Path | None = None) -> Path | None:
+    """The config file of ``directory`` itself, if any (ruff's precedence among the names).
+
+    A broken pyproject.toml that may hold the table is an error, named relative to ``cwd``.
+    """
+    for name in CONFIG_FILENAMES:
+        candidate = directory / name
+        if not candidate.is_file():
+            continue
+        shown = str(candidate) if cwd is None else _display(candidate, cwd)
+        if not _is_pyproject(candidate) or _has_mpcheck_table(candidate, shown):
+            return candidate
+    return None
 
 
 def find_config(start: Path) -> Path | None:
@@ -167,12 +186,9 @@ def find_config(start: Path) -> Path | None:
     if not directory.is_dir():
         directory = directory.parent
     for candidate_dir in (directory, *directory.parents):
-        for name in CONFIG_FILENAMES:
-            candidate = candidate_dir / name
-            if not candidate.is_file():
-                continue
-            if not _is_pyproject(candidate) or _has_mpcheck_table(candidate):
-                return candidate
+        found = config_in(candidate_dir)
+        if found is not None:
+            return found
     return None
 
 
@@ -185,9 +201,10 @@ def _type_name(value: object) -> str:
 class _Validator:
     """Turns the raw TOML table into typed values, naming the file and key on errors."""
 
-    def __init__(self, shown: str, table_name: str | None) -> None:
+    def __init__(self, shown: str, table_name: str | None, known: Collection[str] | None) -> None:
         self.shown = shown
         self.where = f" in [{table_name}]" if table_name else ""
+        self.known = known
 
     def error(self, message: str) -> ConfigError:
         return ConfigError(f"{self.shown}: {message}")
@@ -221,6 +238,8 @@ class _Validator:
                     f"invalid rule selector '{code}' in {label} "
                     "(expected a code or prefix like 'MPC', 'MPC1', 'MPC101' or 'ALL')"
                 )
+            if self.known is not None and not any(selector_covers(code, k) for k in self.known):
+                raise self.error(f"unknown rule selector '{code}' in {label}")
         return codes
 
     def patterns(self, key: str, value: object) -> tuple[str, ...]:
@@ -252,8 +271,13 @@ class _Validator:
         return MappingProxyType(result)
 
 
-def load_settings(config_path: Path | None, *, cwd: Path) -> Settings:
-    """Read and validate ``config_path``; without one, defaults rooted at ``cwd``."""
+def load_settings(
+    config_path: Path | None, *, cwd: Path, known_codes: Collection[str] | None = None
+) -> Settings:
+    """Read and validate ``config_path``; without one, defaults rooted at ``cwd``.
+
+    With ``known_codes``, a selector matching none of them is an error naming the file and key.
+    """
     cwd = Path(os.path.abspath(cwd))
     if config_path is None:
         return Settings(root=cwd)
@@ -269,7 +293,7 @@ def load_settings(config_path: Path | None, *, cwd: Path) -> Settings:
         data = tool.get("mpcheck", {}) if isinstance(tool, dict) else {}
         if not isinstance(data, dict):
             raise ConfigError(f"{shown}: [tool.mpcheck] must be a table, got {_type_name(data)}")
-    check = _Validator(shown, table_name)
+    check = _Validator(shown, table_name, known_codes)
     values: dict[str, Any] = {}
     for key, value in data.items():
         if key not in KNOWN_KEYS:
@@ -311,23 +335,64 @@ def _cli_codes(option: str, values: Sequence[str] | None) -> tuple[str, ...] | N
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 
 
-def _rebase(pattern: str, prefix: str | None) -> str:
-    """Anchor a CLI pattern written relative to the cwd onto the settings root."""
+def _parts_below(path: Path, base: Path) -> list[str] | None:
+    """``path``'s components below ``base`` (``[]`` for ``base`` itself); None if not below."""
+    try:
+        rel = os.path.relpath(path, base)
+    except ValueError:  # another drive on Windows
+        return None
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return None
+    return [] if rel == os.curdir else rel.split(os.sep)
+
+
+def _strip_prefix(segments: list[str], prefix: list[str]) -> list[list[str]]:
+    """What is left of a glob's segments for paths below ``prefix`` (empty: matches none)."""
+    if not prefix:
+        return [segments] if segments else []  # no segments left: it names an ancestor
+    if not segments:
+        return []
+    head, rest = segments[0], segments[1:]
+    if head == "**":  # spans the whole prefix and goes on, or ends at one of its components
+        out = [segments]
+        for i in range(len(prefix)):
+            out += _strip_prefix(rest, prefix[i:])
+        return out
+    return _strip_prefix(rest, prefix[1:]) if segment_matches(head, prefix[0]) else []
+
+
+def _rebase(pattern: str, cwd: Path | None, root: Path) -> tuple[str, ...]:
+    """A CLI pattern, written relative to ``cwd`` (like ruff), as patterns relative to ``root``.
+
+    Each configuration has its own root, which may be above, at or below the cwd; an anchored
+    pattern that can match nothing below ``root`` is dropped.
+    """
     body = pattern.rstrip("/")
-    if prefix is None or "/" not in body:  # slash-less patterns match a name at any depth
-        return pattern
-    return "/" + _GLOB_SPECIAL.sub(r"\\\1", prefix) + "/" + pattern.lstrip("/")
+    if cwd is None or "/" not in body:  # slash-less patterns match a name at any depth
+        return (pattern,)
+    inside = _parts_below(cwd, root)
+    if inside is not None:  # cwd at or below the root: prepend the path between them
+        if not inside:
+            return (pattern,)
+        prefix = _GLOB_SPECIAL.sub(r"\\\1", "/".join(inside))
+        return ("/" + prefix + "/" + pattern.lstrip("/"),)
+    below = _parts_below(root, cwd)
+    if below is None:  # unrelated directories
+        return ()
+    trail = pattern[len(body) :]
+    rests = _strip_prefix(body.lstrip("/").split("/"), below)
+    return tuple(dict.fromkeys("/" + "/".join(rest) + trail for rest in rests))
 
 
 def _cli_patterns(
-    option: str, values: Sequence[str] | None, prefix: str | None
+    option: str, values: Sequence[str] | None, cwd: Path | None, root: Path
 ) -> tuple[str, ...] | None:
     if values is None:
         return None
     for pattern in values:
         if not pattern.strip() or pattern.startswith("!"):
             raise ConfigError(f"{option}: invalid exclude pattern '{pattern}'")
-    return tuple(_rebase(p, prefix) for p in values)
+    return tuple(rebased for p in values for rebased in _rebase(p, cwd, root))
 
 
 def _kept(selectors: tuple[str, ...], overriders: tuple[str, ...]) -> tuple[str, ...]:
@@ -352,7 +417,8 @@ def with_overrides(
     applied after the config file's (so ``--ignore MPC1`` beats a configured ``MPC101`` and
     ``--extend-select MPC1`` beats a configured ``ignore = ["MPC101"]``), folded into the flat
     fields; ``exclude`` replaces and ``extend_exclude`` extends. Path patterns given on the command
-    line are relative to ``cwd`` (like ruff), which may differ from the config root.
+    line are relative to ``cwd`` (like ruff) and rewritten relative to the config root, which
+    may be above, at or below ``cwd``.
     """
     cli_select = _cli_codes("--select", select)
     cli_extend = _cli_codes("--extend-select", extend_select) or ()
@@ -366,16 +432,10 @@ def with_overrides(
         new_extend = (*_kept(settings.extend_select, cli_ignore), *cli_extend)
         new_ignore = (*_kept(settings.ignore, cli_extend), *cli_ignore)
 
-    prefix: str | None = None
-    if cwd is not None:
-        try:
-            rel = os.path.relpath(os.path.abspath(cwd), settings.root)
-        except ValueError:  # another drive on Windows
-            rel = os.pardir
-        if rel != os.curdir and rel != os.pardir and not rel.startswith(os.pardir + os.sep):
-            prefix = rel.replace(os.sep, "/")
-    new_exclude = _cli_patterns("--exclude", exclude, prefix)
-    more_exclude = _cli_patterns("--extend-exclude", extend_exclude, prefix) or ()
+    here = None if cwd is None else Path(os.path.abspath(cwd))
+    root = Path(os.path.abspath(settings.root))
+    new_exclude = _cli_patterns("--exclude", exclude, here, root)
+    more_exclude = _cli_patterns("--extend-exclude", extend_exclude, here, root) or ()
     return replace(
         settings,
         select=new_select,

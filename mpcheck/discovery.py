@@ -5,9 +5,13 @@ entered, so a ``.venv`` or ``node_modules`` costs one name lookup. Paths named o
 line are always checked (ruff and flake8 users rely on this) unless ``force_exclude`` is set,
 which is what pre-commit needs because it always passes explicit file names.
 
-Patterns are gitignore-style globs compiled here rather than with pathspec: pathspec answers
-"is this path or one of its parents ignored?", but ruff (and the ``ignore`` crate behind it)
-tests each walked entry on its own, which is what makes ``mpcheck build/`` check ``build/``
+Each directory's entries are tested against the excludes of the configuration governing that
+directory (the closest config above it, as ruff does), so a nested project's own ``exclude``
+applies inside it and its patterns are relative to its own root.
+
+Patterns are gitignore-style globs (:mod:`mpcheck.globs`) rather than pathspec's: pathspec
+answers "is this path or one of its parents ignored?", but ruff (and the ``ignore`` crate behind
+it) tests each walked entry on its own, which is what makes ``mpcheck build/`` check ``build/``
 even though ``build`` is excluded by default.
 """
 
@@ -15,12 +19,20 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from mpcheck.config import Settings
+from mpcheck.globs import GlobPattern, parse_pattern
 
-__all__ = ["PYTHON_SUFFIXES", "GlobPattern", "MissingPathError", "discover", "parse_pattern"]
+__all__ = [
+    "PYTHON_SUFFIXES",
+    "GlobPattern",
+    "MissingPathError",
+    "SettingsLookup",
+    "discover",
+    "parse_pattern",
+]
 
 PYTHON_SUFFIXES: tuple[str, ...] = (".py", ".pyi")
 
@@ -31,129 +43,6 @@ class MissingPathError(Exception):
 
 def _posix(path: str) -> str:
     return path if os.sep == "/" else path.replace(os.sep, "/")
-
-
-def _translate_class(body: str) -> str:
-    """The inside of a ``[...]`` class; ranges stay ranges, everything else is literal."""
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body):
-            escaped = body[i + 1]
-            out.append(escaped if escaped.isalnum() else "\\" + escaped)
-            i += 2
-            continue
-        out.append("\\" + c if c in "\\[]^" else c)
-        i += 1
-    return "".join(out)
-
-
-def _translate_segment(segment: str) -> str:
-    """Regex for one path component of a glob: ``*``, ``?``, ``[...]``, ``\\x``."""
-    out: list[str] = []
-    i, n = 0, len(segment)
-    while i < n:
-        c = segment[i]
-        if c == "\\" and i + 1 < n:
-            out.append(re.escape(segment[i + 1]))
-            i += 2
-        elif c == "*":
-            while i < n and segment[i] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = i + 1
-            negate = j < n and segment[j] in "!^"
-            if negate:
-                j += 1
-            body_start = j
-            if j < n and segment[j] == "]":
-                j += 1
-            while j < n and segment[j] != "]":
-                j += 2 if segment[j] == "\\" else 1
-            if j >= n:  # no closing bracket: a literal "["
-                out.append(re.escape(c))
-                i += 1
-                continue
-            chars = _translate_class(segment[body_start:j])
-            out.append(f"[^/{chars}]" if negate else f"[{chars}]")
-            i = j + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out)
-
-
-class GlobPattern:
-    """One gitignore-style pattern, compiled for the two ways mpcheck matches paths.
-
-    ``matches`` tests an entry on its own (exclude and ``.gitignore`` during a pruning walk);
-    ``matches_within`` also accepts a file below a matching directory (per-file-ignores).
-    ``rel`` is the ``/``-separated path relative to the pattern's base directory, or None when
-    the path is outside it (then only slash-less patterns, which match a name, can match).
-    """
-
-    def __init__(self, source: str, body: str, *, anchored: bool, dir_only: bool, negated: bool):
-        self.source = source
-        self.body = body
-        self.anchored = anchored
-        self.dir_only = dir_only
-        self.negated = negated
-        self._entry = re.compile(body)
-        suffix = "/.+" if dir_only else "(?:/.+)?"
-        self._within = re.compile(body + suffix) if anchored else None
-
-    def __repr__(self) -> str:
-        return f"GlobPattern({self.source!r})"
-
-    def matches(self, rel: str | None, name: str, is_dir: bool) -> bool:
-        if self.dir_only and not is_dir:
-            return False
-        if not self.anchored:
-            return self._entry.fullmatch(name) is not None
-        return rel is not None and self._entry.fullmatch(rel) is not None
-
-    def matches_within(self, rel: str | None, name: str) -> bool:
-        """For a file: does the pattern match it or one of its directories below the base?"""
-        if self._within is None:
-            parts = rel.split("/") if rel is not None else [name]
-            candidates = parts[:-1] if self.dir_only else parts
-            return any(self._entry.fullmatch(part) for part in candidates)
-        return rel is not None and self._within.fullmatch(rel) is not None
-
-
-def parse_pattern(line: str, *, gitignore: bool = False) -> GlobPattern | None:
-    """Compile a gitignore-style glob; None for a blank line or (in .gitignore) a comment."""
-    pattern = line
-    if gitignore:
-        pattern = pattern.rstrip("\r\n")
-        if pattern.startswith("#"):
-            return None
-        pattern = re.sub(r"(?<!\\) +$", "", pattern)
-    if not pattern:
-        return None
-    negated = pattern.startswith("!")
-    if negated:
-        pattern = pattern[1:]
-    dir_only = pattern.endswith("/") and not pattern.endswith("\\/")
-    pattern = pattern.rstrip("/") if dir_only else pattern
-    anchored = "/" in pattern
-    pattern = pattern.lstrip("/")
-    if not pattern:
-        return None
-    parts = pattern.split("/")
-    regex: list[str] = []
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        if part == "**":
-            regex.append(".*" if last else "(?:.*/)?")
-        else:
-            regex.append(_translate_segment(part) + ("" if last else "/"))
-    return GlobPattern(line, "".join(regex), anchored=anchored, dir_only=dir_only, negated=negated)
 
 
 def _combine(patterns: Iterable[GlobPattern]) -> re.Pattern[str] | None:
@@ -212,7 +101,14 @@ class _Level:
 _Levels = tuple[_Level, ...]
 
 
-class _Walker:
+# The settings governing a directory (the closest config above it): what a walk asks for each
+# directory it enters. A plain Settings stands for one configuration used everywhere.
+SettingsLookup = Callable[[str], Settings]
+
+
+class _Scope:
+    """One configuration's exclude patterns, with the root they are relative to."""
+
     def __init__(self, settings: Settings) -> None:
         root = os.path.abspath(settings.root)
         self.root = root
@@ -220,9 +116,7 @@ class _Walker:
         parsed = (parse_pattern(p) for p in settings.effective_exclude)
         self.exclude = _PatternSet([p for p in parsed if p is not None])
         self.respect_gitignore = settings.respect_gitignore
-        self._gitignore_cache: dict[str, _Level | None] = {}
 
-    # -- exclude -----------------------------------------------------------------------------
     def rel(self, path: str) -> str | None:
         if path == self.root:
             return ""
@@ -233,19 +127,39 @@ class _Walker:
     def excluded(self, rel: str | None, name: str, is_dir: bool) -> bool:
         return self.exclude.match(rel, name, is_dir) is True
 
+
+class _Walker:
+    def __init__(self, lookup: SettingsLookup, track_gitignore: bool) -> None:
+        self.lookup = lookup
+        # Followed whenever some configuration may want it; each scope decides whether to apply.
+        self.track_gitignore = track_gitignore
+        self._scopes: dict[int, tuple[Settings, _Scope]] = {}  # keeps the Settings alive
+        self._gitignore_cache: dict[str, _Level | None] = {}
+
+    def scope(self, directory: str) -> _Scope:
+        """The compiled excludes of the configuration governing ``directory``."""
+        settings = self.lookup(directory)
+        cached = self._scopes.get(id(settings))
+        if cached is None:
+            cached = self._scopes[id(settings)] = (settings, _Scope(settings))
+        return cached[1]
+
+    # -- exclude -----------------------------------------------------------------------------
     def force_excluded(self, path: str) -> bool:
         """ruff's ``--force-exclude``: the path or a directory above it (below root) is excluded.
 
-        Like ruff, only ``exclude``/``extend-exclude`` apply here, not ``.gitignore``.
+        The configuration governing the path decides, as in ruff, and only its
+        ``exclude``/``extend-exclude`` apply here, not ``.gitignore``.
         """
         is_dir = os.path.isdir(path)
-        rel = self.rel(path)
+        scope = self.scope(path if is_dir else os.path.dirname(path))
+        rel = scope.rel(path)
         parts = rel.split("/") if rel else []
         if rel is None:  # outside the root: only names can match, as in ruff
             parts = list(Path(path).parts[1:])
         for i, name in enumerate(parts):
             sub_rel = "/".join(parts[: i + 1]) if rel is not None else None
-            if self.excluded(sub_rel, name, is_dir or i < len(parts) - 1):
+            if scope.excluded(sub_rel, name, is_dir or i < len(parts) - 1):
                 return True
         return False
 
@@ -302,22 +216,31 @@ class _Walker:
 
     # -- walking -----------------------------------------------------------------------------
     def walk(self, start: str, out: set[str]) -> None:
-        """Collect Python files below ``start``, testing each entry (never ``start`` itself)."""
-        levels = self.initial_levels(start) if self.respect_gitignore else None
-        stack: list[tuple[str, str | None, _Levels | None]] = [(start, self.rel(start), levels)]
+        """Collect Python files below ``start``, testing each entry (never ``start`` itself).
+
+        An entry is tested against the configuration governing its directory, so a nested
+        project's config file decides what is walked below it, not whether it is entered.
+        """
+        track = self.track_gitignore
+        stack: list[tuple[str, _Levels | None]] = [
+            (start, self.initial_levels(start) if track else None)
+        ]
         while stack:
-            directory, dir_rel, levels = stack.pop()
+            directory, levels = stack.pop()
             try:
                 with os.scandir(directory) as it:
                     entries = list(it)
             except OSError:  # unreadable directory: nothing we can check
                 continue
-            if self.respect_gitignore:
+            if track:
                 names = {entry.name for entry in entries}
                 if ".git" in names:  # a (nested) repository: outer ignore files stop here
                     levels = self.repo_levels(directory)
                 if levels is not None and ".gitignore" in names:
                     levels = self.with_gitignore(levels, directory)
+            scope = self.scope(directory)
+            dir_rel = scope.rel(directory)
+            ignores = levels if scope.respect_gitignore else None
             for entry in entries:
                 name = entry.name
                 try:
@@ -331,21 +254,23 @@ class _Walker:
                     rel = None
                 else:
                     rel = f"{dir_rel}/{name}" if dir_rel else name
-                if self.excluded(rel, name, is_dir):
+                if scope.excluded(rel, name, is_dir):
                     continue
-                if levels and self.gitignored(levels, entry.path, name, is_dir):
+                if ignores and self.gitignored(ignores, entry.path, name, is_dir):
                     continue
                 if is_dir:
-                    stack.append((entry.path, rel, levels))
+                    stack.append((entry.path, levels))
                 else:
                     out.add(entry.path)
 
 
 def discover(
-    paths: Sequence[Path], settings: Settings, *, force_exclude: bool = False
+    paths: Sequence[Path], settings: Settings | SettingsLookup, *, force_exclude: bool = False
 ) -> list[Path]:
     """The sorted, de-duplicated absolute paths of the files to check.
 
+    ``settings`` is one configuration for everything, or a lookup giving the configuration
+    that governs each directory (:meth:`mpcheck.resolver.Resolver.settings_for`).
     Explicit files are returned whatever their suffix or exclusion (unless ``force_exclude``);
     directories contribute their ``*.py``/``*.pyi`` files that are neither excluded nor
     gitignored. Raises :class:`MissingPathError` for a path that does not exist.
@@ -356,7 +281,11 @@ def discover(
         if not os.path.exists(full):
             raise MissingPathError(f"{path}: No such file or directory")
         absolute.append(full)
-    walker = _Walker(settings)
+    if isinstance(settings, Settings):
+        fixed = settings
+        walker = _Walker(lambda _directory: fixed, fixed.respect_gitignore)
+    else:
+        walker = _Walker(settings, True)
     found: set[str] = set()
     for full in absolute:
         if force_exclude and walker.force_excluded(full):

@@ -13,10 +13,11 @@ convention. Division of labour with flake8:
   statement (mpcheck covers the whole logical line; flake8 only joins lines for backslash
   continuations and multi-line strings), and the spellings only mpcheck accepts (``#noqa``,
   lower-case codes). ``--disable-noqa`` turns these off too.
-* ``[tool.mpcheck]`` (nearest config above the checked file, cached per directory) decides the
-  enabled rules (``select``/``extend-select``/``ignore``/``per-file-ignores``) and the analysis
-  options; ``--mpcheck-module-half-capable`` (or ``mpcheck-module-half-capable`` in flake8's
-  config) overrides the latter.
+* ``[tool.mpcheck]`` decides the enabled rules (``select``/``extend-select``/``ignore``/
+  ``per-file-ignores``) and the analysis options, with the configuration chosen for each file
+  by :class:`mpcheck.resolver.Resolver`, exactly as ``mpcheck check`` chooses it;
+  ``--mpcheck-module-half-capable`` (or ``mpcheck-module-half-capable`` in flake8's config)
+  overrides the analysis option.
 * Nothing raised inside mpcheck aborts flake8: a file libcst cannot parse is ``MPC001``, an
   internal error or an invalid ``[tool.mpcheck]`` is ``MPC002`` at 1:1 of the file. (A file
   Python's own parser rejects never reaches any plugin: flake8 reports it as ``E999``.)
@@ -26,25 +27,21 @@ from __future__ import annotations
 
 import argparse
 import ast
-import os
 import tokenize
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from mpcheck import __version__, noqa
-from mpcheck.config import ConfigError, find_config, load_settings
+from mpcheck.config import ConfigError
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.engine import Options, check_source
-from mpcheck.rule import Rule, all_rules
-from mpcheck.selection import PerFileIgnores, SelectionError, enabled_codes
+from mpcheck.resolver import Project, Resolver
 
 __all__ = ["MpcheckPlugin"]
 
 Result = tuple[int, int, str, type[Any]]
 
-ENGINE_CODES = frozenset({"MPC001", "MPC002"})
 # flake8 reports unused noqa comments itself (or not at all); mpcheck's report would be noise.
 NOT_YIELDED = frozenset({noqa.UNUSED_NOQA_CODE})
 HALF_CAPABLE_OPTION = "--mpcheck-module-half-capable"
@@ -62,51 +59,18 @@ def _parse_bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
-@dataclass(frozen=True)
-class _Project:
-    """What one mpcheck configuration means for the plugin: rules, ignores, options."""
-
-    active: tuple[type[Rule], ...]
-    selected: frozenset[str]
-    per_file_ignores: PerFileIgnores
-    module_half_capable: bool
+# One resolver per working directory: it picks the config for files with none above them and
+# names config files in error messages relative to it.
+_resolvers: dict[Path, Resolver] = {}
 
 
-class _ProjectError(Exception):
-    """An invalid ``[tool.mpcheck]``: reported on each file it governs, once per file."""
-
-
-_by_dir: dict[str, Path | None] = {}
-_by_config: dict[Path | None, _Project | _ProjectError] = {}
-
-
-def _project_for(filename: str) -> _Project:
-    """The configuration governing ``filename``, looked up from its directory upward."""
-    directory = os.path.dirname(os.path.abspath(filename))
-    if directory not in _by_dir:
-        _by_dir[directory] = find_config(Path(directory))
-    config = _by_dir[directory]
-    if config not in _by_config:
-        _by_config[config] = _load_project(config)
-    project = _by_config[config]
-    if isinstance(project, _ProjectError):
-        raise project
-    return project
-
-
-def _load_project(config: Path | None) -> _Project | _ProjectError:
-    try:
-        settings = load_settings(config, cwd=Path.cwd())
-        rules = all_rules()
-        all_codes = [r.code for r in rules]
-        selected = enabled_codes(all_codes, settings)
-        ignores = PerFileIgnores(settings, all_codes)
-    except ConfigError as exc:  # its message names the file and the key
-        return _ProjectError(f"invalid mpcheck configuration, file not checked: {exc}")
-    except SelectionError as exc:
-        return _ProjectError(f"invalid mpcheck configuration, file not checked: {config}: {exc}")
-    active = tuple(r for r in rules if r.code in selected and r.code not in ENGINE_CODES)
-    return _Project(active, selected, ignores, settings.module_half_capable)
+def _project_for(filename: str) -> Project:
+    """The configuration governing ``filename``: the same lookup as ``mpcheck check``'s."""
+    cwd = Path.cwd()
+    resolver = _resolvers.get(cwd)
+    if resolver is None:
+        resolver = _resolvers[cwd] = Resolver(cwd)
+    return resolver.project_for(filename)
 
 
 def _declared_encoding(lines: Sequence[str]) -> str:
@@ -182,8 +146,8 @@ class MpcheckPlugin:
         """Yield ``(row, col, "MPCxxx message", type)`` with flake8's 0-based column."""
         try:
             found = self._check()
-        except _ProjectError as exc:
-            found = [(1, 0, f"MPC002 {exc}")]
+        except ConfigError as exc:  # its message names the config file and the key
+            found = [(1, 0, f"MPC002 invalid mpcheck configuration, file not checked: {exc}")]
         except Exception as exc:  # noqa: BLE001 - a plugin must never abort flake8's run
             found = [(1, 0, f"MPC002 mpcheck failed on this file ({type(exc).__name__}: {exc})")]
         for row, col, text in found:
@@ -191,11 +155,10 @@ class MpcheckPlugin:
 
     def _check(self) -> list[tuple[int, int, str]]:
         project = _project_for(self.filename)
-        ignored = project.per_file_ignores(self.filename) if project.per_file_ignores else ()
-        rules = tuple(r for r in project.active if r.code not in ignored)
+        rules = project.rules_for(self.filename)
         half = self.module_half_capable
         options = Options(
-            module_half_capable=project.module_half_capable if half is None else half,
+            module_half_capable=project.settings.module_half_capable if half is None else half,
             unused_noqa=False,
         )
         diagnostics = check_source(_source_bytes(self.lines), self.filename, rules, options)
@@ -205,10 +168,8 @@ class MpcheckPlugin:
         return [(d.start.row, max(d.start.column - 1, 0), f"{d.code} {d.message}") for d in wanted]
 
     @staticmethod
-    def _wanted(d: Diagnostic, project: _Project) -> bool:
-        if d.code in NOT_YIELDED:
-            return False
-        return d.code in project.selected or d.code in ENGINE_CODES
+    def _wanted(d: Diagnostic, project: Project) -> bool:
+        return d.code not in NOT_YIELDED and project.reports(d.code)
 
     def _flake8_suppresses(self, d: Diagnostic) -> bool:
         """Whether flake8's own ``# noqa`` logic drops ``d`` (mpcheck already suppressed it).

@@ -14,25 +14,25 @@ from mpcheck.rule import Rule, rules_by_code
 # Below this many files a pool costs more (interpreter start-up, imports) than it saves.
 POOL_THRESHOLD = 64
 
-Job = tuple[Path, tuple[type[Rule], ...]]
+# A file, its rules and its options: each file has those of the configuration governing it.
+Job = tuple[Path, tuple[type[Rule], ...], Options]
+_Work = tuple[str, tuple[str, ...], Options]
 
 
-def check_files(jobs: Sequence[Job], options: Options, *, processes: int = 0) -> list[Diagnostic]:
+def check_files(jobs: Sequence[Job], *, processes: int = 0) -> list[Diagnostic]:
     """Diagnostics for every file; ``processes=0`` picks a count from the CPUs."""
-    work = [(str(path), tuple(r.code for r in rules)) for path, rules in jobs]
+    work = [(str(path), tuple(r.code for r in rules), opts) for path, rules, opts in jobs]
     workers = processes or min(os.cpu_count() or 1, 8)
     if workers <= 1 or len(work) < POOL_THRESHOLD:
-        return [d for item in work for d in _check_one(item, options)]
+        return [d for item in work for d in _check_one(item)]
     chunk = max(1, len(work) // (workers * 8))
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        results: Iterable[list[Diagnostic]] = pool.map(
-            _check_one, work, [options] * len(work), chunksize=chunk
-        )
+        results: Iterable[list[Diagnostic]] = pool.map(_check_one, work, chunksize=chunk)
         return [d for batch in results for d in batch]
 
 
-def _check_one(item: tuple[str, tuple[str, ...]], options: Options) -> list[Diagnostic]:
-    filename, codes = item
+def _check_one(item: _Work) -> list[Diagnostic]:
+    filename, codes, options = item
     by_code = rules_by_code()
     rules = tuple(by_code[c] for c in codes if c in by_code)
     try:

@@ -1,7 +1,8 @@
 """Which rules run where: ruff's select/ignore semantics and per-file-ignores.
 
-Rule codes are only known once the rules are registered, so this is where selectors from the
-config file (already checked for shape by :mod:`mpcheck.config`) are checked for existence.
+Rule codes are only known once the rules are registered, so this is where command-line
+selectors are checked for existence (a config file's are checked as it is loaded with the known
+codes, so the error can name the file and the key).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpcheck.config import Settings, selector_covers
-from mpcheck.discovery import GlobPattern, parse_pattern
+from mpcheck.globs import GlobPattern, parse_pattern
 
 __all__ = [
     "PerFileIgnores",

@@ -353,6 +353,22 @@ def test_syntax_error_is_a_finding_and_other_files_are_still_checked(
     assert broken["message"].startswith("SyntaxError")
 
 
+def test_match_statements_are_analysed(capsys: pytest.CaptureFixture[str]) -> None:
+    """A ``match`` once crashed the import scan and aborted the whole run."""
+    write(
+        "m.py",
+        "import torch\nfrom torch import nn\n\n\nclass Head(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.proj = nn.Linear(4, 4)\n\n"
+        "    def forward(self, x, kind):\n        match kind:\n"
+        "            case 'fp32':\n                return self.proj(x.float())\n"
+        "            case _:\n                return self.proj(x)\n",
+    )
+    rc, data = run_json(capsys, "m.py")
+    assert rc == 1
+    assert [(d["code"], d["location"]["row"]) for d in data] == [("MPC101", 13)]
+
+
 def test_nesting_that_would_crash_the_parser_is_a_syntax_finding(tmp_path: Path) -> None:
     """libcst's native parser segfaults on ~1,500 nested brackets; CPython refuses 201."""
     deep = tmp_path / "deep.py"
@@ -398,6 +414,155 @@ def test_per_file_ignores(capsys: pytest.CaptureFixture[str]) -> None:
     write("src/block.py", BAD.format(noqa=""))
     rc, data = run_json(capsys, ".")
     assert (rc, found(data)) == (1, {("src/block.py", BAD_ROW, "MPC101")})
+
+
+# -- hierarchical configuration -----------------------------------------------------------------
+
+
+def _nested_projects() -> None:
+    """A root project and two nested ones, each with its own rules, ignores and excludes."""
+    write("pyproject.toml", "[tool.mpcheck]\nextend-exclude = ['scratch']\n")
+    write("top.py", BAD.format(noqa=""))
+    write("scratch/s.py", BAD.format(noqa=""))
+    # quiet/: MPC101 off; its patterns are relative to quiet/.
+    write("quiet/pyproject.toml", "[tool.mpcheck]\nignore = ['MPC101']\nexclude = []\n")
+    write("quiet/q.py", BAD.format(noqa=""))
+    write("quiet/build/gen.py", "import torch\nx = torch.ones(3)  # noqa: MPC101\n")
+    # legacy/: per-file-ignores and an anchored exclude, relative to legacy/.
+    write(
+        "legacy/mpcheck.toml",
+        'extend-exclude = ["/vendored"]\n[per-file-ignores]\n"old/*" = ["MPC1"]\n',
+    )
+    write("legacy/old/o.py", BAD.format(noqa=""))
+    write("legacy/new/n.py", BAD.format(noqa=""))
+    write("legacy/vendored/v.py", BAD.format(noqa=""))
+    write("legacy/sub/vendored/w.py", BAD.format(noqa=""))
+
+
+NESTED_FINDINGS = {
+    ("top.py", BAD_ROW, "MPC101"),
+    # quiet/ replaced the default excludes, so build/ is walked; only MPC101 is ignored there.
+    ("quiet/build/gen.py", 2, "MPC100"),
+    ("legacy/new/n.py", BAD_ROW, "MPC101"),
+    ("legacy/sub/vendored/w.py", BAD_ROW, "MPC101"),
+}
+
+
+def test_each_file_uses_the_closest_config(capsys: pytest.CaptureFixture[str]) -> None:
+    _nested_projects()
+    rc, data = run_json(capsys, ".")
+    assert (rc, found(data)) == (1, NESTED_FINDINGS)
+
+
+def test_running_from_outside_the_project_uses_its_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _nested_projects()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.chdir(outside)
+    rc, data = run_json(capsys, str(tmp_path))
+    shown = {(os.path.relpath(f, tmp_path), row, code) for f, row, code in found(data)}
+    assert (rc, shown) == (1, NESTED_FINDINGS)
+    # Only the nested project: its config, not the (absent) one of the working directory.
+    assert run_json(capsys, str(tmp_path / "quiet" / "q.py")) == (0, [])
+
+
+def test_file_outside_every_config_uses_the_one_from_the_cwd(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    project, other = tmp_path / "project", tmp_path / "other"
+    write("project/pyproject.toml", "[tool.mpcheck]\nignore = ['MPC101']\n")
+    write("other/bad.py", BAD.format(noqa=""))
+    os.chdir(project)
+    assert run_json(capsys, str(other)) == (0, [])
+    os.chdir(tmp_path)  # no config here or above: the defaults
+    assert run_json(capsys, str(other))[0] == 1
+
+
+def test_config_option_governs_every_file(capsys: pytest.CaptureFixture[str]) -> None:
+    _nested_projects()
+    write("ci/strict.toml", "select = ['MPC100']\n")
+    rc, data = run_json(capsys, "--config", "ci/strict.toml", ".")
+    # quiet/'s exclude = [] no longer applies: build/ is excluded by default again.
+    assert (rc, found(data)) == (0, set())
+    write("ci/all.toml", "")
+    rc, data = run_json(capsys, "--config", "ci/all.toml", ".")
+    assert ("quiet/q.py", BAD_ROW, "MPC101") in found(data)
+    assert ("legacy/old/o.py", BAD_ROW, "MPC101") in found(data)
+    assert ("scratch/s.py", BAD_ROW, "MPC101") in found(data)
+
+
+def test_command_line_overrides_every_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _nested_projects()
+    rc, data = run_json(capsys, "--extend-select", "MPC101", "--ignore", "MPC100", ".")
+    assert ("quiet/q.py", BAD_ROW, "MPC101") in found(data)
+    assert not any(code == "MPC100" for _, _, code in found(data))
+    # Patterns are relative to the cwd, whichever config root they end up in.
+    rc, data = run_json(capsys, "--extend-exclude", "legacy/new,legacy/**/vendored", ".")
+    assert found(data) == NESTED_FINDINGS - {
+        ("legacy/new/n.py", BAD_ROW, "MPC101"),
+        ("legacy/sub/vendored/w.py", BAD_ROW, "MPC101"),
+    }
+    os.chdir(tmp_path / "legacy" / "sub")  # below legacy/'s root this time
+    assert run_json(capsys, ".")[0] == 1
+    assert run_json(capsys, "--extend-exclude", "vendored/w.py", ".") == (0, [])
+
+
+def test_module_half_capable_comes_from_each_files_config(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write("a/bad.py", BAD.format(noqa=""))
+    write("b/bad.py", BAD.format(noqa=""))
+    write("b/mpcheck.toml", "module-half-capable = false\n")
+    rc, data = run_json(capsys, ".")
+    assert (rc, found(data)) == (1, {("a/bad.py", BAD_ROW, "MPC101")})
+
+
+def test_broken_nested_config_is_exit_2_naming_file_and_key(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write("ok.py", GOOD)
+    write("proj/bad.py", BAD.format(noqa=""))
+    write("proj/pyproject.toml", "[tool.mpcheck]\nselct = ['MPC1']\n")
+    rc, out, err = run(capsys, "check", ".")
+    assert (rc, out) == (2, "")
+    assert err == (
+        "mpcheck: error: proj/pyproject.toml: unknown key 'selct' in [tool.mpcheck] "
+        "(did you mean 'select'?)\n"
+    )
+    write("proj/pyproject.toml", "[tool.mpcheck]\nignore = ['MPC9']\n")
+    rc, _, err = run(capsys, "check", "proj/bad.py")
+    assert rc == 2
+    assert err == (
+        "mpcheck: error: proj/pyproject.toml: unknown rule selector 'MPC9' in 'ignore' "
+        "in [tool.mpcheck]\n"
+    )
+    write("proj/pyproject.toml", "[tool.mpcheck\n")
+    rc, _, err = run(capsys, "check", "proj")
+    assert rc == 2 and err.startswith("mpcheck: error: proj/pyproject.toml: invalid TOML: ")
+
+
+def test_broken_config_in_an_excluded_directory_is_never_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write("pkg/ok.py", GOOD)
+    write(".venv/lib/dep/mpcheck.toml", "not toml at all [\n")
+    write(".venv/lib/dep/mod.py", BAD.format(noqa=""))
+    assert run_json(capsys, ".") == (0, [])
+
+
+def test_stdin_filename_uses_the_config_above_it(tmp_path: Path) -> None:
+    write("proj/pyproject.toml", "[tool.mpcheck]\nignore = ['MPC101']\n")
+    source = BAD.format(noqa="")
+    inside = subprocess_mpcheck(
+        "check", "--stdin-filename", "proj/m.py", cwd=tmp_path, stdin=source
+    )
+    assert inside.returncode == 0, inside.stdout + inside.stderr
+    outside = subprocess_mpcheck("check", "--stdin-filename", "m.py", cwd=tmp_path, stdin=source)
+    assert outside.returncode == 1, outside.stdout + outside.stderr
 
 
 # -- rule, version -------------------------------------------------------------------------------

@@ -8,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from mpcheck import config
 from mpcheck.config import (
     DEFAULT_EXCLUDE,
     ConfigError,
     Settings,
+    config_in,
     find_config,
     load_settings,
     selector_covers,
     with_overrides,
 )
+from mpcheck.resolver import Resolver
 from mpcheck.selection import RuleSelection, resolve_codes, resolve_layers
 
 
@@ -91,6 +94,16 @@ def test_find_config_reports_broken_pyproject_that_may_hold_the_table(tmp_path: 
 def test_find_config_ignores_broken_pyproject_unrelated_to_mpcheck(tmp_path: Path) -> None:
     write(tmp_path / "pyproject.toml", "[tool.black\n")
     assert find_config(tmp_path) is None
+
+
+def test_config_in_looks_in_one_directory_only(tmp_path: Path) -> None:
+    write(tmp_path / "mpcheck.toml", "")
+    (tmp_path / "sub").mkdir()
+    assert config_in(tmp_path / "sub") is None
+    assert config_in(tmp_path) == tmp_path / "mpcheck.toml"
+    write(tmp_path / "sub" / "pyproject.toml", "[tool.mpcheck\n")
+    with pytest.raises(ConfigError, match=r"^sub/pyproject\.toml: invalid TOML: "):
+        config_in(tmp_path / "sub", cwd=tmp_path)
 
 
 # -- load_settings: values ----------------------------------------------------------------------
@@ -306,6 +319,23 @@ def test_invalid_utf8_is_a_config_error(tmp_path: Path) -> None:
     assert load_error(config, tmp_path).startswith("mpcheck.toml: invalid TOML: ")
 
 
+def test_known_codes_make_unknown_selectors_errors_naming_the_key(tmp_path: Path) -> None:
+    codes = ["MPC001", "MPC101", "MPC102"]
+    good = write(tmp_path / "good.toml", 'select = ["ALL", "MPC1", "MPC101"]\n')
+    assert load_settings(good, cwd=tmp_path, known_codes=codes).select == ("ALL", "MPC1", "MPC101")
+    for body, label in [
+        ('select = ["MPC2"]', "'select'"),
+        ('extend-select = ["MPC103"]', "'extend-select'"),
+        ('[per-file-ignores]\n"a.py" = ["MPC9"]', "'per-file-ignores' entry 'a.py'"),
+    ]:
+        config = write(tmp_path / "mpcheck.toml", body + "\n")
+        assert load_settings(config, cwd=tmp_path).config_path == config  # shape is fine
+        with pytest.raises(ConfigError) as info:
+            load_settings(config, cwd=tmp_path, known_codes=codes)
+        assert str(info.value).startswith("mpcheck.toml: unknown rule selector ")
+        assert str(info.value).endswith(f"in {label}")
+
+
 def test_missing_explicit_config(tmp_path: Path) -> None:
     assert load_error(tmp_path / "nope.toml", tmp_path) == "nope.toml: No such file or directory"
 
@@ -368,10 +398,37 @@ def test_cli_path_patterns_are_relative_to_cwd(tmp_path: Path) -> None:
         "/sub dir/x\\[1\\]/top.py",
     )
     assert out.extend_exclude == ("/sub dir/x\\[1\\]/**/tmp",)
-    # cwd at or outside the root: patterns are used as written.
+    # cwd at the root: patterns are used as written.
     assert with_overrides(settings, exclude=["gen/a.py"], cwd=tmp_path).exclude == ("gen/a.py",)
-    outside = with_overrides(settings, exclude=["gen/a.py"], cwd=tmp_path.parent)
-    assert outside.exclude == ("gen/a.py",)
+
+
+def test_cli_path_patterns_reach_a_root_below_the_cwd(tmp_path: Path) -> None:
+    """A nested project's root is below the cwd: keep what can match inside it, re-anchored."""
+    settings = Settings(root=tmp_path / "proj")
+    patterns = [
+        "proj/gen/*.py",  # -> /gen/*.py
+        "/proj/top.py",  # -> /top.py
+        "p*j/out/",  # -> /out/
+        "**/tmp",  # -> /**/tmp
+        "**/proj/cache",  # -> /**/proj/cache or /cache
+        "proj/**",  # -> /** (everything inside)
+        "other/x.py",  # cannot match inside proj/: dropped
+        "proj",  # a name: matched at any depth, as written
+    ]
+    out = with_overrides(settings, extend_exclude=patterns, cwd=tmp_path)
+    assert out.extend_exclude == (
+        "/gen/*.py",
+        "/top.py",
+        "/out/",
+        "/**/tmp",
+        "/**/proj/cache",
+        "/cache",
+        "/**",
+        "proj",
+    )
+    # Directories side by side: only name patterns can apply.
+    sibling = with_overrides(settings, exclude=["gen/a.py", "b.py"], cwd=tmp_path / "other")
+    assert sibling.exclude == ("b.py",)
 
 
 def test_cli_options_are_validated() -> None:
@@ -427,3 +484,116 @@ def test_selector_covers() -> None:
     assert not selector_covers("MPC2", "MPC101")
     assert not selector_covers("MP", "MPC101")
     assert not selector_covers("MPC1", "ALL")
+
+
+# -- Resolver: which config governs which file ---------------------------------------------------
+
+
+def resolver_for(tmp_path: Path, cwd: Path | None = None, **kwargs: object) -> Resolver:
+    return Resolver(cwd or tmp_path, **kwargs)  # type: ignore[arg-type]
+
+
+def test_each_directory_gets_the_closest_config(tmp_path: Path) -> None:
+    outer = write(tmp_path / "pyproject.toml", "[tool.mpcheck]\nignore = ['MPC101']\n")
+    inner = write(tmp_path / "a" / "b" / ".mpcheck.toml", "select = ['MPC100']\n")
+    write(tmp_path / "a" / "pyproject.toml", "[tool.black]\n")  # no table: skipped
+    resolver = resolver_for(tmp_path)
+    top = resolver.project_for(tmp_path / "x.py")
+    assert top.settings.config_path == outer
+    assert resolver.project_for(tmp_path / "a" / "x.py") is top
+    nested = resolver.project_for(tmp_path / "a" / "b" / "c" / "x.py")
+    assert nested.settings.config_path == inner
+    assert nested.settings.root == tmp_path / "a" / "b"  # its patterns are relative to it
+    assert nested.selected == {"MPC100"}
+    assert "MPC101" not in top.selected and "MPC102" in top.selected
+    assert resolver.settings_for(str(tmp_path / "a" / "b")) is nested.settings
+
+
+def test_nested_per_file_ignores_are_relative_to_their_config(tmp_path: Path) -> None:
+    write(
+        tmp_path / "pyproject.toml", '[tool.mpcheck]\nper-file-ignores = {"tests/*" = ["MPC1"]}\n'
+    )
+    write(tmp_path / "sub" / "mpcheck.toml", '[per-file-ignores]\n"/gen.py" = ["MPC101"]\n')
+    resolver = resolver_for(tmp_path)
+
+    def names(path: Path) -> set[str]:
+        return {r.code for r in resolver.project_for(path).rules_for(path)}
+
+    everything = names(tmp_path / "a.py")
+    assert "MPC101" in everything and "MPC201" in everything
+    assert not any(code.startswith("MPC1") for code in names(tmp_path / "tests" / "t.py"))
+    # sub/ has its own config: the outer per-file-ignores do not reach into it.
+    assert names(tmp_path / "sub" / "tests" / "t.py") == everything
+    assert names(tmp_path / "sub" / "gen.py") == everything - {"MPC101"}
+    assert names(tmp_path / "sub" / "deeper" / "gen.py") == everything
+
+
+def test_without_a_config_above_the_cwds_config_or_the_defaults_apply(tmp_path: Path) -> None:
+    cwd_config = write(tmp_path / "work" / "mpcheck.toml", "ignore = ['MPC2']\n")
+    elsewhere = tmp_path / "elsewhere" / "x.py"
+    project = resolver_for(tmp_path, cwd=tmp_path / "work").project_for(elsewhere)
+    assert project.settings.config_path == cwd_config
+    defaults = resolver_for(tmp_path, cwd=tmp_path / "elsewhere").project_for(elsewhere)
+    assert defaults.settings == Settings(root=tmp_path / "elsewhere")
+
+
+def test_forced_config_governs_everything(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.mpcheck]\nignore = ['MPC101']\n")
+    write(tmp_path / "sub" / "mpcheck.toml", "nonsense = 1\n")  # never read
+    forced = write(tmp_path / "ci" / "strict.toml", "select = ['MPC101']\n")
+    resolver = resolver_for(tmp_path, config=Path("ci/strict.toml"))
+    for path in (tmp_path / "a.py", tmp_path / "sub" / "b.py"):
+        project = resolver.project_for(path)
+        assert project.settings.config_path == forced
+        assert project.selected == {"MPC101"}
+
+
+def test_overrides_apply_to_every_config(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.mpcheck]\nselect = ['MPC2']\n")
+    write(tmp_path / "sub" / "mpcheck.toml", "ignore = ['MPC101']\n")
+    resolver = resolver_for(
+        tmp_path, overrides=lambda s: with_overrides(s, extend_select=["MPC101"], cwd=tmp_path)
+    )
+    assert "MPC101" in resolver.project_for(tmp_path / "a.py").selected
+    assert "MPC101" in resolver.project_for(tmp_path / "sub" / "a.py").selected
+    assert "MPC201" in resolver.project_for(tmp_path / "a.py").selected
+
+
+def test_broken_nested_config_raises_each_time_naming_the_file(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.mpcheck]\n")
+    write(tmp_path / "sub" / "pyproject.toml", "[tool.mpcheck]\nselect = 'MPC1'\n")
+    resolver = resolver_for(tmp_path)
+    assert resolver.project_for(tmp_path / "ok.py").settings.root == tmp_path
+    for _ in range(2):  # remembered: every file it governs gets the error
+        with pytest.raises(ConfigError) as info:
+            resolver.project_for(tmp_path / "sub" / "deep" / "x.py")
+        assert str(info.value) == (
+            "sub/pyproject.toml: 'select' in [tool.mpcheck] must be an array of strings, got string"
+        )
+    write(tmp_path / "bad" / "pyproject.toml", "[tool.mpcheck\n")
+    with pytest.raises(ConfigError, match=r"^bad/pyproject\.toml: invalid TOML: "):
+        resolver.project_for(tmp_path / "bad" / "x.py")
+
+
+def test_configs_are_found_and_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "mpcheck.toml", "")
+    looked_in: list[Path] = []
+    read: list[Path] = []
+    real_config_in, real_read = config.config_in, config._read_toml
+
+    def counting_config_in(directory: Path, **kwargs: object) -> Path | None:
+        looked_in.append(directory)
+        return real_config_in(directory, **kwargs)  # type: ignore[arg-type]
+
+    def counting_read(path: Path, shown: str) -> dict[str, object]:
+        read.append(path)
+        return real_read(path, shown)
+
+    monkeypatch.setattr("mpcheck.resolver.config_in", counting_config_in)
+    monkeypatch.setattr(config, "_read_toml", counting_read)
+    resolver = resolver_for(tmp_path)
+    files = [tmp_path / f"d{i}" / "e" / f"m{j}.py" for i in range(3) for j in range(4)]
+    for path in files * 2:
+        resolver.project_for(path)
+    assert len(looked_in) == len(set(looked_in)) == 7  # tmp_path, d0..d2, d0/e..d2/e
+    assert read == [tmp_path / "mpcheck.toml"]

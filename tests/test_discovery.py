@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck.config import Settings
+from mpcheck.config import ConfigError, Settings
 from mpcheck.discovery import MissingPathError, discover, parse_pattern
+from mpcheck.resolver import Resolver
 
 
 def make(root: Path, files: Iterable[str]) -> None:
@@ -427,6 +428,82 @@ def test_glob_translation_matches_pathspec() -> None:
                 expected = spec.match_file(path + "/" if is_dir else path)
                 got = ours.matches(path, path.rpartition("/")[2], is_dir)
                 assert got == expected, (text, path, is_dir)
+
+
+# -- hierarchical configuration -------------------------------------------------------------------
+
+
+def walk(
+    root: Path, paths: Iterable[str] = (".",), cwd: Path | None = None, force: bool = False
+) -> list[str]:
+    """Discover as ``mpcheck check`` does: each directory governed by the closest config."""
+    lookup = Resolver(cwd or root).settings_for
+    return rel(root, discover([root / p for p in paths], lookup, force_exclude=force))
+
+
+def test_each_directory_uses_the_excludes_of_its_closest_config(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", '[tool.mpcheck]\nextend-exclude = ["gen", "proj/b.py"]\n')
+    # proj/: no default excludes, and an anchored pattern relative to proj/.
+    write(tmp_path / "proj" / "mpcheck.toml", 'exclude = ["/local.py"]\n')
+    make(tmp_path, ["a.py", "gen/g.py", "build/x.py", "local.py"])
+    make(tmp_path, ["proj/b.py", "proj/gen/g.py", "proj/build/x.py", "proj/local.py"])
+    make(tmp_path, ["proj/sub/local.py"])
+    expected = ["a.py", "local.py", "proj/b.py", "proj/build/x.py", "proj/gen/g.py"]
+    expected.append("proj/sub/local.py")
+    assert walk(tmp_path) == expected
+    # Whether proj/ itself is entered is up to the config of the directory holding it.
+    write(tmp_path / "pyproject.toml", '[tool.mpcheck]\nextend-exclude = ["/proj"]\n')
+    assert walk(tmp_path) == ["a.py", "gen/g.py", "local.py"]
+
+
+def test_walking_a_nested_project_from_outside_uses_its_config(tmp_path: Path) -> None:
+    write(tmp_path / "proj" / "pyproject.toml", '[tool.mpcheck]\nextend-exclude = ["/gen"]\n')
+    make(tmp_path, ["proj/gen/g.py", "proj/src/gen/h.py", "outside/"])
+    assert walk(tmp_path, ["proj"], cwd=tmp_path / "outside") == ["proj/src/gen/h.py"]
+
+
+def test_force_exclude_uses_the_config_governing_the_path(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", '[tool.mpcheck]\nextend-exclude = ["proj/skip"]\n')
+    write(tmp_path / "proj" / "mpcheck.toml", 'extend-exclude = ["/gen"]\n')
+    make(tmp_path, ["proj/gen/g.py", "proj/skip/s.py", "skip/t.py"])
+    paths = ["proj/gen/g.py", "proj/skip/s.py", "skip/t.py"]
+    # proj/skip/s.py is proj/'s business: the outer pattern does not reach into it.
+    assert walk(tmp_path, paths, force=True) == ["proj/skip/s.py", "skip/t.py"]
+
+
+def test_respect_gitignore_is_per_config(tmp_path: Path) -> None:
+    git_repo(tmp_path)
+    write(tmp_path / ".gitignore", "ignored*.py\n")
+    write(tmp_path / "loose" / "mpcheck.toml", "respect-gitignore = false\n")
+    write(tmp_path / "loose" / "strict" / "mpcheck.toml", "")
+    make(tmp_path, ["a.py", "ignored.py", "loose/ignored.py", "loose/strict/ignored2.py"])
+    assert walk(tmp_path) == ["a.py", "loose/ignored.py"]
+    # Off at the top, on again below: the .gitignore files above still count.
+    write(tmp_path / "mpcheck.toml", "respect-gitignore = false\n")
+    write(tmp_path / "loose" / "mpcheck.toml", "")
+    assert walk(tmp_path) == ["a.py", "ignored.py"]
+
+
+def test_config_in_an_excluded_directory_is_never_read(tmp_path: Path) -> None:
+    write(tmp_path / "node_modules" / "pkg" / "mpcheck.toml", "broken = [\n")
+    make(tmp_path, ["a.py", "node_modules/pkg/x.py"])
+    assert walk(tmp_path) == ["a.py"]
+    write(tmp_path / "pkg" / "mpcheck.toml", "broken = [\n")
+    with pytest.raises(ConfigError, match=r"^pkg/mpcheck\.toml: invalid TOML: "):
+        walk(tmp_path)
+
+
+def test_directories_are_resolved_once(tmp_path: Path) -> None:
+    make(tmp_path, [f"pkg{i}/sub/m{j}.py" for i in range(5) for j in range(5)])
+    asked: list[str] = []
+    resolver = Resolver(tmp_path)
+
+    def lookup(directory: str) -> Settings:
+        asked.append(directory)
+        return resolver.settings_for(directory)
+
+    assert len(discover([tmp_path], lookup)) == 25
+    assert len(asked) == len(set(asked)) == 11  # the start, pkg0..4, pkg0..4/sub
 
 
 # -- scale ----------------------------------------------------------------------------------------

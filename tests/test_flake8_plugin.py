@@ -17,11 +17,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import mpcheck
-from mpcheck import cli, config, flake8_plugin
+from mpcheck import cli, config, flake8_plugin, resolver
 from mpcheck.engine import check_source
 from mpcheck.flake8_plugin import MpcheckPlugin
 from mpcheck.rule import all_rules
@@ -129,13 +130,11 @@ def fresh_plugin_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The plugin caches configs per directory and keeps options on the class."""
     for name in ("GITHUB_STEP_SUMMARY", "MPCHECK_OUTPUT_FORMAT"):
         monkeypatch.delenv(name, raising=False)
-    flake8_plugin._by_dir.clear()
-    flake8_plugin._by_config.clear()
+    flake8_plugin._resolvers.clear()
     saved = MpcheckPlugin.module_half_capable, MpcheckPlugin.disable_noqa
     yield
     MpcheckPlugin.module_half_capable, MpcheckPlugin.disable_noqa = saved
-    flake8_plugin._by_dir.clear()
-    flake8_plugin._by_config.clear()
+    flake8_plugin._resolvers.clear()
 
 
 def test_entry_point_and_metadata() -> None:
@@ -293,6 +292,29 @@ def test_config_is_found_from_the_checked_file_upward(tmp_path: Path) -> None:
     assert codes_at(found) == {SCRIPT_FINDING}
 
 
+def test_nested_projects_agree_with_mpcheck_check_from_outside(tmp_path: Path) -> None:
+    """Both tools pick the closest config for each file, wherever they are run from."""
+    repo = tmp_path / "repo"
+    for sub in ("half_off", "pfi", "only_100"):
+        (repo / sub).mkdir(parents=True)
+    _write_project(repo, "[tool.mpcheck]\nignore = ['MPC2']\n")
+    _write_project(repo / "half_off", "[tool.mpcheck]\nmodule-half-capable = false\n")
+    (repo / "pfi" / "mpcheck.toml").write_text('[per-file-ignores]\n"/script.py" = ["MPC1"]\n')
+    for name, source in (("module.py", MODULE_SOURCE), ("script.py", SCRIPT_SOURCE)):
+        (repo / "pfi" / name).write_text(source)
+    _write_project(repo / "only_100", "[tool.mpcheck]\nselect = ['MPC100']\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _, found, _ = flake8(["../repo"], outside)
+    assert found == mpcheck_json(["../repo"], outside)
+    assert {(os.path.relpath(p, repo), row, code) for p, row, _, code, _ in found} == {
+        ("module.py", 12, "MPC101"),
+        ("script.py", 7, "MPC101"),
+        (os.path.join("half_off", "script.py"), 7, "MPC101"),
+        (os.path.join("pfi", "module.py"), 12, "MPC101"),
+    }
+
+
 def test_flake8_option_overrides_tool_mpcheck(tmp_path: Path) -> None:
     files = _write_project(tmp_path, "[tool.mpcheck]\nmodule-half-capable = false\n")
     _, on, _ = flake8(files, tmp_path, "--mpcheck-module-half-capable=true")
@@ -340,8 +362,8 @@ def test_invalid_tool_mpcheck_is_a_finding_not_a_crash(tmp_path: Path) -> None:
     }
     assert ("unused.py", "F401") in by_file  # flake8 and its other plugins carry on
     message = next(m for p, _, _, c, m in found if c == "MPC002")
-    assert "unknown rule selector 'MPC9'" in message
-    assert str(tmp_path / "pyproject.toml") in message
+    # Named like every config error: the file (relative to the cwd) and the key.
+    assert "pyproject.toml: unknown rule selector 'MPC9' in 'select' in [tool.mpcheck]" in message
 
 
 def test_syntax_error_does_not_stop_the_run(tmp_path: Path) -> None:
@@ -415,16 +437,27 @@ def test_stdin(tmp_path: Path) -> None:
 
 
 def test_config_is_cached_per_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[Path] = []
-    real = config.find_config
+    looked_in: list[Path] = []
+    loaded: list[Path | None] = []
+    real_config_in, real_load = resolver.config_in, resolver.load_settings
 
-    def counting(start: Path) -> Path | None:
-        calls.append(start)
-        return real(start)
+    def counting_config_in(directory: Path, **kwargs: Any) -> Path | None:
+        looked_in.append(directory)
+        return real_config_in(directory, **kwargs)
 
-    monkeypatch.setattr(flake8_plugin, "find_config", counting)
+    def counting_load(path: Path | None, **kwargs: Any) -> config.Settings:
+        loaded.append(path)
+        return real_load(path, **kwargs)
+
+    monkeypatch.setattr(resolver, "config_in", counting_config_in)
+    monkeypatch.setattr(resolver, "load_settings", counting_load)
     files = _write_project(tmp_path, "[tool.mpcheck]\nmodule-half-capable = false\n")
-    for path in files * 3:
+    nested = tmp_path / "sub" / "deeper" / "script.py"
+    nested.parent.mkdir(parents=True)
+    nested.write_text(SCRIPT_SOURCE)
+    for path in [*files, nested] * 3:
         lines = path.read_text().splitlines(keepends=True)
         list(MpcheckPlugin(ast.parse("".join(lines)), lines, str(path)).run())
-    assert calls == [tmp_path]
+    # Each directory is looked at once (sub/ on the way up from deeper/), the config read once.
+    assert looked_in == [tmp_path, tmp_path / "sub" / "deeper", tmp_path / "sub"]
+    assert loaded == [tmp_path / "pyproject.toml"]
