@@ -12,6 +12,8 @@ argument, so a call site can substitute its own arguments.
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -150,8 +152,11 @@ class FileAnalysis:
         listener: Listener,
         *,
         module_half_capable: bool = True,
+        source: bytes = b"",
     ) -> None:
         self.module = module
+        self.source = source
+        self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
         self.imports = imports
         self.listener = listener
         self.half_capable = module_half_capable
@@ -178,9 +183,12 @@ class FileAnalysis:
             self.classes[name].kept_fp32 = True
         script = self.script = Frame({}, Scope(None, None, False, None))
         self.block(self.module.body, script)
+        called = _called_names(self.source)
+        self.helpers = _self_called_names(self.source)
         for cls in list(self.classes.values()):
             self.analyse_class(cls)
-        for fn in list(self.functions.values()):
+        functions = list(self.functions.values())
+        for fn in sorted(functions, key=lambda f: f.name.value in called):
             self.summary(fn)
 
     def _collect(self, body: Sequence[cst.BaseStatement]) -> None:
@@ -229,17 +237,27 @@ class FileAnalysis:
                     for key, fact in parent.attrs.items():
                         info.attrs.setdefault(key, fact)
             init = info.methods.get("__init__")
-            ordered = ([init] if init else []) + [
-                m for n, m in info.methods.items() if n != "__init__"
-            ]
+            # Helpers called as ``self.helper(...)`` come last: most are walked from their
+            # first call site first, with the arguments it passes (see ``summary``).
+            ordered = ([init] if init else []) + sorted(
+                (m for n, m in info.methods.items() if n != "__init__"),
+                key=lambda m: m.name.value in self.helpers,
+            )
             for method in ordered:
                 self.summary(method, info)
         finally:
             self.muted, self.recorder = saved, recorder
 
     # -- functions -------------------------------------------------------------------
-    def summary(self, fn: cst.FunctionDef, cls: ClassInfo | None = None) -> Fact:
-        """The fact a function returns, analysing it (once) if needed."""
+    def summary(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None = None, call: Call | None = None
+    ) -> Fact:
+        """The fact a function returns, analysing it (once) if needed.
+
+        A helper first reached from a call is walked with the float32 arguments that call
+        passes (``self._delta(name, factor_fp32)``): its parameters are not the model's
+        activations then, and assuming they were would cry wolf on deliberate fp32 math.
+        """
         if fn in self.summaries:
             return self.summaries[fn]
         if fn in self.in_progress:
@@ -249,6 +267,8 @@ class FileAnalysis:
         recorder, self.recorder = self.recorder, None
         try:
             frame = self._function_frame(fn, cls, None)
+            if call is not None:
+                self._seed_params(fn, frame, call)
             self._function_site(fn, frame)
             self.block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame)
             if cls is not None:
@@ -307,6 +327,22 @@ class FileAnalysis:
                 env[name] = self._param_fact(param, index, tensor_params)
             index += 1
         return Frame(env, scope)
+
+    def _seed_params(self, fn: cst.FunctionDef, frame: Frame, call: Call) -> None:
+        arg_fact = _arguments(fn, *call)
+        for i, param in enumerate(_params(fn, skip_self=call[2])):
+            actual = arg_fact(i)
+            name = param.name.value
+            default = frame.env.get(name)
+            if (
+                actual is not None
+                and actual.is_tensor
+                and actual.prec is Prec.FULL
+                and default is not None
+                and default.is_tensor
+                and default.prec in (Prec.MODEL, Prec.UNKNOWN)
+            ):
+                frame.env[name] = replace(actual, params=default.params)
 
     def _module_globals(self) -> Env:
         """Modules bound at the top level (``criterion = nn.BCELoss()``): functions use them."""
@@ -904,7 +940,8 @@ class FileAnalysis:
                 except ValueError:
                     return SCALAR
             return UNKNOWN
-        result = self.substitute(self.summary(fn), fn, args, kwargs, skip_self=False)
+        summary = self.summary(fn, call=(args, kwargs, False))
+        result = self.substitute(summary, fn, args, kwargs, skip_self=False)
         return self.training.after_call(node, fn, args, kwargs, frame, result)
 
     def substitute(
@@ -917,20 +954,7 @@ class FileAnalysis:
         skip_self: bool,
     ) -> Fact:
         """Replace a summary's parameter-derived parts by the call's argument facts."""
-        params = list(fn.params.posonly_params) + list(fn.params.params)
-        params += list(fn.params.kwonly_params)
-        if skip_self and params:
-            params = params[1:]
-
-        def arg_fact(i: int) -> Fact | None:
-            if i >= len(params):
-                return None
-            name = params[i].name.value
-            if name in kwargs:
-                return kwargs[name].fact
-            if i < len(args) and params[i] not in fn.params.kwonly_params:
-                return args[i].fact
-            return None
+        arg_fact = _arguments(fn, args, kwargs, skip_self)
 
         def sub(fact: Fact) -> Fact:
             if fact.kind is Kind.SEQ:
@@ -1271,7 +1295,8 @@ class FileAnalysis:
                     sites, returned = self._walk_as(fn, info, me, parts, args, kwargs, frame)
                     self.recorder.extend(sites)
                     return returned or UNKNOWN
-                return self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
+                summary = self.summary(fn, info, (args, kwargs, True))
+                return self.substitute(summary, fn, args, kwargs, skip_self=True)
         part = self.member_module(module, method, args, kwargs)
         if part is not None:  # ``self.model.get_decoder()``: a submodule, not an output
             return part
@@ -1280,6 +1305,10 @@ class FileAnalysis:
             return self.module_call(
                 node, replace(module, layer=sub), f"{path}.{method}", args, kwargs, frame
             )
+        if any(o.fact.kind is Kind.DTYPE for o in (*args, *kwargs.values())):
+            # ``self._cast_input_dtype(x, torch.float32)``: a helper we cannot see, handed a
+            # dtype, may well cast to it
+            return UNKNOWN_TENSOR
         if (
             method in ("forward", "__call__", "encode", "decode", "sample")
             or module.prec is not Prec.UNKNOWN
@@ -1532,15 +1561,19 @@ class FileAnalysis:
                     first = args[0].fact
                     layer = first.layer if first.kind is Kind.MODULE else None
                     return replace(self.construct_module(node, layer, frame, kwargs), layer=layer)
-                if name == "Parameter" or name == "Buffer":
+                if name in ("Parameter", "Buffer", "ParameterList", "ParameterDict"):
                     inner = args[0].fact if args else UNKNOWN_TENSOR
                     if frame.scope.in_module:
-                        return Fact(
+                        inner = Fact(
                             Kind.TENSOR,
                             Prec.MODEL,
                             None,
                             Origin(node, Cause.PARAMETER, "a parameter of the model"),
                         )
+                    elif name.startswith("Parameter") and inner.kind is not Kind.TENSOR:
+                        inner = element(inner) if inner.kind is Kind.SEQ else UNKNOWN_TENSOR
+                    if name.startswith("Parameter") and name != "Parameter":
+                        return Fact(Kind.SEQ, elem=inner)  # ``self.lora_A[name]``: a parameter
                     return inner
                 if _parameter_free_norm(name, kwargs):
                     name = "ParameterFreeNorm"
@@ -1844,6 +1877,49 @@ class FileAnalysis:
             else:
                 self.listener.on_call(site)
         return result
+
+
+# A call's positional and keyword arguments, and whether the callee's first parameter is
+# ``self`` (which the call does not pass).
+Call = tuple[tuple[Operand, ...], dict[str, Operand], bool]
+_SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
+_NAME_CALL = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)\s*\(")
+
+
+def _self_called_names(source: bytes) -> frozenset[str]:
+    """Methods called as ``self.name(...)`` somewhere in the file."""
+    return frozenset(m.decode() for m in _SELF_CALL.findall(source))
+
+
+def _called_names(source: bytes) -> frozenset[str]:
+    """Names called somewhere besides their own ``def name(`` line."""
+    counts = Counter(_NAME_CALL.findall(source))
+    return frozenset(name.decode() for name, n in counts.items() if n > 1)
+
+
+def _params(fn: cst.FunctionDef, *, skip_self: bool) -> list[cst.Param]:
+    params = list(fn.params.posonly_params) + list(fn.params.params)
+    params += list(fn.params.kwonly_params)
+    return params[1:] if skip_self and params else params
+
+
+def _arguments(
+    fn: cst.FunctionDef, args: tuple[Operand, ...], kwargs: dict[str, Operand], skip_self: bool
+) -> Callable[[int], Fact | None]:
+    """The fact a call passes for ``fn``'s parameter ``i`` (not counting ``self``)."""
+    params = _params(fn, skip_self=skip_self)
+
+    def arg_fact(i: int) -> Fact | None:
+        if i >= len(params):
+            return None
+        name = params[i].name.value
+        if name in kwargs:
+            return kwargs[name].fact
+        if i < len(args) and params[i] not in fn.params.kwonly_params:
+            return args[i].fact
+        return None
+
+    return arg_fact
 
 
 def _owner(path: str | None, env: Env) -> Owner | None:

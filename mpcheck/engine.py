@@ -204,7 +204,7 @@ def _analyse(
         return [_file_level(INVALID_SYNTAX, message, filename, Position(1, 1))]
 
     try:
-        return _run_rules(module, filename, rules, options)
+        return _run_rules(module, data, filename, rules, options)
     except RecursionError:
         message = "the file is nested too deeply to analyse; it was skipped"
         return [_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))]
@@ -214,7 +214,11 @@ def _analyse(
 
 
 def _run_rules(
-    module: cst.Module, filename: str, rules: Sequence[type[Rule]], options: Options
+    module: cst.Module,
+    source: bytes,
+    filename: str,
+    rules: Sequence[type[Rule]],
+    options: Options,
 ) -> list[Diagnostic]:
     reports: list[Report] = []
     imports = ImportTable.of(module)
@@ -225,6 +229,7 @@ def _run_rules(
         imports,
         _Dispatch(instances),
         module_half_capable=options.module_half_capable,
+        source=source,
     ).run()
     for instance in instances:
         instance.finish()

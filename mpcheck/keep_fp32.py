@@ -1,4 +1,4 @@
-"""HF/diffusers ``_keep_in_fp32_modules``: parts of a half model that stay float32.
+"""Parts of a half model that stay float32: ``_keep_in_fp32_modules`` and ``*Fp32`` classes.
 
 ``from_pretrained(..., torch_dtype=torch.float16)`` leaves every parameter whose
 dotted name contains a listed pattern at segment boundaries in float32
@@ -10,6 +10,7 @@ classes and which attributes they cover. Classes are linked to names through
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ import libcst as cst
 from mpcheck.names import dotted
 
 KEEP_ATTRS = ("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict")
+FP32_IN_NAME = re.compile(r"fp32|float32", re.IGNORECASE)
 
 
 @dataclass
@@ -34,9 +36,11 @@ class KeepFp32:
 
     @classmethod
     def of(cls, classes: Mapping[str, cst.ClassDef]) -> KeepFp32:
+        # ``class LayerNormFp32(nn.LayerNorm)``: its name says its parameters stay float32
+        named = {name for name in classes if FP32_IN_NAME.search(name)}
         patterns = [p.split(".") for node in classes.values() for p in _patterns(node)]
         if not patterns:
-            return cls()
+            return cls(kept_classes=named)
         # class name -> [(attribute it is built under, class that builds it)]
         built_as: dict[str, list[tuple[str, str]]] = {}
         for owner, node in classes.items():
@@ -52,7 +56,7 @@ class KeepFp32:
                     return True
             return False
 
-        keep = cls(frozenset(s[0] for s in patterns if len(s) == 1))
+        keep = cls(frozenset(s[0] for s in patterns if len(s) == 1), kept_classes=named)
         for name in classes:
             for segs in patterns:
                 if reached(name, segs):

@@ -334,3 +334,67 @@ def test_autocast_promoting_a_strict_write_promotes_its_result() -> None:
         """
     )
     assert fact.prec is Prec.FULL
+
+
+def test_parameter_containers_hold_parameters() -> None:
+    fact = one(
+        """
+        class Adapter(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lora_A = nn.ParameterDict({"a": nn.Parameter(torch.randn(4, 4))})
+            def forward(self, x):
+                probe.at(self.lora_A["a"].to(torch.float32) * 0.5)
+        """
+    )
+    assert (fact.kind, fact.prec, fact.cause) == (Kind.TENSOR, Prec.FULL, Cause.UPCAST)
+
+
+def test_a_helper_is_walked_with_the_float32_arguments_of_its_first_call() -> None:
+    facts = probe(
+        """
+        class Adapter(nn.Module):
+            def _delta(self, factor):
+                probe.at(factor)
+                return factor
+            def forward(self, x):
+                probe.at(x)
+                return self._delta(x.float())
+        """
+    )
+    (in_forward, in_helper) = facts
+    assert in_forward.prec is Prec.MODEL
+    assert (in_helper.prec, in_helper.cause) == (Prec.FULL, Cause.UPCAST)
+
+
+def test_a_helper_never_called_in_the_file_keeps_model_dtype_parameters() -> None:
+    fact = one(
+        """
+        class Adapter(nn.Module):
+            def _delta(self, factor):
+                probe.at(factor)
+        """
+    )
+    assert fact.prec is Prec.MODEL
+
+
+def test_an_unseen_helper_handed_a_dtype_returns_an_unknown_dtype() -> None:
+    fact = one(
+        """
+        class Adapter(BaseTunerLayer, nn.Module):
+            def forward(self, x):
+                probe.at(self._cast_input_dtype(x, torch.float32))
+        """
+    )
+    assert (fact.kind, fact.prec) == (Kind.TENSOR, Prec.UNKNOWN)
+
+
+def test_a_class_named_fp32_keeps_float32_parameters() -> None:
+    fact = one(
+        """
+        class LayerNormFp32(nn.LayerNorm):
+            def forward(self, x):
+                probe.at(self.weight)
+        """
+    )
+    assert fact.prec is not Prec.MODEL
