@@ -177,14 +177,14 @@ class FileAnalysis:
 
     # -- driver ------------------------------------------------------------------
     def run(self) -> None:
+        called = _called_names(self.source)
+        self.helpers = _self_called_names(self.source)
         self._collect(self.module.body)
         self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()})
         for name in self.keep.kept_classes:
             self.classes[name].kept_fp32 = True
         script = self.script = Frame({}, Scope(None, None, False, None))
         self.block(self.module.body, script)
-        called = _called_names(self.source)
-        self.helpers = _self_called_names(self.source)
         for cls in list(self.classes.values()):
             self.analyse_class(cls)
         functions = list(self.functions.values())
