@@ -80,6 +80,7 @@ MODULE_BASE_SUFFIXES = (
     "Embeddings",
     "MLP",
 )
+FP32_LAYER = "<float32 output>"  # the layer of a library module that returns float32
 NON_TENSOR_PARAMS = frozenset(
     "self cls args kwargs config cfg opt hparams accelerator device dtype".split()
 )
@@ -257,6 +258,8 @@ class FileAnalysis:
         A helper first reached from a call is walked with the float32 arguments that call
         passes (``self._delta(name, factor_fp32)``): its parameters are not the model's
         activations then, and assuming they were would cry wolf on deliberate fp32 math.
+        What it returns must hold for every caller, though, so that is taken from a second,
+        quiet walk with plain parameters.
         """
         if fn in self.summaries:
             return self.summaries[fn]
@@ -266,11 +269,11 @@ class FileAnalysis:
         saved, self.muted = self.muted, 0
         recorder, self.recorder = self.recorder, None
         try:
+            body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else []
             frame = self._function_frame(fn, cls, None)
-            if call is not None:
-                self._seed_params(fn, frame, call)
+            seeded = call is not None and self._seed_params(fn, frame, call)
             self._function_site(fn, frame)
-            self.block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame)
+            self.block(body, frame)
             if cls is not None:
                 for key, fact in frame.env.items():
                     if key.startswith("self.") and key.count(".") == 1:
@@ -279,6 +282,11 @@ class FileAnalysis:
                             fact if old is None or fn.name.value == "__init__" else join(old, fact)
                         )
             result = frame.returns or UNKNOWN
+            if seeded:
+                self.muted = 1
+                plain = self._function_frame(fn, cls, None)
+                self.block(body, plain)
+                result = plain.returns or UNKNOWN
         finally:
             self.muted, self.recorder = saved, recorder
             self.in_progress.discard(fn)
@@ -328,21 +336,26 @@ class FileAnalysis:
             index += 1
         return Frame(env, scope)
 
-    def _seed_params(self, fn: cst.FunctionDef, frame: Frame, call: Call) -> None:
+    def _seed_params(self, fn: cst.FunctionDef, frame: Frame, call: Call) -> bool:
+        """Walk with what ``call`` passes when it passes float32; whether it did.
+
+        Then every tensor parameter takes the call's fact, not only the float32 ones: a
+        model-dtype default beside a real float32 argument would invent a mix.
+        """
         arg_fact = _arguments(fn, *call)
+        seeds: dict[str, Fact] = {}
         for i, param in enumerate(_params(fn, skip_self=call[2])):
-            actual = arg_fact(i)
             name = param.name.value
-            default = frame.env.get(name)
-            if (
-                actual is not None
-                and actual.is_tensor
-                and actual.prec is Prec.FULL
-                and default is not None
-                and default.is_tensor
-                and default.prec in (Prec.MODEL, Prec.UNKNOWN)
-            ):
-                frame.env[name] = replace(actual, params=default.params)
+            default, actual = frame.env.get(name), arg_fact(i)
+            if default is None or not default.is_tensor or actual is None:
+                continue
+            if not actual.is_tensor:
+                actual = UNKNOWN_TENSOR  # a value we know nothing about
+            seeds[name] = replace(actual, params=default.params)
+        if not any(f.prec is Prec.FULL for f in seeds.values()):
+            return False
+        frame.env.update(seeds)
+        return True
 
     def _module_globals(self) -> Env:
         """Modules bound at the top level (``criterion = nn.BCELoss()``): functions use them."""
@@ -409,9 +422,12 @@ class FileAnalysis:
                 self.small(small, frame)
         elif isinstance(stmt, cst.If):
             self.expr(stmt.test, frame)
-            then = self.branch(stmt.body, frame)
+            # each branch knows which way the test went (``if scaler is not None:``)
+            then = self.branch(stmt.body, frame, (stmt.test, True))
             other = (
-                self.branch(stmt.orelse, frame) if stmt.orelse else Frame(frame.env, frame.scope)
+                self.branch(stmt.orelse, frame, (stmt.test, False))
+                if stmt.orelse
+                else self.training.assume(stmt.test, False, Frame(frame.env, frame.scope))
             )
             self.merge(frame, then, other)
         elif isinstance(stmt, (cst.For, cst.While)):
@@ -444,8 +460,13 @@ class FileAnalysis:
             if isinstance(body, cst.IndentedBlock):
                 self.block(body.body, frame)
 
-    def branch(self, node: cst.CSTNode, frame: Frame) -> Frame:
+    def branch(
+        self, node: cst.CSTNode, frame: Frame, guard: tuple[cst.BaseExpression, bool] | None = None
+    ) -> Frame:
+        """Walk ``node`` on a copy of ``frame``; ``guard``: the test and the way it went."""
         sub = Frame(dict(frame.env), frame.scope)
+        if guard is not None:
+            sub = self.training.assume(*guard, sub)
         if isinstance(node, cst.If):
             self.statement(node, sub)
         elif isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
@@ -457,7 +478,7 @@ class FileAnalysis:
         else:
             inner = getattr(node, "body", None)
             if isinstance(inner, cst.CSTNode):
-                return self.branch(inner, frame)
+                return self.branch(inner, frame, guard)
         return sub
 
     def merge(self, frame: Frame, a: Frame, b: Frame) -> None:
@@ -549,8 +570,13 @@ class FileAnalysis:
                 self.store(stmt.target, value, stmt.value, frame, stmt)
                 return
             current = self.expr(stmt.target, frame)
-            if current.kind is Kind.TENSOR:
-                return  # in-place: the tensor keeps its dtype
+            if current.kind is Kind.TENSOR:  # in-place: the tensor keeps its dtype
+                method = T.INPLACE_OPERATORS.get(type(stmt.operator).__name__)
+                if method is not None:
+                    tensor = Operand(stmt.target, current)
+                    args = (Operand(stmt.value, value),)
+                    self.emit(stmt, None, method, tensor, args, {}, None, "", current, frame)
+                return
             self.bind(stmt.target, promote([current, value], stmt), frame)
         elif isinstance(stmt, cst.Expr):
             self.expr(stmt.value, frame)
@@ -893,6 +919,11 @@ class FileAnalysis:
                 for a, raw in zip(args, [x for x in node.args if not x.keyword], strict=False)
                 if not raw.star
             )
+        library = qual if qual is not None else self.imports.relative.get(dotted(func) or "")
+        if library is not None and not library.startswith("torch."):
+            made = self.library_call(node, library, args, kwargs, frame)
+            if made is not None:
+                return made
         if qual is not None:
             return self.torch_call(node, qual, args, kwargs, frame)
         if isinstance(func, cst.Attribute):
@@ -912,6 +943,30 @@ class FileAnalysis:
         if isinstance(func, cst.Name):
             return self.local_call(node, func.value, args, kwargs, frame)
         return UNKNOWN
+
+    def library_call(
+        self,
+        node: cst.Call,
+        name: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact | None:
+        """Library code we know (diffusers' ``Timesteps`` returns float32), or None."""
+        module = T.library_fp32(name, T.FP32_OUTPUT_MODULES)
+        if module is not None:
+            return Fact(
+                Kind.MODULE, Prec.MODEL, layer=FP32_LAYER, origin=Origin(node, Cause.UPCAST, module)
+            )
+        layer = T.library_fp32(name, T.LIBRARY_LAYERS)
+        if layer is not None:
+            return self.construct_module(node, layer, frame, kwargs)
+        function = T.library_fp32(name, T.FP32_OUTPUT_FUNCTIONS)
+        if function is None:
+            return None
+        origin = Origin(node, Cause.UPCAST, f"returned in float32 by {function}")
+        result = Fact(Kind.TENSOR, Prec.FULL, "float32", origin)
+        return self.emit(node, name, None, None, args, kwargs, None, "", result, frame)
 
     def local_call(
         self,
@@ -1018,6 +1073,14 @@ class FileAnalysis:
         first = args[0].fact if args else UNKNOWN
         if layer in T.PASS_THROUGH_LAYERS:
             return first
+        if layer == FP32_LAYER and module.origin is not None:
+            made = module.origin.text  # ``self.time_proj(t)``: sinusoids computed in float32
+            text = f"returned in float32 by `{path or 'module'}`, {made},"
+            result = Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.UPCAST, text))
+            receiver = Operand(node.func, module)
+            return self.emit(
+                node, None, None, receiver, args, kwargs, None, "", result, frame, path
+            )
         op, aten = T.LAYERS.get(layer or "", (None, ""))
         if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
             aten = T.LOSS_LAYERS[layer]
@@ -1056,6 +1119,9 @@ class FileAnalysis:
         if split is None:
             split = self.split_call(module, path, "forward", args, kwargs, frame)
         inner, returned = split
+        through: tuple[InnerCall, ...] = ()
+        if not inner and returned is None:
+            through, returned = self.follow_float32(module, args, kwargs, frame)
         if returned is not None and returned.floating:
             result = returned
         if (
@@ -1085,7 +1151,42 @@ class FileAnalysis:
             path,
             owner=owner,
             inner=inner,
+            through=through,
         )
+
+    def follow_float32(
+        self,
+        module: Fact,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> tuple[tuple[InnerCall, ...], Fact | None]:
+        """``self.output(context.float(), x)``: where the float32 arguments go inside.
+
+        A module's ``forward`` is summarised once, with its inputs in the model's dtype, so an
+        upcast argument that meets a half layer inside would go unseen. When the class is in
+        this file, its ``forward`` is walked again with the call's facts and once with plain
+        inputs; the calls that differ are returned, with what it returns for these inputs.
+        """
+        if not any(
+            o.fact.is_tensor and o.fact.prec is Prec.FULL for o in (*args, *kwargs.values())
+        ):
+            return (), None
+        info = self.classes.get(module.layer or "")
+        fn = info.methods.get("forward") if info is not None and info.is_module else None
+        if (
+            info is None
+            or fn is None
+            or fn in self.in_progress
+            or self.splitting >= 6
+            or self.recorder is not None
+            or not self.listener.wants_calls
+        ):
+            return (), None
+        self.analyse_class(info)
+        with_args, returned = self._walk_as(fn, info, module, {}, args, kwargs, frame)
+        plain, _ = self._walk_as(fn, info, module, {}, (), {}, frame)
+        return _changed(with_args, plain), returned
 
     def split_call(
         self,
@@ -1137,20 +1238,7 @@ class FileAnalysis:
             return (), None
         split_sites, returned = self._walk_as(fn, info, module, parts, args, kwargs, frame)
         plain_sites, _ = self._walk_as(fn, info, module, {}, args, kwargs, frame)
-        # Both walks take the same calls in the same order: pair the k-th visit of a node.
-        plain: dict[tuple[int, int], CallSite] = {}
-        seen: dict[int, int] = {}
-        for site in plain_sites:
-            seen[id(site.node)] = k = seen.get(id(site.node), 0) + 1
-            plain[id(site.node), k] = site
-        seen.clear()
-        changed = []
-        for site in split_sites:
-            seen[id(site.node)] = k = seen.get(id(site.node), 0) + 1
-            before = plain.get((id(site.node), k))
-            if before is None or _site_precs(site) != _site_precs(before):
-                changed.append(InnerCall(site, before))
-        return tuple(changed), returned
+        return _changed(split_sites, plain_sites), returned
 
     def _walk_as(
         self,
@@ -1834,7 +1922,7 @@ class FileAnalysis:
     # -- dispatch ------------------------------------------------------------------------
     def emit(
         self,
-        node: cst.Call | cst.BinaryOperation,
+        node: cst.Call | cst.BinaryOperation | cst.AugAssign,
         qual: str | None,
         method: str | None,
         receiver: Operand | None,
@@ -1848,6 +1936,7 @@ class FileAnalysis:
         *,
         owner: Owner | None = None,
         inner: tuple[InnerCall, ...] = (),
+        through: tuple[InnerCall, ...] = (),
     ) -> Fact:
         if (self.listener.wants_calls or self.recorder is not None) and not self.muted:
             role = None
@@ -1871,6 +1960,7 @@ class FileAnalysis:
                 attention=role,
                 owner=owner,
                 inner=inner,
+                through=through,
             )
             if self.recorder is not None:
                 self.recorder.append(site)
@@ -1931,6 +2021,26 @@ def _owner(path: str | None, env: Env) -> Owner | None:
         if fact is not None and fact.kind is Kind.MODULE:
             return Owner(key, fact)
     return None
+
+
+def _changed(walked: list[CallSite], plain: list[CallSite]) -> tuple[InnerCall, ...]:
+    """The calls of ``walked`` whose dtypes differ from the same call in ``plain``.
+
+    Both walks take the same calls in the same order: the k-th visit of a node pairs up.
+    """
+    before_of: dict[tuple[int, int], CallSite] = {}
+    seen: dict[int, int] = {}
+    for site in plain:
+        seen[id(site.node)] = k = seen.get(id(site.node), 0) + 1
+        before_of[id(site.node), k] = site
+    seen.clear()
+    changed = []
+    for site in walked:
+        seen[id(site.node)] = k = seen.get(id(site.node), 0) + 1
+        before = before_of.get((id(site.node), k))
+        if before is None or _site_precs(site) != _site_precs(before):
+            changed.append(InnerCall(site, before))
+    return tuple(changed)
 
 
 def _site_precs(site: CallSite) -> tuple[tuple[Prec, str | None], ...]:

@@ -38,7 +38,8 @@ class UsageError(Exception):
     """A problem with how mpcheck was called: exit 2 with a one-line message."""
 
 
-def _codes(value: str) -> list[str]:
+def _comma_list(value: str) -> list[str]:
+    """``--ignore MPC101,MPC103``; repeated flags add up (``action="extend"``), as in ruff."""
     return [c.strip() for c in value.split(",") if c.strip()]
 
 
@@ -52,11 +53,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="check files or directories (default: .)")
     check.add_argument("paths", nargs="*", type=Path, help="files or directories; - for stdin")
-    check.add_argument("--select", type=_codes, help="rule codes or prefixes to enable (ALL)")
-    check.add_argument("--extend-select", type=_codes, default=[], help="add to the selection")
-    check.add_argument("--ignore", type=_codes, default=[], help="rule codes or prefixes to skip")
-    check.add_argument("--exclude", type=_codes, help="replace the exclude patterns")
-    check.add_argument("--extend-exclude", type=_codes, default=[], help="add exclude patterns")
+    check.add_argument(
+        "--select", action="extend", type=_comma_list, help="rule codes or prefixes to enable (ALL)"
+    )
+    check.add_argument(
+        "--extend-select",
+        action="extend",
+        type=_comma_list,
+        default=[],
+        help="add to the selection",
+    )
+    check.add_argument(
+        "--ignore",
+        action="extend",
+        type=_comma_list,
+        default=[],
+        help="rule codes or prefixes to skip",
+    )
+    check.add_argument(
+        "--exclude", action="extend", type=_comma_list, help="replace the exclude patterns"
+    )
+    check.add_argument(
+        "--extend-exclude",
+        action="extend",
+        type=_comma_list,
+        default=[],
+        help="add exclude patterns",
+    )
     check.add_argument(
         "--output-format",
         choices=FORMATS,

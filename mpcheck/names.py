@@ -50,6 +50,9 @@ class ImportTable:
 
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
+        # ``from ..embeddings import Timesteps`` inside a package: local name -> the dotted
+        # tail ``embeddings.Timesteps`` (the package itself is unknown without the path)
+        self.relative: dict[str, str] = {}
 
     @classmethod
     def of(cls, module: cst.Module) -> ImportTable:
@@ -70,7 +73,7 @@ class ImportTable:
                         head = name.split(".", 1)[0]
                         self.aliases[head] = head
             elif node.relative or node.module is None:
-                continue
+                self._collect_relative(node)
             else:
                 base = _module_name(node.module)
                 if base is None or isinstance(node.names, cst.ImportStar):
@@ -82,6 +85,25 @@ class ImportTable:
                     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                         local = alias.asname.name.value
                     self.aliases[local] = f"{base}.{alias.name.value}"
+
+    def _collect_relative(self, node: cst.ImportFrom) -> None:
+        base = _module_name(node.module) if node.module is not None else None
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            local = alias.name.value
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.relative[local] = f"{base}.{alias.name.value}" if base else alias.name.value
+
+    def library_name(self, expr: cst.BaseExpression) -> str | None:
+        """``resolve``, or the dotted tail of a relative import (``embeddings.Timesteps``)."""
+        full = self.resolve(expr)
+        if full is not None or type(expr) is not cst.Name:
+            return full
+        return self.relative.get(expr.value)
 
     def resolve(self, expr: cst.BaseExpression) -> str | None:
         """The qualified name an expression refers to, if it starts at an import."""

@@ -64,9 +64,9 @@ class Operand:
 
 @dataclass(frozen=True)
 class CallSite:
-    """A call (or ``a @ b``) with the facts of its callee and arguments."""
+    """A call (or ``a @ b``, or ``t += v`` as ``t.add_(v)``) with the facts of its operands."""
 
-    node: cst.Call | cst.BinaryOperation
+    node: cst.Call | cst.BinaryOperation | cst.AugAssign
     qualname: str | None  # resolved through imports: "torch.nn.functional.linear"
     method: str | None  # "masked_fill" for ``x.masked_fill(...)`` on a non-import receiver
     receiver: Operand | None  # ``x`` in ``x.method(...)``, or the module being called
@@ -88,6 +88,10 @@ class CallSite:
     # (``model.half(); model.head.float(); model(x)``): the calls its method makes whose
     # dtypes differ from the all-one-dtype module's, walked with the caller's facts.
     inner: tuple[InnerCall, ...] = ()
+    # Calling a module whose class is in this file with a float32 argument
+    # (``self.output(context.float(), x)``): the calls its method makes whose dtypes differ
+    # from a walk with the model's dtype for every argument, walked with the call's facts.
+    through: tuple[InnerCall, ...] = ()
 
     @property
     def is_attention(self) -> bool:

@@ -210,6 +210,7 @@ LAYERS: dict[str, tuple[OpKind | None, str]] = {
 }
 # apex's fused norms (their CUDA kernels run in the input's dtype and cast the input and
 # weights to the autocast dtype themselves: ``layer_norm`` is on CUDA autocast's list).
+LAYERS["TimestepEmbedding"] = LAYERS["Linear"]
 LAYERS["FusedLayerNorm"] = (OpKind.NORM, "layer_norm")
 LAYERS["FusedRMSNorm"] = (OpKind.NORM, "layer_norm")
 # Norms that refuse a half input with float32 weights, unlike torch's: apex's kernels read
@@ -291,6 +292,33 @@ MODEL_PARAM_SUFFIXES = ("_model", "_unet", "_net", "_encoder", "_decoder", "_tra
 FLOAT_TENSOR_TYPES = frozenset(
     "Tensor FloatTensor HalfTensor BFloat16Tensor DoubleTensor Any".split()
 )
+
+# Library modules and functions that return float32 whatever the model's dtype, with what
+# to call them. Matched on the dotted tail, so diffusers' own relative imports count too.
+FP32_OUTPUT_MODULES = {"embeddings.Timesteps": "a diffusers `Timesteps`"}
+# Library modules that open with a torch layer: to its input, diffusers' ``TimestepEmbedding``
+# is a ``Linear`` (its ``linear_1``). They have no ``.weight`` of their own.
+LIBRARY_LAYERS = {"embeddings.TimestepEmbedding": "TimestepEmbedding"}
+FP32_OUTPUT_FUNCTIONS = {
+    "embeddings.get_timestep_embedding": "diffusers' `get_timestep_embedding`",
+}
+
+
+def library_fp32(name: str, table: dict[str, str]) -> str | None:
+    """What to call ``name`` if it is in ``table`` (``diffusers.models.embeddings.Timesteps``)."""
+    for tail, text in table.items():
+        if name == tail or name.endswith("." + tail):
+            return text
+    return None
+
+
+# ``t += v`` on a tensor is ``t.add_(v)``: it writes into ``t`` and keeps its dtype.
+INPLACE_OPERATORS = {
+    "AddAssign": "add_",
+    "SubtractAssign": "sub_",
+    "MultiplyAssign": "mul_",
+    "DivideAssign": "div_",
+}
 
 # Arithmetic operators on tensors and the torch function each one is (libcst operator class).
 ARITHMETIC_OPERATORS = {

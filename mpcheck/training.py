@@ -277,6 +277,9 @@ class ScalerState:
     scaled: bool | None = False  # gradients went backward through it (None: on some paths)
     unscaled: tuple[tuple[cst.CSTNode, bool | None], ...] = ()  # optimizer node -> unscaled
     backward: cst.CSTNode | None = None  # the last backward through it
+    # The scaler is None on this path (``else`` of ``if scaler is not None:``): it did
+    # nothing here, and a join keeps the other path's state, where it exists.
+    absent: bool = False
 
     def unscaled_of(self, optimizer: cst.CSTNode) -> bool:
         return any(node is optimizer and done is True for node, done in self.unscaled)
@@ -297,8 +300,10 @@ class ScalerState:
     def join(self, other: ScalerState | None) -> ScalerState:
         if other is None:
             other = ScalerState(self.scaler)
-        if other == self:
+        if other == self or other.absent:
             return self
+        if self.absent:
+            return other
         scaler = self.scaler.join(other.scaler)
         assert isinstance(scaler, Scaler)
         mine = {id(n): (n, d) for n, d in self.unscaled}
@@ -342,9 +347,10 @@ class State:
         )
 
     def scaler_state(self, scaler: Scaler) -> ScalerState:
+        """What ``scaler`` did on this path; a scaler used here exists here (not absent)."""
         for s in self.scalers:
             if s.scaler.node is scaler.node:
-                return s
+                return ScalerState(s.scaler) if s.absent else s
         return ScalerState(scaler)
 
     def with_scaler(self, state: ScalerState) -> State:
@@ -468,6 +474,31 @@ class Tracker:
     def code(self, node: cst.CSTNode, limit: int = 60) -> str:
         text = " ".join(self.analysis.module.code_for_node(node).split())
         return text if len(text) <= limit else text[: limit - 3] + "..."
+
+    # -- branches --------------------------------------------------------------------------
+    def assume(self, test: cst.BaseExpression, truth: bool, frame: Frame) -> Frame:
+        """The branch of an ``if`` where ``test`` is ``truth``: a scaler known None there.
+
+        ``if scaler is not None: scaler.scale(loss).backward() else: loss.backward()``
+        leaves the scaler's gradients scaled on some paths only; in the ``else`` of a later
+        ``if scaler is not None:`` none of those paths is possible, so that branch holds no
+        scaled backward (and can take no scaler step). Returns ``frame`` itself when the
+        test says nothing about a scaler, else a copy where the scaler's name is bound to
+        ``None``'s fact and its loop state is marked absent.
+        """
+        known = [
+            (name, fact.train)
+            for name in none_when(test, truth)
+            if (fact := frame.env.get(name)) is not None and isinstance(fact.train, Scaler)
+        ]
+        if not known:
+            return frame
+        sub = replace(frame, env=dict(frame.env))
+        for name, scaler in known:
+            sub.env[name] = UNKNOWN  # what ``None`` evaluates to
+            state = self.state(sub)
+            self.set_state(sub, state.with_scaler(ScalerState(scaler, absent=True)))
+        return sub
 
     # -- values ----------------------------------------------------------------------------
     @staticmethod
@@ -975,6 +1006,40 @@ class Tracker:
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+
+def none_when(test: cst.BaseExpression, truth: bool) -> frozenset[str]:
+    """The names (``scaler``, ``self.scaler``) that are None wherever ``test`` is ``truth``.
+
+    Understands ``x is None``, ``x is not None`` (and ``==``/``!=``), bare ``x`` (a
+    GradScaler is always truthy, so a false one is None), ``not``, ``and`` and ``or``.
+    """
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return none_when(test.expression, not truth)
+    if isinstance(test, cst.BooleanOperation):
+        left, right = none_when(test.left, truth), none_when(test.right, truth)
+        # ``a and b`` true and ``a or b`` false: both sides hold; otherwise only one does
+        return left | right if isinstance(test.operator, cst.And) == truth else left & right
+    if isinstance(test, cst.Comparison):
+        if len(test.comparisons) != 1:
+            return frozenset()
+        comp = test.comparisons[0]
+        if isinstance(comp.operator, (cst.Is, cst.Equal)):
+            is_none = truth
+        elif isinstance(comp.operator, (cst.IsNot, cst.NotEqual)):
+            is_none = not truth
+        else:
+            return frozenset()
+        lhs, rhs = test.left, comp.comparator
+        other = lhs if _is_none(rhs) else rhs if _is_none(lhs) else None
+        name = dotted(other) if other is not None and is_none else None
+        return frozenset({name}) if name is not None else frozenset()
+    name = dotted(test)
+    return frozenset({name}) if name is not None and not truth else frozenset()
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _is_optimizer_class(qual: str) -> bool:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from mpcheck.facts import Cause, Prec
 from mpcheck.rule import NodeEdit, NodeFix, Rule
 from mpcheck.sites import CallSite, Operand
-from mpcheck.torch_api import OpKind
+from mpcheck.torch_api import LIBRARY_LAYERS, OpKind
+
+LIBRARY_LAYER_NAMES = frozenset(LIBRARY_LAYERS.values())  # no ``.weight`` to cast to
 
 
 class UpcastReachesHalfOp(Rule):
@@ -22,7 +26,10 @@ class UpcastReachesHalfOp(Rule):
         `torch_dtype=torch.float16`), a Linear, conv, matmul or norm whose parameters are half
         refuses a float32 input. Outside `torch.autocast` this raises on every device. Under
         autocast, matmul-like ops recast their inputs, so mpcheck stays quiet there; norms
-        are not recast on CPU and still raise.
+        are not recast on CPU and still raise. The float32 value may come from a helper or
+        library module that always returns float32 (diffusers' `Timesteps`), and the half
+        layer may sit one module further down: an upcast context handed to an output block
+        defined in the same file is reported at the call that hands it over.
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Float and Half`
@@ -52,16 +59,11 @@ class UpcastReachesHalfOp(Rule):
     fixable = True
 
     def check_call(self, call: CallSite) -> None:
-        if call.op in (None, OpKind.EMBEDDING) or call.is_attention or call.recast_by_autocast:
+        clash = _clash(call)
+        if clash is None:
+            self.check_through(call)
             return
-        first, params = call.operands()
-        operands = [first, *params] if first is not None else []
-        upcast = next((o for o in operands if _is_upcast(o)), None)
-        half = next((o for o in operands if o.fact.prec in (Prec.MODEL, Prec.HALF)), None)
-        if upcast is None or half is None:
-            return
-        if call.op is OpKind.NORM and upcast is not first:
-            return  # a low input with float32 norm parameters is supported
+        upcast, half = clash
         what = self.ctx.code(upcast.node)
         if call.is_module_call and call.receiver is not None:
             where = f"`{self.ctx.code(call.receiver.node)}` has the model's weights"
@@ -81,13 +83,69 @@ class UpcastReachesHalfOp(Rule):
         if half.fact.origin is not None and half.fact.cause is Cause.MODEL_CAST:
             related.append((half.fact.origin.node, f"the model is {half.fact.origin.text}"))
         fix = None
-        if "\n" not in dtype_of and len(dtype_of) < 60:
+        library = call.receiver is not None and call.receiver.fact.layer in LIBRARY_LAYER_NAMES
+        if "\n" not in dtype_of and len(dtype_of) < 60 and not library:
             fix = NodeFix(
                 f"Cast `{what}` to `{dtype_of}`",
                 (NodeEdit(upcast.node, f"{self.ctx.atom(upcast.node)}.to({dtype_of})"),),
                 applicability="unsafe",
             )
         self.report(call.node, message, related=related, fix=fix)
+
+    def check_through(self, call: CallSite) -> None:
+        """``self.output(context, x)`` with ``context`` upcast: a half layer inside gets it."""
+        for item in call.through:
+            clash = _clash(item.site)
+            if clash is None or (item.unsplit is not None and _clash(item.unsplit) is not None):
+                continue
+            upcast, _ = clash
+            outer = next(
+                (
+                    o
+                    for o in (*call.args, *call.kwargs.values())
+                    if o.fact.origin is not None and o.fact.origin == upcast.fact.origin
+                ),
+                None,
+            )
+            if outer is None or call.receiver is None:
+                continue
+            what, module = self.ctx.code(outer.node), self.ctx.code(call.receiver.node)
+            site = item.site
+            inner = site.receiver.node if site.is_module_call and site.receiver else site.node
+            inner_text = self.ctx.code(inner.func if isinstance(inner, cst.Call) else inner)
+            message = (
+                f"`{what}` is float32 ({self.where(outer.fact)}) and `{module}` hands it to "
+                f"`{inner_text}` at {self.line(item.site.node)}, which runs in the model's "
+                "dtype, half when the model runs in half precision; cast it back before this call"
+            )
+            related = self.related_for(what, outer.fact)
+            related.append((item.site.node, f"`{inner_text}` gets `{what}` in float32 here"))
+            fix = None
+            weights = site.receiver.fact.layer if site.is_module_call and site.receiver else None
+            if inner_text.startswith("self.") and weights and weights not in LIBRARY_LAYER_NAMES:
+                dtype_of = f"{module}{inner_text[4:]}.weight.dtype"  # self.output.dense.weight
+                fix = NodeFix(
+                    f"Cast `{what}` to `{dtype_of}`",
+                    (NodeEdit(outer.node, f"{self.ctx.atom(outer.node)}.to({dtype_of})"),),
+                    applicability="unsafe",
+                )
+            self.report(call.node, message, related=related, fix=fix)
+            return
+
+
+def _clash(call: CallSite) -> tuple[Operand, Operand] | None:
+    """The upcast operand and the half one of a call that refuses to mix them."""
+    if call.op in (None, OpKind.EMBEDDING) or call.is_attention or call.recast_by_autocast:
+        return None
+    first, params = call.operands()
+    operands = [first, *params] if first is not None else []
+    upcast = next((o for o in operands if _is_upcast(o)), None)
+    half = next((o for o in operands if o.fact.prec in (Prec.MODEL, Prec.HALF)), None)
+    if upcast is None or half is None:
+        return None
+    if call.op is OpKind.NORM and upcast is not first:
+        return None  # a low input with float32 norm parameters is supported
+    return upcast, half
 
 
 def _is_upcast(operand: Operand) -> bool:

@@ -129,10 +129,10 @@ class FactoryDtypeDefault(Rule):
             return  # the next matmul-like layer recasts its input under autocast
         if not _joins(call) and not _activation(low, call):
             return  # arithmetic on weights or on a helper's arguments: see `_activation`
-        if isinstance(call.node, cst.BinaryOperation):
-            how = f"the `{_OPERATORS.get(call.aten, call.aten)}` at {self.line(call.node)}"
-        else:
+        if isinstance(call.node, cst.Call):
             how = f"`{self.ctx.code(call.node.func)}` at {self.line(call.node)}"
+        else:
+            how = f"the `{_OPERATORS.get(call.aten, call.aten)}` at {self.line(call.node)}"
         low_text, low_desc = self.ctx.code(low.node), _describe(low.fact)
         verb = _verb(call).format(other=f"`{low_text}` ({low_desc})")
         name = self._name(factory.node, result)

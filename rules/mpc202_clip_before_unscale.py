@@ -28,6 +28,8 @@ class ClipBeforeUnscale(Rule):
         before the clip divides the scale out first (and `step` then does not do it twice).
         The same holds for torch's `clip_grad_norm_` after `accelerator.backward(loss)`
         with fp16 mixed precision; `accelerator.clip_grad_norm_` unscales first and is right.
+        A clip where an optional scaler is None (the `else` of `if scaler is not None:`, or
+        `if not scaler:`) follows a plain backward and is not reported.
         """
     symptom = """
         No error. Measured with fp32 parameters and `GradScaler('cpu')`: true gradient norm

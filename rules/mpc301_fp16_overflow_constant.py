@@ -35,7 +35,10 @@ SCALAR_TENSORS = {"torch.tensor": (0, "data"), "torch.as_tensor": (0, "data")}
 #   inf     - unchecked: the result (or the stored value) is +-inf (add, where, setitem)
 #   product - ``t * -1e9``: inf wherever ``t`` is not tiny (a mask's ones)
 #   cast    - a float32 tensor holding the constant is cast to the half dtype
-How = Literal["raises", "inf", "product", "cast"]
+#   in-place - ``scores += bias`` where ``bias`` is a float32 tensor holding the constant
+How = Literal["raises", "inf", "product", "cast", "in-place"]
+# In-place arithmetic that casts a float32 operand into the half tensor it writes.
+IN_PLACE_WRITES = frozenset({"add_", "sub_"})
 
 
 class Fp16OverflowConstant(Rule):
@@ -54,7 +57,8 @@ class Fp16OverflowConstant(Rule):
         `fill_`, `index_fill_`, `scatter`, `clamp`/`clip`, `torch.full`/`full_like`/`new_full`,
         `F.pad` -- raise. Ops that do not -- `scores + (1 - mask) * -1e9`,
         `torch.where(mask, -1e9, x)`, `x[mask] = -1e9`, `torch.tensor(-1e9, dtype=x.dtype)`,
-        or casting a float32 tensor that holds `-1e9` with `.to(x.dtype)` -- silently produce
+        casting a float32 tensor that holds `-1e9` with `.to(x.dtype)`, or adding it in place
+        (`scores += bias`, `scores += -1e9`) -- silently produce
         `-inf`, and `-inf` becomes NaN as soon as a row is fully masked (softmax) or it meets
         a zero (`0 * inf`). Both forms are reported as errors: the silent one corrupts
         training without a trace. `-1e9` fits bfloat16 (its range is float32's, up to
@@ -129,7 +133,7 @@ class Fp16OverflowConstant(Rule):
                 self._remember(call, value)
             return
         if call.method in CASTS and call.receiver is not None:
-            held = self.constants.get(call.receiver.node)
+            held = self._held(call.receiver)
             if held is not None:
                 self._check(held, call.result, self._cast_dtype(call), call, "cast")
             return
@@ -150,7 +154,12 @@ class Fp16OverflowConstant(Rule):
             how = "product" if op.name.startswith("mul") else "inf"
             for index, keyword in UNCHECKED_SCALAR_OPS[op.name]:
                 value = op.arg(index, keyword)
-                self._check(value, op.tensor.fact, self._dtype_of(op.tensor.node), call, how)
+                dtype = self._dtype_of(op.tensor.node)
+                self._check(value, op.tensor.fact, dtype, call, how)
+                held = self._held(value) if op.name in IN_PLACE_WRITES else None
+                if held is not None:  # ``scores += bias_holding_minus_1e10``
+                    # advice only: ``scores`` may not exist yet where the constant is written
+                    self._check(held, op.tensor.fact, dtype, call, "in-place", offer_fix=False)
 
     def check_setitem(self, site: SetItemSite) -> None:
         dtype = self._dtype_of(site.target.node)
@@ -173,6 +182,20 @@ class Fp16OverflowConstant(Rule):
         if call.result.prec is Prec.FULL:
             self._remember(call, value)
 
+    def _held(self, operand: Operand | None) -> Operand | None:
+        """The out-of-range number a float32 tensor holds, also after arithmetic on it.
+
+        ``torch.where(m, 0.0, -1e10) + position_bias`` keeps the float32 side's origin
+        (type promotion), so the constant is found through the sums that carry it.
+        """
+        if operand is None or not operand.fact.is_tensor:
+            return None
+        held = self.constants.get(operand.node)
+        origin = operand.fact.origin
+        if held is None and operand.fact.prec is Prec.FULL and origin is not None:
+            held = self.constants.get(origin.node)
+        return held
+
     def _remember(self, call: CallSite, *values: Operand | None) -> None:
         """Note a float32 tensor ``call`` made from a number beyond float16's range."""
         for value in values:
@@ -191,6 +214,7 @@ class Fp16OverflowConstant(Rule):
         how: How,
         *,
         fixable: bool = True,
+        offer_fix: bool = True,
     ) -> None:
         number = _number(value) if value is not None else None
         if value is None or number is None or not math.isfinite(number):
@@ -218,7 +242,7 @@ class Fp16OverflowConstant(Rule):
             related.append((target.origin.node, f"{over[0]} here: {target.origin.text}"))
         fix = None
         finfo = self.ctx.imports.spell("torch.finfo")
-        if fixable and dtype_code is not None and finfo is not None:
+        if fixable and offer_fix and dtype_code is not None and finfo is not None:
             code = f"{finfo}({dtype_code}).{bound}"
             fix = NodeFix(
                 f"Use `{code}`",
@@ -243,6 +267,13 @@ class Fp16OverflowConstant(Rule):
             first = f"value cannot be converted to type c10::{C10[over[0]]} without overflow"
             others = "".join(f" (c10::{C10[low]} in {low})" for low in over[1:])
             return f'{call} raises "{first}" {when}{others}'
+        if how == "in-place":
+            into = "the model's dtype" if target.prec is Prec.MODEL else over[0]
+            effect = f"{call} writes the float32 tensor holding it into a tensor in {into} "
+            effect += f"in place, silently giving {inf}"
+            if target.prec is Prec.MODEL:
+                effect += f" {when}"
+            return f"{effect}, {SILENT.format(inf=inf)}"
         if how == "cast":
             cast = f"`{self._cast_text(site)}`" if isinstance(site, CallSite) else call
             if target.prec is Prec.MODEL:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,10 +57,15 @@ class DeprecatedAmpApi(Rule):
         take the device explicitly, which also makes the code's target visible (a
         `torch.cuda.amp.autocast()` on a CPU-only machine silently does nothing).
 
-        Code that still supports an old torch is left alone: an old spelling in the `except`
-        branch of a `try` that uses the same API's `torch.amp` spelling (or imports it), or in
-        the branch of an `if`/`else` (or the code after an `if ...: return`) whose other
-        branch does, only runs where the new name is missing.
+        Code that still supports an old torch is left alone: the old and the `torch.amp`
+        spelling of the same API (or its import) in a `try` and its `except` for a missing
+        name (`AttributeError`, `ImportError`, `TypeError`, `Exception`), either way round,
+        or in the two branches of an `if`/`else` (or an `if ...: return` and the code after
+        it) that tests the torch version: `hasattr(torch, "amp")`, a comparison of
+        `torch.__version__`, a check or flag named for it (`is_torch_version(...)`,
+        `is_torch_greater_or_equal(...)`, `TORCH_2_4`, `_TORCH_GREATER_EQUAL_2_4`) or a name
+        bound to one of these. An `if` on anything else (`if device_type == "cuda":`) is no
+        fallback: its old-spelling branch runs, and warns, on a current torch.
         """
     symptom = """
         torch 2.13 warns, once per call site:
@@ -210,7 +216,8 @@ class _Fallbacks(cst.CSTVisitor):
     (timm), ``try: from torch.amp import custom_fwd except ImportError: from torch.cuda.amp
     import custom_fwd``, and an ``if``/``else`` on the torch version whose other branch uses
     the same API's ``torch.amp`` spelling. Rewriting those would break the old torch they are
-    there for.
+    there for. An ``if``/``else`` on something else (the device) is no fallback: both
+    branches run on a current torch.
     """
 
     def __init__(self, ctx: RuleContext) -> None:
@@ -218,10 +225,12 @@ class _Fallbacks(cst.CSTVisitor):
         # node id / local name in a fallback branch -> new names its other branch uses
         self.nodes: dict[int, frozenset[str]] = {}
         self.names: dict[str, frozenset[str]] = {}
+        self.flags: frozenset[str] = frozenset()  # names bound to a torch version test
 
     @classmethod
     def of(cls, ctx: RuleContext) -> _Fallbacks:
         found = cls(ctx)
+        found.flags = _version_flags(ctx)
         ctx.module.visit(found)
         return found
 
@@ -232,16 +241,19 @@ class _Fallbacks(cst.CSTVisitor):
 
     def visit_Try(self, node: cst.Try) -> None:
         for handler in node.handlers:
-            self._pair(node.body, handler.body)
+            if _catches_missing_api(handler):
+                self._pair((node.body,), (handler.body,))
+                self._pair((handler.body,), (node.body,))
 
     def visit_If(self, node: cst.If) -> None:
-        if node.orelse is not None:
-            self._pair(node.body, node.orelse)
-            self._pair(node.orelse, node.body)
+        if node.orelse is not None and self._on_version(node.test):
+            self._pair((node.body,), (node.orelse,))
+            self._pair((node.orelse,), (node.body,))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._pair(node.body, node.orelse)
-        self._pair(node.orelse, node.body)
+        if self._on_version(node.test):
+            self._pair((node.body,), (node.orelse,))
+            self._pair((node.orelse,), (node.body,))
 
     def visit_Module(self, node: cst.Module) -> None:
         self._early_exits(node.body)
@@ -252,12 +264,22 @@ class _Fallbacks(cst.CSTVisitor):
     def _early_exits(self, body: Sequence[cst.BaseStatement]) -> None:
         """``if new_torch: return torch.amp.autocast(...)`` and the old spelling after it."""
         for i, stmt in enumerate(body):
-            if isinstance(stmt, cst.If) and stmt.orelse is None and _exits(stmt.body):
-                self._pair(stmt.body, *body[i + 1 :])
+            if (
+                isinstance(stmt, cst.If)
+                and stmt.orelse is None
+                and _exits(stmt.body)
+                and self._on_version(stmt.test)
+            ):
+                rest = body[i + 1 :]
+                self._pair((stmt.body,), rest)
+                self._pair(rest, (stmt.body,))
 
-    def _pair(self, preferred: cst.CSTNode, *fallback: cst.CSTNode) -> None:
+    def _on_version(self, test: cst.BaseExpression) -> bool:
+        return _VersionTest.of(test, self.ctx, self.flags)
+
+    def _pair(self, preferred: Sequence[cst.CSTNode], fallback: Sequence[cst.CSTNode]) -> None:
         """``fallback`` is taken where ``preferred``'s ``torch.amp`` names do not exist."""
-        new = _Collect.of(preferred).new_names(self.ctx)
+        new = frozenset().union(*(_Collect.of(p).new_names(self.ctx) for p in preferred))
         if not new:
             return
         for part in fallback:
@@ -309,6 +331,114 @@ class _Collect(cst.CSTVisitor):
 
 
 _OLD_MODULES = frozenset(qual.rsplit(".", 1)[0] for qual in DEPRECATED)
+
+# What a missing name (``AttributeError``, ``ImportError``) or a changed signature
+# (``TypeError``) raises, and the catch-alls: a handler for one of these is a fallback.
+_FALLBACK_ERRORS = frozenset(
+    {
+        "AttributeError",
+        "ImportError",
+        "ModuleNotFoundError",
+        "TypeError",
+        "Exception",
+        "BaseException",
+    }
+)
+# Version checks and flags named for torch: ``is_torch_version``, ``TORCH_2_4``,
+# ``_TORCH_GREATER_EQUAL_2_4``, ``is_torch_greater_or_equal``, ``TORCH_VERSION``.
+_VERSION_NAME = re.compile(r"torch\w*?(version|greater|less|newer|older|\d)", re.IGNORECASE)
+_TORCH_VERSIONS = frozenset({"torch.__version__", "torch.version.__version__"})
+_VERSION_PARSERS = frozenset(
+    {
+        "packaging.version.parse",
+        "packaging.version.Version",
+        "pkg_resources.parse_version",
+        "distutils.version.LooseVersion",
+        "looseversion.LooseVersion",
+    }
+)
+
+
+def _catches_missing_api(handler: cst.ExceptHandler) -> bool:
+    """``except:``, ``except AttributeError:``, ``except (AttributeError, TypeError) as e:``."""
+    if handler.type is None:
+        return True
+    types = handler.type.elements if isinstance(handler.type, cst.Tuple) else None
+    exprs = [e.value for e in types] if types is not None else [handler.type]
+    return any((dotted(e) or "").rsplit(".", 1)[-1] in _FALLBACK_ERRORS for e in exprs)
+
+
+class _VersionTest(cst.CSTVisitor):
+    """Whether an ``if``'s test looks at the torch version (or at what torch has)."""
+
+    def __init__(self, ctx: RuleContext, flags: frozenset[str]) -> None:
+        self.ctx = ctx
+        self.flags = flags
+        self.found = False
+
+    @classmethod
+    def of(cls, test: cst.BaseExpression, ctx: RuleContext, flags: frozenset[str]) -> bool:
+        found = cls(ctx, flags)
+        test.visit(found)
+        return found.found
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return not self.found and super().on_visit(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.flags or _VERSION_NAME.search(node.value):
+            self.found = True
+        elif node.value == "__version__":  # ``from torch import __version__``
+            self.found = self.ctx.imports.resolve(node) in _TORCH_VERSIONS
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "__version__" and self.ctx.imports.resolve(node) in _TORCH_VERSIONS:
+            self.found = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """``hasattr(torch.amp, "GradScaler")``, ``version.parse(...)``."""
+        func = dotted(node.func)
+        if func in ("hasattr", "getattr") and node.args:
+            owner = self.ctx.imports.resolve(node.args[0].value) or ""
+            self.found = owner.split(".", 1)[0] == "torch"
+        elif self.ctx.imports.resolve(node.func) in _VERSION_PARSERS:
+            self.found = True
+
+
+def _version_flags(ctx: RuleContext) -> frozenset[str]:
+    """Names bound to a version test: ``NEW_AMP = hasattr(torch, "amp")``, a parameter's
+    default ``new_api=hasattr(torch.amp, "autocast")``, and names bound to those."""
+    bindings: list[tuple[str, cst.BaseExpression]] = []
+    for node in _walk(ctx.module):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Name):
+                bindings.append((target.value, node.value))
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            if isinstance(node.target, cst.Name):
+                bindings.append((node.target.value, node.value))
+        elif isinstance(node, cst.Param) and node.default is not None:
+            bindings.append((node.name.value, node.default))
+    flags: frozenset[str] = frozenset()
+    for _ in range(3):  # a flag bound to a flag bound to a test
+        more = frozenset(
+            n for n, v in bindings if n not in flags and _VersionTest.of(v, ctx, flags)
+        )
+        if not more:
+            break
+        flags |= more
+    return flags
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node under ``node``."""
+    out: list[cst.CSTNode] = []
+    stack = [node]
+    while stack:
+        here = stack.pop()
+        out.append(here)
+        stack.extend(here.children)
+    return out
 
 
 def _exits(body: cst.BaseSuite) -> bool:

@@ -398,3 +398,56 @@ def test_a_class_named_fp32_keeps_float32_parameters() -> None:
         """
     )
     assert fact.prec is not Prec.MODEL
+
+
+def test_what_a_helper_returns_still_follows_each_caller() -> None:
+    """The first call passes float32; the second passes the model's dtype and gets it back."""
+    first, second = probe(
+        """
+        def rotate_half(x):
+            a, b = x.chunk(2, dim=-1)
+            return torch.cat((-b, a), dim=-1)
+
+        class Rotary(nn.Module):
+            def forward(self, q, k):
+                probe.at(rotate_half(q.float()))
+                probe.at(rotate_half(k))
+        """
+    )
+    assert first.prec is Prec.FULL
+    assert second.prec is Prec.MODEL
+
+
+def test_diffusers_timesteps_return_float32_through_relative_imports() -> None:
+    """Inside diffusers, ``from ..embeddings import Timesteps``: the output is float32."""
+    module, function = probe(
+        """
+        from ..embeddings import Timesteps, get_timestep_embedding
+
+        class UNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.time_proj = Timesteps(32, True, 0)
+            def forward(self, sample, timestep):
+                probe.at(self.time_proj(timestep))
+                probe.at(get_timestep_embedding(timestep, 32))
+        """
+    )
+    for fact in (module, function):
+        assert (fact.prec, fact.cause) == (Prec.FULL, Cause.UPCAST)
+    assert module.origin is not None
+    assert module.origin.text == "returned in float32 by `self.time_proj`, a diffusers `Timesteps`,"
+
+
+def test_a_relative_import_of_a_torch_like_name_is_not_torch() -> None:
+    """``from .ops import ones``: a project's own helper, not ``torch.ones``."""
+    fact = one(
+        """
+        from .ops import ones
+
+        class Net(nn.Module):
+            def forward(self, x):
+                probe.at(ones(3))
+        """
+    )
+    assert fact.cause is not Cause.FACTORY

@@ -232,3 +232,86 @@ def test_silent_for_the_correct_idioms() -> None:
             optimizer.step()
         """
     assert findings(body) == []
+
+
+OPTIONAL = """
+def backward(loss, scaler):
+    if scaler is not None:
+        scaler.scale(loss).backward()
+    else:
+        loss.backward()
+
+def step(model, loss, optimizer, scaler, args):
+    backward(loss, scaler)
+    {guard}
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+"""  # lines 4-15; the clip is on line 14
+
+
+@pytest.mark.parametrize(
+    "guard",
+    [
+        "if scaler is not None:\n        scaler.step(optimizer)\n    else:",
+        "if scaler is None:",
+        "if None is scaler:",
+        "if scaler == None:",
+        "if not scaler:",
+        "if scaler:\n        scaler.step(optimizer)\n    else:",
+        "if scaler is None and args.clip:",
+        "if not (scaler is not None or args.skip):",
+        "if args.amp and scaler is not None:\n        scaler.step(optimizer)\n    elif not scaler:",
+    ],
+)
+def test_silent_where_the_optional_scaler_is_none(guard: str) -> None:
+    """open_clip: where the scaler is None the backward was plain, so nothing is scaled."""
+    assert findings(OPTIONAL.format(guard=guard)) == []
+
+
+@pytest.mark.parametrize(
+    "guard",
+    [
+        "if scaler is not None:",
+        "if scaler:",
+        "if args.amp and scaler is not None:",
+        # these say nothing about the scaler: it may exist, and may have scaled
+        "if scaler is None or args.clip:",
+        "if not (args.amp and scaler is not None):",
+    ],
+)
+def test_clip_where_the_optional_scaler_may_exist(guard: str) -> None:
+    (d,) = findings(OPTIONAL.format(guard=guard))
+    assert span(d) == (14, 9, 14, 64)
+    assert "loss scale of the GradScaler `scaler`, an argument of the function:" in d.message
+    assert related(d) == [
+        (7, 9, "the scaled backward is here"),
+        (11, 34, "the GradScaler comes in as this argument"),
+    ]
+
+
+def test_optional_local_scaler() -> None:
+    """A local that is None without AMP; the clip without ``unscale_`` still reports."""
+    body = """
+        def train(model, loader, optimizer, use_amp):
+            scaler = None
+            if use_amp:
+                scaler = torch.amp.GradScaler("cpu")
+            for x in loader:
+                loss = model(x).sum()
+                if scaler is None:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    continue
+                scaler.scale(loss).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    (d,) = findings(body)
+    assert span(d) == (17, 9, 17, 64)
+    assert 'loss scale of the GradScaler `torch.amp.GradScaler("cpu")`:' in d.message
+    assert related(d) == [
+        (16, 9, "the scaled backward is here"),
+        (8, 18, '`torch.amp.GradScaler("cpu")` is made here'),
+    ]

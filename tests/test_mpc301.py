@@ -335,3 +335,41 @@ def test_fix_makes_the_bad_fixture_run(name: str, tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runpy.run_path(str(target), run_name="__main__")
+
+
+def test_in_place_writes_of_a_tensor_holding_the_constant() -> None:
+    body = """
+        class LocalAttention(nn.Module):
+            def forward(self, hidden_states, key_mask, position_bias):
+                scores = self.q(hidden_states) @ self.k(hidden_states).transpose(-1, -2)
+                mask = torch.where(key_mask > 0, 0.0, -1e10)
+                position_bias = position_bias + mask
+                scores += position_bias
+                scores -= 1e9
+                return scores
+        """
+    held, direct = findings(body)
+    assert span(held) == (8, 47, 8, 52)
+    assert held.message == (
+        "`-1e10` is beyond float16's range (±65504), though within bfloat16's: "
+        "`scores += position_bias` writes the float32 tensor holding it into a tensor in the "
+        f"model's dtype in place, silently giving -inf when the model runs in float16, {NAN}; "
+        "use `torch.finfo(scores.dtype).min`"
+    )
+    assert held.fix is None  # ``scores`` may not exist where the mask is built
+    assert span(direct) == (11, 19, 11, 22)
+    assert "`scores -= 1e9` silently gives inf" in direct.message
+
+
+def test_in_place_writes_that_fit_or_stay_float32_are_quiet() -> None:
+    body = """
+        class LocalAttention(nn.Module):
+            def forward(self, hidden_states, key_mask):
+                scores = self.q(hidden_states) @ self.k(hidden_states).transpose(-1, -2)
+                scores += torch.where(key_mask > 0, 0.0, -1e4)
+                wide = scores.float()
+                wide += torch.where(key_mask > 0, 0.0, -1e10)
+                wide -= 1e9
+                return wide.softmax(-1).type_as(scores)
+        """
+    assert findings(body) == []

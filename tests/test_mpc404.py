@@ -275,13 +275,13 @@ def test_fallbacks_for_old_torch_are_silent() -> None:
                 except AttributeError:
                     self.scaler = torch.cuda.amp.GradScaler()
 
-        def autocast_for(new_api):
+        def autocast_for(new_api=hasattr(torch.amp, "autocast")):
             if new_api:
                 return torch.amp.autocast("cuda")
             return torch.cuda.amp.autocast()
 
         def scaler_for(new_api):
-            return torch.amp.GradScaler("cuda") if new_api else torch.cuda.amp.GradScaler()
+            return torch.amp.GradScaler("cuda") if TORCH_2_4 else torch.cuda.amp.GradScaler()
 
         @custom_fwd(device_type="cuda")
         def forward(ctx, x):
@@ -298,3 +298,98 @@ def test_fallbacks_for_old_torch_are_silent() -> None:
     # only the last: its other branch uses autocast, not the new GradScaler
     assert (d.start.row, d.start.column) == (33, 16)
     assert d.message.startswith("`torch.cuda.amp.GradScaler` is deprecated")
+
+
+@pytest.mark.parametrize(
+    "guard",
+    [
+        'hasattr(torch, "amp")',
+        'hasattr(amp, "GradScaler")',
+        'getattr(torch.amp, "GradScaler", None) is not None',
+        'is_torch_version(">=", "2.3")',
+        'is_torch_greater_or_equal("2.4")',
+        'version.parse(torch.__version__) >= version.parse("2.4")',
+        "parse(torch.__version__).release >= (2, 4)",
+        'torch.__version__ >= "2.4"',
+        'int(__version__.split(".")[0]) >= 2',
+        "TORCH_2_4",
+        "utils.TORCH_2_4 and device.type != 'mps'",
+        "_TORCH_GREATER_EQUAL_2_4",
+        "NEW_AMP",  # a name bound to a version test
+        "not OLD_TORCH",
+    ],
+)
+def test_version_guards_are_fallbacks(guard: str) -> None:
+    """accelerate, ultralytics, transformers: a branch on the torch version."""
+    source = f"""
+        import torch
+        from torch import __version__, amp
+        from packaging import version
+        from packaging.version import parse
+        from ultralytics import utils
+
+        NEW_AMP = hasattr(torch.amp, "GradScaler")
+        OLD_TORCH = not NEW_AMP
+
+        def make(device):
+            if {guard}:
+                scaler = torch.amp.GradScaler("cuda")
+            else:
+                scaler = torch.cuda.amp.GradScaler()
+            if {guard}:
+                return torch.amp.autocast("cuda")
+            return torch.cuda.amp.autocast()
+
+        def ternary(device):
+            return amp.GradScaler("cuda") if {guard} else torch.cuda.amp.GradScaler()
+        """
+    assert findings(source) == []
+
+
+@pytest.mark.parametrize(
+    "handler", ["except:", "except Exception:", "except (KeyError, TypeError) as e:"]
+)
+def test_try_fallbacks_either_way(handler: str) -> None:
+    source = f"""
+        import torch
+
+        try:
+            scaler = torch.amp.GradScaler("cuda")
+        {handler}
+            scaler = torch.cuda.amp.GradScaler()
+        try:  # the old spelling first, the new one where it is gone
+            ctx = torch.cuda.amp.autocast()
+        {handler}
+            ctx = torch.amp.autocast("cuda")
+        """
+    assert findings(source) == []
+
+
+def test_branches_on_other_things_are_not_fallbacks() -> None:
+    """sentence-transformers' fit: the ``cuda`` branch takes the old spelling on every torch."""
+    found = findings(
+        """
+        import torch
+
+        def make_scaler(device_type, npu, amp):
+            scaler = None
+            if npu:
+                scaler = torch.npu.amp.GradScaler()
+            elif device_type == "cuda":
+                scaler = torch.cuda.amp.GradScaler()
+            else:
+                scaler = torch.amp.GradScaler(device_type)
+            if is_torch_npu_available() or not amp:
+                return torch.amp.autocast("cpu")
+            return torch.cuda.amp.autocast()
+
+        def pick(use_new):
+            return torch.amp.GradScaler("cuda") if use_new else torch.cuda.amp.GradScaler()
+
+        try:
+            scaler = torch.amp.GradScaler("cuda")
+        except KeyError:  # not what a missing name raises
+            scaler = torch.cuda.amp.GradScaler()
+        """
+    )
+    assert [(d.start.row, d.start.column) for d in found] == [(9, 18), (14, 12), (17, 57), (22, 14)]

@@ -1,0 +1,122 @@
+"""MPC101 upcast-reaches-half-op: exact positions, messages, related locations and fixes."""
+
+from __future__ import annotations
+
+import textwrap
+
+from mpcheck.diagnostics import Diagnostic
+from mpcheck.fixes import apply_fixes
+from tests.support import check
+
+HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
+
+
+def findings(body: str) -> list[Diagnostic]:
+    return [d for d in check(HEADER + textwrap.dedent(body)) if d.code == "MPC101"]
+
+
+def span(d: Diagnostic) -> tuple[int, int, int, int]:
+    return (d.start.row, d.start.column, d.end.row, d.end.column)
+
+
+def test_upcast_into_a_half_projection() -> None:
+    body = """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.LayerNorm(8)
+                self.proj = nn.Linear(8, 8)
+
+            def forward(self, x):
+                h = self.norm(x).float()
+                return self.proj(h)
+        """
+    (d,) = findings(body)
+    assert span(d) == (13, 16, 13, 28)
+    assert d.message == (
+        "`h` is float32 (upcast to float32 by `.float()` at line 12) but `self.proj` has the "
+        "model's weights, half when the model runs in half precision; cast it back before "
+        "this call"
+    )
+    (note,) = d.related
+    assert (note.start.row, note.start.column, note.message) == (
+        12,
+        13,
+        "`h` upcast to float32 by `.float()`",
+    )
+    assert d.fix is not None and d.fix.message == "Cast `h` to `self.proj.weight.dtype`"
+
+
+SUBMODULE = """
+    class SelfOutput(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.dense = nn.Linear(dim, dim)
+
+        def forward(self, hidden_states, input_tensor):
+            return self.dense(hidden_states) + input_tensor
+
+
+    class Attention(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.output = SelfOutput(dim)
+
+        def forward(self, hidden_states):
+            context = self.kernel(hidden_states.float())
+            return self.output(context.float(), hidden_states)
+    """
+
+
+def test_an_upcast_argument_that_meets_a_half_layer_inside_the_called_module() -> None:
+    (d,) = findings(SUBMODULE)
+    assert span(d) == (21, 16, 21, 59)
+    assert d.message == (
+        "`context.float()` is float32 (upcast to float32 by `.float()` at line 21) and "
+        "`self.output` hands it to `self.dense` at line 11, which runs in the model's dtype, "
+        "half when the model runs in half precision; cast it back before this call"
+    )
+    upcast, inside = d.related
+    assert (upcast.start.row, upcast.start.column) == (21, 28)
+    assert (inside.start.row, inside.message) == (
+        11,
+        "`self.dense` gets `context.float()` in float32 here",
+    )
+    assert d.fix is not None and d.fix.applicability == "unsafe"
+    fixed, n = apply_fixes(HEADER + textwrap.dedent(SUBMODULE), [d], unsafe=True)
+    assert n == 1
+    assert (
+        "return self.output(context.float().to(self.output.dense.weight.dtype), hidden_states)"
+        in fixed
+    )
+
+
+def test_a_module_that_casts_its_argument_back_is_quiet() -> None:
+    body = SUBMODULE.replace(
+        "self.dense(hidden_states)", "self.dense(hidden_states.to(input_tensor.dtype))"
+    )
+    assert findings(body) == []
+
+
+def test_diffusers_timesteps_output_into_a_timestep_embedding() -> None:
+    body = """
+        from diffusers.models.embeddings import TimestepEmbedding, Timesteps
+
+        class UNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.time_proj = Timesteps(32, True, 0)
+                self.class_embedding = TimestepEmbedding(32, 128)
+
+            def forward(self, sample, class_labels):
+                class_labels = self.time_proj(class_labels)
+                ok = self.class_embedding(class_labels.to(sample.dtype))
+                return ok + self.class_embedding(class_labels)
+        """
+    (d,) = findings(body)
+    assert span(d) == (16, 21, 16, 55)
+    assert d.message.startswith(
+        "`class_labels` is float32 (returned in float32 by `self.time_proj`, a diffusers "
+        "`Timesteps`, at line 14) but `self.class_embedding` has the model's weights"
+    )
+    assert d.fix is None  # a TimestepEmbedding has no `.weight` of its own
