@@ -198,6 +198,17 @@ def test_select_and_ignore(capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, found(data)) == (1, both)
 
 
+def test_repeated_list_flags_add_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """As in ruff: ``--ignore A --ignore B`` ignores both, like ``--ignore A,B``."""
+    _two_rules_project()
+    write("skip_a/bad.py", BAD.format(noqa=""))
+    write("skip_b/bad.py", BAD.format(noqa=""))
+    assert run_json(capsys, "--ignore", "MPC101", "--ignore", "MPC100", ".") == (0, [])
+    assert run_json(capsys, "--select", "MPC101", "--select", "MPC100", ".")[0] == 1
+    rc, data = run_json(capsys, "--extend-exclude", "skip_a", "--extend-exclude", "skip_b", ".")
+    assert {d["filename"].rsplit("/", 2)[-2] for d in data} == {Path.cwd().name}
+
+
 def test_statistics(capsys: pytest.CaptureFixture[str]) -> None:
     _two_rules_project()
     write("bad2.py", BAD.format(noqa=""))
