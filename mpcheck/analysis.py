@@ -54,6 +54,7 @@ from mpcheck.sites import (
     ReturnSite,
     Scope,
     SetItemSite,
+    items,
 )
 from mpcheck.training import STATE, State, Tracker, TrainingSite
 
@@ -1616,6 +1617,12 @@ class FileAnalysis:
         op = T.OPS.get(qual)
         aten = T.op_name(qual) if op else leaf
         result = self.torch_result(node, qual, leaf, args, kwargs, frame)
+        spec = args[0].node if qual == "torch.einsum" and args else None
+        if isinstance(spec, cst.SimpleString) and isinstance(spec.evaluated_value, str):
+            if not T.einsum_contracts(spec.evaluated_value):
+                op = None  # a broadcast product promotes, like ``*``
+                tensors = [f for a in args[1:] for f in (a.fact, *(o.fact for o in items(a)))]
+                result = promote([f for f in tensors if f.is_tensor], node)
         if result.is_tensor and (
             (qual in T.SHAPE_FACTORIES and _empty_shape(args))
             or (qual == f"torch.{leaf}" and _full_reduction(leaf, args[1:], kwargs))

@@ -386,6 +386,17 @@ UNCHECKED_SCALAR_OPS: dict[str, tuple[tuple[int, str], ...]] = {
 }
 
 
+def einsum_contracts(spec: str) -> bool:
+    """Whether an einsum sums over an index (``"bij,bjk->bik"``): then it runs as a bmm, which
+    refuses mixed dtypes. Without one (``"d,bthw->dbthw"``) it is a broadcast product, which
+    promotes like ``*``. Implicit-output and malformed equations count as contracting."""
+    text = spec.replace(" ", "").replace("...", "")
+    if "->" not in text:
+        return True
+    inputs, out = text.split("->", 1)
+    return any(ch not in out for ch in inputs.replace(",", "") if ch.isalpha())
+
+
 def op_name(qualname: str) -> str:
     """The aten op name autocast dispatches on for a qualified function name."""
     if qualname in ATEN_NAMES:

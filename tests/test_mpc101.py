@@ -120,3 +120,20 @@ def test_diffusers_timesteps_output_into_a_timestep_embedding() -> None:
         "`Timesteps`, at line 14) but `self.class_embedding` has the model's weights"
     )
     assert d.fix is None  # a TimestepEmbedding has no `.weight` of its own
+
+
+def test_an_einsum_without_contraction_promotes_and_is_quiet() -> None:
+    """``"d,bthw->dbthw"`` is a broadcast product (measured: it returns float32, no error)."""
+    body = """
+        class Rotary(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("freqs", torch.ones(4), persistent=False)
+
+            def forward(self, pos, x):
+                outer = torch.einsum("d,bthw->dbthw", self.freqs, pos.float())
+                inner = torch.einsum("bij,bjk->bik", x, pos.float())
+                return outer, inner
+        """
+    (d,) = findings(body)
+    assert span(d) == (12, 17, 12, 61)
