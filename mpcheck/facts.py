@@ -80,7 +80,7 @@ class Fact:
     items: tuple[Fact, ...] | None = None  # SEQ of known length
     elem: Fact | None = None  # SEQ element when the length is unknown
     layer: str | None = None  # MODULE: the torch.nn class name, when known
-    maybe: bool = False  # DTYPE/MODULE: holds on some paths only
+    maybe: bool = False  # DTYPE/MODULE: holds on some paths only; TENSOR: origin on some
     value: float | None = None  # SCALAR: the number, when it is a literal
     # TENSOR: a forced float32 value that absorbed a model-dtype one (``mask`` + ``latents``):
     # ``node`` is where they met, ``cause``/``text`` describe the absorbed side.
@@ -274,6 +274,11 @@ def join(a: Fact, b: Fact) -> Fact:
             return replace(a, dtype=None)
     if a.kind is Kind.TENSOR and a.prec is b.prec:
         return replace(a, dtype=None)
+    if a.kind is Kind.TENSOR and {a.prec, b.prec} == {Prec.FULL, Prec.UNKNOWN}:
+        # ``if mask is not None: bias = bias + torch.where(mask, 0.0, -1e10)``: unknown
+        # after the ``if``, but it still holds what the float32 path put in it
+        full = a if a.prec is Prec.FULL else b
+        return Fact(Kind.TENSOR, origin=full.origin, params=a.params | b.params, maybe=True)
     return Fact(a.kind, params=a.params | b.params)
 
 

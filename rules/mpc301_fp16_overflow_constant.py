@@ -192,7 +192,9 @@ class Fp16OverflowConstant(Rule):
             return None
         held = self.constants.get(operand.node)
         origin = operand.fact.origin
-        if held is None and operand.fact.prec is Prec.FULL and origin is not None:
+        # float32, or unknown after a branch where it was float32 (``maybe``)
+        wide = operand.fact.prec is Prec.FULL or operand.fact.maybe
+        if held is None and wide and origin is not None:
             held = self.constants.get(origin.node)
         return held
 

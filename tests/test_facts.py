@@ -76,3 +76,12 @@ def test_sequences() -> None:
     assert element(pair, 1) is FULL
     assert element(pair).prec is Prec.UNKNOWN  # unknown index: join of the items
     assert join(pair, seq_of([MODEL, FULL])).items == (MODEL, FULL)
+
+
+def test_float32_on_one_path_and_unknown_on_the_other_keeps_its_origin_as_maybe() -> None:
+    node = cst.Name("mask")
+    full = Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.FACTORY, "made float32"))
+    unknown = Fact(Kind.TENSOR, Prec.UNKNOWN)
+    for merged in (join(full, unknown), join(unknown, full)):
+        assert (merged.prec, merged.maybe) == (Prec.UNKNOWN, True)
+        assert merged.origin is full.origin

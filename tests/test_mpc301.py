@@ -373,3 +373,20 @@ def test_in_place_writes_that_fit_or_stay_float32_are_quiet() -> None:
                 return wide.softmax(-1).type_as(scores)
         """
     assert findings(body) == []
+
+
+def test_a_mask_added_on_one_path_is_still_followed_into_the_in_place_write() -> None:
+    """LongT5's local attention: the -1e10 mask is added only when a mask is given."""
+    body = """
+        class LocalAttention(nn.Module):
+            def forward(self, hidden_states, mask, position_bias):
+                scores = self.q(hidden_states) @ self.k(hidden_states).transpose(-1, -2)
+                if mask is not None:
+                    mask = torch.where(mask > 0, 0.0, -1e10)
+                    position_bias = position_bias + mask
+                scores += position_bias
+                return scores
+        """
+    (d,) = findings(body)
+    assert span(d) == (9, 47, 9, 52)
+    assert "`scores += position_bias` writes the float32 tensor holding it" in d.message
