@@ -1617,6 +1617,10 @@ class FileAnalysis:
         op = T.OPS.get(qual)
         aten = T.op_name(qual) if op else leaf
         result = self.torch_result(node, qual, leaf, args, kwargs, frame)
+        if op is T.OpKind.MATMUL and "out_dtype" in kwargs:
+            # ``torch.addmm(bias.float(), a, b, out_dtype=torch.float32)``: mixed by design
+            op = None
+            result = self.dtype_arg(kwargs["out_dtype"], node, result, "out_dtype=")
         spec = args[0].node if qual == "torch.einsum" and args else None
         if isinstance(spec, cst.SimpleString) and isinstance(spec.evaluated_value, str):
             if not T.einsum_contracts(spec.evaluated_value):

@@ -162,6 +162,7 @@ def as_tensor_of(dtype: Fact, node: cst.CSTNode, cause: Cause, text: str) -> Fac
 
 
 _FLOAT_RANK = {Prec.FULL: 3, Prec.HALF: 2, Prec.MODEL: 1}
+_LOWER_OR_UNKNOWN = frozenset({Prec.MODEL, Prec.HALF, Prec.UNKNOWN})
 
 
 def promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
@@ -274,10 +275,10 @@ def join(a: Fact, b: Fact) -> Fact:
             return replace(a, dtype=None)
     if a.kind is Kind.TENSOR and a.prec is b.prec:
         return replace(a, dtype=None)
-    if a.kind is Kind.TENSOR and {a.prec, b.prec} == {Prec.FULL, Prec.UNKNOWN}:
+    full, other = (a, b) if a.prec is Prec.FULL else (b, a)
+    if a.kind is Kind.TENSOR and full.prec is Prec.FULL and other.prec in _LOWER_OR_UNKNOWN:
         # ``if mask is not None: bias = bias + torch.where(mask, 0.0, -1e10)``: unknown
         # after the ``if``, but it still holds what the float32 path put in it
-        full = a if a.prec is Prec.FULL else b
         return Fact(Kind.TENSOR, origin=full.origin, params=a.params | b.params, maybe=True)
     return Fact(a.kind, params=a.params | b.params)
 

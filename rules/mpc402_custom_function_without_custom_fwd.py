@@ -62,7 +62,8 @@ class CustomFunctionWithoutCustomFwd(Rule):
         share one dtype, so output, gradient and saved tensors agree; measured), or one whose
         matmuls run in a `with autocast(..., enabled=False)` block. A `forward` or `backward`
         with a decorator mpcheck cannot see into (`custom_fwd(...)` kept in a variable, another
-        library's decorator) is not reported either.
+        library's decorator) is not reported either, nor a `backward` that enters autocast
+        itself (DeepSpeed re-enters the state `forward` recorded: what `custom_bwd` does).
         """
     symptom = """
         `RuntimeError: expected m1 and m2 to have the same dtype, but got: c10::Half != float`
@@ -121,6 +122,9 @@ class CustomFunctionWithoutCustomFwd(Rule):
         # ... of those, the first one that autocast can lower (not in an ``enabled=False`` block)
         self.lowered: dict[cst.FunctionDef, cst.CSTNode] = {}
         self.signal: tuple[cst.CSTNode, str] | None = None  # where the file uses autocast
+        # functions whose matmul-like ops run in an autocast they enter themselves: a backward
+        # that re-enters the forward's autocast state by hand does what custom_bwd does
+        self.reentered: set[cst.FunctionDef] = set()
 
     def check_class(self, site: ClassSite) -> None:
         if not any(b in _FUNCTION_BASES or b in self.functions for b in site.bases):
@@ -158,6 +162,8 @@ class CustomFunctionWithoutCustomFwd(Rule):
             self.mixing.setdefault(function, call.node)
             if region is None or region.active:
                 self.lowered.setdefault(function, call.node)
+            if region is not None and region.active:  # a method's own ``with`` or decorator
+                self.reentered.add(function)
         if region is not None and region.active:
             self._signal(region.node, "autocast is used")
         elif call.qualname in _SCALERS:
@@ -173,6 +179,8 @@ class CustomFunctionWithoutCustomFwd(Rule):
         for cand in self.candidates:
             if cand.forward in self.autocast_off or {cand.forward, cand.backward} & self.opaque:
                 continue
+            if cand.backward in self.reentered:
+                continue  # ``with torch.autocast(..., enabled=ctx._fwd_used_autocast):``
             op = self.lowered.get(cand.forward)
             back = self.mixing.get(cand.backward)
             if op is None or back is None:

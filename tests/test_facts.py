@@ -85,3 +85,12 @@ def test_float32_on_one_path_and_unknown_on_the_other_keeps_its_origin_as_maybe(
     for merged in (join(full, unknown), join(unknown, full)):
         assert (merged.prec, merged.maybe) == (Prec.UNKNOWN, True)
         assert merged.origin is full.origin
+
+
+def test_float32_joined_with_model_dtype_keeps_its_origin_but_not_its_precision() -> None:
+    full = Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(NODE, Cause.UPCAST, "upcast"))
+    model = Fact(Kind.TENSOR, Prec.MODEL, None, Origin(NODE, Cause.ACTIVATION, "an input"))
+    merged = join(model, full)
+    assert (merged.prec, merged.maybe, merged.origin) == (Prec.UNKNOWN, True, full.origin)
+    ints = Fact(Kind.TENSOR, Prec.INT, "int64")
+    assert join(full, ints).origin is None  # not a float32 value on some path of a float

@@ -137,3 +137,15 @@ def test_an_einsum_without_contraction_promotes_and_is_quiet() -> None:
         """
     (d,) = findings(body)
     assert span(d) == (12, 17, 12, 61)
+
+
+def test_addmm_with_an_out_dtype_takes_a_float32_bias() -> None:
+    """DeepSpeed: ``torch.addmm(bias.float(), a, b, out_dtype=torch.float32)`` is by design."""
+    body = """
+        class Head(nn.Module):
+            def forward(self, x, w, bias):
+                wide = torch.addmm(bias.float(), x, w, out_dtype=torch.float32)
+                return wide + torch.addmm(bias.float(), x, w)
+        """
+    (d,) = findings(body)
+    assert d.start.row == 8
