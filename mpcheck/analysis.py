@@ -1487,6 +1487,8 @@ class FileAnalysis:
             dt = T.CAST_METHODS[method]
             cause = Cause.UPCAST if dt in ("float32", "float64") else Cause.CAST
             verb = "upcast" if cause is Cause.UPCAST else "cast"
+            if recv.prec in (Prec.INT, Prec.BOOL):  # ``t.float()`` on integer timesteps
+                verb = "converted"
             return tensor_of_dtype(dt, node, cause, f"{verb} to {dt} by `.{method}()`")
         if method in ("to", "type"):
             return self.to_call(node, method, recv, args, kwargs)

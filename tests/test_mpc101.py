@@ -149,3 +149,19 @@ def test_addmm_with_an_out_dtype_takes_a_float32_bias() -> None:
         """
     (d,) = findings(body)
     assert d.start.row == 8
+
+
+def test_an_integer_tensor_made_float_is_converted_not_upcast() -> None:
+    body = """
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear_t = nn.Linear(1, 8)
+
+            def forward(self, x, timesteps):
+                return x + self.linear_t(timesteps[:, None].float())
+        """
+    (d,) = findings(body)
+    assert d.message.startswith(
+        "`timesteps[:, None].float()` is float32 (converted to float32 by `.float()` at line 11)"
+    )
