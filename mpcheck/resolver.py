@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mpcheck.config import ConfigError, Settings, config_in, load_settings
@@ -118,6 +118,9 @@ class Resolver:
     def _load(self, config: Path | None) -> Project:
         codes = [r.code for r in self._rules]
         settings = load_settings(config, cwd=self.cwd, known_codes=codes)
+        if config is not None and config == self._forced:
+            # as in ruff: the paths in a ``--config`` file are relative to the working directory
+            settings = replace(settings, root=self.cwd)
         if self._overrides is not None:
             settings = self._overrides(settings)
         selected = enabled_codes(codes, settings)

@@ -273,6 +273,17 @@ def test_config_option(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_json(capsys, "--config", "ci/off.toml", ".") == (0, [])
 
 
+def test_paths_in_a_config_option_file_are_relative_to_the_working_directory(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As in ruff: ``extend-exclude = ["generated/bad.py"]`` in ``--config ci/cfg.toml``."""
+    write("generated/bad.py", BAD.format(noqa=""))
+    write("ci/generated/bad.py", BAD.format(noqa=""))
+    write("ci/cfg.toml", "extend-exclude = ['generated/bad.py']\n")
+    rc, data = run_json(capsys, "--config", "ci/cfg.toml", ".")
+    assert (rc, found(data)) == (1, {("ci/generated/bad.py", BAD_ROW, "MPC101")})
+
+
 def test_nearest_pyproject_is_used(capsys: pytest.CaptureFixture[str]) -> None:
     write("bad.py", BAD.format(noqa=""))
     write("pyproject.toml", "[tool.mpcheck]\nignore = ['MPC101']\n")
