@@ -277,7 +277,7 @@ def _to_diagnostics(
                 rule.code,
                 rule.name,
                 fill(report.message),
-                rule.severity,
+                report.severity or rule.severity,
                 filename,
                 start,
                 end,

@@ -48,6 +48,7 @@ class Report:
     message: str
     related: tuple[tuple[cst.CSTNode, str], ...] = ()
     fix: NodeFix | None = None
+    severity: Severity | None = None  # None: the rule's default
 
 
 @dataclass
@@ -119,8 +120,11 @@ class Rule:
         *,
         related: Iterable[tuple[cst.CSTNode, str]] = (),
         fix: NodeFix | None = None,
+        severity: Severity | None = None,
     ) -> None:
-        self.ctx.sink(Report(type(self), node, message, tuple(related), fix))
+        """One finding; ``severity`` overrides the rule's default for this one (a rule whose
+        findings both raise and silently corrupt reports the silent ones as warnings)."""
+        self.ctx.sink(Report(type(self), node, message, tuple(related), fix, severity))
 
     def line(self, node: cst.CSTNode) -> str:
         """A placeholder for "line N" of ``node``, filled in once positions are known."""

@@ -7,6 +7,7 @@ from typing import Literal
 
 import libcst as cst
 
+from mpcheck.diagnostics import Severity
 from mpcheck.facts import Fact, Kind, Prec
 from mpcheck.names import dotted
 from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
@@ -60,9 +61,10 @@ class Fp16OverflowConstant(Rule):
         casting a float32 tensor that holds `-1e9` with `.to(x.dtype)`, or adding it in place
         (`scores += bias`, `scores += -1e9`) -- silently produce
         `-inf`, and `-inf` becomes NaN as soon as a row is fully masked (softmax) or it meets
-        a zero (`0 * inf`). Both forms are reported as errors: the silent one corrupts
-        training without a trace. `-1e9` fits bfloat16 (its range is float32's, up to
-        3.39e38), so it is reported only where the tensor can be float16;
+        a zero (`0 * inf`). The raising form is an error; the silent one is reported as a
+        warning (silently wrong: it corrupts training without a trace, but only where a row
+        is fully masked or the value meets a zero). `-1e9` fits bfloat16 (its range is
+        float32's, up to 3.39e38), so it is reported only where the tensor can be float16;
         `torch.finfo(torch.float32).min` overflows bfloat16 as well, and the message says so.
         Integer constants (`256 * 256 * color`) are reported only against a tensor known to
         be half: against one the engine merely assumes is in the model's dtype they are
@@ -251,7 +253,9 @@ class Fp16OverflowConstant(Rule):
                 (NodeEdit(value.node, code),),
                 applicability="unsafe",
             )
-        self.report(value.node, message, related=related, fix=fix)
+        # raising writes fail loudly at once; the silent ones are "silently wrong": warnings
+        severity = None if how == "raises" else Severity.WARNING
+        self.report(value.node, message, related=related, fix=fix, severity=severity)
 
     def _effect(
         self,

@@ -357,6 +357,7 @@ def test_in_place_writes_of_a_tensor_holding_the_constant() -> None:
         "use `torch.finfo(scores.dtype).min`"
     )
     assert held.fix is None  # ``scores`` may not exist where the mask is built
+    assert held.severity.value == direct.severity.value == "warning"  # silently wrong
     assert span(direct) == (11, 19, 11, 22)
     assert "`scores -= 1e9` silently gives inf" in direct.message
 
