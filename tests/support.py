@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import runpy
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.engine import check_source
+from mpcheck.fixes import apply_fixes
 from mpcheck.rule import all_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,3 +57,20 @@ def check(source: str, filename: str = "t.py") -> list[Diagnostic]:
 
 def found(path: Path) -> set[tuple[int, str]]:
     return {(d.start.row, d.code) for d in check(path.read_text(), str(path))}
+
+
+def run_fixed_fixture(code: str, path: Path, tmp_path: Path) -> None:
+    """Apply every (unsafe) ``code`` fix to a bad fixture, then run it: fixes are not cosmetic.
+
+    Needs torch; the fixed program must leave no ``code`` finding and run clean.
+    """
+    source = path.read_text()
+    diags = [d for d in check(source, str(path)) if d.code == code]
+    fixed, n = apply_fixes(source, diags, unsafe=True)
+    assert n == len(diags) > 0
+    assert not [d for d in check(fixed) if d.code == code]
+    target = tmp_path / path.name
+    target.write_text(fixed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runpy.run_path(str(target), run_name="__main__")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import runpy
-import warnings
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,7 @@ import pytest
 from mpcheck.cli import main
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Severity
 from mpcheck.fixes import apply_fixes, write_atomically
-from tests.support import FIXTURES, check, runtime
+from tests.support import FIXTURES, run_fixed_fixture, runtime
 
 
 def diag(row: int, col: int, end: int, content: str, safe: bool = True) -> Diagnostic:
@@ -93,14 +91,4 @@ RUNNABLE_MPC101 = sorted(
 def test_mpc101_fix_makes_the_bad_fixture_run(name: str, tmp_path: Path) -> None:
     """The fix is not cosmetic: the fixed program runs under real torch."""
     pytest.importorskip("torch")
-    path = FIXTURES / "mpc101" / name
-    source = path.read_text()
-    diags = [d for d in check(source, str(path)) if d.code == "MPC101"]
-    fixed, n = apply_fixes(source, diags, unsafe=True)
-    assert n == len(diags) > 0
-    assert not [d for d in check(fixed) if d.code == "MPC101"]
-    target = tmp_path / name
-    target.write_text(fixed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        runpy.run_path(str(target), run_name="__main__")
+    run_fixed_fixture("MPC101", FIXTURES / "mpc101" / name, tmp_path)

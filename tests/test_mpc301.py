@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import runpy
 import textwrap
-import warnings
 from pathlib import Path
 
 import libcst as cst
@@ -12,7 +10,7 @@ import pytest
 
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.fixes import apply_fixes
-from tests.support import FIXTURES, check
+from tests.support import FIXTURES, check, run_fixed_fixture
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
 RAISES = '"value cannot be converted to type c10::Half without overflow"'
@@ -324,17 +322,7 @@ FIXED_FIXTURES = [
 def test_fix_makes_the_bad_fixture_run(name: str, tmp_path: Path) -> None:
     """The unsafe fix is not cosmetic: the fixed program runs and its outputs are finite."""
     pytest.importorskip("torch")
-    path = FIXTURES / "mpc301" / name
-    text = path.read_text()
-    diags = [d for d in check(text, str(path)) if d.code == "MPC301"]
-    out, n = apply_fixes(text, diags, unsafe=True)
-    assert n == len(diags) > 0
-    assert not [d for d in check(out) if d.code == "MPC301"]
-    target = tmp_path / name
-    target.write_text(out)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        runpy.run_path(str(target), run_name="__main__")
+    run_fixed_fixture("MPC301", FIXTURES / "mpc301" / name, tmp_path)
 
 
 def test_in_place_writes_of_a_tensor_holding_the_constant() -> None:
