@@ -22,7 +22,7 @@ from mpcheck.torch_api import (
 # Largest finite values (torch.finfo(...).max).
 LIMITS = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
 C10 = {"float16": "Half", "bfloat16": "BFloat16"}
-SILENT = "and {inf} turns into NaN downstream (a fully masked softmax row, `0 * inf`)"
+SILENT = "and {inf} becomes NaN where it fills a softmax row or meets a zero (`0 * inf`)"
 # ``clamp(max=1e5)``: the bound is the point of the call, so ``finfo(x.dtype).max`` is advice
 # for half precision, not a rewrite (in float32 it would drop the clamp altogether).
 BOUNDS = frozenset(name for name in CHECKED_SCALAR_WRITES if name.startswith(("clamp", "clip")))

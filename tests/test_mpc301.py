@@ -14,7 +14,7 @@ from tests.support import FIXTURES, check, run_fixed_fixture
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
 RAISES = '"value cannot be converted to type c10::Half without overflow"'
-NAN = "and -inf turns into NaN downstream (a fully masked softmax row, `0 * inf`)"
+NAN = "and -inf becomes NaN where it fills a softmax row or meets a zero (`0 * inf`)"
 
 
 def source(body: str) -> str:
