@@ -8,6 +8,8 @@ import statements is enough: ``F.linear`` -> ``torch.nn.functional.linear``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
 # Public spellings that are the same object under another module path.
@@ -76,34 +78,14 @@ class ImportTable:
                 self._collect_relative(node)
             else:
                 base = _module_name(node.module)
-                if base is None or isinstance(node.names, cst.ImportStar):
-                    continue
-                for alias in node.names:
-                    if not isinstance(alias.name, cst.Name):
-                        continue
-                    local = alias.name.value
-                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                        local = alias.asname.name.value
-                    self.aliases[local] = f"{base}.{alias.name.value}"
+                if base is not None:
+                    for local, name in _imported_names(node):
+                        self.aliases[local] = f"{base}.{name}"
 
     def _collect_relative(self, node: cst.ImportFrom) -> None:
         base = _module_name(node.module) if node.module is not None else None
-        if isinstance(node.names, cst.ImportStar):
-            return
-        for alias in node.names:
-            if not isinstance(alias.name, cst.Name):
-                continue
-            local = alias.name.value
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
-            self.relative[local] = f"{base}.{alias.name.value}" if base else alias.name.value
-
-    def library_name(self, expr: cst.BaseExpression) -> str | None:
-        """``resolve``, or the dotted tail of a relative import (``embeddings.Timesteps``)."""
-        full = self.resolve(expr)
-        if full is not None or type(expr) is not cst.Name:
-            return full
-        return self.relative.get(expr.value)
+        for local, name in _imported_names(node):
+            self.relative[local] = f"{base}.{name}" if base else name
 
     def resolve(self, expr: cst.BaseExpression) -> str | None:
         """The qualified name an expression refers to, if it starts at an import."""
@@ -130,6 +112,19 @@ class ImportTable:
                 key = (-len(target), len(text), text)
                 best = key if best is None or key < best else best
         return best[2] if best else None
+
+
+def _imported_names(node: cst.ImportFrom) -> Iterator[tuple[str, str]]:
+    """``(local name, imported name)`` for each ``name [as local]`` of a from-import."""
+    if isinstance(node.names, cst.ImportStar):
+        return
+    for alias in node.names:
+        if not isinstance(alias.name, cst.Name):
+            continue
+        local = alias.name.value
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            local = alias.asname.name.value
+        yield local, alias.name.value
 
 
 def _import_nodes(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:

@@ -55,6 +55,11 @@ def check(source: str, filename: str = "t.py") -> list[Diagnostic]:
     return [d for d in check_source(source, filename, all_rules()) if not d.suppressed]
 
 
+def span(d: Diagnostic) -> tuple[int, int, int, int]:
+    """A finding's ``(row, column, end row, end column)``, 1-based."""
+    return (d.start.row, d.start.column, d.end.row, d.end.column)
+
+
 def found(path: Path) -> set[tuple[int, str]]:
     return {(d.start.row, d.code) for d in check(path.read_text(), str(path))}
 

@@ -6,17 +6,13 @@ import textwrap
 
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.fixes import apply_fixes
-from tests.support import check
+from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
 
 
 def findings(body: str) -> list[Diagnostic]:
     return [d for d in check(HEADER + textwrap.dedent(body)) if d.code == "MPC101"]
-
-
-def span(d: Diagnostic) -> tuple[int, int, int, int]:
-    return (d.start.row, d.start.column, d.end.row, d.end.column)
 
 
 def test_upcast_into_a_half_projection() -> None:

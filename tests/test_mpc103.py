@@ -8,17 +8,13 @@ import pytest
 
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.fixes import apply_fixes
-from tests.support import check
+from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
 
 
 def findings(body: str, code: str = "MPC103") -> list[Diagnostic]:
     return [d for d in check(HEADER + textwrap.dedent(body)) if d.code == code]
-
-
-def span(d: Diagnostic) -> tuple[int, int, int, int]:
-    return (d.start.row, d.start.column, d.end.row, d.end.column)
 
 
 def fixed_line(body: str, d: Diagnostic) -> str:

@@ -9,7 +9,7 @@ import pytest
 
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.fixes import apply_fixes
-from tests.support import check
+from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
 
@@ -22,10 +22,6 @@ def source(body: str) -> str:
 
 def findings(body: str) -> list[Diagnostic]:
     return [d for d in check(source(body)) if d.code == "MPC105"]
-
-
-def span(d: Diagnostic) -> tuple[int, int, int, int]:
-    return (d.start.row, d.start.column, d.end.row, d.end.column)
 
 
 def fixed_line(body: str, d: Diagnostic) -> str:

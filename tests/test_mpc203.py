@@ -5,17 +5,13 @@ from __future__ import annotations
 import textwrap
 
 from mpcheck.diagnostics import Diagnostic
-from tests.support import check
+from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
 
 
 def findings(body: str) -> list[Diagnostic]:
     return [d for d in check(HEADER + textwrap.dedent(body)) if d.code == "MPC203"]
-
-
-def span(d: Diagnostic) -> tuple[int, int, int, int]:
-    return (d.start.row, d.start.column, d.end.row, d.end.column)
 
 
 def related(d: Diagnostic) -> list[tuple[int, int, str]]:

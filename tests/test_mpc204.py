@@ -8,7 +8,7 @@ import pytest
 
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.training import to_fp16
-from tests.support import check
+from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
 
@@ -46,10 +46,6 @@ def findings(body: str) -> list[Diagnostic]:
 
 def loop(opt: str) -> list[Diagnostic]:
     return findings(HALF_LOOP.format(opt=opt))
-
-
-def span(d: Diagnostic) -> tuple[int, int, int, int]:
-    return (d.start.row, d.start.column, d.end.row, d.end.column)
 
 
 def related(d: Diagnostic) -> list[tuple[int, int, str]]:

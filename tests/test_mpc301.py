@@ -10,7 +10,7 @@ import pytest
 
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.fixes import apply_fixes
-from tests.support import FIXTURES, check, run_fixed_fixture
+from tests.support import FIXTURES, check, run_fixed_fixture, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
 RAISES = '"value cannot be converted to type c10::Half without overflow"'
@@ -23,10 +23,6 @@ def source(body: str) -> str:
 
 def findings(body: str) -> list[Diagnostic]:
     return [d for d in check(source(body)) if d.code == "MPC301"]
-
-
-def span(d: Diagnostic) -> tuple[int, int, int, int]:
-    return (d.start.row, d.start.column, d.end.row, d.end.column)
 
 
 def fixed(body: str) -> str:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.fixes import apply_fixes
-from tests.support import check
+from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
 
@@ -19,10 +19,6 @@ def source(body: str) -> str:
 
 def findings(body: str) -> list[Diagnostic]:
     return [d for d in check(source(body)) if d.code == "MPC403"]
-
-
-def span(d: Diagnostic) -> tuple[int, int, int, int]:
-    return (d.start.row, d.start.column, d.end.row, d.end.column)
 
 
 def fixed(body: str) -> str:
