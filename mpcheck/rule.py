@@ -138,6 +138,16 @@ class Rule:
             return ""
         return f"{origin.text} at {self.line(origin.node)}"
 
+    def decided(self, via: Origin | None) -> tuple[str, list[tuple[cst.CSTNode, str]]]:
+        """Where a dtype variable was decided (``.to(weight_dtype)`` uses it): a clause to add
+        to the message (``; weight_dtype is float16 ... at line 31``) and a related location.
+        """
+        if via is None:
+            return "", []
+        return f"; {via.text.removesuffix(' here')} at {self.line(via.node)}", [
+            (via.node, via.text)
+        ]
+
     def related_for(self, name: str, fact: Fact) -> list[tuple[cst.CSTNode, str]]:
         if fact.origin is None:
             return []

@@ -74,10 +74,8 @@ class ScalerFp16Params(Rule):
         optimizer = use.optimizer
         call = self.ctx.code(site.node)
         dtype = "float16" if half.dtype == "float16" and not half.maybe else "float16 on some paths"
-        where = self.where(half)
-        via = half.origin.via if half.origin is not None else None
-        if via is not None:  # ``.to(weight_dtype)``: and where weight_dtype became float16
-            where += f"; {via.text.removesuffix(' here')} at {self.line(via.node)}"
+        clause, decided = self.decided(half.origin.via if half.origin is not None else None)
+        where = self.where(half) + clause
         source = f" ({where})" if where else ""
         message = (
             f'`{call}` unscales float16 gradients and raises "Attempting to unscale FP16 '
@@ -87,8 +85,7 @@ class ScalerFp16Params(Rule):
         related: list[tuple[cst.CSTNode, str]] = []
         if half.origin is not None:
             related.append((half.origin.node, f"the trainable parameters are {half.origin.text}"))
-        if via is not None:
-            related.append((via.node, via.text))
+        related += decided
         related.append((optimizer.node, f"the optimizer {optimizer.text} is built here"))
         related.append((scaler.node, _scaler_role(scaler)))
         self.report(site.node, message, related=related)

@@ -65,11 +65,9 @@ class ScalerWithBf16(Rule):
         node, what, sometimes, via = found
         self.seen.add(id(scaler.node))
         runs = "in bfloat16 or float32, never float16" if sometimes else "in bfloat16"
-        where = f"{what} at {self.line(node)}"
-        related = [(node, what)]
-        if via is not None:  # ``.to(weight_dtype)``: and where weight_dtype was decided
-            where += f"; {via.text.removesuffix(' here')} at {self.line(via.node)}"
-            related.append((via.node, via.text))
+        clause, decided = self.decided(via)  # ``.to(weight_dtype)``: where it was decided
+        where = f"{what} at {self.line(node)}{clause}"
+        related = [(node, what), *decided]
         message = (
             f"`{self.ctx.code(site.node)}` goes through the GradScaler {scaler.text} (made at "
             f"{self.line(scaler.node)}), but the training runs {runs} ({where}): bfloat16 "

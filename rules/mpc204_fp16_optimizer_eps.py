@@ -99,10 +99,8 @@ class Fp16OptimizerEps(Rule):
         assert eps is not None
         given = "" if optimizer.eps_node is not None else " (the default)"
         paths = "" if half.dtype == "float16" and not half.maybe else " on some paths"
-        where = self.where(half)
-        via = half.origin.via if half.origin is not None else None
-        if via is not None:  # ``.to(weight_dtype)``: and where weight_dtype became float16
-            where += f"; {via.text.removesuffix(' here')} at {self.line(via.node)}"
+        clause, decided = self.decided(half.origin.via if half.origin is not None else None)
+        where = self.where(half) + clause
         source = f" ({where})" if where else ""
         message = (
             f"{_class(optimizer)} updates float16 parameters{paths}{source} with "
@@ -112,8 +110,7 @@ class Fp16OptimizerEps(Rule):
         related: list[tuple[cst.CSTNode, str]] = []
         if half.origin is not None:
             related.append((half.origin.node, f"the parameters are {half.origin.text}"))
-        if via is not None:
-            related.append((via.node, via.text))
+        related += decided
         if optimizer.eps_node is not None:
             related.append((optimizer.eps_node, "eps is set here"))
         related.append((site.node, "the step that updates them"))
