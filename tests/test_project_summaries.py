@@ -17,7 +17,7 @@ import pytest
 
 from mpcheck.project.index import ModuleIndex
 from mpcheck.project.store import Lookup, Summaries
-from mpcheck.project.summary import ClassSummary, ModuleSummary, Place, Value
+from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Value
 
 UNKNOWN = Value("tensor")
 
@@ -53,11 +53,13 @@ class FakeEngine:
         functions = {}
         if "RETURNS" in names:
             origin = Place(str(path), 3, 12, "upcast to float32 by `.float()`")
-            functions["f"] = Value("tensor", names["RETURNS"], "float32", "upcast", origin)
+            functions["f"] = Function(
+                ("x",), Value("tensor", names["RETURNS"], "float32", "upcast", origin)
+            )
         elif "FOLLOWS" in names:
             module, level, attr = names["FOLLOWS"]
             found = lookup(path, f"{module}.{attr}" if module else attr, level)
-            functions["f"] = found if isinstance(found, Value) else UNKNOWN
+            functions["f"] = found if isinstance(found, Function) else Function(("x",), UNKNOWN)
         return ModuleSummary("", str(path), functions=functions, reexports=reexports)
 
 
@@ -86,8 +88,9 @@ def test_helper_in_another_module_is_followed_through_a_relative_import(tmp_path
     found = summaries.lookup(tmp_path / "pkg/attention.py", "f", 0)
     assert found is None  # ``f`` is not importable as a top-level module
     value = summaries.lookup(tmp_path / "pkg/x.py", "attention.f", 1)
-    assert isinstance(value, Value) and value.prec == "full"
-    assert value.origin is not None and value.origin.path.endswith("rope.py")
+    assert isinstance(value, Function) and value.returns.prec == "full"
+    origin = value.returns.origin
+    assert origin is not None and origin.path.endswith("rope.py")
 
 
 def test_only_what_a_file_reaches_is_summarised(tmp_path: Path) -> None:
@@ -119,7 +122,7 @@ def test_chains_resolve_dependencies_first(tmp_path: Path) -> None:
     )
     summaries, _ = store(tmp_path)
     top = summaries.of(tmp_path / "pkg/top.py")
-    assert top is not None and top.functions["f"].prec == "full"
+    assert top is not None and top.functions["f"].returns.prec == "full"
 
 
 def test_reexport_through_package_init(tmp_path: Path) -> None:
@@ -134,7 +137,7 @@ def test_reexport_through_package_init(tmp_path: Path) -> None:
     )
     summaries, _ = store(tmp_path)
     value = summaries.lookup(tmp_path / "train.py", "pkg.helper", 0)
-    assert isinstance(value, Value) and value.prec == "full"
+    assert isinstance(value, Function) and value.returns.prec == "full"
 
 
 def test_reexport_loops_terminate(tmp_path: Path) -> None:
@@ -157,7 +160,7 @@ def test_import_cycles_terminate_and_do_not_depend_on_order(tmp_path: Path, firs
     summaries.of(tmp_path / "pkg" / first)
     for name in ("a.py", "b.py"):
         summary = summaries.of(tmp_path / "pkg" / name)
-        assert summary is not None and summary.functions["f"] == UNKNOWN
+        assert summary is not None and summary.functions["f"].returns == UNKNOWN
 
 
 def test_cycle_partners_still_see_modules_outside_the_cycle(tmp_path: Path) -> None:
@@ -174,7 +177,7 @@ def test_cycle_partners_still_see_modules_outside_the_cycle(tmp_path: Path) -> N
     summary = summaries.of(tmp_path / "pkg/b.py")
     assert summary is not None
     a = summaries.of(tmp_path / "pkg/a.py")
-    assert a is not None and a.functions["f"].prec == "full"
+    assert a is not None and a.functions["f"].returns.prec == "full"
 
 
 def test_summary_round_trips_through_json() -> None:
@@ -183,7 +186,11 @@ def test_summary_round_trips_through_json() -> None:
     summary = ModuleSummary(
         "pkg.rope",
         "pkg/rope.py",
-        functions={"apply": Value("seq", items=(full, Value("tensor", "model", same_as=(1,))))},
+        functions={
+            "apply": Function(
+                ("q", "k"), Value("seq", items=(full, Value("tensor", "model", same_as=(1,))))
+            )
+        },
         classes={
             "Norm": ClassSummary(
                 ("torch.nn.Module",),
@@ -191,7 +198,7 @@ def test_summary_round_trips_through_json() -> None:
                 True,
                 ("wo",),
                 {"weight": "Parameter"},
-                {"forward": full},
+                {"forward": Function(("x",), full)},
             )
         },
         constants={"DTYPE": Value("dtype", "half", "float16")},
@@ -200,7 +207,7 @@ def test_summary_round_trips_through_json() -> None:
     again = ModuleSummary.from_json(summary.to_json())
     assert again == summary
     assert again.digest == summary.digest
-    changed = ModuleSummary("pkg.rope", "pkg/rope.py", functions={"apply": full})
+    changed = ModuleSummary("pkg.rope", "pkg/rope.py", functions={"apply": Function(("q",), full)})
     assert changed.digest != summary.digest
 
 

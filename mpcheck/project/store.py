@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Protocol
 
 from mpcheck.project.index import ModuleIndex
-from mpcheck.project.summary import ClassSummary, ModuleSummary, Value
+from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Value
 
 __all__ = ["Lookup", "Summaries", "Summariser", "Symbol"]
 
-Symbol = Value | ClassSummary | ModuleSummary
+Symbol = Function | Value | ClassSummary | ModuleSummary
 Lookup = Callable[[Path, str, int], Symbol | None]
 REEXPORT_HOPS = 8  # ``__init__`` re-exporting a re-export ...: enough for real packages
 

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ClassSummary", "ModuleSummary", "Place", "Value"]
+__all__ = ["ClassSummary", "Function", "ModuleSummary", "Place", "Value"]
 
 FORMAT = 1  # bump when the JSON layout changes: older cached summaries are then ignored
 
@@ -54,6 +54,15 @@ class Value:
 
 
 @dataclass(frozen=True)
+class Function:
+    """A function or method: its parameter names (to bind a call's keywords to the indices
+    of ``Value.same_as``; ``self`` excluded for methods) and what it returns."""
+
+    params: tuple[str, ...]
+    returns: Value
+
+
+@dataclass(frozen=True)
 class ClassSummary:
     """A class as another file uses it: as a base, a submodule, or a model it builds."""
 
@@ -62,7 +71,7 @@ class ClassSummary:
     keep_fp32: bool  # its weights stay float32 whatever the model is cast to
     keep_fp32_attrs: tuple[str, ...] = ()  # ``_keep_in_fp32_modules`` and float32 submodules
     submodules: dict[str, str] = field(default_factory=dict)  # attr -> layer kind or class
-    methods: dict[str, Value] = field(default_factory=dict)  # ``forward`` among them
+    methods: dict[str, Function] = field(default_factory=dict)  # ``forward`` among them
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,7 @@ class ModuleSummary:
 
     module: str
     path: str
-    functions: dict[str, Value] = field(default_factory=dict)
+    functions: dict[str, Function] = field(default_factory=dict)
     classes: dict[str, ClassSummary] = field(default_factory=dict)
     constants: dict[str, Value] = field(default_factory=dict)
     reexports: dict[str, tuple[str, int, str]] = field(default_factory=dict)
@@ -100,7 +109,7 @@ class ModuleSummary:
 
 def _plain(obj: object) -> Any:
     """Dataclasses to dicts, tuples to lists, dict keys sorted by ``json.dumps``."""
-    if isinstance(obj, (Place, Value, ClassSummary, ModuleSummary)):
+    if isinstance(obj, (Place, Value, Function, ClassSummary, ModuleSummary)):
         return {k: _plain(v) for k, v in vars(obj).items()}
     if isinstance(obj, dict):
         return {k: _plain(v) for k, v in obj.items()}
@@ -129,6 +138,10 @@ def _value(data: dict[str, Any]) -> Value:
     )
 
 
+def _function(data: dict[str, Any]) -> Function:
+    return Function(tuple(data["params"]), _value(data["returns"]))
+
+
 def _class(data: dict[str, Any]) -> ClassSummary:
     return ClassSummary(
         bases=tuple(data["bases"]),
@@ -136,7 +149,7 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         keep_fp32=data["keep_fp32"],
         keep_fp32_attrs=tuple(data["keep_fp32_attrs"]),
         submodules=dict(data["submodules"]),
-        methods={k: _value(v) for k, v in data["methods"].items()},
+        methods={k: _function(v) for k, v in data["methods"].items()},
     )
 
 
@@ -144,7 +157,7 @@ def _module(data: dict[str, Any]) -> ModuleSummary:
     return ModuleSummary(
         module=data["module"],
         path=data["path"],
-        functions={k: _value(v) for k, v in data["functions"].items()},
+        functions={k: _function(v) for k, v in data["functions"].items()},
         classes={k: _class(v) for k, v in data["classes"].items()},
         constants={k: _value(v) for k, v in data["constants"].items()},
         reexports={k: (v[0], int(v[1]), v[2]) for k, v in data["reexports"].items()},
