@@ -55,6 +55,7 @@ class ImportTable:
         # ``from ..embeddings import Timesteps`` inside a package: local name -> the dotted
         # tail ``embeddings.Timesteps`` (the package itself is unknown without the path)
         self.relative: dict[str, str] = {}
+        self.levels: dict[str, int] = {}  # its number of leading dots: 2 for ``from ..x``
 
     @classmethod
     def of(cls, module: cst.Module) -> ImportTable:
@@ -86,6 +87,7 @@ class ImportTable:
         base = _module_name(node.module) if node.module is not None else None
         for local, name in _imported_names(node):
             self.relative[local] = f"{base}.{name}" if base else name
+            self.levels[local] = len(node.relative)
 
     def resolve(self, expr: cst.BaseExpression) -> str | None:
         """The qualified name an expression refers to, if it starts at an import."""
@@ -98,6 +100,23 @@ class ImportTable:
             return None
         full = f"{target}.{rest}" if rest else target
         return CANONICAL.get(full, full)
+
+    def locate(self, expr: cst.BaseExpression) -> tuple[str, int] | None:
+        """``(dotted name, import level)`` of what an expression refers to, for finding it in
+        another file of the project: ``("pkg.rope.apply_rope", 0)`` after ``from pkg import
+        rope``, ``("rope.apply_rope", 1)`` after ``from . import rope``; None when the
+        expression does not start at an import."""
+        name = dotted(expr)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        if head in self.aliases:
+            target = self.aliases[head]
+            return (f"{target}.{rest}" if rest else target), 0
+        if head in self.relative:
+            target = self.relative[head]
+            return (f"{target}.{rest}" if rest else target), self.levels[head]
+        return None
 
     def spell(self, qualname: str) -> str | None:
         """How this file can write ``qualname`` with the names it imports, or None.

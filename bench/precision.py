@@ -1,0 +1,188 @@
+"""Run mpcheck over the pinned precision corpora and compare every finding with its verdict.
+
+A linter earns trust by what it does not say. After each engine change, this script checks the
+library and training-code corpora of ``bench/corpora.toml`` and matches each finding with the
+verdicts of ``bench/verdicts.toml`` (rule, file, and the text of the flagged line, so verdicts
+survive unrelated edits). It prints what is new and still needs a verdict, what disappeared,
+and the precision table of ``docs/real-world.md``; it exits 1 while any finding lacks a verdict.
+
+Usage::
+
+    python bench/precision.py --dir /tmp/mpcheck-corpus [--group libraries] [--markdown]
+
+Wheels come from the package index (``pip download``); repositories from local git mirrors
+(``--mirrors``, default ``/work/.mirror``, one ``owner+name/repo`` directory per repository,
+as the search tool's ``fetch`` leaves them). Only ``.py`` files are unpacked, and nothing
+from the corpora is ever committed here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+
+HERE = Path(__file__).resolve().parent
+REAL = {"bug", "latent bug", "real"}
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    group: str
+    wheel: str = ""  # ``transformers==5.24.0``
+    repo: str = ""  # ``owner/name``
+    commit: str = ""
+    subdir: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    path: str  # ``<corpus>/<path inside it>``
+    row: int
+    anchor: str  # the flagged line, whitespace-normalised
+    message: str
+
+
+def load_corpora(group: str) -> list[Corpus]:
+    data = tomllib.loads((HERE / "corpora.toml").read_text())
+    corpora = [Corpus(**entry) for entry in data["corpus"]]
+    return [c for c in corpora if group in ("all", c.group)]
+
+
+def materialise(corpus: Corpus, root: Path, mirrors: Path) -> Path | None:
+    """The corpus unpacked under ``root``; None (with a message) when its mirror is missing."""
+    target = root / corpus.name
+    stamp = target / ".mpcheck-corpus"
+    spec = json.dumps(corpus.__dict__, sort_keys=True)
+    if stamp.is_file() and stamp.read_text() == spec:
+        return target
+    if corpus.wheel:
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp]
+            subprocess.run([*cmd, corpus.wheel], check=True)
+            (wheel,) = Path(tmp).glob("*.whl")
+            with zipfile.ZipFile(wheel) as zf:
+                zf.extractall(target, [n for n in zf.namelist() if n.endswith(".py")])
+    else:
+        mirror = mirrors / corpus.repo.replace("/", "+") / "repo"
+        if not mirror.is_dir():
+            print(f"missing mirror for {corpus.repo}: fetch it first ({mirror})", file=sys.stderr)
+            return None
+        pattern = f"{corpus.subdir}/*.py" if corpus.subdir else "*.py"
+        archive = ["git", "-C", str(mirror), "archive", corpus.commit, "--", pattern]
+        data = subprocess.run(archive, check=True, capture_output=True).stdout
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile() as tmp:
+            tmp.write(data)
+            tmp.seek(0)
+            with tarfile.open(fileobj=tmp) as tar:
+                tar.extractall(target, filter="data")
+    stamp.write_text(spec)
+    return target
+
+
+def normalise(line: str) -> str:
+    return " ".join(line.split())
+
+
+def check(root: Path, corpus: str, jobs: int) -> list[Finding]:
+    cmd = [sys.executable, "-m", "mpcheck", "check", str(root / corpus)]
+    cmd += ["--output-format", "json", "--exit-zero", "-j", str(jobs)]
+    run = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    findings = []
+    for item in json.loads(run.stdout):
+        path = Path(item["filename"])
+        row = item["location"]["row"]
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        anchor = normalise(lines[row - 1]) if row <= len(lines) else ""
+        rel = path.relative_to(root).as_posix()
+        findings.append(Finding(item["code"], rel, row, anchor, item["message"]))
+    return findings
+
+
+def lines_of(root: Path) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in root.rglob("*.py"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, required=True, help="where corpora are unpacked")
+    parser.add_argument("--group", default="all", help="libraries, training or all")
+    parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--markdown", action="store_true", help="print the docs tables")
+    args = parser.parse_args(argv)
+
+    verdicts = tomllib.loads((HERE / "verdicts.toml").read_text()).get("verdict", [])
+    known = {(v["rule"], v["path"], normalise(v["anchor"])): v for v in verdicts}
+    seen: set[tuple[str, str, str]] = set()
+    per_rule: Counter[tuple[str, str]] = Counter()
+    rows, untriaged = [], []
+    for corpus in load_corpora(args.group):
+        root = materialise(corpus, args.dir, args.mirrors)
+        if root is None:
+            continue
+        findings = check(args.dir, corpus.name, args.jobs)
+        lines = lines_of(root)
+        real = 0
+        for f in findings:
+            key = (f.code, f.path, f.anchor)
+            verdict = known.get(key)
+            if verdict is None:
+                untriaged.append(f)
+                continue
+            seen.add(key)
+            real += verdict["verdict"] in REAL
+            per_rule[(f.code, "real" if verdict["verdict"] in REAL else "false")] += 1
+        rows.append((corpus, lines, len(findings), real))
+
+    gone = [v for k, v in known.items() if k not in seen and _in_run(v, rows)]
+    _print_corpora(rows, args.markdown)
+    _print_rules(per_rule, args.markdown)
+    for f in untriaged:
+        print(f"NEW {f.code} {f.path}:{f.row}: {f.message}")
+    for v in gone:
+        print(f"GONE {v['rule']} {v['path']} ({v['verdict']}): {v['anchor']}")
+    return 1 if untriaged else 0
+
+
+def _in_run(verdict: dict[str, str], rows: list[tuple[Corpus, int, int, int]]) -> bool:
+    return any(verdict["path"].startswith(c.name + "/") for c, *_ in rows)
+
+
+def _print_corpora(rows: list[tuple[Corpus, int, int, int]], markdown: bool) -> None:
+    print("| corpus | group | lines | findings | real | per 100k lines |")
+    print("|---|---|---|---|---|---|")
+    for corpus, lines, count, real in rows:
+        density = 100_000 * count / lines if lines else 0.0
+        source = corpus.wheel or f"{corpus.repo}@{corpus.commit[:7]} {corpus.subdir}".strip()
+        name = source if markdown else corpus.name
+        print(f"| {name} | {corpus.group} | {lines:,} | {count} | {real} | {density:.1f} |")
+    total = sum(r[2] for r in rows)
+    real = sum(r[3] for r in rows)
+    share = f"{100 * real / total:.0f} %" if total else "n/a"
+    print(f"| **all** | | {sum(r[1] for r in rows):,} | {total} | {real} ({share}) | |")
+    print()
+
+
+def _print_rules(per_rule: Counter[tuple[str, str]], markdown: bool) -> None:
+    print("| rule | real | false alarms |")
+    print("|---|---|---|")
+    for code in sorted({code for code, _ in per_rule}):
+        print(f"| {code} | {per_rule[(code, 'real')]} | {per_rule[(code, 'false')]} |")
+    print()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

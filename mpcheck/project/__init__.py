@@ -1,0 +1,1 @@
+"""The whole-project phase: which files a check reaches, and what each of them exports."""

@@ -1,0 +1,136 @@
+"""The summaries a check reaches, made on first use and looked up by import.
+
+``mpcheck check one_file.py`` summarises only what that file imports, transitively; a run
+over a directory summarises each file once. Import cycles are common in real packages
+(``modeling.py`` imports ``utils.py``, which imports ``modeling.py`` for a type), so
+summaries are made per strongly connected component of the import graph, dependencies
+first: inside a cycle a module sees its cycle partners as unknown, whichever file the run
+reached first. That keeps every summary independent of the order files are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Protocol
+
+from mpcheck.project.index import ModuleIndex
+from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Value
+
+__all__ = ["Lookup", "Summaries", "Summariser", "Symbol"]
+
+Symbol = Function | Value | ClassSummary | ModuleSummary
+Lookup = Callable[[Path, str, int], Symbol | None]
+REEXPORT_HOPS = 8  # ``__init__`` re-exporting a re-export ...: enough for real packages
+
+
+class Summariser(Protocol):
+    """What the engine provides: a file's imports, and its summary given a lookup."""
+
+    def imports(self, path: Path) -> Iterable[tuple[str, int]]:
+        """``(dotted, level)`` of every import in the file (``from ..a import b``: ``a.b``, 2)."""
+        ...
+
+    def summarise(self, path: Path, lookup: Lookup) -> ModuleSummary | None:
+        """The file's summary; ``lookup(importer, dotted, level)`` answers its imports."""
+        ...
+
+
+class Summaries:
+    """Summaries of project files keyed by resolved path, computed lazily and cycle-safely."""
+
+    def __init__(self, index: ModuleIndex, summariser: Summariser) -> None:
+        self._index = index
+        self._engine = summariser
+        self._done: dict[Path, ModuleSummary | None] = {}
+        # while a component is being summarised: its members, which see each other as unknown
+        self._open: frozenset[Path] = frozenset()
+
+    def of(self, path: Path) -> ModuleSummary | None:
+        """The summary of ``path`` (None when it cannot be summarised or sits in an open cycle)."""
+        path = path.resolve()
+        if path in self._open:
+            return None
+        if path not in self._done:
+            self._summarise_from(path)
+        return self._done.get(path)
+
+    def lookup(self, importer: Path, dotted: str, level: int = 0) -> Symbol | None:
+        """What ``dotted`` (``level`` dots) names when imported from ``importer``."""
+        return self._lookup(importer, dotted, level, REEXPORT_HOPS)
+
+    def _lookup(self, importer: Path, dotted: str, level: int, hops: int) -> Symbol | None:
+        target = self._index.resolve(importer, dotted, level)
+        if target is None:
+            return None
+        summary = self.of(target.path)
+        if summary is None or not target.attr:
+            return summary
+        head, _, rest = target.attr.partition(".")
+        if head in summary.reexports:
+            if hops == 0:
+                return None
+            module, up, attr = summary.reexports[head]
+            onward = ".".join(p for p in (module, attr, rest) if p)
+            return self._lookup(target.path, onward, up, hops - 1)
+        if head in summary.classes:
+            cls = summary.classes[head]
+            return cls if not rest else cls.methods.get(rest)
+        if rest:
+            return None
+        return summary.functions.get(head) or summary.constants.get(head)
+
+    def _edges(self, path: Path) -> list[Path]:
+        imports = self._engine.imports(path)
+        found = (self._index.resolve(path, dotted, level) for dotted, level in imports)
+        return sorted({t.path.resolve() for t in found if t is not None})
+
+    def _summarise_from(self, start: Path) -> None:
+        """Tarjan's algorithm, iteratively (import chains can be long), from ``start``; each
+        component is summarised as soon as it is complete, so dependencies come first."""
+        order: dict[Path, int] = {}
+        low: dict[Path, int] = {}
+        stack: list[Path] = []
+        on_stack: set[Path] = set()
+        work: list[tuple[Path, list[Path]]] = []
+
+        def enter(node: Path) -> None:
+            order[node] = low[node] = len(order)
+            stack.append(node)
+            on_stack.add(node)
+            work.append((node, self._edges(node)))
+
+        enter(start)
+        while work:
+            node, todo = work[-1]
+            if todo:
+                nxt = todo.pop()
+                if nxt in self._done:
+                    continue
+                if nxt not in order:
+                    enter(nxt)
+                elif nxt in on_stack:
+                    low[node] = min(low[node], order[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == order[node]:
+                component: list[Path] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                self._summarise_component(sorted(component))
+
+    def _summarise_component(self, members: list[Path]) -> None:
+        outer = self._open  # a lookup the import list did not predict may start a nested run
+        self._open = outer | frozenset(members)
+        try:
+            for member in members:
+                self._done[member] = self._engine.summarise(member, self.lookup)
+        finally:
+            self._open = outer

@@ -1,0 +1,164 @@
+"""What one file exports to the files that import it: small, plain, serialisable data.
+
+The checking phase asks "what does ``apply_rope(q, k)`` from ``layers/rope.py`` return?" or
+"which submodules of ``MyBlock`` keep float32 weights?" without walking ``rope.py`` again.
+A summary answers in terms of the caller's arguments (``same_as`` lists the parameters a
+result follows), so one summary serves every call site. It holds no syntax tree: facts that
+came from another file carry a :class:`Place` (path, line, column and the phrase a message
+quotes) instead of a node, and the whole summary round-trips through JSON for the cache and
+for ``-j`` workers. Everything is sorted by name, so a summary does not depend on the order
+files were read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ClassSummary", "Function", "ModuleSummary", "Place", "Value"]
+
+FORMAT = 1  # bump when the JSON layout changes: older cached summaries are then ignored
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a fact was decided in another file: ``rope.py:11:9: upcast by `.float()```."""
+
+    path: str
+    line: int
+    column: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value a function returns (or a module-level constant), as the engine's facts see it.
+
+    ``kind``/``prec``/``dtype``/``cause`` are the names of the engine's enums, so this module
+    stays free of engine imports. ``same_as`` holds the indices of the parameters the value
+    follows (``return x.to(dtype)`` follows parameter 0 unless ``dtype`` is known).
+    """
+
+    kind: str
+    prec: str = "unknown"
+    dtype: str | None = None
+    cause: str | None = None
+    origin: Place | None = None
+    same_as: tuple[int, ...] = ()
+    zero_dim: bool = False
+    maybe: bool = False  # holds on some paths only
+    layer: str | None = None  # a module value: its torch.nn class name, when known
+    items: tuple[Value, ...] | None = None  # a tuple of known length (``return q, k``)
+
+
+@dataclass(frozen=True)
+class Function:
+    """A function or method: its parameter names (to bind a call's keywords to the indices
+    of ``Value.same_as``; ``self`` excluded for methods) and what it returns."""
+
+    params: tuple[str, ...]
+    returns: Value
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    """A class as another file uses it: as a base, a submodule, or a model it builds."""
+
+    bases: tuple[str, ...]  # qualified where the import table resolves them
+    is_module: bool
+    keep_fp32: bool  # its weights stay float32 whatever the model is cast to
+    keep_fp32_attrs: tuple[str, ...] = ()  # ``_keep_in_fp32_modules`` and float32 submodules
+    submodules: dict[str, str] = field(default_factory=dict)  # attr -> layer kind or class
+    methods: dict[str, Function] = field(default_factory=dict)  # ``forward`` among them
+
+
+@dataclass(frozen=True)
+class ModuleSummary:
+    """Everything one file exports. ``reexports`` maps a name bound by an import to the
+    ``(dotted module, level, attribute)`` it came from, so ``from .rope import apply_rope``
+    in a package ``__init__.py`` leads a lookup on to ``rope.py``."""
+
+    module: str
+    path: str
+    functions: dict[str, Function] = field(default_factory=dict)
+    classes: dict[str, ClassSummary] = field(default_factory=dict)
+    constants: dict[str, Value] = field(default_factory=dict)
+    reexports: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"format": FORMAT, **_plain(self)}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ModuleSummary | None:
+        """The summary stored in ``text``; None when it is not one this version can read."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.pop("format", None) != FORMAT:
+                return None
+            return _module(data)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+    @property
+    def digest(self) -> str:
+        """A hash of what importers can see: when it is unchanged, they need no re-check."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:32]
+
+
+def _plain(obj: object) -> Any:
+    """Dataclasses to dicts, tuples to lists, dict keys sorted by ``json.dumps``."""
+    if isinstance(obj, (Place, Value, Function, ClassSummary, ModuleSummary)):
+        return {k: _plain(v) for k, v in vars(obj).items()}
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (tuple, list)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _place(data: dict[str, Any] | None) -> Place | None:
+    return None if data is None else Place(**data)
+
+
+def _value(data: dict[str, Any]) -> Value:
+    items = data.get("items")
+    return Value(
+        kind=data["kind"],
+        prec=data["prec"],
+        dtype=data["dtype"],
+        cause=data["cause"],
+        origin=_place(data["origin"]),
+        same_as=tuple(data["same_as"]),
+        zero_dim=data["zero_dim"],
+        maybe=data["maybe"],
+        layer=data["layer"],
+        items=None if items is None else tuple(_value(i) for i in items),
+    )
+
+
+def _function(data: dict[str, Any]) -> Function:
+    return Function(tuple(data["params"]), _value(data["returns"]))
+
+
+def _class(data: dict[str, Any]) -> ClassSummary:
+    return ClassSummary(
+        bases=tuple(data["bases"]),
+        is_module=data["is_module"],
+        keep_fp32=data["keep_fp32"],
+        keep_fp32_attrs=tuple(data["keep_fp32_attrs"]),
+        submodules=dict(data["submodules"]),
+        methods={k: _function(v) for k, v in data["methods"].items()},
+    )
+
+
+def _module(data: dict[str, Any]) -> ModuleSummary:
+    return ModuleSummary(
+        module=data["module"],
+        path=data["path"],
+        functions={k: _function(v) for k, v in data["functions"].items()},
+        classes={k: _class(v) for k, v in data["classes"].items()},
+        constants={k: _value(v) for k, v in data["constants"].items()},
+        reexports={k: (v[0], int(v[1]), v[2]) for k, v in data["reexports"].items()},
+    )

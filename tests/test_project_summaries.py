@@ -1,0 +1,216 @@
+"""The project phase's summaries: plain data that round-trips, made lazily, cycle-safely and
+independently of the order files are reached.
+
+The summariser here is a stand-in for the engine, driven by two module-level names in each
+test file: ``RETURNS = "full"`` makes its ``f`` return a float32 tensor, ``FOLLOWS = ("rope",
+1, "f")`` makes ``f`` return whatever that import's ``f`` returns (unknown when the lookup
+finds nothing). Imports come from ``ast``, so the store sees real import statements.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from mpcheck.project.index import ModuleIndex
+from mpcheck.project.store import Lookup, Summaries
+from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Value
+
+UNKNOWN = Value("tensor")
+
+
+class FakeEngine:
+    def __init__(self) -> None:
+        self.summarised: list[str] = []
+
+    def imports(self, path: Path) -> Iterable[tuple[str, int]]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    yield ".".join(p for p in (node.module, alias.name) if p), node.level
+            elif isinstance(node, ast.Import):
+                yield from ((alias.name, 0) for alias in node.names)
+
+    def summarise(self, path: Path, lookup: Lookup) -> ModuleSummary:
+        self.summarised.append(path.name if path.stem != "__init__" else path.parent.name)
+        tree = ast.parse(path.read_text())
+        names = {
+            t.id: ast.literal_eval(n.value)
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        reexports = {
+            (a.asname or a.name): (node.module or "", node.level, a.name)
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom)
+            for a in node.names
+        }
+        functions = {}
+        if "RETURNS" in names:
+            origin = Place(str(path), 3, 12, "upcast to float32 by `.float()`")
+            functions["f"] = Function(
+                ("x",), Value("tensor", names["RETURNS"], "float32", "upcast", origin)
+            )
+        elif "FOLLOWS" in names:
+            module, level, attr = names["FOLLOWS"]
+            found = lookup(path, f"{module}.{attr}" if module else attr, level)
+            functions["f"] = found if isinstance(found, Function) else Function(("x",), UNKNOWN)
+        return ModuleSummary("", str(path), functions=functions, reexports=reexports)
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+
+
+def store(root: Path) -> tuple[Summaries, FakeEngine]:
+    engine = FakeEngine()
+    return Summaries(ModuleIndex(), engine), engine
+
+
+def test_helper_in_another_module_is_followed_through_a_relative_import(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/rope.py": "RETURNS = 'full'\n",
+            "pkg/attention.py": "from .rope import f\nFOLLOWS = ('rope', 1, 'f')\n",
+        },
+    )
+    summaries, _ = store(tmp_path)
+    found = summaries.lookup(tmp_path / "pkg/attention.py", "f", 0)
+    assert found is None  # ``f`` is not importable as a top-level module
+    value = summaries.lookup(tmp_path / "pkg/x.py", "attention.f", 1)
+    assert isinstance(value, Function) and value.returns.prec == "full"
+    origin = value.returns.origin
+    assert origin is not None and origin.path.endswith("rope.py")
+
+
+def test_only_what_a_file_reaches_is_summarised(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from . import b\n",
+            "pkg/b.py": "RETURNS = 'full'\n",
+            "pkg/unrelated.py": "RETURNS = 'full'\n",
+        },
+    )
+    summaries, engine = store(tmp_path)
+    summaries.of(tmp_path / "pkg/a.py")
+    assert sorted(engine.summarised) == ["a.py", "b.py"]
+    summaries.of(tmp_path / "pkg/b.py")
+    assert engine.summarised.count("b.py") == 1  # each file once
+
+
+def test_chains_resolve_dependencies_first(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low.py": "RETURNS = 'full'\n",
+            "pkg/mid.py": "from .low import f\nFOLLOWS = ('low', 1, 'f')\n",
+            "pkg/top.py": "from .mid import f\nFOLLOWS = ('mid', 1, 'f')\n",
+        },
+    )
+    summaries, _ = store(tmp_path)
+    top = summaries.of(tmp_path / "pkg/top.py")
+    assert top is not None and top.functions["f"].returns.prec == "full"
+
+
+def test_reexport_through_package_init(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .layers import f as helper\n",
+            "pkg/layers/__init__.py": "from .rope import f\n",
+            "pkg/layers/rope.py": "RETURNS = 'full'\n",
+            "train.py": "from pkg import helper\n",
+        },
+    )
+    summaries, _ = store(tmp_path)
+    value = summaries.lookup(tmp_path / "train.py", "pkg.helper", 0)
+    assert isinstance(value, Function) and value.returns.prec == "full"
+
+
+def test_reexport_loops_terminate(tmp_path: Path) -> None:
+    write(tmp_path, {"pkg/__init__.py": "from . import f\n", "main.py": "import pkg\n"})
+    summaries, _ = store(tmp_path)
+    assert summaries.lookup(tmp_path / "main.py", "pkg.f", 0) is None
+
+
+@pytest.mark.parametrize("first", ["a.py", "b.py"])
+def test_import_cycles_terminate_and_do_not_depend_on_order(tmp_path: Path, first: str) -> None:
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from .b import f\nFOLLOWS = ('b', 1, 'f')\n",
+            "pkg/b.py": "from .a import f\nFOLLOWS = ('a', 1, 'f')\n",
+        },
+    )
+    summaries, _ = store(tmp_path)
+    summaries.of(tmp_path / "pkg" / first)
+    for name in ("a.py", "b.py"):
+        summary = summaries.of(tmp_path / "pkg" / name)
+        assert summary is not None and summary.functions["f"].returns == UNKNOWN
+
+
+def test_cycle_partners_still_see_modules_outside_the_cycle(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/rope.py": "RETURNS = 'full'\n",
+            "pkg/a.py": "from . import b\nfrom .rope import f\nFOLLOWS = ('rope', 1, 'f')\n",
+            "pkg/b.py": "from . import a\n",
+        },
+    )
+    summaries, _ = store(tmp_path)
+    summary = summaries.of(tmp_path / "pkg/b.py")
+    assert summary is not None
+    a = summaries.of(tmp_path / "pkg/a.py")
+    assert a is not None and a.functions["f"].returns.prec == "full"
+
+
+def test_summary_round_trips_through_json() -> None:
+    rope = Place("pkg/rope.py", 11, 9, "upcast to float32 by `.float()`")
+    full = Value("tensor", "full", "float32", "upcast", rope)
+    summary = ModuleSummary(
+        "pkg.rope",
+        "pkg/rope.py",
+        functions={
+            "apply": Function(
+                ("q", "k"), Value("seq", items=(full, Value("tensor", "model", same_as=(1,))))
+            )
+        },
+        classes={
+            "Norm": ClassSummary(
+                ("torch.nn.Module",),
+                True,
+                True,
+                ("wo",),
+                {"weight": "Parameter"},
+                {"forward": Function(("x",), full)},
+            )
+        },
+        constants={"DTYPE": Value("dtype", "half", "float16")},
+        reexports={"helper": ("layers.rope", 1, "apply")},
+    )
+    again = ModuleSummary.from_json(summary.to_json())
+    assert again == summary
+    assert again.digest == summary.digest
+    changed = ModuleSummary("pkg.rope", "pkg/rope.py", functions={"apply": Function(("q",), full)})
+    assert changed.digest != summary.digest
+
+
+@pytest.mark.parametrize("text", ["", "[]", "{}", '{"format": 0}', '{"format": 1, "module": 1}'])
+def test_foreign_or_corrupt_summaries_are_not_read(text: str) -> None:
+    assert ModuleSummary.from_json(text) is None
