@@ -8,7 +8,6 @@ a bad file becomes a finding.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import sys
@@ -22,13 +21,22 @@ from mpcheck.config import ConfigError, with_overrides
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.discovery import MissingPathError, discover
 from mpcheck.engine import Options, check_source
-from mpcheck.fixes import applicable, apply_fixes, write_atomically
+from mpcheck.fixes import (
+    FileChanged,
+    FixError,
+    applicable,
+    apply_fixes,
+    unified_diff,
+    write_atomically,
+    write_fixed,
+)
 from mpcheck.reporters import FORMATS, render
 from mpcheck.reporters.base import ReportContext
 from mpcheck.resolver import Project, Resolver
 from mpcheck.rule import Rule, all_rules
 from mpcheck.runner import Job, check_files
 from mpcheck.selection import SelectionError
+from mpcheck.source import SourceError, SourceFile
 from mpcheck.summary import write_step_summary
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -160,6 +168,7 @@ def run_check(args: argparse.Namespace) -> int:
     rules = all_rules()
     resolver = _resolver(args, cwd, rules)
     paths: list[Path] = args.paths or [Path(".")]
+    failed = False
     if [str(p) for p in paths] == ["-"] or (not args.paths and args.stdin_filename):
         name = args.stdin_filename or "-"
         data = sys.stdin.buffer.read()
@@ -180,10 +189,11 @@ def run_check(args: argparse.Namespace) -> int:
         if args.diff:
             return _diff_files(args, diagnostics, cwd)
         if args.fix:
-            diagnostics = _fix_files(args, diagnostics, jobs)
+            diagnostics, failed = _fix_files(args, diagnostics, jobs)
     diagnostics = [d for d in diagnostics if project_of[d.filename].reports(d.code)]
     diagnostics.sort(key=Diagnostic.sort_key)
-    return _emit(args, diagnostics, rules, cwd)
+    status = _emit(args, diagnostics, rules, cwd)
+    return EXIT_ERROR if failed else status
 
 
 def _fixable_files(
@@ -202,49 +212,73 @@ def _fixable_files(
 
 def _fix_files(
     args: argparse.Namespace, diagnostics: list[Diagnostic], jobs: Sequence[Job]
-) -> list[Diagnostic]:
-    """Apply fixes file by file, each written atomically; re-check what changed."""
+) -> tuple[list[Diagnostic], bool]:
+    """Apply fixes file by file; re-check what changed. Also says whether a file failed.
+
+    Each file is read again and checked again, so the fixes fit exactly the bytes that are
+    written over (``write_fixed`` only writes if the file still holds them).
+    """
     job_of = {str(path): (rules, options) for path, rules, options in jobs}
     fixable = _fixable_files(args, diagnostics)
     out = [d for d in diagnostics if d.filename not in fixable]
-    fixed_total = 0
-    for filename, diags in fixable.items():
+    fixed_total, failed = 0, False
+    for filename, old in fixable.items():
+        rules, options = job_of[filename]
         path = Path(filename)
-        source = path.read_text(encoding="utf-8")
-        text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
+        try:
+            data = path.read_bytes()
+            source = SourceFile.decode(data)
+            current = check_source(data, filename, rules, options)
+            text, count = apply_fixes(source, current, unsafe=args.unsafe_fixes)
+            new = source.encode(text)
+            if new != data:
+                write_fixed(path, data, new)
+        except FileChanged as exc:
+            print(f"mpcheck: warning: {exc}", file=sys.stderr)
+            out += old
+            continue
+        except (FixError, SourceError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            prefix = "" if isinstance(exc, FixError) else f"{filename}: "
+            print(f"mpcheck: error: {prefix}{reason}", file=sys.stderr)
+            out += old
+            failed = True
+            continue
         fixed_total += count
-        write_atomically(path, text)
-        out += check_source(text, filename, *job_of[filename])
+        out += check_source(new, filename, rules, options)
     if fixed_total and not args.quiet:
         print(f"Fixed {fixed_total} error{'s' if fixed_total != 1 else ''}.", file=sys.stderr)
-    return out
+    return out, failed
 
 
 def _diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Path) -> int:
     """``--diff`` (as ruff): print what ``--fix`` would change, write nothing.
 
     Only the diff goes to stdout, so it can be piped to ``git apply``; exit 1 when there is
-    something to fix.
+    something to fix, 2 when a file could not be read.
     """
-    total = 0
+    total, failed = 0, False
     for filename, diags in sorted(_fixable_files(args, diagnostics).items()):
-        source = Path(filename).read_text(encoding="utf-8")
-        text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
+        try:
+            data = Path(filename).read_bytes()
+            source = SourceFile.decode(data)
+            text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
+            new = source.encode(text)
+        except (SourceError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            print(f"mpcheck: error: {filename}: {reason}", file=sys.stderr)
+            failed = True
+            continue
         total += count
-        shown = _display_path(filename, cwd)
-        sys.stdout.writelines(
-            difflib.unified_diff(
-                source.splitlines(keepends=True),
-                text.splitlines(keepends=True),
-                f"a/{shown}",
-                f"b/{shown}",
-            )
-        )
+        sys.stdout.buffer.write(unified_diff(data, new, _display_path(filename, cwd)))
+    sys.stdout.flush()
     if not args.quiet:
         noun = "error" if total == 1 else "errors"
         print(
             f"Would fix {total} {noun}." if total else "No errors would be fixed.", file=sys.stderr
         )
+    if failed:
+        return EXIT_ERROR
     return EXIT_FINDINGS if total else EXIT_CLEAN
 
 
@@ -263,18 +297,24 @@ def _fix_stdin(
     rules: tuple[type[Rule], ...],
     options: Options,
 ) -> int:
-    """With stdin, --fix prints the fixed source (as ruff does) and reports what is left."""
-    source = data.decode("utf-8", errors="replace")
-    text, _ = apply_fixes(source, diagnostics, unsafe=args.unsafe_fixes)
-    if args.diff:
-        sys.stdout.writelines(
-            difflib.unified_diff(
-                source.splitlines(keepends=True), text.splitlines(keepends=True), "a/-", "b/-"
-            )
-        )
-    else:
-        sys.stdout.write(text)
-    left = [d for d in check_source(text, filename, rules, options) if not d.suppressed]
+    """With stdin, --fix prints the fixed source (as ruff does) and reports what is left.
+
+    The output is the input's bytes with the edits in them; input that cannot be decoded is
+    echoed unchanged (the pipe must not lose it) with an error.
+    """
+    try:
+        source = SourceFile.decode(data)
+        text, _ = apply_fixes(source, diagnostics, unsafe=args.unsafe_fixes)
+        new = source.encode(text)
+    except SourceError as exc:
+        if not args.diff:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        print(f"mpcheck: error: {filename}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.buffer.write(unified_diff(data, new, "-") if args.diff else new)
+    sys.stdout.flush()
+    left = [d for d in check_source(new, filename, rules, options) if not d.suppressed]
     return EXIT_FINDINGS if left and not args.exit_zero else EXIT_CLEAN
 
 
@@ -300,7 +340,7 @@ def _emit(
             text += ("\n" if text else "") + _summary(shown)
     if args.output_file is not None:
         try:
-            args.output_file.write_text(text, encoding="utf-8")
+            write_atomically(args.output_file, text.encode("utf-8", "surrogateescape"))
         except OSError as exc:
             raise UsageError(f"cannot write {args.output_file}: {exc.strerror}") from exc
     else:
@@ -337,9 +377,10 @@ def _statistics(shown: Sequence[Diagnostic], rules: Sequence[type[Rule]]) -> str
 
 @cache
 def _lines(filename: str) -> list[str]:
+    """The file's lines as positions count them (for the source excerpt under a finding)."""
     try:
-        return Path(filename).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        return SourceFile.decode(Path(filename).read_bytes()).lines
+    except (OSError, SourceError):
         return []
 
 

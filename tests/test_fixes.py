@@ -9,7 +9,7 @@ import pytest
 
 from mpcheck.cli import main
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Severity
-from mpcheck.fixes import apply_fixes, write_atomically
+from mpcheck.fixes import apply_fixes, write_fixed
 from tests.support import FIXTURES, run_fixed_fixture, runtime
 
 
@@ -45,7 +45,7 @@ def test_failed_write_leaves_the_original(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError):
-        write_atomically(target, "new text\n")
+        write_fixed(target, b"original\n", b"new text\n")
     assert target.read_text() == "original\n"
     assert [p.name for p in tmp_path.iterdir()] == ["model.py"]
 
