@@ -11,13 +11,14 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from collections import Counter
 from collections.abc import Sequence
 from functools import cache, partial
 from pathlib import Path
 
 from mpcheck import __version__
-from mpcheck.config import ConfigError, with_overrides
+from mpcheck.config import ConfigError, parse_size, with_overrides
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.discovery import MissingPathError, discover
 from mpcheck.engine import Options, check_source
@@ -48,7 +49,27 @@ class UsageError(Exception):
 
 def _comma_list(value: str) -> list[str]:
     """``--ignore MPC101,MPC103``; repeated flags add up (``action="extend"``), as in ruff."""
-    return [c.strip() for c in value.split(",") if c.strip()]
+    codes = [c.strip() for c in value.split(",") if c.strip()]
+    if not codes:  # ``--select ''`` would check nothing and report success
+        raise argparse.ArgumentTypeError("expected at least one value")
+    return codes
+
+
+def _jobs(value: str) -> int:
+    try:
+        jobs = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if jobs < 0:
+        raise argparse.ArgumentTypeError("must be 0 (one per CPU) or more")
+    return jobs
+
+
+def _size(value: str) -> int:
+    size = parse_size(value)
+    if size is None:
+        raise argparse.ArgumentTypeError(f"not a positive size: {value!r} (e.g. 1048576, 2MiB)")
+    return size
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,7 +130,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--unsafe-fixes", action="store_true", help="also apply fixes that may change behaviour"
     )
     check.add_argument("--diff", action="store_true", help="print fixes as a diff, change nothing")
-    check.add_argument("-j", "--jobs", type=int, default=0, help="worker processes (0: auto)")
+    check.add_argument(
+        "-j", "--jobs", type=_jobs, default=0, help="worker processes (0: one per CPU)"
+    )
+    check.add_argument(
+        "-v", "--verbose", action="store_true", help="print tracebacks of internal errors"
+    )
+    check.add_argument(
+        "--max-file-size",
+        type=_size,
+        help="skip larger files with MPC002 (bytes, or 512KiB, 2MB; default 1MiB)",
+    )
 
     rule = sub.add_parser("rule", help="explain a rule, or list them all")
     rule.add_argument("code", nargs="?", help="a rule code such as MPC101")
@@ -119,8 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 clean, 1 findings, 2 for any error: usage, configuration, I/O or internal."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    verbose = getattr(args, "verbose", False) or os.environ.get("MPCHECK_DEBUG") == "1"
     try:
         if args.command == "check":
             return run_check(args)
@@ -133,8 +166,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return EXIT_CLEAN
+    except BrokenPipeError:  # ``mpcheck check | head``: the reader is gone, say nothing more
+        _silence_stdout()
+        return EXIT_ERROR
+    except OSError as exc:  # ``> /dev/full``, a vanished directory, ...
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"mpcheck: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        if verbose:
+            traceback.print_exc()
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - an internal error is one line and exit 2
+        print(f"mpcheck: error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if verbose:
+            traceback.print_exc()
+        else:
+            print("(run with --verbose or MPCHECK_DEBUG=1 for the traceback)", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _write_stdout(text: str) -> None:
+    """A file name's undecodable bytes go out as the bytes they were, whatever the locale."""
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a replaced stream (tests, embedding): it takes text
+        sys.stdout.write(text)
+    else:
+        buffer.write(text.encode(sys.stdout.encoding or "utf-8", "surrogateescape"))
+        buffer.flush()
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) -> Resolver:
@@ -149,13 +216,17 @@ def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) 
         ignore=args.ignore,
         exclude=args.exclude,
         extend_exclude=args.extend_exclude,
+        max_file_size=args.max_file_size,
         cwd=cwd,
     )
     return Resolver(cwd, config=config, overrides=overrides, rules=rules)
 
 
 def _options(project: Project) -> Options:
-    return Options(module_half_capable=project.settings.module_half_capable)
+    settings = project.settings
+    return Options(
+        module_half_capable=settings.module_half_capable, max_file_size=settings.max_file_size
+    )
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -164,7 +235,10 @@ def run_check(args: argparse.Namespace) -> int:
             f"unknown output format `{args.output_format}` (from MPCHECK_OUTPUT_FORMAT); "
             f"expected one of: {', '.join(FORMATS)}"
         )
-    cwd = Path.cwd()
+    try:
+        cwd = Path.cwd()
+    except FileNotFoundError:
+        raise UsageError("the current directory no longer exists") from None
     rules = all_rules()
     resolver = _resolver(args, cwd, rules)
     paths: list[Path] = args.paths or [Path(".")]
@@ -182,18 +256,36 @@ def run_check(args: argparse.Namespace) -> int:
     else:
         if any(str(p) == "-" for p in paths):
             raise UsageError("`-` (stdin) cannot be mixed with other paths")
-        files = discover(paths, resolver.settings_for, force_exclude=args.force_exclude)
+        errors: list[str] = []
+        files = discover(
+            paths, resolver.settings_for, force_exclude=args.force_exclude, errors=errors
+        )
+        for message in errors:
+            print(f"mpcheck: error: {message}", file=sys.stderr)
+        failed = bool(errors)
+        files = _without_notebooks(files)
         project_of = {str(f): resolver.project_for(f) for f in files}
         jobs = [(f, project_of[str(f)].rules_for(f), _options(project_of[str(f)])) for f in files]
         diagnostics = check_files(jobs, processes=args.jobs)
         if args.diff:
             return _diff_files(args, diagnostics, cwd)
         if args.fix:
-            diagnostics, failed = _fix_files(args, diagnostics, jobs)
+            diagnostics, fix_failed = _fix_files(args, diagnostics, jobs)
+            failed = failed or fix_failed
     diagnostics = [d for d in diagnostics if project_of[d.filename].reports(d.code)]
     diagnostics.sort(key=Diagnostic.sort_key)
     status = _emit(args, diagnostics, rules, cwd)
     return EXIT_ERROR if failed else status
+
+
+def _without_notebooks(files: list[Path]) -> list[Path]:
+    """Notebooks given by name are not Python source: say so instead of a syntax error."""
+    for path in files:
+        if path.suffix == ".ipynb":
+            print(
+                f"mpcheck: warning: {path}: notebooks are not checked yet; skipped", file=sys.stderr
+            )
+    return [p for p in files if p.suffix != ".ipynb"]
 
 
 def _fixable_files(
@@ -344,8 +436,7 @@ def _emit(
         except OSError as exc:
             raise UsageError(f"cannot write {args.output_file}: {exc.strerror}") from exc
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        _write_stdout(text)
     # GitHub Actions: a per-rule table on the run's page ($GITHUB_STEP_SUMMARY, if set).
     write_step_summary(diagnostics, {r.code: r.info() for r in rules}, root=cwd)
     return EXIT_FINDINGS if shown and not args.exit_zero else EXIT_CLEAN

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from mpcheck.globs import segment_matches
+from mpcheck.globs import glob_problem, segment_matches
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -81,7 +81,27 @@ KNOWN_KEYS: tuple[str, ...] = (
     "per-file-ignores",
     *_PATTERN_LIST_KEYS,
     *_BOOL_KEYS,
+    "max-file-size",
 )
+# libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
+# is skipped (MPC002), so one generated file cannot exhaust the machine's memory.
+DEFAULT_MAX_FILE_SIZE = 1024 * 1024
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(|b|kb|kib|mb|mib|gb|gib)\s*", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
+_UNITS |= {"gb": 1000**3, "gib": 1024**3}
+
+
+def parse_size(value: str | int) -> int | None:
+    """``1048576``, ``"512KiB"``, ``"2 MB"`` as a number of bytes; None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    match = _SIZE.fullmatch(value)
+    if match is None:
+        return None
+    size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    return size if size > 0 else None
 
 
 class ConfigError(Exception):
@@ -106,6 +126,7 @@ class Settings:
     extend_exclude: tuple[str, ...] = ()
     module_half_capable: bool = True
     respect_gitignore: bool = True
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -145,6 +166,8 @@ def _read_toml(path: Path, shown: str) -> dict[str, Any]:
         raise ConfigError(f"{shown}: invalid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{shown}: invalid TOML: file is not valid UTF-8") from None
+    except RecursionError:
+        raise ConfigError(f"{shown}: invalid TOML: values nested too deeply") from None
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read: {exc.strerror or exc}") from None
 
@@ -157,8 +180,8 @@ def _has_mpcheck_table(pyproject: Path, shown: str) -> bool:
     # Cheap text test first: an unrelated (or even broken) pyproject must not cost a parse.
     try:
         text = pyproject.read_bytes()
-    except OSError:
-        return False
+    except OSError as exc:  # it may hold our table: ignoring it would check with other rules
+        raise ConfigError(f"{shown}: cannot read: {exc.strerror or exc}") from None
     if b"mpcheck" not in text:
         return False
     tool = _read_toml(pyproject, shown).get("tool")
@@ -252,12 +275,23 @@ class _Validator:
                     f"negated pattern '{pattern}' in {self.key(key)} is not supported "
                     "(an excluded directory is never entered)"
                 )
+            problem = glob_problem(pattern)
+            if problem:
+                raise self.error(f"invalid pattern '{pattern}' in {self.key(key)}: {problem}")
         return patterns
 
     def boolean(self, key: str, value: object) -> bool:
         if not isinstance(value, bool):
             raise self.error(f"{self.key(key)} must be true or false, got {_type_name(value)}")
         return value
+
+    def size(self, key: str, value: object) -> int:
+        size = parse_size(value) if isinstance(value, (str, int)) else None
+        if size is None:
+            raise self.error(
+                f'{self.key(key)} must be a positive size such as 1048576 or "2MiB", got {value!r}'
+            )
+        return size
 
     def per_file(self, key: str, value: object) -> Mapping[str, tuple[str, ...]]:
         if not isinstance(value, dict):
@@ -304,6 +338,8 @@ def load_settings(
             values[key] = check.patterns(key, value)
         elif key in _BOOL_KEYS:
             values[key] = check.boolean(key, value)
+        elif key == "max-file-size":
+            values[key] = check.size(key, value)
         else:
             values[key] = check.per_file(key, value)
     return Settings(
@@ -317,6 +353,7 @@ def load_settings(
         extend_exclude=values.get("extend-exclude", ()),
         module_half_capable=values.get("module-half-capable", True),
         respect_gitignore=values.get("respect-gitignore", True),
+        max_file_size=values.get("max-file-size", DEFAULT_MAX_FILE_SIZE),
     )
 
 
@@ -392,6 +429,9 @@ def _cli_patterns(
     for pattern in values:
         if not pattern.strip() or pattern.startswith("!"):
             raise ConfigError(f"{option}: invalid exclude pattern '{pattern}'")
+        problem = glob_problem(pattern)
+        if problem:
+            raise ConfigError(f"{option}: invalid exclude pattern '{pattern}': {problem}")
     return tuple(rebased for p in values for rebased in _rebase(p, cwd, root))
 
 
@@ -409,6 +449,7 @@ def with_overrides(
     extend_exclude: Sequence[str] | None = None,
     respect_gitignore: bool | None = None,
     module_half_capable: bool | None = None,
+    max_file_size: int | None = None,
     cwd: Path | None = None,
 ) -> Settings:
     """Layer CLI options over ``settings`` with ruff's precedence.
@@ -449,4 +490,5 @@ def with_overrides(
         module_half_capable=(
             settings.module_half_capable if module_half_capable is None else module_half_capable
         ),
+        max_file_size=settings.max_file_size if max_file_size is None else max_file_size,
     )

@@ -130,6 +130,7 @@ class _Scope:
 
 class _Walker:
     def __init__(self, lookup: SettingsLookup, track_gitignore: bool) -> None:
+        self.errors: list[str] = []
         self.lookup = lookup
         # Followed whenever some configuration may want it; each scope decides whether to apply.
         self.track_gitignore = track_gitignore
@@ -173,7 +174,7 @@ class _Walker:
                 lines = fh.read().splitlines()
         except OSError:
             lines = []
-        parsed = [p for p in (parse_pattern(line, gitignore=True) for line in lines) if p]
+        parsed = [p for p in map(_gitignore_pattern, lines) if p]
         if parsed:
             level = _Level(base, _PatternSet(parsed))
         self._gitignore_cache[file] = level
@@ -230,7 +231,8 @@ class _Walker:
             try:
                 with os.scandir(directory) as it:
                     entries = list(it)
-            except OSError:  # unreadable directory: nothing we can check
+            except OSError as exc:  # files may hide in it: the run cannot say it is clean
+                self.errors.append(f"{directory}: cannot read the directory: {exc.strerror}")
                 continue
             if track:
                 names = {entry.name for entry in entries}
@@ -264,8 +266,20 @@ class _Walker:
                     out.add(entry.path)
 
 
+def _gitignore_pattern(line: str) -> GlobPattern | None:
+    """A line of a .gitignore; one git cannot use either (``[z-a]``) is skipped, as git does."""
+    try:
+        return parse_pattern(line, gitignore=True)
+    except re.error:
+        return None
+
+
 def discover(
-    paths: Sequence[Path], settings: Settings | SettingsLookup, *, force_exclude: bool = False
+    paths: Sequence[Path],
+    settings: Settings | SettingsLookup,
+    *,
+    force_exclude: bool = False,
+    errors: list[str] | None = None,
 ) -> list[Path]:
     """The sorted, de-duplicated absolute paths of the files to check.
 
@@ -273,7 +287,8 @@ def discover(
     that governs each directory (:meth:`mpcheck.resolver.Resolver.settings_for`).
     Explicit files are returned whatever their suffix or exclusion (unless ``force_exclude``);
     directories contribute their ``*.py``/``*.pyi`` files that are neither excluded nor
-    gitignored. Raises :class:`MissingPathError` for a path that does not exist.
+    gitignored. Raises :class:`MissingPathError` for a path that does not exist; a directory
+    that cannot be read is skipped and named in ``errors`` (when given).
     """
     absolute: list[str] = []
     for path in paths:
@@ -294,4 +309,6 @@ def discover(
             walker.walk(full, found)
         else:
             found.add(full)
+    if errors is not None:
+        errors += walker.errors
     return sorted(Path(p) for p in found)

@@ -6,36 +6,27 @@ files that have something to report, and only then.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from mpcheck import noqa
 from mpcheck.analysis import FileAnalysis
+from mpcheck.config import DEFAULT_MAX_FILE_SIZE
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
 from mpcheck.names import ImportTable
+from mpcheck.parsing import Unparsable, parse
 from mpcheck.rule import Report, Rule, RuleContext
 from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
+from mpcheck.source import SourceError, SourceFile
 from mpcheck.training import TrainingSite
 
 # A file that mentions none of these cannot hold a finding: it is not parsed.
 PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
 _LINE_REF = re.compile("\x00(\\d+)\x00")
-
-# CPython refuses more than 200 nested brackets; libcst's native parser overflows its stack
-# (a segfault, not an exception) somewhere above 1,000. Files nested deeper than CPython
-# allows are rejected with CPython's message before libcst sees them.
-MAX_NESTING = 200
-_BRACKETS = b"()[]{}"
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in _BRACKETS)
-_STEP = [0] * 256
-for _open, _close in (b"()", b"[]", b"{}"):
-    _STEP[_open], _STEP[_close] = 1, -1
 
 INVALID_SYNTAX = ("MPC001", "invalid-syntax")
 INTERNAL_ERROR = ("MPC002", "internal-error")
@@ -47,6 +38,7 @@ class Options:
 
     module_half_capable: bool = True
     unused_noqa: bool = True
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
 
 @dataclass
@@ -126,8 +118,14 @@ def check_source(
 ) -> list[Diagnostic]:
     """All diagnostics for one file, suppressed ones included (marked ``suppressed``)."""
     data = source.encode("utf-8") if isinstance(source, str) else source
+    if len(data) > options.max_file_size:
+        message = (
+            f"the file is {_size(len(data))}, above max-file-size ({_size(options.max_file_size)})"
+            "; it was not analysed (raise max-file-size to check it)"
+        )
+        return [_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))]
     if not PREFILTER.search(data):
-        diagnostics: list[Diagnostic] = []
+        diagnostics: list[Diagnostic] = _undecodable(data, filename)
     else:
         diagnostics = _analyse(data, filename, rules, options)
     if not diagnostics and b"noqa" not in data:
@@ -147,64 +145,30 @@ def check_source(
     return sorted(marked, key=Diagnostic.sort_key)
 
 
-def _syntax_error(data: bytes, exc: cst.ParserSyntaxError) -> tuple[str, Position]:
-    """CPython's message and position when it agrees the file is invalid.
-
-    libcst's parser often reports the token after the real mistake; CPython's
-    own error is the one users recognise. Only paid for files that fail.
-    """
+def _undecodable(data: bytes, filename: str) -> list[Diagnostic]:
+    """A file the prefilter skips must still be readable Python: say so when it is not."""
+    if data.isascii():
+        return []
     try:
-        compile(data, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    except SyntaxError as err:
-        if err.lineno:
-            return f"SyntaxError: {err.msg}", Position(err.lineno, max(err.offset or 1, 1))
-    except (ValueError, RecursionError, MemoryError):
-        pass
-    return f"SyntaxError: {exc.message}", Position(exc.editor_line, exc.editor_column)
+        SourceFile.decode(data)
+    except SourceError as exc:
+        return [_file_level(INVALID_SYNTAX, str(exc), filename, Position(1, 1))]
+    return []
 
 
-def _too_deep(data: bytes) -> tuple[str, Position] | None:
-    """CPython's error for a file nested deeper than it allows, which would crash libcst.
-
-    Counting brackets inside strings and comments overestimates the depth, so a file over
-    the limit by that count is compiled to be sure; almost every file never gets that far.
-    """
-    brackets = data.translate(None, _NOT_BRACKETS)
-    if len(brackets) <= 2 * MAX_NESTING:
-        return None
-    # clamped at 0, so closing brackets in a string cannot hide the nesting that follows
-    depths = accumulate(map(_STEP.__getitem__, brackets), lambda a, b: max(a + b, 0))
-    if max(depths) <= MAX_NESTING:
-        return None
-    try:
-        compile(data, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    except SyntaxError as err:
-        return f"SyntaxError: {err.msg}", Position(err.lineno or 1, max(err.offset or 1, 1))
-    except (ValueError, RecursionError, MemoryError):
-        return "the file is nested too deeply to parse", Position(1, 1)
-    return None
+def _size(n: int) -> str:
+    return f"{n / 1024**2:.1f} MiB" if n >= 1024**2 else f"{n / 1024:.0f} KiB"
 
 
 def _analyse(
     data: bytes, filename: str, rules: Sequence[type[Rule]], options: Options
 ) -> list[Diagnostic]:
-    deep = _too_deep(data)
-    if deep is not None:
-        return [_file_level(INVALID_SYNTAX, deep[0], filename, deep[1])]
+    parsed = parse(data)
+    if isinstance(parsed, Unparsable):
+        code = INVALID_SYNTAX if parsed.syntax else INTERNAL_ERROR
+        return [_file_level(code, parsed.message, filename, parsed.position)]
     try:
-        module = cst.parse_module(data)
-    except cst.ParserSyntaxError as exc:
-        message, pos = _syntax_error(data, exc)
-        return [_file_level(INVALID_SYNTAX, message, filename, pos)]
-    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
-        message = f"cannot decode the file: {exc}"
-        return [_file_level(INVALID_SYNTAX, message, filename, Position(1, 1))]
-    except RecursionError:
-        message = "the file is nested too deeply to parse"
-        return [_file_level(INVALID_SYNTAX, message, filename, Position(1, 1))]
-
-    try:
-        return _run_rules(module, data, filename, rules, options)
+        return _run_rules(parsed, data, filename, rules, options)
     except RecursionError:
         message = "the file is nested too deeply to analyse; it was skipped"
         return [_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))]

@@ -160,6 +160,7 @@ class MpcheckPlugin:
         options = Options(
             module_half_capable=project.settings.module_half_capable if half is None else half,
             unused_noqa=False,
+            max_file_size=project.settings.max_file_size,
         )
         diagnostics = check_source(_source_bytes(self.lines), self.filename, rules, options)
         wanted = [d for d in diagnostics if self._wanted(d, project)]

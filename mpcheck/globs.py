@@ -104,6 +104,15 @@ class GlobPattern:
         return rel is not None and self._within.fullmatch(rel) is not None
 
 
+def glob_problem(pattern: str) -> str:
+    """Why ``pattern`` is not a valid glob (``[z-a]``: a reversed range), or ``""``."""
+    try:
+        parse_pattern(pattern)
+    except re.error as exc:
+        return exc.msg
+    return ""
+
+
 def parse_pattern(line: str, *, gitignore: bool = False) -> GlobPattern | None:
     """Compile a gitignore-style glob; None for a blank line or (in .gitignore) a comment."""
     pattern = line

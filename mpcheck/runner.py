@@ -22,7 +22,9 @@ _Work = tuple[str, tuple[str, ...], Options]
 def check_files(jobs: Sequence[Job], *, processes: int = 0) -> list[Diagnostic]:
     """Diagnostics for every file; ``processes=0`` picks a count from the CPUs."""
     work = [(str(path), tuple(r.code for r in rules), opts) for path, rules, opts in jobs]
-    workers = processes or min(os.cpu_count() or 1, 8)
+    # More processes than CPUs cannot speed up CPU-bound work; they only cost memory.
+    cpus = os.cpu_count() or 1
+    workers = min(processes, cpus) if processes else min(cpus, 8)
     if workers <= 1 or len(work) < POOL_THRESHOLD:
         return [d for item in work for d in _check_one(item)]
     chunk = max(1, len(work) // (workers * 8))

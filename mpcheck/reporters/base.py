@@ -8,12 +8,15 @@ format modules only decide layout.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
+from typing import Any
+from urllib.parse import quote
 
 from mpcheck.diagnostics import RULES_URL, Diagnostic, Position, RuleInfo
 
@@ -132,7 +135,7 @@ def fingerprints(
         occurrence = seen[key]
         seen[key] += 1
         payload = "\0".join((*key, str(occurrence)))
-        result.append(hashlib.sha256(payload.encode("utf-8")).hexdigest())
+        result.append(hashlib.sha256(payload.encode("utf-8", "surrogateescape")).hexdigest())
     return result
 
 
@@ -150,6 +153,29 @@ AZURE_PROPERTY = {**AZURE_DATA, ";": "%3B", "]": "%5D"}
 
 # Characters XML 1.0 cannot represent at all, even escaped.
 _XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+# A file name that is not valid UTF-8 reaches us with its bad bytes as lone surrogates
+# (os.fsdecode's surrogateescape): \udc80-\udcff stand for bytes 0x80-0xff.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(data: object, **options: Any) -> str:
+    """``json.dumps`` that keeps non-ASCII text readable and writes a name's undecodable
+    bytes as ``\\udcXX`` escapes: valid JSON, and ``json.loads`` + ``os.fsencode`` give the
+    original bytes back."""
+    text = json.dumps(data, ensure_ascii=False, **options)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def uri_path(path: str) -> str:
+    """A path as a URI path: percent-encoded from its bytes, so no name is unrepresentable."""
+    return quote(os.fsencode(path))
+
+
+def readable_path(path: str) -> str:
+    """A name for formats that must be valid Unicode (XML): undecodable bytes as ``%XX``."""
+    return _SURROGATE.sub(lambda m: f"%{ord(m.group()) - 0xDC00:02X}", path)
 
 
 def xml_text(text: str) -> str:

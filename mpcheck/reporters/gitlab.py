@@ -8,7 +8,6 @@ them) are relative to the repository root, wherever in it mpcheck ran.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ from .base import (
     absolute,
     display_path,
     fingerprints,
+    json_text,
     last_row,
     repository_root,
 )
@@ -46,4 +46,4 @@ def render_gitlab(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
                 },
             }
         )
-    return json.dumps(issues, indent=2, ensure_ascii=False) + "\n"
+    return json_text(issues, indent=2) + "\n"

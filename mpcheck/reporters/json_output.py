@@ -6,13 +6,12 @@ For scripts and editor integrations that already parse ``ruff --output-format js
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from mpcheck.diagnostics import Diagnostic, Fix, Position
 
-from .base import ReportContext, visible
+from .base import ReportContext, json_text, visible
 
 
 def _location(position: Position) -> dict[str, int]:
@@ -64,12 +63,12 @@ def json_object(d: Diagnostic) -> dict[str, Any]:
 def render_json(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     """An indented JSON array; keys sorted like ruff's."""
     objects = [json_object(d) for d in visible(diagnostics)]
-    return json.dumps(objects, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_text(objects, indent=2, sort_keys=True) + "\n"
 
 
 def render_json_lines(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     """One compact JSON object per line."""
     return "".join(
-        json.dumps(json_object(d), sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+        json_text(json_object(d), sort_keys=True, separators=(",", ":")) + "\n"
         for d in visible(diagnostics)
     )

@@ -13,7 +13,15 @@ from pathlib import PurePosixPath
 
 from mpcheck.diagnostics import Diagnostic
 
-from .base import TOOL_NAME, ReportContext, display_path, one_line, visible, xml_text
+from .base import (
+    TOOL_NAME,
+    ReportContext,
+    display_path,
+    one_line,
+    readable_path,
+    visible,
+    xml_text,
+)
 
 
 def _counts(element: ET.Element, tests: int, failures: int) -> None:
@@ -22,7 +30,7 @@ def _counts(element: ET.Element, tests: int, failures: int) -> None:
 
 
 def _testcase(suite: ET.Element, d: Diagnostic, ctx: ReportContext) -> None:
-    path = display_path(d.filename, ctx.root)
+    path = readable_path(display_path(d.filename, ctx.root))
     case = ET.SubElement(
         suite,
         "testcase",

@@ -6,13 +6,12 @@ source text when it is available (and passed through unchanged when it is not).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from mpcheck.diagnostics import Diagnostic, Position, Severity
 
-from .base import HOMEPAGE, TOOL_NAME, ReportContext, display_path, source_line, visible
+from .base import HOMEPAGE, TOOL_NAME, ReportContext, display_path, json_text, source_line, visible
 
 SEVERITIES = {Severity.ERROR: "ERROR", Severity.WARNING: "WARNING"}
 
@@ -57,4 +56,4 @@ def render_rdjson(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
             ]
         entries.append(entry)
     document = {"source": {"name": TOOL_NAME, "url": HOMEPAGE}, "diagnostics": entries}
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return json_text(document, indent=2) + "\n"

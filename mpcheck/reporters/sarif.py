@@ -10,7 +10,6 @@ move it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,10 @@ from .base import (
     ReportContext,
     absolute,
     fingerprints,
+    json_text,
     relative_to_root,
     repository_root,
+    uri_path,
 )
 
 SCHEMA_URI = (
@@ -46,7 +47,7 @@ def render_sarif(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
         _result(d, fingerprint, rule_index, ctx, root)
         for d, fingerprint in zip(diagnostics, prints, strict=True)
     ]
-    root_uri = root.as_uri()
+    root_uri = "file://" + uri_path(root.as_posix())
     if not root_uri.endswith("/"):
         root_uri += "/"  # a base URI must end in "/" or its last segment is replaced
     log = {
@@ -69,7 +70,7 @@ def render_sarif(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
             }
         ],
     }
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return json_text(log, indent=2) + "\n"
 
 
 def _rule(rule: RuleInfo) -> dict[str, Any]:
@@ -92,8 +93,8 @@ def artifact_location(filename: str, ctx: ReportContext, root: Path) -> dict[str
     path = absolute(filename, ctx.root)
     relative = relative_to_root(path, root)
     if relative is not None:
-        return {"uri": quote(relative), "uriBaseId": SRCROOT}
-    return {"uri": Path(path).as_uri()}
+        return {"uri": uri_path(relative), "uriBaseId": SRCROOT}
+    return {"uri": "file://" + uri_path(Path(path).as_posix())}
 
 
 def _literal(text: str) -> str:
