@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import mpcheck.cli
+import mpcheck.fixes
 from mpcheck.cli import main
 
 OLD = b"scaler = torch.cuda.amp.GradScaler()"
@@ -200,7 +201,7 @@ def test_read_only_file_is_reported_not_replaced(tmp_path: Path) -> None:
 
 def edit_during_fix(monkeypatch: pytest.MonkeyPatch, action: object) -> None:
     """Run ``action`` after the fixer read the file and before it writes."""
-    real = mpcheck.cli.apply_fixes
+    real = mpcheck.fixes.apply_fixes
 
     def patched(*args: object, **kwargs: object) -> tuple[str, int]:
         result = real(*args, **kwargs)  # type: ignore[arg-type]
