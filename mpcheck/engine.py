@@ -11,12 +11,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
 from mpcheck import noqa
 from mpcheck.analysis import FileAnalysis
 from mpcheck.config import DEFAULT_MAX_FILE_SIZE
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
+from mpcheck.fix_names import unbound
 from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
 from mpcheck.rule import Report, Rule, RuleContext
@@ -216,7 +217,8 @@ def _unique(reports: Iterable[Report]) -> list[Report]:
 def _to_diagnostics(
     module: cst.Module, filename: str, reports: Sequence[Report], refs: Sequence[cst.CSTNode]
 ) -> list[Diagnostic]:
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
 
     def span(node: cst.CSTNode) -> tuple[Position, Position]:
         r: CodeRange = positions[node]
@@ -227,12 +229,15 @@ def _to_diagnostics(
             lambda m: f"line {positions[refs[int(m.group(1))]].start.line}", message
         )
 
+    scopes = wrapper.resolve(ScopeProvider) if any(r.fix for r in reports) else {}
     out = []
     for report in reports:
         start, end = span(report.node)
         related = tuple(Related(fill(text), *span(node)) for node, text in report.related)
         fix = None
-        if report.fix is not None:
+        if report.fix is not None and not any(
+            unbound(e.code, e.node, scopes) for e in report.fix.edits
+        ):
             edits = tuple(Edit(e.code, *span(e.node)) for e in report.fix.edits)
             fix = Fix(fill(report.fix.message), edits, report.fix.applicability)
         rule = report.rule
