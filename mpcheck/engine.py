@@ -16,8 +16,8 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from mpcheck import noqa
-from mpcheck.analysis import FileAnalysis
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
+from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.names import ImportTable
 from mpcheck.rule import Report, Rule, RuleContext
 from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
