@@ -6,19 +6,12 @@ from dataclasses import replace
 
 import libcst as cst
 
-from mpcheck.facts import (
-    Cause,
-    Fact,
-    Kind,
-    Origin,
-    Prec,
-)
+from mpcheck import autocast_ops
+from mpcheck.facts import Cause, Fact, Kind, Origin, Prec
 from mpcheck.infer.base import Walk
 from mpcheck.infer.frames import Frame
 from mpcheck.names import dotted
-from mpcheck.sites import (
-    Autocast,
-)
+from mpcheck.sites import Autocast
 
 AUTOCAST_NAMES = {
     "torch.autocast": None,
@@ -32,8 +25,6 @@ class AutocastWalk(Walk):
     """The layer that knows ``torch.autocast``: resolves regions and recasts op results."""
 
     def autocast_result(self, node: cst.CSTNode, aten: str, region: Autocast, result: Fact) -> Fact:
-        from mpcheck import autocast_ops
-
         # An unknown device (``accelerator.autocast()``, ``device_type=x.device.type``):
         # the result is known when every device's policy agrees.
         devices = [region.device] if region.device in ("cuda", "cpu") else ["cuda", "cpu"]

@@ -26,19 +26,10 @@ from mpcheck.facts import (
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.modules import FP32_LAYER
-from mpcheck.infer.promotion import (
-    FINFO_MAX,
-    FINFO_MIN,
-    fold,
-    iterate,
-    one_dim_factory,
-    op_result,
-)
+from mpcheck.infer.promotion import FINFO_MAX, FINFO_MIN, fold, iterate, one_dim_factory, op_result
 from mpcheck.infer.tensors import TensorWalk
 from mpcheck.names import dotted
-from mpcheck.sites import (
-    Operand,
-)
+from mpcheck.sites import Operand
 
 
 class ExpressionWalk(TensorWalk):

@@ -27,13 +27,7 @@ from mpcheck.infer.autocast import AutocastWalk
 from mpcheck.infer.binding import bind_arguments, parameters
 from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
 from mpcheck.names import dotted
-from mpcheck.sites import (
-    ClassSite,
-    Decorator,
-    FunctionSite,
-    Operand,
-    Scope,
-)
+from mpcheck.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
 
 MODULE_BASE_SUFFIXES = (
     "Module",

@@ -28,12 +28,7 @@ from mpcheck.infer.binding import passed
 from mpcheck.infer.frames import ClassInfo, Env, Frame
 from mpcheck.infer.functions import FunctionWalk
 from mpcheck.names import dotted
-from mpcheck.sites import (
-    CallSite,
-    InnerCall,
-    Operand,
-    Owner,
-)
+from mpcheck.sites import CallSite, InnerCall, Operand, Owner
 
 MODULE_CASTS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
 NON_MODULE_HINTS = ("Tokenizer", "Processor", "Scheduler", "FeatureExtractor", "Config", "Pipeline")

@@ -12,30 +12,13 @@ from dataclasses import replace
 import libcst as cst
 
 from mpcheck import torch_api as T
-from mpcheck.facts import (
-    UNKNOWN,
-    Cause,
-    Fact,
-    Kind,
-    Origin,
-    Prec,
-    element,
-    join,
-    promote,
-)
+from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec, element, join, promote
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.expressions import ExpressionWalk
 from mpcheck.infer.frames import Frame
-from mpcheck.infer.promotion import (
-    is_advanced_index,
-    iterate,
-)
+from mpcheck.infer.promotion import is_advanced_index, iterate
 from mpcheck.names import dotted
-from mpcheck.sites import (
-    Operand,
-    ReturnSite,
-    SetItemSite,
-)
+from mpcheck.sites import Operand, ReturnSite, SetItemSite
 from mpcheck.training import STATE, State
 
 

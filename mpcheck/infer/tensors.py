@@ -26,14 +26,9 @@ from mpcheck.facts import (
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.modules import ModuleWalk
-from mpcheck.infer.promotion import (
-    op_result,
-)
+from mpcheck.infer.promotion import op_result
 from mpcheck.names import dotted
-from mpcheck.sites import (
-    Operand,
-    items,
-)
+from mpcheck.sites import Operand, items
 
 
 class TensorWalk(ModuleWalk):
