@@ -7,9 +7,15 @@ late import hides a circle from Python, not from a reader.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on Python 3.10
+    import tomli as tomllib
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mpcheck"
 # The engine: the walk, what it knows of torch, and the values it reports to rules.
@@ -103,3 +109,11 @@ def test_imports_in_functions_and_relative_imports_count(tmp_path: Path) -> None
 def test_engine_module_is_short(path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_ENGINE_LINES, f"{path.name}: {lines} lines; split it by concern"
+
+
+def test_every_package_is_installed() -> None:
+    """A new package under mpcheck/ must be listed for setuptools, or installs lack it."""
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    packages = {_module_name(p) for p in PACKAGE.rglob("__init__.py")}
+    assert packages <= listed, f"add to [tool.setuptools] packages: {sorted(packages - listed)}"
