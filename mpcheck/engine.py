@@ -14,10 +14,10 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
 from mpcheck import noqa
-from mpcheck.analysis import FileAnalysis
 from mpcheck.config import DEFAULT_MAX_FILE_SIZE
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
 from mpcheck.fix_names import unbound
+from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
 from mpcheck.rule import Report, Rule, RuleContext

@@ -40,18 +40,38 @@ def reads(node: cst.CSTNode) -> set[str]:
     return visitor.names
 
 
+def _parse(code: str) -> cst.CSTNode | None:
+    """``code`` as an expression, as call arguments (``dtype=x``: an edit may replace
+    arguments), or as a statement, whichever it is."""
+    try:
+        return cst.parse_expression(code)
+    except cst.ParserSyntaxError:
+        pass
+    try:
+        call = cst.parse_expression(f"_({code})")
+        assert isinstance(call, cst.Call)
+        return cst.Tuple([cst.Element(arg.value) for arg in call.args])
+    except cst.ParserSyntaxError:
+        pass
+    try:
+        return cst.parse_statement(code)
+    except cst.ParserSyntaxError:
+        return None
+
+
 def unbound(
     code: str, replaced: cst.CSTNode, scopes: Mapping[cst.CSTNode, Scope | None]
 ) -> set[str]:
     """Names ``code`` reads that are not visible where it replaces ``replaced``."""
-    try:
-        new: cst.CSTNode = cst.parse_expression(code)
-    except cst.ParserSyntaxError:
-        try:
-            new = cst.parse_statement(code)
-        except cst.ParserSyntaxError:
-            return set()  # a fragment (a decorator, an argument): nothing to judge
+    new = _parse(code)
+    if new is None:
+        return set()  # a fragment we cannot read: nothing to judge
     scope = scopes.get(replaced)
+    if isinstance(replaced, cst.Name) and isinstance(new, cst.Name):
+        # ``F.binary_cross_entropy`` -> ``..._with_logits``: renaming an attribute (or a
+        # keyword) reads nothing; only a renamed variable reference must be bound.
+        if scope is None or not any(a.node is replaced for a in scope.accesses[replaced.value]):
+            return set()
     missing = reads(new) - reads(replaced)
     if scope is None:
         return missing

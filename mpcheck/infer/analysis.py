@@ -1,0 +1,63 @@
+"""The dtype-provenance pass over one file: the driver of the walk.
+
+Every expression gets a :class:`~mpcheck.facts.Fact`; names, ``self.<attr>``
+paths and module objects are bound in an environment that is copied at
+branches and joined after them. Rules are called back with :mod:`mpcheck.sites`
+as the walk reaches calls, item assignments and classes, so they see the facts
+that hold at that point. Functions defined in the file are summarised by the
+fact of what they return, with ``params`` marking what is derived from which
+argument, so a call site can substitute its own arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import libcst as cst
+
+from mpcheck.infer.frames import Frame
+from mpcheck.infer.statements import StatementWalk
+from mpcheck.keep_fp32 import KeepFp32
+from mpcheck.sites import Scope
+
+_SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
+_NAME_CALL = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)\s*\(")
+
+
+class FileAnalysis(StatementWalk):
+    """Runs the pass over one module and reports sites to a listener."""
+
+    def run(self) -> None:
+        called = _called_names(self.source)
+        self.helpers = _self_called_names(self.source)
+        self._collect(self.module.body)
+        self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()})
+        for name in self.keep.kept_classes:
+            self.classes[name].kept_fp32 = True
+        script = self.script = Frame({}, Scope(None, None, False, None))
+        self.block(self.module.body, script)
+        for cls in list(self.classes.values()):
+            self.analyse_class(cls)
+        functions = list(self.functions.values())
+        for fn in sorted(functions, key=lambda f: f.name.value in called):
+            self.summary(fn)
+
+    def _collect(self, body: Sequence[cst.BaseStatement]) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.FunctionDef):
+                self.functions[stmt.name.value] = stmt
+            elif isinstance(stmt, cst.ClassDef):
+                self.register_class(stmt)
+
+
+def _self_called_names(source: bytes) -> frozenset[str]:
+    """Methods called as ``self.name(...)`` somewhere in the file."""
+    return frozenset(m.decode() for m in _SELF_CALL.findall(source))
+
+
+def _called_names(source: bytes) -> frozenset[str]:
+    """Names called somewhere besides their own ``def name(`` line."""
+    counts = Counter(_NAME_CALL.findall(source))
+    return frozenset(name.decode() for name, n in counts.items() if n > 1)

@@ -1,0 +1,97 @@
+"""Autocast regions: the region a ``with`` or decorator opens, and what an op computes in it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck import autocast_ops
+from mpcheck.facts import Cause, Fact, Kind, Origin, Prec
+from mpcheck.infer.base import Walk
+from mpcheck.infer.frames import Frame
+from mpcheck.names import dotted
+from mpcheck.sites import Autocast
+
+AUTOCAST_NAMES = {
+    "torch.autocast": None,
+    "torch.cuda.amp.autocast": "cuda",
+    "torch.cpu.amp.autocast": "cpu",
+    "torch.cuda.amp.autocast_mode.autocast": "cuda",
+}
+
+
+class AutocastWalk(Walk):
+    """The layer that knows ``torch.autocast``: resolves regions and recasts op results."""
+
+    def autocast_result(self, node: cst.CSTNode, aten: str, region: Autocast, result: Fact) -> Fact:
+        # An unknown device (``accelerator.autocast()``, ``device_type=x.device.type``):
+        # the result is known when every device's policy agrees.
+        devices = [region.device] if region.device in ("cuda", "cpu") else ["cuda", "cpu"]
+        policies = {autocast_ops.policy(aten, d) for d in devices}
+        if policies == {"lower_precision"}:
+            low = region.low_dtype
+            text = f"computed in {low or 'half precision'} by autocast"
+            return Fact(Kind.TENSOR, Prec.HALF, low, Origin(node, Cause.AUTOCAST, text))
+        if policies == {"fp32"}:
+            text = "computed in float32 by autocast"
+            return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.AUTOCAST, text))
+        return (
+            replace(result, prec=Prec.UNKNOWN, origin=None)
+            if result.kind is Kind.TENSOR
+            else result
+        )
+
+    def autocast_region(
+        self, node: cst.BaseExpression, frame: Frame | None = None
+    ) -> Autocast | None:
+        """The region ``node`` opens; ``frame`` resolves ``dtype=amp_dtype`` (a variable)."""
+        call = node if isinstance(node, cst.Call) else None
+        func = call.func if call else node
+        qual = self.imports.resolve(func)
+        device: str | None
+        if qual in AUTOCAST_NAMES:
+            device = AUTOCAST_NAMES[qual]
+        elif isinstance(func, cst.Attribute) and func.attr.value == "autocast" and qual is None:
+            device = None  # accelerator.autocast()
+        else:
+            return None
+        dtype: str | None = None
+        dtype_known = True
+        enabled: bool | None = True
+        args = call.args if call else ()
+        for i, arg in enumerate(args):
+            key = (
+                arg.keyword.value
+                if arg.keyword
+                else ("device_type" if i == 0 and qual == "torch.autocast" else None)
+            )
+            if key == "device_type":
+                if isinstance(arg.value, cst.SimpleString) and isinstance(
+                    arg.value.evaluated_value, str
+                ):
+                    device = arg.value.evaluated_value.split(":")[0]
+            elif key == "dtype":
+                name = dotted(arg.value) or ""
+                leaf = name.rsplit(".", 1)[-1]
+                dtype = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16"}.get(leaf)
+                if dtype is None:
+                    dtype = self._region_dtype(arg.value, frame)
+                    dtype_known = dtype is not None
+            elif key == "enabled" or (
+                key is None and i == 0 and device is not None and qual != "torch.autocast"
+            ):
+                if isinstance(arg.value, cst.Name) and arg.value.value in ("True", "False"):
+                    enabled = arg.value.value == "True"
+                else:
+                    enabled = None
+        return Autocast(node, device, dtype, enabled, dtype_known)
+
+    def _region_dtype(self, node: cst.BaseExpression, frame: Frame | None) -> str | None:
+        """``dtype=amp_dtype``: the half dtype the variable holds on every path, if one."""
+        if frame is None or not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        fact = self.expr(node, frame)
+        if fact.kind is Kind.DTYPE and fact.prec is Prec.HALF and not fact.maybe:
+            return fact.dtype if fact.dtype in ("float16", "bfloat16") else None
+        return None

@@ -1,0 +1,135 @@
+"""The walk's state and the interface its layers share.
+
+:class:`Walk` holds what one file's walk knows (classes, function summaries, the
+reporting policy) and declares the entry points every layer recurses through:
+:meth:`Walk.expr`, :meth:`Walk.block`, :meth:`Walk.bind` and :meth:`Walk.function_frame`. The layers
+(:mod:`autocast` ... :mod:`statements`) each add one concern on top of the one below.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from mpcheck import torch_api as T
+from mpcheck.attention import AttentionRoles
+from mpcheck.facts import Fact, Kind, Origin
+from mpcheck.infer.frames import ClassInfo, Frame
+from mpcheck.infer.reporting import Listener, Reporting
+from mpcheck.infer.training_loop import Tracker
+from mpcheck.keep_fp32 import KeepFp32
+from mpcheck.names import ImportTable
+from mpcheck.sites import CallSite, InnerCall, Operand, Owner
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """What the walk knows of one call (or operator standing for one) when it reports it."""
+
+    node: cst.Call | cst.BinaryOperation | cst.AugAssign
+    result: Fact
+    args: tuple[Operand, ...] = ()
+    kwargs: dict[str, Operand] = field(default_factory=dict)
+    qual: str | None = None  # ``torch.matmul``: the resolved function
+    method: str | None = None  # ``x.float()``: the method called on ``receiver``
+    receiver: Operand | None = None
+    op: T.OpKind | None = None
+    aten: str = ""  # the op's name in autocast's tables
+    path: str | None = None  # ``self.proj``: the called module's path
+    owner: Owner | None = None
+    inner: tuple[InnerCall, ...] = ()
+    through: tuple[InnerCall, ...] = ()
+
+
+class Walk(ABC):
+    """One file's walk: its state, the sites it reports, and its recursion points."""
+
+    def __init__(
+        self,
+        module: cst.Module,
+        imports: ImportTable,
+        listener: Listener,
+        *,
+        module_half_capable: bool = True,
+        source: bytes = b"",
+    ) -> None:
+        self.module = module
+        self.source = source
+        self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
+        self.imports = imports
+        self.reporting = Reporting(listener)
+        self.half_capable = module_half_capable
+        self.classes: dict[str, ClassInfo] = {}
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.summaries: dict[cst.FunctionDef, Fact] = {}
+        self.in_progress: set[cst.FunctionDef] = set()
+        self.keep = KeepFp32()
+        self.file_uses_torch_modules = False
+        self.attention = AttentionRoles(module)
+        self.training = Tracker(self)  # the training loop: scalers, optimizers
+        self.script: Frame | None = None  # the module's top level, as walked so far
+
+    @abstractmethod
+    def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
+        """The fact ``node`` evaluates to; reports the calls inside it."""
+
+    @abstractmethod
+    def block(
+        self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
+    ) -> None:
+        """Walk statements in order, updating ``frame``."""
+
+    @abstractmethod
+    def function_frame(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
+    ) -> Frame:
+        """A frame for walking ``fn``: its parameters bound, in ``outer`` if nested."""
+
+    @abstractmethod
+    def bind(self, target: cst.BaseExpression, value: Fact, frame: Frame) -> None:
+        """Assign ``value`` to a name, ``self.<attr>`` path or tuple of them."""
+
+    def emit(self, call: CallRecord, frame: Frame) -> Fact:
+        """Report a call to the rules (if the policy says so); returns its result."""
+        if self.reporting.takes("calls"):
+            role = None
+            if call.op is T.OpKind.MATMUL:
+                name = call.method or (call.qual or "").rsplit(".", 1)[-1]
+                recv = call.receiver.node if call.method and call.receiver else None
+                nodes = [a.node for a in call.args]
+                role = self.attention.site_role(call.node, name, recv, nodes, frame.scope.function)
+            site = CallSite(
+                call.node,
+                call.qual,
+                call.method,
+                call.receiver,
+                call.args,
+                call.kwargs,
+                call.op,
+                call.aten,
+                frame.scope,
+                call.result,
+                call.path,
+                attention=role,
+                owner=call.owner,
+                inner=call.inner,
+                through=call.through,
+            )
+            self.reporting.call(site)
+        return call.result
+
+    def code(self, node: cst.CSTNode) -> str:
+        """``node``'s source, cut to fit in a message."""
+        text = self.module.code_for_node(node)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    def dtype_source(self, op: Operand) -> Origin | None:
+        """Where a dtype variable (``.to(weight_dtype)``) got its value, if elsewhere."""
+        origin = op.fact.origin
+        if origin is None or origin.node is op.node or op.fact.kind is not Kind.DTYPE:
+            return None
+        value = self.code(origin.node)
+        return replace(origin, text=f"`{self.code(op.node)}` is `{value}` here")

@@ -1,0 +1,59 @@
+"""One argument binder: which fact a call passes for each parameter of a local function.
+
+Summaries substitute arguments for parameters, a helper first reached from a call is
+walked with what that call passes, and modules and training helpers are walked again
+with the caller's facts; all of them bind arguments the same way, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import libcst as cst
+
+from mpcheck.facts import Fact
+from mpcheck.sites import Operand
+
+
+def parameters(fn: cst.FunctionDef, *, skip_self: bool) -> list[cst.Param]:
+    """``fn``'s named parameters in order (no ``*args``/``**kwargs``), less ``self`` if asked."""
+    params = list(fn.params.posonly_params) + list(fn.params.params)
+    params += list(fn.params.kwonly_params)
+    return params[1:] if skip_self and params else params
+
+
+def bind_arguments(
+    fn: cst.FunctionDef,
+    args: tuple[Operand, ...],
+    kwargs: Mapping[str, Operand],
+    *,
+    skip_self: bool,
+) -> list[Fact | None]:
+    """The fact the call passes for each of :func:`parameters`; None where it passes none.
+
+    A keyword wins over a position; keyword-only parameters take keywords only.
+    """
+    kwonly = fn.params.kwonly_params
+    bound: list[Fact | None] = []
+    for i, param in enumerate(parameters(fn, skip_self=skip_self)):
+        name = param.name.value
+        if name in kwargs:
+            bound.append(kwargs[name].fact)
+        elif i < len(args) and param not in kwonly:
+            bound.append(args[i].fact)
+        else:
+            bound.append(None)
+    return bound
+
+
+def passed(
+    fn: cst.FunctionDef,
+    args: tuple[Operand, ...],
+    kwargs: Mapping[str, Operand],
+    *,
+    skip_self: bool,
+) -> dict[str, Fact]:
+    """The parameters the call passes, by name: what a re-walk of ``fn`` binds."""
+    params = parameters(fn, skip_self=skip_self)
+    bound = bind_arguments(fn, args, kwargs, skip_self=skip_self)
+    return {p.name.value: f for p, f in zip(params, bound, strict=True) if f is not None}

@@ -1,0 +1,351 @@
+"""Expressions: the fact each expression evaluates to, and the calls inside it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck import torch_api as T
+from mpcheck.facts import (
+    SCALAR,
+    UNKNOWN,
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    dtype_object,
+    element,
+    int_to_float,
+    join,
+    promote,
+    seq_of,
+)
+from mpcheck.infer.base import CallRecord
+from mpcheck.infer.frames import Frame
+from mpcheck.infer.modules import FP32_LAYER
+from mpcheck.infer.promotion import FINFO_MAX, FINFO_MIN, fold, iterate, one_dim_factory, op_result
+from mpcheck.infer.tensors import TensorWalk
+from mpcheck.names import dotted
+from mpcheck.sites import Operand
+
+
+class ExpressionWalk(TensorWalk):
+    """The layer that evaluates expressions and dispatches calls."""
+
+    def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
+        if node is None:
+            return UNKNOWN
+        try:
+            handler = _EXPR[type(node)]
+        except KeyError:
+            return UNKNOWN
+        return handler(self, node, frame)
+
+    def name(self, node: cst.Name, frame: Frame) -> Fact:
+        fact = frame.env.get(node.value)
+        if fact is not None:
+            return fact
+        if node.value in ("True", "False"):
+            return Fact(Kind.SCALAR, value=float(node.value == "True"))
+        return self.global_name(node)
+
+    def global_name(self, node: cst.BaseExpression) -> Fact:
+        qual = self.imports.resolve(node)
+        if qual is None:
+            return UNKNOWN
+        if qual.startswith("torch.") and qual.count(".") == 1:
+            attr = qual[6:]
+            if attr in T.DTYPE_NAMES:
+                return dtype_object(attr, node)
+        return self.training.global_value(qual) or Fact(Kind.OTHER)
+
+    def attribute(self, node: cst.Attribute, frame: Frame) -> Fact:
+        key = dotted(node)
+        if key is not None and key in frame.env:
+            return frame.env[key]
+        if self.imports.resolve(node) is not None:
+            return self.global_name(node)
+        base = self.expr(node.value, frame)
+        attr = node.attr.value
+        if base.kind is Kind.TENSOR:
+            if attr == "dtype":
+                return replace(base, kind=Kind.DTYPE, items=None, elem=None)
+            if attr in T.NON_TENSOR_ATTRS:
+                return UNKNOWN
+            return base
+        if base.kind is Kind.MODULE:
+            if dotted(node.value) == "self" and self.keep.param_kept(frame.scope.class_name, attr):
+                return Fact(
+                    Kind.TENSOR,
+                    Prec.FULL,
+                    "float32",
+                    Origin(node, Cause.MODEL_CAST, "kept in float32 by `_keep_in_fp32_modules`"),
+                )
+            if attr in ("weight", "bias"):
+                return Fact(Kind.TENSOR, base.prec, base.dtype, base.origin)
+            if attr == "dtype":
+                return Fact(Kind.DTYPE, base.prec, base.dtype, base.origin)
+            if attr.endswith("dtype"):
+                return Fact(Kind.DTYPE)
+            if attr in ("config", "device", "training"):
+                return UNKNOWN
+            return replace(base, layer=self.member_layer(base.layer, attr))
+        if base.kind is Kind.OTHER and attr in ("min", "max", "eps", "tiny") and base.layer:
+            return self.finfo_value(base, attr)
+        return UNKNOWN
+
+    def finfo_value(self, finfo: Fact, attr: str) -> Fact:
+        table = FINFO_MIN if attr == "min" else FINFO_MAX if attr == "max" else {}
+        value = table.get(finfo.dtype or "")
+        origin = finfo.origin
+        return Fact(Kind.SCALAR, value=value, origin=origin, dtype=finfo.dtype, prec=finfo.prec)
+
+    def literal(self, node: cst.BaseExpression, frame: Frame) -> Fact:
+        if isinstance(node, cst.Integer):
+            return Fact(Kind.SCALAR, value=float(int(node.value.replace("_", ""), 0)))
+        if isinstance(node, cst.Float):
+            return Fact(Kind.SCALAR, value=float(node.value.replace("_", "")))
+        return UNKNOWN
+
+    def unary(self, node: cst.UnaryOperation, frame: Frame) -> Fact:
+        inner = self.expr(node.expression, frame)
+        if isinstance(node.operator, cst.Not):
+            return UNKNOWN
+        if inner.kind is Kind.SCALAR and inner.value is not None:
+            if isinstance(node.operator, cst.Minus):
+                return replace(inner, value=-inner.value)
+            if isinstance(node.operator, cst.BitInvert):
+                return replace(inner, value=None)
+        return inner
+
+    def binary(self, node: cst.BinaryOperation, frame: Frame) -> Fact:
+        left = self.expr(node.left, frame)
+        right = self.expr(node.right, frame)
+        if isinstance(node.operator, cst.MatrixMultiply):
+            args = (Operand(node.left, left), Operand(node.right, right))
+            result = promote([left, right], node)
+            if left.floating and right.floating:
+                result = op_result(left, right)
+            region = frame.scope.autocast
+            if region is not None and region.recasts("matmul"):
+                result = self.autocast_result(node, "matmul", region, result)
+            return self.emit(
+                CallRecord(
+                    node, result, args, qual="torch.matmul", op=T.OpKind.MATMUL, aten="matmul"
+                ),
+                frame,
+            )
+        if left.kind is Kind.SCALAR and right.kind is Kind.SCALAR:
+            return fold(node.operator, left, right)
+        if left.kind is Kind.SEQ and isinstance(node.operator, cst.Add):
+            if right.kind is Kind.SEQ:  # ``list(a.parameters()) + list(b.parameters())``
+                return Fact(Kind.SEQ, elem=join(element(left), element(right)))
+            return Fact(Kind.SEQ, elem=element(left))
+        result = promote([left, right], node)
+        if isinstance(node.operator, cst.Divide) and result.is_tensor and result.prec is Prec.INT:
+            result = int_to_float(result, node, "true division")
+        arith = T.ARITHMETIC_OPERATORS.get(type(node.operator).__name__)
+        if arith is not None and (left.is_tensor or right.is_tensor):
+            # ``a + b`` is ``torch.add(a, b)``: rules see it as a call with both operands.
+            args = (Operand(node.left, left), Operand(node.right, right))
+            return self.emit(
+                CallRecord(node, result, args, qual=f"torch.{arith}", aten=arith), frame
+            )
+        return result
+
+    def compare(self, node: cst.Comparison, frame: Frame) -> Fact:
+        facts = [self.expr(node.left, frame)] + [
+            self.expr(c.comparator, frame) for c in node.comparisons
+        ]
+        if any(f.kind is Kind.TENSOR for f in facts):
+            return Fact(Kind.TENSOR, Prec.BOOL, "bool")
+        return UNKNOWN
+
+    def boolean(self, node: cst.BooleanOperation, frame: Frame) -> Fact:
+        return join(self.expr(node.left, frame), self.expr(node.right, frame))
+
+    def ifexp(self, node: cst.IfExp, frame: Frame) -> Fact:
+        self.expr(node.test, frame)
+        return join(self.expr(node.body, frame), self.expr(node.orelse, frame))
+
+    def sequence(self, node: cst.Tuple | cst.List, frame: Frame) -> Fact:
+        facts = []
+        starred = False
+        for el in node.elements:
+            fact = self.expr(el.value, frame)
+            if isinstance(el, cst.StarredElement):
+                starred = True
+                fact = element(fact)
+            facts.append(fact)
+        if starred:
+            elem = facts[0] if facts else UNKNOWN
+            for f in facts[1:]:
+                elem = join(elem, f)
+            return Fact(Kind.SEQ, elem=elem)
+        return seq_of(facts)
+
+    def subscript(self, node: cst.Subscript, frame: Frame) -> Fact:
+        base = self.expr(node.value, frame)
+        index: int | None = None
+        scalar_index = False
+        for el in node.slice:
+            if isinstance(el.slice, cst.Index):
+                fact = self.expr(el.slice.value, frame)
+                scalar_index = fact.kind is Kind.SCALAR and len(node.slice) == 1
+                if fact.kind is Kind.SCALAR and fact.value is not None and fact.value.is_integer():
+                    index = int(fact.value)
+        if base.kind is Kind.SEQ:
+            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
+                return Fact(Kind.SEQ, elem=element(base))
+            return element(base, index)
+        if base.kind in (Kind.TENSOR, Kind.MODULE):
+            if base.kind is Kind.MODULE:
+                return base
+            if scalar_index and one_dim_factory(base):
+                # ``torch.linspace(...)[i]``: an integer index of a 1-D tensor is 0-dim
+                return replace(base, zero_dim=True)
+            return replace(base, zero_dim=False)
+        return UNKNOWN
+
+    def comprehension(self, node: cst.BaseComp, frame: Frame) -> Fact:
+        sub = Frame(dict(frame.env), frame.scope)
+        for_in: cst.CompFor | None = node.for_in
+        while for_in is not None:
+            self.bind(for_in.target, iterate(self.expr(for_in.iter, sub)), sub)
+            for cond in for_in.ifs:
+                self.expr(cond.test, sub)
+            for_in = for_in.inner_for_in
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            return Fact(Kind.SEQ, elem=self.expr(node.elt, sub))
+        return UNKNOWN
+
+    def dict_display(self, node: cst.Dict, frame: Frame) -> Fact:
+        return self.training.dict_display(node, frame)  # an optimizer's param group, or unknown
+
+    def named(self, node: cst.NamedExpr, frame: Frame) -> Fact:
+        value = self.expr(node.value, frame)
+        self.bind(node.target, value, frame)
+        return value
+
+    def call(self, node: cst.Call, frame: Frame) -> Fact:
+        func = node.func
+        qual = self.imports.resolve(func)
+        args = tuple(
+            Operand(a.value, self.expr(a.value, frame)) for a in node.args if not a.keyword
+        )
+        kwargs = {
+            a.keyword.value: Operand(a.value, self.expr(a.value, frame))
+            for a in node.args
+            if a.keyword is not None
+        }
+        if any(a.star for a in node.args):
+            args = tuple(
+                a
+                for a, raw in zip(args, [x for x in node.args if not x.keyword], strict=False)
+                if not raw.star
+            )
+        library = qual if qual is not None else self.imports.relative.get(dotted(func) or "")
+        if library is not None and not library.startswith("torch."):
+            made = self.library_call(node, library, args, kwargs, frame)
+            if made is not None:
+                return made
+        if qual is not None:
+            return self.torch_call(node, qual, args, kwargs, frame)
+        if isinstance(func, cst.Attribute):
+            known = frame.env.get(dotted(func) or "")
+            if known is not None and known.kind is Kind.MODULE:
+                return self.module_call(node, known, dotted(func), args, kwargs, frame)
+            path = dotted(func.value)
+            receiver = self.expr(func.value, frame)
+            return self.method_call(node, func.attr.value, receiver, path, args, kwargs, frame)
+        callee = self.expr(func, frame)
+        if callee.kind is Kind.MODULE:
+            return self.module_call(node, callee, dotted(func), args, kwargs, frame)
+        if callee.train is not None:  # ``optimizer_cls(params, lr=...)``
+            made = self.training.call_value(node, callee, args, kwargs)
+            if made is not None:
+                return self.emit(CallRecord(node, made, args, kwargs), frame)
+        if isinstance(func, cst.Name):
+            return self.local_call(node, func.value, args, kwargs, frame)
+        return UNKNOWN
+
+    def library_call(
+        self,
+        node: cst.Call,
+        name: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact | None:
+        """Library code we know (diffusers' ``Timesteps`` returns float32), or None."""
+        module = T.library_fp32(name, T.FP32_OUTPUT_MODULES)
+        if module is not None:
+            return Fact(
+                Kind.MODULE, Prec.MODEL, layer=FP32_LAYER, origin=Origin(node, Cause.UPCAST, module)
+            )
+        layer = T.library_fp32(name, T.LIBRARY_LAYERS)
+        if layer is not None:
+            return self.construct_module(node, layer, frame, kwargs)
+        function = T.library_fp32(name, T.FP32_OUTPUT_FUNCTIONS)
+        if function is None:
+            return None
+        origin = Origin(node, Cause.UPCAST, f"returned in float32 by {function}")
+        result = Fact(Kind.TENSOR, Prec.FULL, "float32", origin)
+        return self.emit(CallRecord(node, result, args, kwargs, qual=name), frame)
+
+    def local_call(
+        self,
+        node: cst.Call,
+        name: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        cls = self.classes.get(name)
+        if cls is not None:
+            if cls.is_module:
+                return self.construct_module(node, name, frame, kwargs)
+            return UNKNOWN
+        fn = self.functions.get(name)
+        if fn is None:
+            if self.training.named_call(node, name, frame):  # a relatively imported clip helper
+                return UNKNOWN
+            listed = self.training.builtin(name, args)  # list(...), filter(f, ...), next(...)
+            if listed is not None:
+                return listed
+            if name == "float" and args and isinstance(args[0].node, cst.SimpleString):
+                text = args[0].node.evaluated_value
+                try:
+                    return replace(SCALAR, value=float(text) if isinstance(text, str) else None)
+                except ValueError:
+                    return SCALAR
+            return UNKNOWN
+        summary = self.summary(fn, call=(args, kwargs, False))
+        result = self.substitute(summary, fn, args, kwargs, skip_self=False)
+        return self.training.after_call(node, fn, args, kwargs, frame, result)
+
+
+_EXPR: dict[type, Callable[[ExpressionWalk, cst.BaseExpression, Frame], Fact]] = {
+    cst.Name: ExpressionWalk.name,  # type: ignore[dict-item]
+    cst.Attribute: ExpressionWalk.attribute,  # type: ignore[dict-item]
+    cst.Call: ExpressionWalk.call,  # type: ignore[dict-item]
+    cst.BinaryOperation: ExpressionWalk.binary,  # type: ignore[dict-item]
+    cst.UnaryOperation: ExpressionWalk.unary,  # type: ignore[dict-item]
+    cst.Comparison: ExpressionWalk.compare,  # type: ignore[dict-item]
+    cst.BooleanOperation: ExpressionWalk.boolean,  # type: ignore[dict-item]
+    cst.IfExp: ExpressionWalk.ifexp,  # type: ignore[dict-item]
+    cst.Tuple: ExpressionWalk.sequence,  # type: ignore[dict-item]
+    cst.List: ExpressionWalk.sequence,  # type: ignore[dict-item]
+    cst.Subscript: ExpressionWalk.subscript,  # type: ignore[dict-item]
+    cst.Integer: ExpressionWalk.literal,
+    cst.Float: ExpressionWalk.literal,
+    cst.ListComp: ExpressionWalk.comprehension,  # type: ignore[dict-item]
+    cst.GeneratorExp: ExpressionWalk.comprehension,  # type: ignore[dict-item]
+    cst.SetComp: ExpressionWalk.comprehension,  # type: ignore[dict-item]
+    cst.DictComp: ExpressionWalk.comprehension,  # type: ignore[dict-item]
+    cst.NamedExpr: ExpressionWalk.named,  # type: ignore[dict-item]
+    cst.Dict: ExpressionWalk.dict_display,  # type: ignore[dict-item]
+}

@@ -1,0 +1,60 @@
+"""What the walk carries -- environments, frames, classes -- and its public interface.
+
+:class:`WalkApi` is what clients of the walk (the training-loop tracker) may use;
+the modules that walk code import this one, and it imports none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import libcst as cst
+
+from mpcheck.facts import Fact
+from mpcheck.infer.reporting import Reporting
+from mpcheck.sites import Operand, Scope
+
+Env = dict[str, Fact]
+# A call's positional and keyword arguments, and whether the callee's first parameter is
+# ``self`` (which the call does not pass).
+Call = tuple[tuple[Operand, ...], dict[str, Operand], bool]
+
+
+@dataclass
+class ClassInfo:
+    node: cst.ClassDef
+    is_module: bool
+    attrs: Env
+    methods: dict[str, cst.FunctionDef]
+    bases: tuple[str, ...]
+    kept_fp32: bool = False  # instantiated under a name in ``_keep_in_fp32_modules``
+    analysed: bool = False  # its methods were walked (each class is walked once)
+
+
+@dataclass
+class Frame:
+    """Per-function walking state."""
+
+    env: Env
+    scope: Scope
+    returns: Fact | None = None
+
+
+class WalkApi(Protocol):
+    """What the tracker may use of a file's walk."""
+
+    module: cst.Module
+    in_progress: set[cst.FunctionDef]
+    reporting: Reporting
+
+    def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact: ...
+
+    def block(
+        self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
+    ) -> None: ...
+
+    def function_frame(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
+    ) -> Frame: ...

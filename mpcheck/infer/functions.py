@@ -1,0 +1,304 @@
+"""Classes and functions defined in the file: summaries, frames, parameters.
+
+A function is walked once for its own sites and summarised by what it returns;
+``substitute`` puts a call's arguments in place of the parameters in a summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck import torch_api as T
+from mpcheck.facts import (
+    SCALAR,
+    UNKNOWN,
+    UNKNOWN_TENSOR,
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    join,
+    promote,
+)
+from mpcheck.infer.autocast import AutocastWalk
+from mpcheck.infer.binding import bind_arguments, parameters
+from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
+from mpcheck.names import dotted
+from mpcheck.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
+
+MODULE_BASE_SUFFIXES = (
+    "Module",
+    "Model",
+    "ModelMixin",
+    "Layer",
+    "Block",
+    "Attention",
+    "Encoder",
+    "Decoder",
+    "Embedding",
+    "Embeddings",
+    "MLP",
+)
+NON_TENSOR_PARAMS = frozenset(
+    "self cls args kwargs config cfg opt hparams accelerator device dtype".split()
+)
+
+
+class FunctionWalk(AutocastWalk):
+    """The layer that walks a file's own classes and functions."""
+
+    def register_class(self, node: cst.ClassDef) -> ClassInfo:
+        bases = tuple(
+            self.imports.resolve(b.value) or dotted(b.value) or ""
+            for b in node.bases
+            if not b.keyword
+        )
+        is_module = any(self._module_base(b) for b in bases)
+        methods = {s.name.value: s for s in node.body.body if isinstance(s, cst.FunctionDef)}
+        info = ClassInfo(node, is_module, {}, methods, bases)
+        self.classes.setdefault(node.name.value, info)
+        if is_module:
+            self.file_uses_torch_modules = True
+        return info
+
+    def _module_base(self, base: str) -> bool:
+        if base in T.MODULE_BASES or base.startswith("torch.nn."):
+            return True
+        local = self.classes.get(base)
+        if local is not None:
+            return local.is_module
+        return base.rsplit(".", 1)[-1].endswith(MODULE_BASE_SUFFIXES)
+
+    def analyse_class(self, info: ClassInfo) -> None:
+        if info.analysed:
+            return
+        info.analysed = True
+        # Also reached on demand (a submodule's layer, a split call): report it normally.
+        with self.reporting.live():
+            if self.reporting.takes("classes"):
+                self.reporting.listener.on_class(ClassSite(info.node, info.bases, info.is_module))
+            for base in info.bases:  # attributes a local base class set up in its __init__
+                parent = self.classes.get(base)
+                if parent is not None and parent is not info:
+                    self.analyse_class(parent)
+                    for key, fact in parent.attrs.items():
+                        info.attrs.setdefault(key, fact)
+            init = info.methods.get("__init__")
+            # Helpers called as ``self.helper(...)`` come last: most are walked from their
+            # first call site first, with the arguments it passes (see ``summary``).
+            ordered = ([init] if init else []) + sorted(
+                (m for n, m in info.methods.items() if n != "__init__"),
+                key=lambda m: m.name.value in self.helpers,
+            )
+            for method in ordered:
+                self.summary(method, info)
+
+    def summary(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None = None, call: Call | None = None
+    ) -> Fact:
+        """The fact a function returns, analysing it (once) if needed.
+
+        A helper first reached from a call is walked with the float32 arguments that call
+        passes (``self._delta(name, factor_fp32)``): its parameters are not the model's
+        activations then, and assuming they were would cry wolf on deliberate fp32 math.
+        What it returns must hold for every caller, though, so that is taken from a second,
+        quiet walk with plain parameters.
+        """
+        if fn in self.summaries:
+            return self.summaries[fn]
+        if fn in self.in_progress:
+            return UNKNOWN
+        self.in_progress.add(fn)
+        try:
+            with self.reporting.live():
+                result = self._walk_function(fn, cls, call)
+        finally:
+            self.in_progress.discard(fn)
+        self.summaries[fn] = result
+        return result
+
+    def _walk_function(self, fn: cst.FunctionDef, cls: ClassInfo | None, call: Call | None) -> Fact:
+        body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else []
+        frame = self.function_frame(fn, cls, None)
+        seeded = call is not None and self._seed_params(fn, frame, call)
+        self.function_site(fn, frame)
+        self.block(body, frame)
+        if cls is not None:
+            for key, fact in frame.env.items():
+                if key.startswith("self.") and key.count(".") == 1:
+                    old = cls.attrs.get(key)
+                    cls.attrs[key] = (
+                        fact if old is None or fn.name.value == "__init__" else join(old, fact)
+                    )
+        if not seeded:
+            return frame.returns or UNKNOWN
+        with self.reporting.muted():
+            plain = self.function_frame(fn, cls, None)
+            self.block(body, plain)
+        return plain.returns or UNKNOWN
+
+    def function_site(self, fn: cst.FunctionDef, frame: Frame) -> None:
+        if not self.reporting.takes("functions"):
+            return
+        decorators = []
+        for deco in fn.decorators:
+            expr = deco.decorator
+            call = expr if isinstance(expr, cst.Call) else None
+            target = call.func if call is not None else expr
+            qual = self.imports.resolve(target) or dotted(target)
+            decorators.append(Decorator(deco, qual, call))
+        self.reporting.listener.on_function(FunctionSite(fn, tuple(decorators), frame.scope))
+
+    def function_frame(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
+    ) -> Frame:
+        in_module = bool(cls and cls.is_module and not cls.kept_fp32 and self.half_capable)
+        if outer is not None and cls is None:
+            in_module = outer.scope.in_module
+        autocast = outer.scope.autocast if outer else None
+        for deco in fn.decorators:
+            region = self.autocast_region(deco.decorator, outer)
+            if region is not None:
+                autocast = region
+        env: Env = dict(outer.env) if outer else self._module_globals()
+        if cls is not None:
+            env.update(cls.attrs)
+            env["self"] = Fact(Kind.MODULE, Prec.MODEL if in_module else Prec.UNKNOWN)
+        scope = Scope(fn, cls.node.name.value if cls else None, in_module, autocast)
+        tensor_params = in_module or (cls is None and self.half_capable and outer is None)
+        params = list(fn.params.posonly_params) + list(fn.params.params)
+        params += list(fn.params.kwonly_params)
+        index = 0
+        for param in params:
+            name = param.name.value
+            if cls is not None and index == 0 and name in ("self", "cls"):
+                continue
+            if fn.name.value == "__init__":
+                env[name] = Fact(Kind.OTHER, params=frozenset({index}))
+            else:
+                env[name] = self._param_fact(param, index, tensor_params)
+            index += 1
+        return Frame(env, scope)
+
+    def _seed_params(self, fn: cst.FunctionDef, frame: Frame, call: Call) -> bool:
+        """Walk with what ``call`` passes when it passes float32; whether it did.
+
+        Then every tensor parameter takes the call's fact, not only the float32 ones: a
+        model-dtype default beside a real float32 argument would invent a mix.
+        """
+        args, kwargs, skip_self = call
+        bound = bind_arguments(fn, args, kwargs, skip_self=skip_self)
+        seeds: dict[str, Fact] = {}
+        for param, actual in zip(parameters(fn, skip_self=skip_self), bound, strict=True):
+            name = param.name.value
+            default = frame.env.get(name)
+            if default is None or not default.is_tensor or actual is None:
+                continue
+            if not actual.is_tensor:
+                actual = UNKNOWN_TENSOR  # a value we know nothing about
+            seeds[name] = replace(actual, params=default.params)
+        if not any(f.prec is Prec.FULL for f in seeds.values()):
+            return False
+        frame.env.update(seeds)
+        return True
+
+    def _module_globals(self) -> Env:
+        """Modules bound at the top level (``criterion = nn.BCELoss()``): functions use them."""
+        if self.script is None:
+            return {}
+        return {k: f for k, f in self.script.env.items() if f.kind is Kind.MODULE and "." not in k}
+
+    def _param_fact(self, param: cst.Param, index: int, tensor_params: bool) -> Fact:
+        name = param.name.value
+        origin = Origin(param, Cause.ACTIVATION, f"`{name}`, an input of the function")
+        marks = frozenset({index})
+        ann = param.annotation.annotation if param.annotation else None
+        ann_text = " ".join(_annotation_names(ann)) if ann is not None else ""
+        default = param.default
+        trainer = self.training.param_fact(param, name, ann_text)
+        if trainer is not None:
+            return replace(trainer, params=marks)
+        if name.endswith("dtype"):
+            return Fact(Kind.DTYPE, params=marks)
+        if ann is None and (name in T.MODEL_PARAM_NAMES or name.endswith(T.MODEL_PARAM_SUFFIXES)):
+            # a model handed to a training or inference helper: it runs in the model's dtype
+            prec = Prec.MODEL if tensor_params else Prec.UNKNOWN
+            return Fact(
+                Kind.MODULE,
+                prec,
+                None,
+                Origin(param, Cause.ACTIVATION, f"`{name}`, a model handed to the function"),
+                marks,
+            )
+        if name in NON_TENSOR_PARAMS:
+            return Fact(Kind.OTHER, params=marks)
+        if ann is not None and "Tensor" not in ann_text and "tensor" not in ann_text:
+            if ann_text in ("int", "float", "bool"):
+                return replace(SCALAR, params=marks)
+            return Fact(Kind.OTHER, params=marks)
+        if isinstance(default, (cst.Integer, cst.Float, cst.SimpleString, cst.Tuple)) or (
+            isinstance(default, cst.Name) and default.value in ("True", "False")
+        ):
+            return replace(SCALAR, params=marks)
+        if name in T.INT_PARAM_NAMES or name.endswith("_ids"):
+            return Fact(Kind.TENSOR, Prec.INT, "int64", origin, marks)
+        if any(h in name for h in T.MASK_PARAM_HINTS):
+            return Fact(Kind.TENSOR, Prec.UNKNOWN, None, origin, marks)
+        names = set(ann_text.split())
+        if names & {"LongTensor", "IntTensor", "BoolTensor"} and not names & T.FLOAT_TENSOR_TYPES:
+            # ``lengths: torch.LongTensor``: an integer tensor, not an activation
+            return Fact(Kind.TENSOR, Prec.INT, None, None, marks)
+        prec = Prec.MODEL if tensor_params else Prec.UNKNOWN
+        return Fact(Kind.TENSOR, prec, None, origin, marks)
+
+    def substitute(
+        self,
+        result: Fact,
+        fn: cst.FunctionDef,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        *,
+        skip_self: bool,
+    ) -> Fact:
+        """Replace a summary's parameter-derived parts by the call's argument facts."""
+        bound = bind_arguments(fn, args, kwargs, skip_self=skip_self)
+
+        def sub(fact: Fact) -> Fact:
+            if fact.kind is Kind.SEQ:
+                items = tuple(sub(f) for f in fact.items) if fact.items is not None else None
+                return replace(fact, items=items, elem=sub(fact.elem) if fact.elem else None)
+            if not fact.params or fact.prec not in (Prec.MODEL, Prec.UNKNOWN):
+                return replace(fact, params=frozenset())
+            passed = (bound[i] for i in sorted(fact.params) if i < len(bound))
+            actual = [f for f in passed if f is not None]
+            if not actual:
+                return replace(fact, params=frozenset())
+            if fact.kind is Kind.DTYPE:
+                base = actual[0]
+                return replace(base, kind=Kind.DTYPE) if base.kind is Kind.TENSOR else base
+            return promote(actual) if fact.kind is Kind.TENSOR else actual[0]
+
+        return sub(result)
+
+
+def _annotation_names(node: cst.CSTNode) -> list[str]:
+    """The identifiers in an annotation (``Optional[torch.Tensor]`` -> Optional torch Tensor)."""
+    out: list[str] = []
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cst.Name):
+            out.append(cur.value)
+        elif isinstance(cur, cst.SimpleString):
+            out.append(cur.value.strip("'\""))
+        elif isinstance(cur, cst.Attribute):
+            stack += [cur.value, cur.attr]
+        elif isinstance(cur, cst.Subscript):
+            stack.append(cur.value)
+            stack += [e.slice.value for e in cur.slice if isinstance(e.slice, cst.Index)]
+        elif isinstance(cur, cst.BinaryOperation):
+            stack += [cur.left, cur.right]
+    return out

@@ -1,0 +1,504 @@
+"""``nn.Module`` objects: construction, calls, casts, submodules, and modules cast apart.
+
+A module fact carries its dtype and layer; calling it yields its output's fact. When a
+part is cast apart from its model (``model.half(); model.head.float()``) the class is
+walked again with the caller's facts to find the calls the split changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck import torch_api as T
+from mpcheck.facts import (
+    UNKNOWN,
+    UNKNOWN_TENSOR,
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    promote,
+    tensor_of_dtype,
+)
+from mpcheck.infer.base import CallRecord
+from mpcheck.infer.binding import passed
+from mpcheck.infer.frames import ClassInfo, Env, Frame
+from mpcheck.infer.functions import FunctionWalk
+from mpcheck.names import dotted
+from mpcheck.sites import CallSite, InnerCall, Operand, Owner
+
+MODULE_CASTS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
+NON_MODULE_HINTS = ("Tokenizer", "Processor", "Scheduler", "FeatureExtractor", "Config", "Pipeline")
+FP32_LAYER = "<float32 output>"  # the layer of a library module that returns float32
+
+
+class ModuleWalk(FunctionWalk):
+    """The layer that tracks modules: what they are built as, cast to and return."""
+
+    def construct_module(
+        self, node: cst.Call, layer: str | None, frame: Frame, kwargs: dict[str, Operand]
+    ) -> Fact:
+        """A freshly built nn.Module: in a model's __init__ it follows the model's dtype.
+
+        Unless it is built with a literal dtype (``nn.LayerNorm(d, dtype=torch.float32)``):
+        a model made half at construction (``from_pretrained(torch_dtype=torch.float16)``
+        sets the default dtype while ``__init__`` runs) keeps that part in its own dtype.
+        """
+        dtype = kwargs.get("dtype")
+        if frame.scope.in_module:
+            f = dtype.fact if dtype is not None else None
+            if (
+                dtype is None
+                or f is None
+                or f.kind is not Kind.DTYPE
+                or f.prec not in (Prec.FULL, Prec.HALF)
+                or f.maybe
+                or f.params
+                or f.origin is None
+                or f.origin.node is not dtype.node
+            ):
+                return Fact(Kind.MODULE, Prec.MODEL, None, None, layer=layer)
+        if dtype is not None and dtype.fact.kind is Kind.DTYPE:
+            f = dtype.fact
+            text = f"built with dtype={self.code(dtype.node)}"
+            origin = Origin(node, Cause.MODEL_CAST, text, self.dtype_source(dtype))
+            return Fact(Kind.MODULE, f.prec, f.dtype, origin, layer=layer, maybe=f.maybe)
+        origin = Origin(node, Cause.LITERAL, "built in float32 (the default)")
+        return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
+
+    def loaded_model(self, node: cst.Call, path: str, kwargs: dict[str, Operand]) -> Fact:
+        if any(h in path for h in NON_MODULE_HINTS):
+            return UNKNOWN
+        dtype = kwargs.get("torch_dtype") or kwargs.get("dtype")
+        if dtype is not None and dtype.fact.kind is Kind.DTYPE:
+            f = dtype.fact
+            text = f"loaded with {self.code(dtype.node)}"
+            origin = Origin(node, Cause.MODEL_CAST, text, self.dtype_source(dtype))
+            return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
+        origin = Origin(node, Cause.LITERAL, "loaded in float32 (the default)")
+        return Fact(Kind.MODULE, Prec.FULL, "float32", origin)
+
+    def member_layer(self, layer: str | None, attr: str) -> str | None:
+        """The layer of ``model.<attr>`` when ``model``'s class is defined in this file.
+
+        ``model = Net(); model.head`` is the ``nn.Linear`` that ``Net.__init__`` built as
+        ``self.head``; it has the model's dtype until something casts it on its own.
+        """
+        info = self.classes.get(layer or "")
+        if info is None or not info.is_module:
+            return None
+        self.analyse_class(info)
+        fact = info.attrs.get("self." + attr)
+        return fact.layer if fact is not None and fact.kind is Kind.MODULE else None
+
+    def member_module(
+        self, module: Fact, method: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact | None:
+        """What ``model.<method>(...)`` returns when that method of ``model``'s local class
+        returns one of its modules (``get_decoder``, ``fuse``): the module, in ``model``'s dtype.
+        """
+        info = self.classes.get(module.layer or "")
+        fn = info.methods.get(method) if info is not None and info.is_module else None
+        if info is None or fn is None or method == "forward" or fn in self.in_progress:
+            return None
+        self.analyse_class(info)
+        made = self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
+        if made.kind is not Kind.MODULE:
+            return None
+        if made.prec is Prec.MODEL:
+            return replace(made, prec=module.prec, dtype=module.dtype, origin=module.origin)
+        return made
+
+    def module_call(
+        self,
+        node: cst.Call,
+        module: Fact,
+        path: str | None,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+        *,
+        split: tuple[tuple[InnerCall, ...], Fact | None] | None = None,
+    ) -> Fact:
+        layer = module.layer
+        first = args[0].fact if args else UNKNOWN
+        if layer in T.PASS_THROUGH_LAYERS:
+            return first
+        if layer == FP32_LAYER and module.origin is not None:
+            made = module.origin.text  # ``self.time_proj(t)``: sinusoids computed in float32
+            text = f"returned in float32 by `{path or 'module'}`, {made},"
+            result = Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.UPCAST, text))
+            receiver = Operand(node.func, module)
+            return self.emit(
+                CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
+            )
+        op, aten = T.LAYERS.get(layer or "", (None, ""))
+        if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
+            aten = T.LOSS_LAYERS[layer]
+            tensors = [a.fact for a in args if a.fact.is_tensor]
+            result = promote(tensors, node) if tensors else UNKNOWN_TENSOR
+            result = replace(result, zero_dim=True)  # reduction="mean" (the default): 0-dim
+        elif module.prec is Prec.UNKNOWN:
+            result = UNKNOWN_TENSOR if layer is None else replace(first, params=frozenset())
+        elif layer in self.classes and "forward" in self.classes[layer].methods:
+            result = self.class_forward(self.classes[layer], args, kwargs)
+        elif layer is None and first.prec is Prec.FULL and module.prec is Prec.MODEL:
+            result = UNKNOWN_TENSOR  # a custom module fed float32 may well compute in float32
+        elif (
+            op is T.OpKind.NORM
+            and first.floating
+            and (
+                (module.prec is Prec.FULL and first.prec is not Prec.FULL)
+                # autocast made it half, so the model (and this norm) is float32, or half too
+                or (first.prec is Prec.HALF and first.cause is Cause.AUTOCAST)
+            )
+        ):
+            # Measured: a float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm returns a half
+            # input's dtype.
+            what = f"the output of `{path or 'module'}`"
+            origin = Origin(node, Cause.ACTIVATION, what)
+            if first.origin is not None and first.cause is Cause.AUTOCAST:
+                text = f"{what} on an input {first.origin.text}"  # it keeps that dtype
+                origin = Origin(node, Cause.AUTOCAST, text)
+            result = Fact(
+                Kind.TENSOR, first.prec, first.dtype, origin, first.params, maybe=first.maybe
+            )
+        else:
+            what = f"the output of `{path or 'module'}`"
+            origin = Origin(node, Cause.ACTIVATION, what)
+            result = Fact(Kind.TENSOR, module.prec, module.dtype, origin, maybe=module.maybe)
+        if split is None:
+            split = self.split_call(module, path, "forward", args, kwargs, frame)
+        inner, returned = split
+        through: tuple[InnerCall, ...] = ()
+        if not inner and returned is None:
+            through, returned = self.follow_float32(module, args, kwargs, frame)
+        if returned is not None and returned.floating:
+            result = returned
+        if (
+            frame.scope.autocast
+            and frame.scope.autocast.active
+            and frame.scope.autocast.recasts(aten)
+        ):
+            result = self.autocast_result(node, aten, frame.scope.autocast, result)
+        elif frame.scope.autocast and frame.scope.autocast.active and not aten and result.is_tensor:
+            # A model or block whose ops we do not see: under autocast it computes in the
+            # autocast dtype (its matmuls/convs are recast), whatever its weights are.
+            what = f"the output of `{path or 'module'}` under autocast"
+            result = Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.AUTOCAST, what))
+        receiver = Operand(node.func, module)
+        owner = _owner(path, frame.env)
+        return self.emit(
+            CallRecord(
+                node,
+                result,
+                args,
+                kwargs,
+                receiver=receiver,
+                op=op,
+                aten=aten,
+                path=path,
+                owner=owner,
+                inner=inner,
+                through=through,
+            ),
+            frame,
+        )
+
+    def follow_float32(
+        self,
+        module: Fact,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> tuple[tuple[InnerCall, ...], Fact | None]:
+        """``self.output(context.float(), x)``: where the float32 arguments go inside.
+
+        A module's ``forward`` is summarised once, with its inputs in the model's dtype, so an
+        upcast argument that meets a half layer inside would go unseen. When the class is in
+        this file, its ``forward`` is walked again with the call's facts and once with plain
+        inputs; the calls that differ are returned, with what it returns for these inputs.
+        """
+        if not any(
+            o.fact.is_tensor and o.fact.prec is Prec.FULL for o in (*args, *kwargs.values())
+        ):
+            return (), None
+        info = self.classes.get(module.layer or "")
+        fn = info.methods.get("forward") if info is not None and info.is_module else None
+        if (
+            info is None
+            or fn is None
+            or fn in self.in_progress
+            or not self.reporting.may_rewalk
+            or self.reporting.recording
+            or not self.reporting.listener.wants_calls
+        ):
+            return (), None
+        self.analyse_class(info)
+        with_args, returned = self._walk_as(fn, info, module, {}, args, kwargs, frame)
+        plain, _ = self._walk_as(fn, info, module, {}, (), {}, frame)
+        return _changed(with_args, plain), returned
+
+    def split_call(
+        self,
+        module: Fact,
+        path: str | None,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> tuple[tuple[InnerCall, ...], Fact | None]:
+        """Calling ``path``'s ``method`` after parts of it were cast apart from it.
+
+        ``model.half(); model.head.float(); model(x)``: when ``model``'s class is in this
+        file, its method is walked again with the caller's facts -- ``self`` and its parts
+        in ``model``'s dtype, ``self.head`` as ``model.head`` is bound here, the call's
+        arguments -- and once more with no part cast apart. The calls whose facts differ
+        between the two walks are what the split changed. Returns them and what the
+        method returns with the split (None when there is no split to follow).
+        """
+        info = self.classes.get(module.layer or "")
+        fn = info.methods.get(method) if info is not None and info.is_module else None
+        if (
+            info is None
+            or fn is None
+            or path is None
+            or module.prec not in (Prec.FULL, Prec.HALF, Prec.MODEL)
+            or fn in self.in_progress
+            or not self.reporting.may_rewalk
+            or not (self.reporting.listener.wants_calls or self.reporting.recording)
+        ):
+            return (), None
+        prefix = path + "."
+        parts = {
+            "self." + key[len(prefix) :]: fact
+            for key, fact in frame.env.items()
+            if key.startswith(prefix) and fact.kind is Kind.MODULE
+        }
+        self.analyse_class(info)
+        if self.reporting.recording:
+            # Already re-walking a split module: walk this part of it in line.
+            sites, returned = self._walk_as(fn, info, module, parts, args, kwargs, frame)
+            self.reporting.record(sites)
+            return (), returned
+        full = module.prec is Prec.FULL
+        if not any(
+            f.prec in (Prec.FULL, Prec.HALF, Prec.MODEL) and (f.prec is Prec.FULL) != full
+            for f in parts.values()
+        ):
+            return (), None
+        split_sites, returned = self._walk_as(fn, info, module, parts, args, kwargs, frame)
+        plain_sites, _ = self._walk_as(fn, info, module, {}, args, kwargs, frame)
+        return _changed(split_sites, plain_sites), returned
+
+    def _walk_as(
+        self,
+        fn: cst.FunctionDef,
+        info: ClassInfo,
+        module: Fact,
+        parts: Env,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        outer: Frame,
+    ) -> tuple[list[CallSite], Fact | None]:
+        """Walk ``fn`` as a method of ``module`` called with ``args``; record its calls."""
+        frame = self.function_frame(fn, info, None)
+        for key, fact in list(frame.env.items()):
+            if (key == "self" or key.startswith("self.")) and fact.prec is Prec.MODEL:
+                if fact.kind is Kind.MODULE:
+                    frame.env[key] = replace(module, layer=fact.layer)
+                elif fact.kind is Kind.TENSOR:
+                    frame.env[key] = replace(
+                        fact, prec=module.prec, dtype=module.dtype, maybe=module.maybe
+                    )
+        frame.env["self"] = module
+        frame.env.update(parts)
+        frame.env.update(passed(fn, args, kwargs, skip_self=True))
+        if frame.scope.autocast is None and outer.scope.autocast is not None:
+            frame.scope = replace(frame.scope, autocast=outer.scope.autocast)
+        recorded: list[CallSite] = []
+        self.in_progress.add(fn)
+        try:
+            with self.reporting.recording_into(recorded):
+                self.block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame)
+        finally:
+            self.in_progress.discard(fn)
+        return recorded, frame.returns
+
+    def class_forward(
+        self, info: ClassInfo, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact:
+        """Calling an instance of a class defined in this file: its ``forward``'s summary."""
+        fn = info.methods["forward"]
+        result = self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
+        return result if result.kind in (Kind.TENSOR, Kind.SEQ) else UNKNOWN_TENSOR
+
+    def module_method(
+        self,
+        node: cst.Call,
+        method: str,
+        module: Fact,
+        path: str | None,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        """``model.half()``, ``model.to(dtype)``, ``self.helper(x)``, ``vae.encode(x)``."""
+        cast = self.module_cast(node, method, args, kwargs)
+        if cast is not None:
+            new = replace(
+                module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe
+            )
+            if path is not None:
+                self._rebind(path, new, frame)
+            return new
+        if method in ("register_buffer", "register_parameter") and path is not None:
+            self.register_tensor(node, method, path, args, kwargs, frame)
+            return UNKNOWN
+        params = self.training.parameters(method, module, path)
+        if params is not None:  # linked back to the module, for the optimizers built from them
+            return params
+        if method in ("parameters", "named_parameters", "buffers", "modules", "children"):
+            return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, module.prec, module.dtype, module.origin))
+        if method in ("eval", "train", "requires_grad_", "cuda", "cpu", "apply", "zero_grad", "to"):
+            return module  # ``.to(device)``: a dtype cast was handled above
+        if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == "self":
+            info = self._class_of_frame(frame)
+            if info is not None and method in info.methods:
+                fn = info.methods[method]
+                rewalk = self.reporting.recording and self.reporting.may_rewalk
+                if rewalk and fn not in self.in_progress:
+                    # Re-walking a module cast apart (``split_call``): follow it into its helpers.
+                    parts = {k: v for k, v in frame.env.items() if k.startswith("self.")}
+                    me = frame.env.get("self", module)
+                    sites, returned = self._walk_as(fn, info, me, parts, args, kwargs, frame)
+                    self.reporting.record(sites)
+                    return returned or UNKNOWN
+                summary = self.summary(fn, info, (args, kwargs, True))
+                return self.substitute(summary, fn, args, kwargs, skip_self=True)
+        part = self.member_module(module, method, args, kwargs)
+        if part is not None:  # ``self.model.get_decoder()``: a submodule, not an output
+            return part
+        sub = self.member_layer(module.layer, method)
+        if sub is not None and path is not None:  # ``model.head(x)``: a submodule, not a method
+            return self.module_call(
+                node, replace(module, layer=sub), f"{path}.{method}", args, kwargs, frame
+            )
+        if any(o.fact.kind is Kind.DTYPE for o in (*args, *kwargs.values())):
+            # ``self._cast_input_dtype(x, torch.float32)``: a helper we cannot see, handed a
+            # dtype, may well cast to it
+            return UNKNOWN_TENSOR
+        if (
+            method in ("forward", "__call__", "encode", "decode", "sample")
+            or module.prec is not Prec.UNKNOWN
+        ):
+            split = self.split_call(module, path, method, args, kwargs, frame)
+            return self.module_call(
+                node,
+                replace(module, layer=None),
+                f"{path}.{method}" if path else method,
+                args,
+                kwargs,
+                frame,
+                split=split,
+            )
+        return UNKNOWN
+
+    def register_tensor(
+        self,
+        node: cst.Call,
+        method: str,
+        path: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> None:
+        """``self.register_buffer("name", t)``: bind ``self.name``, a tensor cast with the model.
+
+        ``model.half()``/``.to(dtype)`` casts every floating buffer (persistent or not),
+        so a float buffer has the model's dtype whatever it was built with; an integer
+        or bool buffer keeps its dtype.
+        """
+        name = args[0] if args else kwargs.get("name")
+        if name is None or not isinstance(name.node, cst.SimpleString):
+            return
+        attr = name.node.evaluated_value
+        if not isinstance(attr, str) or not attr.isidentifier():
+            return
+        tensor = args[1] if len(args) > 1 else kwargs.get("tensor", kwargs.get("param"))
+        if tensor is None or not tensor.fact.is_tensor:
+            return  # ``None`` or unknown: leave ``self.name`` as it was
+        value = tensor.fact
+        if value.floating and frame.scope.in_module:
+            kind = "buffer" if method == "register_buffer" else "parameter"
+            origin = Origin(node, Cause.PARAMETER, f"a {kind} of the model")
+            value = Fact(Kind.TENSOR, Prec.MODEL, None, origin)
+        frame.env[f"{path}.{attr}"] = value
+
+    def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
+        frame.env[path] = new
+        prefix = path + "."
+        for k in [k for k in frame.env if k.startswith(prefix)]:
+            del frame.env[k]
+
+    def _class_of_frame(self, frame: Frame) -> ClassInfo | None:
+        name = frame.scope.class_name
+        return self.classes.get(name) if name else None
+
+    def module_cast(
+        self, node: cst.Call, method: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact | None:
+        if method in MODULE_CASTS:
+            dt = MODULE_CASTS[method]
+            cause = Cause.MODEL_CAST
+            return tensor_of_dtype(dt, node, cause, f"cast to {dt} by `.{method}()`")
+        if method in ("to", "type"):
+            cand = [kwargs["dtype"]] if "dtype" in kwargs else list(args)
+            for op in cand:
+                if op.fact.kind is Kind.DTYPE and op.fact.prec is not Prec.UNKNOWN:
+                    text = f"cast by `.{method}({self.code(op.node)})`"
+                    f = op.fact
+                    origin = Origin(node, Cause.MODEL_CAST, text, self.dtype_source(op))
+                    return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
+        return None
+
+
+def _owner(path: str | None, env: Env) -> Owner | None:
+    """The nearest module bound above ``path`` (``model`` for ``model.block.proj``)."""
+    parts = path.split(".") if path else []
+    for end in range(len(parts) - 1, 0, -1):
+        key = ".".join(parts[:end])
+        fact = env.get(key)
+        if fact is not None and fact.kind is Kind.MODULE:
+            return Owner(key, fact)
+    return None
+
+
+def _changed(walked: list[CallSite], plain: list[CallSite]) -> tuple[InnerCall, ...]:
+    """The calls of ``walked`` whose dtypes differ from the same call in ``plain``.
+
+    Both walks take the same calls in the same order: the k-th visit of a node pairs up.
+    """
+    before_of: dict[tuple[int, int], CallSite] = {}
+    seen: dict[int, int] = {}
+    for site in plain:
+        seen[id(site.node)] = k = seen.get(id(site.node), 0) + 1
+        before_of[id(site.node), k] = site
+    seen.clear()
+    changed = []
+    for site in walked:
+        seen[id(site.node)] = k = seen.get(id(site.node), 0) + 1
+        before = before_of.get((id(site.node), k))
+        if before is None or _site_precs(site) != _site_precs(before):
+            changed.append(InnerCall(site, before))
+    return tuple(changed)
+
+
+def _site_precs(site: CallSite) -> tuple[tuple[Prec, str | None], ...]:
+    """The dtypes a call sees: its receiver's and its arguments'."""
+    operands = [site.receiver] if site.receiver is not None else []
+    operands += list(site.args) + [site.kwargs[k] for k in sorted(site.kwargs)]
+    return tuple((o.fact.prec, o.fact.dtype) for o in operands)

@@ -1,0 +1,103 @@
+"""Torch's promotion rules beyond :func:`mpcheck.facts.promote`: pure functions of facts.
+
+What a matmul-family op computes in, Python arithmetic on known numbers, what iterating
+or indexing a value yields, and ``torch.finfo``'s limits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck.facts import SCALAR, UNKNOWN, UNKNOWN_TENSOR, Cause, Fact, Kind, Prec, element
+from mpcheck.names import dotted
+
+FINFO_MIN = {"float32": -3.4028234663852886e38, "float64": -1.7976931348623157e308}
+FINFO_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+FINFO_MIN.update({"float16": -65504.0, "bfloat16": -3.3895313892515355e38})
+FINFO_MAX.update({"float16": 65504.0, "bfloat16": 3.3895313892515355e38})
+
+
+def iterate(items: Fact) -> Fact:
+    """What ``for x in items`` binds ``x`` to."""
+    if items.kind is Kind.SEQ:
+        return element(items)
+    if items.kind in (Kind.TENSOR, Kind.MODULE):
+        return replace(items, zero_dim=True) if one_dim_factory(items) else items
+    return UNKNOWN
+
+
+def op_result(*facts: Fact) -> Fact:
+    """The dtype a matmul-family op computes in: its operands', or the model's when they clash."""
+    floats = [f for f in facts if f.floating]
+    if not floats:
+        return UNKNOWN_TENSOR
+    precs = {f.prec for f in floats}
+    if len(precs) == 1:
+        return floats[0]
+    for f in floats:
+        if f.prec is Prec.MODEL or f.prec is Prec.HALF:
+            return f
+    return floats[0]
+
+
+def fold(op: cst.BaseBinaryOp, a: Fact, b: Fact) -> Fact:
+    if a.value is None or b.value is None:
+        return SCALAR
+    try:
+        if isinstance(op, cst.Multiply):
+            return replace(SCALAR, value=a.value * b.value)
+        if isinstance(op, cst.Add):
+            return replace(SCALAR, value=a.value + b.value)
+        if isinstance(op, cst.Subtract):
+            return replace(SCALAR, value=a.value - b.value)
+        if isinstance(op, cst.Divide) and b.value:
+            return replace(SCALAR, value=a.value / b.value)
+        if isinstance(op, cst.Power) and abs(b.value) < 64:
+            return replace(SCALAR, value=math.pow(a.value, b.value))
+    except (OverflowError, ValueError):
+        pass
+    return SCALAR
+
+
+def one_dim_factory(fact: Fact) -> bool:
+    """Made by a factory that returns a 1-D tensor (``torch.linspace``, ``torch.arange``).
+
+    The fact survives reshapes unchanged, so this is a best guess; it only ever makes a
+    value 0-dim (which does not promote), so a wrong guess hides a finding, never adds one.
+    """
+    origin = fact.origin
+    if origin is None or origin.cause is not Cause.FACTORY or not isinstance(origin.node, cst.Call):
+        return False
+    func = origin.node.func
+    leaf = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
+    return leaf in ("linspace", "logspace", "arange")
+
+
+def is_advanced_index(node: cst.CSTNode, fact: Fact) -> bool:
+    """Whether indexing with ``node`` is advanced (``index_put_``) rather than basic (a view).
+
+    A list literal, an int/bool tensor (a mask, ``idx``) or a sequence holding one is
+    advanced; ints, slices, ``...``, ``None`` and 0-dim tensors are basic. A float-typed
+    "tensor" cannot index: it is a parameter guessed to be an activation, so it is a
+    Python int here. Unknown objects are not claimed to be advanced.
+    """
+    if isinstance(node, cst.List):
+        return True
+    if isinstance(node, cst.Tuple):
+        items = fact.items if fact.kind is Kind.SEQ and fact.items is not None else ()
+        if len(items) != len(node.elements):
+            return False
+        return any(
+            is_advanced_index(el.value, f) for el, f in zip(node.elements, items, strict=False)
+        )
+    if fact.kind is Kind.SEQ:
+        inner = fact.items if fact.items is not None else (fact.elem,) if fact.elem else ()
+        return any(is_advanced_index(cst.Name("_"), f) for f in inner)
+    return (
+        fact.kind is Kind.TENSOR
+        and not fact.zero_dim
+        and fact.prec in (Prec.INT, Prec.BOOL, Prec.UNKNOWN)
+    )

@@ -1,0 +1,283 @@
+"""The statement walk: assignments, branches, loops, ``with`` blocks, nested functions.
+
+The environment is copied at branches and joined after them; a loop body is walked
+twice (the first pass muted) so facts bound late in it reach its start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck import torch_api as T
+from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec, element, join, promote
+from mpcheck.infer.base import CallRecord
+from mpcheck.infer.expressions import ExpressionWalk
+from mpcheck.infer.frames import Frame
+from mpcheck.infer.promotion import is_advanced_index, iterate
+from mpcheck.names import dotted
+from mpcheck.sites import Operand, ReturnSite, SetItemSite
+from mpcheck.training import STATE, State
+
+
+class StatementWalk(ExpressionWalk):
+    """The layer that walks statements in order."""
+
+    def block(
+        self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
+    ) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.BaseSmallStatement):
+                self.small(stmt, frame)
+            else:
+                self.statement(stmt, frame)
+
+    def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self.small(small, frame)
+        elif isinstance(stmt, cst.If):
+            self.expr(stmt.test, frame)
+            # each branch knows which way the test went (``if scaler is not None:``)
+            then = self.branch(stmt.body, frame, (stmt.test, True))
+            other = (
+                self.branch(stmt.orelse, frame, (stmt.test, False))
+                if stmt.orelse
+                else self.training.assume(stmt.test, False, Frame(frame.env, frame.scope))
+            )
+            self.merge(frame, then, other)
+        elif isinstance(stmt, (cst.For, cst.While)):
+            self.loop(stmt, frame)
+        elif isinstance(stmt, cst.With):
+            self.with_stmt(stmt, frame)
+        elif isinstance(stmt, cst.Try):
+            self.block(stmt.body.body, frame)
+            branches = [self.branch(h.body, frame) for h in stmt.handlers]
+            for b in branches:
+                self.merge(frame, Frame(frame.env, frame.scope), b)
+            if stmt.orelse:
+                self.block(stmt.orelse.body.body, frame)
+            if stmt.finalbody:
+                self.block(stmt.finalbody.body.body, frame)
+        elif isinstance(stmt, cst.FunctionDef):
+            if frame.scope.function is not None:
+                self.nested_function(stmt, frame)
+            # a module-level def is summarised on its own, with its params as inputs
+        elif isinstance(stmt, cst.ClassDef):
+            info = self.classes.get(stmt.name.value)
+            if info is None or info.node is not stmt:
+                info = self.register_class(stmt)
+            self.analyse_class(info)
+        elif isinstance(stmt, cst.Match):
+            for case in stmt.cases:
+                self.merge(frame, Frame(frame.env, frame.scope), self.branch(case.body, frame))
+        else:
+            body = getattr(stmt, "body", None)
+            if isinstance(body, cst.IndentedBlock):
+                self.block(body.body, frame)
+
+    def branch(
+        self, node: cst.CSTNode, frame: Frame, guard: tuple[cst.BaseExpression, bool] | None = None
+    ) -> Frame:
+        """Walk ``node`` on a copy of ``frame``; ``guard``: the test and the way it went."""
+        sub = Frame(dict(frame.env), frame.scope)
+        if guard is not None:
+            sub = self.training.assume(*guard, sub)
+        if isinstance(node, cst.If):
+            self.statement(node, sub)
+        elif isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            for s in node.body:
+                if isinstance(s, cst.BaseSmallStatement):
+                    self.small(s, sub)
+                else:
+                    self.statement(s, sub)
+        else:
+            inner = getattr(node, "body", None)
+            if isinstance(inner, cst.CSTNode):
+                return self.branch(inner, frame, guard)
+        return sub
+
+    def merge(self, frame: Frame, a: Frame, b: Frame) -> None:
+        env = dict(a.env)
+        for key, fb in b.env.items():
+            fa = env.get(key)
+            if fa is not fb:
+                env[key] = fb if fa is None else join(fa, fb)
+        if (STATE in a.env) != (STATE in b.env):
+            # The training loop's state begun on one path only: the other path is the empty
+            # state (``if amp: scaler.scale(loss).backward()``: scaled on some paths).
+            empty = Fact(Kind.OTHER, train=State())
+            env[STATE] = join(a.env.get(STATE, empty), b.env.get(STATE, empty))
+        frame.env = env
+        for r in (a.returns, b.returns):
+            if r is not None:
+                frame.returns = r if frame.returns is None else join(frame.returns, r)
+
+    def loop(self, stmt: cst.For | cst.While, frame: Frame) -> None:
+        if isinstance(stmt, cst.For):
+            items = self.expr(stmt.iter, frame)
+            self.bind(stmt.target, iterate(items), frame)
+        else:
+            self.expr(stmt.test, frame)
+        with self.reporting.muted():  # the first pass only carries facts round the loop
+            first = self.branch(stmt.body, frame)
+        self.merge(frame, Frame(frame.env, frame.scope), first)
+        body = self.branch(stmt.body, frame)
+        self.merge(frame, Frame(frame.env, frame.scope), body)
+        if stmt.orelse:
+            self.block(stmt.orelse.body.body, frame)
+
+    def with_stmt(self, stmt: cst.With, frame: Frame) -> None:
+        region = None
+        for item in stmt.items:
+            found = self.autocast_region(item.item, frame)
+            if found is not None:
+                region = found
+                self.expr(item.item, frame)  # the autocast call itself is a call site too
+            else:
+                value = self.expr(item.item, frame)
+                if item.asname is not None:
+                    self.bind(item.asname.name, value, frame)
+        if region is None:
+            self.block(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else [], frame)
+            return
+        saved = frame.scope
+        frame.scope = replace(saved, autocast=region)
+        self.training.enter_region(frame, region)
+        try:
+            if isinstance(stmt.body, cst.IndentedBlock):
+                self.block(stmt.body.body, frame)
+        finally:
+            frame.scope = saved
+
+    def nested_function(self, fn: cst.FunctionDef, frame: Frame) -> None:
+        sub = self.function_frame(fn, None, frame)
+        self.function_site(fn, sub)
+        with self.reporting.unmuted():
+            if isinstance(fn.body, cst.IndentedBlock):
+                self.block(fn.body.body, sub)
+        self.summaries[fn] = sub.returns or UNKNOWN
+        frame.env[fn.name.value] = Fact(Kind.OTHER)
+        self.functions.setdefault(fn.name.value, fn)
+
+    def small(self, stmt: cst.BaseSmallStatement, frame: Frame) -> None:
+        if isinstance(stmt, cst.Assign):
+            value = self.expr(stmt.value, frame)
+            for target in stmt.targets:
+                self.store(target.target, value, stmt.value, frame, stmt)
+        elif isinstance(stmt, cst.AnnAssign):
+            if stmt.value is not None:
+                self.store(stmt.target, self.expr(stmt.value, frame), stmt.value, frame, stmt)
+        elif isinstance(stmt, cst.AugAssign):
+            value = self.expr(stmt.value, frame)
+            if isinstance(stmt.target, cst.Subscript):
+                self.store(stmt.target, value, stmt.value, frame, stmt)
+                return
+            current = self.expr(stmt.target, frame)
+            if current.kind is Kind.TENSOR:  # in-place: the tensor keeps its dtype
+                method = T.INPLACE_OPERATORS.get(type(stmt.operator).__name__)
+                if method is not None:
+                    tensor = Operand(stmt.target, current)
+                    args = (Operand(stmt.value, value),)
+                    self.emit(
+                        CallRecord(stmt, current, args, method=method, receiver=tensor), frame
+                    )
+                return
+            self.bind(stmt.target, promote([current, value], stmt), frame)
+        elif isinstance(stmt, cst.Expr):
+            self.expr(stmt.value, frame)
+        elif isinstance(stmt, cst.Return):
+            fact = self.expr(stmt.value, frame) if stmt.value is not None else UNKNOWN
+            frame.returns = fact if frame.returns is None else join(frame.returns, fact)
+            if stmt.value is not None and self.reporting.takes("returns"):
+                self.reporting.listener.on_return(
+                    ReturnSite(stmt, Operand(stmt.value, fact), frame.scope)
+                )
+        elif isinstance(stmt, (cst.Assert, cst.Raise)):
+            pass
+
+    def store(
+        self,
+        target: cst.BaseAssignTargetExpression,
+        value: Fact,
+        value_node: cst.BaseExpression,
+        frame: Frame,
+        stmt: cst.CSTNode,
+    ) -> None:
+        if isinstance(target, cst.Subscript):
+            base = self.expr(target.value, frame)
+            advanced = self.advanced_index(target, frame)
+            if self.reporting.takes("setitems"):
+                index = target.slice[0].slice if len(target.slice) == 1 else None
+                site = SetItemSite(
+                    stmt,
+                    Operand(target.value, base),
+                    index,
+                    Operand(value_node, value),
+                    frame.scope,
+                    advanced=advanced,
+                )
+                self.reporting.listener.on_setitem(site)
+            return
+        if isinstance(target, cst.Attribute) and target.attr.value == "data":
+            self.training.store_data(target, value, frame)  # ``p.data = p.data.float()``
+        self.bind(target, value, frame)
+
+    def advanced_index(self, target: cst.Subscript, frame: Frame) -> Operand | None:
+        """Evaluate ``target``'s indices; the first that makes it advanced indexing, if any."""
+        found: Operand | None = None
+        for el in target.slice:
+            part = el.slice
+            if isinstance(part, cst.Index):
+                fact = self.expr(part.value, frame)
+                if found is None and is_advanced_index(part.value, fact):
+                    found = Operand(part.value, fact)
+            elif isinstance(part, cst.Slice):
+                for bound in (part.lower, part.upper, part.step):
+                    if bound is not None:
+                        self.expr(bound, frame)
+        return found
+
+    def bind(self, target: cst.BaseExpression, value: Fact, frame: Frame) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = target.elements
+            starred = any(isinstance(e, cst.StarredElement) for e in elements)
+            for i, el in enumerate(elements):
+                if isinstance(el, cst.StarredElement):
+                    self.bind(el.value, Fact(Kind.SEQ, elem=element(value)), frame)
+                else:
+                    self.bind(el.value, element(value, None if starred else i), frame)
+            return
+        key = dotted(target)
+        if key is None:
+            return
+        attr = key.rsplit(".", 1)[-1]
+        if (
+            value.kind in (Kind.MODULE, Kind.TENSOR)
+            and key.startswith("self.")
+            and (attr in self.keep.names or self.keep.param_kept(frame.scope.class_name, attr))
+        ):
+            text = "kept in float32 by `_keep_in_fp32_modules`"
+            value = replace(
+                value,
+                prec=Prec.FULL,
+                dtype="float32",
+                origin=Origin(target, Cause.MODEL_CAST, text),
+            )
+        if (
+            value.kind is Kind.MODULE
+            and value.cause is Cause.LITERAL
+            and frame.scope.in_module
+            and key.startswith("self.")
+        ):
+            # ``self.stem = conv_bn(...)``, ``self.text_model = AutoModel.from_config(...)``:
+            # built in the default dtype by a helper, but a part of this model all the same.
+            value = replace(value, prec=Prec.MODEL, dtype=None, origin=None)
+        old = frame.env.get(key)
+        frame.env[key] = value
+        if old is not None and old.kind is Kind.MODULE:  # children of a rebound module
+            prefix = key + "."
+            for k in [k for k in frame.env if k.startswith(prefix)]:
+                del frame.env[k]

@@ -1,0 +1,533 @@
+"""Torch API semantics: what each torch function and tensor method returns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck import torch_api as T
+from mpcheck.facts import (
+    UNKNOWN,
+    UNKNOWN_TENSOR,
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    as_tensor_of,
+    element,
+    int_to_float,
+    promote,
+    seq_of,
+    tensor_of_dtype,
+)
+from mpcheck.infer.base import CallRecord
+from mpcheck.infer.frames import Frame
+from mpcheck.infer.modules import ModuleWalk
+from mpcheck.infer.promotion import op_result
+from mpcheck.names import dotted
+from mpcheck.sites import Operand, items
+
+
+class TensorWalk(ModuleWalk):
+    """The layer that knows what torch calls and tensor methods return."""
+
+    def method_call(
+        self,
+        node: cst.Call,
+        method: str,
+        recv: Fact,
+        path: str | None,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        receiver = Operand(node.func.value, recv)  # type: ignore[attr-defined]
+        if recv.kind is Kind.MODULE:
+            return self.module_method(node, method, recv, path, args, kwargs, frame)
+        trained = self.training.method(node, method, receiver, args, kwargs, frame)
+        if trained is not None:  # scaler.step(opt), accelerator.backward(loss), ...
+            return self.emit(
+                CallRecord(node, trained, args, kwargs, method=method, receiver=receiver), frame
+            )
+        if method in ("from_pretrained", "from_single_file", "from_config"):
+            return self.loaded_model(node, path or "", kwargs)
+        if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
+            cls = self.classes.get(node.func.value.value)
+            if cls is not None and method in cls.methods:
+                return self.substitute(
+                    self.summary(cls.methods[method], cls),
+                    cls.methods[method],
+                    args,
+                    kwargs,
+                    skip_self=False,
+                )
+        result = self.tensor_method(node, method, recv, args, kwargs, frame)
+        if result.is_tensor and _full_reduction(method, args, kwargs):
+            result = replace(result, zero_dim=True)  # ``loss.mean()``: does not promote
+        op = T.OpKind.MATMUL if method in T.MATMUL_METHODS else None
+        aten = method if op else ""
+        region = frame.scope.autocast
+        if op is not None and region is not None and region.recasts(aten):
+            result = self.autocast_result(node, aten, region, result)
+        return self.emit(
+            CallRecord(
+                node, result, args, kwargs, method=method, receiver=receiver, op=op, aten=aten
+            ),
+            frame,
+        )
+
+    def tensor_method(
+        self,
+        node: cst.Call,
+        method: str,
+        recv: Fact,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        if recv.kind is not Kind.TENSOR:
+            return UNKNOWN
+        if method in T.CAST_METHODS:
+            dt = T.CAST_METHODS[method]
+            cause = Cause.UPCAST if dt in ("float32", "float64") else Cause.CAST
+            verb = "upcast" if cause is Cause.UPCAST else "cast"
+            if recv.prec in (Prec.INT, Prec.BOOL):  # ``t.float()`` on integer timesteps
+                verb = "converted"
+            return tensor_of_dtype(dt, node, cause, f"{verb} to {dt} by `.{method}()`")
+        if method in ("to", "type"):
+            return self.to_call(node, method, recv, args, kwargs)
+        if method == "type_as" and args:
+            return self.same_as(args[0].fact, node, f"`.type_as({self.code(args[0].node)})`")
+        if method in T.NEW_METHODS:
+            if "dtype" in kwargs:
+                return as_tensor_of(kwargs["dtype"].fact, node, Cause.CAST, "explicit dtype=")
+            return replace(recv, zero_dim=False)
+        if method in ("softmax", "log_softmax") and "dtype" in kwargs:
+            return self.dtype_arg(kwargs["dtype"], node, recv)
+        if method in T.SPLIT_METHODS:
+            return Fact(Kind.SEQ, elem=replace(recv, zero_dim=False))
+        if (
+            method in T.VALUES_INDICES_METHODS
+            and (args or "dim" in kwargs)
+            and method not in ("max", "min")
+            or (
+                method in ("max", "min")
+                and (("dim" in kwargs) or (args and args[0].fact.kind is Kind.SCALAR))
+            )
+        ):
+            return seq_of([recv, Fact(Kind.TENSOR, Prec.INT, "int64")])
+        if method in T.INT_METHODS:
+            return Fact(Kind.TENSOR, Prec.INT, "int64")
+        if method in T.BOOL_METHODS:
+            return Fact(Kind.TENSOR, Prec.BOOL, "bool")
+        if method in T.NON_TENSOR_METHODS:
+            return UNKNOWN
+        if method in ("sum", "cumsum", "prod") and recv.prec in (Prec.INT, Prec.BOOL):
+            return Fact(Kind.TENSOR, Prec.INT, "int64")
+        if method in T.FLOAT_VALUED and recv.prec is Prec.INT:
+            return int_to_float(recv, node, f"`.{method}()`")
+        if method in T.PROMOTING_METHODS:
+            return promote([recv] + [a.fact for a in args if a.fact.kind is not Kind.SEQ], node)
+        if method in T.MATMUL_METHODS:
+            facts = [recv] + [a.fact for a in args]
+            return op_result(*facts)
+        return recv
+
+    def to_call(
+        self,
+        node: cst.Call,
+        method: str,
+        recv: Fact,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+    ) -> Fact:
+        """``x.to(...)`` / ``x.type(...)``: dtype, other tensor, or only a device."""
+        cand = [kwargs["dtype"]] if "dtype" in kwargs else list(args)
+        for op in cand:
+            f = op.fact
+            if f.kind is Kind.DTYPE:
+                return self.dtype_arg(op, node, recv, verb=f".{method}")
+            if f.kind is Kind.TENSOR and method == "to":
+                return self.same_as(f, node, f"`.to({self.code(op.node)})`")
+            if isinstance(op.node, cst.SimpleString):
+                legacy = op.node.evaluated_value
+                if isinstance(legacy, str) and legacy.endswith("Tensor"):
+                    return self.legacy_type(legacy, node)
+            if method == "type" and f.kind is Kind.OTHER:
+                name = dotted(op.node) or ""
+                if name.endswith("Tensor"):
+                    return self.legacy_type(name, node)
+            if _names_a_dtype(op.node):
+                return UNKNOWN_TENSOR  # a dtype we cannot see: assume nothing
+        if method == "type" and not cand:
+            return UNKNOWN
+        return recv
+
+    def legacy_type(self, name: str, node: cst.Call) -> Fact:
+        short = name.rsplit(".", 1)[-1]
+        table = {
+            "HalfTensor": "float16",
+            "BFloat16Tensor": "bfloat16",
+            "FloatTensor": "float32",
+            "DoubleTensor": "float64",
+            "LongTensor": "int64",
+            "IntTensor": "int32",
+            "BoolTensor": "bool",
+        }
+        dt = table.get(short)
+        if dt is None:
+            return UNKNOWN_TENSOR
+        cause = Cause.UPCAST if dt in ("float32", "float64") else Cause.CAST
+        return tensor_of_dtype(dt, node, cause, f"cast to {dt} by `.type({name})`")
+
+    def dtype_arg(self, op: Operand, node: cst.CSTNode, recv: Fact, verb: str = "dtype=") -> Fact:
+        f = op.fact
+        code = self.code(op.node)
+        if f.prec is Prec.FULL:
+            return tensor_of_dtype(
+                f.dtype or "float32",
+                node,
+                Cause.UPCAST,
+                f"upcast to {f.dtype} by `{verb}({code})`"
+                if verb != "dtype="
+                else f"made {f.dtype} by `dtype={code}`",
+            )
+        if f.prec is Prec.HALF and not f.maybe:
+            return tensor_of_dtype(
+                f.dtype or "float16", node, Cause.CAST, f"cast to {f.dtype} by `{code}`"
+            )
+        if f.prec is Prec.UNKNOWN and not f.params:
+            return UNKNOWN_TENSOR
+        return self.same_as(replace(f, kind=Kind.TENSOR), node, f"`{code}`")
+
+    def same_as(self, other: Fact, node: cst.CSTNode, how: str) -> Fact:
+        """A value cast to another's dtype: it now shares that fact, not its own past."""
+        if other.kind not in (Kind.TENSOR, Kind.DTYPE):
+            return UNKNOWN_TENSOR
+        if other.prec is Prec.UNKNOWN and not other.params:
+            return UNKNOWN_TENSOR
+        origin = other.origin
+        if other.prec is Prec.MODEL:
+            origin = Origin(node, Cause.SAME_AS, f"cast back by {how}")
+        return Fact(Kind.TENSOR, other.prec, other.dtype, origin, other.params, maybe=other.maybe)
+
+    def torch_call(
+        self,
+        node: cst.Call,
+        qual: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        leaf = qual.rsplit(".", 1)[-1]
+        op = T.OPS.get(qual)
+        aten = T.op_name(qual) if op else leaf
+        result = self.torch_result(node, qual, leaf, args, kwargs, frame)
+        if op is T.OpKind.MATMUL and "out_dtype" in kwargs:
+            # ``torch.addmm(bias.float(), a, b, out_dtype=torch.float32)``: mixed by design
+            op = None
+            result = self.dtype_arg(kwargs["out_dtype"], node, result, "out_dtype=")
+        spec = args[0].node if qual == "torch.einsum" and args else None
+        if isinstance(spec, cst.SimpleString) and isinstance(spec.evaluated_value, str):
+            if not T.einsum_contracts(spec.evaluated_value):
+                op = None  # a broadcast product promotes, like ``*``
+                tensors = [f for a in args[1:] for f in (a.fact, *(o.fact for o in items(a)))]
+                result = promote([f for f in tensors if f.is_tensor], node)
+        if result.is_tensor and (
+            (qual in T.SHAPE_FACTORIES and _empty_shape(args))
+            or (qual == f"torch.{leaf}" and _full_reduction(leaf, args[1:], kwargs))
+            or (qual in T.LOSS_FUNCTIONS and _reduces(kwargs))
+        ):
+            result = replace(result, zero_dim=True)  # ``torch.full((), 1e4)``, ``torch.sum(x)``
+        trained = self.training.torch_call(node, qual, args, kwargs, frame)
+        if trained is not None:  # GradScaler(...), torch.optim.AdamW(...), clip_grad_norm_(...)
+            result = trained
+        if op is not None and frame.scope.autocast and frame.scope.autocast.recasts(aten):
+            result = self.autocast_result(node, aten, frame.scope.autocast, result)
+        return self.emit(CallRecord(node, result, args, kwargs, qual=qual, op=op, aten=aten), frame)
+
+    def torch_result(
+        self,
+        node: cst.Call,
+        qual: str,
+        leaf: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+
+        def code() -> str:
+            return self.code(node.func)
+
+        if qual.startswith("torch.nn.") and qual.count(".") == 2:
+            name = qual.rsplit(".", 1)[-1]
+            if name[:1].isupper():
+                if name in T.CONTAINER_LAYERS and args:
+                    first = args[0].fact
+                    layer = first.layer if first.kind is Kind.MODULE else None
+                    return replace(self.construct_module(node, layer, frame, kwargs), layer=layer)
+                if name in ("Parameter", "Buffer", "ParameterList", "ParameterDict"):
+                    inner = args[0].fact if args else UNKNOWN_TENSOR
+                    if frame.scope.in_module:
+                        inner = Fact(
+                            Kind.TENSOR,
+                            Prec.MODEL,
+                            None,
+                            Origin(node, Cause.PARAMETER, "a parameter of the model"),
+                        )
+                    elif name.startswith("Parameter") and inner.kind is not Kind.TENSOR:
+                        inner = element(inner) if inner.kind is Kind.SEQ else UNKNOWN_TENSOR
+                    if name.startswith("Parameter") and name != "Parameter":
+                        return Fact(Kind.SEQ, elem=inner)  # ``self.lora_A[name]``: a parameter
+                    return inner
+                if _parameter_free_norm(name, kwargs):
+                    name = "ParameterFreeNorm"
+                return self.construct_module(node, name, frame, kwargs)
+        if "dtype" in kwargs and (
+            leaf
+            in (
+                "ones",
+                "zeros",
+                "empty",
+                "full",
+                "rand",
+                "randn",
+                "arange",
+                "linspace",
+                "logspace",
+                "eye",
+                "tensor",
+                "as_tensor",
+            )
+            or leaf.endswith("_like")
+        ):
+            return self.dtype_arg(kwargs["dtype"], node, UNKNOWN_TENSOR)
+        if qual in T.FACTORIES and any(a.star == "**" for a in node.args):
+            return UNKNOWN_TENSOR  # ``**factory_kwargs`` may carry the dtype
+        if qual in T.FLOAT_FACTORIES:
+            return Fact(
+                Kind.TENSOR,
+                Prec.FULL,
+                "float32",
+                Origin(
+                    node,
+                    Cause.FACTORY,
+                    f"made float32 (the default dtype) by `{code()}` without `dtype=`",
+                ),
+            )
+        if qual == "torch.full":
+            fill = (
+                args[1].fact
+                if len(args) > 1
+                else kwargs["fill_value"].fact
+                if "fill_value" in kwargs
+                else UNKNOWN
+            )
+            if fill.kind is Kind.SCALAR and fill.value is not None:
+                if isinstance(args[1].node if len(args) > 1 else None, cst.Name):
+                    return Fact(Kind.TENSOR, Prec.BOOL, "bool")
+                if fill.value.is_integer() and not _is_float_literal(
+                    args[1].node if len(args) > 1 else kwargs["fill_value"].node
+                ):
+                    return Fact(Kind.TENSOR, Prec.INT, "int64")
+            return Fact(
+                Kind.TENSOR,
+                Prec.FULL,
+                "float32",
+                Origin(
+                    node,
+                    Cause.FACTORY,
+                    f"made float32 (the default dtype) by `{code()}` without `dtype=`",
+                ),
+            )
+        if qual == "torch.arange":
+            if any(_is_float_literal(a.node) for a in args):
+                return Fact(
+                    Kind.TENSOR,
+                    Prec.FULL,
+                    "float32",
+                    Origin(node, Cause.FACTORY, f"made float32 by `{code()}` with float bounds"),
+                )
+            return Fact(
+                Kind.TENSOR,
+                Prec.INT,
+                "int64",
+                Origin(node, Cause.FACTORY, f"an int64 tensor from `{code()}`"),
+            )
+        if qual in ("torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor"):
+            return self.tensor_literal(node, args, code())
+        if qual in T.INT_FACTORIES or qual in T.INT_FUNCTIONS:
+            return Fact(Kind.TENSOR, Prec.INT, "int64")
+        if qual in T.BOOL_FUNCTIONS:
+            return Fact(Kind.TENSOR, Prec.BOOL, "bool")
+        if qual in ("torch.finfo", "torch.iinfo"):
+            arg = args[0].fact if args else UNKNOWN
+            if arg.kind is Kind.DTYPE or arg.kind is Kind.TENSOR:
+                return Fact(
+                    Kind.OTHER,
+                    arg.prec,
+                    arg.dtype,
+                    Origin(node, Cause.LITERAL, self.code(node)),
+                    layer="finfo",
+                )
+            return Fact(Kind.OTHER, layer="finfo")
+        if qual in T.EXTERNAL_LAYERS:  # apex.normalization.FusedRMSNorm(...)
+            return self.construct_module(node, T.EXTERNAL_LAYERS[qual], frame, kwargs)
+        if qual in T.NON_TENSOR_FUNCTIONS or not qual.startswith("torch"):
+            if leaf == "from_pretrained":
+                return self.loaded_model(node, qual, kwargs)
+            return UNKNOWN
+        if leaf.endswith("_like") and args:
+            return (
+                self.same_as(args[0].fact, node, f"`{code()}`")
+                if args[0].fact.kind is Kind.TENSOR
+                else UNKNOWN_TENSOR
+            )
+        if qual in T.CONCAT:
+            seq = args[0].fact if args else kwargs.get("tensors", Operand(node, UNKNOWN)).fact
+            if seq.kind is Kind.SEQ and seq.items is not None:
+                return promote(seq.items, node)
+            return element(seq)
+        if qual == "torch.where":
+            if len(args) >= 3:
+                result = promote([args[1].fact, args[2].fact], node)
+                if result.kind is Kind.SCALAR and args[0].fact.is_tensor:
+                    # ``torch.where(mask > 0, 0.0, -1e10)``: two Python numbers make a tensor
+                    # of the default dtype (float32), or int64 from two int literals.
+                    branches = [a.node for a in args[1:3]]
+                    if any(_is_float_literal(b) for b in branches):
+                        text = f"made float32 (the default dtype) by `{code()}` from Python floats"
+                        origin = Origin(node, Cause.FACTORY, text)
+                        return Fact(Kind.TENSOR, Prec.FULL, "float32", origin)
+                    if all(isinstance(_unsigned(b), cst.Integer) for b in branches):
+                        return Fact(Kind.TENSOR, Prec.INT, "int64")
+                    return UNKNOWN_TENSOR
+                return result
+            return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, Prec.INT, "int64"))
+        if qual in T.SPLIT_FUNCTIONS and args:
+            return Fact(Kind.SEQ, elem=args[0].fact)
+        if leaf in ("softmax", "log_softmax") and "dtype" in kwargs:
+            return self.dtype_arg(kwargs["dtype"], node, args[0].fact if args else UNKNOWN)
+        if qual == f"torch.{leaf}" and leaf in T.VALUES_INDICES_METHODS and args:
+            rest, first = args[1:], args[0].fact
+            by_dim = "dim" in kwargs or bool(rest and rest[0].fact.kind is Kind.SCALAR)
+            if first.is_tensor and (by_dim if leaf in ("max", "min") else rest or kwargs):
+                return seq_of([first, Fact(Kind.TENSOR, Prec.INT, "int64")])  # (values, indices)
+        if leaf in T.DTYPE_STRICT_WRITES and qual == f"torch.{leaf}" and args:
+            region = frame.scope.autocast
+            if args[0].fact.is_tensor and not (region and region.recasts(leaf)):
+                return args[0].fact  # ``torch.index_add(x, ...)`` raises unless it keeps x's dtype
+        if qual in T.INPUT_DTYPE_FUNCTIONS and args and args[0].fact.is_tensor:
+            return args[0].fact  # ``F.grid_sample(x, grid)`` has ``x``'s dtype, not a promotion
+        op = T.OPS.get(qual)
+        tensors = [a.fact for a in args if a.fact.kind is Kind.TENSOR]
+        tensors += [
+            o.fact
+            for k, o in kwargs.items()
+            if o.fact.kind is Kind.TENSOR and k not in ("attn_mask", "out")
+        ]
+        if op is T.OpKind.NORM or op is T.OpKind.EMBEDDING:
+            if op is T.OpKind.EMBEDDING and len(args) > 1:
+                return args[1].fact
+            return args[0].fact if args else UNKNOWN_TENSOR
+        if op is not None:
+            return op_result(*tensors) if tensors else UNKNOWN_TENSOR
+        if not tensors:
+            seqs = [a.fact for a in args if a.fact.kind is Kind.SEQ]
+            return element(seqs[0]) if seqs else UNKNOWN_TENSOR
+        result = promote(tensors, node)
+        if leaf in T.FLOAT_VALUED and result.is_tensor and result.prec is Prec.INT:
+            return int_to_float(result, node, f"`{code()}`")
+        return result
+
+    def tensor_literal(self, node: cst.Call, args: tuple[Operand, ...], code: str) -> Fact:
+        data = args[0] if args else None
+        if data is None:
+            return UNKNOWN_TENSOR
+        if data.fact.kind is Kind.TENSOR:
+            return data.fact
+        literal = data.node
+        zero_dim = data.fact.kind is Kind.SCALAR
+        leaves = list(_literal_leaves(literal))
+        if not leaves or any(leaf is None for leaf in leaves):
+            return replace(UNKNOWN_TENSOR, zero_dim=zero_dim)
+        if any(isinstance(leaf, cst.Float) for leaf in leaves):
+            origin = Origin(
+                node,
+                Cause.FACTORY,
+                f"made float32 (the default dtype) by `{code}` from Python floats",
+            )
+            return Fact(Kind.TENSOR, Prec.FULL, "float32", origin, zero_dim=zero_dim)
+        if all(isinstance(leaf, cst.Name) for leaf in leaves):
+            return Fact(Kind.TENSOR, Prec.BOOL, "bool", zero_dim=zero_dim)
+        return Fact(Kind.TENSOR, Prec.INT, "int64", zero_dim=zero_dim)
+
+
+def _parameter_free_norm(layer: str, kwargs: dict[str, Operand]) -> bool:
+    """``nn.LayerNorm(d, elementwise_affine=False)`` has no weights to clash with."""
+    for key in ("elementwise_affine", "affine"):
+        flag = kwargs.get(key)
+        if flag is not None and isinstance(flag.node, cst.Name) and flag.node.value == "False":
+            return "Norm" in layer
+    return False
+
+
+def _names_a_dtype(node: cst.CSTNode) -> bool:
+    """``compute_dtype``, ``self.dtype``, ``cfg.weight_dtype``: a dtype we cannot resolve.
+
+    Also a call of such a name: ``get_parameter_dtype(self.proj_in)``, ``self._get_dtype()``.
+    """
+    if isinstance(node, cst.Call):
+        node = node.func
+    name = dotted(node) if isinstance(node, cst.BaseExpression) else None
+    return name is not None and name.lower().endswith("dtype")
+
+
+def _empty_shape(args: tuple[Operand, ...]) -> bool:
+    """``torch.full((), v)`` / ``torch.zeros([])``: the shape is empty, the tensor 0-dim."""
+    shape = args[0].node if args else None
+    return isinstance(shape, (cst.Tuple, cst.List)) and not shape.elements
+
+
+def _full_reduction(name: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]) -> bool:
+    """``x.sum()`` / ``x.mean()`` over every dim: a 0-dim result, which never promotes."""
+    return name in T.FULL_REDUCTIONS and not args and not kwargs.keys() & {"dim", "axis"}
+
+
+def _reduces(kwargs: dict[str, Operand]) -> bool:
+    """A loss called with ``reduction="mean"``/``"sum"`` (or the default): a 0-dim result."""
+    reduction = kwargs.get("reduction")
+    if reduction is None:
+        return True
+    node = reduction.node
+    return isinstance(node, cst.SimpleString) and node.evaluated_value in ("mean", "sum")
+
+
+def _is_float_literal(node: cst.CSTNode) -> bool:
+    if isinstance(node, cst.UnaryOperation):
+        return _is_float_literal(node.expression)
+    return isinstance(node, cst.Float)
+
+
+def _unsigned(node: cst.CSTNode) -> cst.CSTNode:
+    """``-1`` -> ``1``: the literal under any unary signs."""
+    while isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return node
+
+
+def _literal_leaves(node: cst.BaseExpression) -> Iterator[cst.CSTNode | None]:
+    if isinstance(node, (cst.List, cst.Tuple)):
+        for el in node.elements:
+            yield from _literal_leaves(el.value)
+    elif isinstance(node, cst.UnaryOperation):
+        yield from _literal_leaves(node.expression)
+    elif isinstance(node, (cst.Integer, cst.Float)):
+        yield node
+    elif isinstance(node, cst.Name) and node.value in ("True", "False"):
+        yield node
+    else:
+        yield None
