@@ -304,7 +304,12 @@ class TensorWalk(ModuleWalk):
             )
             or leaf.endswith("_like")
         ):
-            return self.dtype_arg(kwargs["dtype"], node, UNKNOWN_TENSOR)
+            made = self.dtype_arg(kwargs["dtype"], node, UNKNOWN_TENSOR)
+            if leaf in ("tensor", "as_tensor") and args and _scalar_data(args[0]):
+                # ``torch.tensor(d_k, dtype=torch.float32)`` is 0-dim: it does not promote
+                # a dimensioned tensor of its category, so ``scores / sqrt(it)`` stays half.
+                made = replace(made, zero_dim=True)
+            return made
         if qual in T.FACTORIES and any(a.star == "**" for a in node.args):
             return UNKNOWN_TENSOR  # ``**factory_kwargs`` may carry the dtype
         if qual in T.FLOAT_FACTORIES:
@@ -450,7 +455,7 @@ class TensorWalk(ModuleWalk):
         if data.fact.kind is Kind.TENSOR:
             return data.fact
         literal = data.node
-        zero_dim = data.fact.kind is Kind.SCALAR
+        zero_dim = _scalar_data(data)
         leaves = list(_literal_leaves(literal))
         if not leaves or any(leaf is None for leaf in leaves):
             return replace(UNKNOWN_TENSOR, zero_dim=zero_dim)
@@ -464,6 +469,15 @@ class TensorWalk(ModuleWalk):
         if all(isinstance(leaf, cst.Name) for leaf in leaves):
             return Fact(Kind.TENSOR, Prec.BOOL, "bool", zero_dim=zero_dim)
         return Fact(Kind.TENSOR, Prec.INT, "int64", zero_dim=zero_dim)
+
+
+def _scalar_data(data: Operand) -> bool:
+    """Whether ``torch.tensor(data)`` makes a 0-dim tensor: a number, or a value that is
+    neither a sequence nor a tensor (``torch.tensor(self.head_dim)``, ``torch.tensor(d ** 0.5)``).
+    """
+    if isinstance(data.node, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
+        return False
+    return data.fact.kind in (Kind.SCALAR, Kind.OTHER)
 
 
 def _parameter_free_norm(layer: str, kwargs: dict[str, Operand]) -> bool:
