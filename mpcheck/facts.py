@@ -86,6 +86,9 @@ class Fact:
     # ``node`` is where they met, ``cause``/``text`` describe the absorbed side.
     mixed: Origin | None = None
     train: TrainInfo | None = None  # training-loop objects and links (mpcheck.training)
+    # TENSOR: float32 from ``origin`` on one path, the function's argument on the other: the
+    # default of an optional input (``if state is None: state = torch.zeros(...)``).
+    defaulted: bool = False
 
     # -- questions rules ask -------------------------------------------------
     @property
@@ -279,7 +282,15 @@ def join(a: Fact, b: Fact) -> Fact:
     if a.kind is Kind.TENSOR and full.prec is Prec.FULL and other.prec in _LOWER_OR_UNKNOWN:
         # ``if mask is not None: bias = bias + torch.where(mask, 0.0, -1e10)``: unknown
         # after the ``if``, but it still holds what the float32 path put in it
-        return Fact(Kind.TENSOR, origin=full.origin, params=a.params | b.params, maybe=True)
+        argument = other.origin is not None and isinstance(other.origin.node, cst.Param)
+        return Fact(
+            Kind.TENSOR,
+            origin=full.origin,
+            params=a.params | b.params,
+            maybe=True,
+            zero_dim=full.zero_dim,
+            defaulted=argument and not full.maybe,
+        )
     return Fact(a.kind, params=a.params | b.params)
 
 

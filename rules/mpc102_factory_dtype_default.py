@@ -88,6 +88,7 @@ class FactoryDtypeDefault(Rule):
         result = call.result
         if _factory(result) and result.mixed is not None and result.mixed.node is call.node:
             self.record_mixing(call, result)
+        self.check_default_path(call)
         if call.op in (None, OpKind.EMBEDDING) and call.is_module_call:
             self.check_module_input(call)
         elif call.is_attention:
@@ -154,6 +155,47 @@ class FactoryDtypeDefault(Rule):
         )
         related = [(fact.mixed.node, f"{mixing.verb} here"), (sink, note)]
         self.report(fact.origin.node, message, related=related, fix=mixing.fix)
+
+    def check_default_path(self, call: CallSite) -> None:
+        """``if state is None: state = torch.zeros(...)``, then ``torch.cat([state, h])`` or
+        ``self.hh(state)``: the factory path is a real one (the default), so it is reported
+        although the other path's dtype is whatever the caller passed."""
+        if _autocast(call.scope.autocast) or call.recast_by_autocast:
+            return
+        if _joins(call) or call.aten in _OPERATORS:
+            operands = _operands(call)
+        elif call.op not in (None, OpKind.EMBEDDING, OpKind.ATTENTION) and not call.attention:
+            first, params = call.operands()
+            operands = [first, *params] if first is not None else []
+        else:
+            return
+        default = next((o for o in operands if _default_factory(o.fact)), None)
+        low = next((o for o in operands if _low(o.fact) and o is not default), None)
+        if default is None or low is None or default.fact.origin is None:
+            return
+        if not (_joins(call) or call.op is not None) and not _activation(low, call):
+            return
+        origin = default.fact.origin
+        name = self._name(default.node, default.fact)
+        if _joins(call) or call.aten in _OPERATORS:
+            verb = _verb(call).format(other=f"`{self.ctx.code(low.node)}` ({_describe(low.fact)})")
+            where = f"{self._call_text(call)} {verb}, so the result is float32 on that path"
+        else:
+            target = call.receiver.node if call.is_module_call and call.receiver else call.node
+            where = (
+                f"it reaches `{self.ctx.code(target)}` at {self.line(call.node)}, which runs in "
+                "the model's dtype and raises when that is half"
+            )
+        message = (
+            f"`{name}` is {origin.text} on one path (the default when none is passed); {where}"
+        )
+        related = [(call.node, "meets the model's activations here")]
+        self.report(origin.node, message, related=related, fix=self._fix(call, default.fact, low))
+
+    def _call_text(self, call: CallSite) -> str:
+        if isinstance(call.node, cst.Call):
+            return f"`{self.ctx.code(call.node.func)}` at {self.line(call.node)}"
+        return f"the `{_OPERATORS.get(call.aten, call.aten)}` at {self.line(call.node)}"
 
     def check_module_input(self, call: CallSite) -> None:
         """``self.decoder(inputs_embeds=x)``: a submodule that runs in the model's dtype."""
@@ -274,6 +316,16 @@ def _factory(fact: Fact) -> bool:
     return (
         fact.is_tensor
         and fact.prec is Prec.FULL
+        and fact.cause in (Cause.FACTORY, Cause.INT_FLOAT)
+        and not fact.zero_dim
+    )
+
+
+def _default_factory(fact: Fact) -> bool:
+    """A tensor made by a factory on one path only (an optional argument's default)."""
+    return (
+        fact.is_tensor
+        and fact.defaulted
         and fact.cause in (Cause.FACTORY, Cause.INT_FLOAT)
         and not fact.zero_dim
     )
