@@ -86,7 +86,7 @@ class Fact:
     # ``node`` is where they met, ``cause``/``text`` describe the absorbed side.
     mixed: Origin | None = None
     train: TrainInfo | None = None  # training-loop objects and links (mpcheck.training)
-    # TENSOR: float32 from ``origin`` on one path, the function's argument on the other: the
+    # TENSOR: float32 from ``origin`` when the value was None, what was passed otherwise: the
     # default of an optional input (``if state is None: state = torch.zeros(...)``).
     defaulted: bool = False
 
@@ -282,16 +282,35 @@ def join(a: Fact, b: Fact) -> Fact:
     if a.kind is Kind.TENSOR and full.prec is Prec.FULL and other.prec in _LOWER_OR_UNKNOWN:
         # ``if mask is not None: bias = bias + torch.where(mask, 0.0, -1e10)``: unknown
         # after the ``if``, but it still holds what the float32 path put in it
-        argument = other.origin is not None and isinstance(other.origin.node, cst.Param)
         return Fact(
             Kind.TENSOR,
             origin=full.origin,
             params=a.params | b.params,
             maybe=True,
             zero_dim=full.zero_dim,
-            defaulted=argument and not full.maybe,
         )
     return Fact(a.kind, params=a.params | b.params)
+
+
+def defaulted(fact: Fact) -> Fact:
+    """``fact`` as the value of ``x`` after ``if x is None: x = <factory>`` (or ``x or ...``)."""
+    if fact.kind is Kind.TENSOR and fact.maybe and fact.origin is not None:
+        return replace(fact, defaulted=True)
+    return fact
+
+
+def none_tested(test: cst.BaseExpression) -> str | None:
+    """The name ``test`` compares with None: ``x is None`` (or ``x is not None``)."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        is_none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+        if is_none and isinstance(target.operator, (cst.Is, cst.IsNot)):
+            left = test.left
+            if isinstance(left, cst.Name):
+                return left.value
+            if isinstance(left, cst.Attribute) and isinstance(left.value, cst.Name):
+                return f"{left.value.value}.{left.attr.value}"
+    return None
 
 
 def seq_of(items: Iterable[Fact]) -> Fact:

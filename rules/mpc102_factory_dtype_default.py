@@ -186,9 +186,12 @@ class FactoryDtypeDefault(Rule):
                 f"it reaches `{self.ctx.code(target)}` at {self.line(call.node)}, which runs in "
                 "the model's dtype and raises when that is half"
             )
-        message = (
-            f"`{name}` is {origin.text} on one path (the default when none is passed); {where}"
+        path = (
+            "the default when none is passed"
+            if default.fact.defaulted
+            else f"the path through {self.line(origin.node)}"
         )
+        message = f"`{name}` is {origin.text} on one path ({path}); {where}"
         related = [(call.node, "meets the model's activations here")]
         self.report(origin.node, message, related=related, fix=self._fix(call, default.fact, low))
 
@@ -322,10 +325,11 @@ def _factory(fact: Fact) -> bool:
 
 
 def _default_factory(fact: Fact) -> bool:
-    """A tensor made by a factory on one path only (an optional argument's default)."""
+    """A tensor made by a factory on one path only (an optional argument's default, a branch)."""
     return (
         fact.is_tensor
-        and fact.defaulted
+        and fact.maybe
+        and fact.prec is Prec.UNKNOWN
         and fact.cause in (Cause.FACTORY, Cause.INT_FLOAT)
         and not fact.zero_dim
     )

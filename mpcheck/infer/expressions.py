@@ -16,10 +16,12 @@ from mpcheck.facts import (
     Kind,
     Origin,
     Prec,
+    defaulted,
     dtype_object,
     element,
     int_to_float,
     join,
+    none_tested,
     promote,
     seq_of,
 )
@@ -165,11 +167,15 @@ class ExpressionWalk(TensorWalk):
         return UNKNOWN
 
     def boolean(self, node: cst.BooleanOperation, frame: Frame) -> Fact:
-        return join(self.expr(node.left, frame), self.expr(node.right, frame))
+        joined = join(self.expr(node.left, frame), self.expr(node.right, frame))
+        # ``cache = cache or torch.empty(...)``: the right side is the default
+        return defaulted(joined) if isinstance(node.operator, cst.Or) else joined
 
     def ifexp(self, node: cst.IfExp, frame: Frame) -> Fact:
         self.expr(node.test, frame)
-        return join(self.expr(node.body, frame), self.expr(node.orelse, frame))
+        joined = join(self.expr(node.body, frame), self.expr(node.orelse, frame))
+        # ``x if x is not None else torch.ones(...)``
+        return defaulted(joined) if none_tested(node.test) is not None else joined
 
     def sequence(self, node: cst.Tuple | cst.List, frame: Frame) -> Fact:
         facts = []

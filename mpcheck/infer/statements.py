@@ -12,7 +12,19 @@ from dataclasses import replace
 import libcst as cst
 
 from mpcheck import torch_api as T
-from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec, element, join, promote
+from mpcheck.facts import (
+    UNKNOWN,
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    defaulted,
+    element,
+    join,
+    none_tested,
+    promote,
+)
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.expressions import ExpressionWalk
 from mpcheck.infer.frames import Frame
@@ -48,6 +60,9 @@ class StatementWalk(ExpressionWalk):
                 else self.training.assume(stmt.test, False, Frame(frame.env, frame.scope))
             )
             self.merge(frame, then, other)
+            tested = none_tested(stmt.test)  # ``if state is None: state = torch.zeros(...)``
+            if tested is not None and tested in frame.env:
+                frame.env[tested] = defaulted(frame.env[tested])
         elif isinstance(stmt, (cst.For, cst.While)):
             self.loop(stmt, frame)
         elif isinstance(stmt, cst.With):
