@@ -13,7 +13,7 @@ import libcst as cst
 
 from mpcheck import autocast_ops
 from mpcheck.facts import Fact, Kind
-from mpcheck.torch_api import STRICT_NORMS, OpKind
+from mpcheck.torch_api import MODEL_INPUTS, STRICT_NORMS, OpKind
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,10 @@ class CallSite:
             module = self.receiver
             assert module is not None
             weights = Operand(module.node, replace(module.fact, kind=Kind.TENSOR, layer=None))
-            return self.arg(0, "input"), (weights,)
+            first = self.arg(0, "input")
+            if first is None and self.op is OpKind.MODEL:
+                first = next((self.kwargs[k] for k in MODEL_INPUTS if k in self.kwargs), None)
+            return first, (weights,)
         if self.op is OpKind.NORM:
             slots = {"batch_norm": (3, 4)}.get(self.aten, (2, 3))
             params = [self.arg(slots[0], "weight"), self.arg(slots[1], "bias")]

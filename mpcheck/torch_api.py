@@ -21,6 +21,13 @@ class OpKind(enum.Enum):
     NORM = "norm"
     EMBEDDING = "embedding"
     RECURRENT = "recurrent"
+    # A whole model run from a script or a trainer after a cast to half (``unet.to(dtype=
+    # weight_dtype)``; ``vae.encode(x)``): its first layer takes the input in its dtype.
+    MODEL = "model"
+
+
+# The keywords a model's main input goes by, when it is not passed first.
+MODEL_INPUTS = ("sample", "x", "input", "hidden_states", "pixel_values", "inputs_embeds", "latents")
 
 
 # --- tensor methods ----------------------------------------------------------

@@ -67,7 +67,9 @@ class UpcastReachesHalfOp(Rule):
         what = self.ctx.code(upcast.node)
         if call.is_module_call and call.receiver is not None:
             where = f"`{self.ctx.code(call.receiver.node)}` has the model's weights"
-            dtype_of = f"{self.ctx.code(call.receiver.node)}.weight.dtype"
+            # a whole model (``unet``) has a ``dtype``; a layer has a ``weight``
+            attr = "dtype" if call.op is OpKind.MODEL else "weight.dtype"
+            dtype_of = f"{self.ctx.code(call.receiver.node)}.{attr}"
         else:
             where = f"`{self.ctx.code(half.node)}` has the model's dtype"
             dtype_of = f"{self.ctx.code(half.node)}.dtype"

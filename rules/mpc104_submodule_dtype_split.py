@@ -286,7 +286,10 @@ def _apart(part: Fact, owner: Fact) -> bool:
 
 def _clash(site: CallSite) -> tuple[Operand, Operand] | None:
     """``(input, parameter)`` whose dtypes make this layer/matmul raise, or None."""
-    if site.op in (None, OpKind.ATTENTION, OpKind.EMBEDDING) or site.recast_by_autocast:
+    if (
+        site.op in (None, OpKind.ATTENTION, OpKind.EMBEDDING, OpKind.MODEL)
+        or site.recast_by_autocast
+    ):
         return None
     first, params = site.operands()
     if first is None or not first.fact.floating or first.fact.zero_dim:

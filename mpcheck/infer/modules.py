@@ -136,6 +136,9 @@ class ModuleWalk(FunctionWalk):
                 CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
             )
         op, aten = T.LAYERS.get(layer or "", (None, ""))
+        if op is None and layer is None and module.prec is Prec.HALF and not frame.scope.in_module:
+            # a script or trainer runs a model it cast to half: its input must be half too
+            op = T.OpKind.MODEL
         if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
             aten = T.LOSS_LAYERS[layer]
             tensors = [a.fact for a in args if a.fact.is_tensor]
@@ -347,7 +350,7 @@ class ModuleWalk(FunctionWalk):
         frame: Frame,
     ) -> Fact:
         """``model.half()``, ``model.to(dtype)``, ``self.helper(x)``, ``vae.encode(x)``."""
-        cast = self.module_cast(node, method, args, kwargs)
+        cast = self.module_cast(node, method, args, kwargs, script=not frame.scope.in_module)
         if cast is not None:
             new = replace(
                 module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe
@@ -449,8 +452,20 @@ class ModuleWalk(FunctionWalk):
         return self.classes.get(name) if name else None
 
     def module_cast(
-        self, node: cst.Call, method: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+        self,
+        node: cst.Call,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        *,
+        script: bool = False,
     ) -> Fact | None:
+        """The model's new dtype after ``.half()``/``.to(dtype)``; None if not a cast.
+
+        In a script or trainer (``script``), a cast to a dtype that is not a float32 literal
+        (``unet.to(dtype=weight_dtype)`` with a ``weight_dtype`` parameter) is a cast to the
+        working dtype, which may be half: the model is half on some paths.
+        """
         if method in MODULE_CASTS:
             dt = MODULE_CASTS[method]
             cause = Cause.MODEL_CAST
@@ -463,6 +478,11 @@ class ModuleWalk(FunctionWalk):
                     f = op.fact
                     origin = Origin(node, Cause.MODEL_CAST, text, self.dtype_source(op))
                     return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
+                if script and op.fact.kind is Kind.DTYPE and op.fact.params:
+                    code = self.code(op.node)
+                    text = f"cast to the working dtype `{code}` (half when that is float16)"
+                    origin = Origin(node, Cause.MODEL_CAST, text)
+                    return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
         return None
 
 
