@@ -225,7 +225,9 @@ def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) 
 def _options(project: Project) -> Options:
     settings = project.settings
     return Options(
-        module_half_capable=settings.module_half_capable, max_file_size=settings.max_file_size
+        module_half_capable=settings.module_half_capable,
+        max_file_size=settings.max_file_size,
+        project_root=str(Path.cwd()),
     )
 
 

@@ -20,6 +20,7 @@ from mpcheck.fix_names import unbound
 from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
+from mpcheck.project.summary import ProjectLookup
 from mpcheck.rule import Report, Rule, RuleContext
 from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
 from mpcheck.source import SourceError, SourceFile
@@ -40,6 +41,9 @@ class Options:
     module_half_capable: bool = True
     unused_noqa: bool = True
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    # Where the project's modules are imported from (the run's root): imports of other
+    # project files are followed through their summaries. None: each file alone.
+    project_root: str | None = None
 
 
 @dataclass
@@ -195,12 +199,22 @@ def _run_rules(
         _Dispatch(instances),
         module_half_capable=options.module_half_capable,
         source=source,
+        project=_project(filename, options),
     ).run()
     for instance in instances:
         instance.finish()
     if not reports:
         return []
     return _to_diagnostics(module, filename, _unique(reports), ctx.line_refs)
+
+
+def _project(filename: str, options: Options) -> ProjectLookup | None:
+    """The lookup of the files ``filename`` imports (loaded only for runs that use it)."""
+    if options.project_root is None or filename == "-":
+        return None
+    from mpcheck.project.summarise import lookup_for
+
+    return lookup_for(options.project_root, filename, options.module_half_capable)
 
 
 def _unique(reports: Iterable[Report]) -> list[Report]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import tokenize
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -161,6 +162,7 @@ class MpcheckPlugin:
             module_half_capable=project.settings.module_half_capable if half is None else half,
             unused_noqa=False,
             max_file_size=project.settings.max_file_size,
+            project_root=os.getcwd(),
         )
         diagnostics = check_source(_source_bytes(self.lines), self.filename, rules, options)
         wanted = [d for d in diagnostics if self._wanted(d, project)]

@@ -7,7 +7,7 @@ import libcst as cst
 from mpcheck.facts import Cause, Prec
 from mpcheck.rule import NodeEdit, NodeFix, Rule
 from mpcheck.sites import CallSite, Operand
-from mpcheck.torch_api import LIBRARY_LAYERS, OpKind
+from mpcheck.torch_api import CONTAINER_LAYERS, LIBRARY_LAYERS, OpKind
 
 LIBRARY_LAYER_NAMES = frozenset(LIBRARY_LAYERS.values())  # no ``.weight`` to cast to
 
@@ -67,9 +67,14 @@ class UpcastReachesHalfOp(Rule):
         what = self.ctx.code(upcast.node)
         if call.is_module_call and call.receiver is not None:
             where = f"`{self.ctx.code(call.receiver.node)}` has the model's weights"
-            # a whole model (``unet``) has a ``dtype``; a layer has a ``weight``
-            attr = "dtype" if call.op is OpKind.MODEL else "weight.dtype"
-            dtype_of = f"{self.ctx.code(call.receiver.node)}.{attr}"
+            # a layer has a ``weight``; a whole model or a container only has parameters
+            module = self.ctx.code(call.receiver.node)
+            whole = (
+                call.op is OpKind.MODEL
+                or call.receiver.fact.layer in CONTAINER_LAYERS
+                or not call.scope.in_module  # a script calls models, not bare layers
+            )
+            dtype_of = f"next({module}.parameters()).dtype" if whole else f"{module}.weight.dtype"
         else:
             where = f"`{self.ctx.code(half.node)}` has the model's dtype"
             dtype_of = f"{self.ctx.code(half.node)}.dtype"

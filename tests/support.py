@@ -30,8 +30,12 @@ class Runtime:
     pattern: str | None
 
 
+XFILE = FIXTURES / "xfile"  # multi-file packages, checked as a project (tests/test_xfile.py)
+
+
 def fixture_files() -> list[Path]:
-    return sorted(p for p in FIXTURES.rglob("*.py") if p.is_file())
+    """The single-file fixtures."""
+    return sorted(p for p in FIXTURES.rglob("*.py") if p.is_file() and XFILE not in p.parents)
 
 
 def expected(path: Path) -> set[tuple[int, str]]:

@@ -26,7 +26,7 @@ from mpcheck import cli, config, flake8_plugin, resolver
 from mpcheck.engine import check_source
 from mpcheck.flake8_plugin import MpcheckPlugin
 from mpcheck.rule import all_rules
-from tests.support import FIXTURES, ROOT, expected
+from tests.support import FIXTURES, ROOT, expected, fixture_files
 
 Finding = tuple[str, int, int, str, str]  # real path, row, 1-based column, code, message
 FORMAT = "%(path)s\t%(row)d\t%(col)d\t%(code)s\t%(text)s"
@@ -172,7 +172,7 @@ def test_flake8_api_reports_what_mpcheck_check_reports(
 
 
 def test_clean_files_exit_zero() -> None:
-    good = [p for p in sorted(FIXTURES.rglob("good_*.py")) if not expected(p)]
+    good = [p for p in fixture_files() if p.name.startswith("good_") and not expected(p)]
     assert good
     rc, found, _ = flake8(good)
     assert (rc, found) == (0, set())

@@ -22,6 +22,7 @@ from mpcheck.infer.reporting import Listener, Reporting
 from mpcheck.infer.training_loop import Tracker
 from mpcheck.keep_fp32 import KeepFp32
 from mpcheck.names import ImportTable
+from mpcheck.project.summary import ProjectLookup
 from mpcheck.sites import CallSite, InnerCall, Operand, Owner
 
 
@@ -55,8 +56,10 @@ class Walk(ABC):
         *,
         module_half_capable: bool = True,
         source: bytes = b"",
+        project: ProjectLookup | None = None,
     ) -> None:
         self.module = module
+        self.project = project  # what the other files of the project export
         self.source = source
         self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
         self.imports = imports

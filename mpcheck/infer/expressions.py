@@ -27,10 +27,12 @@ from mpcheck.facts import (
 )
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
+from mpcheck.infer.imported import call_result
 from mpcheck.infer.modules import FP32_LAYER
 from mpcheck.infer.promotion import FINFO_MAX, FINFO_MIN, fold, iterate, one_dim_factory, op_result
 from mpcheck.infer.tensors import TensorWalk
 from mpcheck.names import dotted
+from mpcheck.project.summary import Function
 from mpcheck.sites import Operand
 
 
@@ -258,6 +260,10 @@ class ExpressionWalk(TensorWalk):
             made = self.library_call(node, library, args, kwargs, frame)
             if made is not None:
                 return made
+        if self.project is not None and not (qual or "").startswith("torch"):
+            made = self.project_call(node, args, kwargs, frame)
+            if made is not None:
+                return made
         if qual is not None:
             return self.torch_call(node, qual, args, kwargs, frame)
         if isinstance(func, cst.Attribute):
@@ -277,6 +283,25 @@ class ExpressionWalk(TensorWalk):
         if isinstance(func, cst.Name):
             return self.local_call(node, func.value, args, kwargs, frame)
         return UNKNOWN
+
+    def project_call(
+        self,
+        node: cst.Call,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact | None:
+        """A function of another file of the project (``from .rope import apply_rope``):
+        what its summary says it returns for these arguments, or None when unknown."""
+        located = self.imports.locate(node.func) if self.project is not None else None
+        if located is None or self.project is None:
+            return None
+        function = self.project(*located)
+        if not isinstance(function, Function):
+            return None
+        name = dotted(node.func) or located[0]
+        result = call_result(node, name, function, args, kwargs)
+        return self.emit(CallRecord(node, result, args, kwargs), frame)
 
     def library_call(
         self,

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ClassSummary", "Function", "ModuleSummary", "Place", "Value"]
+__all__ = ["ClassSummary", "Function", "ModuleSummary", "Place", "ProjectLookup", "Value"]
 
 FORMAT = 1  # bump when the JSON layout changes: older cached summaries are then ignored
 
@@ -105,6 +106,11 @@ class ModuleSummary:
     def digest(self) -> str:
         """A hash of what importers can see: when it is unchanged, they need no re-check."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:32]
+
+
+# What a file's walk asks of the project: the symbol ``dotted`` names when imported with
+# ``level`` leading dots from that file (None outside the project or unknown).
+ProjectLookup = Callable[[str, int], "Function | Value | ClassSummary | ModuleSummary | None"]
 
 
 def _plain(obj: object) -> Any:

@@ -1,0 +1,128 @@
+"""The engine's side of the project phase: a file's summary, made by walking it.
+
+A file is parsed and walked once, silently (no rule listens), with the summaries of what
+it imports; what each top-level function returns becomes plain data
+(:mod:`mpcheck.project.summary`) for the files that import it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from mpcheck.infer.analysis import FileAnalysis
+from mpcheck.infer.imported import value_of
+from mpcheck.names import ImportTable
+from mpcheck.parsing import Unparsable, parse
+from mpcheck.project.index import ModuleIndex
+from mpcheck.project.store import Lookup, Summaries
+from mpcheck.project.summary import Function, ModuleSummary, ProjectLookup
+from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
+from mpcheck.training import TrainingSite
+
+__all__ = ["FileSummariser", "lookup_for"]
+
+
+class _Silent:
+    """A listener that wants nothing: summarising reports no findings."""
+
+    wants_calls = wants_setitems = wants_classes = False
+    wants_functions = wants_training = wants_returns = False
+
+    def on_call(self, site: CallSite) -> None: ...
+    def on_setitem(self, site: SetItemSite) -> None: ...
+    def on_class(self, site: ClassSite) -> None: ...
+    def on_function(self, site: FunctionSite) -> None: ...
+    def on_training(self, site: TrainingSite) -> None: ...
+    def on_return(self, site: ReturnSite) -> None: ...
+
+
+class FileSummariser:
+    """Reads a file's imports cheaply (CPython's parser), and walks it when summarised."""
+
+    def __init__(self, root: Path, *, module_half_capable: bool = True) -> None:
+        self._root = root
+        self._half = module_half_capable
+
+    def imports(self, path: Path) -> Iterable[tuple[str, int]]:
+        """The module-level imports: the edges that order summaries (one found only inside
+        a function is summarised when first asked for, which is as correct, if later)."""
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            return []
+        found: list[tuple[str, int]] = []
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                found += [(alias.name, 0) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                found += [(f"{base}.{a.name}" if base else a.name, node.level) for a in node.names]
+        return found
+
+    def summarise(self, path: Path, lookup: Lookup) -> ModuleSummary | None:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        module = parse(data) if b"torch" in data else None
+        if module is None or isinstance(module, Unparsable):
+            return None
+        table = ImportTable.of(module)
+        walk = FileAnalysis(
+            module,
+            table,
+            _Silent(),
+            module_half_capable=self._half,
+            source=data,
+            project=lambda dotted, level: lookup(path, dotted, level),
+        )
+        try:
+            walk.run()
+        except (RecursionError, ValueError, KeyError, AttributeError, TypeError):
+            return None  # the file's own check reports what went wrong with it
+        shown = _shown_path(path, self._root)
+        positions: dict[cst.CSTNode, tuple[int, int]] = {}
+
+        def place(node: cst.CSTNode) -> tuple[int, int]:
+            if not positions:
+                found = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+                positions.update({n: (r.start.line, r.start.column + 1) for n, r in found.items()})
+            return positions.get(node, (0, 0))
+
+        functions = {}
+        for name, fn in walk.functions.items():
+            fact = walk.summaries.get(fn)
+            if fact is None:
+                continue
+            params = [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
+            names = tuple(p.name.value for p in params)
+            functions[name] = Function(names, value_of(fact, place, shown))
+        reexports = {name: (target, 0, "") for name, target in table.aliases.items()}
+        reexports |= {n: (t, table.levels[n], "") for n, t in table.relative.items()}
+        return ModuleSummary("", shown, functions=functions, reexports=reexports)
+
+
+def _shown_path(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+_STORES: dict[tuple[str, bool], Summaries] = {}
+
+
+def lookup_for(root: str, filename: str, module_half_capable: bool) -> ProjectLookup:
+    """What the walk of ``filename`` asks of the project rooted at ``root``: the symbol an
+    import names. One store per process and root, so each file is summarised once."""
+    key = (root, module_half_capable)
+    if key not in _STORES:
+        summariser = FileSummariser(Path(root), module_half_capable=module_half_capable)
+        _STORES[key] = Summaries(ModuleIndex((Path(root),)), summariser)
+    summaries, path = _STORES[key], Path(filename)
+    return lambda dotted, level: summaries.lookup(path, dotted, level)

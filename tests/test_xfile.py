@@ -1,0 +1,71 @@
+"""Whole-project analysis on multi-file packages: a dtype decided in one file, the bug in
+another. Each case in ``fixtures/xfile/<case>/`` is checked as a project by the CLI and by
+the flake8 plugin (one file at a time, the way flake8 runs it), must give exactly the
+``# expect:`` findings, and is run under real torch: bad cases raise, good ones run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import XFILE, expected, runtime
+
+CASES = sorted(p for p in XFILE.iterdir() if p.is_dir())
+
+
+def expectations(case: Path) -> set[tuple[str, int, str]]:
+    return {
+        (path.relative_to(case).as_posix(), row, code)
+        for path in case.rglob("*.py")
+        for row, code in expected(path)
+    }
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_cli_finds_exactly_the_expected(case: Path) -> None:
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--output-format", "json", "."]
+    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True, check=False)
+    found = {
+        (Path(d["filename"]).relative_to(case).as_posix(), d["location"]["row"], d["code"])
+        for d in json.loads(done.stdout)
+    }
+    assert found == expectations(case), done.stderr
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_flake8_plugin_agrees_file_by_file(case: Path) -> None:
+    pytest.importorskip("flake8")
+    found = set()
+    for path in sorted(case.rglob("*.py")):
+        rel = path.relative_to(case).as_posix()
+        cmd = [sys.executable, "-m", "flake8", "--select", "MPC", rel]
+        done = subprocess.run(cmd, cwd=case, capture_output=True, text=True, check=False)
+        for line in done.stdout.splitlines():
+            name, row, _col, rest = line.split(":", 3)
+            found.add((name, int(row), rest.split()[0]))
+    assert found == expectations(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_case_runs_as_its_header_says(case: Path) -> None:
+    pytest.importorskip("torch")
+    mains = [p for p in case.rglob("*.py") if runtime(p) is not None]
+    assert len(mains) == 1, "one file of the case says how it runs"
+    main = mains[0]
+    rt = runtime(main)
+    assert rt is not None
+    module = ".".join(main.relative_to(case).with_suffix("").parts)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    cmd = [sys.executable, "-m", module]
+    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True, env=env, check=False)
+    if rt.outcome == "ok":
+        assert done.returncode == 0, done.stderr
+    else:
+        assert done.returncode != 0
+        assert rt.pattern is None or rt.pattern in done.stderr, done.stderr
