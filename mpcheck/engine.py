@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
@@ -20,11 +21,13 @@ from mpcheck.fix_names import unbound
 from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
-from mpcheck.project.summary import ProjectLookup
 from mpcheck.rule import Report, Rule, RuleContext
 from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
 from mpcheck.source import SourceError, SourceFile
 from mpcheck.training import TrainingSite
+
+if TYPE_CHECKING:
+    from mpcheck.project.summarise import ProjectSession
 
 # A file that mentions none of these cannot hold a finding: it is not parsed.
 PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
@@ -193,14 +196,23 @@ def _run_rules(
     imports = ImportTable.of(module)
     ctx = RuleContext(module, filename, reports.append, imports=imports)
     instances = [rule(ctx) for rule in rules]
-    FileAnalysis(
+    session = _project(filename, options)
+    analysis = FileAnalysis(
         module,
         imports,
         _Dispatch(instances),
         module_half_capable=options.module_half_capable,
         source=source,
-        project=_project(filename, options),
-    ).run()
+        project=None if session is None else session.lookup,
+    )
+    try:
+        analysis.run()
+    except BaseException:
+        if session is not None:
+            session.end(None)
+        raise
+    if session is not None:
+        session.end(analysis)
     for instance in instances:
         instance.finish()
     if not reports:
@@ -208,13 +220,13 @@ def _run_rules(
     return _to_diagnostics(module, filename, _unique(reports), ctx.line_refs)
 
 
-def _project(filename: str, options: Options) -> ProjectLookup | None:
-    """The lookup of the files ``filename`` imports (loaded only for runs that use it)."""
+def _project(filename: str, options: Options) -> ProjectSession | None:
+    """The check of ``filename`` against the files it imports (loaded only when used)."""
     if options.project_root is None or filename == "-":
         return None
-    from mpcheck.project.summarise import lookup_for
+    from mpcheck.project.summarise import ProjectSession
 
-    return lookup_for(options.project_root, filename, options.module_half_capable)
+    return ProjectSession(options.project_root, filename, options.module_half_capable)
 
 
 def _unique(reports: Iterable[Report]) -> list[Report]:

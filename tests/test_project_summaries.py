@@ -93,21 +93,22 @@ def test_helper_in_another_module_is_followed_through_a_relative_import(tmp_path
     assert origin is not None and origin.path.endswith("rope.py")
 
 
-def test_only_what_a_file_reaches_is_summarised(tmp_path: Path) -> None:
+def test_only_what_is_looked_up_is_summarised(tmp_path: Path) -> None:
     write(
         tmp_path,
         {
             "pkg/__init__.py": "",
-            "pkg/a.py": "from . import b\n",
+            "pkg/a.py": "from . import b\nfrom .c import f\nFOLLOWS = ('c', 1, 'f')\n",
             "pkg/b.py": "RETURNS = 'full'\n",
+            "pkg/c.py": "RETURNS = 'full'\n",
             "pkg/unrelated.py": "RETURNS = 'full'\n",
         },
     )
     summaries, engine = store(tmp_path)
     summaries.of(tmp_path / "pkg/a.py")
-    assert sorted(engine.summarised) == ["a.py", "b.py"]
-    summaries.of(tmp_path / "pkg/b.py")
-    assert engine.summarised.count("b.py") == 1  # each file once
+    assert sorted(engine.summarised) == ["a.py", "c.py"]  # b is imported but never asked
+    summaries.of(tmp_path / "pkg/c.py")
+    assert engine.summarised.count("c.py") == 1  # each file once
 
 
 def test_chains_resolve_dependencies_first(tmp_path: Path) -> None:

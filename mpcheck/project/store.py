@@ -1,11 +1,11 @@
 """The summaries a check reaches, made on first use and looked up by import.
 
-``mpcheck check one_file.py`` summarises only what that file imports, transitively; a run
-over a directory summarises each file once. Import cycles are common in real packages
-(``modeling.py`` imports ``utils.py``, which imports ``modeling.py`` for a type), so
-summaries are made per strongly connected component of the import graph, dependencies
-first: inside a cycle a module sees its cycle partners as unknown, whichever file the run
-reached first. That keeps every summary independent of the order files are read.
+Only a module something is looked up in is summarised (walked), and then each file once;
+its own lookups summarise what it needs in turn. Import cycles are common in real packages
+(``modeling.py`` imports ``utils.py``, which imports ``modeling.py`` for a type), so the
+import graph's strongly connected components are found first (from the cheap import lists
+alone) and a module sees its cycle partners as unknown, whichever file the run reached
+first. That keeps every summary independent of the order files are read.
 """
 
 from __future__ import annotations
@@ -43,17 +43,40 @@ class Summaries:
         self._index = index
         self._engine = summariser
         self._done: dict[Path, ModuleSummary | None] = {}
-        # while a component is being summarised: its members, which see each other as unknown
-        self._open: frozenset[Path] = frozenset()
+        self._component: dict[Path, int] = {}  # each module's strongly connected component
+        self._open: set[int] = set()  # components with a member being summarised
 
     def of(self, path: Path) -> ModuleSummary | None:
-        """The summary of ``path`` (None when it cannot be summarised or sits in an open cycle)."""
+        """The summary of ``path`` (None when it cannot be summarised, or when a module of its
+        import cycle is being summarised: cycle partners see each other as unknown)."""
         path = path.resolve()
-        if path in self._open:
+        if path not in self._component:
+            self._components_from(path)
+        component = self._component[path]
+        if component in self._open:
             return None
         if path not in self._done:
-            self._summarise_from(path)
-        return self._done.get(path)
+            self._open.add(component)
+            try:
+                self._done[path] = self._engine.summarise(path, self.lookup)
+            finally:
+                self._open.discard(component)
+        return self._done[path]
+
+    def begin(self, path: Path) -> None:
+        """``path`` is being checked: its walk is its summary walk, so its cycle partners
+        are unknown to it, as they would be to its summary."""
+        path = path.resolve()
+        if path not in self._component:
+            self._components_from(path)
+        self._open.add(self._component[path])
+
+    def end(self, path: Path, summary: ModuleSummary | None) -> None:
+        """The check of ``path`` is over; its walk gave ``summary`` (kept unless one exists)."""
+        path = path.resolve()
+        self._open.discard(self._component[path])
+        if summary is not None:
+            self._done.setdefault(path, summary)
 
     def lookup(self, importer: Path, dotted: str, level: int = 0) -> Symbol | None:
         """What ``dotted`` (``level`` dots) names when imported from ``importer``."""
@@ -85,9 +108,9 @@ class Summaries:
         found = (self._index.resolve(path, dotted, level) for dotted, level in imports)
         return sorted({t.path.resolve() for t in found if t is not None})
 
-    def _summarise_from(self, start: Path) -> None:
-        """Tarjan's algorithm, iteratively (import chains can be long), from ``start``; each
-        component is summarised as soon as it is complete, so dependencies come first."""
+    def _components_from(self, start: Path) -> None:
+        """Tarjan's algorithm, iteratively (import chains can be long), over the modules
+        reachable from ``start`` that have no component yet."""
         order: dict[Path, int] = {}
         low: dict[Path, int] = {}
         stack: list[Path] = []
@@ -105,7 +128,7 @@ class Summaries:
             node, todo = work[-1]
             if todo:
                 nxt = todo.pop()
-                if nxt in self._done:
+                if nxt in self._component:
                     continue
                 if nxt not in order:
                     enter(nxt)
@@ -117,20 +140,10 @@ class Summaries:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])
             if low[node] == order[node]:
-                component: list[Path] = []
+                component = len(self._component) + 1
                 while True:
                     member = stack.pop()
                     on_stack.discard(member)
-                    component.append(member)
+                    self._component[member] = component
                     if member == node:
                         break
-                self._summarise_component(sorted(component))
-
-    def _summarise_component(self, members: list[Path]) -> None:
-        outer = self._open  # a lookup the import list did not predict may start a nested run
-        self._open = outer | frozenset(members)
-        try:
-            for member in members:
-                self._done[member] = self._engine.summarise(member, self.lookup)
-        finally:
-            self._open = outer

@@ -12,19 +12,19 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.infer.imported import value_of
 from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
 from mpcheck.project.index import ModuleIndex
-from mpcheck.project.store import Lookup, Summaries
-from mpcheck.project.summary import Function, ModuleSummary, ProjectLookup
+from mpcheck.project.store import Lookup, Summaries, Symbol
+from mpcheck.project.summary import Function, ModuleSummary
 from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
+from mpcheck.source import SourceError, SourceFile
 from mpcheck.training import TrainingSite
 
-__all__ = ["FileSummariser", "lookup_for"]
+__all__ = ["FileSummariser", "ProjectSession"]
 
 
 class _Silent:
@@ -85,15 +85,16 @@ class FileSummariser:
             walk.run()
         except (RecursionError, ValueError, KeyError, AttributeError, TypeError):
             return None  # the file's own check reports what went wrong with it
+        return self.summary_of(walk, path)
+
+    def summary_of(self, walk: FileAnalysis, path: Path) -> ModuleSummary:
+        """The summary a finished walk of ``path`` gives (a check's walk gives the same)."""
+        module, table = walk.module, walk.imports
         shown = _shown_path(path, self._root)
-        positions: dict[cst.CSTNode, tuple[int, int]] = {}
-
-        def place(node: cst.CSTNode) -> tuple[int, int]:
-            if not positions:
-                found = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-                positions.update({n: (r.start.line, r.start.column + 1) for n, r in found.items()})
-            return positions.get(node, (0, 0))
-
+        try:
+            text = SourceFile.decode(walk.source).text  # not ``module.code``: a full codegen
+        except SourceError:
+            text = ""
         functions = {}
         for name, fn in walk.functions.items():
             fact = walk.summaries.get(fn)
@@ -101,6 +102,17 @@ class FileSummariser:
                 continue
             params = [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
             names = tuple(p.name.value for p in params)
+            start = text.find(f"def {name}(")
+
+            def place(node: cst.CSTNode, start: int = start) -> tuple[int, int]:
+                """Where ``node`` is, found by its text after its function's ``def``: cheap,
+                unlike a position pass over the whole file, and only needed for messages."""
+                offset = text.find(module.code_for_node(node), max(start, 0))
+                if offset < 0:
+                    return 0, 0
+                line_start = text.rfind("\n", 0, offset) + 1
+                return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
             functions[name] = Function(names, value_of(fact, place, shown))
         reexports = {name: (target, 0, "") for name, target in table.aliases.items()}
         reexports |= {n: (t, table.levels[n], "") for n, t in table.relative.items()}
@@ -114,15 +126,25 @@ def _shown_path(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-_STORES: dict[tuple[str, bool], Summaries] = {}
+_STORES: dict[tuple[str, bool], tuple[Summaries, FileSummariser]] = {}
 
 
-def lookup_for(root: str, filename: str, module_half_capable: bool) -> ProjectLookup:
-    """What the walk of ``filename`` asks of the project rooted at ``root``: the symbol an
-    import names. One store per process and root, so each file is summarised once."""
-    key = (root, module_half_capable)
-    if key not in _STORES:
-        summariser = FileSummariser(Path(root), module_half_capable=module_half_capable)
-        _STORES[key] = Summaries(ModuleIndex((Path(root),)), summariser)
-    summaries, path = _STORES[key], Path(filename)
-    return lambda dotted, level: summaries.lookup(path, dotted, level)
+class ProjectSession:
+    """One file's check against the project: the lookups its walk makes, and afterwards
+    its walk's summary, kept so that files importing it need not walk it again."""
+
+    def __init__(self, root: str, filename: str, module_half_capable: bool) -> None:
+        key = (root, module_half_capable)
+        if key not in _STORES:
+            summariser = FileSummariser(Path(root), module_half_capable=module_half_capable)
+            _STORES[key] = (Summaries(ModuleIndex((Path(root),)), summariser), summariser)
+        self._summaries, self._summariser = _STORES[key]
+        self._path = Path(filename)
+        self._summaries.begin(self._path)
+
+    def lookup(self, dotted: str, level: int) -> Symbol | None:
+        return self._summaries.lookup(self._path, dotted, level)
+
+    def end(self, walk: FileAnalysis | None) -> None:
+        summary = None if walk is None else self._summariser.summary_of(walk, self._path)
+        self._summaries.end(self._path, summary)
