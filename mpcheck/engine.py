@@ -7,9 +7,9 @@ files that have something to report, and only then.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
@@ -18,13 +18,12 @@ from mpcheck import noqa
 from mpcheck.config import DEFAULT_MAX_FILE_SIZE
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
 from mpcheck.fix_names import unbound
+from mpcheck.hooks import HOOKS, Site, SiteKind
 from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
 from mpcheck.rule import Report, Rule, RuleContext
-from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
 from mpcheck.source import SourceError, SourceFile
-from mpcheck.training import TrainingSite
 
 if TYPE_CHECKING:
     from mpcheck.project.summarise import ProjectSession
@@ -49,73 +48,21 @@ class Options:
     project_root: str | None = None
 
 
-@dataclass
 class _Dispatch:
-    """Fans the analysis' sites out to the rules that asked for them."""
+    """Fans the walk's sites out to the rules that implement the matching hook."""
 
-    rules: Sequence[Rule]
-    calls: list[Rule] = field(init=False)
-    setitems: list[Rule] = field(init=False)
-    classes: list[Rule] = field(init=False)
-    functions: list[Rule] = field(init=False)
-    training: list[Rule] = field(init=False)
-    returns: list[Rule] = field(init=False)
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self._handlers: dict[str, list[Callable[[Any], None]]] = {
+            hook.kind: [getattr(r, hook.method) for r in rules if hook.method in r.hooks()]
+            for hook in HOOKS
+        }
 
-    def __post_init__(self) -> None:
-        self.calls = [r for r in self.rules if "check_call" in r.hooks()]
-        self.setitems = [r for r in self.rules if "check_setitem" in r.hooks()]
-        self.classes = [r for r in self.rules if "check_class" in r.hooks()]
-        self.functions = [r for r in self.rules if "check_function" in r.hooks()]
-        self.training = [r for r in self.rules if "check_training" in r.hooks()]
-        self.returns = [r for r in self.rules if "check_return" in r.hooks()]
+    def wants(self, kind: SiteKind) -> bool:
+        return bool(self._handlers[kind])
 
-    @property
-    def wants_calls(self) -> bool:
-        return bool(self.calls)
-
-    @property
-    def wants_setitems(self) -> bool:
-        return bool(self.setitems)
-
-    @property
-    def wants_classes(self) -> bool:
-        return bool(self.classes)
-
-    def on_call(self, site: CallSite) -> None:
-        for rule in self.calls:
-            rule.check_call(site)
-
-    def on_setitem(self, site: SetItemSite) -> None:
-        for rule in self.setitems:
-            rule.check_setitem(site)
-
-    def on_class(self, site: ClassSite) -> None:
-        for rule in self.classes:
-            rule.check_class(site)
-
-    @property
-    def wants_functions(self) -> bool:
-        return bool(self.functions)
-
-    @property
-    def wants_training(self) -> bool:
-        return bool(self.training)
-
-    def on_training(self, site: TrainingSite) -> None:
-        for rule in self.training:
-            rule.check_training(site)
-
-    def on_function(self, site: FunctionSite) -> None:
-        for rule in self.functions:
-            rule.check_function(site)
-
-    @property
-    def wants_returns(self) -> bool:
-        return bool(self.returns)
-
-    def on_return(self, site: ReturnSite) -> None:
-        for rule in self.returns:
-            rule.check_return(site)
+    def deliver(self, kind: SiteKind, site: Site) -> None:
+        for handler in self._handlers[kind]:
+            handler(site)
 
 
 def check_source(

@@ -21,6 +21,7 @@ import libcst as cst
 
 from mpcheck.diagnostics import RuleInfo, Severity
 from mpcheck.facts import Fact, Origin
+from mpcheck.hooks import HOOKS
 from mpcheck.names import ImportTable
 from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
 from mpcheck.training import TrainingSite
@@ -180,16 +181,9 @@ class Rule:
     def hooks(cls) -> frozenset[str]:
         """The ``check_*`` hooks this rule overrides, so the engine calls only those."""
         return frozenset(
-            name
-            for name in (
-                "check_call",
-                "check_setitem",
-                "check_class",
-                "check_function",
-                "check_training",
-                "check_return",
-            )
-            if getattr(cls, name) is not getattr(Rule, name)
+            hook.method
+            for hook in HOOKS
+            if getattr(cls, hook.method) is not getattr(Rule, hook.method)
         )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mpcheck.rule import Rule
+from mpcheck.api import Rule
 
 
 class InvalidSyntax(Rule):

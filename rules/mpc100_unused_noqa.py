@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from mpcheck.diagnostics import Severity
-from mpcheck.rule import Rule
+from mpcheck.api import Rule, Severity
 
 
 class UnusedNoqa(Rule):

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.facts import Cause, Prec
-from mpcheck.rule import NodeEdit, NodeFix, Rule
-from mpcheck.sites import CallSite, Operand
-from mpcheck.torch_api import CONTAINER_LAYERS, LIBRARY_LAYERS, OpKind
+from mpcheck.api import (
+    CONTAINER_LAYERS,
+    LIBRARY_LAYERS,
+    CallSite,
+    Cause,
+    Edit,
+    Fix,
+    Operand,
+    OpKind,
+    Prec,
+    Rule,
+)
 
 LIBRARY_LAYER_NAMES = frozenset(LIBRARY_LAYERS.values())  # no ``.weight`` to cast to
 
@@ -92,9 +100,9 @@ class UpcastReachesHalfOp(Rule):
         fix = None
         library = call.receiver is not None and call.receiver.fact.layer in LIBRARY_LAYER_NAMES
         if "\n" not in dtype_of and len(dtype_of) < 60 and not library:
-            fix = NodeFix(
+            fix = Fix(
                 f"Cast `{what}` to `{dtype_of}`",
-                (NodeEdit(upcast.node, f"{self.ctx.atom(upcast.node)}.to({dtype_of})"),),
+                (Edit(upcast.node, f"{self.ctx.atom(upcast.node)}.to({dtype_of})"),),
                 applicability="unsafe",
             )
         self.report(call.node, message, related=related, fix=fix)
@@ -131,9 +139,9 @@ class UpcastReachesHalfOp(Rule):
             weights = site.receiver.fact.layer if site.is_module_call and site.receiver else None
             if inner_text.startswith("self.") and weights and weights not in LIBRARY_LAYER_NAMES:
                 dtype_of = f"{module}{inner_text[4:]}.weight.dtype"  # self.output.dense.weight
-                fix = NodeFix(
+                fix = Fix(
                     f"Cast `{what}` to `{dtype_of}`",
-                    (NodeEdit(outer.node, f"{self.ctx.atom(outer.node)}.to({dtype_of})"),),
+                    (Edit(outer.node, f"{self.ctx.atom(outer.node)}.to({dtype_of})"),),
                     applicability="unsafe",
                 )
             self.report(call.node, message, related=related, fix=fix)

@@ -6,11 +6,23 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from mpcheck import torch_api as T
-from mpcheck.facts import Cause, Fact, Prec
-from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
-from mpcheck.sites import Autocast, CallSite, Operand, ReturnSite, items
-from mpcheck.torch_api import OpKind
+from mpcheck.api import (
+    LOSS_LAYERS,
+    PASS_THROUGH_LAYERS,
+    Autocast,
+    CallSite,
+    Cause,
+    Edit,
+    Fact,
+    Fix,
+    Operand,
+    OpKind,
+    Prec,
+    ReturnSite,
+    Rule,
+    RuleContext,
+    items,
+)
 
 
 @dataclass(frozen=True)
@@ -20,7 +32,7 @@ class _Mixing:
     factory: str  # what to call the factory tensor: ``mask``
     how: str  # "`torch.cat` at line N"
     verb: str  # "concatenates it with `latents` (the model's dtype)"
-    fix: NodeFix | None
+    fix: Fix | None
 
 
 class FactoryDtypeDefault(Rule):
@@ -206,7 +218,7 @@ class FactoryDtypeDefault(Rule):
         if module is None or module.fact.prec not in (Prec.MODEL, Prec.HALF):
             return
         layer = module.fact.layer
-        if layer in T.LOSS_LAYERS or layer in T.PASS_THROUGH_LAYERS:
+        if layer in LOSS_LAYERS or layer in PASS_THROUGH_LAYERS:
             return  # a loss follows its inputs; a pass-through layer hands them on
         if _autocast(call.scope.autocast):
             return
@@ -283,7 +295,7 @@ class FactoryDtypeDefault(Rule):
             return self.ctx.code(node)
         return _short(self.ctx, fact.origin.node)
 
-    def _fix(self, call: CallSite, fact: Fact, low: Operand) -> NodeFix | None:
+    def _fix(self, call: CallSite, fact: Fact, low: Operand) -> Fix | None:
         """Add ``dtype=<low>.dtype`` to the factory, when ``low`` is visible there."""
         origin = fact.origin
         if origin is None or origin.cause is not Cause.FACTORY:
@@ -311,8 +323,8 @@ class FactoryDtypeDefault(Rule):
         code = self.ctx.module.code_for_node(last)
         if "\n" in code:
             return None
-        edit = NodeEdit(last, f"{code}, dtype={dtype}")
-        return NodeFix(f"Pass `dtype={dtype}`", (edit,), applicability="unsafe")
+        edit = Edit(last, f"{code}, dtype={dtype}")
+        return Fix(f"Pass `dtype={dtype}`", (edit,), applicability="unsafe")
 
 
 def _factory(fact: Fact) -> bool:

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.facts import Cause, Fact, Prec
-from mpcheck.rule import NodeEdit, NodeFix, Rule
-from mpcheck.sites import CallSite, Operand
-from mpcheck.torch_api import OpKind
+from mpcheck.api import CallSite, Cause, Edit, Fact, Fix, Operand, OpKind, Prec, Rule
 
 # Reshapes that do not change which tensor an attention operand is: `k.transpose(-2, -1)` is `k`.
 _SAME_TENSOR = frozenset("transpose permute contiguous swapaxes swapdims view reshape".split())
@@ -151,7 +148,7 @@ class AttentionDtypeMismatch(Rule):
             return f"`{self.ctx.code(func)}`"
         return f"the attention matmul `{self.ctx.code(call.node)}`"
 
-    def _fix(self, odd: list[Operand], target: Operand) -> NodeFix | None:
+    def _fix(self, odd: list[Operand], target: Operand) -> Fix | None:
         """Cast the odd operands to ``target``'s dtype, when ``target`` names a tensor."""
         ref = self._name(target.node)
         if not all(part.isidentifier() for part in ref.split(".")):
@@ -163,9 +160,9 @@ class AttentionDtypeMismatch(Rule):
                 return None
             if not isinstance(operand.node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
                 code = f"({code})"
-            edits.append(NodeEdit(operand.node, f"{code}.to({ref}.dtype)"))
+            edits.append(Edit(operand.node, f"{code}.to({ref}.dtype)"))
         names = _join([self._name(o.node) for o in odd])
-        return NodeFix(f"Cast {names} to `{ref}.dtype`", tuple(edits), applicability="unsafe")
+        return Fix(f"Cast {names} to `{ref}.dtype`", tuple(edits), applicability="unsafe")
 
 
 def _full(fact: Fact) -> bool:

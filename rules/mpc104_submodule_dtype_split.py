@@ -6,11 +6,21 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from mpcheck.facts import Cause, Fact, Prec
-from mpcheck.names import dotted
-from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
-from mpcheck.sites import CallSite, InnerCall, Operand, Owner
-from mpcheck.torch_api import OpKind
+from mpcheck.api import (
+    CallSite,
+    Cause,
+    Edit,
+    Fact,
+    Fix,
+    InnerCall,
+    Operand,
+    OpKind,
+    Owner,
+    Prec,
+    Rule,
+    RuleContext,
+    dotted,
+)
 
 
 class SubmoduleDtypeSplit(Rule):
@@ -207,14 +217,14 @@ class SubmoduleDtypeSplit(Rule):
             return []
         return [(owner.origin.node, f"`{path}` {owner.origin.text}")] + _via(owner)
 
-    def _fix(self, x: Operand, sub: str) -> NodeFix | None:
+    def _fix(self, x: Operand, sub: str) -> Fix | None:
         dtype_of = f"{sub}.weight.dtype"
         if "\n" in sub or len(dtype_of) > 60 or not all(p.isidentifier() for p in sub.split(".")):
             return None
         what = self.ctx.code(x.node)
-        return NodeFix(
+        return Fix(
             f"Cast `{what}` to `{dtype_of}`",
-            (NodeEdit(x.node, f"{self.ctx.atom(x.node)}.to({dtype_of})"),),
+            (Edit(x.node, f"{self.ctx.atom(x.node)}.to({dtype_of})"),),
             applicability="unsafe",
         )
 

@@ -5,11 +5,19 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from mpcheck import autocast_ops
-from mpcheck.facts import Cause, Fact, Prec
-from mpcheck.rule import NodeEdit, NodeFix, Rule
-from mpcheck.sites import CallSite, Operand, SetItemSite
-from mpcheck.torch_api import DTYPE_STRICT_WRITES
+from mpcheck.api import (
+    DTYPE_STRICT_WRITES,
+    CallSite,
+    Cause,
+    Edit,
+    Fact,
+    Fix,
+    Operand,
+    Prec,
+    Rule,
+    SetItemSite,
+    autocast_policy,
+)
 
 
 class MixedDtypeWrite(Rule):
@@ -103,7 +111,7 @@ class MixedDtypeWrite(Rule):
                 continue  # ``lerp(end, weight=<0-dim tensor>)``: the weight is used as a scalar
             if in_place:
                 autocast = "and autocast never touches in-place ops"
-            elif any(autocast_ops.policy(op.name, d) for d in ("cuda", "cpu")):
+            elif any(autocast_policy(op.name, d) for d in ("cuda", "cpu")):
                 autocast = "outside an autocast region that promotes it"
             else:
                 autocast = "even under autocast"
@@ -134,13 +142,13 @@ class MixedDtypeWrite(Rule):
             related.append((made.node, f"`{target}` {verb}{made.text}"))
         self.report(node, message, related=related, fix=self._fix(dest, source, what))
 
-    def _fix(self, dest: Operand, source: Operand, what: str) -> NodeFix | None:
+    def _fix(self, dest: Operand, source: Operand, what: str) -> Fix | None:
         """``src`` -> ``src.to(<dest>.dtype)`` when ``dest`` can be evaluated again safely."""
         if m.findall(dest.node, m.Call() | m.Await() | m.NamedExpr() | m.Lambda()):
             return None
         dtype = f"{self.ctx.atom(dest.node)}.dtype"
-        edit = NodeEdit(source.node, f"{self._uncast(source.node)}.to({dtype})")
-        return NodeFix(f"Cast `{what}` to `{dtype}`", (edit,))
+        edit = Edit(source.node, f"{self._uncast(source.node)}.to({dtype})")
+        return Fix(f"Cast `{what}` to `{dtype}`", (edit,))
 
     def _uncast(self, node: cst.BaseExpression) -> str:
         """``k`` for ``k.float()``/``k.double()`` (the cast is replaced), else ``node`` itself."""

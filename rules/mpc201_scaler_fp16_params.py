@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.diagnostics import Severity
-from mpcheck.facts import Fact
-from mpcheck.rule import Rule
-from mpcheck.training import OptimizerUse, Scaler, TrainingSite, can_be_fp16
+from mpcheck.api import Fact, OptimizerUse, Rule, Scaler, Severity, TrainingSite, can_be_fp16
 
 
 class ScalerFp16Params(Rule):

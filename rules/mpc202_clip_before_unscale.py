@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.diagnostics import Severity
-from mpcheck.names import dotted
-from mpcheck.rule import Rule
-from mpcheck.training import Action, TrainingSite
+from mpcheck.api import Action, Rule, Severity, TrainingSite, dotted
 
 
 class ClipBeforeUnscale(Rule):

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.diagnostics import Severity
-from mpcheck.facts import Origin
-from mpcheck.rule import Rule, RuleContext
-from mpcheck.training import Action, TrainingSite, never_fp16
+from mpcheck.api import Action, Origin, Rule, RuleContext, Severity, TrainingSite, never_fp16
 
 
 class ScalerWithBf16(Rule):

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.diagnostics import Severity
-from mpcheck.facts import Fact
-from mpcheck.rule import Rule, RuleContext
-from mpcheck.training import (
+from mpcheck.api import (
     FP16_MIN_NORMAL,
     FP16_TINY,
     Action,
+    Fact,
     Optimizer,
+    Rule,
+    RuleContext,
+    Severity,
     TrainingSite,
     can_be_fp16,
     to_fp16,

@@ -7,16 +7,23 @@ from typing import Literal
 
 import libcst as cst
 
-from mpcheck.diagnostics import Severity
-from mpcheck.facts import Fact, Kind, Prec
-from mpcheck.names import dotted
-from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
-from mpcheck.sites import CallSite, Operand, SetItemSite
-from mpcheck.torch_api import (
+from mpcheck.api import (
     CAST_METHODS,
     CHECKED_FILL_FACTORIES,
     CHECKED_SCALAR_WRITES,
     UNCHECKED_SCALAR_OPS,
+    CallSite,
+    Edit,
+    Fact,
+    Fix,
+    Kind,
+    Operand,
+    Prec,
+    Rule,
+    RuleContext,
+    SetItemSite,
+    Severity,
+    dotted,
 )
 
 # Largest finite values (torch.finfo(...).max).
@@ -248,9 +255,9 @@ class Fp16OverflowConstant(Rule):
         finfo = self.ctx.imports.spell("torch.finfo")
         if fixable and offer_fix and dtype_code is not None and finfo is not None:
             code = f"{finfo}({dtype_code}).{bound}"
-            fix = NodeFix(
+            fix = Fix(
                 f"Use `{code}`",
-                (NodeEdit(value.node, code),),
+                (Edit(value.node, code),),
                 applicability="unsafe",
             )
         # raising writes fail loudly at once; the silent ones are "silently wrong": warnings

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck import autocast_ops
-from mpcheck.names import dotted
-from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
-from mpcheck.sites import Autocast, CallSite
+from mpcheck.api import Autocast, CallSite, Edit, Fix, Rule, RuleContext, autocast_policy, dotted
 
 # The ops autocast refuses, and what to use instead (autocast runs these in float32).
 _INSTEAD = {
@@ -97,10 +94,10 @@ class AutocastUnsafeOp(Rule):
         if region is None:
             function = call.scope.function
             if call.scope.class_name and function and function.name.value == "forward":
-                if autocast_ops.policy(call.aten, "cuda") == "banned":
+                if autocast_policy(call.aten, "cuda") == "banned":
                     self.in_forward.setdefault(call.scope.class_name, call)
             return
-        if not region.active or autocast_ops.policy(call.aten, _device(region)) != "banned":
+        if not region.active or autocast_policy(call.aten, _device(region)) != "banned":
             return
         qual, functional, module = _INSTEAD.get(call.aten, ("", "", ""))
         if call.is_module_call:
@@ -126,7 +123,7 @@ class AutocastUnsafeOp(Rule):
             region = call.scope.autocast
             if inner is None or region is None:
                 continue
-            if autocast_ops.policy(inner.aten, _device(region)) != "banned":
+            if autocast_policy(inner.aten, _device(region)) != "banned":
                 continue
             what, op = _callee(self, call), _callee(self, inner)
             message = (
@@ -142,7 +139,7 @@ class AutocastUnsafeOp(Rule):
             ]
             self.report(call.node, message, related=related)
 
-    def fix(self, call: CallSite, qual: str) -> NodeFix | None:
+    def fix(self, call: CallSite, qual: str) -> Fix | None:
         """``F.binary_cross_entropy(torch.sigmoid(z), y)`` -> ``F.b_c_e_with_logits(z, y)``."""
         node = call.node
         if not qual or call.is_module_call or not isinstance(node, cst.Call):
@@ -154,18 +151,16 @@ class AutocastUnsafeOp(Rule):
         func = node.func
         leaf = qual.rsplit(".", 1)[-1]
         if isinstance(func, cst.Attribute):
-            edit = NodeEdit(
-                func.attr, leaf
-            )  # keeps the user's spelling: ``F.``, ``nn.functional.``
+            edit = Edit(func.attr, leaf)  # keeps the user's spelling: ``F.``, ``nn.functional.``
             shown = f"{self.ctx.code(func.value)}.{leaf}"
         else:
             spelled = self.ctx.imports.spell(qual)
             if spelled is None:
                 return None
-            edit, shown = NodeEdit(func, spelled), spelled
+            edit, shown = Edit(func, spelled), spelled
         logits_code = self.ctx.module.code_for_node(logits)
         message = f"Use `{shown}` on `{self.ctx.code(logits)}` (the logits, without the sigmoid)"
-        return NodeFix(message, (edit, NodeEdit(first.node, logits_code)), applicability="unsafe")
+        return Fix(message, (edit, Edit(first.node, logits_code)), applicability="unsafe")
 
 
 def _callee(rule: Rule, call: CallSite) -> str:

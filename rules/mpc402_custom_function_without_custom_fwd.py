@@ -6,9 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from mpcheck.rule import Rule, RuleContext
-from mpcheck.sites import CallSite, ClassSite, Decorator, FunctionSite
-from mpcheck.torch_api import OpKind
+from mpcheck.api import CallSite, ClassSite, Decorator, FunctionSite, OpKind, Rule, RuleContext
 
 _FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.InplaceFunction"})
 # Ops that autocast recasts in forward and that refuse mixed dtypes in backward.

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.facts import Cause, Fact, Prec
-from mpcheck.rule import NodeEdit, NodeFix, Rule
-from mpcheck.sites import CallSite, Operand
-from mpcheck.torch_api import OpKind
+from mpcheck.api import CallSite, Cause, Edit, Fact, Fix, Operand, OpKind, Prec, Rule
 
 # Op families that refuse operands of different floating dtypes once autocast is off.
 _STRICT = frozenset({OpKind.LINEAR, OpKind.CONV, OpKind.MATMUL, OpKind.ATTENTION, OpKind.RECURRENT})
@@ -112,7 +109,7 @@ class AutocastDisabledWithoutCast(Rule):
         related = self.related_for(what, low.fact) + [(region.node, "autocast is disabled here")]
         self.report(call.node, message, related=related, fix=fix)
 
-    def fix(self, call: CallSite, low: Operand, wide: Operand) -> NodeFix | None:
+    def fix(self, call: CallSite, low: Operand, wide: Operand) -> Fix | None:
         """``.float()`` against known float32; the weights' own dtype against the model's."""
         code = self.ctx.module.code_for_node(low.node)
         base = code if isinstance(low.node, _ATOMIC) else f"({code})"
@@ -129,8 +126,8 @@ class AutocastDisabledWithoutCast(Rule):
             cast = f".to({self.ctx.module.code_for_node(wide.node)}.weight.dtype)"
         else:
             cast = f".to({self.ctx.module.code_for_node(wide.node)}.dtype)"
-        return NodeFix(
-            f"Cast `{self.ctx.code(low.node)}` with `{cast}`", (NodeEdit(low.node, base + cast),)
+        return Fix(
+            f"Cast `{self.ctx.code(low.node)}` with `{cast}`", (Edit(low.node, base + cast),)
         )
 
 

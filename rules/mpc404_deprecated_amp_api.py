@@ -8,10 +8,17 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from mpcheck.diagnostics import Severity
-from mpcheck.names import CANONICAL, dotted
-from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
-from mpcheck.sites import CallSite, FunctionSite
+from mpcheck.api import (
+    CANONICAL,
+    CallSite,
+    Edit,
+    Fix,
+    FunctionSite,
+    Rule,
+    RuleContext,
+    Severity,
+    dotted,
+)
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,7 @@ class DeprecatedAmpApi(Rule):
         if new_name is not None:
             edits = self.rewrite(node, func, new_name, old)
             if edits is not None:
-                fix = NodeFix(f"Use `{shown}`", edits)
+                fix = Fix(f"Use `{shown}`", edits)
         self.report(node, message, fix=fix)
 
     def spell(self, func: cst.BaseExpression, new: str) -> str | None:
@@ -162,7 +169,7 @@ class DeprecatedAmpApi(Rule):
 
     def rewrite(
         self, node: cst.BaseExpression, func: cst.BaseExpression, new_name: str, old: _Old
-    ) -> tuple[NodeEdit, ...] | None:
+    ) -> tuple[Edit, ...] | None:
         """Edits of the name and of single arguments, so a multi-line call keeps its layout.
 
         Regenerating the whole call would lose the indentation of its continuation lines:
@@ -171,10 +178,10 @@ class DeprecatedAmpApi(Rule):
         device = f'"{old.device}"'
         first = f"device_type={device}" if old.kind == "custom" else device
         if not isinstance(node, cst.Call):  # a bare ``@torch.cuda.amp.custom_fwd``
-            return (NodeEdit(node, f"{new_name}({first})"),)
+            return (Edit(node, f"{new_name}({first})"),)
         args = node.args
         if not args:
-            return (NodeEdit(node, f"{new_name}({first})"),)
+            return (Edit(node, f"{new_name}({first})"),)
         # What each argument becomes; the device goes in front of one of them (or after the last).
         texts = {i: self._arg(arg) for i, arg in enumerate(args)}
         if old.kind == "autocast":
@@ -196,8 +203,8 @@ class DeprecatedAmpApi(Rule):
             if not named:  # only positional arguments: append after the last one
                 texts[at] += f", device_type={device}"
         texts[at] = before + texts[at]
-        edits = [NodeEdit(func, new_name)]
-        edits += [NodeEdit(args[i], t) for i, t in texts.items() if t != self._arg(args[i])]
+        edits = [Edit(func, new_name)]
+        edits += [Edit(args[i], t) for i, t in texts.items() if t != self._arg(args[i])]
         return tuple(edits)
 
     def _arg(self, arg: cst.Arg) -> str:

@@ -7,10 +7,10 @@ from contextlib import ExitStack
 import libcst as cst
 
 from mpcheck.facts import SCALAR, UNKNOWN_TENSOR, Fact
+from mpcheck.hooks import Site, SiteKind
 from mpcheck.infer.binding import bind_arguments, parameters, passed
 from mpcheck.infer.reporting import Reporting
-from mpcheck.sites import CallSite, ClassSite, FunctionSite, Operand, ReturnSite, Scope, SetItemSite
-from mpcheck.training import TrainingSite
+from mpcheck.sites import CallSite, Operand, Scope
 
 
 class Recorder:
@@ -20,19 +20,12 @@ class Recorder:
         self.kinds = set(kinds)
         self.calls: list[CallSite] = []
 
-    def __getattr__(self, name: str) -> bool:
-        if name.startswith("wants_"):
-            return name[len("wants_") :] in self.kinds
-        raise AttributeError(name)
+    def wants(self, kind: SiteKind) -> bool:
+        return kind in self.kinds
 
-    def on_call(self, site: CallSite) -> None:
-        self.calls.append(site)
-
-    def on_setitem(self, site: SetItemSite) -> None: ...
-    def on_class(self, site: ClassSite) -> None: ...
-    def on_function(self, site: FunctionSite) -> None: ...
-    def on_training(self, site: TrainingSite) -> None: ...
-    def on_return(self, site: ReturnSite) -> None: ...
+    def deliver(self, kind: SiteKind, site: Site) -> None:
+        if isinstance(site, CallSite):
+            self.calls.append(site)
 
 
 def _site() -> CallSite:

@@ -79,7 +79,9 @@ class FunctionWalk(AutocastWalk):
         # Also reached on demand (a submodule's layer, a split call): report it normally.
         with self.reporting.live():
             if self.reporting.takes("classes"):
-                self.reporting.listener.on_class(ClassSite(info.node, info.bases, info.is_module))
+                self.reporting.listener.deliver(
+                    "classes", ClassSite(info.node, info.bases, info.is_module)
+                )
             for base in info.bases:  # attributes a local base class set up in its __init__
                 parent = self.classes.get(base)
                 if parent is not None and parent is not info:
@@ -150,7 +152,9 @@ class FunctionWalk(AutocastWalk):
             target = call.func if call is not None else expr
             qual = self.imports.resolve(target) or dotted(target)
             decorators.append(Decorator(deco, qual, call))
-        self.reporting.listener.on_function(FunctionSite(fn, tuple(decorators), frame.scope))
+        self.reporting.listener.deliver(
+            "functions", FunctionSite(fn, tuple(decorators), frame.scope)
+        )
 
     def function_frame(
         self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None

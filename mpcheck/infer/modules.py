@@ -237,7 +237,7 @@ class ModuleWalk(FunctionWalk):
             or fn in self.in_progress
             or not self.reporting.may_rewalk
             or self.reporting.recording
-            or not self.reporting.listener.wants_calls
+            or not self.reporting.listener.wants("calls")
         ):
             return (), None
         self.analyse_class(info)
@@ -272,7 +272,7 @@ class ModuleWalk(FunctionWalk):
             or module.prec not in (Prec.FULL, Prec.HALF, Prec.MODEL)
             or fn in self.in_progress
             or not self.reporting.may_rewalk
-            or not (self.reporting.listener.wants_calls or self.reporting.recording)
+            or not (self.reporting.listener.wants("calls") or self.reporting.recording)
         ):
             return (), None
         prefix = path + "."

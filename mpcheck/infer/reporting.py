@@ -10,47 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Literal, Protocol
+from typing import Protocol
 
-from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
-from mpcheck.training import TrainingSite
+from mpcheck.hooks import Site, SiteKind
+from mpcheck.sites import CallSite
 
-SiteKind = Literal["calls", "setitems", "returns", "functions", "classes", "training"]
 MAX_SPLIT_DEPTH = 6  # nested re-walks of modules cast apart, before giving up
 
 
 class Listener(Protocol):
-    """Receives the sites of one file; the engine fans them out to rules."""
+    """Receives the sites of one file; the engine fans them out to rules (by ``HOOKS``)."""
 
-    @property
-    def wants_calls(self) -> bool: ...
+    def wants(self, kind: SiteKind) -> bool: ...
 
-    @property
-    def wants_setitems(self) -> bool: ...
-
-    @property
-    def wants_classes(self) -> bool: ...
-
-    def on_call(self, site: CallSite) -> None: ...
-
-    def on_setitem(self, site: SetItemSite) -> None: ...
-
-    def on_class(self, site: ClassSite) -> None: ...
-
-    @property
-    def wants_functions(self) -> bool: ...
-
-    def on_function(self, site: FunctionSite) -> None: ...
-
-    @property
-    def wants_training(self) -> bool: ...
-
-    def on_training(self, site: TrainingSite) -> None: ...
-
-    @property
-    def wants_returns(self) -> bool: ...
-
-    def on_return(self, site: ReturnSite) -> None: ...
+    def deliver(self, kind: SiteKind, site: Site) -> None: ...
 
 
 class Reporting:
@@ -78,19 +51,19 @@ class Reporting:
         if self._muted:
             return False
         if kind == "calls":
-            return self.listener.wants_calls or self._recorder is not None
+            return self.listener.wants("calls") or self._recorder is not None
         if kind == "training":
-            return bool(getattr(self.listener, "wants_training", False))
+            return self.listener.wants("training")
         if self._recorder is not None:
             return False
-        return bool(getattr(self.listener, f"wants_{kind}"))
+        return self.listener.wants(kind)
 
     def call(self, site: CallSite) -> None:
         """Deliver a call site :meth:`takes` accepted: to the recorder or the listener."""
         if self._recorder is not None:
             self._recorder.append(site)
         else:
-            self.listener.on_call(site)
+            self.listener.deliver("calls", site)
 
     def record(self, sites: Iterable[CallSite]) -> None:
         """Add the sites of a nested re-walk to the one under way."""

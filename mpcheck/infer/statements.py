@@ -207,8 +207,8 @@ class StatementWalk(ExpressionWalk):
             fact = self.expr(stmt.value, frame) if stmt.value is not None else UNKNOWN
             frame.returns = fact if frame.returns is None else join(frame.returns, fact)
             if stmt.value is not None and self.reporting.takes("returns"):
-                self.reporting.listener.on_return(
-                    ReturnSite(stmt, Operand(stmt.value, fact), frame.scope)
+                self.reporting.listener.deliver(
+                    "returns", ReturnSite(stmt, Operand(stmt.value, fact), frame.scope)
                 )
         elif isinstance(stmt, (cst.Assert, cst.Raise)):
             pass
@@ -234,7 +234,7 @@ class StatementWalk(ExpressionWalk):
                     frame.scope,
                     advanced=advanced,
                 )
-                self.reporting.listener.on_setitem(site)
+                self.reporting.listener.deliver("setitems", site)
             return
         if isinstance(target, cst.Attribute) and target.attr.value == "data":
             self.training.store_data(target, value, frame)  # ``p.data = p.data.float()``

@@ -67,7 +67,7 @@ class Tracker:
     def emit(self, site: TrainingSite) -> None:
         reporting = self.analysis.reporting
         if reporting.takes("training"):
-            reporting.listener.on_training(site)
+            reporting.listener.deliver("training", site)
 
     def code(self, node: cst.CSTNode, limit: int = 60) -> str:
         text = " ".join(self.analysis.module.code_for_node(node).split())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from mpcheck.hooks import Site, SiteKind
 from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.infer.imported import value_of
 from mpcheck.names import ImportTable
@@ -20,9 +21,7 @@ from mpcheck.parsing import Unparsable, parse
 from mpcheck.project.index import ModuleIndex
 from mpcheck.project.store import Lookup, Summaries, Symbol
 from mpcheck.project.summary import Function, ModuleSummary
-from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
 from mpcheck.source import SourceError, SourceFile
-from mpcheck.training import TrainingSite
 
 __all__ = ["FileSummariser", "ProjectSession"]
 
@@ -30,15 +29,11 @@ __all__ = ["FileSummariser", "ProjectSession"]
 class _Silent:
     """A listener that wants nothing: summarising reports no findings."""
 
-    wants_calls = wants_setitems = wants_classes = False
-    wants_functions = wants_training = wants_returns = False
+    def wants(self, kind: SiteKind) -> bool:
+        return False
 
-    def on_call(self, site: CallSite) -> None: ...
-    def on_setitem(self, site: SetItemSite) -> None: ...
-    def on_class(self, site: ClassSite) -> None: ...
-    def on_function(self, site: FunctionSite) -> None: ...
-    def on_training(self, site: TrainingSite) -> None: ...
-    def on_return(self, site: ReturnSite) -> None: ...
+    def deliver(self, kind: SiteKind, site: Site) -> None:
+        """Never called: :meth:`wants` says no to every kind."""
 
 
 class FileSummariser:

@@ -1,0 +1,107 @@
+"""Everything a rule may import: ``from mpcheck.api import Rule, Severity, Fix, Edit, ...``.
+
+A rule reads like its specification because it only asks questions: what a call is
+(:class:`CallSite` and the other sites), what the engine knows of a value (:class:`Fact`,
+its :class:`Prec` and :class:`Cause`), what torch does (the tables below), and it answers
+with :meth:`Rule.report`, optionally with a :class:`Fix` made of :class:`Edit` s. Nothing
+here lets a rule derive dtypes itself; when a rule needs a fact the engine lacks, the engine
+learns it. Third-party rules (entry point group ``mpcheck.rules``) use the same names.
+"""
+
+from __future__ import annotations
+
+from mpcheck.autocast_ops import policy as autocast_policy
+from mpcheck.diagnostics import Severity
+from mpcheck.facts import Cause, Fact, Kind, Origin, Prec
+from mpcheck.names import CANONICAL, dotted
+from mpcheck.hooks import HOOKS
+from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
+from mpcheck.sites import (
+    Autocast,
+    CallSite,
+    ClassSite,
+    Decorator,
+    FunctionSite,
+    InnerCall,
+    Operand,
+    Owner,
+    ReturnSite,
+    SetItemSite,
+    items,
+)
+from mpcheck.torch_api import (
+    CAST_METHODS,
+    CHECKED_FILL_FACTORIES,
+    CHECKED_SCALAR_WRITES,
+    CONTAINER_LAYERS,
+    DTYPE_STRICT_WRITES,
+    LIBRARY_LAYERS,
+    LOSS_LAYERS,
+    PASS_THROUGH_LAYERS,
+    UNCHECKED_SCALAR_OPS,
+    OpKind,
+)
+from mpcheck.training import (
+    FP16_MIN_NORMAL,
+    FP16_TINY,
+    Action,
+    Optimizer,
+    OptimizerUse,
+    Scaler,
+    TrainingSite,
+    can_be_fp16,
+    never_fp16,
+    to_fp16,
+)
+
+# A fix replaces nodes' source: the rule-side names of what reporters see as positioned edits.
+Fix = NodeFix
+Edit = NodeEdit
+
+__all__ = [
+    "CANONICAL",
+    "CAST_METHODS",
+    "CHECKED_FILL_FACTORIES",
+    "CHECKED_SCALAR_WRITES",
+    "CONTAINER_LAYERS",
+    "DTYPE_STRICT_WRITES",
+    "FP16_MIN_NORMAL",
+    "FP16_TINY",
+    "HOOKS",
+    "LIBRARY_LAYERS",
+    "LOSS_LAYERS",
+    "PASS_THROUGH_LAYERS",
+    "UNCHECKED_SCALAR_OPS",
+    "Action",
+    "Autocast",
+    "CallSite",
+    "Cause",
+    "ClassSite",
+    "Decorator",
+    "Edit",
+    "Fact",
+    "Fix",
+    "FunctionSite",
+    "InnerCall",
+    "Kind",
+    "OpKind",
+    "Operand",
+    "Optimizer",
+    "OptimizerUse",
+    "Origin",
+    "Owner",
+    "Prec",
+    "ReturnSite",
+    "Rule",
+    "RuleContext",
+    "Scaler",
+    "SetItemSite",
+    "Severity",
+    "TrainingSite",
+    "autocast_policy",
+    "can_be_fp16",
+    "dotted",
+    "items",
+    "never_fp16",
+    "to_fp16",
+]

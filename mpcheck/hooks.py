@@ -1,0 +1,36 @@
+"""The hooks a rule can implement, declared once.
+
+The engine dispatches from this table, :meth:`mpcheck.rule.Rule.hooks` finds a rule's
+overrides in it, and the docs list it. Each hook receives one kind of site, in the order
+the walk meets them (statement order within a function).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
+from mpcheck.training import TrainingSite
+
+__all__ = ["HOOKS", "Hook", "Site", "SiteKind"]
+
+SiteKind = Literal["calls", "setitems", "returns", "functions", "classes", "training"]
+Site = CallSite | SetItemSite | ReturnSite | FunctionSite | ClassSite | TrainingSite
+
+
+@dataclass(frozen=True)
+class Hook:
+    method: str  # the rule's method: ``check_call``
+    kind: SiteKind  # the sites it receives
+    doc: str
+
+
+HOOKS: tuple[Hook, ...] = (
+    Hook("check_call", "calls", "A call, `a @ b`, or `t += v` (as `t.add_(v)`), with its facts."),
+    Hook("check_setitem", "setitems", "`t[index] = value`."),
+    Hook("check_class", "classes", "A class definition, with its resolved bases."),
+    Hook("check_function", "functions", "A function or method, with its decorators resolved."),
+    Hook("check_training", "training", "A training-loop step (backward, unscale, clip, step)."),
+    Hook("check_return", "returns", "`return value`, with the fact of what is returned."),
+)
