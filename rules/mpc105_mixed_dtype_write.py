@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from mpcheck.api import (
     DTYPE_STRICT_WRITES,
@@ -144,7 +143,7 @@ class MixedDtypeWrite(Rule):
 
     def _fix(self, dest: Operand, source: Operand, what: str) -> Fix | None:
         """``src`` -> ``src.to(<dest>.dtype)`` when ``dest`` can be evaluated again safely."""
-        if m.findall(dest.node, m.Call() | m.Await() | m.NamedExpr() | m.Lambda()):
+        if _contains_any(dest.node, (cst.Call, cst.Await, cst.NamedExpr, cst.Lambda)):
             return None
         dtype = f"{self.ctx.atom(dest.node)}.dtype"
         edit = Edit(source.node, f"{self._uncast(source.node)}.to({dtype})")
@@ -178,3 +177,15 @@ def _forced_fp32(fact: Fact) -> bool:
 def _integer_index(index: Operand) -> bool:
     """An index known to hold integers (``positions``, ``[0, 2]``), not a bool mask."""
     return index.fact.prec is Prec.INT or isinstance(index.node, cst.List)
+
+
+def _contains_any(root: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...]) -> bool:
+    """Whether ``root`` or a node below it is one of ``kinds`` (no ``libcst.matchers``: its
+    import alone costs half a second of start-up)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, kinds):
+            return True
+        stack.extend(node.children)
+    return False
