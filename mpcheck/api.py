@@ -13,8 +13,8 @@ from __future__ import annotations
 from mpcheck.autocast_ops import policy as autocast_policy
 from mpcheck.diagnostics import Severity
 from mpcheck.facts import Cause, Fact, Kind, Origin, Prec
-from mpcheck.names import CANONICAL, dotted
 from mpcheck.hooks import HOOKS
+from mpcheck.names import CANONICAL, dotted
 from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
 from mpcheck.sites import (
     Autocast,

@@ -299,12 +299,16 @@ def defaulted(fact: Fact) -> Fact:
     return fact
 
 
-def none_tested(test: cst.BaseExpression) -> str | None:
-    """The name ``test`` compares with None: ``x is None`` (or ``x is not None``)."""
+def none_tested(test: cst.BaseExpression, negated: bool | None = None) -> str | None:
+    """The name ``test`` compares with None: ``x is None`` (``negated=False``), ``x is not
+    None`` (``negated=True``), either (``None``)."""
+    operators: tuple[type[cst.BaseCompOp], ...] = (
+        (cst.Is, cst.IsNot) if negated is None else (cst.IsNot,) if negated else (cst.Is,)
+    )
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         is_none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
-        if is_none and isinstance(target.operator, (cst.Is, cst.IsNot)):
+        if is_none and isinstance(target.operator, operators):
             left = test.left
             if isinstance(left, cst.Name):
                 return left.value

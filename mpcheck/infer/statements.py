@@ -60,7 +60,7 @@ class StatementWalk(ExpressionWalk):
                 else self.training.assume(stmt.test, False, Frame(frame.env, frame.scope))
             )
             self.merge(frame, then, other)
-            tested = none_tested(stmt.test)  # ``if state is None: state = torch.zeros(...)``
+            tested = none_tested(stmt.test, negated=False)  # ``if x is None: x = zeros(...)``
             if tested is not None and tested in frame.env:
                 frame.env[tested] = defaulted(frame.env[tested])
         elif isinstance(stmt, (cst.For, cst.While)):
