@@ -1,0 +1,47 @@
+"""The ``integration`` marker: what ``pytest -m "not integration"`` leaves out.
+
+Integration tests start processes (flake8, pre-commit, the Action, ``python -m mpcheck``,
+git) or prove fixtures under real torch. They are marked here in one place, by module for
+the suites that are integration through and through, and by what a test's own code does
+for the rest, so a new test that starts a process is never silently counted as a unit test.
+CI runs everything; ``pytest -m "not integration"`` is the fast loop of the README.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+INTEGRATION_MODULES = {
+    "test_action",
+    "test_precommit",
+    "test_flake8_plugin",
+    "test_runtime_proof",
+    "test_xfile",
+    "test_run_parsing",
+}
+# What a test's code does when it leaves the process or runs torch.
+INTEGRATION_SIGNS = (
+    "subprocess",
+    "sys.executable",
+    "Popen",
+    "runpy",
+    "run_fixed_fixture",
+    "require_torch",
+    "_need_torch",
+    'importorskip("torch")',
+    'importorskip("flake8")',
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        function = getattr(item, "function", None)
+        try:
+            code = inspect.getsource(function) if function is not None else ""
+        except (OSError, TypeError):
+            code = ""
+        if module in INTEGRATION_MODULES or any(sign in code for sign in INTEGRATION_SIGNS):
+            item.add_marker(pytest.mark.integration)
