@@ -11,6 +11,7 @@ learns it. Third-party rules (entry point group ``mpcheck.rules``) use the same 
 from __future__ import annotations
 
 from mpcheck.autocast_ops import policy as autocast_policy
+from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Severity
 from mpcheck.facts import Cause, Fact, Kind, Origin, Prec
 from mpcheck.hooks import HOOKS
@@ -68,6 +69,9 @@ __all__ = [
     "FP16_MIN_NORMAL",
     "FP16_TINY",
     "HOOKS",
+    "INTERNAL_ERROR",
+    "INVALID_SYNTAX",
+    "UNUSED_NOQA",
     "LIBRARY_LAYERS",
     "LOSS_LAYERS",
     "PASS_THROUGH_LAYERS",

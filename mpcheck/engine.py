@@ -15,6 +15,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
 from mpcheck import noqa
+from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.config import DEFAULT_MAX_FILE_SIZE
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
 from mpcheck.fix_names import unbound
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
 # A file that mentions none of these cannot hold a finding: it is not parsed.
 PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
 _LINE_REF = re.compile("\x00(\\d+)\x00")
-
-INVALID_SYNTAX = ("MPC001", "invalid-syntax")
-INTERNAL_ERROR = ("MPC002", "internal-error")
 
 
 @dataclass(frozen=True)
@@ -85,16 +83,16 @@ def check_source(
         diagnostics = _analyse(data, filename, rules, options)
     if not diagnostics and b"noqa" not in data:
         return []
-    if diagnostics and diagnostics[0].code == INVALID_SYNTAX[0]:
+    if diagnostics and diagnostics[0].code == INVALID_SYNTAX.code:
         return diagnostics
     text = data.decode("utf-8", errors="replace")
     sup = noqa.scan(text)
-    enabled = {r.code for r in rules} | {INVALID_SYNTAX[0], INTERNAL_ERROR[0]}
+    enabled = {r.code for r in rules} | {INVALID_SYNTAX.code, INTERNAL_ERROR.code}
     marked = noqa.apply(
         diagnostics,
         sup,
         filename=filename,
-        unused_noqa=options.unused_noqa and "MPC100" in enabled,
+        unused_noqa=options.unused_noqa and UNUSED_NOQA.code in enabled,
         enabled_codes=enabled,
     )
     return sorted(marked, key=Diagnostic.sort_key)

@@ -33,7 +33,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from mpcheck import __version__, noqa
+from mpcheck import __version__
+from mpcheck.codes import INTERNAL_ERROR, UNUSED_NOQA
 from mpcheck.config import ConfigError
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.engine import Options, check_source
@@ -44,7 +45,8 @@ __all__ = ["MpcheckPlugin"]
 Result = tuple[int, int, str, type[Any]]
 
 # flake8 reports unused noqa comments itself (or not at all); mpcheck's report would be noise.
-NOT_YIELDED = frozenset({noqa.UNUSED_NOQA_CODE})
+NOT_YIELDED = frozenset({UNUSED_NOQA.code})
+BROKEN = INTERNAL_ERROR.code
 HALF_CAPABLE_OPTION = "--mpcheck-module-half-capable"
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -148,9 +150,9 @@ class MpcheckPlugin:
         try:
             found = self._check()
         except ConfigError as exc:  # its message names the config file and the key
-            found = [(1, 0, f"MPC002 invalid mpcheck configuration, file not checked: {exc}")]
+            found = [(1, 0, f"{BROKEN} invalid mpcheck configuration, file not checked: {exc}")]
         except Exception as exc:  # noqa: BLE001 - a plugin must never abort flake8's run
-            found = [(1, 0, f"MPC002 mpcheck failed on this file ({type(exc).__name__}: {exc})")]
+            found = [(1, 0, f"{BROKEN} mpcheck failed on this file ({type(exc).__name__}: {exc})")]
         for row, col, text in found:
             yield row, col, _one_line(text), type(self)
 

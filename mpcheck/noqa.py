@@ -14,10 +14,10 @@ import tokenize
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+from mpcheck.codes import UNUSED_NOQA
 from mpcheck.diagnostics import Diagnostic, Position, Severity
 
 __all__ = [
-    "UNUSED_NOQA_CODE",
     "UNUSED_NOQA_NAME",
     "FileSuppressions",
     "NoqaComment",
@@ -27,7 +27,6 @@ __all__ = [
     "scan",
 ]
 
-UNUSED_NOQA_CODE = "MPC100"
 UNUSED_NOQA_NAME = "unused-noqa"
 _OWN_PREFIX = "MPC"
 
@@ -260,7 +259,7 @@ def apply(
                 for c in comment.codes
                 if c.startswith(_OWN_PREFIX)
                 and c not in used[index]
-                and not UNUSED_NOQA_CODE.startswith(c)  # it suppresses its own report
+                and not UNUSED_NOQA.code.startswith(c)  # it suppresses its own report
             ]
             if not candidates:
                 continue
@@ -271,7 +270,7 @@ def apply(
                 ]
             unused = [c for c in candidates if c not in disabled]
             report = Diagnostic(
-                code=UNUSED_NOQA_CODE,
+                code=UNUSED_NOQA.code,
                 name=UNUSED_NOQA_NAME,
                 message=_unused_message(unused, disabled),
                 severity=Severity.WARNING,
@@ -280,8 +279,8 @@ def apply(
                 end=Position(comment.row, comment.end_col),
                 noqa_row=comment.row,
             )
-            silenced = sup.file_suppresses(UNUSED_NOQA_CODE) or any(
-                sup.comments[i].matches(UNUSED_NOQA_CODE) for i in covering(comment.row)
+            silenced = sup.file_suppresses(UNUSED_NOQA.code) or any(
+                sup.comments[i].matches(UNUSED_NOQA.code) for i in covering(comment.row)
             )
             result.append(report.with_suppressed() if silenced else report)
     return sorted(result, key=Diagnostic.sort_key)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mpcheck.codes import ENGINE_CODES
 from mpcheck.config import ConfigError, Settings, config_in, load_settings
 from mpcheck.rule import Rule, all_rules
 from mpcheck.selection import PerFileIgnores, enabled_codes
@@ -21,7 +22,6 @@ from mpcheck.selection import PerFileIgnores, enabled_codes
 __all__ = ["ENGINE_CODES", "Project", "Resolver"]
 
 # Reported by the engine itself (syntax and internal errors): always on, never a "rule".
-ENGINE_CODES = frozenset({"MPC001", "MPC002"})
 
 
 @dataclass(frozen=True)

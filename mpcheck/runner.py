@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from mpcheck.codes import INVALID_SYNTAX
 from mpcheck.diagnostics import Diagnostic, Position, Severity
 from mpcheck.engine import Options, check_source
 from mpcheck.rule import Rule, rules_by_code
@@ -44,8 +45,8 @@ def _check_one(item: _Work) -> list[Diagnostic]:
         pos = Position(1, 1)
         return [
             Diagnostic(
-                "MPC001",
-                "invalid-syntax",
+                INVALID_SYNTAX.code,
+                INVALID_SYNTAX.name,
                 message,
                 Severity.ERROR,
                 filename,

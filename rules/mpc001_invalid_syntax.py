@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from mpcheck.api import Rule
+from mpcheck.api import INVALID_SYNTAX, Rule
 
 
 class InvalidSyntax(Rule):
-    code = "MPC001"
-    name = "invalid-syntax"
+    code = INVALID_SYNTAX.code
+    name = INVALID_SYNTAX.name
     summary = "The file could not be parsed (a syntax error or undecodable bytes)."
     why = """
         mpcheck reads each file once with libcst. A file that does not parse, or whose bytes

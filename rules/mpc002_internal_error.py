@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from mpcheck.api import Rule
+from mpcheck.api import INTERNAL_ERROR, Rule
 
 
 class InternalError(Rule):
-    code = "MPC002"
-    name = "internal-error"
+    code = INTERNAL_ERROR.code
+    name = INTERNAL_ERROR.name
     summary = "mpcheck could not analyse this valid file (too deep, too large, or a bug)."
     why = """
         Some valid files cannot be analysed: an expression that chains thousands of operators,

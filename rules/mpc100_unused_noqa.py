@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from mpcheck.api import Rule, Severity
+from mpcheck.api import UNUSED_NOQA, Rule, Severity
 
 
 class UnusedNoqa(Rule):
-    code = "MPC100"
-    name = "unused-noqa"
+    code = UNUSED_NOQA.code
+    name = UNUSED_NOQA.name
     severity = Severity.WARNING
     summary = "A `# noqa` comment names an mpcheck code that suppressed nothing on its line."
     why = """
