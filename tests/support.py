@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
 # `# expect: MPC101` (or `MPC101, MPC103`) on the line where a finding starts.
-EXPECT = re.compile(r"#\s*expect:\s*(MPC\d{3}(?:\s*,\s*MPC\d{3})*)")
+# ``# expect: MPC101:17`` (code and 1-based column; several per line, comma-separated)
+EXPECT = re.compile(r"#\s*expect:\s*(MPC\d{3}(?::\d+)?(?:\s*,\s*MPC\d{3}(?::\d+)?)*)")
 # `# runtime: raises RuntimeError "regex"`, `# runtime: ok`, `# runtime: wrong "regex"`,
 # `# runtime: none (reason)` on the fixture's first lines.
 RUNTIME = re.compile(r'#\s*runtime:\s*(raises|ok|wrong|none)\b\s*(\w+)?\s*(?:"(.*)")?')
@@ -38,13 +39,20 @@ def fixture_files() -> list[Path]:
     return sorted(p for p in FIXTURES.rglob("*.py") if p.is_file() and XFILE not in p.parents)
 
 
-def expected(path: Path) -> set[tuple[int, str]]:
-    out = set()
+def expected_at(path: Path) -> set[tuple[int, int | None, str]]:
+    """``(row, column, code)`` of every ``# expect:`` item (column None when not given)."""
+    out: set[tuple[int, int | None, str]] = set()
     for row, line in enumerate(path.read_text().splitlines(), 1):
         m = EXPECT.search(line)
         if m:
-            out |= {(row, c.strip()) for c in m.group(1).split(",")}
+            for item in m.group(1).split(","):
+                code, _, column = item.strip().partition(":")
+                out.add((row, int(column) if column else None, code))
     return out
+
+
+def expected(path: Path) -> set[tuple[int, str]]:
+    return {(row, code) for row, _, code in expected_at(path)}
 
 
 def runtime(path: Path) -> Runtime | None:
@@ -66,6 +74,10 @@ def span(d: Diagnostic) -> tuple[int, int, int, int]:
 
 def found(path: Path) -> set[tuple[int, str]]:
     return {(d.start.row, d.code) for d in check(path.read_text(), str(path))}
+
+
+def found_at(path: Path) -> set[tuple[int, int | None, str]]:
+    return {(d.start.row, d.start.column, d.code) for d in check(path.read_text(), str(path))}
 
 
 def run_fixed_fixture(code: str, path: Path, tmp_path: Path) -> None:

@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import FIXTURES, expected, fixture_files, found, runtime
+from tests.support import FIXTURES, expected, expected_at, fixture_files, found_at, runtime
 
 
 @pytest.mark.parametrize("path", fixture_files(), ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_fixture_findings(path: Path) -> None:
-    assert found(path) == expected(path)
+    """Exactly the marked findings, each at its marked column (``# expect: MPC101:17``)."""
+    marked = expected_at(path)
+    assert all(column is not None for _, column, _ in marked), "pin the column: MPC101:17"
+    assert found_at(path) == marked
 
 
 @pytest.mark.parametrize("path", fixture_files(), ids=lambda p: str(p.relative_to(FIXTURES)))
