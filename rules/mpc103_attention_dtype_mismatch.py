@@ -49,16 +49,24 @@ class AttentionDtypeMismatch(Rule):
         """
     bad = """
         class Attention(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.qkv = nn.Linear(dim, 3 * dim)
+
             def forward(self, x, cos, sin):
                 q, k, v = self.qkv(x).chunk(3, dim=-1)
-                q = apply_rotary(q.float(), cos, sin)  # q stays float32
-                return F.scaled_dot_product_attention(q, k, v)
+                q = q.float() * cos + q.float().flip(-1) * sin  # rotary in float32
+                return F.scaled_dot_product_attention(q, k, v)  # q float32, k/v half
         """
     good = """
         class Attention(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.qkv = nn.Linear(dim, 3 * dim)
+
             def forward(self, x, cos, sin):
                 q, k, v = self.qkv(x).chunk(3, dim=-1)
-                q = apply_rotary(q.float(), cos, sin).type_as(k)
+                q = (q.float() * cos + q.float().flip(-1) * sin).type_as(k)
                 return F.scaled_dot_product_attention(q, k, v)
         """
     fixable = True

@@ -66,16 +66,30 @@ class SubmoduleDtypeSplit(Rule):
         the precision the call runs in).
         """
     bad = """
-        model = Classifier().half()
-        model.head.float()  # the head is float32, the backbone half
-        feats = model.backbone(images.half())
-        logits = model.head(feats)  # half features into a float32 Linear
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Linear(16, 32)
+                self.head = nn.Linear(32, 10)
+
+        def predict(images):
+            model = Classifier().half()
+            model.head.float()  # the head is float32, the backbone half
+            feats = model.backbone(images.half())
+            return model.head(feats)  # half features into a float32 Linear
         """
     good = """
-        model = Classifier().half()
-        model.head.float()
-        feats = model.backbone(images.half())
-        logits = model.head(feats.float())
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Linear(16, 32)
+                self.head = nn.Linear(32, 10)
+
+        def predict(images):
+            model = Classifier().half()
+            model.head.float()
+            feats = model.backbone(images.half())
+            return model.head(feats.float())
         """
     fixable = True
 

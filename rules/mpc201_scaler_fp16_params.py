@@ -37,23 +37,34 @@ class ScalerFp16Params(Rule):
         autocast run the forward in fp16.
         """
     bad = """
-        weight_dtype = torch.float16 if args.mixed_precision == "fp16" else torch.float32
-        unet.to(accelerator.device, dtype=weight_dtype)
-        unet.add_adapter(lora_config)  # LoRA weights follow the base layer: float16
-        params = [p for p in unet.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=1e-4)
-        unet, optimizer = accelerator.prepare(unet, optimizer)
-        ...
-        accelerator.backward(loss)
-        accelerator.clip_grad_norm_(params, 1.0)  # unscales: raises
+        def train(args, unet, lora_config, accelerator, loader):
+            weight_dtype = torch.float16 if args.mixed_precision == "fp16" else torch.float32
+            unet.to(accelerator.device, dtype=weight_dtype)
+            unet.add_adapter(lora_config)  # LoRA weights follow the base layer: float16
+            params = [p for p in unet.parameters() if p.requires_grad]
+            optimizer = torch.optim.AdamW(params, lr=1e-4)
+            unet, optimizer = accelerator.prepare(unet, optimizer)
+            for batch in loader:
+                loss = unet(batch).sample.mean()
+                accelerator.backward(loss)
+                accelerator.clip_grad_norm_(params, 1.0)  # unscales: raises
+                optimizer.step()
         """
     good = """
-        unet.to(accelerator.device, dtype=weight_dtype)
-        unet.add_adapter(lora_config)
-        if args.mixed_precision == "fp16":
-            cast_training_params(unet, dtype=torch.float32)  # only the LoRA weights
-        params = [p for p in unet.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=1e-4)
+        def train(args, unet, lora_config, accelerator, loader):
+            weight_dtype = torch.float16 if args.mixed_precision == "fp16" else torch.float32
+            unet.to(accelerator.device, dtype=weight_dtype)
+            unet.add_adapter(lora_config)
+            if args.mixed_precision == "fp16":
+                cast_training_params(unet, dtype=torch.float32)  # only the LoRA weights
+            params = [p for p in unet.parameters() if p.requires_grad]
+            optimizer = torch.optim.AdamW(params, lr=1e-4)
+            unet, optimizer = accelerator.prepare(unet, optimizer)
+            for batch in loader:
+                loss = unet(batch).sample.mean()
+                accelerator.backward(loss)
+                accelerator.clip_grad_norm_(params, 1.0)
+                optimizer.step()
         """
 
     def check_training(self, site: TrainingSite) -> None:

@@ -38,17 +38,27 @@ class ClipBeforeUnscale(Rule):
         `accelerator.clip_grad_norm_` with accelerate.
         """
     bad = """
-        scaler.scale(loss).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scaler.step(optimizer)
-        scaler.update()
+        def train(model, optimizer, loader):
+            scaler = torch.amp.GradScaler("cuda")
+            for x, y in loader:
+                with torch.autocast("cuda"):
+                    loss = F.mse_loss(model(x), y)
+                scaler.scale(loss).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # scaled gradients
+                scaler.step(optimizer)
+                scaler.update()
         """
     good = """
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scaler.step(optimizer)
-        scaler.update()
+        def train(model, optimizer, loader):
+            scaler = torch.amp.GradScaler("cuda")
+            for x, y in loader:
+                with torch.autocast("cuda"):
+                    loss = F.mse_loss(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
         """
 
     def check_training(self, site: TrainingSite) -> None:

@@ -61,16 +61,22 @@ class Fp16OptimizerEps(Rule):
         usual choice for pure float16 training).
         """
     bad = """
-        model = Net().half()
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)  # eps=1e-8 is 0 in fp16
-        for x, y in loader:
-            loss = F.mse_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
+        def train(loader):
+            model = nn.Linear(16, 1).half()
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)  # eps=1e-8 is 0 in fp16
+            for x, y in loader:
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                optimizer.step()
         """
     good = """
-        model = Net().half()
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-4)
+        def train(loader):
+            model = nn.Linear(16, 1).half()
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-4)
+            for x, y in loader:
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                optimizer.step()
         """
 
     def __init__(self, ctx: RuleContext) -> None:

@@ -57,16 +57,30 @@ class AutocastDisabledWithoutCast(Rule):
         op then runs in the dtype it would have run in without autocast, so the fix is safe.
         """
     bad = """
-        with torch.autocast("cuda"):
-            feats = backbone(images)  # float16
-            with torch.autocast("cuda", enabled=False):
-                logits = head(feats)  # head is float32: raises
+        class Detector(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Linear(16, 32)
+                self.head = nn.Linear(32, 4)
+
+            def forward(self, images):
+                with torch.autocast("cuda"):
+                    feats = self.backbone(images)  # float16
+                    with torch.autocast("cuda", enabled=False):
+                        return self.head(feats)  # float32 weights: raises
         """
     good = """
-        with torch.autocast("cuda"):
-            feats = backbone(images)
-            with torch.autocast("cuda", enabled=False):
-                logits = head(feats.float())
+        class Detector(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Linear(16, 32)
+                self.head = nn.Linear(32, 4)
+
+            def forward(self, images):
+                with torch.autocast("cuda"):
+                    feats = self.backbone(images)
+                    with torch.autocast("cuda", enabled=False):
+                        return self.head(feats.float())
         """
     fixable = True
 
