@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
 from mpcheck import noqa
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
@@ -188,6 +187,9 @@ def _unique(reports: Iterable[Report]) -> list[Report]:
 def _to_diagnostics(
     module: cst.Module, filename: str, reports: Sequence[Report], refs: Sequence[cst.CSTNode]
 ) -> list[Diagnostic]:
+    # positions are only paid for by files with something to report: imported here, too
+    from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
+
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
 

@@ -10,9 +10,12 @@ builtin). Scopes are computed only for files that have a fix to offer.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import libcst as cst
-from libcst.metadata import Scope
+
+if TYPE_CHECKING:
+    from libcst.metadata import Scope
 
 __all__ = ["reads", "unbound"]
 

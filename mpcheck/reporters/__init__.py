@@ -7,36 +7,30 @@ pure: they read source only through ``ctx.source_lines`` and return the text to 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 
 from mpcheck.diagnostics import Diagnostic
 
-from .azure import render_azure
 from .base import Renderer, ReportContext
-from .full import render_full
-from .github import render_github
-from .gitlab import render_gitlab
-from .json_output import render_json, render_json_lines
-from .junit import render_junit
-from .rdjson import render_rdjson
-from .sarif import render_sarif
-from .text import render_concise, render_grouped, render_pylint
 
 __all__ = ["DEFAULT_FORMAT", "FORMATS", "ReportContext", "render"]
 
-_RENDERERS: dict[str, Renderer] = {
-    "full": render_full,
-    "concise": render_concise,
-    "json": render_json,
-    "json-lines": render_json_lines,
-    "github": render_github,
-    "sarif": render_sarif,
-    "junit": render_junit,
-    "gitlab": render_gitlab,
-    "pylint": render_pylint,
-    "grouped": render_grouped,
-    "azure": render_azure,
-    "rdjson": render_rdjson,
+# Each format's module and function, imported only when that format is used: a run loads
+# one renderer, not twelve.
+_RENDERERS: dict[str, tuple[str, str]] = {
+    "full": ("full", "render_full"),
+    "concise": ("text", "render_concise"),
+    "json": ("json_output", "render_json"),
+    "json-lines": ("json_output", "render_json_lines"),
+    "github": ("github", "render_github"),
+    "sarif": ("sarif", "render_sarif"),
+    "junit": ("junit", "render_junit"),
+    "gitlab": ("gitlab", "render_gitlab"),
+    "pylint": ("text", "render_pylint"),
+    "grouped": ("text", "render_grouped"),
+    "azure": ("azure", "render_azure"),
+    "rdjson": ("rdjson", "render_rdjson"),
 }
 
 FORMATS: tuple[str, ...] = tuple(_RENDERERS)
@@ -50,9 +44,10 @@ def render(fmt: str, diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> s
     them as suppressed, every other format drops them.
     """
     try:
-        renderer = _RENDERERS[fmt]
+        module, function = _RENDERERS[fmt]
     except KeyError:
         raise ValueError(
             f"unknown output format {fmt!r}; expected one of: {', '.join(FORMATS)}"
         ) from None
+    renderer: Renderer = getattr(importlib.import_module(f"{__name__}.{module}"), function)
     return renderer(diagnostics, ctx)
