@@ -304,6 +304,8 @@ class FactoryDtypeDefault(Rule):
         function = call.scope.function
         if not isinstance(factory, cst.Call) or function is None:
             return None
+        if not (self.ctx.imports.resolve(factory.func) or "").startswith("torch."):
+            return None  # a helper (of another file) made it: its factory is not here
         if not _contains(function, factory):
             return None
         if any(a.star == "**" for a in factory.args):
@@ -317,13 +319,21 @@ class FactoryDtypeDefault(Rule):
             return None
         if not factory.args:
             return None
-        # Append after the last argument's value: positions stay exact in multi-line calls,
-        # and a trailing comma (black's magic comma) stays after the new argument.
-        last = factory.args[-1].value
-        code = self.ctx.module.code_for_node(last)
-        if "\n" in code:
-            return None
-        edit = Edit(last, f"{code}, dtype={dtype}")
+        if factory.lpar:
+            return None  # ``(torch.zeros(n))``: the call's span would not hold its parentheses
+        # Rebuild the call with one more argument and replace the call as a whole: a
+        # parenthesised last argument (``torch.zeros((b, 1, h, w))``) keeps its parentheses,
+        # a multi-line call its layout, and a trailing comma stays after the new argument.
+        *head, last = factory.args
+        new_arg = cst.Arg(
+            cst.parse_expression(dtype),
+            keyword=cst.Name("dtype"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+            comma=last.comma,  # the magic trailing comma (and its line break) moves along
+        )
+        last = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        rebuilt = factory.with_changes(args=[*head, last, new_arg])
+        edit = Edit(factory, self.ctx.module.code_for_node(rebuilt))
         return Fix(f"Pass `dtype={dtype}`", (edit,), applicability="unsafe")
 
 

@@ -48,9 +48,25 @@ def test_mask_concatenated_with_latents_is_reported_at_the_factory() -> None:
     assert d.fix is not None and d.fix.applicability == "unsafe"
     assert d.fix.message == "Pass `dtype=latents.dtype`"
     (edit,) = d.fix.edits
-    assert (edit.content, edit.start.row, edit.start.column) == ("8, dtype=latents.dtype", 7, 51)
+    # the whole call is rebuilt with the new argument (parenthesised shapes stay intact)
+    expected = "torch.ones(latents.shape[0], 1, 8, 8, dtype=latents.dtype)"
+    assert (edit.content, edit.start.row, edit.start.column) == (expected, 7, 16)
     assert (
         fixed_line(body, d) == "mask = torch.ones(latents.shape[0], 1, 8, 8, dtype=latents.dtype)"
+    )
+
+
+def test_fix_keeps_a_parenthesised_shape() -> None:
+    body = """
+        class UNet(nn.Module):
+            def forward(self, latents):
+                mask = torch.zeros((latents.shape[0], 1, 8, 8))
+                return self.conv(torch.cat([latents, mask], dim=1))
+        """
+    (d,) = findings(body)
+    assert (
+        fixed_line(body, d)
+        == "mask = torch.zeros((latents.shape[0], 1, 8, 8), dtype=latents.dtype)"
     )
 
 
@@ -130,7 +146,7 @@ def test_factory_fed_straight_to_a_layer_offers_the_weights_dtype() -> None:
     assert span(d) == (10, 26, 10, 52)
     assert "`torch.zeros(x.shape[0], 8)` is made float32" in d.message
     assert d.fix is not None
-    assert d.fix.edits[0].content == "8, dtype=self.proj.weight.dtype"
+    assert d.fix.edits[0].content == "torch.zeros(x.shape[0], 8, dtype=self.proj.weight.dtype)"
 
 
 def test_mixed_then_consumed_is_one_finding_at_the_factory() -> None:
