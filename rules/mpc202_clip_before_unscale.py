@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.api import Action, Rule, Severity, TrainingSite, dotted
+from mpcheck.api import Action, Rule, RuleContext, Severity, TrainingSite, dotted
 
 
 class ClipBeforeUnscale(Rule):
@@ -61,7 +61,15 @@ class ClipBeforeUnscale(Rule):
                 scaler.update()
         """
 
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        # A torch clip with no scaler known yet, per function: a GradScaler that comes in as
+        # an argument and steps afterwards had its scaled backward elsewhere.
+        self.pending: dict[int, TrainingSite] = {}
+        self.settled: set[int] = set()  # functions that scale or unscale themselves
+
     def check_training(self, site: TrainingSite) -> None:
+        self.check_passed_scaler(site)
         scaler = site.scaler
         if site.action is not Action.CLIP or site.via != "torch" or scaler is None:
             return
@@ -76,16 +84,7 @@ class ClipBeforeUnscale(Rule):
             fix = "call `scaler.unscale_(optimizer)` before it"
             what = f"the GradScaler {scaler.text}"
         paths = "" if site.scaled else " on some paths"
-        if _clips_values(site.node):
-            effect = (
-                "the threshold applies to the scaled gradients, so once unscaled they are "
-                "clamped to the threshold divided by the scale (65536 by default)"
-            )
-        else:
-            effect = (
-                "the threshold applies to the scaled norm, so the true gradients are shrunk "
-                "by the scale (65536 by default)"
-            )
+        effect = _effect(site.node)
         message = (
             f"`{call}` clips gradients that are still multiplied by the loss scale of {what}"
             f"{paths}: {effect}; {fix}"
@@ -98,6 +97,49 @@ class ClipBeforeUnscale(Rule):
         else:
             related.append((scaler.node, f"{scaler.text} is made here"))
         self.report(site.node, message, related=related)
+
+    def check_passed_scaler(self, site: TrainingSite) -> None:
+        """``def step(self, scaler): clip_grad_norm_(...); scaler.step(opt)`` with the scaled
+        backward in another method: the clip still sees scaled gradients."""
+        key = id(site.scope.function)
+        if site.action in (Action.BACKWARD, Action.UNSCALE):
+            self.settled.add(key)  # this function scales or unscales itself: not our case
+            self.pending.pop(key, None)
+        elif site.action is Action.CLIP and site.via == "torch" and site.scaler is None:
+            if key not in self.settled:
+                self.pending.setdefault(key, site)
+        elif site.action is Action.STEP and site.scaler is not None:
+            scaler = site.scaler
+            clip = self.pending.pop(key, None)
+            if clip is None or site.unscaled is not False or not scaler.may_scale:
+                return
+            if not isinstance(scaler.node, cst.Param):
+                return
+            name = scaler.node.name.value
+            message = (
+                f"`{self.ctx.code(clip.node)}` clips gradients that are still multiplied by the "
+                f"loss scale of the GradScaler `{name}`, which comes in as an argument and "
+                f"steps at {self.line(site.node)} with no `{name}.unscale_(...)` before the "
+                f"clip: the scaled backward ran elsewhere; {_effect(clip.node)}; call "
+                f"`{name}.unscale_(optimizer)` before the clip"
+            )
+            related = [
+                (scaler.node, "the GradScaler comes in as this argument"),
+                (site.node, "it steps here"),
+            ]
+            self.report(clip.node, message, related=related)
+
+
+def _effect(node: cst.Call) -> str:
+    if _clips_values(node):
+        return (
+            "the threshold applies to the scaled gradients, so once unscaled they are "
+            "clamped to the threshold divided by the scale (65536 by default)"
+        )
+    return (
+        "the threshold applies to the scaled norm, so the true gradients are shrunk "
+        "by the scale (65536 by default)"
+    )
 
 
 def _clips_values(call: cst.Call) -> bool:
