@@ -72,6 +72,7 @@ class SubmoduleDtypeSplit(Rule):
                 self.backbone = nn.Linear(16, 32)
                 self.head = nn.Linear(32, 10)
 
+
         def predict(images):
             model = Classifier().half()
             model.head.float()  # the head is float32, the backbone half
@@ -84,6 +85,7 @@ class SubmoduleDtypeSplit(Rule):
                 super().__init__()
                 self.backbone = nn.Linear(16, 32)
                 self.head = nn.Linear(32, 10)
+
 
         def predict(images):
             model = Classifier().half()

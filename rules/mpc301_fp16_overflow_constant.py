@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Literal
 
 import libcst as cst
@@ -230,6 +231,20 @@ class Fp16OverflowConstant(Rule):
         number = _number(value) if value is not None else None
         if value is None or number is None or not math.isfinite(number):
             return
+        # A tensor handed to a half-capable module's method (``attn_mask``) whose dtype we do
+        # not know, written with a fill that raises (``masked_fill``): a float one is in the
+        # model's dtype, but it may as well be bool or int, so this is a warning. (Arithmetic
+        # on such arguments is often guarded by a dtype test the engine does not follow.)
+        argument = (
+            how == "raises"
+            and target.is_tensor
+            and target.prec is Prec.UNKNOWN
+            and target.origin is not None
+            and isinstance(target.origin.node, cst.Param)
+            and site.scope.in_module
+        )
+        if argument:
+            target = replace(target, prec=Prec.MODEL)
         if not target.is_tensor or target.prec not in (Prec.MODEL, Prec.HALF):
             return
         if target.prec is Prec.MODEL and _integer_only(value.node):
@@ -261,7 +276,10 @@ class Fp16OverflowConstant(Rule):
                 applicability="unsafe",
             )
         # raising writes fail loudly at once; the silent ones are "silently wrong": warnings
-        severity = None if how == "raises" else Severity.WARNING
+        severity = None if how == "raises" and not argument else Severity.WARNING
+        if argument and target.origin is not None:
+            name = self.ctx.code(target.origin.node)
+            message += f" (if `{name}` is a float tensor; it may be bool or int, then it is fine)"
         self.report(value.node, message, related=related, fix=fix, severity=severity)
 
     def _effect(
