@@ -107,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("code", nargs="?", help="a rule code such as MPC101")
     rule.add_argument("--all", action="store_true", help="list every rule")
     rule.add_argument("--output-format", choices=("text", "json"), default="text")
+
+    sub.add_parser("server", help="run the language server (stdio) for editors")
     return parser
 
 
@@ -118,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_check(args)
         if args.command == "rule":
             return run_rule(args)
+        if args.command == "server":
+            return run_server()
         parser.print_help()
         return EXIT_ERROR
     except (UsageError, ConfigError, SelectionError, MissingPathError) as exc:
@@ -127,6 +131,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_CLEAN
+
+
+def run_server() -> int:
+    """Start the language server; its dependencies are the optional ``server`` extra."""
+    try:
+        from mpcheck.server import serve
+    except ImportError as exc:
+        raise UsageError(
+            f"the language server needs `pip install 'mpcheck[server]'` ({exc})"
+        ) from exc
+    serve()
+    return EXIT_CLEAN
 
 
 def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) -> Resolver:
