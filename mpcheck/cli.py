@@ -23,6 +23,7 @@ from mpcheck.diagnostics import Diagnostic
 from mpcheck.discovery import MissingPathError, discover
 from mpcheck.engine import Options, check_source
 from mpcheck.fixes import applicable, apply_fixes, write_atomically
+from mpcheck.notebook import fix_notebook, fix_notebook_file
 from mpcheck.reporters import FORMATS, render
 from mpcheck.reporters.base import ReportContext
 from mpcheck.resolver import Project, Resolver
@@ -226,6 +227,10 @@ def _fix_files(
     fixed_total = 0
     for filename, diags in fixable.items():
         path = Path(filename)
+        if filename.endswith(".ipynb"):
+            fixed_total += fix_notebook_file(path, diags, unsafe=args.unsafe_fixes)
+            out += check_files([(path, *job_of[filename])], processes=1)
+            continue
         source = path.read_text(encoding="utf-8")
         text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
         fixed_total += count
@@ -245,7 +250,8 @@ def _diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Pa
     total = 0
     for filename, diags in sorted(_fixable_files(args, diagnostics).items()):
         source = Path(filename).read_text(encoding="utf-8")
-        text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
+        fixer = fix_notebook if filename.endswith(".ipynb") else apply_fixes
+        text, count = fixer(source, diags, unsafe=args.unsafe_fixes)
         total += count
         shown = _display_path(filename, cwd)
         sys.stdout.writelines(

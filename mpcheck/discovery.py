@@ -34,7 +34,7 @@ __all__ = [
     "parse_pattern",
 ]
 
-PYTHON_SUFFIXES: tuple[str, ...] = (".py", ".pyi")
+PYTHON_SUFFIXES: tuple[str, ...] = (".py", ".pyi", ".ipynb")
 
 
 class MissingPathError(Exception):

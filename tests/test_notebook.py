@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from mpcheck.cli import main
 from mpcheck.notebook import NotebookError, check_notebook, fix_notebook_file, load
 from mpcheck.rule import all_rules
 
@@ -58,3 +61,23 @@ def test_fix_writes_cells_back_and_keeps_everything_else(tmp_path: Path) -> None
 def test_not_a_notebook() -> None:
     with pytest.raises(NotebookError):
         load("[1, 2]")
+
+
+def test_cli_walks_reports_cells_and_fixes(tmp_path: Path) -> None:
+    shutil.copy(FIXTURE, tmp_path / "train.ipynb")
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["check", "--output-format", "concise", str(tmp_path)]) == 1
+    assert "train.ipynb:cell 3:2:10: MPC404" in out.getvalue()
+    assert "train.ipynb:cell 5:2:11: MPC404" in out.getvalue()
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["check", "--output-format", "json", str(tmp_path / "train.ipynb")])
+    cells = [(f["cell"], f["location"]["row"]) for f in json.loads(out.getvalue())]
+    assert cells == [(3, 2), (5, 2)]
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["check", "--fix", str(tmp_path)]) == 0
+    nbformat.validate(nbformat.read(tmp_path / "train.ipynb", as_version=4))
