@@ -102,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--unsafe-fixes", action="store_true", help="also apply fixes that may change behaviour"
     )
     check.add_argument("--diff", action="store_true", help="print fixes as a diff, change nothing")
+    check.add_argument(
+        "--no-notebooks",
+        dest="include_notebooks",
+        action="store_const",
+        const=False,
+        help="leave *.ipynb out of directory walks (config: include-notebooks = false)",
+    )
     check.add_argument("-j", "--jobs", type=int, default=0, help="worker processes (0: auto)")
 
     rule = sub.add_parser("rule", help="explain a rule, or list them all")
@@ -158,6 +165,7 @@ def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) 
         ignore=args.ignore,
         exclude=args.exclude,
         extend_exclude=args.extend_exclude,
+        include_notebooks=args.include_notebooks,
         cwd=cwd,
     )
     return Resolver(cwd, config=config, overrides=overrides, rules=rules)

@@ -75,7 +75,7 @@ _SELECTOR_PARTS = re.compile(r"([A-Z]+)([0-9]*)")
 
 _CODE_LIST_KEYS = ("select", "extend-select", "ignore")
 _PATTERN_LIST_KEYS = ("exclude", "extend-exclude")
-_BOOL_KEYS = ("module-half-capable", "respect-gitignore")
+_BOOL_KEYS = ("module-half-capable", "respect-gitignore", "include-notebooks")
 KNOWN_KEYS: tuple[str, ...] = (
     *_CODE_LIST_KEYS,
     "per-file-ignores",
@@ -106,6 +106,7 @@ class Settings:
     extend_exclude: tuple[str, ...] = ()
     module_half_capable: bool = True
     respect_gitignore: bool = True
+    include_notebooks: bool = True  # directory walks take *.ipynb too
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -317,6 +318,7 @@ def load_settings(
         extend_exclude=values.get("extend-exclude", ()),
         module_half_capable=values.get("module-half-capable", True),
         respect_gitignore=values.get("respect-gitignore", True),
+        include_notebooks=values.get("include-notebooks", True),
     )
 
 
@@ -409,6 +411,7 @@ def with_overrides(
     extend_exclude: Sequence[str] | None = None,
     respect_gitignore: bool | None = None,
     module_half_capable: bool | None = None,
+    include_notebooks: bool | None = None,
     cwd: Path | None = None,
 ) -> Settings:
     """Layer CLI options over ``settings`` with ruff's precedence.
@@ -448,5 +451,8 @@ def with_overrides(
         ),
         module_half_capable=(
             settings.module_half_capable if module_half_capable is None else module_half_capable
+        ),
+        include_notebooks=(
+            settings.include_notebooks if include_notebooks is None else include_notebooks
         ),
     )

@@ -81,3 +81,13 @@ def test_cli_walks_reports_cells_and_fixes(tmp_path: Path) -> None:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(["check", "--fix", str(tmp_path)]) == 0
     nbformat.validate(nbformat.read(tmp_path / "train.ipynb", as_version=4))
+
+
+def test_notebooks_can_be_left_out_of_walks(tmp_path: Path) -> None:
+    shutil.copy(FIXTURE, tmp_path / "train.ipynb")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["check", "--no-notebooks", str(tmp_path)]) == 0
+        (tmp_path / "pyproject.toml").write_text("[tool.mpcheck]\ninclude-notebooks = false\n")
+        assert main(["check", str(tmp_path)]) == 0
+        # an explicit notebook is checked whatever the setting, as an explicit .pyi would be
+        assert main(["check", str(tmp_path / "train.ipynb")]) == 1
