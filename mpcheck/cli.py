@@ -31,6 +31,7 @@ from mpcheck.fixes import (
     write_atomically,
     write_fixed,
 )
+from mpcheck.notebook import fix_notebook, fix_notebook_file
 from mpcheck.reporters import FORMATS, render
 from mpcheck.reporters.base import ReportContext
 from mpcheck.resolver import Project, Resolver
@@ -141,11 +142,20 @@ def build_parser() -> argparse.ArgumentParser:
         type=_size,
         help="skip larger files with MPC002 (bytes, or 512KiB, 2MB; default 1MiB)",
     )
+    check.add_argument(
+        "--no-notebooks",
+        dest="include_notebooks",
+        action="store_const",
+        const=False,
+        help="leave *.ipynb out of directory walks (config: include-notebooks = false)",
+    )
 
     rule = sub.add_parser("rule", help="explain a rule, or list them all")
     rule.add_argument("code", nargs="?", help="a rule code such as MPC101")
     rule.add_argument("--all", action="store_true", help="list every rule")
     rule.add_argument("--output-format", choices=("text", "json"), default="text")
+
+    sub.add_parser("server", help="run the language server (stdio) for editors")
     return parser
 
 
@@ -159,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_check(args)
         if args.command == "rule":
             return run_rule(args)
+        if args.command == "server":
+            return run_server()
         parser.print_help()
         return EXIT_ERROR
     except (UsageError, ConfigError, SelectionError, MissingPathError) as exc:
@@ -204,6 +216,18 @@ def _silence_stdout() -> None:
         pass
 
 
+def run_server() -> int:
+    """Start the language server; its dependencies are the optional ``server`` extra."""
+    try:
+        from mpcheck.server import serve
+    except ImportError as exc:
+        raise UsageError(
+            f"the language server needs `pip install 'mpcheck[server]'` ({exc})"
+        ) from exc
+    serve()
+    return EXIT_CLEAN
+
+
 def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) -> Resolver:
     """Each file's configuration (or ``--config``'s for all), with the options layered on top."""
     config = args.config
@@ -217,6 +241,7 @@ def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) 
         exclude=args.exclude,
         extend_exclude=args.extend_exclude,
         max_file_size=args.max_file_size,
+        include_notebooks=args.include_notebooks,
         cwd=cwd,
     )
     return Resolver(cwd, config=config, overrides=overrides, rules=rules)
@@ -265,7 +290,6 @@ def run_check(args: argparse.Namespace) -> int:
         for message in errors:
             print(f"mpcheck: error: {message}", file=sys.stderr)
         failed = bool(errors)
-        files = _without_notebooks(files)
         project_of = {str(f): resolver.project_for(f) for f in files}
         jobs = [(f, project_of[str(f)].rules_for(f), _options(project_of[str(f)])) for f in files]
         diagnostics = check_files(jobs, processes=args.jobs)
@@ -278,16 +302,6 @@ def run_check(args: argparse.Namespace) -> int:
     diagnostics.sort(key=Diagnostic.sort_key)
     status = _emit(args, diagnostics, rules, cwd)
     return EXIT_ERROR if failed else status
-
-
-def _without_notebooks(files: list[Path]) -> list[Path]:
-    """Notebooks given by name are not Python source: say so instead of a syntax error."""
-    for path in files:
-        if path.suffix == ".ipynb":
-            print(
-                f"mpcheck: warning: {path}: notebooks are not checked yet; skipped", file=sys.stderr
-            )
-    return [p for p in files if p.suffix != ".ipynb"]
 
 
 def _fixable_files(
@@ -319,6 +333,10 @@ def _fix_files(
     for filename, old in fixable.items():
         rules, options = job_of[filename]
         path = Path(filename)
+        if filename.endswith(".ipynb"):
+            fixed_total += fix_notebook_file(path, old, unsafe=args.unsafe_fixes)
+            out += check_files([(path, *job_of[filename])], processes=1)
+            continue
         try:
             data = path.read_bytes()
             source = SourceFile.decode(data)
@@ -355,10 +373,14 @@ def _diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Pa
     for filename, diags in sorted(_fixable_files(args, diagnostics).items()):
         try:
             data = Path(filename).read_bytes()
-            source = SourceFile.decode(data)
-            text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
-            new = source.encode(text)
-        except (SourceError, OSError) as exc:
+            if filename.endswith(".ipynb"):
+                text, count = fix_notebook(data.decode("utf-8"), diags, unsafe=args.unsafe_fixes)
+                new = text.encode("utf-8")
+            else:
+                source = SourceFile.decode(data)
+                text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
+                new = source.encode(text)
+        except (SourceError, OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             print(f"mpcheck: error: {filename}: {reason}", file=sys.stderr)
             failed = True

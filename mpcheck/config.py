@@ -75,7 +75,7 @@ _SELECTOR_PARTS = re.compile(r"([A-Z]+)([0-9]*)")
 
 _CODE_LIST_KEYS = ("select", "extend-select", "ignore")
 _PATTERN_LIST_KEYS = ("exclude", "extend-exclude")
-_BOOL_KEYS = ("module-half-capable", "respect-gitignore")
+_BOOL_KEYS = ("module-half-capable", "respect-gitignore", "include-notebooks")
 KNOWN_KEYS: tuple[str, ...] = (
     *_CODE_LIST_KEYS,
     "per-file-ignores",
@@ -127,6 +127,7 @@ class Settings:
     module_half_capable: bool = True
     respect_gitignore: bool = True
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    include_notebooks: bool = True  # directory walks take *.ipynb too
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -354,6 +355,7 @@ def load_settings(
         module_half_capable=values.get("module-half-capable", True),
         respect_gitignore=values.get("respect-gitignore", True),
         max_file_size=values.get("max-file-size", DEFAULT_MAX_FILE_SIZE),
+        include_notebooks=values.get("include-notebooks", True),
     )
 
 
@@ -450,6 +452,7 @@ def with_overrides(
     respect_gitignore: bool | None = None,
     module_half_capable: bool | None = None,
     max_file_size: int | None = None,
+    include_notebooks: bool | None = None,
     cwd: Path | None = None,
 ) -> Settings:
     """Layer CLI options over ``settings`` with ruff's precedence.
@@ -491,4 +494,7 @@ def with_overrides(
             settings.module_half_capable if module_half_capable is None else module_half_capable
         ),
         max_file_size=settings.max_file_size if max_file_size is None else max_file_size,
+        include_notebooks=(
+            settings.include_notebooks if include_notebooks is None else include_notebooks
+        ),
     )

@@ -67,6 +67,7 @@ class Diagnostic:
     fix: Fix | None = None
     noqa_row: int = 0
     suppressed: bool = field(default=False, compare=False)
+    cell: int = 0  # in a notebook: the cell (1-based) that ``start`` and ``end`` are relative to
 
     @property
     def url(self) -> str:

@@ -34,7 +34,7 @@ __all__ = [
     "parse_pattern",
 ]
 
-PYTHON_SUFFIXES: tuple[str, ...] = (".py", ".pyi")
+PYTHON_SUFFIXES: tuple[str, ...] = (".py", ".pyi", ".ipynb")
 
 
 class MissingPathError(Exception):
@@ -116,6 +116,7 @@ class _Scope:
         parsed = (parse_pattern(p) for p in settings.effective_exclude)
         self.exclude = _PatternSet([p for p in parsed if p is not None])
         self.respect_gitignore = settings.respect_gitignore
+        self.suffixes = PYTHON_SUFFIXES if settings.include_notebooks else (".py", ".pyi")
 
     def rel(self, path: str) -> str | None:
         if path == self.root:
@@ -241,6 +242,7 @@ class _Walker:
                 if levels is not None and ".gitignore" in names:
                     levels = self.with_gitignore(levels, directory)
             scope = self.scope(directory)
+            suffixes = scope.suffixes
             dir_rel = scope.rel(directory)
             ignores = levels if scope.respect_gitignore else None
             for entry in entries:
@@ -248,7 +250,7 @@ class _Walker:
                 try:
                     # Symlinked directories are not followed (like ruff), so no cycles.
                     is_dir = entry.is_dir(follow_symlinks=False)
-                    if not is_dir and not (name.endswith(PYTHON_SUFFIXES) and entry.is_file()):
+                    if not is_dir and not (name.endswith(suffixes) and entry.is_file()):
                         continue
                 except OSError:
                     continue
@@ -286,9 +288,10 @@ def discover(
     ``settings`` is one configuration for everything, or a lookup giving the configuration
     that governs each directory (:meth:`mpcheck.resolver.Resolver.settings_for`).
     Explicit files are returned whatever their suffix or exclusion (unless ``force_exclude``);
-    directories contribute their ``*.py``/``*.pyi`` files that are neither excluded nor
-    gitignored. Raises :class:`MissingPathError` for a path that does not exist; a directory
-    that cannot be read is skipped and named in ``errors`` (when given).
+    directories contribute their ``*.py``/``*.pyi`` (and ``*.ipynb`` unless
+    ``include-notebooks = false``) files that are neither excluded nor gitignored. Raises
+    :class:`MissingPathError` for a path that does not exist; a directory that cannot be
+    read is skipped and named in ``errors`` (when given).
     """
     absolute: list[str] = []
     for path in paths:

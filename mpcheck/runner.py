@@ -10,6 +10,7 @@ from pathlib import Path
 from mpcheck.codes import INVALID_SYNTAX
 from mpcheck.diagnostics import Diagnostic, Position, Severity
 from mpcheck.engine import Options, check_source
+from mpcheck.notebook import NotebookError, check_notebook
 from mpcheck.rule import Rule, rules_by_code
 
 # Below this many files a pool costs more (interpreter start-up, imports) than it saves.
@@ -55,4 +56,27 @@ def _check_one(item: _Work) -> list[Diagnostic]:
                 noqa_row=1,
             )
         ]
+    if filename.endswith(".ipynb"):
+        return _check_notebook(data, filename, rules, options)
     return check_source(data, filename, rules, options)
+
+
+def _check_notebook(
+    data: bytes, filename: str, rules: tuple[type[Rule], ...], options: Options
+) -> list[Diagnostic]:
+    try:
+        return check_notebook(data.decode("utf-8"), filename, rules, options)
+    except (UnicodeDecodeError, NotebookError) as exc:
+        message = f"cannot read the notebook: {exc}"
+        return [
+            Diagnostic(
+                "MPC001",
+                "invalid-syntax",
+                message,
+                Severity.ERROR,
+                filename,
+                Position(1, 1),
+                Position(1, 2),
+                noqa_row=1,
+            )
+        ]

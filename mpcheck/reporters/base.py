@@ -98,7 +98,8 @@ def one_line(text: str) -> str:
 def summary_line(d: Diagnostic, ctx: ReportContext, *, fix_marker: bool = True) -> str:
     """``path:row:col: CODE [*] message``, the line editors and CI logs know how to parse."""
     marker = " [*]" if fix_marker and d.fix is not None and d.fix.applicability == "safe" else ""
-    where = f"{display_path(d.filename, ctx.root)}:{d.start.row}:{d.start.column}"
+    cell = f"cell {d.cell}:" if d.cell else ""
+    where = f"{display_path(d.filename, ctx.root)}:{cell}{d.start.row}:{d.start.column}"
     return f"{where}: {d.code}{marker} {one_line(d.message)}"
 
 

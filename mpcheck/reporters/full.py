@@ -25,14 +25,17 @@ def render_full(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
 
 def _block(d: Diagnostic, ctx: ReportContext) -> str:
     path = display_path(d.filename, ctx.root)
-    frame = _Frame.build(d, ctx.source_lines(d.filename))
+    # a notebook's rows are its cells' rows, not the JSON file's: no source frame for those
+    frame = None if d.cell else _Frame.build(d, ctx.source_lines(d.filename))
     lines = [summary_line(d, ctx)]
     width = 1
     if frame is not None:
         lines.extend(frame.lines)
         width = frame.width
     notes = [
-        f"note: {path}:{r.start.row}:{r.start.column}: {one_line(r.message)}" for r in d.related
+        f"note: {path}:{f'cell {d.cell}:' if d.cell else ''}{r.start.row}:{r.start.column}: "
+        f"{one_line(r.message)}"
+        for r in d.related
     ]
     if d.fix is not None:
         notes.append(f"help: {one_line(d.fix.message)}")

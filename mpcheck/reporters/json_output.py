@@ -38,7 +38,7 @@ def _fix(fix: Fix | None) -> dict[str, Any] | None:
 def json_object(d: Diagnostic) -> dict[str, Any]:
     """One finding as ruff would emit it (``filename`` stays absolute, as in ruff)."""
     return {
-        "cell": None,
+        "cell": d.cell or None,
         "code": d.code,
         "name": d.name,
         "message": d.message,

@@ -181,14 +181,6 @@ def test_file_that_cannot_be_decoded_is_reported_even_without_torch(
     assert "bad.py:1:1: MPC001 cannot decode the file" in capsys.readouterr().out
 
 
-def test_explicit_notebook_gets_a_message(
-    project: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (project / "nb.ipynb").write_text('{"cells": []}')
-    assert main(["check", "nb.ipynb"]) == 0
-    assert "nb.ipynb: notebooks are not checked yet" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("where", ["config", "flag"])
 def test_max_file_size(project: Path, where: str, capsys: pytest.CaptureFixture[str]) -> None:
     (project / "big.py").write_text(FINDING + "x = 1\n" * 2000)
