@@ -333,11 +333,11 @@ def _fix_files(
     for filename, old in fixable.items():
         rules, options = job_of[filename]
         path = Path(filename)
-        if filename.endswith(".ipynb"):
-            fixed_total += fix_notebook_file(path, old, unsafe=args.unsafe_fixes)
-            out += check_files([(path, *job_of[filename])], processes=1)
-            continue
         try:
+            if filename.endswith(".ipynb"):  # cells: the notebook's own writer
+                fixed_total += fix_notebook_file(path, old, unsafe=args.unsafe_fixes)
+                out += check_files([(path, *job_of[filename])], processes=1)
+                continue
             data = path.read_bytes()
             source = SourceFile.decode(data)
             current = check_source(data, filename, rules, options)
@@ -349,7 +349,7 @@ def _fix_files(
             print(f"mpcheck: warning: {exc}", file=sys.stderr)
             out += old
             continue
-        except (FixError, SourceError, OSError) as exc:
+        except (FixError, SourceError, OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             prefix = "" if isinstance(exc, FixError) else f"{filename}: "
             print(f"mpcheck: error: {prefix}{reason}", file=sys.stderr)
