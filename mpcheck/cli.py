@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import traceback
 from collections import Counter
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from functools import cache, partial
 from pathlib import Path
 
 from mpcheck import __version__
+from mpcheck.cache import CACHE_DIR_NAME
+from mpcheck.cache import clean as clean_cache
 from mpcheck.config import ConfigError, parse_size, with_overrides
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.discovery import MissingPathError, discover
@@ -119,7 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("-o", "--output-file", type=Path, help="write the report to this file")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     check.add_argument("--statistics", action="store_true", help="count findings per rule")
-    check.add_argument("--no-cache", action="store_true", help="accepted for ruff parity")
+    check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    check.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=os.environ.get("MPCHECK_CACHE_DIR") or None,
+        help="where the cache lives (env: MPCHECK_CACHE_DIR; default .mpcheck_cache)",
+    )
     check.add_argument("--config", type=Path, help="pyproject.toml or mpcheck.toml to use")
     check.add_argument("--stdin-filename", help="the name of the file read from stdin")
     check.add_argument(
@@ -156,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("--output-format", choices=("text", "json"), default="text")
 
     sub.add_parser("server", help="run the language server (stdio) for editors")
+
+    clean = sub.add_parser("clean", help="remove the cache")
+    clean.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=os.environ.get("MPCHECK_CACHE_DIR") or None,
+        help="the cache to remove (env: MPCHECK_CACHE_DIR; default: the project's)",
+    )
+    clean.add_argument("--config", type=Path, help="pyproject.toml or mpcheck.toml to use")
     return parser
 
 
@@ -171,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_rule(args)
         if args.command == "server":
             return run_server()
+        if args.command == "clean":
+            return run_clean(args)
         parser.print_help()
         return EXIT_ERROR
     except (UsageError, ConfigError, SelectionError, MissingPathError) as exc:
@@ -247,13 +267,58 @@ def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) 
     return Resolver(cwd, config=config, overrides=overrides, rules=rules)
 
 
-def _options(project: Project) -> Options:
+def _options(project: Project, cache: Path | None) -> Options:
     settings = project.settings
     return Options(
         module_half_capable=settings.module_half_capable,
         max_file_size=settings.max_file_size,
         project_root=str(Path.cwd()),
+        cache_dir=None if cache is None else str(cache),
     )
+
+
+def _cache_dir(args: argparse.Namespace, resolver: Resolver, cwd: Path) -> Path:
+    """``--cache-dir``/``MPCHECK_CACHE_DIR``, else the ``cache-dir`` of the configuration
+    governing the current directory, else ``.mpcheck_cache`` at that configuration's root."""
+    if args.cache_dir is not None:
+        return Path(os.path.abspath(args.cache_dir))
+    settings = resolver.settings_for(str(cwd))
+    return settings.cache_dir or Path(os.path.abspath(settings.root)) / CACHE_DIR_NAME
+
+
+def _usable_cache(args: argparse.Namespace, resolver: Resolver, cwd: Path) -> Path | None:
+    """The cache directory to use, None with ``--no-cache``; one that cannot be written is a
+    warning, and the run goes on without a cache."""
+    if args.no_cache:
+        return None
+    directory = _cache_dir(args, resolver, cwd)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-")
+        probe.close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        print(f"mpcheck: warning: cannot use the cache {directory} ({reason})", file=sys.stderr)
+        return None
+    return directory
+
+
+def _fresh_run() -> None:
+    """Forget what an earlier run in this process learnt: the files may have changed."""
+    for name in ("mpcheck.incremental", "mpcheck.project.summarise"):
+        module = sys.modules.get(name)
+        if module is not None:
+            module.forget()
+
+
+def run_clean(args: argparse.Namespace) -> int:
+    """``mpcheck clean``: remove the cache (only a directory that mpcheck tagged as its own)."""
+    cwd = Path.cwd()
+    resolver = Resolver(cwd, config=args.config)
+    directory = _cache_dir(args, resolver, cwd)
+    if clean_cache(directory):
+        print(f"Removed {directory}", file=sys.stderr)
+    return EXIT_CLEAN
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -275,7 +340,7 @@ def run_check(args: argparse.Namespace) -> int:
         data = sys.stdin.buffer.read()
         filename = str(Path(name).resolve()) if args.stdin_filename else "-"
         project = resolver.project_for(Path(name))
-        file_rules, options = project.rules_for(Path(name)), _options(project)
+        file_rules, options = project.rules_for(Path(name)), _options(project, None)
         diagnostics = check_source(data, filename, file_rules, options)
         if args.fix or args.diff:
             return _fix_stdin(args, data, filename, diagnostics, file_rules, options)
@@ -291,8 +356,16 @@ def run_check(args: argparse.Namespace) -> int:
             print(f"mpcheck: error: {message}", file=sys.stderr)
         failed = bool(errors)
         project_of = {str(f): resolver.project_for(f) for f in files}
-        jobs = [(f, project_of[str(f)].rules_for(f), _options(project_of[str(f)])) for f in files]
+        cache_dir = _usable_cache(args, resolver, cwd)
+        _fresh_run()
+        jobs = [
+            (f, project_of[str(f)].rules_for(f), _options(project_of[str(f)], cache_dir))
+            for f in files
+        ]
         diagnostics = check_files(jobs, processes=args.jobs)
+        incremental = sys.modules.get("mpcheck.incremental")
+        for warning in [] if incremental is None else incremental.warnings():
+            print(f"mpcheck: warning: {warning}", file=sys.stderr)
         if args.diff:
             return _diff_files(args, diagnostics, cwd)
         if args.fix:

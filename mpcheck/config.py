@@ -47,6 +47,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".git",
     ".git-rewrite",
     ".hg",
+    ".mpcheck_cache",
     ".mypy_cache",
     ".nox",
     ".pants.d",
@@ -82,6 +83,7 @@ KNOWN_KEYS: tuple[str, ...] = (
     *_PATTERN_LIST_KEYS,
     *_BOOL_KEYS,
     "max-file-size",
+    "cache-dir",
 )
 # libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
 # is skipped (MPC002), so one generated file cannot exhaust the machine's memory.
@@ -128,6 +130,7 @@ class Settings:
     respect_gitignore: bool = True
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     include_notebooks: bool = True  # directory walks take *.ipynb too
+    cache_dir: Path | None = None  # absolute; None: ``.mpcheck_cache`` at ``root``
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -281,6 +284,11 @@ class _Validator:
                 raise self.error(f"invalid pattern '{pattern}' in {self.key(key)}: {problem}")
         return patterns
 
+    def path(self, key: str, value: object) -> Path:
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f"{self.key(key)} must be a path (a string), got {_type_name(value)}")
+        return Path(os.path.expanduser(value))
+
     def boolean(self, key: str, value: object) -> bool:
         if not isinstance(value, bool):
             raise self.error(f"{self.key(key)} must be true or false, got {_type_name(value)}")
@@ -341,6 +349,8 @@ def load_settings(
             values[key] = check.boolean(key, value)
         elif key == "max-file-size":
             values[key] = check.size(key, value)
+        elif key == "cache-dir":
+            values[key] = path.parent / check.path(key, value)
         else:
             values[key] = check.per_file(key, value)
     return Settings(
@@ -356,6 +366,7 @@ def load_settings(
         respect_gitignore=values.get("respect-gitignore", True),
         max_file_size=values.get("max-file-size", DEFAULT_MAX_FILE_SIZE),
         include_notebooks=values.get("include-notebooks", True),
+        cache_dir=values.get("cache-dir"),
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
@@ -26,7 +26,9 @@ from mpcheck.rule import Report, Rule, RuleContext
 from mpcheck.source import SourceError, SourceFile
 
 if TYPE_CHECKING:
+    from mpcheck.project.store import Dependencies
     from mpcheck.project.summarise import ProjectSession
+    from mpcheck.project.summary import ModuleSummary
 
 # A file that mentions none of these cannot hold a finding: it is not parsed.
 PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
@@ -43,6 +45,18 @@ class Options:
     # Where the project's modules are imported from (the run's root): imports of other
     # project files are followed through their summaries. None: each file alone.
     project_root: str | None = None
+    # The persistent cache's directory (None: no cache); see :mod:`mpcheck.incremental`.
+    cache_dir: str | None = None
+
+
+@dataclass
+class Analysed:
+    """What analysing a file gives before selection and suppression: its findings, and for
+    the project phase its summary and the summaries it consulted."""
+
+    diagnostics: list[Diagnostic]
+    summary: ModuleSummary | None = None
+    dependencies: Dependencies = field(default_factory=dict)
 
 
 class _Dispatch:
@@ -70,25 +84,44 @@ def check_source(
 ) -> list[Diagnostic]:
     """All diagnostics for one file, suppressed ones included (marked ``suppressed``)."""
     data = source.encode("utf-8") if isinstance(source, str) else source
+    found = analyse_source(data, filename, rules, options).diagnostics
+    return suppress(found, data, filename, rules, options)
+
+
+def analyse_source(
+    data: bytes, filename: str, rules: Sequence[type[Rule]], options: Options = Options()
+) -> Analysed:
+    """The findings of ``rules`` on one file, before ``noqa`` is applied."""
     if len(data) > options.max_file_size:
         message = (
             f"the file is {_size(len(data))}, above max-file-size ({_size(options.max_file_size)})"
             "; it was not analysed (raise max-file-size to check it)"
         )
-        return [_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))]
+        return Analysed([_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))])
     if not PREFILTER.search(data):
-        diagnostics: list[Diagnostic] = _undecodable(data, filename)
-    else:
-        diagnostics = _analyse(data, filename, rules, options)
-    if not diagnostics and b"noqa" not in data:
+        return Analysed(_undecodable(data, filename))
+    return _analyse(data, filename, rules, options)
+
+
+def suppress(
+    diagnostics: Sequence[Diagnostic],
+    data: bytes,
+    filename: str,
+    rules: Sequence[type[Rule]],
+    options: Options = Options(),
+) -> list[Diagnostic]:
+    """The findings of the selected ``rules``, marked where a ``noqa`` comment suppresses
+    them, with unused ``noqa`` comments reported (MPC100)."""
+    enabled = {r.code for r in rules} | {INVALID_SYNTAX.code, INTERNAL_ERROR.code}
+    selected = [d for d in diagnostics if d.code in enabled]
+    if not selected and b"noqa" not in data:
         return []
-    if diagnostics and diagnostics[0].code == INVALID_SYNTAX.code:
-        return diagnostics
+    if selected and selected[0].code == INVALID_SYNTAX.code:
+        return selected
     text = data.decode("utf-8", errors="replace")
     sup = noqa.scan(text)
-    enabled = {r.code for r in rules} | {INVALID_SYNTAX.code, INTERNAL_ERROR.code}
     marked = noqa.apply(
-        diagnostics,
+        selected,
         sup,
         filename=filename,
         unused_noqa=options.unused_noqa and UNUSED_NOQA.code in enabled,
@@ -112,21 +145,19 @@ def _size(n: int) -> str:
     return f"{n / 1024**2:.1f} MiB" if n >= 1024**2 else f"{n / 1024:.0f} KiB"
 
 
-def _analyse(
-    data: bytes, filename: str, rules: Sequence[type[Rule]], options: Options
-) -> list[Diagnostic]:
+def _analyse(data: bytes, filename: str, rules: Sequence[type[Rule]], options: Options) -> Analysed:
     parsed = parse(data)
     if isinstance(parsed, Unparsable):
         code = INVALID_SYNTAX if parsed.syntax else INTERNAL_ERROR
-        return [_file_level(code, parsed.message, filename, parsed.position)]
+        return Analysed([_file_level(code, parsed.message, filename, parsed.position)])
     try:
         return _run_rules(parsed, data, filename, rules, options)
     except RecursionError:
         message = "the file is nested too deeply to analyse; it was skipped"
-        return [_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))]
+        return Analysed([_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))])
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop a run
         message = f"mpcheck failed on this file ({type(exc).__name__}: {exc}); please report it"
-        return [_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))]
+        return Analysed([_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))])
 
 
 def _run_rules(
@@ -135,7 +166,7 @@ def _run_rules(
     filename: str,
     rules: Sequence[type[Rule]],
     options: Options,
-) -> list[Diagnostic]:
+) -> Analysed:
     reports: list[Report] = []
     imports = ImportTable.of(module)
     ctx = RuleContext(module, filename, reports.append, imports=imports)
@@ -155,13 +186,14 @@ def _run_rules(
         if session is not None:
             session.end(None)
         raise
+    done = Analysed([])
     if session is not None:
-        session.end(analysis)
+        done.summary, done.dependencies = session.end(analysis)
     for instance in instances:
         instance.finish()
-    if not reports:
-        return []
-    return _to_diagnostics(module, filename, _unique(reports), ctx.line_refs)
+    if reports:
+        done.diagnostics = _to_diagnostics(module, filename, _unique(reports), ctx.line_refs)
+    return done
 
 
 def _project(filename: str, options: Options) -> ProjectSession | None:

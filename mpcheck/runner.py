@@ -58,6 +58,10 @@ def _check_one(item: _Work) -> list[Diagnostic]:
         ]
     if filename.endswith(".ipynb"):
         return _check_notebook(data, filename, rules, options)
+    if options.cache_dir is not None:
+        from mpcheck.incremental import check_cached
+
+        return check_cached(data, filename, rules, options)
     return check_source(data, filename, rules, options)
 
 

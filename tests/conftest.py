@@ -45,3 +45,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             code = ""
         if module in INTEGRATION_MODULES or any(sign in code for sign in INTEGRATION_SIGNS):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def _cache_outside_the_tree(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs in tests write their cache to a temporary directory, never into fixtures/;
+    tests of the cache's default location unset ``MPCHECK_CACHE_DIR`` themselves."""
+    monkeypatch.setenv("MPCHECK_CACHE_DIR", str(tmp_path_factory.mktemp("mpcheck-cache")))

@@ -17,10 +17,17 @@ from typing import Protocol
 from mpcheck.project.index import ModuleIndex
 from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Value
 
-__all__ = ["Lookup", "Summaries", "Summariser", "Symbol"]
+__all__ = ["CYCLE", "Cached", "Lookup", "Summaries", "Summariser", "Symbol"]
 
 Symbol = Function | Value | ClassSummary | ModuleSummary
 Lookup = Callable[[Path, str, int], Symbol | None]
+# What a module's summary (or a check) consulted: each project file whose summary it used,
+# directly or through other summaries, with the digest it saw (CYCLE: seen as unknown
+# because it was an import-cycle partner; that cannot be judged by digest).
+Dependencies = dict[Path, str | None]
+CYCLE = "cycle"
+# A summary kept from an earlier run, when it is still valid: the summary and what it consulted.
+Cached = Callable[[Path], tuple[ModuleSummary | None, Dependencies] | None]
 REEXPORT_HOPS = 8  # ``__init__`` re-exporting a re-export ...: enough for real packages
 
 
@@ -39,12 +46,19 @@ class Summariser(Protocol):
 class Summaries:
     """Summaries of project files keyed by resolved path, computed lazily and cycle-safely."""
 
-    def __init__(self, index: ModuleIndex, summariser: Summariser) -> None:
+    def __init__(
+        self, index: ModuleIndex, summariser: Summariser, cached: Cached | None = None
+    ) -> None:
         self._index = index
         self._engine = summariser
+        self._cached = cached
         self._done: dict[Path, ModuleSummary | None] = {}
+        self._deps: dict[Path, Dependencies] = {}  # what each summary consulted, transitively
         self._component: dict[Path, int] = {}  # each module's strongly connected component
         self._open: set[int] = set()  # components with a member being summarised
+        self._collecting: list[Dependencies] = []  # one per walk under way, innermost last
+        self._validating: set[Path] = set()
+        self._digests: dict[Path, str | None] = {}
 
     def of(self, path: Path) -> ModuleSummary | None:
         """The summary of ``path`` (None when it cannot be summarised, or when a module of its
@@ -54,14 +68,59 @@ class Summaries:
             self._components_from(path)
         component = self._component[path]
         if component in self._open:
+            self._consulted(path, CYCLE)
             return None
         if path not in self._done:
-            self._open.add(component)
-            try:
-                self._done[path] = self._engine.summarise(path, self.lookup)
-            finally:
-                self._open.discard(component)
+            self._summarise(path, component)
+        self._consulted(path, self.digest(path))
         return self._done[path]
+
+    def digest(self, path: Path) -> str | None:
+        """The digest of the current summary of ``path`` (None: it has none; CYCLE: it is
+        being summarised, so it cannot be judged now)."""
+        path = path.resolve()
+        if path in self._digests:
+            return self._digests[path]
+        if path not in self._done:
+            self.of(path)
+            if path not in self._done:
+                return CYCLE
+        summary = self._done[path]
+        self._digests[path] = None if summary is None else summary.digest
+        return self._digests[path]
+
+    def dependencies(self, path: Path) -> Dependencies:
+        """What the summary (or check) of ``path`` consulted, transitively."""
+        return self._deps.get(path.resolve(), {})
+
+    def _summarise(self, path: Path, component: int) -> None:
+        if self._cached is not None and path not in self._validating:
+            self._validating.add(path)
+            self._collecting.append({})  # what validation consults is not a dependency
+            try:
+                kept = self._cached(path)  # may consult (and summarise) changed dependencies
+            finally:
+                self._validating.discard(path)
+                self._collecting.pop()
+            if path in self._done:  # validating it needed it: it was walked meanwhile
+                return
+            if kept is not None:
+                self._done[path], self._deps[path] = kept
+                return
+        self._open.add(component)
+        self._collecting.append({})
+        try:
+            self._done[path] = self._engine.summarise(path, self.lookup)
+        finally:
+            self._open.discard(component)
+            self._deps[path] = self._collecting.pop()
+
+    def _consulted(self, path: Path, digest: str | None) -> None:
+        if self._collecting:
+            seen = self._collecting[-1]
+            for dep, dep_digest in [*self._deps.get(path, {}).items(), (path, digest)]:
+                if seen.get(dep, dep_digest) != CYCLE:  # a cycle partner stays one
+                    seen[dep] = dep_digest
 
     def begin(self, path: Path) -> None:
         """``path`` is being checked: its walk is its summary walk, so its cycle partners
@@ -70,13 +129,23 @@ class Summaries:
         if path not in self._component:
             self._components_from(path)
         self._open.add(self._component[path])
+        self._collecting.append({})
 
-    def end(self, path: Path, summary: ModuleSummary | None) -> None:
-        """The check of ``path`` is over; its walk gave ``summary`` (kept unless one exists)."""
+    def end(self, path: Path, summary: ModuleSummary | None) -> Dependencies:
+        """The check of ``path`` is over; its walk gave ``summary`` (kept unless one exists).
+        Returns what the check consulted."""
         path = path.resolve()
         self._open.discard(self._component[path])
-        if summary is not None:
-            self._done.setdefault(path, summary)
+        deps = self._collecting.pop()
+        if summary is not None and path not in self._done:
+            self._done[path] = summary
+            self._deps[path] = deps
+        return deps
+
+    def offer(self, path: Path, summary: ModuleSummary | None, deps: Dependencies) -> None:
+        """A summary known without a walk (a cached check's): importers may use it."""
+        self._done.setdefault(path.resolve(), summary)
+        self._deps.setdefault(path.resolve(), deps)
 
     def lookup(self, importer: Path, dotted: str, level: int = 0) -> Symbol | None:
         """What ``dotted`` (``level`` dots) names when imported from ``importer``."""

@@ -19,11 +19,11 @@ from mpcheck.infer.imported import value_of
 from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
 from mpcheck.project.index import ModuleIndex
-from mpcheck.project.store import Lookup, Summaries, Symbol
+from mpcheck.project.store import Cached, Dependencies, Lookup, Summaries, Symbol
 from mpcheck.project.summary import Function, ModuleSummary
 from mpcheck.source import SourceError, SourceFile
 
-__all__ = ["FileSummariser", "ProjectSession"]
+__all__ = ["FileSummariser", "ProjectSession", "forget", "summaries_for"]
 
 
 class _Silent:
@@ -124,22 +124,36 @@ def _shown_path(path: Path, root: Path) -> str:
 _STORES: dict[tuple[str, bool], tuple[Summaries, FileSummariser]] = {}
 
 
+def summaries_for(
+    root: str, module_half_capable: bool, cached: Cached | None = None
+) -> tuple[Summaries, FileSummariser]:
+    """The process's summaries of the project at ``root`` (made on first use; ``cached``
+    serves summaries kept from earlier runs and must be given by that first use)."""
+    key = (root, module_half_capable)
+    if key not in _STORES:
+        summariser = FileSummariser(Path(root), module_half_capable=module_half_capable)
+        _STORES[key] = (Summaries(ModuleIndex((Path(root),)), summariser, cached), summariser)
+    return _STORES[key]
+
+
+def forget() -> None:
+    """Drop every summary: a new run must see the files as they are now."""
+    _STORES.clear()
+
+
 class ProjectSession:
     """One file's check against the project: the lookups its walk makes, and afterwards
     its walk's summary, kept so that files importing it need not walk it again."""
 
     def __init__(self, root: str, filename: str, module_half_capable: bool) -> None:
-        key = (root, module_half_capable)
-        if key not in _STORES:
-            summariser = FileSummariser(Path(root), module_half_capable=module_half_capable)
-            _STORES[key] = (Summaries(ModuleIndex((Path(root),)), summariser), summariser)
-        self._summaries, self._summariser = _STORES[key]
+        self._summaries, self._summariser = summaries_for(root, module_half_capable)
         self._path = Path(filename)
         self._summaries.begin(self._path)
 
     def lookup(self, dotted: str, level: int) -> Symbol | None:
         return self._summaries.lookup(self._path, dotted, level)
 
-    def end(self, walk: FileAnalysis | None) -> None:
+    def end(self, walk: FileAnalysis | None) -> tuple[ModuleSummary | None, Dependencies]:
+        """Close the check; its summary and what it consulted."""
         summary = None if walk is None else self._summariser.summary_of(walk, self._path)
-        self._summaries.end(self._path, summary)
+        return summary, self._summaries.end(self._path, summary)

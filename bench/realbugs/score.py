@@ -1,0 +1,201 @@
+"""Score mpcheck on real mixed-precision fix commits: caught before the fix, quiet after it.
+
+Fixtures we write ourselves prove that a rule does what we meant; they cannot tell whether we
+meant the right thing. ``cases.toml`` holds the coordinates of real fix commits from public
+repositories (repository, buggy and fixed commit, path, line ranges, rule family). This script
+materialises each side of each fix from a local git mirror (the ``.py`` files of the whole
+commit, so imports of sibling modules resolve as they do for a user), runs ``mpcheck check`` on
+the file as a user would (default settings, project root = the checkout), and reports per
+family: caught in the buggy file at the right lines, and still flagged at those lines after
+the fix.
+
+A finding counts when its rule is in the case's family group (1xx dtype flow, 2xx scaler and
+optimizer, 3xx numerics, 4xx autocast) and its line is in the case's line ranges; the exact
+code is reported too. Nothing of the third-party source is kept here: checkouts live under
+``--dir`` (default: a temporary directory).
+
+Usage::
+
+    python bench/realbugs/score.py [--dir /tmp/realbugs] [--mirrors /work/.mirror]
+                                   [--markdown] [--only ID ...] [--verbose]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomllib
+
+HERE = Path(__file__).resolve().parent
+# The console script, not ``python -m``: the checkout is the cwd and must not shadow imports.
+MPCHECK = str(Path(sys.executable).with_name("mpcheck"))
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    repo: str
+    buggy: str
+    fixed: str
+    path: str
+    buggy_lines: list[list[int]]
+    fixed_lines: list[list[int]]
+    family: str
+    note: str
+    fixed_path: str = ""
+    cross_file: bool = False
+    other_paths: list[str] = field(default_factory=list)
+    symptom: str = "raises"
+    source: str = ""
+
+
+@dataclass
+class Outcome:
+    case: Case
+    caught: list[tuple[str, int]]  # (code, line) of the buggy-side findings in range
+    still: list[tuple[str, int]]  # the same for the fixed side
+    missing: str = ""  # why the case could not be run
+
+    @property
+    def exact(self) -> bool:
+        return any(code == self.case.family for code, _ in self.caught)
+
+
+def load_cases() -> list[Case]:
+    data = tomllib.loads((HERE / "cases.toml").read_text())
+    return [Case(**entry) for entry in data["case"]]
+
+
+def checkout(mirror: Path, commit: str, root: Path) -> Path:
+    """The ``.py`` files of ``commit`` under ``root/<commit>`` (extracted once, then reused)."""
+    target = root / commit
+    stamp = target / ".mpcheck-realbug"
+    if stamp.is_file():
+        return target
+    listing = subprocess.run(
+        ["git", f"--git-dir={mirror}", "ls-tree", "-r", "-z", "--name-only", commit],
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    wanted = [name.decode() for name in listing if name.endswith(b".py")]
+    archive = (
+        subprocess.run(
+            ["git", f"--git-dir={mirror}", "archive", "--format=tar", commit, "--", *wanted],
+            check=True,
+            capture_output=True,
+        ).stdout
+        if wanted
+        else b""
+    )
+    target.mkdir(parents=True, exist_ok=True)
+    if archive:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(target, filter="data")
+    stamp.write_text(commit)
+    return target
+
+
+def findings(tree: Path, path: str) -> list[tuple[str, int]]:
+    """``mpcheck check path`` in ``tree`` as a user runs it: (code, row) of each finding."""
+    proc = subprocess.run(
+        [MPCHECK, "check", "--output-format", "json", "--no-cache", path],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"mpcheck exited {proc.returncode}: {proc.stderr.strip()[:300]}")
+    return [(d["code"], d["location"]["row"]) for d in json.loads(proc.stdout or "[]")]
+
+
+def in_ranges(
+    found: list[tuple[str, int]], family: str, ranges: list[list[int]]
+) -> list[tuple[str, int]]:
+    group = family[3]
+    return [
+        (code, row)
+        for code, row in found
+        if code[3] == group and any(lo <= row <= hi for lo, hi in ranges)
+    ]
+
+
+def score(case: Case, root: Path, mirrors: Path) -> Outcome:
+    mirror = mirrors / case.repo.replace("/", "+") / "repo"
+    if not mirror.is_dir():
+        return Outcome(case, [], [], missing=f"no mirror {mirror}")
+    before = checkout(mirror, case.buggy, root)
+    after = checkout(mirror, case.fixed, root)
+    caught = in_ranges(findings(before, case.path), case.family, case.buggy_lines)
+    still = in_ranges(findings(after, case.fixed_path or case.path), case.family, case.fixed_lines)
+    return Outcome(case, caught, still)
+
+
+def family_table(outcomes: list[Outcome]) -> list[str]:
+    head = "| family | kind | cases | caught at the right lines | exact code | flagged after fix |"
+    rows = [head]
+    rows.append("|---|---|---:|---:|---:|---:|")
+    buckets: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
+    for outcome in outcomes:
+        kind = "cross-file" if outcome.case.cross_file else "single-file"
+        buckets[(outcome.case.family, kind)].append(outcome)
+        buckets[("all", kind)].append(outcome)
+    for (family, kind), group in sorted(buckets.items(), key=lambda kv: (kv[0][0] == "all", kv[0])):
+        n = len(group)
+        caught = sum(bool(o.caught) for o in group)
+        exact = sum(o.exact for o in group)
+        still = sum(bool(o.still) for o in group)
+        name = f"**{family}**" if family == "all" else family
+        rows.append(f"| {name} | {kind} | {n} | {caught} ({caught / n:.0%}) | {exact} | {still} |")
+    return rows
+
+
+def case_table(outcomes: list[Outcome]) -> list[str]:
+    rows = ["| case | family | kind | buggy side | fixed side |", "|---|---|---|---|---|"]
+    for o in outcomes:
+        kind = "cross-file" if o.case.cross_file else "single-file"
+        got = ", ".join(f"{c}:{r}" for c, r in o.caught) or (
+            "n/a: " + o.missing if o.missing else "missed"
+        )
+        left = ", ".join(f"{c}:{r}" for c, r in o.still) or "quiet"
+        rows.append(f"| {o.case.id} | {o.case.family} | {kind} | {got} | {left} |")
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dir", type=Path, help="where checkouts are kept between runs")
+    parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    parser.add_argument(
+        "--markdown", action="store_true", help="print the tables for docs/real-world.md"
+    )
+    parser.add_argument("--only", nargs="*", default=[], help="case ids to run")
+    args = parser.parse_args()
+    cases = [c for c in load_cases() if not args.only or c.id in args.only]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.dir or Path(tmp)
+        outcomes = []
+        for case in cases:
+            outcome = score(case, root, args.mirrors)
+            outcomes.append(outcome)
+            mark = "caught" if outcome.caught else (outcome.missing or "missed")
+            after = f"; still {outcome.still}" if outcome.still else ""
+            print(f"{case.id:28} {case.family} {mark}{after}", file=sys.stderr)
+    runnable = [o for o in outcomes if not o.missing]
+    print("\n".join(family_table(runnable)))
+    if args.markdown:
+        print()
+        print("\n".join(case_table(outcomes)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

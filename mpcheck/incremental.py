@@ -1,0 +1,143 @@
+"""Checking a file through the persistent cache (:mod:`mpcheck.cache`).
+
+A file's cached entry holds when its bytes hash the same and every project file whose summary
+its analysis consulted either hashes the same or still summarises to the same digest. When it
+holds, the stored findings are used (and the stored summary is offered to its importers); when
+it does not, the file is analysed with every rule, the entry rewritten, and only then are the
+selected rules and ``noqa`` comments applied, so a new selection never needs re-analysis.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from mpcheck.cache import Dependency, Entry, FileCache, content_hash, fingerprint
+from mpcheck.diagnostics import Diagnostic
+from mpcheck.engine import Options, analyse_source, suppress
+from mpcheck.project import summarise
+from mpcheck.project.store import CYCLE, Dependencies, Summaries
+from mpcheck.project.summarise import summaries_for
+from mpcheck.project.summary import ModuleSummary
+from mpcheck.rule import Rule, all_rules
+
+__all__ = ["check_cached", "forget", "warnings"]
+
+
+class _Run:
+    """One process's view of the cache for one set of options: entries, content hashes (each
+    file read once per run) and, when imports are followed, the project's summaries."""
+
+    def __init__(self, options: Options, cache_dir: str) -> None:
+        self.rules = all_rules()
+        settings = {
+            "module_half_capable": options.module_half_capable,
+            "max_file_size": options.max_file_size,
+            "project_root": options.project_root,
+            "rules": sorted(r.code for r in self.rules),
+        }
+        modules = {rule.__module__ for rule in self.rules}
+        key = fingerprint((sys.modules[m] for m in modules if m in sys.modules), settings)
+        self.cache = FileCache(Path(cache_dir), key)
+        self._contents: dict[Path, str | None] = {}
+        self.summaries: Summaries | None = None
+        if options.project_root is not None:
+            root, half = options.project_root, options.module_half_capable
+            self.summaries, _ = summaries_for(root, half, self._cached_summary)
+
+    def content(self, path: Path, data: bytes | None = None) -> str | None:
+        """The hash of the file's bytes: ``data`` when given (the bytes being checked), else
+        read once per run."""
+        if data is not None:
+            self._contents[path] = content_hash(data)
+        elif path not in self._contents:
+            try:
+                self._contents[path] = content_hash(path.read_bytes())
+            except OSError:
+                self._contents[path] = None
+        return self._contents[path]
+
+    def holds(self, entry: Entry, content: str | None) -> bool:
+        if content is None or entry.content != content:
+            return False
+        for name, dep in entry.dependencies.items():
+            path = Path(name)
+            if self.content(path) == dep.content:
+                continue
+            if dep.digest == CYCLE or self.summaries is None:
+                return False
+            if self.summaries.digest(path) != dep.digest:
+                return False
+        return True
+
+    def _cached_summary(self, path: Path) -> tuple[ModuleSummary | None, Dependencies] | None:
+        """A summary kept from an earlier run of ``path``, if its entry still holds."""
+        entry = self.cache.load(path)
+        if entry is None or not self.holds(entry, self.content(path)):
+            return None
+        summary = None
+        if entry.summary is not None:
+            summary = ModuleSummary.from_json(entry.summary)
+            if summary is None:
+                return None
+        return summary, {Path(p): d.digest for p, d in entry.dependencies.items()}
+
+
+_RUNS: dict[tuple[Options, str], _Run] = {}
+
+
+def _run(options: Options, cache_dir: str) -> _Run:
+    key = (options, cache_dir)
+    if key not in _RUNS:
+        _RUNS[key] = _Run(options, cache_dir)
+    return _RUNS[key]
+
+
+def check_cached(
+    data: bytes, filename: str, rules: Sequence[type[Rule]], options: Options
+) -> list[Diagnostic]:
+    """What :func:`mpcheck.engine.check_source` gives, from the cache when it can."""
+    assert options.cache_dir is not None
+    run = _run(options, options.cache_dir)
+    path = Path(os.path.abspath(filename))
+    content = run.content(path, data)
+    entry = run.cache.load(path)
+    if entry is not None and run.holds(entry, content):
+        found = [replace(d, filename=filename) for d in entry.diagnostics]
+        if run.summaries is not None:
+            summary = None if entry.summary is None else ModuleSummary.from_json(entry.summary)
+            consulted = {Path(p): d.digest for p, d in entry.dependencies.items()}
+            run.summaries.offer(path, summary, consulted)
+    else:
+        analysed = analyse_source(data, filename, run.rules, options)
+        found = analysed.diagnostics
+        summary = analysed.summary
+        deps = {
+            str(p): Dependency(run.content(p) or "", digest)
+            for p, digest in analysed.dependencies.items()
+        }
+        run.cache.store(
+            path,
+            Entry(
+                content or "",
+                tuple(found),
+                None if summary is None else summary.to_json(),
+                None if summary is None else summary.digest,
+                deps,
+            ),
+        )
+    return suppress(found, data, filename, rules, options)
+
+
+def forget() -> None:
+    """Start a new run: files may have changed since the last one in this process."""
+    _RUNS.clear()
+    summarise.forget()
+
+
+def warnings() -> list[str]:
+    """What went wrong with the cache in this process (e.g. a read-only directory)."""
+    return [run.cache.warning for run in _RUNS.values() if run.cache.warning]

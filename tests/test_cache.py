@@ -1,0 +1,297 @@
+"""The persistent cache: warm results equal cold ones, and it re-analyses exactly what changed.
+
+Runs happen in this process (``-j 1``), so the analyses a run performs can be counted by
+wrapping :func:`mpcheck.incremental.analyse_source`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from mpcheck import cli, incremental
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.fixture
+def analysed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The files each run analyses (rather than taking from the cache), in order."""
+    seen: list[str] = []
+    real = incremental.analyse_source
+
+    def counting(data: bytes, filename: str, *args: object, **kwargs: object) -> object:
+        seen.append(Path(filename).name)
+        return real(data, filename, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(incremental, "analyse_source", counting)
+    yield seen
+
+
+def run(tree: Path, *args: str) -> tuple[int, str, str]:
+    """``mpcheck check`` in ``tree``, JSON out, in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(tree)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            status = cli.main(["check", "--output-format", "json", "-j", "1", *args])
+    finally:
+        os.chdir(cwd)
+    return status, out.getvalue(), err.getvalue()
+
+
+def copy_tree(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".mpcheck_cache", "__pycache__"))
+    return dst
+
+
+def test_warm_run_is_byte_identical_and_analyses_nothing(
+    tmp_path: Path, analysed: list[str]
+) -> None:
+    tree = copy_tree(FIXTURES, tmp_path / "fixtures")
+    cold = run(tree)
+    assert cold[0] == 1 and analysed
+    analysed.clear()
+    warm = run(tree)
+    assert warm == cold
+    assert analysed == []
+    assert run(tree, "--no-cache")[1] == cold[1]
+
+
+def test_a_new_selection_or_format_needs_no_analysis(tmp_path: Path, analysed: list[str]) -> None:
+    tree = copy_tree(FIXTURES / "mpc301", tmp_path / "mpc301")
+    run(tree, "--select", "MPC301")
+    analysed.clear()
+    for args in (["--select", "MPC101"], ["--ignore", "MPC1"], ["--output-format", "sarif"]):
+        warm = run(tree, *args)
+        assert analysed == [], args
+        assert warm == run(tree, "--no-cache", *args)
+
+
+def test_editing_one_file_reanalyses_that_file_only(tmp_path: Path, analysed: list[str]) -> None:
+    tree = copy_tree(FIXTURES / "mpc301", tmp_path / "mpc301")
+    run(tree)
+    victim = tree / "bad_mask_argument_masked_fill.py"
+    assert victim.is_file()
+    victim.write_text(victim.read_text() + "\n# an edit\n")
+    analysed.clear()
+    warm = run(tree)
+    assert analysed == ["bad_mask_argument_masked_fill.py"]
+    assert warm == run(tree, "--no-cache")
+
+
+ROPE = FIXTURES / "xfile" / "bad_rope_helper"
+
+
+def test_a_helper_whose_summary_changes_rechecks_its_importers(
+    tmp_path: Path, analysed: list[str]
+) -> None:
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    status, before, _ = run(tree)
+    assert status == 1 and "MPC103" in before
+    rope = tree / "pkg" / "rope.py"
+    rope.write_text(rope.read_text().replace("q = q.float()", "q = q"))
+    analysed.clear()
+    status, after, _ = run(tree)
+    assert sorted(analysed) == ["attention.py", "rope.py"]
+    assert status == 0 and after == run(tree, "--no-cache")[1]
+
+
+def test_a_helper_edit_that_keeps_its_summary_rechecks_only_the_helper(
+    tmp_path: Path, analysed: list[str]
+) -> None:
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    cold = run(tree)
+    rope = tree / "pkg" / "rope.py"
+    rope.write_text(rope.read_text() + "\n# a comment: no line of the summary moves\n")
+    analysed.clear()
+    warm = run(tree)
+    assert analysed == ["rope.py"]
+    assert warm == cold
+
+
+def test_checking_one_file_uses_the_cached_summaries_of_its_imports(
+    tmp_path: Path, analysed: list[str]
+) -> None:
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    run(tree)
+    attention = tree / "pkg" / "attention.py"
+    attention.write_text(attention.read_text() + "\n")
+    analysed.clear()
+    status, out, _ = run(tree, "pkg/attention.py")
+    assert analysed == ["attention.py"]  # rope.py's summary came from the cache, unwalked
+    assert status == 1 and "MPC103" in out
+
+
+XFILE_VARIANTS = {
+    "pkg/rope.py": ["q = q.float()", "q = q", "q = q.to(torch.float32)", "q = q.half()"],
+    "pkg/attention.py": ["q = apply_rope(", "q = apply_rope(", "q = (lambda *a: a[0])("],
+}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_edit_sequences_match_a_cold_run(tmp_path: Path, seed: int) -> None:
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    rng = random.Random(seed)
+    current = {name: variants[0] for name, variants in XFILE_VARIANTS.items()}
+    for _ in range(6):
+        name = rng.choice(sorted(XFILE_VARIANTS))
+        new = rng.choice(XFILE_VARIANTS[name])
+        path = tree / name
+        path.write_text(path.read_text().replace(current[name], new, 1))
+        current[name] = new
+        assert run(tree) == run(tree, "--no-cache"), (seed, current)
+
+
+def entries(cache: Path) -> list[Path]:
+    return sorted(p for p in cache.rglob("*.json") if not p.name.startswith(".tmp"))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "foreign", "empty", "directory"])
+def test_a_damaged_cache_is_ignored_and_rewritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MPCHECK_CACHE_DIR", str(cache))
+    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    cold = run(tree)
+    for entry in entries(cache):
+        data = entry.read_bytes()
+        if damage == "truncate":
+            entry.write_bytes(data[: len(data) // 2])
+        elif damage == "garbage":
+            entry.write_bytes(b"\x00\xff" * 10)
+        elif damage == "foreign":
+            entry.write_text(json.dumps({**json.loads(data), "format": 999}))
+        elif damage == "empty":
+            entry.write_bytes(b"")
+        else:
+            entry.unlink()
+            entry.mkdir()
+    status, out, _ = run(tree)  # an entry that is a directory cannot be rewritten: a warning
+    assert (status, out) == cold[:2]
+    if damage != "directory":
+        assert all(json.loads(e.read_text())["format"] == 1 for e in entries(cache))
+
+
+def test_an_entry_from_another_file_is_not_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two files whose entries were swapped (a hash collision, a copied cache) are re-analysed."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MPCHECK_CACHE_DIR", str(cache))
+    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    cold = run(tree)
+    first, second = entries(cache)[:2]
+    a, b = first.read_bytes(), second.read_bytes()
+    first.write_bytes(b)
+    second.write_bytes(a)
+    assert run(tree) == cold
+
+
+def test_no_cache_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MPCHECK_CACHE_DIR")
+    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
+    run(tree, "--no-cache")
+    assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before
+
+
+def test_default_location_is_tagged_and_ignored_by_git(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MPCHECK_CACHE_DIR")
+    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    run(tree)
+    cache = tree / ".mpcheck_cache"
+    assert (
+        (cache / "CACHEDIR.TAG")
+        .read_text()
+        .startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    )
+    assert (cache / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert entries(cache)
+    # the cache holds findings and summaries, never source code
+    source_lines = {line.strip() for p in tree.rglob("*.py") for line in p.read_text().splitlines()}
+    stored = "".join(e.read_text() for e in entries(cache))
+    assert not any(len(line) > 30 and line in stored for line in source_lines)
+
+
+def test_cache_dir_from_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MPCHECK_CACHE_DIR")
+    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    (tree / "mpcheck.toml").write_text('cache-dir = "build/lint-cache"\n')
+    run(tree)
+    assert entries(tree / "build" / "lint-cache")
+    assert not (tree / ".mpcheck_cache").exists()
+
+
+def test_a_read_only_cache_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root can write anything")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o500)
+    monkeypatch.setenv("MPCHECK_CACHE_DIR", str(cache))
+    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    status, out, err = run(tree)
+    assert status == 1 and json.loads(out)
+    assert "warning: cannot use the cache" in err
+
+
+def test_an_unwritable_cache_path_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Works as root too: a regular file where the cache directory should be."""
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("MPCHECK_CACHE_DIR", str(blocker / "inside"))
+    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    status, out, err = run(tree)
+    assert status == 1 and out == run(tree, "--no-cache")[1]
+    assert err.startswith("mpcheck: warning: cannot use the cache")
+
+
+def test_clean_removes_only_a_tagged_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MPCHECK_CACHE_DIR", str(cache))
+    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    run(tree)
+    assert cli.main(["clean"]) == 0 and not cache.exists()
+    assert cli.main(["clean"]) == 0  # nothing to remove is fine
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "data.txt").write_text("keep me")
+    monkeypatch.setenv("MPCHECK_CACHE_DIR", str(precious))
+    assert cli.main(["clean"]) == 2
+    assert (precious / "data.txt").is_file()
+
+
+def test_parallel_runs_on_one_tree_share_the_cache_safely(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    tree = copy_tree(FIXTURES, tmp_path / "fixtures")
+    env = {**os.environ, "MPCHECK_CACHE_DIR": str(cache)}
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--output-format", "json", "-j", "2", "."]
+    procs = [
+        subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    outputs = [p.communicate()[0] for p in procs]
+    reference = subprocess.run([*cmd, "--no-cache"], cwd=tree, env=env, capture_output=True)
+    assert all(out == reference.stdout for out in outputs)
+    again = subprocess.run(cmd, cwd=tree, env=env, capture_output=True)
+    assert again.stdout == reference.stdout
+    assert not [p for p in cache.rglob(".tmp-*")]
