@@ -76,13 +76,11 @@ class _Run:
     def _cached_summary(self, path: Path) -> tuple[ModuleSummary | None, Dependencies] | None:
         """A summary kept from an earlier run of ``path``, if its entry still holds."""
         entry = self.cache.load(path)
-        if entry is None or not self.holds(entry, self.content(path)):
+        if entry is None or entry.summary is None or not self.holds(entry, self.content(path)):
+            return None  # no summary stored: its check did not walk it (no torch in it)
+        summary = ModuleSummary.from_json(entry.summary)
+        if summary is None:
             return None
-        summary = None
-        if entry.summary is not None:
-            summary = ModuleSummary.from_json(entry.summary)
-            if summary is None:
-                return None
         return summary, {Path(p): d.digest for p, d in entry.dependencies.items()}
 
 
@@ -107,10 +105,11 @@ def check_cached(
     entry = run.cache.load(path)
     if entry is not None and run.holds(entry, content):
         found = [replace(d, filename=filename) for d in entry.diagnostics]
-        if run.summaries is not None:
-            summary = None if entry.summary is None else ModuleSummary.from_json(entry.summary)
+        if run.summaries is not None and entry.summary is not None:
+            summary = ModuleSummary.from_json(entry.summary)
             consulted = {Path(p): d.digest for p, d in entry.dependencies.items()}
-            run.summaries.offer(path, summary, consulted)
+            if summary is not None:
+                run.summaries.offer(path, summary, consulted)
     else:
         analysed = analyse_source(data, filename, run.rules, options)
         found = analysed.diagnostics

@@ -215,3 +215,31 @@ def test_summary_round_trips_through_json() -> None:
 @pytest.mark.parametrize("text", ["", "[]", "{}", '{"format": 0}', '{"format": 1, "module": 1}'])
 def test_foreign_or_corrupt_summaries_are_not_read(text: str) -> None:
     assert ModuleSummary.from_json(text) is None
+
+
+def test_a_package_init_without_torch_still_reexports(tmp_path: Path) -> None:
+    """``pkg/__init__.py`` that only re-exports (no ``torch`` in it) leads lookups on."""
+    from mpcheck.engine import Options, check_source
+    from mpcheck.project import summarise
+    from mpcheck.rule import all_rules
+
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .rope import apply_rope\n",
+            "pkg/rope.py": "import torch\n\ndef apply_rope(q, cos):\n    return q.float() * cos\n",
+            "model/attention.py": (
+                "import torch.nn.functional as F\nfrom torch import nn\n\n"
+                "from pkg import apply_rope\n\n\nclass Attention(nn.Module):\n"
+                "    def forward(self, q, k, v, cos):\n"
+                "        q = apply_rope(q, cos)\n"
+                "        return F.scaled_dot_product_attention(q, k, v)\n"
+            ),
+        },
+    )
+    summarise.forget()
+    path = tmp_path / "model" / "attention.py"
+    found = check_source(
+        path.read_bytes(), str(path), all_rules(), Options(project_root=str(tmp_path))
+    )
+    assert [(d.code, d.start.row) for d in found] == [("MPC103", 10)]

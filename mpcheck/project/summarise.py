@@ -64,10 +64,12 @@ class FileSummariser:
             data = path.read_bytes()
         except OSError:
             return None
-        module = parse(data) if b"torch" in data else None
-        if module is None or isinstance(module, Unparsable):
+        module = parse(data)
+        if isinstance(module, Unparsable):
             return None
         table = ImportTable.of(module)
+        if b"torch" not in data:  # nothing to walk, but it may re-export what others define
+            return ModuleSummary("", _shown_path(path, self._root), reexports=_reexports(table))
         walk = FileAnalysis(
             module,
             table,
@@ -109,9 +111,14 @@ class FileSummariser:
                 return text.count("\n", 0, offset) + 1, offset - line_start + 1
 
             functions[name] = Function(names, value_of(fact, place, shown))
-        reexports = {name: (target, 0, "") for name, target in table.aliases.items()}
-        reexports |= {n: (t, table.levels[n], "") for n, t in table.relative.items()}
-        return ModuleSummary("", shown, functions=functions, reexports=reexports)
+        return ModuleSummary("", shown, functions=functions, reexports=_reexports(table))
+
+
+def _reexports(table: ImportTable) -> dict[str, tuple[str, int, str]]:
+    """Each imported name's origin, so lookups through this module reach it."""
+    reexports = {name: (target, 0, "") for name, target in table.aliases.items()}
+    reexports |= {n: (t, table.levels[n], "") for n, t in table.relative.items()}
+    return reexports
 
 
 def _shown_path(path: Path, root: Path) -> str:
