@@ -1,8 +1,5 @@
 """mpcheck: find mixed-precision (fp16/bf16) bugs in PyTorch code before they run."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("mpcheck")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+# Kept here, not read from the installed metadata: importing importlib.metadata costs more
+# than a one-file check's analysis. pyproject.toml reads it from this line.
+__version__ = "0.1.0"

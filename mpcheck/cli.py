@@ -19,8 +19,6 @@ from functools import cache, partial
 from pathlib import Path
 
 from mpcheck import __version__
-from mpcheck.cache import CACHE_DIR_NAME
-from mpcheck.cache import clean as clean_cache
 from mpcheck.config import ConfigError, parse_size, with_overrides
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.discovery import MissingPathError, discover
@@ -282,6 +280,8 @@ def _cache_dir(args: argparse.Namespace, resolver: Resolver, cwd: Path) -> Path:
     governing the current directory, else ``.mpcheck_cache`` at that configuration's root."""
     if args.cache_dir is not None:
         return Path(os.path.abspath(args.cache_dir))
+    from mpcheck.cache import CACHE_DIR_NAME
+
     settings = resolver.settings_for(str(cwd))
     return settings.cache_dir or Path(os.path.abspath(settings.root)) / CACHE_DIR_NAME
 
@@ -315,8 +315,10 @@ def run_clean(args: argparse.Namespace) -> int:
     """``mpcheck clean``: remove the cache (only a directory that mpcheck tagged as its own)."""
     cwd = Path.cwd()
     resolver = Resolver(cwd, config=args.config)
+    from mpcheck.cache import clean
+
     directory = _cache_dir(args, resolver, cwd)
-    if clean_cache(directory):
+    if clean(directory):
         print(f"Removed {directory}", file=sys.stderr)
     return EXIT_CLEAN
 

@@ -14,7 +14,6 @@ import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from importlib.metadata import entry_points
 from typing import ClassVar
 
 import libcst as cst
@@ -23,6 +22,8 @@ from mpcheck.diagnostics import RuleInfo, Severity
 from mpcheck.facts import Fact, Origin
 from mpcheck.hooks import HOOKS
 from mpcheck.names import ImportTable
+from mpcheck.plugins import load as load_entry_point
+from mpcheck.plugins import rule_entry_points
 from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
 from mpcheck.training import TrainingSite
 
@@ -200,8 +201,8 @@ def all_rules() -> tuple[type[Rule], ...]:
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         for rule in _rules_in(vars(module).values()):
             found.setdefault(rule.code, rule)
-    for ep in entry_points(group="mpcheck.rules"):
-        loaded = ep.load()
+    for _name, value in rule_entry_points():
+        loaded = load_entry_point(value)
         candidates = (
             vars(loaded).values()
             if hasattr(loaded, "__path__") or hasattr(loaded, "__file__")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from mpcheck.codes import INVALID_SYNTAX
@@ -29,6 +28,8 @@ def check_files(jobs: Sequence[Job], *, processes: int = 0) -> list[Diagnostic]:
     workers = min(processes, cpus) if processes else min(cpus, 8)
     if workers <= 1 or len(work) < POOL_THRESHOLD:
         return [d for item in work for d in _check_one(item)]
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
+
     chunk = max(1, len(work) // (workers * 8))
     with ProcessPoolExecutor(max_workers=workers) as pool:
         results: Iterable[list[Diagnostic]] = pool.map(_check_one, work, chunksize=chunk)
