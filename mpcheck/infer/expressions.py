@@ -155,6 +155,9 @@ class ExpressionWalk(TensorWalk):
         if arith is not None and (left.is_tensor or right.is_tensor):
             # ``a + b`` is ``torch.add(a, b)``: rules see it as a call with both operands.
             args = (Operand(node.left, left), Operand(node.right, right))
+            region = frame.scope.autocast
+            if region is not None and region.recasts(arith):  # ``x ** 2``: float32 on CUDA
+                result = self.autocast_result(node, arith, region, result)
             return self.emit(
                 CallRecord(node, result, args, qual=f"torch.{arith}", aten=arith), frame
             )

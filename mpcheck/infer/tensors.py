@@ -70,8 +70,9 @@ class TensorWalk(ModuleWalk):
         op = T.OpKind.MATMUL if method in T.MATMUL_METHODS else None
         aten = method if op else ""
         region = frame.scope.autocast
-        if op is not None and region is not None and region.recasts(aten):
-            result = self.autocast_result(node, aten, region, result)
+        # ``x.pow(2)`` in a CUDA autocast region computes in float32, ``x.bmm(y)`` in half
+        if region is not None and region.recasts(method):
+            result = self.autocast_result(node, method, region, result)
         return self.emit(
             CallRecord(
                 node, result, args, kwargs, method=method, receiver=receiver, op=op, aten=aten

@@ -1,0 +1,227 @@
+"""MPC302: a mean of squares or a variance computed in float16 (the hand-written RMSNorm)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mpcheck.api import (
+    CallSite,
+    Edit,
+    Fact,
+    Fix,
+    Prec,
+    Rule,
+    RuleContext,
+    Severity,
+    can_be_fp16,
+)
+
+# Reductions that turn elementwise squares into a mean square (``x.pow(2).mean(-1)``).
+REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum"})
+# Reductions whose *result* overflows float16 on its own: a variance of 256² and more.
+# ``norm``/``std`` are not here: their kernels accumulate in float32 and the result (a root)
+# fits float16 (measured: |x|~300 over 64 values gives norm ~2400, std ~300).
+VARIANCES = frozenset({"var", "var_mean"})
+SQRTS = frozenset({"torch.rsqrt", "torch.sqrt"})
+ROOTS = frozenset({"rsqrt", "sqrt", "rsqrt_", "sqrt_"})
+DIVISIONS = frozenset({"div", "true_divide", "divide", "div_"})
+# Arithmetic that keeps a mean square a mean square (``variance + eps``, ``.clamp(min=eps)``).
+CARRIERS = frozenset(
+    {"add", "add_", "clamp", "clamp_min", "clamp_", "clip", "mul", "to", "type_as"}
+)
+
+
+def _square_base(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``x`` of ``x.pow(2)``, ``x ** 2``, ``x * x``, ``x.square()``, ``torch.square(x)``,
+    ``torch.pow(x, 2)``; None for anything else."""
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Power) and _is_two(node.right):
+            return node.left
+        if isinstance(node.operator, cst.Multiply) and node.left.deep_equals(node.right):
+            return node.left
+        return None
+    if not isinstance(node, cst.Call):
+        return None
+    func = node.func
+    if isinstance(func, cst.Attribute):
+        name = func.attr.value
+        if name == "square" and not node.args and not _is_torch(func.value):
+            return func.value
+        if name == "pow" and len(node.args) == 1 and not _is_torch(func.value):
+            return func.value if _is_two(node.args[0].value) else None
+        if _is_torch(func.value) and name == "square" and len(node.args) == 1:
+            return node.args[0].value
+        if _is_torch(func.value) and name == "pow" and len(node.args) == 2:
+            return node.args[0].value if _is_two(node.args[1].value) else None
+    return None
+
+
+def _is_two(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.Integer, cst.Float)) and float(node.value) == 2.0
+
+
+def _is_torch(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "torch"
+
+
+def _may_be_fp16(fact: Fact) -> bool:
+    """In the model's dtype (float16 when the model is), or half and not bfloat16-only."""
+    if not fact.is_tensor:
+        return False
+    return fact.prec is Prec.MODEL or can_be_fp16(fact)
+
+
+class HalfPrecisionVariance(Rule):
+    code = "MPC302"
+    name = "half-precision-variance"
+    severity = Severity.WARNING
+    summary = (
+        "A mean of squares or a variance (`x.pow(2).mean(-1)`, `(x * x).sum()`, `torch.var(x)`) "
+        "is computed on a tensor that is float16 when the model runs in half precision."
+    )
+    why = """
+        float16's largest finite value is 65504, so any element with |x| > 256 squares to
+        `inf`. Hand-written RMSNorm and LayerNorm compute `x.pow(2).mean(-1, keepdim=True)`
+        (or `(x * x).mean`, `x.square().sum`, `torch.var(x)`) and then divide by its square
+        root: once one activation passes 256 -- common in the residual stream of large
+        models -- the variance is `inf`, `rsqrt(inf)` is 0, and the normalised output
+        collapses to zeros (or NaN where `inf - inf` appears). `torch.var` overflows on its
+        own when the standard deviation passes 256, even though its kernel accumulates in
+        float32: the result does not fit. Nothing raises. `x.norm()` and `x.std()` are not
+        reported: their kernels accumulate in float32 and return a root, which fits.
+        bfloat16 has float32's range, so a tensor that is only ever bfloat16 is not reported.
+        Inside a CUDA autocast region `pow`, `sum` and `rsqrt` run in float32, so
+        `x.pow(2).mean()` is safe there while `(x * x).mean()` (`mul` is not on autocast's
+        float32 list) is not; CPU autocast upcasts none of them.
+        """
+    symptom = """
+        No error: the norm's output is all zeros or NaN for the tokens whose activations
+        passed 256, the loss turns NaN, or generated text/images degrade only in float16
+        (bfloat16 and float32 runs are fine).
+        """
+    how_to_fix = """
+        Upcast before squaring and cast the normalised result back, as transformers'
+        `LlamaRMSNorm` does:
+        `variance = x.float().pow(2).mean(-1, keepdim=True)` then
+        `x = (x.float() * torch.rsqrt(variance + eps)).to(input_dtype)`.
+        Or use the fused `F.rms_norm`/`F.layer_norm`, which accumulate in float32.
+        mpcheck's fix covers the one-expression form
+        `x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)`: it upcasts `x` inside the
+        root and casts the root back to `x.dtype` (the root of a mean square fits float16).
+        When the variance is stored in a variable first, the cast back belongs where the
+        division ends, which only you can place: no fix is offered.
+        """
+    bad = """
+        class RMSNorm(nn.Module):
+            def forward(self, x):
+                variance = x.pow(2).mean(-1, keepdim=True)  # inf once |x| > 256 in float16
+                return self.weight * x * torch.rsqrt(variance + self.eps)
+        """
+    good = """
+        class RMSNorm(nn.Module):
+            def forward(self, x):
+                variance = x.float().pow(2).mean(-1, keepdim=True)
+                normed = x.float() * torch.rsqrt(variance + self.eps)
+                return self.weight * normed.to(x.dtype)
+        """
+    fixable = True
+
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        # A mean square is reported once it reaches a root or a division (the norm pattern;
+        # ``(a - b).pow(2).mean()`` as a loss, or a distance for ``argmin``, is not one).
+        # Values are followed by the identity of their facts: the reduction's result, then
+        # what arithmetic on it (``variance + eps``) gives, each kept alive in ``carried``.
+        self.pending: dict[cst.CSTNode, tuple[str, list[tuple[cst.CSTNode, str]]]] = {}
+        self.carried: dict[int, tuple[Fact, cst.CSTNode]] = {}
+        self.confirmed: list[cst.CSTNode] = []
+        self.fixes: dict[cst.CSTNode, Fix] = {}
+
+    def check_call(self, call: CallSite) -> None:
+        self._follow(call)
+        name = call.method or _torch_function(call.qualname)
+        if name is None or not isinstance(call.node, cst.Call):
+            return
+        subject = call.receiver if call.method else (call.args[0] if call.args else None)
+        if subject is None:
+            return
+        if name in VARIANCES:
+            if _may_be_fp16(subject.fact):
+                self._pend(call, subject.node, subject.fact, "a variance")
+            return
+        base = _square_base(subject.node) if name in REDUCTIONS else None
+        if base is not None and _may_be_fp16(subject.fact):
+            self._pend(call, base, subject.fact, "a mean of squares")
+
+    def finish(self) -> None:
+        for node in dict.fromkeys(self.confirmed):
+            message, related = self.pending[node]
+            self.report(node, message, related=related, fix=self.fixes.get(node))
+
+    def _follow(self, call: CallSite) -> None:
+        """Carry a pending mean square through arithmetic; confirm it at a root or division."""
+        operands = [*call.args, *call.kwargs.values()]
+        if call.receiver is not None:
+            operands.append(call.receiver)
+        reductions = [self.carried[id(o.fact)][1] for o in operands if id(o.fact) in self.carried]
+        if not reductions:
+            return
+        name = call.method or _torch_function(call.qualname) or ""
+        if name in ROOTS or (
+            name in DIVISIONS
+            and call.args
+            and call.args[-1] is not call.receiver
+            and id(call.args[-1].fact) in self.carried
+        ):
+            self.confirmed.extend(reductions)
+            if call.qualname in SQRTS:
+                self._root(call)
+        elif name in CARRIERS:
+            self.carried[id(call.result)] = (call.result, reductions[0])
+
+    def _pend(self, call: CallSite, tensor: cst.BaseExpression, fact: Fact, what: str) -> None:
+        if fact.prec is Prec.HALF:
+            dtype = "float16" if fact.dtype == "float16" else "half precision (float16 on a path)"
+        else:
+            dtype = "the model's dtype, float16 when the model runs in fp16"
+        message = (
+            f"{what} of `{self.ctx.code(tensor)}` is computed in {dtype}: any value above 256 "
+            "squares to inf, so a norm built on it outputs zeros or NaN; upcast first "
+            "(`.float()`) and cast the normalised result back"
+        )
+        related = [(fact.origin.node, fact.origin.text)] if fact.origin is not None else []
+        self.pending[call.node] = (message, related)
+        self.carried[id(call.result)] = (call.result, call.node)
+
+    def _root(self, call: CallSite) -> None:
+        """``rsqrt(x.pow(2).mean(...) + eps)`` -> ``rsqrt(x.float().pow(2).mean(...) + eps)
+        .to(x.dtype)``: the root of a mean square fits float16, so the cast back is safe."""
+        arg = call.arg(0, "input")
+        if arg is None or not isinstance(call.node, cst.Call):
+            return
+        inner = arg.node
+        if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Add):
+            inner = inner.left
+        if inner not in self.pending or not isinstance(inner, cst.Call):
+            return
+        receiver = inner.func.value if isinstance(inner.func, cst.Attribute) else None
+        base = _square_base(receiver) if receiver is not None else None
+        if not isinstance(base, cst.Name) or receiver is None:
+            return
+        name = base.value
+        source = self.ctx.module.code_for_node
+        square = source(receiver)
+        if not square.startswith(f"{name}."):
+            return
+        root = source(call.node).replace(square, f"{name}.float(){square[len(name) :]}", 1)
+        self.fixes[inner] = Fix(
+            f"upcast `{name}` before squaring and cast the root back to `{name}.dtype`",
+            (Edit(call.node, f"{root}.to({name}.dtype)"),),
+            applicability="unsafe",
+        )
+
+
+def _torch_function(qualname: str | None) -> str | None:
+    if qualname and qualname.startswith("torch.") and qualname.count(".") == 1:
+        return qualname.split(".", 1)[1]
+    return None

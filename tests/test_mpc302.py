@@ -1,0 +1,81 @@
+"""MPC302 half-precision-variance: reported where a float16 mean square reaches a root or a
+division, quiet for losses, distances, upcast and fused norms, and under CUDA autocast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support import FIXTURES, check, run_fixed_fixture
+
+HEADER = (
+    "import torch\nfrom torch import nn\n\n\nclass Norm(nn.Module):\n    def forward(self, x, y):\n"
+)
+
+
+def found(body: str) -> list[int]:
+    source = HEADER + "".join(f"        {line}\n" for line in body.splitlines())
+    return [d.start.row - 6 for d in check(source) if d.code == "MPC302"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "v = x.pow(2).mean(-1, keepdim=True)\nreturn x * torch.rsqrt(v + 1e-6)",
+        "v = (x * x).mean(-1, keepdim=True)\nreturn x / torch.sqrt(v + 1e-6)",
+        "v = x.square().sum(-1, keepdim=True)\nreturn x * (v + 1e-6).rsqrt()",
+        "v = torch.mean(x ** 2, dim=-1, keepdim=True)\nreturn x * torch.rsqrt(v.clamp(min=1e-6))",
+        "v = torch.var(x, -1, keepdim=True)\nreturn x / torch.sqrt(v + 1e-5)",
+        "return x / x.pow(2).sum(-1, keepdim=True)",
+    ],
+)
+def test_mean_square_reaching_a_root_or_division_is_reported(body: str) -> None:
+    assert found(body) == [1]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "return (x - y).pow(2).mean()",  # an MSE loss: no root, no division
+        "d = x.pow(2).sum(1, keepdim=True) - 2 * x @ y.t()\nreturn d.argmin(1)",  # a distance
+        "v = x.float().pow(2).mean(-1, keepdim=True)\nreturn x * torch.rsqrt(v + 1e-6)",
+        "h = x.to(torch.float32)\nreturn h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)",
+        "return x / x.norm(dim=-1, keepdim=True)",
+        "return (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True)",
+        "x = x.to(torch.bfloat16)\nreturn x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)",
+        (
+            "with torch.autocast('cuda', dtype=torch.float16):\n"
+            "    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)"
+        ),
+    ],
+)
+def test_safe_forms_are_quiet(body: str) -> None:
+    assert found(body) == []
+
+
+def test_mul_is_not_upcast_by_cuda_autocast() -> None:
+    body = (
+        "with torch.autocast('cuda', dtype=torch.float16):\n"
+        "    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)"
+    )
+    assert found(body) == [2]
+
+
+def test_script_tensor_of_unknown_dtype_is_quiet() -> None:
+    source = "import torch\n\nx = torch.load('x.pt')\ny = x * torch.rsqrt(x.pow(2).mean(-1) + 1)\n"
+    assert [d for d in check(source) if d.code == "MPC302"] == []
+
+
+def test_the_fix_makes_the_norm_survive_outliers(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    run_fixed_fixture("MPC302", FIXTURES / "mpc302" / "bad_rmsnorm_one_expression.py", tmp_path)
+
+
+def test_no_fix_when_the_variance_is_a_variable() -> None:
+    source = (
+        HEADER
+        + "        v = x.pow(2).mean(-1, keepdim=True)\n        return x * torch.rsqrt(v + 1)\n"
+    )
+    (diag,) = [d for d in check(source) if d.code == "MPC302"]
+    assert diag.fix is None
