@@ -67,7 +67,7 @@ def parse_all(files: list[Path]) -> tuple[float, int]:
 
 def run_mpcheck(roots: list[Path], jobs: int) -> tuple[float, float, int]:
     """Wall seconds, peak RSS in MiB, and the number of findings of one CLI run."""
-    cmd = [sys.executable, "-m", "mpcheck", "check", "--output-format", "json-lines"]
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json-lines"]
     cmd += ["--exit-zero", "--select", "ALL", "-j", str(jobs), *map(str, roots)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()

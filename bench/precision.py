@@ -97,7 +97,7 @@ def normalise(line: str) -> str:
 
 
 def check(root: Path, corpus: str, jobs: int) -> list[Finding]:
-    cmd = [sys.executable, "-m", "mpcheck", "check", str(root / corpus)]
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", str(root / corpus)]
     cmd += ["--output-format", "json", "--exit-zero", "-j", str(jobs)]
     run = subprocess.run(cmd, capture_output=True, text=True, check=True)
     findings = []
