@@ -34,7 +34,7 @@ from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severi
 __all__ = ["CACHE_DIR_NAME", "Entry", "FileCache", "clean", "content_hash"]
 
 CACHE_DIR_NAME = ".mpcheck_cache"
-FORMAT = 1
+FORMAT = 2
 _TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
     "# This file is a cache directory tag created by mpcheck.\n"
@@ -201,7 +201,8 @@ def _plain_diagnostic(d: Diagnostic) -> dict[str, Any]:
         "span": [[d.start.row, d.start.column], [d.end.row, d.end.column]],
         "noqa_row": d.noqa_row,
         "related": [
-            [r.message, [r.start.row, r.start.column], [r.end.row, r.end.column]] for r in d.related
+            [r.message, [r.start.row, r.start.column], [r.end.row, r.end.column], r.filename]
+            for r in d.related
         ],
     }
     if d.fix is not None:
@@ -231,7 +232,9 @@ def _diagnostic(data: dict[str, Any]) -> Diagnostic:
         filename=str(data["filename"]),
         start=_position(start),
         end=_position(end),
-        related=tuple(Related(str(m), _position(s), _position(e)) for m, s, e in data["related"]),
+        related=tuple(
+            Related(str(m), _position(s), _position(e), str(f)) for m, s, e, f in data["related"]
+        ),
         fix=fix,
         noqa_row=int(data["noqa_row"]),
     )

@@ -28,11 +28,13 @@ class Position:
 
 @dataclass(frozen=True)
 class Related:
-    """Another place in the same file that explains a finding (where a dtype came from)."""
+    """Another place that explains a finding (where a dtype came from): in the finding's own
+    file, or in ``filename`` (another file of the project) when that is set."""
 
     message: str
     start: Position
     end: Position
+    filename: str = ""
 
 
 @dataclass(frozen=True)

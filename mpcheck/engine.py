@@ -6,8 +6,9 @@ files that have something to report, and only then.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from mpcheck.source import SourceError, SourceFile
 if TYPE_CHECKING:
     from mpcheck.project.store import Dependencies
     from mpcheck.project.summarise import ProjectSession
-    from mpcheck.project.summary import ModuleSummary
+    from mpcheck.project.summary import ModuleSummary, Place
 
 # A file that mentions none of these cannot hold a finding: it is not parsed.
 PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
@@ -192,8 +193,23 @@ def _run_rules(
     for instance in instances:
         instance.finish()
     if reports:
-        done.diagnostics = _to_diagnostics(module, filename, _unique(reports), ctx.line_refs)
+        elsewhere = _elsewhere(analysis.elsewhere, options.project_root)
+        done.diagnostics = _to_diagnostics(
+            module, filename, _unique(reports), ctx.line_refs, elsewhere
+        )
     return done
+
+
+def _elsewhere(places: Mapping[cst.CSTNode, Place], root: str | None) -> dict[cst.CSTNode, Related]:
+    """For a call whose result's dtype was decided in another file: that place, as a
+    related location in that file."""
+    out = {}
+    for node, place in places.items():
+        where = Position(place.line, place.column)
+        path = os.path.join(root, place.path) if root else place.path
+        end = Position(place.line, place.column + 1)
+        out[node] = Related(place.text, where, end, path)
+    return out
 
 
 def _project(filename: str, options: Options) -> ProjectSession | None:
@@ -217,7 +233,11 @@ def _unique(reports: Iterable[Report]) -> list[Report]:
 
 
 def _to_diagnostics(
-    module: cst.Module, filename: str, reports: Sequence[Report], refs: Sequence[cst.CSTNode]
+    module: cst.Module,
+    filename: str,
+    reports: Sequence[Report],
+    refs: Sequence[cst.CSTNode],
+    elsewhere: Mapping[cst.CSTNode, Related],
 ) -> list[Diagnostic]:
     # positions are only paid for by files with something to report: imported here, too
     from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
@@ -238,7 +258,12 @@ def _to_diagnostics(
     out = []
     for report in reports:
         start, end = span(report.node)
-        related = tuple(Related(fill(text), *span(node)) for node, text in report.related)
+        related = tuple(
+            found
+            for node, text in report.related
+            for found in (Related(fill(text), *span(node)), elsewhere.get(node))
+            if found is not None
+        )
         fix = None
         if report.fix is not None and not any(
             unbound(e.code, e.node, scopes) for e in report.fix.edits

@@ -117,8 +117,8 @@ def _to_cell(notebook: Notebook, diag: Diagnostic) -> Diagnostic:
     related = tuple(
         replace(r, start=moved(r.start), end=moved(r.end))
         for r in diag.related
-        if notebook.locate(r.start.row)[0] == cell  # a place in another cell has no position here
-    )
+        if not r.filename and notebook.locate(r.start.row)[0] == cell  # another cell: no position
+    ) + tuple(r for r in diag.related if r.filename)
     fix = diag.fix
     if fix is not None:
         edits = tuple(replace(e, start=moved(e.start), end=moved(e.end)) for e in fix.edits)

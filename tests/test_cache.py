@@ -182,7 +182,7 @@ def test_a_damaged_cache_is_ignored_and_rewritten(
     status, out, _ = run(tree)  # an entry that is a directory cannot be rewritten: a warning
     assert (status, out) == cold[:2]
     if damage != "directory":
-        assert all(json.loads(e.read_text())["format"] == 1 for e in entries(cache))
+        assert all(json.loads(e.read_text())["format"] == 2 for e in entries(cache))
 
 
 def test_an_entry_from_another_file_is_not_taken(

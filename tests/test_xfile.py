@@ -70,3 +70,20 @@ def test_case_runs_as_its_header_says(case: Path) -> None:
     else:
         assert done.returncode != 0
         assert rt.pattern is None or re.search(rt.pattern, done.stderr), done.stderr
+
+
+def test_origin_in_another_file_is_a_related_location_there() -> None:
+    """JSON names the helper's file for the place the dtype was decided; SARIF links it."""
+    case = XFILE / "bad_rope_helper"
+    rope = (case / "pkg" / "rope.py").read_text().splitlines()
+    row = next(i for i, line in enumerate(rope, 1) if ".float()" in line)
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format"]
+    done = subprocess.run([*cmd, "json", "."], cwd=case, capture_output=True, text=True)
+    (finding,) = json.loads(done.stdout)
+    there = [r for r in finding["related"] if "filename" in r]
+    assert [(Path(r["filename"]).name, r["location"]["row"]) for r in there] == [("rope.py", row)]
+    done = subprocess.run([*cmd, "sarif", "."], cwd=case, capture_output=True, text=True)
+    (result,) = json.loads(done.stdout)["runs"][0]["results"]
+    uris = [r["physicalLocation"]["artifactLocation"]["uri"] for r in result["relatedLocations"]]
+    assert any(uri.endswith("pkg/rope.py") for uri in uris)
+    assert any(uri.endswith("pkg/attention.py") for uri in uris)

@@ -22,7 +22,7 @@ from mpcheck.infer.reporting import Listener, Reporting
 from mpcheck.infer.training_loop import Tracker
 from mpcheck.keep_fp32 import KeepFp32
 from mpcheck.names import ImportTable
-from mpcheck.project.summary import ProjectLookup
+from mpcheck.project.summary import Place, ProjectLookup
 from mpcheck.sites import CallSite, InnerCall, Operand, Owner
 
 
@@ -60,6 +60,9 @@ class Walk(ABC):
     ) -> None:
         self.module = module
         self.project = project  # what the other files of the project export
+        # Calls to another file's function whose result's dtype was decided over there:
+        # the place, so a finding's related locations can name that file.
+        self.elsewhere: dict[cst.CSTNode, Place] = {}
         self.source = source
         self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
         self.imports = imports

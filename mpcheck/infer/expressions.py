@@ -304,6 +304,9 @@ class ExpressionWalk(TensorWalk):
             return None
         name = dotted(node.func) or located[0]
         result = call_result(node, name, function, args, kwargs)
+        place = function.returns.origin
+        if place is not None and result.origin is not None and result.origin.node is node:
+            self.elsewhere[node] = place  # a finding pointing here points there too
         return self.emit(CallRecord(node, result, args, kwargs), frame)
 
     def library_call(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-from mpcheck.diagnostics import Diagnostic
+from mpcheck.diagnostics import Diagnostic, Related
 
 from .base import ReportContext, display_path, last_row, one_line, summary_line, visible
 
@@ -33,14 +33,20 @@ def _block(d: Diagnostic, ctx: ReportContext) -> str:
         lines.extend(frame.lines)
         width = frame.width
     notes = [
-        f"note: {path}:{f'cell {d.cell}:' if d.cell else ''}{r.start.row}:{r.start.column}: "
-        f"{one_line(r.message)}"
+        f"note: {_where(d, r, path, ctx)}:{r.start.row}:{r.start.column}: {one_line(r.message)}"
         for r in d.related
     ]
     if d.fix is not None:
         notes.append(f"help: {one_line(d.fix.message)}")
     lines.extend(f"{' ' * width} = {note}" for note in notes)
     return "\n".join(lines) + "\n"
+
+
+def _where(d: Diagnostic, r: Related, path: str, ctx: ReportContext) -> str:
+    """The related place's file (another file of the project, or the finding's own) and cell."""
+    if r.filename:
+        return display_path(r.filename, ctx.root)
+    return f"{path}:cell {d.cell}" if d.cell else path
 
 
 def _char_width(char: str) -> int:

@@ -54,6 +54,7 @@ def json_object(d: Diagnostic) -> dict[str, Any]:
                 "message": r.message,
                 "location": _location(r.start),
                 "end_location": _location(r.end),
+                **({"filename": r.filename} if r.filename else {}),
             }
             for r in d.related
         ],

@@ -44,7 +44,9 @@ def _testcase(suite: ET.Element, d: Diagnostic, ctx: ReportContext) -> None:
     ET.SubElement(properties, "property", name="severity", value=d.severity.value)
     details = [f"line {d.start.row}, col {d.start.column}, {d.message}"]
     details += [
-        f"note: {path}:{r.start.row}:{r.start.column}: {one_line(r.message)}" for r in d.related
+        f"note: {display_path(r.filename, ctx.root) if r.filename else path}:"
+        f"{r.start.row}:{r.start.column}: {one_line(r.message)}"
+        for r in d.related
     ]
     if d.fix is not None:
         details.append(f"help: {one_line(d.fix.message)}")

@@ -50,7 +50,10 @@ def render_rdjson(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
             entry["related_locations"] = [
                 {
                     "message": r.message,
-                    "location": {"path": path, "range": span(r.start, r.end, d.filename)},
+                    "location": {
+                        "path": display_path(r.filename, ctx.root) if r.filename else path,
+                        "range": span(r.start, r.end, r.filename or d.filename),
+                    },
                 }
                 for r in d.related
             ]

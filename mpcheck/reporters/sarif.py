@@ -157,7 +157,11 @@ def _result(
                 "id": index,
                 "message": {"text": related.message},
                 "physicalLocation": {
-                    "artifactLocation": artifact,
+                    "artifactLocation": (
+                        artifact_location(related.filename, ctx, root)
+                        if related.filename
+                        else artifact
+                    ),
                     "region": _region(related.start, related.end),
                 },
             }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from lsprotocol import types as lsp
 
@@ -31,7 +32,11 @@ def to_lsp(diag: Diagnostic, uri: str) -> lsp.Diagnostic:
     )
     related = [
         lsp.DiagnosticRelatedInformation(
-            location=lsp.Location(uri=uri, range=lsp_range(r.start, r.end)), message=r.message
+            location=lsp.Location(
+                uri=Path(r.filename).as_uri() if r.filename else uri,
+                range=lsp_range(r.start, r.end),
+            ),
+            message=r.message,
         )
         for r in diag.related
     ]
