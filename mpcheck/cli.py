@@ -15,6 +15,7 @@ import tempfile
 import traceback
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cache, partial
 from pathlib import Path
 
@@ -138,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--unsafe-fixes", action="store_true", help="also apply fixes that may change behaviour"
     )
     check.add_argument("--diff", action="store_true", help="print fixes as a diff, change nothing")
+    check.add_argument(
+        "--add-noqa",
+        action="store_true",
+        help="add a `# noqa: CODE` directive to every line with a finding",
+    )
     check.add_argument(
         "-j", "--jobs", type=_jobs, default=0, help="worker processes (0: one per CPU)"
     )
@@ -368,6 +374,8 @@ def run_check(args: argparse.Namespace) -> int:
         incremental = sys.modules.get("mpcheck.incremental")
         for warning in [] if incremental is None else incremental.warnings():
             print(f"mpcheck: warning: {warning}", file=sys.stderr)
+        if args.add_noqa:
+            return _add_noqa(diagnostics, jobs, project_of)
         if args.diff:
             return _diff_files(args, diagnostics, cwd)
         if args.fix:
@@ -436,6 +444,47 @@ def _fix_files(
     if fixed_total and not args.quiet:
         print(f"Fixed {fixed_total} error{'s' if fixed_total != 1 else ''}.", file=sys.stderr)
     return out, failed
+
+
+def _add_noqa(
+    diagnostics: list[Diagnostic], jobs: Sequence[Job], project_of: dict[str, Project]
+) -> int:
+    """``--add-noqa`` (as ruff): a directive for every finding, written in place; exit 0.
+
+    Each file is read and checked again, so the directives fit exactly the bytes that are
+    written over (``write_fixed`` only writes if the file still holds them).
+    """
+    from mpcheck.add_noqa import NOT_SUPPRESSIBLE, with_noqa
+
+    job_of = {str(path): (rules, options) for path, rules, options in jobs}
+    pending = {
+        d.filename
+        for d in diagnostics
+        if not d.suppressed and d.code not in NOT_SUPPRESSIBLE and not d.cell
+    }
+    total, failed = 0, False
+    for filename in sorted(pending):
+        rules, options = job_of[filename]
+        project = project_of[filename]
+        try:
+            data = Path(filename).read_bytes()
+            found = [
+                d
+                for d in check_source(data, filename, rules, replace(options, cache_dir=None))
+                if project.reports(d.code)
+            ]
+            new, count = with_noqa(data, found)
+            if count:
+                write_fixed(Path(filename), data, new)
+        except (SourceError, OSError, FixError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            print(f"mpcheck: error: {filename}: {reason}", file=sys.stderr)
+            failed = True
+            continue
+        total += count
+    noun = "directive" if total == 1 else "directives"
+    print(f"Added {total} noqa {noun}.", file=sys.stderr)
+    return EXIT_ERROR if failed else EXIT_CLEAN
 
 
 def _diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Path) -> int:
