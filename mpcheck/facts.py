@@ -260,6 +260,15 @@ def join(a: Fact, b: Fact) -> Fact:
             return replace(
                 a, items=tuple(join(x, y) for x, y in zip(a.items, b.items, strict=False))
             )
+        # A list grown on one path (``models = [unet]; if te: models.append(te)``): the
+        # longer one, so what is done to "all of them" reaches every element it may hold.
+        shorter, longer = (a, b) if len(a.items or ()) <= len(b.items or ()) else (b, a)
+        if (
+            shorter.items is not None
+            and longer.items is not None
+            and longer.items[: len(shorter.items)] == shorter.items
+        ):
+            return longer
         # Lists of different lengths (``params`` grown on one path): join their elements.
         elems = [element(s) for s in (a, b) if s.items != ()]
         elem = elems[0] if len(elems) == 1 else join(elems[0], elems[1]) if elems else UNKNOWN

@@ -19,6 +19,7 @@ from mpcheck.facts import (
     as_tensor_of,
     element,
     int_to_float,
+    join,
     promote,
     seq_of,
     tensor_of_dtype,
@@ -47,6 +48,20 @@ class TensorWalk(ModuleWalk):
         receiver = Operand(node.func.value, recv)  # type: ignore[attr-defined]
         if recv.kind is Kind.MODULE:
             return self.module_method(node, method, recv, path, args, kwargs, frame)
+        if recv.kind is Kind.SEQ and path is not None and method in ("append", "extend"):
+            # ``models = [unet]; models.append(text_encoder)``: the list grows in place
+            added: tuple[Fact, ...] | None = (
+                (args[0].fact,) if method == "append" and args else None
+            )
+            if method == "extend" and args and args[0].fact.items is not None:
+                added = args[0].fact.items
+            if recv.items is not None and added is not None:
+                grown = replace(recv, items=(*recv.items, *added))
+            else:
+                new = args[0].fact if method == "append" else element(args[0].fact)
+                grown = Fact(Kind.SEQ, elem=join(element(recv), new) if args else element(recv))
+            frame.env[path] = grown
+            return UNKNOWN
         trained = self.training.method(node, method, receiver, args, kwargs, frame)
         if trained is not None:  # scaler.step(opt), accelerator.backward(loss), ...
             return self.emit(
