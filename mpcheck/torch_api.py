@@ -300,6 +300,14 @@ FLOAT_TENSOR_TYPES = frozenset(
     "Tensor FloatTensor HalfTensor BFloat16Tensor DoubleTensor Any".split()
 )
 
+# The model components of a diffusers-style pipeline (``self.vae`` in a ``...Pipeline``
+# class): users load pipelines with ``torch_dtype=torch.float16``, so each may be half.
+PIPELINE_MODELS = frozenset(
+    """unet vae transformer transformer_2 text_encoder text_encoder_2 text_encoder_3
+    controlnet safety_checker image_encoder prior decoder depth_estimator movq vqvae
+    audio_vae vocoder unet_2 brushnet adapter""".split()
+)
+
 # Library modules and functions that return float32 whatever the model's dtype, with what
 # to call them. Matched on the dotted tail, so diffusers' own relative imports count too.
 FP32_OUTPUT_MODULES = {"embeddings.Timesteps": "a diffusers `Timesteps`"}

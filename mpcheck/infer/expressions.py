@@ -72,8 +72,12 @@ class ExpressionWalk(TensorWalk):
             return frame.env[key]
         if self.imports.resolve(node) is not None:
             return self.global_name(node)
-        base = self.expr(node.value, frame)
         attr = node.attr.value
+        if key == f"self.{attr}" and attr in T.PIPELINE_MODELS and self._in_pipeline(frame):
+            text = f"the pipeline's `{attr}`, half when the pipeline is loaded in float16"
+            origin = Origin(node, Cause.MODEL_CAST, text)
+            return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
+        base = self.expr(node.value, frame)
         if base.kind is Kind.TENSOR:
             if attr == "dtype":
                 return replace(base, kind=Kind.DTYPE, items=None, elem=None)
@@ -100,6 +104,10 @@ class ExpressionWalk(TensorWalk):
         if base.kind is Kind.OTHER and attr in ("min", "max", "eps", "tiny") and base.layer:
             return self.finfo_value(base, attr)
         return UNKNOWN
+
+    def _in_pipeline(self, frame: Frame) -> bool:
+        cls = self.classes.get(frame.scope.class_name or "")
+        return cls is not None and cls.is_pipeline
 
     def finfo_value(self, finfo: Fact, attr: str) -> Fact:
         table = FINFO_MIN if attr == "min" else FINFO_MAX if attr == "max" else {}

@@ -30,6 +30,7 @@ class ClassInfo:
     methods: dict[str, cst.FunctionDef]
     bases: tuple[str, ...]
     kept_fp32: bool = False  # instantiated under a name in ``_keep_in_fp32_modules``
+    is_pipeline: bool = False  # a diffusers-style pipeline: ``self.vae`` & co. are models
     analysed: bool = False  # its methods were walked (each class is walked once)
 
 

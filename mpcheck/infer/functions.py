@@ -59,10 +59,17 @@ class FunctionWalk(AutocastWalk):
         is_module = any(self._module_base(b) for b in bases)
         methods = {s.name.value: s for s in node.body.body if isinstance(s, cst.FunctionDef)}
         info = ClassInfo(node, is_module, {}, methods, bases)
+        info.is_pipeline = not is_module and any(self._pipeline_base(b) for b in bases)
         self.classes.setdefault(node.name.value, info)
         if is_module:
             self.file_uses_torch_modules = True
         return info
+
+    def _pipeline_base(self, base: str) -> bool:
+        local = self.classes.get(base)
+        if local is not None:
+            return local.is_pipeline
+        return base.rsplit(".", 1)[-1].endswith("Pipeline")
 
     def _module_base(self, base: str) -> bool:
         if base in T.MODULE_BASES or base.startswith("torch.nn."):
@@ -130,6 +137,8 @@ class FunctionWalk(AutocastWalk):
         self.block(body, frame)
         if cls is not None:
             for key, fact in frame.env.items():
+                if cls.is_pipeline and key[len("self.") :] in T.PIPELINE_MODELS:
+                    continue  # ``self.upcast_vae()`` in one method says nothing of another
                 if key.startswith("self.") and key.count(".") == 1:
                     old = cls.attrs.get(key)
                     cls.attrs[key] = (

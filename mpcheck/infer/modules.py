@@ -358,6 +358,11 @@ class ModuleWalk(FunctionWalk):
             if path is not None:
                 self._rebind(path, new, frame)
             return new
+        if method == "upcast_vae" and path is not None:  # diffusers: the VAE runs in float32
+            text = f"upcast to float32 by `{self.code(node)}`"
+            upcast = tensor_of_dtype("float32", node, Cause.UPCAST, text)
+            frame.env[f"{path}.vae"] = replace(upcast, kind=Kind.MODULE)
+            return UNKNOWN
         if method in ("register_buffer", "register_parameter") and path is not None:
             self.register_tensor(node, method, path, args, kwargs, frame)
             return UNKNOWN

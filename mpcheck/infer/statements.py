@@ -133,6 +133,15 @@ class StatementWalk(ExpressionWalk):
     def loop(self, stmt: cst.For | cst.While, frame: Frame) -> None:
         if isinstance(stmt, cst.For):
             items = self.expr(stmt.iter, frame)
+            models = items.items if items.kind is Kind.SEQ and items.items else ()
+            if 1 < len(models) <= 8 and all(m.kind is Kind.MODULE for m in models):
+                # ``for model in [unet, text_encoder]: ...param.data = param.float()``: what
+                # the body does to each model, kept apart (a joined model is neither)
+                with self.reporting.muted():
+                    for model in models:
+                        self.bind(stmt.target, model, frame)
+                        each = self.branch(stmt.body, frame)
+                        self.merge(frame, Frame(frame.env, frame.scope), each)
             self.bind(stmt.target, iterate(items), frame)
         else:
             self.expr(stmt.test, frame)
