@@ -13,15 +13,14 @@ import os
 import sys
 import tempfile
 import traceback
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
 from functools import cache, partial
 from pathlib import Path
 
 from mpcheck import __version__
-from mpcheck.config import ConfigError, parse_size, with_overrides
-from mpcheck.diagnostics import Diagnostic
+from mpcheck.config import FAIL_ON, ConfigError, parse_size, with_overrides
+from mpcheck.diagnostics import Diagnostic, Severity
 from mpcheck.discovery import MissingPathError, discover
 from mpcheck.engine import Options, check_source
 from mpcheck.fixes import (
@@ -84,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     check = sub.add_parser("check", help="check files or directories (default: .)")
+    check.set_defaults(parser=check)
     check.add_argument("paths", nargs="*", type=Path, help="files or directories; - for stdin")
     check.add_argument(
         "--select", action="extend", type=_comma_list, help="rule codes or prefixes to enable (ALL)"
@@ -120,6 +120,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("-o", "--output-file", type=Path, help="write the report to this file")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    check.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        help="exit 1 for findings of this severity or worse (config: fail-on; default warning)",
+    )
+    check.add_argument(
+        "--baseline",
+        type=Path,
+        help="do not report the findings recorded in this file (config: baseline)",
+    )
+    check.add_argument(
+        "--write-baseline",
+        type=Path,
+        metavar="FILE",
+        help="record every current finding in FILE, to be hidden by --baseline",
+    )
+    check.add_argument(
+        "--diff-base",
+        metavar="REF",
+        help="report only findings on lines changed since the git revision REF",
+    )
     check.add_argument("--statistics", action="store_true", help="count findings per rule")
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     check.add_argument(
@@ -134,6 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--force-exclude", action="store_true", help="apply excludes to explicit paths too"
     )
     check.add_argument("-q", "--quiet", action="store_true", help="print findings only")
+    check.add_argument(
+        "--show-files", action="store_true", help="list the files that would be checked, and exit"
+    )
+    check.add_argument(
+        "--show-settings",
+        action="store_true",
+        help="print the settings that govern the first path (or .), and exit",
+    )
     check.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     check.add_argument(
         "--unsafe-fixes", action="store_true", help="also apply fixes that may change behaviour"
@@ -164,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     rule = sub.add_parser("rule", help="explain a rule, or list them all")
+    rule.set_defaults(parser=rule)
     rule.add_argument("code", nargs="?", help="a rule code such as MPC101")
     rule.add_argument("--all", action="store_true", help="list every rule")
     rule.add_argument("--output-format", choices=("text", "json"), default="text")
@@ -171,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("server", help="run the language server (stdio) for editors")
 
     clean = sub.add_parser("clean", help="remove the cache")
+    clean.set_defaults(parser=clean)
     clean.add_argument(
         "--cache-dir",
         type=Path,
@@ -184,7 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 clean, 1 findings, 2 for any error: usage, configuration, I/O or internal."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # ``mpcheck check --bad-option``: the usage of ``check``, not of ``mpcheck``
+        command = getattr(args, "parser", parser)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
     verbose = getattr(args, "verbose", False) or os.environ.get("MPCHECK_DEBUG") == "1"
     try:
         if args.command == "check":
@@ -343,6 +377,11 @@ def run_check(args: argparse.Namespace) -> int:
     resolver = _resolver(args, cwd, rules)
     paths: list[Path] = args.paths or [Path(".")]
     failed = False
+    if args.show_settings:
+        first = paths[0] if str(paths[0]) != "-" else Path(args.stdin_filename or ".")
+        project = resolver.project_for(first if first.is_file() else first / "_")
+        _write_stdout(_settings_text(project, cwd))
+        return EXIT_CLEAN
     if [str(p) for p in paths] == ["-"] or (not args.paths and args.stdin_filename):
         name = args.stdin_filename or "-"
         data = sys.stdin.buffer.read()
@@ -363,6 +402,13 @@ def run_check(args: argparse.Namespace) -> int:
         for message in errors:
             print(f"mpcheck: error: {message}", file=sys.stderr)
         failed = bool(errors)
+        if not files and not errors and not any(p.is_file() for p in paths):
+            # (a file named explicitly and excluded, as pre-commit passes them, says nothing)
+            where = ", ".join(str(p) for p in paths)
+            print(f"mpcheck: warning: No Python files found under {where}", file=sys.stderr)
+        if args.show_files:
+            _write_stdout("".join(f"{_display_path(str(f), cwd)}\n" for f in files))
+            return EXIT_ERROR if failed else EXIT_CLEAN
         project_of = {str(f): resolver.project_for(f) for f in files}
         cache_dir = _usable_cache(args, resolver, cwd)
         _fresh_run()
@@ -383,8 +429,65 @@ def run_check(args: argparse.Namespace) -> int:
             failed = failed or fix_failed
     diagnostics = [d for d in diagnostics if project_of[d.filename].reports(d.code)]
     diagnostics.sort(key=Diagnostic.sort_key)
-    status = _emit(args, diagnostics, rules, cwd)
+    settings = resolver.settings_for(str(cwd))
+    if args.write_baseline is not None:
+        from mpcheck import baseline
+
+        try:
+            recorded = baseline.write(args.write_baseline, diagnostics)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.write_baseline}: {exc.strerror}") from None
+        print(f"mpcheck: recorded {recorded} findings in {args.write_baseline}", file=sys.stderr)
+        return EXIT_ERROR if failed else EXIT_CLEAN
+    baseline_file = args.baseline or settings.baseline
+    if baseline_file is not None:
+        diagnostics = _apply_baseline(args, diagnostics, list(project_of), baseline_file)
+    if args.diff_base is not None:
+        from mpcheck.changed_lines import DiffError, changed_lines, only_changed
+
+        try:
+            diagnostics = only_changed(diagnostics, changed_lines(args.diff_base, cwd))
+        except DiffError as exc:
+            raise UsageError(str(exc)) from None
+    status = _emit(args, diagnostics, rules, cwd, args.fail_on or settings.fail_on)
     return EXIT_ERROR if failed else status
+
+
+def _settings_text(project: Project, cwd: Path) -> str:
+    """``--show-settings``: the configuration file, every setting and the active rules."""
+    settings = project.settings
+    config = settings.config_path
+    lines = [f"config: {_display_path(str(config), cwd) if config else '(none: defaults)'}"]
+    for field in fields(settings):
+        if field.name not in ("config_path",):
+            value = getattr(settings, field.name)
+            if isinstance(value, Mapping):
+                value = {k: list(v) for k, v in value.items()}
+            elif isinstance(value, tuple):
+                value = list(value)
+            lines.append(f"{field.name.replace('_', '-')}: {value}")
+    lines.append(f"active rules: {', '.join(r.code for r in project.active)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _apply_baseline(
+    args: argparse.Namespace, diagnostics: list[Diagnostic], checked: list[str], path: Path
+) -> list[Diagnostic]:
+    """The findings the baseline does not hold; says on stderr when entries are gone."""
+    from mpcheck import baseline
+
+    try:
+        outcome = baseline.apply(diagnostics, checked, path, baseline.load(path))
+    except baseline.BaselineError as exc:
+        raise UsageError(str(exc)) from None
+    if outcome.gone and not args.quiet:
+        s = "" if outcome.gone == 1 else "s"
+        print(
+            f"mpcheck: {outcome.gone} finding{s} recorded in {path} no longer occur; "
+            f"refresh it with `mpcheck check --write-baseline {path}`",
+            file=sys.stderr,
+        )
+    return outcome.shown
 
 
 def _fixable_files(
@@ -563,11 +666,12 @@ def _emit(
     diagnostics: list[Diagnostic],
     rules: Sequence[type[Rule]],
     cwd: Path,
+    fail_on: str = "warning",
 ) -> int:
     shown = [d for d in diagnostics if not d.suppressed]
     _lines.cache_clear()  # files may have changed since an earlier run in this process
     if args.statistics:
-        text = _statistics(shown, rules)
+        text = _statistics(shown, rules, as_json=args.output_format == "json")
     else:
         ctx = ReportContext(
             root=cwd,
@@ -587,7 +691,8 @@ def _emit(
         _write_stdout(text)
     # GitHub Actions: a per-rule table on the run's page ($GITHUB_STEP_SUMMARY, if set).
     write_step_summary(diagnostics, {r.code: r.info() for r in rules}, root=cwd)
-    return EXIT_FINDINGS if shown and not args.exit_zero else EXIT_CLEAN
+    failing = [d for d in shown if fail_on == "warning" or d.severity is Severity.ERROR]
+    return EXIT_FINDINGS if failing and not args.exit_zero else EXIT_CLEAN
 
 
 def _summary(shown: Sequence[Diagnostic]) -> str:
@@ -595,23 +700,37 @@ def _summary(shown: Sequence[Diagnostic]) -> str:
         return "All checks passed!\n"
     fixable = sum(1 for d in shown if applicable(d, unsafe=False))
     hidden = sum(1 for d in shown if d.fix is not None) - fixable
-    noun = "error" if len(shown) == 1 else "errors"
+    errors = sum(1 for d in shown if d.severity is Severity.ERROR)
+    counts = [_count(errors, "error"), _count(len(shown) - errors, "warning")]
     extra = f"\n[*] {fixable} fixable with the `--fix` option." if fixable else ""
     if hidden:
         s = "fix" if hidden == 1 else "fixes"
         extra += f"\n({hidden} hidden {s} can be enabled with the `--unsafe-fixes` option.)"
-    return f"Found {len(shown)} {noun}.{extra}\n"
+    return f"Found {' and '.join(c for c in counts if c)}.{extra}\n"
 
 
-def _statistics(shown: Sequence[Diagnostic], rules: Sequence[type[Rule]]) -> str:
+def _count(n: int, noun: str) -> str:
+    return "" if n == 0 else f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _statistics(shown: Sequence[Diagnostic], rules: Sequence[type[Rule]], as_json: bool) -> str:
+    """Findings per rule, most frequent first, with the rule's severity and how many of its
+    findings ``--fix`` would fix (``[*]``: all of them; ``[-]``: some)."""
     names = {r.code: r.name for r in rules}
-    counts = Counter(d.code for d in shown)
-    fixable = {d.code for d in shown if d.fix is not None}
-    lines = [
-        f"{n:>5}\t{code}\t{'[*] ' if code in fixable else ''}{names.get(code, '')}"
-        for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    ]
-    return "".join(line + "\n" for line in lines)
+    by_code: dict[str, list[Diagnostic]] = {}
+    for d in shown:
+        by_code.setdefault(d.code, []).append(d)
+    rows: list[dict[str, str | int]] = []
+    lines = []
+    for code, found in sorted(by_code.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        name, severity = names.get(code, found[0].name), str(found[0].severity)
+        safe = sum(1 for d in found if applicable(d, unsafe=False))
+        unsafe = sum(1 for d in found if d.fix is not None) - safe
+        row: dict[str, str | int] = {"code": code, "name": name, "count": len(found)}
+        rows.append(row | {"severity": severity, "fixable": safe, "unsafe_fixable": unsafe})
+        mark = "[*]" if safe == len(found) else "[-]" if safe else "   "
+        lines.append(f"{len(found):>5}\t{code}\t{severity:<7}\t{mark} {name}\n")
+    return json.dumps(rows, indent=2) + "\n" if as_json else "".join(lines)
 
 
 @cache

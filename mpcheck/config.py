@@ -84,7 +84,10 @@ KNOWN_KEYS: tuple[str, ...] = (
     *_BOOL_KEYS,
     "max-file-size",
     "cache-dir",
+    "baseline",
+    "fail-on",
 )
+FAIL_ON = ("error", "warning")  # the least severe finding that makes the exit status 1
 # libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
 # is skipped (MPC002), so one generated file cannot exhaust the machine's memory.
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
@@ -131,6 +134,8 @@ class Settings:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     include_notebooks: bool = True  # directory walks take *.ipynb too
     cache_dir: Path | None = None  # absolute; None: ``.mpcheck_cache`` at ``root``
+    baseline: Path | None = None  # absolute: findings recorded there are not reported
+    fail_on: str = "warning"  # "error": warnings are shown but exit 0
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -294,6 +299,12 @@ class _Validator:
             raise self.error(f"{self.key(key)} must be true or false, got {_type_name(value)}")
         return value
 
+    def choice(self, key: str, value: object, choices: Sequence[str]) -> str:
+        if not isinstance(value, str) or value not in choices:
+            expected = " or ".join(f'"{c}"' for c in choices)
+            raise self.error(f"{self.key(key)} must be {expected}, got {value!r}")
+        return value
+
     def size(self, key: str, value: object) -> int:
         size = parse_size(value) if isinstance(value, (str, int)) else None
         if size is None:
@@ -349,8 +360,10 @@ def load_settings(
             values[key] = check.boolean(key, value)
         elif key == "max-file-size":
             values[key] = check.size(key, value)
-        elif key == "cache-dir":
+        elif key in ("cache-dir", "baseline"):
             values[key] = path.parent / check.path(key, value)
+        elif key == "fail-on":
+            values[key] = check.choice(key, value, FAIL_ON)
         else:
             values[key] = check.per_file(key, value)
     return Settings(
@@ -367,6 +380,8 @@ def load_settings(
         max_file_size=values.get("max-file-size", DEFAULT_MAX_FILE_SIZE),
         include_notebooks=values.get("include-notebooks", True),
         cache_dir=values.get("cache-dir"),
+        baseline=values.get("baseline"),
+        fail_on=values.get("fail-on", "warning"),
     )
 
 

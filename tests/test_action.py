@@ -47,11 +47,19 @@ class Run:
     summary: str = ""
 
 
-def evaluate(value: str, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -> str:
-    """The two kinds of expression action.yml may use: ``inputs.*`` and ``steps.*.outputs.*``."""
+def evaluate(
+    value: str,
+    inputs: dict[str, str],
+    steps: dict[str, dict[str, str]],
+    github: dict[str, str] | None = None,
+) -> str:
+    """The expressions action.yml may use: ``inputs.*``, ``steps.*.outputs.*`` and the
+    ``github.*`` context (given as dotted names, empty when absent, as on GitHub)."""
 
     def one(match: re.Match[str]) -> str:
         expr = match.group(1)
+        if expr.startswith("github."):
+            return (github or {}).get(expr.removeprefix("github."), "")
         if expr.startswith("inputs."):
             name = expr.removeprefix("inputs.")
             return str(inputs.get(name, ACTION["inputs"][name].get("default", "")))
@@ -99,6 +107,7 @@ class Runner:
         inputs: dict[str, str] | None = None,
         known: dict[str, dict[str, str]] | None = None,
         extra_env: dict[str, str] | None = None,
+        github: dict[str, str] | None = None,
     ) -> Run:
         self.counter += 1
         work = self.tmp / f"exec{self.counter}"
@@ -119,7 +128,10 @@ class Runner:
                 "GITHUB_ENV": str(work / "env"),
                 "GITHUB_ACTIONS": "true",
                 "RUNNER_TEMP": str(self.tmp),
-                **{k: evaluate(v, inputs or {}, outputs) for k, v in step.get("env", {}).items()},
+                **{
+                    k: evaluate(v, inputs or {}, outputs, github)
+                    for k, v in step.get("env", {}).items()
+                },
                 **(extra_env or {}),
             }
             proc = subprocess.run(
@@ -167,8 +179,11 @@ def run_action(
     installed: dict[str, str],
     workspace: Path,
     inputs: dict[str, str] | None = None,
+    github: dict[str, str] | None = None,
 ) -> Run:
-    return runner.run_steps(STEPS[1:], workspace, inputs, known={"install": installed})
+    return runner.run_steps(
+        STEPS[1:], workspace, inputs, known={"install": installed}, github=github
+    )
 
 
 def copy_fixtures(dest: Path, pattern: str) -> Path:
@@ -203,8 +218,9 @@ def expected_findings(workspace: Path, *paths: str) -> list[dict[str, Any]]:
 
 def test_inputs_and_defaults() -> None:
     inputs = ACTION["inputs"]
-    assert set(inputs) == {"args", "src", "version", "sarif-file", "fail-on-findings"}
+    assert set(inputs) == {"args", "src", "version", "sarif-file", "fail-on-findings", "diff-base"}
     assert inputs["args"]["default"] == "check ."
+    assert inputs["diff-base"]["default"] == "auto"
     assert inputs["fail-on-findings"]["default"] == "true"
     assert all(inputs[name]["default"] == "" for name in ("src", "version", "sarif-file"))
     assert all(spec["description"] for spec in inputs.values())
@@ -352,6 +368,37 @@ def test_clean_tree_passes(runner: Runner, installed: dict[str, str], workspace:
     assert "::error" not in result.stdout
     assert "### mpcheck: no findings" in result.summary
     assert result.outputs["run"]["exit-code"] == "0"
+
+
+def git(tree: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "t"}
+    env |= {"GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    done = subprocess.run(["git", *args], cwd=tree, env=env, check=True, capture_output=True)
+    return done.stdout.decode().strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_pull_request_is_annotated_only_where_it_changed_code(
+    runner: Runner, installed: dict[str, str], workspace: Path, tmp_path: Path
+) -> None:
+    git(workspace, "init", "-q")
+    git(workspace, "add", "models")
+    git(workspace, "commit", "-qm", "base")
+    base = git(workspace, "rev-parse", "HEAD")
+    copy_fixtures(workspace / "new", "mpc101/bad_*.py")
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-qm", "the pull request")
+    # as actions/checkout leaves it: one commit, no history; the action fetches the base
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--depth=1", workspace.as_uri(), str(clone))
+    event = {"event.pull_request.base.sha": base}
+    result = run_action(runner, installed, clone, github=event)
+    files = {f.split("/")[0] for f in re.findall(r",file=([^,]+),", result.stdout)}
+    assert result.returncode == 1 and files == {"new"}, result.stdout + result.stderr
+    # outside a pull request, or with diff-base emptied: every finding
+    everything = run_action(runner, installed, clone, {"diff-base": ""}, github=event)
+    assert "new/" in everything.stdout and "models/" in everything.stdout
+    assert "models/" in run_action(runner, installed, clone).stdout
 
 
 def test_src_replaces_the_default_path(

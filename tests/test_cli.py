@@ -215,8 +215,11 @@ def test_statistics(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "check", "--statistics", ".")
     assert rc == 1
     lines = [line.split("\t") for line in out.splitlines()]
-    assert [(n.strip(), code) for n, code, _ in lines] == [("2", "MPC101"), ("1", "MPC100")]
-    assert lines[0][2].endswith("upcast-reaches-half-op")
+    assert [(n.strip(), code, level.strip()) for n, code, level, _ in lines] == [
+        ("2", "MPC101", "error"),
+        ("1", "MPC100", "warning"),
+    ]
+    assert lines[0][3].endswith("upcast-reaches-half-op")
 
 
 def test_exit_zero(capsys: pytest.CaptureFixture[str]) -> None:

@@ -172,7 +172,7 @@ def test_clean_run_prints_nothing(fmt: str) -> None:
 # --- full ---------------------------------------------------------------------------------
 
 FULL = """\
-pkg/model.py:8:16: MPC101 [*] `h` is float32 but `self.proj` runs in half
+pkg/model.py:8:16: MPC101 [*] error: `h` is float32 but `self.proj` runs in half
   |
 6 |         h = self.norm(x).float()
 7 |         h = h * torch.rsqrt(h.pow(2).mean(-1) + 1e-6)
@@ -182,7 +182,7 @@ pkg/model.py:8:16: MPC101 [*] `h` is float32 but `self.proj` runs in half
   = note: pkg/model.py:6:13: `h` was upcast to float32 here
   = help: Cast `h` to `self.proj.weight.dtype`
 
-pkg/model.py:12:14: MPC103 100% of `q`: upcast, then matmul, second line
+pkg/model.py:12:14: MPC103 warning: 100% of `q`: upcast, then matmul, second line
    |
 11 |   def attn(q, k):
 12 |       scores = torch.matmul(
@@ -194,7 +194,7 @@ pkg/model.py:12:14: MPC103 100% of `q`: upcast, then matmul, second line
 16 |       return scores  # noqa: MPC102
    |
 
-train.py:1:8: MPC104 50%: x, y
+train.py:1:8: MPC104 error: 50%: x, y
 """
 
 
@@ -204,7 +204,7 @@ def test_full_golden() -> None:
 
 def test_full_without_source_prints_header_and_notes() -> None:
     assert render("full", [UPCAST], make_ctx(sources={})) == (
-        "pkg/model.py:8:16: MPC101 [*] `h` is float32 but `self.proj` runs in half\n"
+        "pkg/model.py:8:16: MPC101 [*] error: `h` is float32 but `self.proj` runs in half\n"
         "  = note: pkg/model.py:6:13: `h` was upcast to float32 here\n"
         "  = help: Cast `h` to `self.proj.weight.dtype`\n"
     )
@@ -214,7 +214,7 @@ def test_full_range_from_line_start_and_long_range_elided() -> None:
     source = ["x = 1", "y = torch.cat(["] + [f"    t{i}," for i in range(9)] + ["])", "z = 2"]
     d = diag(2, start=P(2, 1), end=P(12, 3), message="long")
     assert render("full", [d], make_ctx({MODEL: source})) == (
-        "pkg/model.py:2:1: MPC101 long\n"
+        "pkg/model.py:2:1: MPC101 error: long\n"
         "   |\n"
         " 1 |   x = 1\n"
         " 2 | / y = torch.cat([\n"
@@ -232,7 +232,7 @@ def test_full_range_from_line_start_and_long_range_elided() -> None:
 def test_full_range_ending_at_column_one_ends_on_the_line_above() -> None:
     d = diag(8, start=P(8, 9), end=P(9, 1), message="stmt")
     assert render("full", [d], make_ctx()) == (
-        "pkg/model.py:8:9: MPC101 stmt\n"
+        "pkg/model.py:8:9: MPC101 error: stmt\n"
         "  |\n"
         "6 |         h = self.norm(x).float()\n"
         "7 |         h = h * torch.rsqrt(h.pow(2).mean(-1) + 1e-6)\n"
@@ -245,7 +245,7 @@ def test_full_range_ending_at_column_one_ends_on_the_line_above() -> None:
 def test_full_carets_align_under_tabs_and_wide_characters() -> None:
     d = diag(1, start=P(1, 6), end=P(1, 15), message="wide")
     assert render("full", [d], make_ctx({MODEL: ["\t名 = h.float()"]})) == (
-        "pkg/model.py:1:6: MPC101 wide\n"
+        "pkg/model.py:1:6: MPC101 error: wide\n"
         "  |\n"
         "1 |     名 = h.float()\n"
         "  |          ^^^^^^^^^ MPC101\n"
@@ -258,15 +258,18 @@ def test_full_carets_align_under_tabs_and_wide_characters() -> None:
 
 def test_concise_golden() -> None:
     assert render("concise", ALL, make_ctx()) == (
-        "pkg/model.py:8:16: MPC101 [*] `h` is float32 but `self.proj` runs in half\n"
-        "pkg/model.py:12:14: MPC103 100% of `q`: upcast, then matmul, second line\n"
-        "train.py:1:8: MPC104 50%: x, y\n"
+        "pkg/model.py:8:16: MPC101 [*] error: `h` is float32 but `self.proj` runs in half\n"
+        "pkg/model.py:12:14: MPC103 warning: 100% of `q`: upcast, then matmul, second line\n"
+        "train.py:1:8: MPC104 error: 50%: x, y\n"
     )
 
 
 def test_paths_outside_root_stay_absolute() -> None:
     outside = replace(LOSS, filename="/elsewhere/util.py")
-    assert render("concise", [outside], make_ctx()) == "/elsewhere/util.py:1:8: MPC104 50%: x, y\n"
+    assert (
+        render("concise", [outside], make_ctx())
+        == "/elsewhere/util.py:1:8: MPC104 error: 50%: x, y\n"
+    )
 
 
 def test_pylint_golden() -> None:
@@ -370,7 +373,10 @@ def test_github_annotates_the_most_severe_first_and_lists_everything() -> None:
     assert _rows(lines[:10]) == error_rows[:10]
     assert _rows(lines[10:14]) == sorted(warnings_at)
     # Then the full list as plain lines, in input order, annotated or not.
-    assert lines[14:-1] == [f"pkg/model.py:{row}:1: MPC101 finding {row}" for row in range(1, 29)]
+    level = {row: "warning" if row in warnings_at else "error" for row in range(1, 29)}
+    assert lines[14:-1] == [
+        f"pkg/model.py:{row}:1: MPC101 {level[row]}: finding {row}" for row in range(1, 29)
+    ]
     assert lines[-1] == (
         "::notice::14 of 28 findings were not annotated (GitHub shows at most 10 annotations "
         "per level in a step); all 28 are listed in the log above"
@@ -406,7 +412,7 @@ def test_github_no_notice_at_exactly_ten_per_level() -> None:
 
 def test_github_notice_singular() -> None:
     lines = render("github", [diag(row) for row in range(1, 12)], make_ctx()).splitlines()
-    assert lines[-2] == "pkg/model.py:11:1: MPC101 finding 11"
+    assert lines[-2] == "pkg/model.py:11:1: MPC101 error: finding 11"
     assert lines[-1].startswith("::notice::1 of 11 findings was not annotated")
 
 
@@ -820,7 +826,7 @@ def test_relative_root_is_taken_from_the_working_directory(
     monkeypatch.chdir(tmp_path)
     d = replace(LOSS, filename=str(tmp_path / "src" / "train.py"))
     ctx = make_ctx(root=Path("."))
-    assert render("concise", [d], ctx) == "src/train.py:1:8: MPC104 50%: x, y\n"
+    assert render("concise", [d], ctx) == "src/train.py:1:8: MPC104 error: 50%: x, y\n"
     run = sarif([d], ctx)["runs"][0]
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.as_uri() + "/"
     assert run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"] == {
@@ -832,9 +838,9 @@ def test_relative_root_is_taken_from_the_working_directory(
 def test_stdin_is_shown_as_dash() -> None:
     d = replace(LOSS, filename="-")
     ctx = make_ctx({"-": ["loss = model(x).half()"]})
-    assert render("concise", [d], ctx) == "-:1:8: MPC104 50%: x, y\n"
+    assert render("concise", [d], ctx) == "-:1:8: MPC104 error: 50%: x, y\n"
     assert render("full", [d], ctx) == (
-        "-:1:8: MPC104 50%: x, y\n"
+        "-:1:8: MPC104 error: 50%: x, y\n"
         "  |\n"
         "1 | loss = model(x).half()\n"
         "  |        ^^^^^^^^ MPC104\n"
@@ -849,4 +855,4 @@ def test_fix_marker_only_for_safe_fixes() -> None:
     assert UPCAST.fix is not None
     unsafe = replace(UPCAST, fix=replace(UPCAST.fix, applicability="unsafe"))
     out = render("concise", [unsafe], make_ctx())
-    assert "MPC101 `h`" in out and "[*]" not in out
+    assert "MPC101 error: `h`" in out and "[*]" not in out

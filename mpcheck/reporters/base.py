@@ -95,12 +95,17 @@ def one_line(text: str) -> str:
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
-def summary_line(d: Diagnostic, ctx: ReportContext, *, fix_marker: bool = True) -> str:
-    """``path:row:col: CODE [*] message``, the line editors and CI logs know how to parse."""
+def summary_line(
+    d: Diagnostic, ctx: ReportContext, *, fix_marker: bool = True, severity: bool = True
+) -> str:
+    """``path:row:col: CODE [*] error: message``, the line editors and CI logs know how to
+    parse (a tool reading ``path:row:col: CODE message`` sees the severity as the message's
+    first word)."""
     marker = " [*]" if fix_marker and d.fix is not None and d.fix.applicability == "safe" else ""
     cell = f"cell {d.cell}:" if d.cell else ""
     where = f"{display_path(d.filename, ctx.root)}:{cell}{d.start.row}:{d.start.column}"
-    return f"{where}: {d.code}{marker} {one_line(d.message)}"
+    level = f"{d.severity}: " if severity else ""
+    return f"{where}: {d.code}{marker} {level}{one_line(d.message)}"
 
 
 def last_row(start: Position, end: Position) -> int:

@@ -178,7 +178,7 @@ def test_file_that_cannot_be_decoded_is_reported_even_without_torch(
 ) -> None:
     (project / "bad.py").write_bytes(b"x = 1  # \xff\xfe\n")
     assert main(["check", "--output-format", "concise", "bad.py"]) == 1
-    assert "bad.py:1:1: MPC001 cannot decode the file" in capsys.readouterr().out
+    assert "bad.py:1:1: MPC001 error: cannot decode the file" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("where", ["config", "flag"])
@@ -191,7 +191,7 @@ def test_max_file_size(project: Path, where: str, capsys: pytest.CaptureFixture[
         args[1:1] = ["--max-file-size", "4KiB"]
     assert main(args) == 1
     out = capsys.readouterr().out
-    assert "big.py:1:1: MPC002 the file is 12 KiB, above max-file-size (4 KiB)" in out
+    assert "big.py:1:1: MPC002 error: the file is 12 KiB, above max-file-size (4 KiB)" in out
 
 
 def test_bad_max_file_size_in_config(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
