@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 # A file that mentions none of these cannot hold a finding: it is not parsed.
 PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
 _LINE_REF = re.compile("\x00(\\d+)\x00")
+# A ``noqa`` comment that may name one of our codes (a superset: MPC100 reports only those).
+_MPC_NOQA = re.compile(rb"noqa[^\r\n]*mpc", re.IGNORECASE)
+_MIGHT_NOQA = re.compile(rb"[nN][oO][qQ][aA]")  # no IGNORECASE: a faster scan
 
 
 @dataclass(frozen=True)
@@ -115,8 +118,11 @@ def suppress(
     them, with unused ``noqa`` comments reported (MPC100)."""
     enabled = {r.code for r in rules} | {INVALID_SYNTAX.code, INTERNAL_ERROR.code}
     selected = [d for d in diagnostics if d.code in enabled]
-    if not selected and b"noqa" not in data:
-        return []
+    unused_noqa = options.unused_noqa and UNUSED_NOQA.code in enabled
+    if not _MIGHT_NOQA.search(data):
+        return sorted(selected, key=Diagnostic.sort_key)  # no directive: nothing to scan for
+    if not selected and not (unused_noqa and _MPC_NOQA.search(data)):
+        return []  # nothing to suppress, and no directive naming our codes to find unused
     if selected and selected[0].code == INVALID_SYNTAX.code:
         return selected
     text = data.decode("utf-8", errors="replace")
@@ -125,7 +131,7 @@ def suppress(
         selected,
         sup,
         filename=filename,
-        unused_noqa=options.unused_noqa and UNUSED_NOQA.code in enabled,
+        unused_noqa=unused_noqa,
         enabled_codes=enabled,
     )
     return sorted(marked, key=Diagnostic.sort_key)

@@ -42,20 +42,21 @@ class _Run:
         modules = {rule.__module__ for rule in self.rules}
         key = fingerprint((sys.modules[m] for m in modules if m in sys.modules), settings)
         self.cache = FileCache(Path(cache_dir), key)
-        self._contents: dict[Path, str | None] = {}
+        self._contents: dict[str, str | None] = {}  # by absolute path: no Path per lookup
         self.summaries: Summaries | None = None
         if options.project_root is not None:
             root, half = options.project_root, options.module_half_capable
             self.summaries, _ = summaries_for(root, half, self._cached_summary)
 
-    def content(self, path: Path, data: bytes | None = None) -> str | None:
+    def content(self, path: str, data: bytes | None = None) -> str | None:
         """The hash of the file's bytes: ``data`` when given (the bytes being checked), else
         read once per run."""
         if data is not None:
             self._contents[path] = content_hash(data)
         elif path not in self._contents:
             try:
-                self._contents[path] = content_hash(path.read_bytes())
+                with open(path, "rb") as file:
+                    self._contents[path] = content_hash(file.read())
             except OSError:
                 self._contents[path] = None
         return self._contents[path]
@@ -64,20 +65,21 @@ class _Run:
         if content is None or entry.content != content:
             return False
         for name, dep in entry.dependencies.items():
-            path = Path(name)
-            if self.content(path) == dep.content:
+            if self.content(name) == dep.content:
                 continue
             if dep.digest == CYCLE or self.summaries is None:
                 return False
-            if self.summaries.digest(path) != dep.digest:
+            if self.summaries.digest(Path(name)) != dep.digest:
                 return False
         return True
 
     def _cached_summary(self, path: Path) -> tuple[ModuleSummary | None, Dependencies] | None:
         """A summary kept from an earlier run of ``path``, if its entry still holds."""
         entry = self.cache.load(path)
-        if entry is None or entry.summary is None or not self.holds(entry, self.content(path)):
+        if entry is None or entry.summary is None:
             return None  # no summary stored: its check did not walk it (no torch in it)
+        if not self.holds(entry, self.content(str(path))):
+            return None
         summary = ModuleSummary.from_json(entry.summary)
         if summary is None:
             return None
@@ -100,22 +102,20 @@ def check_cached(
     """What :func:`mpcheck.engine.check_source` gives, from the cache when it can."""
     assert options.cache_dir is not None
     run = _run(options, options.cache_dir)
-    path = Path(os.path.abspath(filename))
-    content = run.content(path, data)
+    name = os.path.abspath(filename)
+    path = Path(name)
+    content = run.content(name, data)
     entry = run.cache.load(path)
     if entry is not None and run.holds(entry, content):
+        # (its summary is not offered to the project's store: an importer that needs it
+        # reads it back through ``_cached_summary``, and a warm run needs none)
         found = [replace(d, filename=filename) for d in entry.diagnostics]
-        if run.summaries is not None and entry.summary is not None:
-            summary = ModuleSummary.from_json(entry.summary)
-            consulted = {Path(p): d.digest for p, d in entry.dependencies.items()}
-            if summary is not None:
-                run.summaries.offer(path, summary, consulted)
     else:
         analysed = analyse_source(data, filename, run.rules, options)
         found = analysed.diagnostics
         summary = analysed.summary
         deps = {
-            str(p): Dependency(run.content(p) or "", digest)
+            str(p): Dependency(run.content(str(p)) or "", digest)
             for p, digest in analysed.dependencies.items()
         }
         run.cache.store(

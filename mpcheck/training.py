@@ -248,9 +248,9 @@ class State:
         for key in dict.fromkeys([*mine, *theirs]):
             a, b = mine.get(key), theirs.get(key)
             scalers.append(a.join(b) if a is not None else b.join(a) if b is not None else None)
-        trainable: dict[Fact, Fact] = dict(self.trainable)
-        for module, params in other.trainable:
-            trainable[module] = join(trainable[module], params) if module in trainable else params
+        # a module cast on one path only keeps its own dtype on the other path
+        modules = dict.fromkeys([m for m, _ in self.trainable] + [m for m, _ in other.trainable])
+        trainable = {m: join(self.trainable_of(m), other.trainable_of(m)) for m in modules}
         return State(
             tuple(s for s in scalers if s is not None),
             unique(self.prepared + other.prepared),

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,19 @@ def test_an_unknown_option_prints_the_subcommand_usage(
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: mpcheck check") and "unrecognized arguments: --bad-option" in err
+
+
+def test_ruff_keeps_our_noqa_comments_with_lint_external(tmp_path: Path) -> None:
+    """Without ``lint.external = ["MPC"]`` ruff's RUF102 fix deletes ``# noqa: MPC101``."""
+    ruff = [sys.executable, "-m", "ruff", "check", "--preview", "--fix", "--no-cache"]
+    source = "import torch\n\ny = torch.ones(2).half().masked_fill(True, -1e9)  # noqa: MPC301\n"
+    (tmp_path / "a.py").write_text(source)
+    (tmp_path / "ruff.toml").write_text('[lint]\nselect = ["RUF100", "RUF102"]\n')
+    subprocess.run([*ruff, "a.py"], cwd=tmp_path, capture_output=True, check=False)
+    assert "noqa" not in (tmp_path / "a.py").read_text()
+    (tmp_path / "a.py").write_text(source)
+    (tmp_path / "ruff.toml").write_text(
+        '[lint]\nselect = ["RUF100", "RUF102"]\nexternal = ["MPC"]\n'
+    )
+    done = subprocess.run([*ruff, "a.py"], cwd=tmp_path, capture_output=True, check=False)
+    assert done.returncode == 0 and (tmp_path / "a.py").read_text() == source

@@ -142,11 +142,6 @@ class Summaries:
             self._deps[path] = deps
         return deps
 
-    def offer(self, path: Path, summary: ModuleSummary | None, deps: Dependencies) -> None:
-        """A summary known without a walk (a cached check's): importers may use it."""
-        self._done.setdefault(path.resolve(), summary)
-        self._deps.setdefault(path.resolve(), deps)
-
     def lookup(self, importer: Path, dotted: str, level: int = 0) -> Symbol | None:
         """What ``dotted`` (``level`` dots) names when imported from ``importer``."""
         return self._lookup(importer, dotted, level, REEXPORT_HOPS)
