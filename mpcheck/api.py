@@ -13,7 +13,7 @@ from __future__ import annotations
 from mpcheck.autocast_ops import policy as autocast_policy
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Severity
-from mpcheck.facts import Cause, Fact, Kind, Origin, Prec
+from mpcheck.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
 from mpcheck.hooks import HOOKS
 from mpcheck.names import CANONICAL, dotted
 from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
@@ -65,6 +65,7 @@ __all__ = [
     "CHECKED_FILL_FACTORIES",
     "CHECKED_SCALAR_WRITES",
     "CONTAINER_LAYERS",
+    "DEFAULT_FLOAT32",
     "DTYPE_STRICT_WRITES",
     "FP16_MIN_NORMAL",
     "FP16_TINY",

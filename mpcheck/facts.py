@@ -27,6 +27,9 @@ class Kind(enum.Enum):
     SCALER = "scaler"  # a GradScaler
     OPTIMIZER = "optimizer"  # a torch.optim optimizer (or a look-alike)
     ACCELERATOR = "accelerator"  # an accelerate.Accelerator
+    # Loaded data: a data loader's batch or a processor's ``return_tensors="pt"`` output.
+    # Its items are tensors as loaded (mpcheck.data_api says which are floats, ints or other).
+    BATCH = "batch"
 
 
 class Prec(enum.Enum):
@@ -51,6 +54,12 @@ class Cause(enum.Enum):
     AUTOCAST = "autocast"  # the output dtype of an op that autocast recast
     MODEL_CAST = "model-cast"  # model.half(), model.to(dtype), torch_dtype=
     LITERAL = "literal"
+    DATA = "data"  # loaded by a data loader or a processor: float32 unless cast
+
+
+# Causes of a float32 tensor that nobody asked for: the default dtype of a factory, of int
+# arithmetic, or of data as loaded. Rules treat them alike (MPC102 reports where they meet).
+DEFAULT_FLOAT32 = frozenset({Cause.FACTORY, Cause.INT_FLOAT, Cause.DATA})
 
 
 class TrainInfo(Protocol):
@@ -98,6 +107,16 @@ class Fact:
     @property
     def floating(self) -> bool:
         return self.kind is Kind.TENSOR and self.prec in (Prec.MODEL, Prec.FULL, Prec.HALF)
+
+    @property
+    def default_float32(self) -> bool:
+        """A dimensioned float32 tensor nobody asked for: a factory's, int math's, data's."""
+        return (
+            self.kind is Kind.TENSOR
+            and self.prec is Prec.FULL
+            and self.cause in DEFAULT_FLOAT32
+            and not self.zero_dim
+        )
 
     @property
     def cause(self) -> Cause | None:
@@ -254,6 +273,11 @@ def join(a: Fact, b: Fact) -> Fact:
         train = first.train.join(second.train)
         return replace(join(replace(a, train=None), replace(b, train=None)), train=train)
     if a.kind is not b.kind:
+        for side, other in ((a, b), (b, a)):
+            if side.kind is Kind.MODULE and other == UNKNOWN:
+                # ``ae = None; if not cached: ae = load(...)``: where ``ae`` is called at all,
+                # it is the model (a call on the other path would fail on its own).
+                return replace(side, maybe=side.maybe or side.prec is not Prec.UNKNOWN)
         return UNKNOWN
     if a.kind is Kind.SEQ:
         if a.items is not None and b.items is not None and len(a.items) == len(b.items):

@@ -13,7 +13,7 @@ import libcst as cst
 
 from mpcheck import autocast_ops
 from mpcheck.facts import Fact, Kind
-from mpcheck.torch_api import MODEL_INPUTS, STRICT_NORMS, OpKind
+from mpcheck.torch_api import MODEL_CONDITIONING, MODEL_INPUTS, STRICT_NORMS, OpKind
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,15 @@ class CallSite:
         if index is not None and index < len(self.args):
             return self.args[index]
         return None
+
+    def model_inputs(self) -> tuple[Operand, ...]:
+        """The tensors a whole model (``unet(x, t, encoder_hidden_states=e)``) runs through
+        its own layers: its input and its conditioning keywords, not timesteps or masks."""
+        if self.op is not OpKind.MODEL:
+            return ()
+        first, _ = self.operands()
+        named = [self.kwargs[k] for k in MODEL_CONDITIONING if k in self.kwargs]
+        return tuple(o for o in (first, *named) if o is not None and o.fact.is_tensor)
 
     def operands(self) -> tuple[Operand | None, tuple[Operand, ...]]:
         """``(input, parameters)`` of an op whose operands must share a dtype.

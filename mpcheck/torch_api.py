@@ -28,6 +28,22 @@ class OpKind(enum.Enum):
 
 # The keywords a model's main input goes by, when it is not passed first.
 MODEL_INPUTS = ("sample", "x", "input", "hidden_states", "pixel_values", "inputs_embeds", "latents")
+# Methods that, called as a statement (result discarded), only make sense on an nn.Module:
+# ``vae.to(device, dtype=weight_dtype)`` casts in place, a tensor's ``.to`` returns a copy.
+MODULE_STATEMENTS = frozenset({"to", "half", "bfloat16", "float", "cuda", "eval", "train"})
+# Keyword inputs that a whole model feeds to its own layers (cross-attention projections,
+# pooled-embedding Linears, a safety checker's CLIP tower), so they must be in its dtype too.
+# Timesteps, sigmas and masks are not here: models cast or embed those themselves.
+MODEL_CONDITIONING = (
+    "encoder_hidden_states",
+    "pooled_projections",
+    "pooled_prompt_embeds",
+    "controlnet_cond",
+    "clip_input",
+    "image_embeds",
+    "text_embeds",
+    "prompt_embeds",
+)
 
 
 # --- tensor methods ----------------------------------------------------------

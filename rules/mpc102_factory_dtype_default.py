@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mpcheck.api import (
+    DEFAULT_FLOAT32,
     LOSS_LAYERS,
     PASS_THROUGH_LAYERS,
     Autocast,
@@ -261,12 +262,17 @@ class FactoryDtypeDefault(Rule):
             return  # autocast recasts the inputs of matmul-like layers
         first, params = call.operands()
         operands = [first, *params] if first is not None else []
-        factory = next((o for o in operands if _factory(o.fact)), None)
+        operands += [o for o in call.model_inputs() if o is not first]  # encoder_hidden_states=
         low = next((o for o in operands if _low(o.fact)), None)
-        if factory is None or low is None or factory.fact.origin is None:
+        if low is None:
             return
-        if call.op is OpKind.NORM and factory is not first:
-            return  # a half input with float32 norm parameters is supported
+        for factory in operands:
+            if _factory(factory.fact) and not (call.op is OpKind.NORM and factory is not first):
+                # (a half input with float32 norm parameters is supported)
+                self.report_consumed(call, factory, low)
+
+    def report_consumed(self, call: CallSite, factory: Operand, low: Operand) -> None:
+        """Report a float32 tensor ``factory`` that a half consumer ``call`` takes in."""
         fact = factory.fact
         assert fact.origin is not None
         target = call.receiver.node if call.is_module_call and call.receiver else call.node
@@ -338,12 +344,7 @@ class FactoryDtypeDefault(Rule):
 
 
 def _factory(fact: Fact) -> bool:
-    return (
-        fact.is_tensor
-        and fact.prec is Prec.FULL
-        and fact.cause in (Cause.FACTORY, Cause.INT_FLOAT)
-        and not fact.zero_dim
-    )
+    return fact.default_float32
 
 
 def _default_factory(fact: Fact) -> bool:
@@ -352,7 +353,7 @@ def _default_factory(fact: Fact) -> bool:
         fact.is_tensor
         and fact.maybe
         and fact.prec is Prec.UNKNOWN
-        and fact.cause in (Cause.FACTORY, Cause.INT_FLOAT)
+        and fact.cause in DEFAULT_FLOAT32
         and not fact.zero_dim
     )
 

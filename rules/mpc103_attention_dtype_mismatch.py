@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.api import CallSite, Cause, Edit, Fact, Fix, Operand, OpKind, Prec, Rule
+from mpcheck.api import DEFAULT_FLOAT32, CallSite, Edit, Fact, Fix, Operand, OpKind, Prec, Rule
 
 # Reshapes that do not change which tensor an attention operand is: `k.transpose(-2, -1)` is `k`.
 _SAME_TENSOR = frozenset("transpose permute contiguous swapaxes swapdims view reshape".split())
@@ -186,7 +186,7 @@ def _reported_by_mpc102(fact: Fact) -> bool:
 
     MPC102 reports it once, at the factory, where the fix belongs.
     """
-    return fact.cause in (Cause.FACTORY, Cause.INT_FLOAT) and fact.mixed is not None
+    return fact.cause in DEFAULT_FLOAT32 and fact.mixed is not None
 
 
 def _dtype(fact: Fact) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from mpcheck.api import (
+    DEFAULT_FLOAT32,
     CallSite,
     Cause,
     Edit,
@@ -245,7 +246,7 @@ class SubmoduleDtypeSplit(Rule):
         )
 
 
-FORCED_FP32 = (Cause.UPCAST, Cause.FACTORY, Cause.INT_FLOAT)
+FORCED_FP32 = (Cause.UPCAST, *DEFAULT_FLOAT32)
 # How a part comes to differ from its model: cast on its own (``model.head.float()``, built
 # with ``dtype=``), or built in the default float32 and attached to a half model.
 SPLIT_CAUSES = (Cause.MODEL_CAST, Cause.LITERAL)

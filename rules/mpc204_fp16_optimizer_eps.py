@@ -65,7 +65,7 @@ class Fp16OptimizerEps(Rule):
             model = nn.Linear(16, 1).half()
             optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)  # eps=1e-8 is 0 in fp16
             for x, y in loader:
-                loss = F.mse_loss(model(x), y)
+                loss = F.mse_loss(model(x.half()), y.half())
                 loss.backward()
                 optimizer.step()
         """
@@ -74,7 +74,7 @@ class Fp16OptimizerEps(Rule):
             model = nn.Linear(16, 1).half()
             optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-4)
             for x, y in loader:
-                loss = F.mse_loss(model(x), y)
+                loss = F.mse_loss(model(x.half()), y.half())
                 loss.backward()
                 optimizer.step()
         """

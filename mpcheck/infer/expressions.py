@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from mpcheck import data_api
 from mpcheck import torch_api as T
 from mpcheck.facts import (
     SCALAR,
@@ -78,6 +79,8 @@ class ExpressionWalk(TensorWalk):
             origin = Origin(node, Cause.MODEL_CAST, text)
             return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
         base = self.expr(node.value, frame)
+        if base.kind is Kind.BATCH:
+            return data_api.item(base, attr, node)
         if base.kind is Kind.TENSOR:
             if attr == "dtype":
                 return replace(base, kind=Kind.DTYPE, items=None, elem=None)
@@ -216,6 +219,11 @@ class ExpressionWalk(TensorWalk):
                 scalar_index = fact.kind is Kind.SCALAR and len(node.slice) == 1
                 if fact.kind is Kind.SCALAR and fact.value is not None and fact.value.is_integer():
                     index = int(fact.value)
+        if base.kind is Kind.BATCH:
+            key = node.slice[0].slice if len(node.slice) == 1 else None
+            value = key.value if isinstance(key, cst.Index) else None
+            name = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+            return data_api.item(base, name if isinstance(name, str) else None, node)
         if base.kind is Kind.SEQ:
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
                 return Fact(Kind.SEQ, elem=element(base))
@@ -266,6 +274,8 @@ class ExpressionWalk(TensorWalk):
                 for a, raw in zip(args, [x for x in node.args if not x.keyword], strict=False)
                 if not raw.star
             )
+        if data_api.processor_output(node):  # ``feature_extractor(images, return_tensors="pt")``
+            return data_api.batch_of(node, f"returned by `{self.code(func)}`")
         library = qual if qual is not None else self.imports.relative.get(dotted(func) or "")
         if library is not None and not library.startswith("torch."):
             made = self.library_call(node, library, args, kwargs, frame)

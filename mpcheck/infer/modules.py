@@ -483,12 +483,23 @@ class ModuleWalk(FunctionWalk):
                     f = op.fact
                     origin = Origin(node, Cause.MODEL_CAST, text, self.dtype_source(op))
                     return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
-                if script and op.fact.kind is Kind.DTYPE and op.fact.params:
+                if script and self.working_dtype(op, "dtype" in kwargs):
                     code = self.code(op.node)
                     text = f"cast to the working dtype `{code}` (half when that is float16)"
                     origin = Origin(node, Cause.MODEL_CAST, text)
                     return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
         return None
+
+    def working_dtype(self, op: Operand, keyword: bool) -> bool:
+        """A dtype a script casts to that it does not spell: a parameter (``dtype``), or a
+        value it cannot see (``weight_dtype = prepare_dtype(args)``, ``self.train_dtype``)
+        passed as ``dtype=`` or under a name that says it is one. Half on some runs."""
+        fact = op.fact
+        if fact.kind is Kind.DTYPE:
+            return bool(fact.params)  # ``.to(dtype=x.dtype)`` follows ``x``, not a setting
+        if fact != UNKNOWN:
+            return False
+        return keyword or "dtype" in self.code(op.node).lower()
 
 
 def _owner(path: str | None, env: Env) -> Owner | None:

@@ -11,8 +11,10 @@ from dataclasses import replace
 
 import libcst as cst
 
+from mpcheck import data_api
 from mpcheck import torch_api as T
 from mpcheck.facts import (
+    SCALAR,
     UNKNOWN,
     Cause,
     Fact,
@@ -24,6 +26,7 @@ from mpcheck.facts import (
     join,
     none_tested,
     promote,
+    seq_of,
 )
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.expressions import ExpressionWalk
@@ -133,6 +136,11 @@ class StatementWalk(ExpressionWalk):
     def loop(self, stmt: cst.For | cst.While, frame: Frame) -> None:
         if isinstance(stmt, cst.For):
             items = self.expr(stmt.iter, frame)
+            loaded = data_api.loader_items(stmt.iter)
+            if loaded is not None:  # ``for step, batch in enumerate(train_dataloader)``
+                name, counted = loaded
+                batch = data_api.batch_of(stmt.iter, f"a batch of `{name}`")
+                items = Fact(Kind.SEQ, elem=seq_of((SCALAR, batch)) if counted else batch)
             models = items.items if items.kind is Kind.SEQ and items.items else ()
             if 1 < len(models) <= 8 and all(m.kind is Kind.MODULE for m in models):
                 # ``for model in [unet, text_encoder]: ...param.data = param.float()``: what
@@ -211,6 +219,7 @@ class StatementWalk(ExpressionWalk):
                 return
             self.bind(stmt.target, promote([current, value], stmt), frame)
         elif isinstance(stmt, cst.Expr):
+            self.module_by_use(stmt.value, frame)
             self.expr(stmt.value, frame)
         elif isinstance(stmt, cst.Return):
             fact = self.expr(stmt.value, frame) if stmt.value is not None else UNKNOWN
@@ -221,6 +230,20 @@ class StatementWalk(ExpressionWalk):
                 )
         elif isinstance(stmt, (cst.Assert, cst.Raise)):
             pass
+
+    def module_by_use(self, call: cst.BaseExpression, frame: Frame) -> None:
+        """``ae.to(device, dtype=weight_dtype)`` or ``ae.eval()`` as a statement: only a
+        module changes in place that way (a tensor's ``.to`` returns a copy), so an ``ae``
+        that a helper of unknown kind returned is a model from here on."""
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
+            return
+        method = call.func.attr.value
+        if method not in T.MODULE_STATEMENTS or (method == "to" and not call.args):
+            return
+        key = dotted(call.func.value)
+        if key is not None and self.expr(call.func.value, frame) == UNKNOWN:
+            text = f"a model (`{key}.{method}(...)` changes it in place)"
+            frame.env[key] = Fact(Kind.MODULE, origin=Origin(call, Cause.LITERAL, text))
 
     def store(
         self,
@@ -265,6 +288,12 @@ class StatementWalk(ExpressionWalk):
         return found
 
     def bind(self, target: cst.BaseExpression, value: Fact, frame: Frame) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)) and value.kind is Kind.BATCH:
+            for el in target.elements:  # ``for images, labels in loader``: named by name
+                key = dotted(el.value)
+                name = key.rsplit(".", 1)[-1] if key else None
+                self.bind(el.value, data_api.item(value, name, el.value), frame)
+            return
         if isinstance(target, (cst.Tuple, cst.List)):
             elements = target.elements
             starred = any(isinstance(e, cst.StarredElement) for e in elements)

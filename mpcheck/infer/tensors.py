@@ -48,6 +48,8 @@ class TensorWalk(ModuleWalk):
         receiver = Operand(node.func.value, recv)  # type: ignore[attr-defined]
         if recv.kind is Kind.MODULE:
             return self.module_method(node, method, recv, path, args, kwargs, frame)
+        if recv.kind is Kind.BATCH:  # ``batch.to(device)`` moves it; nothing else is known
+            return recv if method in ("to", "cuda", "pin_memory") else UNKNOWN
         if recv.kind is Kind.SEQ and path is not None and method in ("append", "extend"):
             # ``models = [unet]; models.append(text_encoder)``: the list grows in place
             added: tuple[Fact, ...] | None = (
