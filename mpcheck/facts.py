@@ -147,6 +147,18 @@ INT_DTYPES = {
 }
 
 
+def carried(result: Fact, node: cst.CSTNode) -> Fact:
+    """Loaded data carried on by an op (``pixel_values.to(device)``, ``torch.stack(masks)``)
+    is placed there: that is where a cast belongs, and the load stays as ``via``."""
+    origin = result.origin
+    if not result.default_float32 or origin is None or origin.cause is not Cause.DATA:
+        return result
+    if origin.node is node or result.mixed is not None:
+        return result  # (once mixed into activations, MPC102 tells where that happened)
+    first = origin.via or origin
+    return replace(result, origin=Origin(node, Cause.DATA, origin.text, first))
+
+
 def tensor_of_dtype(name: str, node: cst.CSTNode, cause: Cause, text: str) -> Fact:
     """A tensor fact for a concrete torch dtype attribute name (``float16``, ...)."""
     origin = Origin(node, cause, text)

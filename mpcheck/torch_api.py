@@ -324,6 +324,22 @@ PIPELINE_MODELS = frozenset(
     audio_vae vocoder unet_2 brushnet adapter""".split()
 )
 
+
+def holds_models(holder: str) -> bool:
+    """``pipe``, ``self.pipeline``, ``self.model``, ``sd_pipe``: a name whose ``.unet``,
+    ``.vae`` & co. are a diffusion pipeline's models."""
+    leaf = holder.rsplit(".", 1)[-1].lower()
+    return leaf in ("pipe", "pipeline", "model") or leaf.endswith(("_pipe", "pipeline"))
+
+
+# Scheduler methods that return their sample in its own dtype (diffusers casts its float32
+# tables to the sample's dtype), by the position and name of that sample argument.
+SCHEDULER_SAMPLES = {
+    "scale_model_input": (0, "sample"),
+    "add_noise": (0, "original_samples"),
+    "step": (2, "sample"),
+}
+
 # Library modules and functions that return float32 whatever the model's dtype, with what
 # to call them. Matched on the dotted tail, so diffusers' own relative imports count too.
 FP32_OUTPUT_MODULES = {"embeddings.Timesteps": "a diffusers `Timesteps`"}

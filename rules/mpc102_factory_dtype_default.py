@@ -166,7 +166,7 @@ class FactoryDtypeDefault(Rule):
             f"`{mixing.factory}` is {fact.origin.text}; {mixing.how} {mixing.verb}, so the "
             f"result is float32 and {where}"
         )
-        related = [(fact.mixed.node, f"{mixing.verb} here"), (sink, note)]
+        related = [*_loaded(fact), (fact.mixed.node, f"{mixing.verb} here"), (sink, note)]
         self.report(fact.origin.node, message, related=related, fix=mixing.fix)
 
     def check_default_path(self, call: CallSite) -> None:
@@ -262,7 +262,8 @@ class FactoryDtypeDefault(Rule):
             return  # autocast recasts the inputs of matmul-like layers
         first, params = call.operands()
         operands = [first, *params] if first is not None else []
-        operands += [o for o in call.model_inputs() if o is not first]  # encoder_hidden_states=
+        if call.op is OpKind.MODEL:  # ``unet(x, t, encoder_hidden_states=e)``: e counts too
+            operands = [*params, *call.model_inputs()]
         low = next((o for o in operands if _low(o.fact)), None)
         if low is None:
             return
@@ -287,7 +288,7 @@ class FactoryDtypeDefault(Rule):
             self.report_mixed(fact, mixing, call.node, where, note)
             return
         message = f"`{self._name(factory.node, fact)}` is {fact.origin.text}; it {where}"
-        related: list[tuple[cst.CSTNode, str]] = []
+        related = _loaded(fact)
         if fact.mixed is not None:
             message += f" (it absorbed the model's activations at {self.line(fact.mixed.node)})"
             related.append((fact.mixed.node, f"mixed with {fact.mixed.text} here"))
@@ -345,6 +346,12 @@ class FactoryDtypeDefault(Rule):
 
 def _factory(fact: Fact) -> bool:
     return fact.default_float32
+
+
+def _loaded(fact: Fact) -> list[tuple[cst.CSTNode, str]]:
+    """Where loaded data was loaded, when it is reported where it was last carried on."""
+    via = fact.origin.via if fact.origin is not None else None
+    return [(via.node, "loaded here, in float32")] if via is not None else []
 
 
 def _default_factory(fact: Fact) -> bool:

@@ -74,10 +74,9 @@ class ExpressionWalk(TensorWalk):
         if self.imports.resolve(node) is not None:
             return self.global_name(node)
         attr = node.attr.value
-        if key == f"self.{attr}" and attr in T.PIPELINE_MODELS and self._in_pipeline(frame):
-            text = f"the pipeline's `{attr}`, half when the pipeline is loaded in float16"
-            origin = Origin(node, Cause.MODEL_CAST, text)
-            return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
+        component = self.pipeline_component(node, frame)
+        if component is not None:
+            return component
         base = self.expr(node.value, frame)
         if base.kind is Kind.BATCH:
             return data_api.item(base, attr, node)
@@ -107,6 +106,22 @@ class ExpressionWalk(TensorWalk):
         if base.kind is Kind.OTHER and attr in ("min", "max", "eps", "tiny") and base.layer:
             return self.finfo_value(base, attr)
         return UNKNOWN
+
+    def pipeline_component(self, node: cst.Attribute, frame: Frame) -> Fact | None:
+        """``self.vae`` in a pipeline class, ``pipe.unet`` or ``self.model.vae`` outside
+        ``nn.Module`` code: a model, half when the pipeline is loaded so."""
+        attr = node.attr.value
+        if attr not in T.PIPELINE_MODELS:
+            return None
+        holder = dotted(node.value)
+        if holder == "self":
+            if not self._in_pipeline(frame):
+                return None
+        elif frame.scope.in_module or holder is None or not T.holds_models(holder):
+            return None
+        text = f"the pipeline's `{attr}`, half when the pipeline is loaded in float16"
+        origin = Origin(node, Cause.MODEL_CAST, text)
+        return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
 
     def _in_pipeline(self, frame: Frame) -> bool:
         cls = self.classes.get(frame.scope.class_name or "")
@@ -155,6 +170,8 @@ class ExpressionWalk(TensorWalk):
             )
         if left.kind is Kind.SCALAR and right.kind is Kind.SCALAR:
             return fold(node.operator, left, right)
+        if left.kind is Kind.SEQ and isinstance(node.operator, cst.Multiply):
+            return Fact(Kind.SEQ, elem=element(left))  # ``torch.cat([latents] * 2)``
         if left.kind is Kind.SEQ and isinstance(node.operator, cst.Add):
             if right.kind is Kind.SEQ:  # ``list(a.parameters()) + list(b.parameters())``
                 return Fact(Kind.SEQ, elem=join(element(left), element(right)))
@@ -288,7 +305,7 @@ class ExpressionWalk(TensorWalk):
         if qual is not None:
             return self.torch_call(node, qual, args, kwargs, frame)
         if isinstance(func, cst.Attribute):
-            known = frame.env.get(dotted(func) or "")
+            known = frame.env.get(dotted(func) or "") or self.pipeline_component(func, frame)
             if known is not None and known.kind is Kind.MODULE:
                 return self.module_call(node, known, dotted(func), args, kwargs, frame)
             path = dotted(func.value)

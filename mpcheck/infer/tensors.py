@@ -17,6 +17,7 @@ from mpcheck.facts import (
     Origin,
     Prec,
     as_tensor_of,
+    carried,
     element,
     int_to_float,
     join,
@@ -46,6 +47,10 @@ class TensorWalk(ModuleWalk):
         frame: Frame,
     ) -> Fact:
         receiver = Operand(node.func.value, recv)  # type: ignore[attr-defined]
+        if method in T.SCHEDULER_SAMPLES and "scheduler" in (path or "").lower():
+            index, name = T.SCHEDULER_SAMPLES[method]  # ``scheduler.step(...).prev_sample``
+            sample = kwargs.get(name) or (args[index] if len(args) > index else None)
+            return sample.fact if sample is not None and sample.fact.is_tensor else UNKNOWN
         if recv.kind is Kind.MODULE:
             return self.module_method(node, method, recv, path, args, kwargs, frame)
         if recv.kind is Kind.BATCH:  # ``batch.to(device)`` moves it; nothing else is known
@@ -81,7 +86,7 @@ class TensorWalk(ModuleWalk):
                     kwargs,
                     skip_self=False,
                 )
-        result = self.tensor_method(node, method, recv, args, kwargs, frame)
+        result = carried(self.tensor_method(node, method, recv, args, kwargs, frame), node)
         if result.is_tensor and _full_reduction(method, args, kwargs):
             result = replace(result, zero_dim=True)  # ``loss.mean()``: does not promote
         op = T.OpKind.MATMUL if method in T.MATMUL_METHODS else None
@@ -243,7 +248,7 @@ class TensorWalk(ModuleWalk):
         leaf = qual.rsplit(".", 1)[-1]
         op = T.OPS.get(qual)
         aten = T.op_name(qual) if op else leaf
-        result = self.torch_result(node, qual, leaf, args, kwargs, frame)
+        result = carried(self.torch_result(node, qual, leaf, args, kwargs, frame), node)
         if op is T.OpKind.MATMUL and "out_dtype" in kwargs:
             # ``torch.addmm(bias.float(), a, b, out_dtype=torch.float32)``: mixed by design
             op = None
