@@ -55,11 +55,13 @@ class Cause(enum.Enum):
     MODEL_CAST = "model-cast"  # model.half(), model.to(dtype), torch_dtype=
     LITERAL = "literal"
     DATA = "data"  # loaded by a data loader or a processor: float32 unless cast
+    TABLE = "table"  # a scheduler's 1-D float32 table (``alphas_cumprod``, ``sigmas``)
 
 
 # Causes of a float32 tensor that nobody asked for: the default dtype of a factory, of int
-# arithmetic, or of data as loaded. Rules treat them alike (MPC102 reports where they meet).
-DEFAULT_FLOAT32 = frozenset({Cause.FACTORY, Cause.INT_FLOAT, Cause.DATA})
+# arithmetic, of data as loaded, of a scheduler's tables. Rules treat them alike (MPC102
+# reports where they meet).
+DEFAULT_FLOAT32 = frozenset({Cause.FACTORY, Cause.INT_FLOAT, Cause.DATA, Cause.TABLE})
 
 
 class TrainInfo(Protocol):
@@ -333,6 +335,7 @@ def join(a: Fact, b: Fact) -> Fact:
             params=a.params | b.params,
             maybe=True,
             zero_dim=full.zero_dim,
+            mixed=full.mixed,  # ``if eta > 0: prev = prev + noise``: mixed on that path
         )
     return Fact(a.kind, params=a.params | b.params)
 

@@ -54,6 +54,9 @@ class Scope:
     class_name: str | None
     in_module: bool  # a method of an nn.Module subclass: may run in half precision
     autocast: Autocast | None  # innermost autocast region, enabled or not
+    # A method of a noise scheduler or sampler: its ``sample``/``model_output`` are the
+    # model's activations, and what it returns goes back into the model.
+    sampler: bool = False
 
 
 @dataclass(frozen=True)

@@ -332,6 +332,19 @@ def holds_models(holder: str) -> bool:
     return leaf in ("pipe", "pipeline", "model") or leaf.endswith(("_pipe", "pipeline"))
 
 
+# A scheduler's or sampler's class (``DDIMScheduler``, ``KarrasSampler``, bases like
+# ``SchedulerMixin``), and the parameters of its methods that hold the model's activations.
+SAMPLER_SUFFIXES = ("Scheduler", "SchedulerMixin", "Sampler")
+SAMPLE_PARAMS = frozenset(
+    "sample samples model_output model_outputs latents x x_t denoised noise_pred".split()
+)
+
+# A diffusers scheduler's noise tables: 1-D float32 tensors, whatever the model runs in.
+SCHEDULER_TABLES = frozenset(
+    """alphas alphas_cumprod betas sigmas sqrt_alphas_cumprod sqrt_one_minus_alphas_cumprod
+    alphas_cumprod_prev""".split()
+)
+
 # Scheduler methods that return their sample in its own dtype (diffusers casts its float32
 # tables to the sample's dtype), by the position and name of that sample argument.
 SCHEDULER_SAMPLES = {

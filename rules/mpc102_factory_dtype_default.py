@@ -110,20 +110,26 @@ class FactoryDtypeDefault(Rule):
             self.check_consumer(call)
 
     def check_return(self, site: ReturnSite) -> None:
-        """``return x + drop * mask``: a module's output that a factory made float32."""
+        """``return x + drop * mask``: a module's output that a factory made float32, or a
+        sampler's next sample (``prev_sample + eta * torch.randn(shape)``)."""
         function = site.scope.function
-        if not site.scope.in_module or function is None or function.name.value != "forward":
+        if function is None:
             return
+        if not site.scope.sampler and not (
+            site.scope.in_module and function.name.value == "forward"
+        ):
+            return  # only a forward's output, or a sampler's next sample, feeds the model next
         if _autocast(site.scope.autocast):
             return
         values = [site.value] if site.value.fact.is_tensor else list(items(site.value))
         for value in values:
             mixing = self.mixing_of(value.fact)
             if mixing is not None:
-                sink = (
-                    f"is returned at {self.line(site.node)} as the output of `forward`, "
-                    "which the next half-precision layer rejects"
-                )
+                what = "the output of `forward`, which the next half-precision layer rejects"
+                if site.scope.sampler:
+                    what = f"the next sample from `{function.name.value}`, which goes back "
+                    what += "into the model"
+                sink = f"is returned at {self.line(site.node)} as {what}"
                 self.report_mixed(value.fact, mixing, site.node, sink, "returned here")
                 return
 
@@ -153,7 +159,8 @@ class FactoryDtypeDefault(Rule):
         self.mixings[id(call.node)] = _Mixing(name, how, verb, self._fix(call, result, low))
 
     def mixing_of(self, fact: Fact) -> _Mixing | None:
-        if not _factory(fact) or fact.mixed is None:
+        """How ``fact`` absorbed the activations, on every path or on one (``if eta > 0``)."""
+        if not (_factory(fact) or _default_factory(fact)) or fact.mixed is None:
             return None
         return self.mixings.get(id(fact.mixed.node))
 
@@ -384,7 +391,7 @@ def _activation(operand: Operand, call: CallSite) -> bool:
     origin = operand.fact.origin
     if origin is None or origin.cause is Cause.PARAMETER:
         return False
-    return call.scope.in_module or not isinstance(origin.node, cst.Param)
+    return call.scope.in_module or call.scope.sampler or not isinstance(origin.node, cst.Param)
 
 
 def _same_origin(fact: Fact, result: Fact) -> bool:

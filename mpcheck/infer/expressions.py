@@ -77,6 +77,10 @@ class ExpressionWalk(TensorWalk):
         component = self.pipeline_component(node, frame)
         if component is not None:
             return component
+        holder = dotted(node.value) or ""
+        if attr in T.SCHEDULER_TABLES and "scheduler" in holder.rsplit(".", 1)[-1].lower():
+            text = f"made float32 by `{holder}.{attr}` (a scheduler's float32 table)"
+            return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.TABLE, text))
         base = self.expr(node.value, frame)
         if base.kind is Kind.BATCH:
             return data_api.item(base, attr, node)
@@ -229,10 +233,11 @@ class ExpressionWalk(TensorWalk):
     def subscript(self, node: cst.Subscript, frame: Frame) -> Fact:
         base = self.expr(node.value, frame)
         index: int | None = None
-        scalar_index = False
+        scalar_index = index_tensor = False
         for el in node.slice:
             if isinstance(el.slice, cst.Index):
                 fact = self.expr(el.slice.value, frame)
+                index_tensor = index_tensor or fact.is_tensor
                 scalar_index = fact.kind is Kind.SCALAR and len(node.slice) == 1
                 if fact.kind is Kind.SCALAR and fact.value is not None and fact.value.is_integer():
                     index = int(fact.value)
@@ -248,6 +253,8 @@ class ExpressionWalk(TensorWalk):
         if base.kind in (Kind.TENSOR, Kind.MODULE):
             if base.kind is Kind.MODULE:
                 return base
+            if base.cause is Cause.TABLE and len(node.slice) == 1 and not index_tensor:
+                return replace(base, zero_dim=True)  # ``scheduler.sigmas[i]``: one number
             if scalar_index and one_dim_factory(base):
                 # ``torch.linspace(...)[i]``: an integer index of a 1-D tensor is 0-dim
                 return replace(base, zero_dim=True)

@@ -31,6 +31,7 @@ class ClassInfo:
     bases: tuple[str, ...]
     kept_fp32: bool = False  # instantiated under a name in ``_keep_in_fp32_modules``
     is_pipeline: bool = False  # a diffusers-style pipeline: ``self.vae`` & co. are models
+    is_sampler: bool = False  # a noise scheduler or sampler: it steps the model's sample
     analysed: bool = False  # its methods were walked (each class is walked once)
 
 

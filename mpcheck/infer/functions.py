@@ -60,6 +60,8 @@ class FunctionWalk(AutocastWalk):
         methods = {s.name.value: s for s in node.body.body if isinstance(s, cst.FunctionDef)}
         info = ClassInfo(node, is_module, {}, methods, bases)
         info.is_pipeline = not is_module and any(self._pipeline_base(b) for b in bases)
+        names = (node.name.value, *(b.rsplit(".", 1)[-1] for b in bases))
+        info.is_sampler = not is_module and any(n.endswith(T.SAMPLER_SUFFIXES) for n in names)
         self.classes.setdefault(node.name.value, info)
         if is_module:
             self.file_uses_torch_modules = True
@@ -180,7 +182,8 @@ class FunctionWalk(AutocastWalk):
         if cls is not None:
             env.update(cls.attrs)
             env["self"] = Fact(Kind.MODULE, Prec.MODEL if in_module else Prec.UNKNOWN)
-        scope = Scope(fn, cls.node.name.value if cls else None, in_module, autocast)
+        sampler = bool(cls and cls.is_sampler) or bool(outer and outer.scope.sampler)
+        scope = Scope(fn, cls.node.name.value if cls else None, in_module, autocast, sampler)
         tensor_params = in_module or (cls is None and self.half_capable and outer is None)
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)
@@ -192,7 +195,8 @@ class FunctionWalk(AutocastWalk):
             if fn.name.value == "__init__":
                 env[name] = Fact(Kind.OTHER, params=frozenset({index}))
             else:
-                env[name] = self._param_fact(param, index, tensor_params)
+                sample = sampler and name in T.SAMPLE_PARAMS
+                env[name] = self._param_fact(param, index, tensor_params or sample)
             index += 1
         return Frame(env, scope)
 
