@@ -57,6 +57,15 @@ class FactoryDtypeDefault(Rule):
         is cast back (`.to(x.dtype)`) or is written into a buffer in place is harmless and
         not reported.
 
+        Data is float32 as loaded too: the items of a data loader's batch
+        (`batch["pixel_values"]`, cached `batch["prompt_embeds"]`) and a processor's
+        `return_tensors="pt"` output reach a model cast to half the same way, and so do a
+        scheduler's float32 tables (`alphas_cumprod[timesteps]`) and noise that a sampler's
+        `step` adds to the sample it hands back to the model. Token ids, labels and
+        attention masks are int64 by name and not reported. Loaded data is reported where it
+        was last carried on before the model (where the cast belongs), with the load as a
+        related location.
+
         Python scalars and 0-dim tensors (`torch.tensor(1.0)`, `torch.full((), 0.0)`, a
         loss) never promote a tensor, and integer or bool tensors used as indices or masks
         are fine. Under `torch.autocast`,

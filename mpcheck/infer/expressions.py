@@ -233,12 +233,14 @@ class ExpressionWalk(TensorWalk):
     def subscript(self, node: cst.Subscript, frame: Frame) -> Fact:
         base = self.expr(node.value, frame)
         index: int | None = None
-        scalar_index = index_tensor = False
+        # One index that is no tensor with dimensions of its own: a number, or what a caller
+        # passes (``alphas_cumprod[timestep]``: the loop's ``t`` is 0-dim).
+        scalar_index = False
         for el in node.slice:
             if isinstance(el.slice, cst.Index):
                 fact = self.expr(el.slice.value, frame)
-                index_tensor = index_tensor or fact.is_tensor
-                scalar_index = fact.kind is Kind.SCALAR and len(node.slice) == 1
+                handed = fact.origin is not None and isinstance(fact.origin.node, cst.Param)
+                scalar_index = len(node.slice) == 1 and (not fact.is_tensor or handed)
                 if fact.kind is Kind.SCALAR and fact.value is not None and fact.value.is_integer():
                     index = int(fact.value)
         if base.kind is Kind.BATCH:
@@ -253,10 +255,8 @@ class ExpressionWalk(TensorWalk):
         if base.kind in (Kind.TENSOR, Kind.MODULE):
             if base.kind is Kind.MODULE:
                 return base
-            if base.cause is Cause.TABLE and len(node.slice) == 1 and not index_tensor:
-                return replace(base, zero_dim=True)  # ``scheduler.sigmas[i]``: one number
-            if scalar_index and one_dim_factory(base):
-                # ``torch.linspace(...)[i]``: an integer index of a 1-D tensor is 0-dim
+            if scalar_index and (one_dim_factory(base) or base.cause is Cause.TABLE):
+                # ``torch.linspace(...)[i]``, ``scheduler.sigmas[i]``: one number, 0-dim
                 return replace(base, zero_dim=True)
             return replace(base, zero_dim=False)
         return UNKNOWN
