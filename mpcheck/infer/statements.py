@@ -43,11 +43,19 @@ class StatementWalk(ExpressionWalk):
     def block(
         self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
     ) -> None:
-        for stmt in body:
-            if isinstance(stmt, cst.BaseSmallStatement):
-                self.small(stmt, frame)
-            else:
-                self.statement(stmt, frame)
+        outer = self.script
+        if frame.scope.function is None and frame.scope.class_name is None:
+            # the top level, or a branch of it (``if __name__ == "__main__":``): what a
+            # function called from here sees as the module's models
+            self.script = frame
+        try:
+            for stmt in body:
+                if isinstance(stmt, cst.BaseSmallStatement):
+                    self.small(stmt, frame)
+                else:
+                    self.statement(stmt, frame)
+        finally:
+            self.script = outer if outer is not None else self.script
 
     def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -82,6 +90,8 @@ class StatementWalk(ExpressionWalk):
         elif isinstance(stmt, cst.FunctionDef):
             if frame.scope.function is not None:
                 self.nested_function(stmt, frame)
+            else:  # also under ``if __name__ == "__main__":``, where scripts define helpers
+                self.functions.setdefault(stmt.name.value, stmt)
             # a module-level def is summarised on its own, with its params as inputs
         elif isinstance(stmt, cst.ClassDef):
             info = self.classes.get(stmt.name.value)
@@ -106,11 +116,7 @@ class StatementWalk(ExpressionWalk):
         if isinstance(node, cst.If):
             self.statement(node, sub)
         elif isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
-            for s in node.body:
-                if isinstance(s, cst.BaseSmallStatement):
-                    self.small(s, sub)
-                else:
-                    self.statement(s, sub)
+            self.block(node.body, sub)
         else:
             inner = getattr(node, "body", None)
             if isinstance(inner, cst.CSTNode):
