@@ -41,6 +41,7 @@ from mpcheck.runner import Job, check_files
 from mpcheck.selection import SelectionError
 from mpcheck.source import SourceError, SourceFile
 from mpcheck.summary import write_step_summary
+from mpcheck.torch_target import format_version, parse_version
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -185,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip larger files with MPC002 (bytes, or 512KiB, 2MB; default 1MiB)",
     )
     check.add_argument(
+        "--target-torch-version",
+        metavar="X.Y",
+        help="the oldest torch the code must run on; fixes use only its APIs "
+        "(config: target-torch-version; default: the project's torch requirement)",
+    )
+    check.add_argument(
         "--no-notebooks",
         dest="include_notebooks",
         action="store_const",
@@ -300,9 +307,21 @@ def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) 
         extend_exclude=args.extend_exclude,
         max_file_size=args.max_file_size,
         include_notebooks=args.include_notebooks,
+        target_torch_version=_target_torch(args.target_torch_version),
         cwd=cwd,
     )
     return Resolver(cwd, config=config, overrides=overrides, rules=rules)
+
+
+def _target_torch(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    version = parse_version(value)
+    if version is None:
+        raise UsageError(
+            f"--target-torch-version: expected a torch version such as 2.1, got {value!r}"
+        )
+    return version
 
 
 def _options(project: Project, cache: Path | None) -> Options:
@@ -312,6 +331,7 @@ def _options(project: Project, cache: Path | None) -> Options:
         max_file_size=settings.max_file_size,
         project_root=str(Path.cwd()),
         cache_dir=None if cache is None else str(cache),
+        target_torch_version=settings.target_torch_version,
     )
 
 
@@ -459,9 +479,12 @@ def _settings_text(project: Project, cwd: Path) -> str:
     config = settings.config_path
     lines = [f"config: {_display_path(str(config), cwd) if config else '(none: defaults)'}"]
     for field in fields(settings):
-        if field.name not in ("config_path",):
+        if field.name not in ("config_path", "target_torch_source"):
             value = getattr(settings, field.name)
-            if isinstance(value, Mapping):
+            if field.name == "target_torch_version":
+                source = settings.target_torch_source
+                value = "latest" if value is None else f"{format_version(value)} (from {source})"
+            elif isinstance(value, Mapping):
                 value = {k: list(v) for k, v in value.items()}
             elif isinstance(value, tuple):
                 value = list(value)

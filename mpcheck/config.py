@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mpcheck.globs import glob_problem, segment_matches
+from mpcheck.torch_target import TorchVersion, declared_torch, parse_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -86,6 +87,7 @@ KNOWN_KEYS: tuple[str, ...] = (
     "cache-dir",
     "baseline",
     "fail-on",
+    "target-torch-version",
 )
 FAIL_ON = ("error", "warning")  # the least severe finding that makes the exit status 1
 # libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
@@ -136,6 +138,10 @@ class Settings:
     cache_dir: Path | None = None  # absolute; None: ``.mpcheck_cache`` at ``root``
     baseline: Path | None = None  # absolute: findings recorded there are not reported
     fail_on: str = "warning"  # "error": warnings are shown but exit 0
+    # The oldest torch the project supports (None: the latest); rules recommend only what it has.
+    target_torch_version: TorchVersion | None = None
+    # Where that came from: "target-torch-version", "--target-torch-version" or a file name.
+    target_torch_source: str | None = None
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -305,6 +311,12 @@ class _Validator:
             raise self.error(f"{self.key(key)} must be {expected}, got {value!r}")
         return value
 
+    def torch_version(self, key: str, value: object) -> TorchVersion:
+        version = parse_version(value) if isinstance(value, str) else None
+        if version is None:
+            raise self.error(f'{self.key(key)} must be a version such as "2.1", got {value!r}')
+        return version
+
     def size(self, key: str, value: object) -> int:
         size = parse_size(value) if isinstance(value, (str, int)) else None
         if size is None:
@@ -334,7 +346,7 @@ def load_settings(
     """
     cwd = Path(os.path.abspath(cwd))
     if config_path is None:
-        return Settings(root=cwd)
+        return _with_declared_torch(Settings(root=cwd))
     path = Path(os.path.abspath(cwd / config_path))
     shown = _display(path, cwd)
     if not path.is_file():
@@ -364,9 +376,11 @@ def load_settings(
             values[key] = path.parent / check.path(key, value)
         elif key == "fail-on":
             values[key] = check.choice(key, value, FAIL_ON)
+        elif key == "target-torch-version":
+            values[key] = check.torch_version(key, value)
         else:
             values[key] = check.per_file(key, value)
-    return Settings(
+    settings = Settings(
         root=path.parent,
         config_path=path,
         select=values.get("select"),
@@ -382,7 +396,19 @@ def load_settings(
         cache_dir=values.get("cache-dir"),
         baseline=values.get("baseline"),
         fail_on=values.get("fail-on", "warning"),
+        target_torch_version=values.get("target-torch-version"),
+        target_torch_source="target-torch-version" if "target-torch-version" in values else None,
     )
+    return settings if settings.target_torch_version else _with_declared_torch(settings)
+
+
+def _with_declared_torch(settings: Settings) -> Settings:
+    """``settings`` targeting the torch the project's requirement files declare, if any."""
+    declared = declared_torch(settings.root)
+    if declared is None:
+        return settings
+    version, source = declared
+    return replace(settings, target_torch_version=version, target_torch_source=source)
 
 
 def _cli_codes(option: str, values: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -479,6 +505,7 @@ def with_overrides(
     module_half_capable: bool | None = None,
     max_file_size: int | None = None,
     include_notebooks: bool | None = None,
+    target_torch_version: TorchVersion | None = None,
     cwd: Path | None = None,
 ) -> Settings:
     """Layer CLI options over ``settings`` with ruff's precedence.
@@ -522,5 +549,9 @@ def with_overrides(
         max_file_size=settings.max_file_size if max_file_size is None else max_file_size,
         include_notebooks=(
             settings.include_notebooks if include_notebooks is None else include_notebooks
+        ),
+        target_torch_version=target_torch_version or settings.target_torch_version,
+        target_torch_source=(
+            "--target-torch-version" if target_torch_version else settings.target_torch_source
         ),
     )

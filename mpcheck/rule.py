@@ -62,6 +62,12 @@ class RuleContext:
     sink: Callable[[Report], None]
     line_refs: list[cst.CSTNode] = field(default_factory=list)
     imports: ImportTable = field(default_factory=ImportTable)  # to resolve or spell names
+    # ``target-torch-version``: the oldest torch the project supports; None: the latest.
+    target_torch: tuple[int, int] | None = None
+
+    def torch_has(self, since: tuple[int, int]) -> bool:
+        """Whether every torch the project supports has what appeared in torch ``since``."""
+        return self.target_torch is None or self.target_torch >= since
 
     def code(self, node: cst.CSTNode, limit: int = 60) -> str:
         text = self.module.code_for_node(node).strip()

@@ -57,7 +57,10 @@ class MpcheckServer(LanguageServer):
             return
         self._log_settings(path, project.settings.config_path)
         rules = project.rules_for(path)
-        options = Options(module_half_capable=project.settings.module_half_capable)
+        options = Options(
+            module_half_capable=project.settings.module_half_capable,
+            target_torch_version=project.settings.target_torch_version,
+        )
         found = await asyncio.get_running_loop().run_in_executor(
             None, check_source, source, path, rules, options
         )
