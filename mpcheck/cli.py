@@ -120,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how findings are printed (env: MPCHECK_OUTPUT_FORMAT)",
     )
     check.add_argument("-o", "--output-file", type=Path, help="write the report to this file")
+    check.add_argument(
+        "--extra-output",
+        action="append",
+        default=[],
+        metavar="FORMAT:FILE",
+        help="also write the findings in FORMAT to FILE, from the same run (repeatable)",
+    )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     check.add_argument(
         "--fail-on",
@@ -389,6 +396,7 @@ def run_check(args: argparse.Namespace) -> int:
             f"unknown output format `{args.output_format}` (from MPCHECK_OUTPUT_FORMAT); "
             f"expected one of: {', '.join(FORMATS)}"
         )
+    _extra_outputs(args.extra_output)  # a mistake there is reported before the run
     try:
         cwd = Path.cwd()
     except FileNotFoundError:
@@ -696,26 +704,50 @@ def _emit(
     if args.statistics:
         text = _statistics(shown, rules, as_json=args.output_format == "json")
     else:
-        ctx = ReportContext(
-            root=cwd,
-            rules={r.code: r.info() for r in rules},
-            source_lines=_lines,
-            tool_version=__version__,
-        )
-        text = render(args.output_format, diagnostics, ctx)
+        text = render(args.output_format, diagnostics, _report_context(rules, cwd))
         if args.output_format in ("full", "concise", "grouped") and not args.quiet:
             text += ("\n" if text else "") + _summary(shown)
     if args.output_file is not None:
-        try:
-            write_atomically(args.output_file, text.encode("utf-8", "surrogateescape"))
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output_file}: {exc.strerror}") from exc
+        _write_report(args.output_file, text)
     else:
         _write_stdout(text)
+    for fmt, path in _extra_outputs(args.extra_output):
+        _write_report(path, render(fmt, diagnostics, _report_context(rules, cwd)))
     # GitHub Actions: a per-rule table on the run's page ($GITHUB_STEP_SUMMARY, if set).
     write_step_summary(diagnostics, {r.code: r.info() for r in rules}, root=cwd)
     failing = [d for d in shown if fail_on == "warning" or d.severity is Severity.ERROR]
     return EXIT_FINDINGS if failing and not args.exit_zero else EXIT_CLEAN
+
+
+def _report_context(rules: Sequence[type[Rule]], cwd: Path) -> ReportContext:
+    return ReportContext(
+        root=cwd,
+        rules={r.code: r.info() for r in rules},
+        source_lines=_lines,
+        tool_version=__version__,
+    )
+
+
+def _extra_outputs(values: Sequence[str]) -> list[tuple[str, Path]]:
+    """``--extra-output sarif:out.sarif``: one run, several reports (the Action's SARIF)."""
+    out = []
+    for value in values:
+        fmt, sep, path = value.partition(":")
+        if not sep or not path or fmt not in FORMATS:
+            raise UsageError(
+                f"--extra-output: expected FORMAT:FILE with FORMAT one of {', '.join(FORMATS)}, "
+                f"got {value!r}"
+            )
+        out.append((fmt, Path(path)))
+    return out
+
+
+def _write_report(path: Path, text: str) -> None:
+    """In one step: a failed run never leaves a partial report."""
+    try:
+        write_atomically(path, text.encode("utf-8", "surrogateescape"))
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
 
 
 def _summary(shown: Sequence[Diagnostic]) -> str:
