@@ -41,6 +41,7 @@ from mpcheck.runner import Job, check_files
 from mpcheck.selection import SelectionError
 from mpcheck.source import SourceError, SourceFile
 from mpcheck.summary import write_step_summary
+from mpcheck.terminal import COLOR_CHOICES, Progress, colorize, use_color
 from mpcheck.torch_target import format_version, parse_version
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -163,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--force-exclude", action="store_true", help="apply excludes to explicit paths too"
     )
     check.add_argument("-q", "--quiet", action="store_true", help="print findings only")
+    check.add_argument(
+        "--color",
+        choices=COLOR_CHOICES,
+        default="auto",
+        help="colour the text output (auto: on a terminal, unless NO_COLOR; FORCE_COLOR forces)",
+    )
     check.add_argument(
         "--show-files", action="store_true", help="list the files that would be checked, and exit"
     )
@@ -444,7 +451,16 @@ def run_check(args: argparse.Namespace) -> int:
             (f, project_of[str(f)].rules_for(f), _options(project_of[str(f)], cache_dir))
             for f in files
         ]
-        diagnostics = check_files(jobs, processes=args.jobs)
+        progress = None
+        if not args.quiet and sys.stderr.isatty():  # never in a pipe, a log or a test's capture
+            progress = Progress(sys.stderr, len(jobs))
+        try:
+            diagnostics = check_files(
+                jobs, processes=args.jobs, progress=None if progress is None else progress.advance
+            )
+        finally:
+            if progress is not None:
+                progress.close()
         incremental = sys.modules.get("mpcheck.incremental")
         for warning in [] if incremental is None else incremental.warnings():
             print(f"mpcheck: warning: {warning}", file=sys.stderr)
@@ -710,6 +726,9 @@ def _emit(
     if args.output_file is not None:
         _write_report(args.output_file, text)
     else:
+        text_format = args.output_format in ("full", "concise", "grouped")
+        if text_format and use_color(args.color, sys.stdout, os.environ):
+            text = colorize(text)
         _write_stdout(text)
     for fmt, path in _extra_outputs(args.extra_output):
         _write_report(path, render(fmt, diagnostics, _report_context(rules, cwd)))
