@@ -88,7 +88,9 @@ KNOWN_KEYS: tuple[str, ...] = (
     "baseline",
     "fail-on",
     "target-torch-version",
+    "extend",
 )
+_ACCUMULATED_KEYS = ("extend-select", "extend-exclude")
 FAIL_ON = ("error", "warning")  # the least severe finding that makes the exit status 1
 # libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
 # is skipped (MPC002), so one generated file cannot exhaust the machine's memory.
@@ -348,38 +350,7 @@ def load_settings(
     if config_path is None:
         return _with_declared_torch(Settings(root=cwd))
     path = Path(os.path.abspath(cwd / config_path))
-    shown = _display(path, cwd)
-    if not path.is_file():
-        raise ConfigError(f"{shown}: No such file or directory")
-    data = _read_toml(path, shown)
-    table_name: str | None = None
-    if _is_pyproject(path):
-        table_name = "tool.mpcheck"
-        tool = data.get("tool", {})
-        data = tool.get("mpcheck", {}) if isinstance(tool, dict) else {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{shown}: [tool.mpcheck] must be a table, got {_type_name(data)}")
-    check = _Validator(shown, table_name, known_codes)
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in KNOWN_KEYS:
-            raise check.unknown(key)
-        if key in _CODE_LIST_KEYS:
-            values[key] = check.codes(key, value)
-        elif key in _PATTERN_LIST_KEYS:
-            values[key] = check.patterns(key, value)
-        elif key in _BOOL_KEYS:
-            values[key] = check.boolean(key, value)
-        elif key == "max-file-size":
-            values[key] = check.size(key, value)
-        elif key in ("cache-dir", "baseline"):
-            values[key] = path.parent / check.path(key, value)
-        elif key == "fail-on":
-            values[key] = check.choice(key, value, FAIL_ON)
-        elif key == "target-torch-version":
-            values[key] = check.torch_version(key, value)
-        else:
-            values[key] = check.per_file(key, value)
+    values = _values(path, cwd, known_codes, (path,))
     settings = Settings(
         root=path.parent,
         config_path=path,
@@ -400,6 +371,82 @@ def load_settings(
         target_torch_source="target-torch-version" if "target-torch-version" in values else None,
     )
     return settings if settings.target_torch_version else _with_declared_torch(settings)
+
+
+def _table(path: Path, shown: str) -> tuple[dict[str, Any], str | None]:
+    """The configuration table of ``path`` and its name in messages."""
+    if not path.is_file():
+        raise ConfigError(f"{shown}: No such file or directory")
+    data = _read_toml(path, shown)
+    if not _is_pyproject(path):
+        return data, None
+    tool = data.get("tool", {})
+    data = tool.get("mpcheck", {}) if isinstance(tool, dict) else {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{shown}: [tool.mpcheck] must be a table, got {_type_name(data)}")
+    return data, "tool.mpcheck"
+
+
+def _values(
+    path: Path, cwd: Path, known_codes: Collection[str] | None, chain: tuple[Path, ...]
+) -> dict[str, Any]:
+    """The validated values of ``path``, over those of the file its ``extend`` names.
+
+    Paths are made absolute and patterns relative to ``path``'s directory here, so each is
+    read relative to the file that declares it whatever extends it.
+    """
+    shown = _display(path, cwd)
+    data, table_name = _table(path, shown)
+    check = _Validator(shown, table_name, known_codes)
+    values: dict[str, Any] = {}
+    inherited: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in KNOWN_KEYS:
+            raise check.unknown(key)
+        if key == "extend":
+            parent = Path(os.path.abspath(path.parent / check.path(key, value)))
+            if parent in chain:
+                cycle = " -> ".join(_display(p, cwd) for p in (*chain, parent))
+                raise check.error(f"{check.key(key)} makes a cycle: {cycle}")
+            inherited = _values(parent, cwd, known_codes, (*chain, parent))
+            inherited = _rebased(inherited, parent.parent, path.parent)
+        elif key in _CODE_LIST_KEYS:
+            values[key] = check.codes(key, value)
+        elif key in _PATTERN_LIST_KEYS:
+            values[key] = check.patterns(key, value)
+        elif key in _BOOL_KEYS:
+            values[key] = check.boolean(key, value)
+        elif key == "max-file-size":
+            values[key] = check.size(key, value)
+        elif key in ("cache-dir", "baseline"):
+            values[key] = path.parent / check.path(key, value)
+        elif key == "fail-on":
+            values[key] = check.choice(key, value, FAIL_ON)
+        elif key == "target-torch-version":
+            values[key] = check.torch_version(key, value)
+        else:
+            values[key] = check.per_file(key, value)
+    merged = inherited | values  # the extending file's own settings win
+    for key in _ACCUMULATED_KEYS:  # ``extend-*`` add up along the chain, as in ruff
+        if key in inherited and key in values:
+            merged[key] = (*inherited[key], *values[key])
+    return merged
+
+
+def _rebased(values: dict[str, Any], source: Path, root: Path) -> dict[str, Any]:
+    """An extended file's patterns, written relative to ``source``, relative to ``root``."""
+    out = dict(values)
+    for key in _PATTERN_LIST_KEYS:
+        if key in out:
+            out[key] = tuple(r for p in out[key] for r in _rebase(p, source, root))
+    if "per-file-ignores" in out:
+        table: dict[str, tuple[str, ...]] = {}
+        for pattern, codes in out["per-file-ignores"].items():
+            negated = "!" if pattern.startswith("!") else ""
+            for rebased in _rebase(pattern.removeprefix("!"), source, root):
+                table[negated + rebased] = codes
+        out["per-file-ignores"] = MappingProxyType(table)
+    return out
 
 
 def _with_declared_torch(settings: Settings) -> Settings:
