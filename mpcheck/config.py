@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from mpcheck.globs import glob_problem, segment_matches
+from mpcheck.globs import glob_problem, rebase_pattern
 from mpcheck.torch_target import TorchVersion, declared_torch, parse_version
 
 if sys.version_info >= (3, 11):
@@ -438,12 +438,12 @@ def _rebased(values: dict[str, Any], source: Path, root: Path) -> dict[str, Any]
     out = dict(values)
     for key in _PATTERN_LIST_KEYS:
         if key in out:
-            out[key] = tuple(r for p in out[key] for r in _rebase(p, source, root))
+            out[key] = tuple(r for p in out[key] for r in rebase_pattern(p, source, root))
     if "per-file-ignores" in out:
         table: dict[str, tuple[str, ...]] = {}
         for pattern, codes in out["per-file-ignores"].items():
             negated = "!" if pattern.startswith("!") else ""
-            for rebased in _rebase(pattern.removeprefix("!"), source, root):
+            for rebased in rebase_pattern(pattern.removeprefix("!"), source, root):
                 table[negated + rebased] = codes
         out["per-file-ignores"] = MappingProxyType(table)
     return out
@@ -470,58 +470,6 @@ def _cli_codes(option: str, values: Sequence[str] | None) -> tuple[str, ...] | N
     return tuple(values)
 
 
-_GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
-
-
-def _parts_below(path: Path, base: Path) -> list[str] | None:
-    """``path``'s components below ``base`` (``[]`` for ``base`` itself); None if not below."""
-    try:
-        rel = os.path.relpath(path, base)
-    except ValueError:  # another drive on Windows
-        return None
-    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
-        return None
-    return [] if rel == os.curdir else rel.split(os.sep)
-
-
-def _strip_prefix(segments: list[str], prefix: list[str]) -> list[list[str]]:
-    """What is left of a glob's segments for paths below ``prefix`` (empty: matches none)."""
-    if not prefix:
-        return [segments] if segments else []  # no segments left: it names an ancestor
-    if not segments:
-        return []
-    head, rest = segments[0], segments[1:]
-    if head == "**":  # spans the whole prefix and goes on, or ends at one of its components
-        out = [segments]
-        for i in range(len(prefix)):
-            out += _strip_prefix(rest, prefix[i:])
-        return out
-    return _strip_prefix(rest, prefix[1:]) if segment_matches(head, prefix[0]) else []
-
-
-def _rebase(pattern: str, cwd: Path | None, root: Path) -> tuple[str, ...]:
-    """A CLI pattern, written relative to ``cwd`` (like ruff), as patterns relative to ``root``.
-
-    Each configuration has its own root, which may be above, at or below the cwd; an anchored
-    pattern that can match nothing below ``root`` is dropped.
-    """
-    body = pattern.rstrip("/")
-    if cwd is None or "/" not in body:  # slash-less patterns match a name at any depth
-        return (pattern,)
-    inside = _parts_below(cwd, root)
-    if inside is not None:  # cwd at or below the root: prepend the path between them
-        if not inside:
-            return (pattern,)
-        prefix = _GLOB_SPECIAL.sub(r"\\\1", "/".join(inside))
-        return ("/" + prefix + "/" + pattern.lstrip("/"),)
-    below = _parts_below(root, cwd)
-    if below is None:  # unrelated directories
-        return ()
-    trail = pattern[len(body) :]
-    rests = _strip_prefix(body.lstrip("/").split("/"), below)
-    return tuple(dict.fromkeys("/" + "/".join(rest) + trail for rest in rests))
-
-
 def _cli_patterns(
     option: str, values: Sequence[str] | None, cwd: Path | None, root: Path
 ) -> tuple[str, ...] | None:
@@ -533,7 +481,7 @@ def _cli_patterns(
         problem = glob_problem(pattern)
         if problem:
             raise ConfigError(f"{option}: invalid exclude pattern '{pattern}': {problem}")
-    return tuple(rebased for p in values for rebased in _rebase(p, cwd, root))
+    return tuple(rebased for p in values for rebased in rebase_pattern(p, cwd, root))
 
 
 def _kept(selectors: tuple[str, ...], overriders: tuple[str, ...]) -> tuple[str, ...]:
