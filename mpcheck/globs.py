@@ -1,7 +1,8 @@
 """gitignore-style globs, compiled to regexes the way ruff's ``ignore`` crate matches them.
 
 Shared by discovery (exclude, ``.gitignore``), per-file-ignores and the rebasing of
-command-line and extended configurations' patterns, so every pattern in mpcheck means the same thing.
+command-line and extended configurations' patterns, so every pattern in mpcheck means the
+same thing.
 """
 
 from __future__ import annotations
