@@ -510,6 +510,8 @@ def _settings_text(project: Project, cwd: Path) -> str:
                 value = "latest" if value is None else f"{format_version(value)} (from {source})"
             elif isinstance(value, Mapping):
                 value = {k: list(v) for k, v in value.items()}
+            elif field.name == "extends":
+                value = [_display_path(str(p), cwd) for p in value]
             elif isinstance(value, tuple):
                 value = list(value)
             lines.append(f"{field.name.replace('_', '-')}: {value}")

@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mpcheck.globs import glob_problem, rebase_pattern
-from mpcheck.torch_target import TorchVersion, declared_torch, parse_version
+from mpcheck.torch_target import TorchVersion, declared_torch, parse_version, project_root
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -91,6 +91,7 @@ KNOWN_KEYS: tuple[str, ...] = (
     "extend",
 )
 _ACCUMULATED_KEYS = ("extend-select", "extend-exclude")
+_EXTENDS = " extends"  # not a key anyone can write: the files ``extend`` led to, in order
 FAIL_ON = ("error", "warning")  # the least severe finding that makes the exit status 1
 # libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
 # is skipped (MPC002), so one generated file cannot exhaust the machine's memory.
@@ -144,6 +145,7 @@ class Settings:
     target_torch_version: TorchVersion | None = None
     # Where that came from: "target-torch-version", "--target-torch-version" or a file name.
     target_torch_source: str | None = None
+    extends: tuple[Path, ...] = ()  # the files ``extend`` built this one on, nearest first
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -347,8 +349,8 @@ def load_settings(
     With ``known_codes``, a selector matching none of them is an error naming the file and key.
     """
     cwd = Path(os.path.abspath(cwd))
-    if config_path is None:
-        return _with_declared_torch(Settings(root=cwd))
+    if config_path is None:  # the requirement files of the project the cwd is in
+        return _with_declared_torch(Settings(root=cwd), project_root(cwd))
     path = Path(os.path.abspath(cwd / config_path))
     values = _values(path, cwd, known_codes, (path,))
     settings = Settings(
@@ -369,6 +371,7 @@ def load_settings(
         fail_on=values.get("fail-on", "warning"),
         target_torch_version=values.get("target-torch-version"),
         target_torch_source="target-torch-version" if "target-torch-version" in values else None,
+        extends=values.get(_EXTENDS, ()),
     )
     return settings if settings.target_torch_version else _with_declared_torch(settings)
 
@@ -410,6 +413,7 @@ def _values(
                 raise check.error(f"{check.key(key)} makes a cycle: {cycle}")
             inherited = _values(parent, cwd, known_codes, (*chain, parent))
             inherited = _rebased(inherited, parent.parent, path.parent)
+            values[_EXTENDS] = (parent, *inherited.get(_EXTENDS, ()))
         elif key in _CODE_LIST_KEYS:
             values[key] = check.codes(key, value)
         elif key in _PATTERN_LIST_KEYS:
@@ -449,9 +453,10 @@ def _rebased(values: dict[str, Any], source: Path, root: Path) -> dict[str, Any]
     return out
 
 
-def _with_declared_torch(settings: Settings) -> Settings:
-    """``settings`` targeting the torch the project's requirement files declare, if any."""
-    declared = declared_torch(settings.root)
+def _with_declared_torch(settings: Settings, root: Path | None = None) -> Settings:
+    """``settings`` targeting the torch the requirement files at ``root`` (else at the
+    configuration's directory) declare, if any."""
+    declared = declared_torch(root or settings.root)
     if declared is None:
         return settings
     version, source = declared

@@ -21,7 +21,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
 
-__all__ = ["TorchVersion", "declared_torch", "format_version", "parse_version"]
+__all__ = [
+    "TorchVersion",
+    "declared_torch",
+    "format_version",
+    "parse_version",
+    "project_root",
+]
 
 TorchVersion = tuple[int, int]  # (major, minor): torch adds and deprecates APIs per minor
 
@@ -91,6 +97,18 @@ def declared_torch(root: Path) -> tuple[TorchVersion, str] | None:
         if bounds:
             return min(bounds), path.name
     return None
+
+
+def project_root(start: Path) -> Path:
+    """The nearest directory at or above ``start`` that declares a project (a
+    ``pyproject.toml``, ``setup.cfg`` or ``requirements*.txt``) or is a git checkout's top;
+    ``start`` itself when there is none."""
+    for directory in (start, *start.parents):
+        if (directory / "pyproject.toml").is_file() or (directory / "setup.cfg").is_file():
+            return directory
+        if any(directory.glob("requirements*.txt")) or (directory / ".git").exists():
+            return directory
+    return start
 
 
 def _pyproject(path: Path) -> Iterable[str]:

@@ -50,6 +50,7 @@ def test_a_chain_of_three(tmp_path: Path) -> None:
     leaf = write(tmp_path / "a" / "b" / ".mpcheck.toml", 'extend = "../mpcheck.toml"\n')
     settings = load_settings(leaf, cwd=tmp_path)
     assert (settings.fail_on, settings.max_file_size) == ("warning", 2 * 1024 * 1024)
+    assert settings.extends == (tmp_path / "a" / "mpcheck.toml", tmp_path / "base.toml")
 
 
 def test_cycles_and_missing_files_are_errors(tmp_path: Path) -> None:
@@ -85,6 +86,9 @@ def test_cli_uses_the_extended_settings_and_reports_a_cycle_in_one_line(
     out, err = capsys.readouterr()
     assert status == 1, err
     assert {d["code"] for d in json.loads(out)} == {"MPC404"}  # the parent's select applies
+    assert cli.main(["check", "--show-settings", "svc"]) == 0
+    out, _ = capsys.readouterr()
+    assert "config: svc/pyproject.toml\n" in out and "extends: ['pyproject.toml']\n" in out
     write(tmp_path / "pyproject.toml", '[tool.mpcheck]\nextend = "svc/pyproject.toml"\n')
     assert cli.main(["check", "--no-cache", "svc"]) == 2
     out, err = capsys.readouterr()

@@ -71,6 +71,20 @@ def test_detected_from_each_requirement_file(tmp_path: Path, name: str, text: st
     assert (settings.target_torch_version, settings.target_torch_source) == ((2, 1), name)
 
 
+def test_without_a_config_the_project_above_the_cwd_counts(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "requirements.txt").write_text("torch>=2.2\n")
+    deep = tmp_path / "src" / "pkg"
+    deep.mkdir(parents=True)
+    settings = load_settings(None, cwd=deep)
+    assert (settings.target_torch_version, settings.target_torch_source) == (
+        (2, 2),
+        "requirements.txt",
+    )
+    (deep / "pyproject.toml").write_text('[project]\nname = "pkg"\n')  # a nearer project
+    assert load_settings(None, cwd=deep).target_torch_version is None
+
+
 def test_nothing_declared_is_the_latest(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("torch\n")
     (tmp_path / "pyproject.toml").write_text("[project\nbroken")  # not ours to validate
