@@ -452,7 +452,8 @@ def run_check(args: argparse.Namespace) -> int:
             for f in files
         ]
         progress = None
-        if not args.quiet and sys.stderr.isatty():  # never in a pipe, a log or a test's capture
+        tty = getattr(sys.stderr, "isatty", None)
+        if not args.quiet and tty is not None and tty():  # never in a pipe, log or capture
             progress = Progress(sys.stderr, len(jobs))
         try:
             diagnostics = check_files(
