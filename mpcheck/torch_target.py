@@ -76,7 +76,8 @@ def _is_torch(requirement: str) -> bool:
 def declared_torch(root: Path) -> tuple[TorchVersion, str] | None:
     """The lowest torch the project at ``root`` declares, and the file that says so.
 
-    Looked up in ``pyproject.toml`` (``[project]`` dependencies and optional dependencies),
+    Looked up in ``pyproject.toml`` (``[project]`` dependencies and optional dependencies,
+    ``[dependency-groups]``, Poetry's dependencies),
     ``setup.cfg`` (``install_requires`` and ``extras_require``), then ``requirements*.txt``;
     the first file with a bounded ``torch`` requirement wins, its lowest bound across lines.
     Unreadable or malformed files are skipped: they are not mpcheck's to validate.
@@ -115,13 +116,46 @@ def _pyproject(path: Path) -> Iterable[str]:
     with open(path, "rb") as fh:
         data: dict[str, Any] = tomllib.load(fh)
     project = data.get("project")
-    if not isinstance(project, dict):
-        return
-    yield from _strings(project.get("dependencies"))
-    optional = project.get("optional-dependencies")
-    if isinstance(optional, dict):
-        for group in optional.values():
+    if isinstance(project, dict):
+        yield from _strings(project.get("dependencies"))
+        yield from _groups(project.get("optional-dependencies"))
+    yield from _groups(data.get("dependency-groups"))  # PEP 735 (uv's dev dependencies)
+    tool = data.get("tool")
+    poetry = tool.get("poetry") if isinstance(tool, dict) else None
+    if isinstance(poetry, dict):
+        yield from _poetry(poetry)
+
+
+def _groups(table: object) -> Iterable[str]:
+    if isinstance(table, dict):
+        for group in table.values():
             yield from _strings(group)
+
+
+def _poetry(poetry: dict[str, Any]) -> Iterable[str]:
+    """Poetry's ``torch = "^2.1"`` (or ``{version = ...}``, or a list of them) as requirements."""
+    tables = [poetry.get("dependencies")]
+    groups = poetry.get("group")
+    if isinstance(groups, dict):
+        tables += [g.get("dependencies") for g in groups.values() if isinstance(g, dict)]
+    for table in tables:
+        if not isinstance(table, dict):
+            continue
+        for name, spec in table.items():
+            if name.lower() != "torch":
+                continue
+            for one in spec if isinstance(spec, list) else [spec]:
+                version = one.get("version") if isinstance(one, dict) else one
+                for alternative in version.split("||") if isinstance(version, str) else ():
+                    yield "torch" + _POETRY_OPERATOR.sub(_pep440, alternative.strip())
+
+
+# ``^2.1`` and ``~2.1`` allow 2.1 and up (to the next major or minor); a bare ``2.1`` is ``==``.
+_POETRY_OPERATOR = re.compile(r"(?:(?<=^)|(?<=,))\s*(\^|~(?!=)|(?=\d))")
+
+
+def _pep440(match: re.Match[str]) -> str:
+    return ">=" if match.group(1) in ("^", "~") else "=="
 
 
 def _setup_cfg(path: Path) -> Iterable[str]:

@@ -62,6 +62,12 @@ def test_parse_version() -> None:
         ("setup.cfg", "[options]\ninstall_requires =\n    numpy\n    torch>=2.1\n"),
         ("requirements.txt", "# pinned\nnumpy\ntorch>=2.1  # cuda 12\n-r dev.txt\n"),
         ("requirements-train.txt", "torch==2.1.2\n"),
+        ("pyproject.toml", '[dependency-groups]\ndev = ["pytest", "torch>=2.1"]\n'),
+        ("pyproject.toml", '[tool.poetry.dependencies]\npython = "^3.10"\ntorch = "^2.1"\n'),
+        (
+            "pyproject.toml",
+            '[tool.poetry.group.gpu.dependencies]\ntorch = { version = "~2.3 || 2.1.*" }\n',
+        ),
     ],
 )
 def test_detected_from_each_requirement_file(tmp_path: Path, name: str, text: str) -> None:
