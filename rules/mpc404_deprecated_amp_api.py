@@ -104,9 +104,9 @@ class DeprecatedAmpApi(Rule):
         `torch.cpu.amp.autocast(...)` / `GradScaler(...)` -> the same with `"cpu"`,
         `@torch.cuda.amp.custom_fwd` -> `@torch.amp.custom_fwd(device_type="cuda")` (and
         `custom_bwd`). The replacements need torch >= 2.4 (`torch.amp.custom_fwd`), 2.3
-        (`torch.amp.GradScaler`) or 2.0 (`torch.amp.autocast`); with a lower
-        `target-torch-version` the fix writes `torch.autocast("cuda", ...)` (torch 1.10) and
-        leaves the others alone.
+        (`torch.amp.GradScaler`) or 2.0 (`torch.amp.autocast`): with a `target-torch-version`
+        below 2.0 the fix writes `torch.autocast("cuda", ...)` (torch 1.10), and below 2.3 or
+        2.4 it leaves `GradScaler` or `custom_fwd`/`custom_bwd` alone.
 
         mpcheck's fix rewrites the call or decorator in place and is safe: the old
         functions only forward to the new ones. Positional arguments of the old `autocast`
