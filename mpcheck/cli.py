@@ -849,6 +849,7 @@ def _rule_json(rule: type[Rule]) -> dict[str, object]:
         "severity": info.severity.value,
         "summary": info.summary,
         "fixable": rule.fixable,
+        "fix_applicability": rule.fix_applicability if rule.fixable else None,
         "url": info.url,
         "explanation": info.docs,
     }

@@ -94,6 +94,8 @@ class Rule:
     bad: ClassVar[str] = ""  # example that triggers the rule
     good: ClassVar[str] = ""  # the corrected example
     fixable: ClassVar[bool] = False
+    # "unsafe": its fixes may change behaviour and need ``--unsafe-fixes`` (said in its docs)
+    fix_applicability: ClassVar[str] = "safe"
 
     def __init__(self, ctx: RuleContext) -> None:
         self.ctx = ctx
@@ -170,7 +172,11 @@ class Rule:
     def docs(cls) -> str:
         """The rule's documentation as Markdown, built from its attributes."""
         parts = [f"# {cls.code} `{cls.name}`", ""]
-        fix = "a fix is available (`--fix`)" if cls.fixable else "no automatic fix"
+        fix = "no automatic fix"
+        if cls.fixable:
+            fix = "a fix is available (`--fix`)"
+            if cls.fix_applicability == "unsafe":
+                fix = "an unsafe fix is available (`--fix --unsafe-fixes`)"
         parts += [f"**Severity:** {cls.severity.value} · {fix}", "", cls.summary, ""]
         for title, body in (
             ("Why is this a problem?", cls.why),
