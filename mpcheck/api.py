@@ -2,7 +2,8 @@
 
 A rule reads like its specification because it only asks questions: what a call is
 (:class:`CallSite` and the other sites), what the engine knows of a value (:class:`Fact`,
-its :class:`Prec` and :class:`Cause`), what torch does (the tables below), and it answers
+its :class:`Prec` and :class:`Cause`), what torch does (the tables below) and which torch the
+project supports (:attr:`RuleContext.target_torch`, :meth:`RuleContext.torch_has`), and it answers
 with :meth:`Rule.report`, optionally with a :class:`Fix` made of :class:`Edit` s. Nothing
 here lets a rule derive dtypes itself; when a rule needs a fact the engine lacks, the engine
 learns it. Third-party rules (entry point group ``mpcheck.rules``) use the same names.

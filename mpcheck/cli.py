@@ -41,6 +41,8 @@ from mpcheck.runner import Job, check_files
 from mpcheck.selection import SelectionError
 from mpcheck.source import SourceError, SourceFile
 from mpcheck.summary import write_step_summary
+from mpcheck.terminal import COLOR_CHOICES, Progress, colorize, use_color
+from mpcheck.torch_target import format_version, parse_version
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -119,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how findings are printed (env: MPCHECK_OUTPUT_FORMAT)",
     )
     check.add_argument("-o", "--output-file", type=Path, help="write the report to this file")
+    check.add_argument(
+        "--extra-output",
+        action="append",
+        default=[],
+        metavar="FORMAT:FILE",
+        help="also write the findings in FORMAT to FILE, from the same run (repeatable)",
+    )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     check.add_argument(
         "--fail-on",
@@ -156,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("-q", "--quiet", action="store_true", help="print findings only")
     check.add_argument(
+        "--color",
+        choices=COLOR_CHOICES,
+        default="auto",
+        help="colour the text output (auto: on a terminal, unless NO_COLOR; FORCE_COLOR forces)",
+    )
+    check.add_argument(
         "--show-files", action="store_true", help="list the files that would be checked, and exit"
     )
     check.add_argument(
@@ -183,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-file-size",
         type=_size,
         help="skip larger files with MPC002 (bytes, or 512KiB, 2MB; default 1MiB)",
+    )
+    check.add_argument(
+        "--target-torch-version",
+        metavar="X.Y",
+        help="the oldest torch the code must run on; fixes use only its APIs "
+        "(config: target-torch-version; default: the project's torch requirement)",
     )
     check.add_argument(
         "--no-notebooks",
@@ -300,9 +321,21 @@ def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) 
         extend_exclude=args.extend_exclude,
         max_file_size=args.max_file_size,
         include_notebooks=args.include_notebooks,
+        target_torch_version=_target_torch(args.target_torch_version),
         cwd=cwd,
     )
     return Resolver(cwd, config=config, overrides=overrides, rules=rules)
+
+
+def _target_torch(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    version = parse_version(value)
+    if version is None:
+        raise UsageError(
+            f"--target-torch-version: expected a torch version such as 2.1, got {value!r}"
+        )
+    return version
 
 
 def _options(project: Project, cache: Path | None) -> Options:
@@ -312,6 +345,7 @@ def _options(project: Project, cache: Path | None) -> Options:
         max_file_size=settings.max_file_size,
         project_root=str(Path.cwd()),
         cache_dir=None if cache is None else str(cache),
+        target_torch_version=settings.target_torch_version,
     )
 
 
@@ -369,6 +403,7 @@ def run_check(args: argparse.Namespace) -> int:
             f"unknown output format `{args.output_format}` (from MPCHECK_OUTPUT_FORMAT); "
             f"expected one of: {', '.join(FORMATS)}"
         )
+    _extra_outputs(args.extra_output)  # a mistake there is reported before the run
     try:
         cwd = Path.cwd()
     except FileNotFoundError:
@@ -416,7 +451,17 @@ def run_check(args: argparse.Namespace) -> int:
             (f, project_of[str(f)].rules_for(f), _options(project_of[str(f)], cache_dir))
             for f in files
         ]
-        diagnostics = check_files(jobs, processes=args.jobs)
+        progress = None
+        tty = getattr(sys.stderr, "isatty", None)
+        if not args.quiet and tty is not None and tty():  # never in a pipe, log or capture
+            progress = Progress(sys.stderr, len(jobs))
+        try:
+            diagnostics = check_files(
+                jobs, processes=args.jobs, progress=None if progress is None else progress.advance
+            )
+        finally:
+            if progress is not None:
+                progress.close()
         incremental = sys.modules.get("mpcheck.incremental")
         for warning in [] if incremental is None else incremental.warnings():
             print(f"mpcheck: warning: {warning}", file=sys.stderr)
@@ -459,10 +504,15 @@ def _settings_text(project: Project, cwd: Path) -> str:
     config = settings.config_path
     lines = [f"config: {_display_path(str(config), cwd) if config else '(none: defaults)'}"]
     for field in fields(settings):
-        if field.name not in ("config_path",):
+        if field.name not in ("config_path", "target_torch_source"):
             value = getattr(settings, field.name)
-            if isinstance(value, Mapping):
+            if field.name == "target_torch_version":
+                source = settings.target_torch_source
+                value = "latest" if value is None else f"{format_version(value)} (from {source})"
+            elif isinstance(value, Mapping):
                 value = {k: list(v) for k, v in value.items()}
+            elif field.name == "extends":
+                value = [_display_path(str(p), cwd) for p in value]
             elif isinstance(value, tuple):
                 value = list(value)
             lines.append(f"{field.name.replace('_', '-')}: {value}")
@@ -673,26 +723,53 @@ def _emit(
     if args.statistics:
         text = _statistics(shown, rules, as_json=args.output_format == "json")
     else:
-        ctx = ReportContext(
-            root=cwd,
-            rules={r.code: r.info() for r in rules},
-            source_lines=_lines,
-            tool_version=__version__,
-        )
-        text = render(args.output_format, diagnostics, ctx)
+        text = render(args.output_format, diagnostics, _report_context(rules, cwd))
         if args.output_format in ("full", "concise", "grouped") and not args.quiet:
             text += ("\n" if text else "") + _summary(shown)
     if args.output_file is not None:
-        try:
-            write_atomically(args.output_file, text.encode("utf-8", "surrogateescape"))
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output_file}: {exc.strerror}") from exc
+        _write_report(args.output_file, text)
     else:
+        text_format = args.output_format in ("full", "concise", "grouped")
+        if text_format and use_color(args.color, sys.stdout, os.environ):
+            text = colorize(text)
         _write_stdout(text)
+    for fmt, path in _extra_outputs(args.extra_output):
+        _write_report(path, render(fmt, diagnostics, _report_context(rules, cwd)))
     # GitHub Actions: a per-rule table on the run's page ($GITHUB_STEP_SUMMARY, if set).
     write_step_summary(diagnostics, {r.code: r.info() for r in rules}, root=cwd)
     failing = [d for d in shown if fail_on == "warning" or d.severity is Severity.ERROR]
     return EXIT_FINDINGS if failing and not args.exit_zero else EXIT_CLEAN
+
+
+def _report_context(rules: Sequence[type[Rule]], cwd: Path) -> ReportContext:
+    return ReportContext(
+        root=cwd,
+        rules={r.code: r.info() for r in rules},
+        source_lines=_lines,
+        tool_version=__version__,
+    )
+
+
+def _extra_outputs(values: Sequence[str]) -> list[tuple[str, Path]]:
+    """``--extra-output sarif:out.sarif``: one run, several reports (the Action's SARIF)."""
+    out = []
+    for value in values:
+        fmt, sep, path = value.partition(":")
+        if not sep or not path or fmt not in FORMATS:
+            raise UsageError(
+                f"--extra-output: expected FORMAT:FILE with FORMAT one of {', '.join(FORMATS)}, "
+                f"got {value!r}"
+            )
+        out.append((fmt, Path(path)))
+    return out
+
+
+def _write_report(path: Path, text: str) -> None:
+    """In one step: a failed run never leaves a partial report."""
+    try:
+        write_atomically(path, text.encode("utf-8", "surrogateescape"))
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
 
 
 def _summary(shown: Sequence[Diagnostic]) -> str:
@@ -772,6 +849,7 @@ def _rule_json(rule: type[Rule]) -> dict[str, object]:
         "severity": info.severity.value,
         "summary": info.summary,
         "fixable": rule.fixable,
+        "fix_applicability": rule.fix_applicability if rule.fixable else None,
         "url": info.url,
         "explanation": info.docs,
     }

@@ -19,7 +19,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from mpcheck.globs import glob_problem, segment_matches
+from mpcheck.globs import glob_problem, rebase_pattern
+from mpcheck.torch_target import TorchVersion, declared_torch, parse_version, project_root
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -86,7 +87,11 @@ KNOWN_KEYS: tuple[str, ...] = (
     "cache-dir",
     "baseline",
     "fail-on",
+    "target-torch-version",
+    "extend",
 )
+_ACCUMULATED_KEYS = ("extend-select", "extend-exclude")
+_EXTENDS = " extends"  # not a key anyone can write: the files ``extend`` led to, in order
 FAIL_ON = ("error", "warning")  # the least severe finding that makes the exit status 1
 # libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
 # is skipped (MPC002), so one generated file cannot exhaust the machine's memory.
@@ -136,6 +141,11 @@ class Settings:
     cache_dir: Path | None = None  # absolute; None: ``.mpcheck_cache`` at ``root``
     baseline: Path | None = None  # absolute: findings recorded there are not reported
     fail_on: str = "warning"  # "error": warnings are shown but exit 0
+    # The oldest torch the project supports (None: the latest); rules recommend only what it has.
+    target_torch_version: TorchVersion | None = None
+    # Where that came from: "target-torch-version", "--target-torch-version" or a file name.
+    target_torch_source: str | None = None
+    extends: tuple[Path, ...] = ()  # the files ``extend`` built this one on, nearest first
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -305,6 +315,12 @@ class _Validator:
             raise self.error(f"{self.key(key)} must be {expected}, got {value!r}")
         return value
 
+    def torch_version(self, key: str, value: object) -> TorchVersion:
+        version = parse_version(value) if isinstance(value, str) else None
+        if version is None:
+            raise self.error(f'{self.key(key)} must be a version such as "2.1", got {value!r}')
+        return version
+
     def size(self, key: str, value: object) -> int:
         size = parse_size(value) if isinstance(value, (str, int)) else None
         if size is None:
@@ -333,40 +349,11 @@ def load_settings(
     With ``known_codes``, a selector matching none of them is an error naming the file and key.
     """
     cwd = Path(os.path.abspath(cwd))
-    if config_path is None:
-        return Settings(root=cwd)
+    if config_path is None:  # the requirement files of the project the cwd is in
+        return _with_declared_torch(Settings(root=cwd), project_root(cwd))
     path = Path(os.path.abspath(cwd / config_path))
-    shown = _display(path, cwd)
-    if not path.is_file():
-        raise ConfigError(f"{shown}: No such file or directory")
-    data = _read_toml(path, shown)
-    table_name: str | None = None
-    if _is_pyproject(path):
-        table_name = "tool.mpcheck"
-        tool = data.get("tool", {})
-        data = tool.get("mpcheck", {}) if isinstance(tool, dict) else {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{shown}: [tool.mpcheck] must be a table, got {_type_name(data)}")
-    check = _Validator(shown, table_name, known_codes)
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in KNOWN_KEYS:
-            raise check.unknown(key)
-        if key in _CODE_LIST_KEYS:
-            values[key] = check.codes(key, value)
-        elif key in _PATTERN_LIST_KEYS:
-            values[key] = check.patterns(key, value)
-        elif key in _BOOL_KEYS:
-            values[key] = check.boolean(key, value)
-        elif key == "max-file-size":
-            values[key] = check.size(key, value)
-        elif key in ("cache-dir", "baseline"):
-            values[key] = path.parent / check.path(key, value)
-        elif key == "fail-on":
-            values[key] = check.choice(key, value, FAIL_ON)
-        else:
-            values[key] = check.per_file(key, value)
-    return Settings(
+    values = _values(path, cwd, known_codes, (path,))
+    settings = Settings(
         root=path.parent,
         config_path=path,
         select=values.get("select"),
@@ -382,7 +369,98 @@ def load_settings(
         cache_dir=values.get("cache-dir"),
         baseline=values.get("baseline"),
         fail_on=values.get("fail-on", "warning"),
+        target_torch_version=values.get("target-torch-version"),
+        target_torch_source="target-torch-version" if "target-torch-version" in values else None,
+        extends=values.get(_EXTENDS, ()),
     )
+    return settings if settings.target_torch_version else _with_declared_torch(settings)
+
+
+def _table(path: Path, shown: str) -> tuple[dict[str, Any], str | None]:
+    """The configuration table of ``path`` and its name in messages."""
+    if not path.is_file():
+        raise ConfigError(f"{shown}: No such file or directory")
+    data = _read_toml(path, shown)
+    if not _is_pyproject(path):
+        return data, None
+    tool = data.get("tool", {})
+    data = tool.get("mpcheck", {}) if isinstance(tool, dict) else {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{shown}: [tool.mpcheck] must be a table, got {_type_name(data)}")
+    return data, "tool.mpcheck"
+
+
+def _values(
+    path: Path, cwd: Path, known_codes: Collection[str] | None, chain: tuple[Path, ...]
+) -> dict[str, Any]:
+    """The validated values of ``path``, over those of the file its ``extend`` names.
+
+    Paths are made absolute and patterns relative to ``path``'s directory here, so each is
+    read relative to the file that declares it whatever extends it.
+    """
+    shown = _display(path, cwd)
+    data, table_name = _table(path, shown)
+    check = _Validator(shown, table_name, known_codes)
+    values: dict[str, Any] = {}
+    inherited: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in KNOWN_KEYS:
+            raise check.unknown(key)
+        if key == "extend":
+            parent = Path(os.path.abspath(path.parent / check.path(key, value)))
+            if parent in chain:
+                cycle = " -> ".join(_display(p, cwd) for p in (*chain, parent))
+                raise check.error(f"{check.key(key)} makes a cycle: {cycle}")
+            inherited = _values(parent, cwd, known_codes, (*chain, parent))
+            inherited = _rebased(inherited, parent.parent, path.parent)
+            values[_EXTENDS] = (parent, *inherited.get(_EXTENDS, ()))
+        elif key in _CODE_LIST_KEYS:
+            values[key] = check.codes(key, value)
+        elif key in _PATTERN_LIST_KEYS:
+            values[key] = check.patterns(key, value)
+        elif key in _BOOL_KEYS:
+            values[key] = check.boolean(key, value)
+        elif key == "max-file-size":
+            values[key] = check.size(key, value)
+        elif key in ("cache-dir", "baseline"):
+            values[key] = path.parent / check.path(key, value)
+        elif key == "fail-on":
+            values[key] = check.choice(key, value, FAIL_ON)
+        elif key == "target-torch-version":
+            values[key] = check.torch_version(key, value)
+        else:
+            values[key] = check.per_file(key, value)
+    merged = inherited | values  # the extending file's own settings win
+    for key in _ACCUMULATED_KEYS:  # ``extend-*`` add up along the chain, as in ruff
+        if key in inherited and key in values:
+            merged[key] = (*inherited[key], *values[key])
+    return merged
+
+
+def _rebased(values: dict[str, Any], source: Path, root: Path) -> dict[str, Any]:
+    """An extended file's patterns, written relative to ``source``, relative to ``root``."""
+    out = dict(values)
+    for key in _PATTERN_LIST_KEYS:
+        if key in out:
+            out[key] = tuple(r for p in out[key] for r in rebase_pattern(p, source, root))
+    if "per-file-ignores" in out:
+        table: dict[str, tuple[str, ...]] = {}
+        for pattern, codes in out["per-file-ignores"].items():
+            negated = "!" if pattern.startswith("!") else ""
+            for rebased in rebase_pattern(pattern.removeprefix("!"), source, root):
+                table[negated + rebased] = codes
+        out["per-file-ignores"] = MappingProxyType(table)
+    return out
+
+
+def _with_declared_torch(settings: Settings, root: Path | None = None) -> Settings:
+    """``settings`` targeting the torch the requirement files at ``root`` (else at the
+    configuration's directory) declare, if any."""
+    declared = declared_torch(root or settings.root)
+    if declared is None:
+        return settings
+    version, source = declared
+    return replace(settings, target_torch_version=version, target_torch_source=source)
 
 
 def _cli_codes(option: str, values: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -397,58 +475,6 @@ def _cli_codes(option: str, values: Sequence[str] | None) -> tuple[str, ...] | N
     return tuple(values)
 
 
-_GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
-
-
-def _parts_below(path: Path, base: Path) -> list[str] | None:
-    """``path``'s components below ``base`` (``[]`` for ``base`` itself); None if not below."""
-    try:
-        rel = os.path.relpath(path, base)
-    except ValueError:  # another drive on Windows
-        return None
-    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
-        return None
-    return [] if rel == os.curdir else rel.split(os.sep)
-
-
-def _strip_prefix(segments: list[str], prefix: list[str]) -> list[list[str]]:
-    """What is left of a glob's segments for paths below ``prefix`` (empty: matches none)."""
-    if not prefix:
-        return [segments] if segments else []  # no segments left: it names an ancestor
-    if not segments:
-        return []
-    head, rest = segments[0], segments[1:]
-    if head == "**":  # spans the whole prefix and goes on, or ends at one of its components
-        out = [segments]
-        for i in range(len(prefix)):
-            out += _strip_prefix(rest, prefix[i:])
-        return out
-    return _strip_prefix(rest, prefix[1:]) if segment_matches(head, prefix[0]) else []
-
-
-def _rebase(pattern: str, cwd: Path | None, root: Path) -> tuple[str, ...]:
-    """A CLI pattern, written relative to ``cwd`` (like ruff), as patterns relative to ``root``.
-
-    Each configuration has its own root, which may be above, at or below the cwd; an anchored
-    pattern that can match nothing below ``root`` is dropped.
-    """
-    body = pattern.rstrip("/")
-    if cwd is None or "/" not in body:  # slash-less patterns match a name at any depth
-        return (pattern,)
-    inside = _parts_below(cwd, root)
-    if inside is not None:  # cwd at or below the root: prepend the path between them
-        if not inside:
-            return (pattern,)
-        prefix = _GLOB_SPECIAL.sub(r"\\\1", "/".join(inside))
-        return ("/" + prefix + "/" + pattern.lstrip("/"),)
-    below = _parts_below(root, cwd)
-    if below is None:  # unrelated directories
-        return ()
-    trail = pattern[len(body) :]
-    rests = _strip_prefix(body.lstrip("/").split("/"), below)
-    return tuple(dict.fromkeys("/" + "/".join(rest) + trail for rest in rests))
-
-
 def _cli_patterns(
     option: str, values: Sequence[str] | None, cwd: Path | None, root: Path
 ) -> tuple[str, ...] | None:
@@ -460,7 +486,7 @@ def _cli_patterns(
         problem = glob_problem(pattern)
         if problem:
             raise ConfigError(f"{option}: invalid exclude pattern '{pattern}': {problem}")
-    return tuple(rebased for p in values for rebased in _rebase(p, cwd, root))
+    return tuple(rebased for p in values for rebased in rebase_pattern(p, cwd, root))
 
 
 def _kept(selectors: tuple[str, ...], overriders: tuple[str, ...]) -> tuple[str, ...]:
@@ -479,6 +505,7 @@ def with_overrides(
     module_half_capable: bool | None = None,
     max_file_size: int | None = None,
     include_notebooks: bool | None = None,
+    target_torch_version: TorchVersion | None = None,
     cwd: Path | None = None,
 ) -> Settings:
     """Layer CLI options over ``settings`` with ruff's precedence.
@@ -522,5 +549,9 @@ def with_overrides(
         max_file_size=settings.max_file_size if max_file_size is None else max_file_size,
         include_notebooks=(
             settings.include_notebooks if include_notebooks is None else include_notebooks
+        ),
+        target_torch_version=target_torch_version or settings.target_torch_version,
+        target_torch_source=(
+            "--target-torch-version" if target_torch_version else settings.target_torch_source
         ),
     )

@@ -51,6 +51,8 @@ class Options:
     project_root: str | None = None
     # The persistent cache's directory (None: no cache); see :mod:`mpcheck.incremental`.
     cache_dir: str | None = None
+    # The oldest torch the project supports, (major, minor); None: the latest.
+    target_torch_version: tuple[int, int] | None = None
 
 
 @dataclass
@@ -176,7 +178,13 @@ def _run_rules(
 ) -> Analysed:
     reports: list[Report] = []
     imports = ImportTable.of(module)
-    ctx = RuleContext(module, filename, reports.append, imports=imports)
+    ctx = RuleContext(
+        module,
+        filename,
+        reports.append,
+        imports=imports,
+        target_torch=options.target_torch_version,
+    )
     instances = [rule(ctx) for rule in rules]
     session = _project(filename, options)
     analysis = FileAnalysis(

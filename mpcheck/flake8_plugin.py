@@ -31,14 +31,14 @@ import os
 import tokenize
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from mpcheck import __version__
 from mpcheck.codes import INTERNAL_ERROR, UNUSED_NOQA
-from mpcheck.config import ConfigError
-from mpcheck.diagnostics import Diagnostic
-from mpcheck.engine import Options, check_source
-from mpcheck.resolver import Project, Resolver
+
+if TYPE_CHECKING:  # the engine (libcst, the rules) is imported only to check a file
+    from mpcheck.diagnostics import Diagnostic
+    from mpcheck.resolver import Project, Resolver
 
 __all__ = ["MpcheckPlugin"]
 
@@ -72,6 +72,8 @@ def _project_for(filename: str) -> Project:
     cwd = Path.cwd()
     resolver = _resolvers.get(cwd)
     if resolver is None:
+        from mpcheck.resolver import Resolver
+
         resolver = _resolvers[cwd] = Resolver(cwd)
     return resolver.project_for(filename)
 
@@ -101,6 +103,23 @@ def _one_line(message: str) -> str:
     return " ".join(part.strip() for part in message.splitlines() if part.strip())
 
 
+def _reports_mpc(options: argparse.Namespace) -> bool:
+    """Whether flake8 would report any MPC code under these options (when unsure: yes).
+
+    Each selector or ignore entry that names MPC codes stands for the codes it starts, so
+    asking flake8's own decision for one code under each is exact for prefixes and codes.
+    """
+    try:
+        from flake8.style_guide import Decision, DecisionEngine
+
+        engine = DecisionEngine(options)
+        named = [s for s in (*engine.selected, *engine.ignored) if s.startswith("MPC")]
+        codes = {s.ljust(6, "9") for s in (*named, "MPC")}
+        return any(engine.decision_for(code) is Decision.Selected for code in codes)
+    except Exception:  # noqa: BLE001 - an unexpected flake8: check, as before
+        return True
+
+
 class MpcheckPlugin:
     """flake8 AST plugin; ``tree`` is accepted (it selects the plugin kind) but unused."""
 
@@ -109,6 +128,9 @@ class MpcheckPlugin:
     # None: take ``module-half-capable`` from [tool.mpcheck] (default true).
     module_half_capable: ClassVar[bool | None] = None
     disable_noqa: ClassVar[bool] = False  # flake8's --disable-noqa
+    # False when flake8's --select/--ignore leave no MPC code to report (``--select E,F``):
+    # then no file is checked and the engine is never imported, so the plugin costs nothing.
+    reports_mpc: ClassVar[bool] = True
 
     def __init__(self, tree: ast.AST, lines: Sequence[str], filename: str) -> None:
         self.lines = lines
@@ -144,9 +166,14 @@ class MpcheckPlugin:
                 raise ExecutionError(f"mpcheck-module-half-capable: {exc}") from None
         cls.module_half_capable = value
         cls.disable_noqa = bool(getattr(options, "disable_noqa", False))
+        cls.reports_mpc = _reports_mpc(options)
 
     def run(self) -> Iterator[Result]:
         """Yield ``(row, col, "MPCxxx message", type)`` with flake8's 0-based column."""
+        if not self.reports_mpc:
+            return
+        from mpcheck.config import ConfigError
+
         try:
             found = self._check()
         except ConfigError as exc:  # its message names the config file and the key
@@ -157,6 +184,8 @@ class MpcheckPlugin:
             yield row, col, _one_line(text), type(self)
 
     def _check(self) -> list[tuple[int, int, str]]:
+        from mpcheck.engine import Options, check_source
+
         project = _project_for(self.filename)
         rules = project.rules_for(self.filename)
         half = self.module_half_capable
@@ -165,6 +194,7 @@ class MpcheckPlugin:
             unused_noqa=False,
             max_file_size=project.settings.max_file_size,
             project_root=os.getcwd(),
+            target_torch_version=project.settings.target_torch_version,
         )
         diagnostics = check_source(_source_bytes(self.lines), self.filename, rules, options)
         wanted = [d for d in diagnostics if self._wanted(d, project)]

@@ -1,14 +1,17 @@
 """gitignore-style globs, compiled to regexes the way ruff's ``ignore`` crate matches them.
 
 Shared by discovery (exclude, ``.gitignore``), per-file-ignores and the rebasing of
-command-line patterns, so every pattern in mpcheck means the same thing.
+command-line and extended configurations' patterns, so every pattern in mpcheck means the
+same thing.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
-__all__ = ["GlobPattern", "parse_pattern", "segment_matches"]
+__all__ = ["GlobPattern", "parse_pattern", "rebase_pattern", "segment_matches"]
 
 
 def _translate_class(body: str) -> str:
@@ -146,3 +149,56 @@ def parse_pattern(line: str, *, gitignore: bool = False) -> GlobPattern | None:
 def segment_matches(segment: str, name: str) -> bool:
     """Whether one glob path component (``*``, ``?``, ``[...]``) matches the name ``name``."""
     return re.fullmatch(_translate_segment(segment), name) is not None
+
+
+_GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
+
+
+def _parts_below(path: Path, base: Path) -> list[str] | None:
+    """``path``'s components below ``base`` (``[]`` for ``base`` itself); None if not below."""
+    try:
+        rel = os.path.relpath(path, base)
+    except ValueError:  # another drive on Windows
+        return None
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return None
+    return [] if rel == os.curdir else rel.split(os.sep)
+
+
+def _strip_prefix(segments: list[str], prefix: list[str]) -> list[list[str]]:
+    """What is left of a glob's segments for paths below ``prefix`` (empty: matches none)."""
+    if not prefix:
+        return [segments] if segments else []  # no segments left: it names an ancestor
+    if not segments:
+        return []
+    head, rest = segments[0], segments[1:]
+    if head == "**":  # spans the whole prefix and goes on, or ends at one of its components
+        out = [segments]
+        for i in range(len(prefix)):
+            out += _strip_prefix(rest, prefix[i:])
+        return out
+    return _strip_prefix(rest, prefix[1:]) if segment_matches(head, prefix[0]) else []
+
+
+def rebase_pattern(pattern: str, cwd: Path | None, root: Path) -> tuple[str, ...]:
+    """A pattern written relative to ``cwd`` (a CLI option, like ruff, or an extended config
+    file's directory) as patterns relative to ``root``.
+
+    Each configuration has its own root, which may be above, at or below the cwd; an anchored
+    pattern that can match nothing below ``root`` is dropped.
+    """
+    body = pattern.rstrip("/")
+    if cwd is None or "/" not in body:  # slash-less patterns match a name at any depth
+        return (pattern,)
+    inside = _parts_below(cwd, root)
+    if inside is not None:  # cwd at or below the root: prepend the path between them
+        if not inside:
+            return (pattern,)
+        prefix = _GLOB_SPECIAL.sub(r"\\\1", "/".join(inside))
+        return ("/" + prefix + "/" + pattern.lstrip("/"),)
+    below = _parts_below(root, cwd)
+    if below is None:  # unrelated directories
+        return ()
+    trail = pattern[len(body) :]
+    rests = _strip_prefix(body.lstrip("/").split("/"), below)
+    return tuple(dict.fromkeys("/" + "/".join(rest) + trail for rest in rests))

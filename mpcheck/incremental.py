@@ -37,6 +37,7 @@ class _Run:
             "module_half_capable": options.module_half_capable,
             "max_file_size": options.max_file_size,
             "project_root": options.project_root,
+            "target_torch_version": options.target_torch_version,
             "rules": sorted(r.code for r in self.rules),
         }
         modules = {rule.__module__ for rule in self.rules}

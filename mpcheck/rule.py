@@ -62,6 +62,12 @@ class RuleContext:
     sink: Callable[[Report], None]
     line_refs: list[cst.CSTNode] = field(default_factory=list)
     imports: ImportTable = field(default_factory=ImportTable)  # to resolve or spell names
+    # ``target-torch-version``: the oldest torch the project supports; None: the latest.
+    target_torch: tuple[int, int] | None = None
+
+    def torch_has(self, since: tuple[int, int]) -> bool:
+        """Whether every torch the project supports has what appeared in torch ``since``."""
+        return self.target_torch is None or self.target_torch >= since
 
     def code(self, node: cst.CSTNode, limit: int = 60) -> str:
         text = self.module.code_for_node(node).strip()
@@ -88,6 +94,8 @@ class Rule:
     bad: ClassVar[str] = ""  # example that triggers the rule
     good: ClassVar[str] = ""  # the corrected example
     fixable: ClassVar[bool] = False
+    # "unsafe": its fixes may change behaviour and need ``--unsafe-fixes`` (said in its docs)
+    fix_applicability: ClassVar[str] = "safe"
 
     def __init__(self, ctx: RuleContext) -> None:
         self.ctx = ctx
@@ -164,7 +172,11 @@ class Rule:
     def docs(cls) -> str:
         """The rule's documentation as Markdown, built from its attributes."""
         parts = [f"# {cls.code} `{cls.name}`", ""]
-        fix = "a fix is available (`--fix`)" if cls.fixable else "no automatic fix"
+        fix = "no automatic fix"
+        if cls.fixable:
+            fix = "a fix is available (`--fix`)"
+            if cls.fix_applicability == "unsafe":
+                fix = "an unsafe fix is available (`--fix --unsafe-fixes`)"
         parts += [f"**Severity:** {cls.severity.value} · {fix}", "", cls.summary, ""]
         for title, body in (
             ("Why is this a problem?", cls.why),

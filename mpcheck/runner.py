@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from mpcheck.codes import INVALID_SYNTAX
@@ -20,20 +20,36 @@ Job = tuple[Path, tuple[type[Rule], ...], Options]
 _Work = tuple[str, tuple[str, ...], Options]
 
 
-def check_files(jobs: Sequence[Job], *, processes: int = 0) -> list[Diagnostic]:
-    """Diagnostics for every file; ``processes=0`` picks a count from the CPUs."""
+def check_files(
+    jobs: Sequence[Job], *, processes: int = 0, progress: Callable[[], None] | None = None
+) -> list[Diagnostic]:
+    """Diagnostics for every file; ``processes=0`` picks a count from the CPUs.
+
+    ``progress`` is called once per file checked (in order, as results arrive).
+    """
     work = [(str(path), tuple(r.code for r in rules), opts) for path, rules, opts in jobs]
     # More processes than CPUs cannot speed up CPU-bound work; they only cost memory.
     cpus = os.cpu_count() or 1
     workers = min(processes, cpus) if processes else min(cpus, 8)
     if workers <= 1 or len(work) < POOL_THRESHOLD:
-        return [d for item in work for d in _check_one(item)]
+        return _collect(map(_check_one, work), progress)
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
 
     chunk = max(1, len(work) // (workers * 8))
     with ProcessPoolExecutor(max_workers=workers) as pool:
         results: Iterable[list[Diagnostic]] = pool.map(_check_one, work, chunksize=chunk)
-        return [d for batch in results for d in batch]
+        return _collect(results, progress)
+
+
+def _collect(
+    results: Iterable[list[Diagnostic]], progress: Callable[[], None] | None
+) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for batch in results:
+        out += batch
+        if progress is not None:
+            progress()
+    return out
 
 
 def _check_one(item: _Work) -> list[Diagnostic]:

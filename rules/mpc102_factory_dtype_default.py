@@ -101,6 +101,7 @@ class FactoryDtypeDefault(Rule):
                 return self.conv_in(sample)
         """
     fixable = True
+    fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)

@@ -70,6 +70,7 @@ class AttentionDtypeMismatch(Rule):
                 return F.scaled_dot_product_attention(q, k, v)
         """
     fixable = True
+    fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def check_call(self, call: CallSite) -> None:
         if call.recast_by_autocast:

@@ -95,6 +95,7 @@ class SubmoduleDtypeSplit(Rule):
             return model.head(feats.float())
         """
     fixable = True
+    fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)

@@ -109,6 +109,7 @@ class Fp16OverflowConstant(Rule):
                 return scores.softmax(-1) @ v
         """
     fixable = True
+    fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)

@@ -125,6 +125,7 @@ class HalfPrecisionVariance(Rule):
                 return self.weight * normed.to(x.dtype)
         """
     fixable = True
+    fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)

@@ -75,6 +75,7 @@ class AutocastUnsafeOp(Rule):
             loss = F.binary_cross_entropy_with_logits(fake_logits, real_labels)
         """
     fixable = True
+    fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)

@@ -72,7 +72,8 @@ class CustomFunctionWithoutCustomFwd(Rule):
         Decorate the static methods, below `@staticmethod`, with the autocast device the code
         runs on: `@torch.amp.custom_fwd(device_type="cuda")` on `forward` and
         `@torch.amp.custom_bwd(device_type="cuda")` on `backward` (torch >= 2.4; older code
-        spells them `@torch.cuda.amp.custom_fwd` / `custom_bwd`). If `forward` must run in
+        spells them `@torch.cuda.amp.custom_fwd` / `custom_bwd`, and so does the message when
+        `target-torch-version` is below 2.4). If `forward` must run in
         float32 (a custom kernel), use `custom_fwd(device_type="cuda",
         cast_inputs=torch.float32)`. The decorators take the device, so the CPU autocast needs
         `device_type="cpu"`. No automatic fix: the device is a choice.
@@ -183,8 +184,10 @@ class CustomFunctionWithoutCustomFwd(Rule):
             back = self.mixing.get(cand.backward)
             if op is None or back is None:
                 continue
+            # ``torch.amp.custom_fwd`` is torch 2.4's: an older target has the CUDA spelling only
+            amp = "torch.amp" if self.ctx.torch_has((2, 4)) else "torch.cuda.amp"
             missing = [
-                f"`@torch.amp.custom_{kind}` on `{method.name.value}`"
+                f"`@{amp}.custom_{kind}` on `{method.name.value}`"
                 for kind, method in (("fwd", cand.forward), ("bwd", cand.backward))
                 if f"custom_{kind}" not in self.decorated.get(method, set())
             ]

@@ -26,18 +26,26 @@ class _Old:
     new: str  # the torch.amp name that replaces it
     device: str
     kind: str  # "autocast" | "scaler" | "custom"
+    since: tuple[int, int]  # the first torch that has ``new``
+
+
+# ``torch.amp.autocast`` is in torch 2.0 (``torch.autocast`` since 1.10), ``torch.amp.GradScaler``
+# came in 2.3 and ``torch.amp.custom_fwd``/``custom_bwd`` in 2.4, when the old spellings
+# started to warn.
+DEPRECATED_IN = (2, 4)
+_AUTOCAST_ALIAS = ("torch.autocast", (1, 10))  # for projects that support torch 1.10 to 1.13
 
 
 def _table() -> dict[str, _Old]:
     table: dict[str, _Old] = {}
     for device in ("cuda", "cpu"):
         for mod in (f"torch.{device}.amp", f"torch.{device}.amp.autocast_mode"):
-            table[f"{mod}.autocast"] = _Old("torch.amp.autocast", device, "autocast")
+            table[f"{mod}.autocast"] = _Old("torch.amp.autocast", device, "autocast", (2, 0))
         for mod in (f"torch.{device}.amp", f"torch.{device}.amp.grad_scaler"):
-            table[f"{mod}.GradScaler"] = _Old("torch.amp.GradScaler", device, "scaler")
+            table[f"{mod}.GradScaler"] = _Old("torch.amp.GradScaler", device, "scaler", (2, 3))
     for mod in ("torch.cuda.amp", "torch.cuda.amp.autocast_mode"):
         for name in ("custom_fwd", "custom_bwd"):
-            table[f"{mod}.{name}"] = _Old(f"torch.amp.{name}", "cuda", "custom")
+            table[f"{mod}.{name}"] = _Old(f"torch.amp.{name}", "cuda", "custom", (2, 4))
     return table
 
 
@@ -73,9 +81,16 @@ class DeprecatedAmpApi(Rule):
         `is_torch_greater_or_equal(...)`, `TORCH_2_4`, `_TORCH_GREATER_EQUAL_2_4`) or a name
         bound to one of these. An `if` on anything else (`if device_type == "cuda":`) is no
         fallback: its old-spelling branch runs, and warns, on a current torch.
+
+        The advice follows the oldest torch the project supports (`target-torch-version`,
+        by default the lowest version its `torch` requirement allows): `torch.amp.autocast`
+        exists from torch 2.0 (`torch.autocast` from 1.10, used for older targets),
+        `torch.amp.GradScaler` from 2.3 and `torch.amp.custom_fwd`/`custom_bwd` from 2.4. An
+        old spelling whose replacement the target lacks is not reported: it is the only
+        spelling that torch has (guard it on the torch version to drop it on newer ones).
         """
     symptom = """
-        torch 2.13 warns, once per call site:
+        torch 2.13 warns, once per call site (a decorator once, when the function is defined):
         `FutureWarning: `torch.cuda.amp.autocast(args...)` is deprecated. Please use
         `torch.amp.autocast('cuda', args...)` instead.` (likewise
         `torch.cuda.amp.GradScaler(args...)` -> `torch.amp.GradScaler('cuda', args...)`,
@@ -88,8 +103,10 @@ class DeprecatedAmpApi(Rule):
         `torch.cuda.amp.GradScaler(...)` -> `torch.amp.GradScaler("cuda", ...)`,
         `torch.cpu.amp.autocast(...)` / `GradScaler(...)` -> the same with `"cpu"`,
         `@torch.cuda.amp.custom_fwd` -> `@torch.amp.custom_fwd(device_type="cuda")` (and
-        `custom_bwd`). The replacements need torch >= 2.4 (`torch.amp.custom_fwd`) or 2.3
-        (`torch.amp.GradScaler`).
+        `custom_bwd`). The replacements need torch >= 2.4 (`torch.amp.custom_fwd`), 2.3
+        (`torch.amp.GradScaler`) or 2.0 (`torch.amp.autocast`): with a `target-torch-version`
+        below 2.0 the fix writes `torch.autocast("cuda", ...)` (torch 1.10), and below 2.3 or
+        2.4 it leaves `GradScaler` or `custom_fwd`/`custom_bwd` alone.
 
         mpcheck's fix rewrites the call or decorator in place and is safe: the old
         functions only forward to the new ones. Positional arguments of the old `autocast`
@@ -132,13 +149,23 @@ class DeprecatedAmpApi(Rule):
                 continue
             qual = deco.qualname or ""
             if deco.call is not None:
-                self.check(deco.call, deco.call.func, old, qual)
+                self.check(deco.call, deco.call.func, old, qual, decorator=True)
             elif old.kind == "custom":  # ``@torch.cuda.amp.custom_fwd``, without a call
-                self.check(deco.node.decorator, deco.node.decorator, old, qual)
+                node = deco.node.decorator
+                self.check(node, node, old, qual, decorator=True)
 
     def check(
-        self, node: cst.BaseExpression, func: cst.BaseExpression, old: _Old, qual: str
+        self,
+        node: cst.BaseExpression,
+        func: cst.BaseExpression,
+        old: _Old,
+        qual: str,
+        *,
+        decorator: bool = False,
     ) -> None:
+        old = self.for_target(old)
+        if not self.ctx.torch_has(old.since):
+            return  # the oldest torch the project supports has no replacement: keep it
         if self.fallbacks is None:
             self.fallbacks = _Fallbacks.of(self.ctx)
         if self.fallbacks.covers(node, func, old):
@@ -148,16 +175,29 @@ class DeprecatedAmpApi(Rule):
             old_text += f" (`{qual}`)"
         new_name = self.spell(func, old.new)
         shown = _shown(new_name or old.new, old)
+        # A decorator runs once, when the function is defined; a call warns each time it runs.
+        when = "once, when the function is defined" if decorator else "on every call"
         message = (
-            f"{old_text} is deprecated since torch 2.4 and warns on every call "
+            f"{old_text} is deprecated since torch {_version(DEPRECATED_IN)} and warns {when} "
             f"(FutureWarning); use `{shown}`"
         )
+        target = self.ctx.target_torch
+        if target is not None and target < DEPRECATED_IN:  # it does not warn on the target
+            since, oldest = _version(old.since), _version(target)
+            message += f" (in torch {since} and later: the target is {oldest})"
         fix = None
         if new_name is not None:
             edits = self.rewrite(node, func, new_name, old)
             if edits is not None:
                 fix = Fix(f"Use `{shown}`", edits)
         self.report(node, message, fix=fix)
+
+    def for_target(self, old: _Old) -> _Old:
+        """``torch.autocast`` instead of ``torch.amp.autocast`` for a target before 2.0."""
+        if old.kind == "autocast" and not self.ctx.torch_has(old.since):
+            new, since = _AUTOCAST_ALIAS
+            return _Old(new, old.device, old.kind, since)
+        return old
 
     def spell(self, func: cst.BaseExpression, new: str) -> str | None:
         """``new`` written with the user's own ``torch`` name, else any import of it."""
@@ -454,6 +494,10 @@ def _exits(body: cst.BaseSuite) -> bool:
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1] if last.body else None
     return isinstance(last, (cst.Return, cst.Raise))
+
+
+def _version(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
 
 
 def _canonical(qual: str) -> str:

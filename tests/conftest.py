@@ -54,3 +54,10 @@ def _cache_outside_the_tree(
     """Runs in tests write their cache to a temporary directory, never into fixtures/;
     tests of the cache's default location unset ``MPCHECK_CACHE_DIR`` themselves."""
     monkeypatch.setenv("MPCHECK_CACHE_DIR", str(tmp_path_factory.mktemp("mpcheck-cache")))
+
+
+@pytest.fixture(autouse=True)
+def _plain_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's or CI's FORCE_COLOR must not colour the output tests compare."""
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)

@@ -629,3 +629,35 @@ def test_stdin_in_process(
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(BAD.format(noqa="").encode())))
     rc, data = run_json(capsys, "--stdin-filename", "x.py")
     assert (rc, found(data)) == (1, {("x.py", BAD_ROW, "MPC101")})
+
+
+def test_extra_output_writes_a_second_report_from_the_same_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write("model.py", BAD.format(noqa=""))
+    status, out, _ = run(
+        capsys,
+        "check",
+        "--statistics",
+        "--extra-output",
+        "sarif:mpcheck.sarif",
+        "--extra-output",
+        "json:all.json",
+    )
+    assert status == 1 and "MPC101" in out  # the statistics on stdout
+    sarif = json.loads(Path("mpcheck.sarif").read_text())
+    assert [r["ruleId"] for r in sarif["runs"][0]["results"]] == ["MPC101"]
+    assert [d["code"] for d in json.loads(Path("all.json").read_text())] == ["MPC101"]
+
+
+@pytest.mark.parametrize("value", ["sarif", "xml:out.xml", "sarif:"])
+def test_extra_output_needs_a_format_and_a_file(
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    write("model.py", BAD.format(noqa=""))
+    status, out, err = run(capsys, "check", "--extra-output", value)
+    assert (status, out) == (2, "")
+    assert (
+        err.startswith("mpcheck: error: --extra-output: expected FORMAT:FILE")
+        and err.count("\n") == 1
+    )

@@ -397,7 +397,7 @@ def test_internal_error_is_mpc002_and_flake8_carries_on(
     def boom(*args: object, **kwargs: object) -> list[object]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(flake8_plugin, "check_source", boom)
+    monkeypatch.setattr("mpcheck.engine.check_source", boom)  # imported when a file is checked
     source = SCRIPT_SOURCE + "import os\n"
     (tmp_path / "model.py").write_text(source)
     monkeypatch.chdir(tmp_path)

@@ -164,3 +164,21 @@ def test_decorators_kept_in_variables_are_not_second_guessed() -> None:
     # a torch decorator that is not custom_bwd does not stand in for it
     (d,) = findings(function("", "@torch.autograd.function.once_differentiable") + USE)
     assert d.message.startswith("autograd Function `LinearFn` has no `@torch.amp.custom_fwd`")
+
+
+def test_the_message_names_what_the_target_torch_has() -> None:
+    from mpcheck.engine import Options, check_source
+    from mpcheck.rule import all_rules
+
+    def message(target: tuple[int, int] | None) -> str:
+        options = Options(target_torch_version=target)
+        found = check_source(function() + USE, "t.py", all_rules(), options)
+        (d,) = [d for d in found if d.code == "MPC402"]
+        return d.message
+
+    assert message((2, 1)).startswith(
+        "autograd Function `LinearFn` has no `@torch.cuda.amp.custom_fwd` on `forward` or "
+        "`@torch.cuda.amp.custom_bwd` on `backward`"
+    )
+    assert message((2, 4)) == message(None)
+    assert "`@torch.amp.custom_fwd` on `forward`" in message(None)

@@ -128,9 +128,13 @@ def test_decorators_bare_and_called() -> None:
     fwd, bwd, evaluate = findings(source)
     assert (fwd.start.row, fwd.start.column, fwd.end.column) == (7, 6, 16)
     assert fwd.message == (
-        "`custom_fwd` (`torch.cuda.amp.custom_fwd`) is deprecated since torch 2.4 and warns on "
-        'every call (FutureWarning); use `torch.amp.custom_fwd(..., device_type="cuda")`'
+        "`custom_fwd` (`torch.cuda.amp.custom_fwd`) is deprecated since torch 2.4 and warns "
+        "once, when the function is defined (FutureWarning); use "
+        '`torch.amp.custom_fwd(..., device_type="cuda")`'
     )
+    # a decorator runs (and warns) when the function is defined, not when it is called
+    assert "warns once, when the function is defined" in bwd.message
+    assert "warns once, when the function is defined" in evaluate.message
     assert evaluate.start.row == 16
     out = fixed(source)
     assert '    @torch.amp.custom_fwd(device_type="cuda")\n    def forward' in out
@@ -393,3 +397,59 @@ def test_branches_on_other_things_are_not_fallbacks() -> None:
         """
     )
     assert [(d.start.row, d.start.column) for d in found] == [(9, 18), (14, 12), (17, 57), (22, 14)]
+
+
+LEGACY = """\
+import torch
+
+scaler = torch.cuda.amp.GradScaler()
+with torch.cuda.amp.autocast(dtype=torch.bfloat16):
+    pass
+
+
+class Twice(torch.autograd.Function):
+    @staticmethod
+    @torch.cuda.amp.custom_fwd
+    def forward(ctx, x):
+        return x * 2
+"""
+
+
+def on_target(version: tuple[int, int] | None) -> tuple[list[Diagnostic], str]:
+    from mpcheck.engine import Options, check_source
+    from mpcheck.rule import all_rules
+
+    options = Options(target_torch_version=version)
+    found = [d for d in check_source(LEGACY, "t.py", all_rules(), options) if d.code == "MPC404"]
+    return found, apply_fixes(LEGACY, found, unsafe=False)[0]
+
+
+def test_target_torch_2_1_recommends_only_what_torch_2_1_has() -> None:
+    found, out = on_target((2, 1))
+    (autocast,) = found  # torch 2.1 has no torch.amp.GradScaler (2.3) nor custom_fwd (2.4)
+    assert autocast.message == (
+        "`torch.cuda.amp.autocast` is deprecated since torch 2.4 and warns on every call "
+        '(FutureWarning); use `torch.amp.autocast("cuda", ...)` (in torch 2.0 and later: '
+        "the target is 2.1)"
+    )
+    assert "torch.amp.GradScaler" not in out and "torch.amp.custom_fwd" not in out
+    assert 'with torch.amp.autocast("cuda", dtype=torch.bfloat16):' in out
+    assert "scaler = torch.cuda.amp.GradScaler()" in out
+    assert "@torch.cuda.amp.custom_fwd\n" in out
+
+
+def test_target_before_torch_2_uses_torch_autocast() -> None:
+    (autocast,), out = on_target((1, 12))
+    assert 'use `torch.autocast("cuda", ...)` (in torch 1.10 and later' in autocast.message
+    assert 'with torch.autocast("cuda", dtype=torch.bfloat16):' in out
+    assert on_target((1, 9))[0] == []  # no device-generic autocast before 1.10
+
+
+def test_target_torch_2_5_is_the_latest_advice() -> None:
+    found, out = on_target((2, 5))
+    assert [d.message for d in found] == [d.message for d in on_target(None)[0]]
+    assert [d.start.row for d in found] == [3, 4, 10]
+    assert "(in torch" not in found[0].message
+    assert 'scaler = torch.amp.GradScaler("cuda")' in out
+    assert '@torch.amp.custom_fwd(device_type="cuda")\n' in out
+    assert "warns once, when the function is defined" in found[2].message

@@ -193,10 +193,13 @@ def read_junit(text: str) -> set[Where]:
     root = ET.fromstring(text)
     cases = root.findall("./testsuite/testcase")
     assert int(root.get("failures", "-1")) == len(cases)
+    names = [case.get("name", "") for case in cases]
+    assert len(set(names)) == len(names)  # report views merge cases that share a name
     found = set()
     for case in cases:
         failure = case.find("failure")
-        assert failure is not None and failure.get("type") == case.get("name", "").split(".")[1]
+        code = case.get("name", "").split(".", 1)[1].split(" ")[0]
+        assert failure is not None and failure.get("type") == code
         found.add(
             (case.get("file", ""), int(case.get("line", 0)), int(case.get("column", 0)),
              failure.get("type", ""))

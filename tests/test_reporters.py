@@ -507,9 +507,10 @@ def test_sarif_validates_and_describes_the_run() -> None:
         "id": "MPC103",
         "name": "upcast-matmul",
         "shortDescription": {"text": "Summary of MPC103."},
-        "fullDescription": {"text": "# MPC103\n\nDocs of *MPC103*."},
+        "fullDescription": {"text": "Summary of MPC103."},
         "help": {
-            "text": "# MPC103\n\nDocs of *MPC103*.",
+            "text": "Summary of MPC103. "
+            "See https://github.com/mpcheck/mpcheck/blob/main/docs/rules/MPC103.md",
             "markdown": "# MPC103\n\nDocs of *MPC103*.",
         },
         "helpUri": "https://github.com/mpcheck/mpcheck/blob/main/docs/rules/MPC103.md",
@@ -682,21 +683,21 @@ def test_junit() -> None:
     cases = suite.findall("testcase")
     assert [c.attrib for c in cases] == [
         {
-            "name": "mpcheck.MPC101",
+            "name": "mpcheck.MPC101 pkg/model.py:8:16",
             "classname": "pkg/model",
             "file": "pkg/model.py",
             "line": "8",
             "column": "16",
         },
         {
-            "name": "mpcheck.MPC103",
+            "name": "mpcheck.MPC103 pkg/model.py:12:14",
             "classname": "pkg/model",
             "file": "pkg/model.py",
             "line": "12",
             "column": "14",
         },
         {
-            "name": "mpcheck.MPC104",
+            "name": "mpcheck.MPC104 train.py:1:8",
             "classname": "train",
             "file": "train.py",
             "line": "1",
@@ -716,6 +717,31 @@ def test_junit() -> None:
     )
     severity = cases[1].find("properties/property[@name='severity']")
     assert severity is not None and severity.get("value") == "warning"
+
+
+def test_junit_case_names_are_unique() -> None:
+    twin = replace(LOSS, message="the other finding at the same place")
+    in_cell = replace(LOSS, filename="/repo/nb.ipynb", cell=3)
+    root = ET.fromstring(render("junit", [LOSS, twin, in_cell, UPCAST], make_ctx()))
+    names = [c.get("name") for c in root.iter("testcase")]
+    assert names == [
+        "mpcheck.MPC104 train.py:1:8",
+        "mpcheck.MPC104 train.py:1:8 (2)",
+        "mpcheck.MPC104 nb.ipynb:cell 3:1:8",
+        "mpcheck.MPC101 pkg/model.py:8:16",
+    ]
+
+
+def test_sarif_full_description_is_one_sentence() -> None:
+    from mpcheck.reporters.sarif import first_sentence
+    from mpcheck.rule import all_rules
+
+    assert first_sentence("One, e.g. this. Two.") == "One, e.g. this."
+    assert first_sentence("A `x.float()` call\n  wraps. `b` too.") == "A `x.float()` call wraps."
+    for rule in all_rules():
+        full = first_sentence(rule.summary)
+        assert full.endswith(".") and "\n" not in full, rule.code
+        assert full.count(". ") == 0 or "e.g. " in full, (rule.code, full)
 
 
 def test_junit_empty_and_unrepresentable_characters() -> None:
@@ -804,6 +830,14 @@ def test_rdjson() -> None:
     assert "suggestions" not in matmul and "related_locations" not in matmul
     assert loss["location"]["path"] == "train.py"
     assert json.loads(render("rdjson", [], make_ctx()))["diagnostics"] == []
+
+
+def test_rdjson_offers_only_safe_fixes_as_suggestions() -> None:
+    assert UPCAST.fix is not None
+    unsafe = replace(UPCAST, fix=replace(UPCAST.fix, applicability="unsafe"))
+    (entry,) = json.loads(render("rdjson", [unsafe], make_ctx()))["diagnostics"]
+    assert "suggestions" not in entry
+    assert entry["related_locations"]  # the rest of the finding is unchanged
 
 
 def test_rdjson_columns_are_utf8_bytes() -> None:

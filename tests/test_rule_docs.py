@@ -37,3 +37,22 @@ def test_rendered_docs_are_current() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_each_rule_declares_how_safe_its_fixes_are() -> None:
+    """A page that says `--fix` must not hide fixes that only `--unsafe-fixes` applies."""
+    from tests.support import check, fixture_files
+
+    seen: dict[str, set[str]] = {}
+    for path in fixture_files():
+        for d in check(path.read_text(), str(path)):
+            if d.fix is not None:
+                seen.setdefault(d.code, set()).add(d.fix.applicability)
+    rules = {r.code: r for r in all_rules()}
+    assert set(seen) == {r.code for r in rules.values() if r.fixable}, "a fix per fixable rule"
+    for code, applicabilities in seen.items():
+        rule = rules[code]
+        assert rule.fixable, code
+        assert applicabilities == {rule.fix_applicability}, code
+        if rule.fix_applicability == "unsafe":
+            assert "`--fix --unsafe-fixes`" in rule.docs(), code

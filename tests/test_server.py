@@ -95,6 +95,7 @@ async def test_open_fix_and_cleared(client: LanguageClient, tmp_path: Path) -> N
     assert any(
         "settings from" in m.message and "pyproject.toml" in m.message for m in client.log_messages
     )
+    assert any("target torch: " in m.message for m in client.log_messages)
 
     actions = await _actions(client, uri, diag)
     titles = [a.title for a in actions]

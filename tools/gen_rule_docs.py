@@ -22,7 +22,7 @@ BEGIN, END = "<!-- rules:begin -->", "<!-- rules:end -->"
 def rule_table(rules: tuple[type[Rule], ...], link_prefix: str) -> str:
     rows = ["| Code | Name | Severity | Fix | Summary |", "|---|---|---|---|---|"]
     for r in rules:
-        fix = "yes" if r.fixable else ""
+        fix = ("unsafe" if r.fix_applicability == "unsafe" else "yes") if r.fixable else ""
         link = f"[{r.code}]({link_prefix}{r.code}.md)"
         rows.append(f"| {link} | `{r.name}` | {r.severity.value} | {fix} | {r.summary} |")
     return "\n".join(rows) + "\n"

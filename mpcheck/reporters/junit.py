@@ -29,12 +29,12 @@ def _counts(element: ET.Element, tests: int, failures: int) -> None:
         element.set(key, str(value))
 
 
-def _testcase(suite: ET.Element, d: Diagnostic, ctx: ReportContext) -> None:
+def _testcase(suite: ET.Element, d: Diagnostic, ctx: ReportContext, name: str) -> None:
     path = readable_path(display_path(d.filename, ctx.root))
     case = ET.SubElement(
         suite,
         "testcase",
-        name=f"{TOOL_NAME}.{d.code}",
+        name=name,
         classname=str(PurePosixPath(path).with_suffix("")) if path != "-" else path,
         file=path,
         line=str(d.start.row),
@@ -54,13 +54,27 @@ def _testcase(suite: ET.Element, d: Diagnostic, ctx: ReportContext) -> None:
     failure.text = xml_text("\n".join(details))
 
 
+def _names(shown: Sequence[Diagnostic], ctx: ReportContext) -> list[str]:
+    """A unique name per test case (report views merge or drop cases that share one):
+    the code and the place, numbered when two findings of a code start at the same place."""
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for d in shown:
+        path = readable_path(display_path(d.filename, ctx.root))
+        cell = f"cell {d.cell}:" if d.cell else ""
+        name = f"{TOOL_NAME}.{d.code} {path}:{cell}{d.start.row}:{d.start.column}"
+        seen[name] = seen.get(name, 0) + 1
+        names.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return names
+
+
 def render_junit(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     """``testsuites`` > ``testsuite name="mpcheck"`` > one ``testcase`` per finding."""
     shown = visible(diagnostics)
     root = ET.Element("testsuites", name=TOOL_NAME)
     suite = ET.SubElement(root, "testsuite", name=TOOL_NAME)
-    for d in shown:
-        _testcase(suite, d, ctx)
+    for d, name in zip(shown, _names(shown, ctx), strict=True):
+        _testcase(suite, d, ctx, name)
     if not shown:
         ET.SubElement(suite, "testcase", name="No errors found", classname=TOOL_NAME)
     for element in (root, suite):

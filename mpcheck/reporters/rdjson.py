@@ -42,7 +42,9 @@ def render_rdjson(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
             "severity": SEVERITIES[d.severity],
             "code": {"value": d.code, "url": d.url},
         }
-        if d.fix is not None and d.fix.edits:
+        # reviewdog offers a suggestion as a one-click commit: only fixes safe to apply blindly
+        # (an unsafe fix needs `mpcheck check --fix --unsafe-fixes` and a human's reading).
+        if d.fix is not None and d.fix.edits and d.fix.applicability == "safe":
             entry["suggestions"] = [
                 {"range": span(e.start, e.end, d.filename), "text": e.content} for e in d.fix.edits
             ]

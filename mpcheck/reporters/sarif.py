@@ -10,6 +10,7 @@ move it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -74,16 +75,28 @@ def render_sarif(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
 
 
 def _rule(rule: RuleInfo) -> dict[str, Any]:
+    # Viewers show fullDescription as a one-line description and help as the rule's page:
+    # the page is Markdown, and help.text is the plain-text fallback for viewers without it.
     docs = rule.docs or rule.summary
     return {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary},
-        "fullDescription": {"text": docs},
-        "help": {"text": docs, "markdown": docs},
+        "fullDescription": {"text": first_sentence(rule.summary)},
+        "help": {"text": f"{rule.summary} See {rule.url}", "markdown": docs},
         "helpUri": rule.url,
         "defaultConfiguration": {"level": rule.severity.value},
     }
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``, on one line (``e.g.``-style abbreviations aside)."""
+    flat = " ".join(text.split())
+    match = _SENTENCE_END.search(flat)
+    return flat[: match.start() + 1] if match else flat
+
+
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)[.!?](?=\s+[A-Z`(]|$)")
 
 
 def artifact_location(filename: str, ctx: ReportContext, root: Path) -> dict[str, str]:

@@ -17,7 +17,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mpcheck import __version__
-from mpcheck.config import ConfigError
+from mpcheck.config import ConfigError, Settings
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.engine import Options, check_source
 from mpcheck.resolver import Resolver
@@ -55,9 +55,12 @@ class MpcheckServer(LanguageServer):
                 lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"mpcheck: {exc}")
             )
             return
-        self._log_settings(path, project.settings.config_path)
+        self._log_settings(path, project.settings)
         rules = project.rules_for(path)
-        options = Options(module_half_capable=project.settings.module_half_capable)
+        options = Options(
+            module_half_capable=project.settings.module_half_capable,
+            target_torch_version=project.settings.target_torch_version,
+        )
         found = await asyncio.get_running_loop().run_in_executor(
             None, check_source, source, path, rules, options
         )
@@ -72,9 +75,15 @@ class MpcheckServer(LanguageServer):
             )
         )
 
-    def _log_settings(self, path: str, config: Path | None) -> None:
+    def _log_settings(self, path: str, settings: Settings) -> None:
         """Say once per config which settings govern the documents (window/logMessage)."""
+        config = settings.config_path
         name = f"settings from {config}" if config is not None else "default settings (no config)"
+        target = settings.target_torch_version
+        if target is None:
+            name += ", target torch: latest"
+        else:
+            name += f", target torch: {target[0]}.{target[1]} ({settings.target_torch_source})"
         if name in self.reported_configs:
             return
         self.reported_configs.add(name)
