@@ -329,7 +329,9 @@ def holds_models(holder: str) -> bool:
     """``pipe``, ``self.pipeline``, ``self.model``, ``sd_pipe``: a name whose ``.unet``,
     ``.vae`` & co. are a diffusion pipeline's models."""
     leaf = holder.rsplit(".", 1)[-1].lower()
-    return leaf in ("pipe", "pipeline", "model") or leaf.endswith(("_pipe", "pipeline"))
+    return leaf in ("pipe", "pipeline", "model", "components") or leaf.endswith(
+        ("_pipe", "pipeline")
+    )
 
 
 # A scheduler's or sampler's class (``DDIMScheduler``, ``KarrasSampler``, bases like

@@ -169,6 +169,8 @@ def _clash(call: CallSite) -> tuple[Operand, Operand] | None:
         return None
     first, params = call.operands()
     operands = [first, *params] if first is not None else []
+    if call.op is OpKind.MODEL:  # ``unet(x, t, encoder_hidden_states=e.float())``
+        operands = [*params, *call.model_inputs()]
     upcast = next((o for o in operands if _is_upcast(o)), None)
     half = next((o for o in operands if o.fact.prec in (Prec.MODEL, Prec.HALF)), None)
     if upcast is None or half is None:
