@@ -33,6 +33,7 @@ from mpcheck.sites import (
 )
 from mpcheck.torch_api import (
     CAST_METHODS,
+    CASTING_ENCODERS,
     CHECKED_FILL_FACTORIES,
     CHECKED_SCALAR_WRITES,
     CONTAINER_LAYERS,
@@ -62,6 +63,7 @@ Edit = NodeEdit
 
 __all__ = [
     "CANONICAL",
+    "CASTING_ENCODERS",
     "CAST_METHODS",
     "CHECKED_FILL_FACTORIES",
     "CHECKED_SCALAR_WRITES",

@@ -112,6 +112,20 @@ def processor_output(node: cst.Call) -> bool:
     return False
 
 
+def item_name(node: cst.Subscript) -> str | None:
+    """``"pixel_values"`` for ``batch["pixel_values"]``; None for ``batch[0]`` and the like."""
+    index = node.slice[0].slice if len(node.slice) == 1 else None
+    value = index.value if isinstance(index, cst.Index) else None
+    name = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+    return name if isinstance(name, str) else None
+
+
+def item_key(node: cst.Subscript) -> str | None:
+    """The environment key of a named item of a batch held in a name: ``batch["x"]``."""
+    base, name = dotted(node.value), item_name(node)
+    return f"{base}[{name!r}]" if base is not None and name is not None else None
+
+
 def batch_of(node: cst.CSTNode, text: str) -> Fact:
     """A batch of loaded data, where ``text`` says where it was loaded."""
     return Fact(Kind.BATCH, origin=Origin(node, Cause.DATA, text))
@@ -122,8 +136,8 @@ def item(batch: Fact, name: str | None, node: cst.CSTNode) -> Fact:
     by the last word of its name."""
     if name is None:
         return Fact(Kind.TENSOR)  # ``batch[0]``: images or labels, nobody can tell
-    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
-    last = words[-1] if words else ""  # ``prompt_embeds`` are embeddings, ``input_ids`` ids
+    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w and not w.isdigit()]
+    last = words[-1] if words else ""  # ``prompt_embeds`` are embeddings, ``input_ids_2`` ids
     if last in _INT_WORDS or name.lower().endswith("attention_mask"):
         return Fact(Kind.TENSOR, Prec.INT, "int64", Origin(node, Cause.DATA, "loaded ids"))
     if last in _OTHER_WORDS or not last:

@@ -66,20 +66,46 @@ class Analysed:
 
 
 class _Dispatch:
-    """Fans the walk's sites out to the rules that implement the matching hook."""
+    """Fans the walk's sites out to the rules that implement the matching hook.
+
+    A rule that raises is switched off for the rest of the file and remembered: one rule's
+    bug must not take the other rules' findings on the file with it.
+    """
 
     def __init__(self, rules: Sequence[Rule]) -> None:
-        self._handlers: dict[str, list[Callable[[Any], None]]] = {
-            hook.kind: [getattr(r, hook.method) for r in rules if hook.method in r.hooks()]
+        self._handlers: dict[str, list[tuple[Rule, Callable[[Any], None]]]] = {
+            hook.kind: [(r, getattr(r, hook.method)) for r in rules if hook.method in r.hooks()]
             for hook in HOOKS
         }
+        self.failed: dict[str, Exception] = {}  # rule code -> what it raised first
 
     def wants(self, kind: SiteKind) -> bool:
         return bool(self._handlers[kind])
 
     def deliver(self, kind: SiteKind, site: Site) -> None:
-        for handler in self._handlers[kind]:
-            handler(site)
+        for rule, handler in self._handlers[kind]:
+            if rule.code not in self.failed:
+                self.guarded(rule, handler, site)
+
+    def guarded(self, rule: Rule, handler: Callable[..., None], *args: Any) -> None:
+        try:
+            handler(*args)
+        except RecursionError:
+            raise  # the file is too deep for every rule: the caller says so once
+        except Exception as exc:  # noqa: BLE001 - isolated per rule, reported below
+            self.failed.setdefault(rule.code, exc)
+
+    def failures(self, filename: str) -> list[Diagnostic]:
+        return [
+            _file_level(
+                INTERNAL_ERROR,
+                f"rule {code} failed on this file ({type(exc).__name__}: {exc}); its findings "
+                "here may be incomplete, the other rules' are not; please report it",
+                filename,
+                Position(1, 1),
+            )
+            for code, exc in sorted(self.failed.items())
+        ]
 
 
 def check_source(
@@ -187,10 +213,11 @@ def _run_rules(
     )
     instances = [rule(ctx) for rule in rules]
     session = _project(filename, options)
+    dispatch = _Dispatch(instances)
     analysis = FileAnalysis(
         module,
         imports,
-        _Dispatch(instances),
+        dispatch,
         module_half_capable=options.module_half_capable,
         source=source,
         project=None if session is None else session.lookup,
@@ -205,12 +232,14 @@ def _run_rules(
     if session is not None:
         done.summary, done.dependencies = session.end(analysis)
     for instance in instances:
-        instance.finish()
+        if instance.code not in dispatch.failed:
+            dispatch.guarded(instance, instance.finish)
     if reports:
         elsewhere = _elsewhere(analysis.elsewhere, options.project_root)
         done.diagnostics = _to_diagnostics(
             module, filename, _unique(reports), ctx.line_refs, elsewhere
         )
+    done.diagnostics += dispatch.failures(filename)
     return done
 
 

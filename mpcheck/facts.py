@@ -287,11 +287,6 @@ def join(a: Fact, b: Fact) -> Fact:
         train = first.train.join(second.train)
         return replace(join(replace(a, train=None), replace(b, train=None)), train=train)
     if a.kind is not b.kind:
-        for side, other in ((a, b), (b, a)):
-            if side.kind is Kind.MODULE and other == UNKNOWN:
-                # ``ae = None; if not cached: ae = load(...)``: where ``ae`` is called at all,
-                # it is the model (a call on the other path would fail on its own).
-                return replace(side, maybe=side.maybe or side.prec is not Prec.UNKNOWN)
         return UNKNOWN
     if a.kind is Kind.SEQ:
         if a.items is not None and b.items is not None and len(a.items) == len(b.items):

@@ -74,6 +74,12 @@ class RuleContext:
         text = " ".join(text.split())
         return text if len(text) <= limit else text[: limit - 3] + "..."
 
+    def exact(self, node: cst.CSTNode) -> str | None:
+        """``node``'s source as written, for a fix to copy (``code`` abbreviates it for
+        messages); None when it spans lines, where a copy could change its meaning."""
+        text = self.module.code_for_node(node).strip()
+        return None if "\n" in text else text
+
     def atom(self, node: cst.BaseExpression) -> str:
         """``node``'s full source, parenthesised unless it can take ``.method()`` as is."""
         text = self.module.code_for_node(node)

@@ -324,14 +324,36 @@ PIPELINE_MODELS = frozenset(
     audio_vae vocoder unet_2 brushnet adapter""".split()
 )
 
+# Pipeline components that are transformers encoders: their vision embeddings cast
+# ``pixel_values`` to their own dtype (CLIP, SigLIP, Qwen-VL), so a processor's float32
+# pixel values may go in as they are.
+CASTING_ENCODERS = frozenset(
+    f"{holder}.{name}"
+    for holder in ("self", "pipe", "pipeline", "components")
+    for name in (
+        "text_encoder",
+        "text_encoder_2",
+        "text_encoder_3",
+        "image_encoder",
+        "safety_checker",
+    )
+) | {"text_encoder", "text_encoder_2", "image_encoder", "safety_checker"}
+
+
+def helper_method(name: str) -> bool:
+    """``decoder.create_attention_mask(...)``, ``model.get_input_embeddings()``: a method that
+    builds or fetches something, not a pass of the model over its inputs."""
+    return "mask" in name or name.startswith(
+        ("get_", "create_", "prepare_", "build_", "make_", "set_", "compute_", "_")
+    )
+
 
 def holds_models(holder: str) -> bool:
-    """``pipe``, ``self.pipeline``, ``self.model``, ``sd_pipe``: a name whose ``.unet``,
-    ``.vae`` & co. are a diffusion pipeline's models."""
+    """``pipe``, ``self.pipeline``, ``components``, ``sd_pipe``: a name whose ``.unet``,
+    ``.vae`` & co. are a diffusion pipeline's models (not ``model``: a GPT has a
+    ``.transformer`` too)."""
     leaf = holder.rsplit(".", 1)[-1].lower()
-    return leaf in ("pipe", "pipeline", "model", "components") or leaf.endswith(
-        ("_pipe", "pipeline")
-    )
+    return leaf in ("pipe", "pipeline", "components") or leaf.endswith(("_pipe", "pipeline"))
 
 
 # A scheduler's or sampler's class (``DDIMScheduler``, ``KarrasSampler``, bases like

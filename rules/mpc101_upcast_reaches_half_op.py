@@ -87,16 +87,18 @@ class UpcastReachesHalfOp(Rule):
         if call.is_module_call and call.receiver is not None:
             where = f"`{self.ctx.code(call.receiver.node)}` has the model's weights"
             # a layer has a ``weight``; a whole model or a container only has parameters
-            module = self.ctx.code(call.receiver.node)
+            module = self.ctx.exact(call.receiver.node)
             whole = (
                 call.op is OpKind.MODEL
                 or call.receiver.fact.layer in CONTAINER_LAYERS
                 or not call.scope.in_module  # a script calls models, not bare layers
             )
-            dtype_of = f"next({module}.parameters()).dtype" if whole else f"{module}.weight.dtype"
+            pattern = "next({}.parameters()).dtype" if whole else "{}.weight.dtype"
+            dtype_of = pattern.format(module) if module is not None else None
         else:
             where = f"`{self.ctx.code(half.node)}` has the model's dtype"
-            dtype_of = f"{self.ctx.code(half.node)}.dtype"
+            source = self.ctx.exact(half.node)
+            dtype_of = f"{source}.dtype" if source is not None else None
         if half.fact.prec is Prec.HALF and half.fact.dtype:
             kind = f"which are {half.fact.dtype}"
         else:
@@ -110,7 +112,7 @@ class UpcastReachesHalfOp(Rule):
             related.append((half.fact.origin.node, f"the model is {half.fact.origin.text}"))
         fix = None
         library = call.receiver is not None and call.receiver.fact.layer in LIBRARY_LAYER_NAMES
-        if "\n" not in dtype_of and len(dtype_of) < 60 and not library:
+        if dtype_of is not None and len(dtype_of) < 60 and not library:
             fix = Fix(
                 f"Cast `{what}` to `{dtype_of}`",
                 (Edit(upcast.node, f"{self.ctx.atom(upcast.node)}.to({dtype_of})"),),
@@ -148,8 +150,16 @@ class UpcastReachesHalfOp(Rule):
             related.append((item.site.node, f"`{inner_text}` gets `{what}` in float32 here"))
             fix = None
             weights = site.receiver.fact.layer if site.is_module_call and site.receiver else None
-            if inner_text.startswith("self.") and weights and weights not in LIBRARY_LAYER_NAMES:
-                dtype_of = f"{module}{inner_text[4:]}.weight.dtype"  # self.output.dense.weight
+            inner_exact = self.ctx.exact(inner.func if isinstance(inner, cst.Call) else inner)
+            module_exact = self.ctx.exact(call.receiver.node)
+            if (
+                inner_exact is not None
+                and module_exact is not None
+                and inner_exact.startswith("self.")
+                and weights
+                and weights not in LIBRARY_LAYER_NAMES
+            ):
+                dtype_of = f"{module_exact}{inner_exact[4:]}.weight.dtype"  # self.output.dense
                 fix = Fix(
                     f"Cast `{what}` to `{dtype_of}`",
                     (Edit(outer.node, f"{self.ctx.atom(outer.node)}.to({dtype_of})"),),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mpcheck.api import (
-    DEFAULT_FLOAT32,
+    CASTING_ENCODERS,
     LOSS_LAYERS,
     PASS_THROUGH_LAYERS,
     Autocast,
@@ -133,7 +133,7 @@ class FactoryDtypeDefault(Rule):
             return
         values = [site.value] if site.value.fact.is_tensor else list(items(site.value))
         for value in values:
-            mixing = self.mixing_of(value.fact)
+            mixing = self.mixing_of(value.fact, one_path=site.scope.sampler)
             if mixing is not None:
                 what = "the output of `forward`, which the next half-precision layer rejects"
                 if site.scope.sampler:
@@ -168,9 +168,10 @@ class FactoryDtypeDefault(Rule):
         name = self._name(factory.node, result)
         self.mixings[id(call.node)] = _Mixing(name, how, verb, self._fix(call, result, low))
 
-    def mixing_of(self, fact: Fact) -> _Mixing | None:
-        """How ``fact`` absorbed the activations, on every path or on one (``if eta > 0``)."""
-        if not (_factory(fact) or _default_factory(fact)) or fact.mixed is None:
+    def mixing_of(self, fact: Fact, *, one_path: bool = False) -> _Mixing | None:
+        """How ``fact`` absorbed the activations: on every path, or (``one_path``) on one,
+        as a sampler's ``if eta > 0: prev_sample = prev_sample + noise`` does."""
+        if not (_factory(fact) or (one_path and _default_factory(fact))) or fact.mixed is None:
             return None
         return self.mixings.get(id(fact.mixed.node))
 
@@ -293,6 +294,8 @@ class FactoryDtypeDefault(Rule):
         """Report a float32 tensor ``factory`` that a half consumer ``call`` takes in."""
         fact = factory.fact
         assert fact.origin is not None
+        if fact.cause is Cause.DATA and call.module_path in CASTING_ENCODERS:
+            return  # transformers' CLIP/SigLIP embeddings cast ``pixel_values`` themselves
         target = call.receiver.node if call.is_module_call and call.receiver else call.node
         name = self.ctx.code(target)
         where = (
@@ -337,8 +340,8 @@ class FactoryDtypeDefault(Rule):
         dtype = None
         if isinstance(low.node, cst.Name) and _is_param_of(low, function):
             dtype = f"{low.node.value}.dtype"
-        elif call.is_module_call and (self.ctx.code(low.node).startswith("self.")):
-            dtype = f"{self.ctx.code(low.node)}.weight.dtype"
+        elif call.is_module_call and (self.ctx.exact(low.node) or "").startswith("self."):
+            dtype = f"{self.ctx.exact(low.node)}.weight.dtype"
         if dtype is None:
             return None
         if not factory.args:
@@ -377,8 +380,8 @@ def _default_factory(fact: Fact) -> bool:
         fact.is_tensor
         and fact.maybe
         and fact.prec is Prec.UNKNOWN
-        and fact.cause in DEFAULT_FLOAT32
-        and not fact.zero_dim
+        and fact.cause in (Cause.FACTORY, Cause.INT_FLOAT)  # loaded data or a table on one
+        and not fact.zero_dim  # path goes with a model cast on that path (correlated branches)
     )
 
 

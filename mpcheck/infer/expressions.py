@@ -244,10 +244,10 @@ class ExpressionWalk(TensorWalk):
                 if fact.kind is Kind.SCALAR and fact.value is not None and fact.value.is_integer():
                     index = int(fact.value)
         if base.kind is Kind.BATCH:
-            key = node.slice[0].slice if len(node.slice) == 1 else None
-            value = key.value if isinstance(key, cst.Index) else None
-            name = value.evaluated_value if isinstance(value, cst.SimpleString) else None
-            return data_api.item(base, name if isinstance(name, str) else None, node)
+            key = data_api.item_key(node)
+            if key is not None and key in frame.env:
+                return frame.env[key]  # an item the code replaced (cast) after loading
+            return data_api.item(base, data_api.item_name(node), node)
         if base.kind is Kind.SEQ:
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
                 return Fact(Kind.SEQ, elem=element(base))
@@ -255,7 +255,10 @@ class ExpressionWalk(TensorWalk):
         if base.kind in (Kind.TENSOR, Kind.MODULE):
             if base.kind is Kind.MODULE:
                 return base
-            if scalar_index and (one_dim_factory(base) or base.cause is Cause.TABLE):
+            one_dim = one_dim_factory(base) or base.cause is Cause.TABLE
+            # a sampler's own float tensors are its 1-D tables (``self.sigmas[self.step_index]``)
+            one_dim = one_dim or (frame.scope.sampler and base.prec is Prec.FULL)
+            if scalar_index and one_dim:
                 # ``torch.linspace(...)[i]``, ``scheduler.sigmas[i]``: one number, 0-dim
                 return replace(base, zero_dim=True)
             return replace(base, zero_dim=False)

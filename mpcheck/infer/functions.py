@@ -197,6 +197,8 @@ class FunctionWalk(AutocastWalk):
             else:
                 sample = sampler and name in T.SAMPLE_PARAMS
                 env[name] = self._param_fact(param, index, tensor_params or sample)
+                if sampler and name in T.INT_PARAM_NAMES:
+                    env[name] = Fact(Kind.OTHER, params=frozenset({index}))  # continuous t
             index += 1
         return Frame(env, scope)
 

@@ -399,9 +399,8 @@ class ModuleWalk(FunctionWalk):
             # ``self._cast_input_dtype(x, torch.float32)``: a helper we cannot see, handed a
             # dtype, may well cast to it
             return UNKNOWN_TENSOR
-        if (
-            method in ("forward", "__call__", "encode", "decode", "sample")
-            or module.prec is not Prec.UNKNOWN
+        if method in ("forward", "__call__", "encode", "decode", "sample") or (
+            module.prec is not Prec.UNKNOWN and not T.helper_method(method)
         ):
             split = self.split_call(module, path, method, args, kwargs, frame)
             return self.module_call(

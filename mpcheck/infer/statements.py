@@ -261,6 +261,10 @@ class StatementWalk(ExpressionWalk):
     ) -> None:
         if isinstance(target, cst.Subscript):
             base = self.expr(target.value, frame)
+            key = data_api.item_key(target)
+            if base.kind is Kind.BATCH and key is not None:
+                frame.env[key] = value  # ``batch["pixel_values"] = batch[...].to(dtype=...)``
+                return
             advanced = self.advanced_index(target, frame)
             if self.reporting.takes("setitems"):
                 index = target.slice[0].slice if len(target.slice) == 1 else None

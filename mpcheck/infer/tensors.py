@@ -187,6 +187,8 @@ class TensorWalk(ModuleWalk):
                 return UNKNOWN_TENSOR  # a dtype we cannot see: assume nothing
         if method == "type" and not cand:
             return UNKNOWN
+        if recv.cause is Cause.DATA and any(not _device_like(op) for op in cand):
+            return UNKNOWN_TENSOR  # ``embeds.to(hidden_states)``: may well take its dtype
         return recv
 
     def legacy_type(self, name: str, node: cst.Call) -> Fact:
@@ -361,6 +363,8 @@ class TensorWalk(ModuleWalk):
                     args[1].node if len(args) > 1 else kwargs["fill_value"].node
                 ):
                     return Fact(Kind.TENSOR, Prec.INT, "int64")
+            if fill.kind is not Kind.SCALAR or fill.value is None:
+                return UNKNOWN_TENSOR  # ``torch.full(shape, n)``: int64 when ``n`` is an int
             return Fact(
                 Kind.TENSOR,
                 Prec.FULL,
@@ -510,6 +514,14 @@ def _parameter_free_norm(layer: str, kwargs: dict[str, Operand]) -> bool:
         if flag is not None and isinstance(flag.node, cst.Name) and flag.node.value == "False":
             return "Norm" in layer
     return False
+
+
+def _device_like(op: Operand) -> bool:
+    """``.to(device)``, ``.to("cuda")``, ``.to(accelerator.device, non_blocking=True)``."""
+    if isinstance(op.node, cst.SimpleString) or op.fact.kind is Kind.SCALAR:
+        return True
+    name = (dotted(op.node) or "").lower()
+    return "device" in name or name.rsplit(".", 1)[-1] in ("dev", "cuda", "cpu", "rank")
 
 
 def _names_a_dtype(node: cst.CSTNode) -> bool:
