@@ -32,7 +32,7 @@ from mpcheck.infer.modules import FP32_LAYER
 from mpcheck.infer.promotion import FINFO_MAX, FINFO_MIN, fold, iterate, one_dim_factory, op_result
 from mpcheck.infer.tensors import TensorWalk
 from mpcheck.names import dotted
-from mpcheck.project.summary import Function
+from mpcheck.project.summary import ClassSummary, Function
 from mpcheck.sites import Operand
 
 
@@ -308,9 +308,11 @@ class ExpressionWalk(TensorWalk):
         if located is None or self.project is None:
             return None
         function = self.project(*located)
+        name = dotted(node.func) or located[0]
+        if isinstance(function, ClassSummary) and function.is_module:
+            return self.construct_imported(node, name, function, frame, kwargs)
         if not isinstance(function, Function):
             return None
-        name = dotted(node.func) or located[0]
         result = call_result(node, name, function, args, kwargs)
         place = function.returns.origin
         if place is not None and result.origin is not None and result.origin.node is node:

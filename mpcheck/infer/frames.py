@@ -14,6 +14,7 @@ import libcst as cst
 
 from mpcheck.facts import Fact
 from mpcheck.infer.reporting import Reporting
+from mpcheck.project.summary import ClassSummary
 from mpcheck.sites import Operand, Scope
 
 Env = dict[str, Fact]
@@ -32,6 +33,8 @@ class ClassInfo:
     kept_fp32: bool = False  # instantiated under a name in ``_keep_in_fp32_modules``
     is_pipeline: bool = False  # a diffusers-style pipeline: ``self.vae`` & co. are models
     analysed: bool = False  # its methods were walked (each class is walked once)
+    # bases defined in other project files: the base expression, its module, its summary
+    elsewhere: tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...] = ()
 
 
 @dataclass
