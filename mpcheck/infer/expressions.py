@@ -58,6 +58,10 @@ class ExpressionWalk(TensorWalk):
 
     def global_name(self, node: cst.BaseExpression) -> Fact:
         qual = self.imports.resolve(node)
+        if self.project is not None and not (qual or "").startswith("torch"):
+            made = self.project_value(node)  # ``DTYPE`` of another project file
+            if made is not None:
+                return made
         if qual is None:
             return UNKNOWN
         if qual.startswith("torch.") and qual.count(".") == 1:
@@ -70,7 +74,7 @@ class ExpressionWalk(TensorWalk):
         key = dotted(node)
         if key is not None and key in frame.env:
             return frame.env[key]
-        if self.imports.resolve(node) is not None:
+        if self.imports.resolve(node) is not None or dotted(node.value) in self.imports.relative:
             return self.global_name(node)
         attr = node.attr.value
         if key == f"self.{attr}" and attr in T.PIPELINE_MODELS and self._in_pipeline(frame):

@@ -27,9 +27,9 @@ from mpcheck.infer.base import CallRecord
 from mpcheck.infer.binding import passed
 from mpcheck.infer.frames import ClassInfo, Env, Frame
 from mpcheck.infer.functions import FunctionWalk
-from mpcheck.infer.imported import call_result
+from mpcheck.infer.imported import call_result, fact_of
 from mpcheck.names import dotted
-from mpcheck.project.summary import ClassSummary
+from mpcheck.project.summary import ClassSummary, Value
 from mpcheck.sites import CallSite, InnerCall, Operand, Owner
 
 MODULE_CASTS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
@@ -351,6 +351,21 @@ class ModuleWalk(FunctionWalk):
         like one of this file's; its calls go by the class's summary."""
         self.imported[name] = cls
         return self.construct_module(node, name, frame, kwargs)
+
+    def project_value(self, node: cst.BaseExpression) -> Fact | None:
+        """A module-level value of another project file (``DTYPE = torch.float16``, a model
+        cast at its top level), or None when the project knows none."""
+        located = self.imports.locate(node) if self.project is not None else None
+        value = self.project(*located) if located is not None and self.project else None
+        if located is None or not isinstance(value, Value):
+            return None
+        fact = fact_of(value, node, self.code(node))
+        if fact.kind is Kind.MODULE and fact.layer and fact.layer not in self.classes:
+            module = located[0].rpartition(".")[0]
+            made = self.project(f"{module}.{fact.layer}", located[1]) if self.project else None
+            if isinstance(made, ClassSummary) and made.is_module:
+                self.imported.setdefault(fact.layer, made)
+        return fact
 
     def imported_forward(
         self, node: cst.Call, layer: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
