@@ -163,12 +163,13 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
             submodules[attr] = _kind(walk, fact.layer)
             if fact.prec is Prec.FULL or attr in walk.keep.names:
                 kept.add(attr)
-    forward = methods.get("forward")
-    fp32_forward = forward is not None and forward.returns.prec == Prec.FULL.value
+    # a norm whose every weight is float32 (``torch.ones(d, dtype=torch.float32)``)
+    weights = [v for v in attrs.values() if v.kind == Kind.TENSOR.value]
+    all_fp32 = bool(weights) and all(v.prec == Prec.FULL.value for v in attrs.values())
     return ClassSummary(
         bases=info.bases,
         is_module=info.is_module,
-        keep_fp32=info.kept_fp32 or (info.is_module and fp32_forward),
+        keep_fp32=info.kept_fp32 or (info.is_module and all_fp32),
         keep_fp32_attrs=tuple(sorted(kept)),
         submodules=submodules,
         methods=methods,
