@@ -86,8 +86,11 @@ KNOWN_KEYS: tuple[str, ...] = (
     "cache-dir",
     "baseline",
     "fail-on",
+    "follow-imports",
 )
 FAIL_ON = ("error", "warning")  # the least severe finding that makes the exit status 1
+# "normal": imports of the project's own files are followed; "site": installed libraries too
+FOLLOW_IMPORTS = ("normal", "site")
 # libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
 # is skipped (MPC002), so one generated file cannot exhaust the machine's memory.
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
@@ -136,6 +139,7 @@ class Settings:
     cache_dir: Path | None = None  # absolute; None: ``.mpcheck_cache`` at ``root``
     baseline: Path | None = None  # absolute: findings recorded there are not reported
     fail_on: str = "warning"  # "error": warnings are shown but exit 0
+    follow_imports: str = "normal"  # "site": summarise imported installed libraries too
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -364,6 +368,8 @@ def load_settings(
             values[key] = path.parent / check.path(key, value)
         elif key == "fail-on":
             values[key] = check.choice(key, value, FAIL_ON)
+        elif key == "follow-imports":
+            values[key] = check.choice(key, value, FOLLOW_IMPORTS)
         else:
             values[key] = check.per_file(key, value)
     return Settings(
@@ -382,6 +388,7 @@ def load_settings(
         cache_dir=values.get("cache-dir"),
         baseline=values.get("baseline"),
         fail_on=values.get("fail-on", "warning"),
+        follow_imports=values.get("follow-imports", "normal"),
     )
 
 
@@ -479,6 +486,7 @@ def with_overrides(
     module_half_capable: bool | None = None,
     max_file_size: int | None = None,
     include_notebooks: bool | None = None,
+    follow_imports: str | None = None,
     cwd: Path | None = None,
 ) -> Settings:
     """Layer CLI options over ``settings`` with ruff's precedence.
@@ -523,4 +531,5 @@ def with_overrides(
         include_notebooks=(
             settings.include_notebooks if include_notebooks is None else include_notebooks
         ),
+        follow_imports=settings.follow_imports if follow_imports is None else follow_imports,
     )

@@ -22,7 +22,7 @@ from mpcheck.infer.imported import value_of
 from mpcheck.keep_fp32 import keep_patterns
 from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
-from mpcheck.project.index import ModuleIndex
+from mpcheck.project.index import ModuleIndex, site_roots
 from mpcheck.project.store import Cached, Dependencies, Lookup, Summaries, Symbol
 from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Value
 from mpcheck.source import SourceError, SourceFile
@@ -217,18 +217,20 @@ def _shown_path(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-_STORES: dict[tuple[str, bool], tuple[Summaries, FileSummariser]] = {}
+_STORES: dict[tuple[str, bool, bool], tuple[Summaries, FileSummariser]] = {}
 
 
 def summaries_for(
-    root: str, module_half_capable: bool, cached: Cached | None = None
+    root: str, module_half_capable: bool, cached: Cached | None = None, *, site: bool = False
 ) -> tuple[Summaries, FileSummariser]:
     """The process's summaries of the project at ``root`` (made on first use; ``cached``
-    serves summaries kept from earlier runs and must be given by that first use)."""
-    key = (root, module_half_capable)
+    serves summaries kept from earlier runs and must be given by that first use). ``site``:
+    imports of installed libraries are followed too (``follow-imports = "site"``)."""
+    key = (root, module_half_capable, site)
     if key not in _STORES:
         summariser = FileSummariser(Path(root), module_half_capable=module_half_capable)
-        _STORES[key] = (Summaries(ModuleIndex((Path(root),)), summariser, cached), summariser)
+        index = ModuleIndex((Path(root),), site_roots() if site else ())
+        _STORES[key] = (Summaries(index, summariser, cached), summariser)
     return _STORES[key]
 
 
@@ -241,8 +243,10 @@ class ProjectSession:
     """One file's check against the project: the lookups its walk makes, and afterwards
     its walk's summary, kept so that files importing it need not walk it again."""
 
-    def __init__(self, root: str, filename: str, module_half_capable: bool) -> None:
-        self._summaries, self._summariser = summaries_for(root, module_half_capable)
+    def __init__(
+        self, root: str, filename: str, module_half_capable: bool, *, site: bool = False
+    ) -> None:
+        self._summaries, self._summariser = summaries_for(root, module_half_capable, site=site)
         self._path = Path(filename)
         self._summaries.begin(self._path)
 
