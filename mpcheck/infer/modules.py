@@ -360,6 +360,8 @@ class ModuleWalk(FunctionWalk):
         if located is None or not isinstance(value, Value):
             return None
         fact = fact_of(value, node, self.code(node))
+        if value.origin is not None:
+            self.elsewhere[node] = value.origin  # a finding pointing here points there too
         if fact.kind is Kind.MODULE and fact.layer and fact.layer not in self.classes:
             module = located[0].rpartition(".")[0]
             made = self.project(f"{module}.{fact.layer}", located[1]) if self.project else None

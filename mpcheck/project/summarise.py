@@ -143,12 +143,13 @@ def _params(fn: cst.FunctionDef, *, method: bool) -> tuple[str, ...]:
 
 
 def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: str) -> ClassSummary:
-    """What another file needs of a class: its bases, parts, kept-float32 parts and methods."""
+    """What another file needs of a class: its bases, parts, kept-float32 parts and public
+    methods (``forward`` among them; a private helper is no other file's business)."""
     name = info.node.name.value
     methods = {}
     for method, fn in info.methods.items():
         fact = walk.summaries.get(fn)
-        if fact is not None and method != "__init__":
+        if fact is not None and (not method.startswith("_") or method == "__call__"):
             methods[method] = Function(_params(fn, method=True), value_of(fact, place, shown))
     attrs: dict[str, Value] = {}
     submodules: dict[str, str] = {}
@@ -163,9 +164,16 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
             submodules[attr] = _kind(walk, fact.layer)
             if fact.prec is Prec.FULL or attr in walk.keep.names:
                 kept.add(attr)
-    # a norm whose every weight is float32 (``torch.ones(d, dtype=torch.float32)``)
+    # a norm whose every weight is float32 (``torch.ones(d, dtype=torch.float32)``) and whose
+    # ``forward`` computes in them (not a rotary table cast to its input's dtype)
+    forward = methods.get("forward")
     weights = [v for v in attrs.values() if v.kind == Kind.TENSOR.value]
-    all_fp32 = bool(weights) and all(v.prec == Prec.FULL.value for v in attrs.values())
+    all_fp32 = (
+        bool(weights)
+        and all(v.prec == Prec.FULL.value for v in attrs.values())
+        and forward is not None
+        and forward.returns.prec == Prec.FULL.value
+    )
     return ClassSummary(
         bases=info.bases,
         is_module=info.is_module,
