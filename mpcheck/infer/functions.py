@@ -26,9 +26,8 @@ from mpcheck.facts import (
 from mpcheck.infer.autocast import AutocastWalk
 from mpcheck.infer.binding import bind_arguments, parameters
 from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
-from mpcheck.infer.imported import base_classes, inherited
+from mpcheck.infer.imported import base_classes, inherit
 from mpcheck.names import dotted
-from mpcheck.project.summary import ClassSummary
 from mpcheck.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
 
 MODULE_BASE_SUFFIXES = (
@@ -102,7 +101,7 @@ class FunctionWalk(AutocastWalk):
                     for key, fact in parent.attrs.items():
                         info.attrs.setdefault(key, fact)
             for outside in info.elsewhere:  # the same, from a base in another project file
-                self.inherit(info, *outside)
+                inherit(self, info, *outside)
             init = info.methods.get("__init__")
             # Helpers called as ``self.helper(...)`` come last: most are walked from their
             # first call site first, with the arguments it passes (see ``summary``).
@@ -112,22 +111,6 @@ class FunctionWalk(AutocastWalk):
             )
             for method in ordered:
                 self.summary(method, info)
-
-    def inherit(
-        self, info: ClassInfo, node: cst.BaseExpression, module: str, level: int, cls: ClassSummary
-    ) -> None:
-        """What a class gets from a base in another project file: its parts (and the classes
-        they are instances of) and its ``_keep_in_fp32_modules`` names."""
-        if cls.keep_patterns:
-            kept = self.keep.kept_params.setdefault(info.node.name.value, set())
-            kept.update(cls.keep_patterns)
-        for key, fact in inherited(node, self.code(node), cls):
-            layer = fact.layer or ""
-            if fact.kind is Kind.MODULE and layer and layer not in self.classes:
-                found = self.project(f"{module}.{layer}", level) if self.project else None
-                if isinstance(found, ClassSummary) and found.is_module:
-                    self.imported.setdefault(layer, found)
-            info.attrs.setdefault(key, fact)
 
     def summary(
         self, fn: cst.FunctionDef, cls: ClassInfo | None = None, call: Call | None = None

@@ -8,16 +8,19 @@ origin is that call, worded with where the dtype was really decided
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import libcst as cst
 
 from mpcheck.facts import Cause, Fact, Kind, Origin, Prec, promote
+from mpcheck.infer.frames import ClassInfo
+from mpcheck.keep_fp32 import KeepFp32
 from mpcheck.names import ImportTable
 from mpcheck.project.summary import ClassSummary, Function, Place, ProjectLookup, Value
 from mpcheck.sites import Operand
 
-__all__ = ["base_classes", "call_result", "fact_of", "inherited", "value_of"]
+__all__ = ["base_classes", "call_result", "fact_of", "inherit", "value_of"]
 
 
 def value_of(fact: Fact, place: Callable[[cst.CSTNode], tuple[int, int]], path: str) -> Value:
@@ -113,7 +116,36 @@ def base_classes(
     return tuple(found)
 
 
-def inherited(base: cst.BaseExpression, name: str, cls: ClassSummary) -> Iterator[tuple[str, Fact]]:
-    """``self.<attr>`` facts a subclass gets from the ``__init__`` of a base in another file."""
+class Inheriting(Protocol):
+    """What :func:`inherit` needs of the walk."""
+
+    classes: dict[str, ClassInfo]
+    imported: dict[str, ClassSummary]
+    keep: KeepFp32
+    project: ProjectLookup | None
+
+    def code(self, node: cst.CSTNode) -> str: ...
+
+
+def inherit(
+    walk: Inheriting,
+    info: ClassInfo,
+    base: cst.BaseExpression,
+    module: str,
+    level: int,
+    cls: ClassSummary,
+) -> None:
+    """What ``info`` gets from its base ``cls`` of another project file (``module``): the
+    ``self.<attr>`` facts of its ``__init__`` (and the classes those parts are instances of)
+    and its ``_keep_in_fp32_modules`` names, which keep a subclass's parts float32 too."""
+    if cls.keep_patterns:
+        walk.keep.kept_params.setdefault(info.node.name.value, set()).update(cls.keep_patterns)
+    name = walk.code(base)
     for attr, value in sorted(cls.attrs.items()):
-        yield f"self.{attr}", fact_of(value, base, name)
+        fact = fact_of(value, base, name)
+        layer = fact.layer or ""
+        if fact.kind is Kind.MODULE and layer and layer not in walk.classes and walk.project:
+            found = walk.project(f"{module}.{layer}", level)
+            if isinstance(found, ClassSummary) and found.is_module:
+                walk.imported.setdefault(layer, found)
+        info.attrs.setdefault(f"self.{attr}", fact)
