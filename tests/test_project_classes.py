@@ -188,3 +188,22 @@ def main():
     assert findings(tmp_path, "pkg/run.py") == {(12, "MPC101"), (14, "MPC101")}
     summary = FileSummariser(tmp_path).summarise(tmp_path / "pkg" / "config.py", lambda *a: None)
     assert summary is not None and summary.constants["DTYPE"].dtype == "float16"
+
+
+def test_model_cast_at_the_top_level_of_another_file(tmp_path: Path) -> None:
+    models = (
+        "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self, dim):\n        super().__init__()\n"
+        "        self.proj = nn.Linear(dim, dim)\n\n    def forward(self, x):\n"
+        "        return self.proj(x)\n\n\nmodel = Net(8).half()\n"
+    )
+    run = "import torch\n\nfrom .models import model\n\n\ndef main():\n"
+    run += "    x = torch.randn(2, 8)\n    model(x)\n"
+    package(tmp_path, {"models.py": models, "run.py": run})
+    assert findings(tmp_path, "pkg/run.py") == {(7, "MPC102")}
+    summary = FileSummariser(tmp_path).summarise(tmp_path / "pkg" / "models.py", lambda *a: None)
+    assert summary is not None
+    assert (summary.constants["model"].dtype, summary.constants["model"].layer) == (
+        "float16",
+        "Net",
+    )
