@@ -134,3 +134,13 @@ def test_cli_option_and_config_key(layout: tuple[Path, Path]) -> None:
     (project / "mpcheck.toml").write_text('follow-imports = "everything"\n')
     done = subprocess.run([*cmd, "."], cwd=project, capture_output=True, text=True, env=env)
     assert done.returncode == 2 and "follow-imports" in done.stderr
+
+
+def test_the_active_virtual_environment_is_searched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mpcheck installed apart from the project (pipx) still finds the project's libraries."""
+    site = tmp_path / "venv" / "lib" / "python3.12" / "site-packages"
+    site.mkdir(parents=True)
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "venv"))
+    assert site in site_roots()

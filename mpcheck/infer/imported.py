@@ -108,7 +108,9 @@ def base_classes(
         return ()
     found = []
     for arg in node.bases:
-        located = None if arg.keyword else imports.locate(arg.value)
+        if arg.keyword or (imports.resolve(arg.value) or "").startswith("torch."):
+            continue  # ``nn.Module``: the engine knows torch's classes
+        located = imports.locate(arg.value)
         summary = project(*located) if located is not None else None
         if located is not None and isinstance(summary, ClassSummary):
             module = located[0].rpartition(".")[0]

@@ -16,6 +16,7 @@ another's import lists.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from functools import cache
@@ -28,9 +29,15 @@ SITE_DIRS = ("site-packages", "dist-packages")
 
 
 def site_roots() -> tuple[Path, ...]:
-    """This interpreter's installed-library directories, in ``sys.path`` order."""
-    found = [Path(p) for p in sys.path if p and Path(p).name in SITE_DIRS and Path(p).is_dir()]
-    return tuple(dict.fromkeys(found))
+    """The installed-library directories: this interpreter's, in ``sys.path`` order, then
+    those of the active virtual environment (``VIRTUAL_ENV``: mpcheck installed apart from
+    the project, with pipx, still sees the project's libraries)."""
+    found = [Path(p) for p in sys.path if p and Path(p).name in SITE_DIRS]
+    venv = os.environ.get("VIRTUAL_ENV")
+    if venv:
+        found += sorted(Path(venv).glob("lib/python3*/site-packages"))
+        found.append(Path(venv) / "Lib" / "site-packages")  # Windows
+    return tuple(dict.fromkeys(p for p in found if p.is_dir()))
 
 
 @dataclass(frozen=True)
