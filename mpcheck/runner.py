@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from mpcheck.codes import INVALID_SYNTAX
@@ -29,24 +28,12 @@ def check_files(jobs: Sequence[Job], *, processes: int = 0) -> list[Diagnostic]:
     workers = min(processes, cpus) if processes else min(cpus, 8)
     if workers <= 1 or len(work) < POOL_THRESHOLD:
         return [d for item in work for d in _check_one(item)]
-    import tempfile
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
 
     chunk = max(1, len(work) // (workers * 8))
-    with tempfile.TemporaryDirectory(prefix="mpcheck-run-") as shared:
-        work = [(f, codes, _sharing(opts, shared)) for f, codes, opts in work]
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results: Iterable[list[Diagnostic]] = pool.map(_check_one, work, chunksize=chunk)
-            return [d for batch in results for d in batch]
-
-
-def _sharing(options: Options, shared: str) -> Options:
-    """Workers share the summaries they make: without a persistent cache, a cache private to
-    this run is where one worker's summary of a file is found by the others (what the cache
-    does across runs), so a file imported from both workers' files is walked less often."""
-    if options.project_root is None or options.cache_dir is not None:
-        return options
-    return replace(options, cache_dir=shared)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        results: Iterable[list[Diagnostic]] = pool.map(_check_one, work, chunksize=chunk)
+        return [d for batch in results for d in batch]
 
 
 def _check_one(item: _Work) -> list[Diagnostic]:
