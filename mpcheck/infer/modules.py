@@ -356,6 +356,9 @@ class ModuleWalk(FunctionWalk):
         """A module-level value of another project file (``DTYPE = torch.float16``, a model
         cast at its top level), or None when the project knows none."""
         located = self.imports.locate(node) if self.project is not None else None
+        leaf = located[0].rpartition(".")[2] if located is not None else ""
+        if leaf[:1].isupper() and not leaf.isupper():
+            return None  # ``norm_layer=LayerNorm``: a class, never a value worth a summary
         value = self.project(*located) if located is not None and self.project else None
         if located is None or not isinstance(value, Value):
             return None
