@@ -19,7 +19,7 @@ from functools import cache, partial
 from pathlib import Path
 
 from mpcheck import __version__
-from mpcheck.config import FAIL_ON, ConfigError, parse_size, with_overrides
+from mpcheck.config import FAIL_ON, FOLLOW_IMPORTS, ConfigError, parse_size, with_overrides
 from mpcheck.diagnostics import Diagnostic, Severity
 from mpcheck.discovery import MissingPathError, discover
 from mpcheck.engine import Options, check_source
@@ -151,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="report only findings on lines changed since the git revision REF",
     )
     check.add_argument("--statistics", action="store_true", help="count findings per rule")
+    check.add_argument(
+        "--follow-imports",
+        choices=FOLLOW_IMPORTS,
+        help="site: summarise imported installed libraries too (config: follow-imports; "
+        "default normal, the project's own files)",
+    )
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     check.add_argument(
         "--cache-dir",
@@ -322,6 +328,7 @@ def _resolver(args: argparse.Namespace, cwd: Path, rules: Sequence[type[Rule]]) 
         max_file_size=args.max_file_size,
         include_notebooks=args.include_notebooks,
         target_torch_version=_target_torch(args.target_torch_version),
+        follow_imports=args.follow_imports,
         cwd=cwd,
     )
     return Resolver(cwd, config=config, overrides=overrides, rules=rules)
@@ -344,6 +351,7 @@ def _options(project: Project, cache: Path | None) -> Options:
         module_half_capable=settings.module_half_capable,
         max_file_size=settings.max_file_size,
         project_root=str(Path.cwd()),
+        follow_imports=settings.follow_imports,
         cache_dir=None if cache is None else str(cache),
         target_torch_version=settings.target_torch_version,
     )

@@ -89,10 +89,13 @@ KNOWN_KEYS: tuple[str, ...] = (
     "fail-on",
     "target-torch-version",
     "extend",
+    "follow-imports",
 )
 _ACCUMULATED_KEYS = ("extend-select", "extend-exclude")
 _EXTENDS = " extends"  # not a key anyone can write: the files ``extend`` led to, in order
 FAIL_ON = ("error", "warning")  # the least severe finding that makes the exit status 1
+# "normal": imports of the project's own files are followed; "site": installed libraries too
+FOLLOW_IMPORTS = ("normal", "site")
 # libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
 # is skipped (MPC002), so one generated file cannot exhaust the machine's memory.
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
@@ -146,6 +149,7 @@ class Settings:
     # Where that came from: "target-torch-version", "--target-torch-version" or a file name.
     target_torch_source: str | None = None
     extends: tuple[Path, ...] = ()  # the files ``extend`` built this one on, nearest first
+    follow_imports: str = "normal"  # "site": summarise imported installed libraries too
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -372,6 +376,7 @@ def load_settings(
         target_torch_version=values.get("target-torch-version"),
         target_torch_source="target-torch-version" if "target-torch-version" in values else None,
         extends=values.get(_EXTENDS, ()),
+        follow_imports=values.get("follow-imports", "normal"),
     )
     return settings if settings.target_torch_version else _with_declared_torch(settings)
 
@@ -428,6 +433,8 @@ def _values(
             values[key] = check.choice(key, value, FAIL_ON)
         elif key == "target-torch-version":
             values[key] = check.torch_version(key, value)
+        elif key == "follow-imports":
+            values[key] = check.choice(key, value, FOLLOW_IMPORTS)
         else:
             values[key] = check.per_file(key, value)
     merged = inherited | values  # the extending file's own settings win
@@ -506,6 +513,7 @@ def with_overrides(
     max_file_size: int | None = None,
     include_notebooks: bool | None = None,
     target_torch_version: TorchVersion | None = None,
+    follow_imports: str | None = None,
     cwd: Path | None = None,
 ) -> Settings:
     """Layer CLI options over ``settings`` with ruff's precedence.
@@ -554,4 +562,5 @@ def with_overrides(
         target_torch_source=(
             "--target-torch-version" if target_torch_version else settings.target_torch_source
         ),
+        follow_imports=settings.follow_imports if follow_imports is None else follow_imports,
     )

@@ -49,6 +49,9 @@ class Options:
     # Where the project's modules are imported from (the run's root): imports of other
     # project files are followed through their summaries. None: each file alone.
     project_root: str | None = None
+    # "site": imports of installed libraries are followed too (summarised like project
+    # files); "normal": the project's own files only, as mypy and pyright do by default.
+    follow_imports: str = "normal"
     # The persistent cache's directory (None: no cache); see :mod:`mpcheck.incremental`.
     cache_dir: str | None = None
     # The oldest torch the project supports, (major, minor); None: the latest.
@@ -261,7 +264,8 @@ def _project(filename: str, options: Options) -> ProjectSession | None:
         return None
     from mpcheck.project.summarise import ProjectSession
 
-    return ProjectSession(options.project_root, filename, options.module_half_capable)
+    site = options.follow_imports == "site"
+    return ProjectSession(options.project_root, filename, options.module_half_capable, site=site)
 
 
 def _unique(reports: Iterable[Report]) -> list[Report]:

@@ -195,6 +195,7 @@ class MpcheckPlugin:
             max_file_size=project.settings.max_file_size,
             project_root=os.getcwd(),
             target_torch_version=project.settings.target_torch_version,
+            follow_imports=project.settings.follow_imports,
         )
         diagnostics = check_source(_source_bytes(self.lines), self.filename, rules, options)
         wanted = [d for d in diagnostics if self._wanted(d, project)]

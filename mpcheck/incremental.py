@@ -38,6 +38,7 @@ class _Run:
             "max_file_size": options.max_file_size,
             "project_root": options.project_root,
             "target_torch_version": options.target_torch_version,
+            "follow_imports": options.follow_imports,
             "rules": sorted(r.code for r in self.rules),
         }
         modules = {rule.__module__ for rule in self.rules}
@@ -47,7 +48,8 @@ class _Run:
         self.summaries: Summaries | None = None
         if options.project_root is not None:
             root, half = options.project_root, options.module_half_capable
-            self.summaries, _ = summaries_for(root, half, self._cached_summary)
+            site = options.follow_imports == "site"
+            self.summaries, _ = summaries_for(root, half, self._cached_summary, site=site)
 
     def content(self, path: str, data: bytes | None = None) -> str | None:
         """The hash of the file's bytes: ``data`` when given (the bytes being checked), else

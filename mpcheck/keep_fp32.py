@@ -38,7 +38,7 @@ class KeepFp32:
     def of(cls, classes: Mapping[str, cst.ClassDef]) -> KeepFp32:
         # ``class LayerNormFp32(nn.LayerNorm)``: its name says its parameters stay float32
         named = {name for name in classes if FP32_IN_NAME.search(name)}
-        patterns = [p.split(".") for node in classes.values() for p in _patterns(node)]
+        patterns = [p.split(".") for node in classes.values() for p in keep_patterns(node)]
         if not patterns:
             return cls(kept_classes=named)
         # class name -> [(attribute it is built under, class that builds it)]
@@ -66,7 +66,9 @@ class KeepFp32:
         return keep
 
 
-def _patterns(node: cst.ClassDef) -> Iterator[str]:
+def keep_patterns(node: cst.ClassDef) -> Iterator[str]:
+    """The names a class lists in ``_keep_in_fp32_modules`` (another file's subclass inherits
+    them)."""
     for stmt in node.body.body:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue

@@ -200,6 +200,8 @@ def test_summary_round_trips_through_json() -> None:
                 ("wo",),
                 {"weight": "Parameter"},
                 {"forward": Function(("x",), full)},
+                {"weight": full, "proj": Value("module", "model", layer="Linear")},
+                ("router",),
             )
         },
         constants={"DTYPE": Value("dtype", "half", "float16")},

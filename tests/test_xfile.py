@@ -87,3 +87,17 @@ def test_origin_in_another_file_is_a_related_location_there() -> None:
     uris = [r["physicalLocation"]["artifactLocation"]["uri"] for r in result["relatedLocations"]]
     assert any(uri.endswith("pkg/rope.py") for uri in uris)
     assert any(uri.endswith("pkg/attention.py") for uri in uris)
+
+
+def test_origin_in_another_files_class_is_a_related_location_there() -> None:
+    """A float32 norm class of ``norms.py``: the finding in ``mlp.py`` names where its
+    ``forward`` decided float32, in that file."""
+    case = XFILE / "bad_fp32_norm_class"
+    norms = (case / "blocks" / "norms.py").read_text().splitlines()
+    row = next(i for i, line in enumerate(norms, 1) if ".float()" in line)
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json", "."]
+    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True)
+    (finding,) = json.loads(done.stdout)
+    assert "RMSNormFp32.forward" in finding["message"]
+    there = [r for r in finding["related"] if "filename" in r]
+    assert [(Path(r["filename"]).name, r["location"]["row"]) for r in there] == [("norms.py", row)]

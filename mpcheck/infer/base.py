@@ -22,7 +22,7 @@ from mpcheck.infer.reporting import Listener, Reporting
 from mpcheck.infer.training_loop import Tracker
 from mpcheck.keep_fp32 import KeepFp32
 from mpcheck.names import ImportTable
-from mpcheck.project.summary import Place, ProjectLookup
+from mpcheck.project.summary import ClassSummary, Place, ProjectLookup
 from mpcheck.sites import CallSite, InnerCall, Operand, Owner
 
 
@@ -73,6 +73,9 @@ class Walk(ABC):
         self.summaries: dict[cst.FunctionDef, Fact] = {}
         self.in_progress: set[cst.FunctionDef] = set()
         self.keep = KeepFp32()
+        # Module classes of other project files built here, by the name they are built as
+        # (their layer): calls of their instances go by the class's summary.
+        self.imported: dict[str, ClassSummary] = {}
         self.file_uses_torch_modules = False
         self.attention = AttentionRoles(module)
         self.training = Tracker(self)  # the training loop: scalers, optimizers

@@ -33,7 +33,7 @@ from mpcheck.infer.modules import FP32_LAYER
 from mpcheck.infer.promotion import FINFO_MAX, FINFO_MIN, fold, iterate, one_dim_factory, op_result
 from mpcheck.infer.tensors import TensorWalk
 from mpcheck.names import dotted
-from mpcheck.project.summary import Function
+from mpcheck.project.summary import ClassSummary, Function
 from mpcheck.sites import Operand
 
 
@@ -59,6 +59,10 @@ class ExpressionWalk(TensorWalk):
 
     def global_name(self, node: cst.BaseExpression) -> Fact:
         qual = self.imports.resolve(node)
+        if self.project is not None and not (qual or "").startswith("torch"):
+            made = self.project_value(node)  # ``DTYPE`` of another project file
+            if made is not None:
+                return made
         if qual is None:
             return UNKNOWN
         if qual.startswith("torch.") and qual.count(".") == 1:
@@ -71,7 +75,7 @@ class ExpressionWalk(TensorWalk):
         key = dotted(node)
         if key is not None and key in frame.env:
             return frame.env[key]
-        if self.imports.resolve(node) is not None:
+        if self.imports.resolve(node) is not None or dotted(node.value) in self.imports.relative:
             return self.global_name(node)
         attr = node.attr.value
         component = self.pipeline_component(node, frame)
@@ -345,9 +349,11 @@ class ExpressionWalk(TensorWalk):
         if located is None or self.project is None:
             return None
         function = self.project(*located)
+        name = dotted(node.func) or located[0]
+        if isinstance(function, ClassSummary) and function.is_module:
+            return self.construct_imported(node, name, function, frame, kwargs)
         if not isinstance(function, Function):
             return None
-        name = dotted(node.func) or located[0]
         result = call_result(node, name, function, args, kwargs)
         place = function.returns.origin
         if place is not None and result.origin is not None and result.origin.node is node:

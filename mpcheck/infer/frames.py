@@ -14,6 +14,7 @@ import libcst as cst
 
 from mpcheck.facts import Fact
 from mpcheck.infer.reporting import Reporting
+from mpcheck.project.summary import ClassSummary
 from mpcheck.sites import Operand, Scope
 
 Env = dict[str, Fact]
@@ -33,6 +34,8 @@ class ClassInfo:
     is_pipeline: bool = False  # a diffusers-style pipeline: ``self.vae`` & co. are models
     is_sampler: bool = False  # a noise scheduler or sampler: it steps the model's sample
     analysed: bool = False  # its methods were walked (each class is walked once)
+    # bases defined in other project files: the base expression, its module, its summary
+    elsewhere: tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...] = ()
 
 
 @dataclass

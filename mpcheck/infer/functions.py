@@ -26,6 +26,7 @@ from mpcheck.facts import (
 from mpcheck.infer.autocast import AutocastWalk
 from mpcheck.infer.binding import bind_arguments, parameters
 from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
+from mpcheck.infer.imported import base_classes, inherit
 from mpcheck.names import dotted
 from mpcheck.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
 
@@ -56,9 +57,13 @@ class FunctionWalk(AutocastWalk):
             for b in node.bases
             if not b.keyword
         )
-        is_module = any(self._module_base(b) for b in bases)
+        elsewhere = base_classes(node, self.imports, self.project)
+        is_module = any(self._module_base(b) for b in bases) or any(
+            e[3].is_module for e in elsewhere
+        )
         methods = {s.name.value: s for s in node.body.body if isinstance(s, cst.FunctionDef)}
-        info = ClassInfo(node, is_module, {}, methods, bases)
+        info = ClassInfo(node, is_module, {}, methods, bases, elsewhere=elsewhere)
+        info.kept_fp32 = any(e[3].keep_fp32 for e in elsewhere)
         info.is_pipeline = not is_module and any(self._pipeline_base(b) for b in bases)
         names = (node.name.value, *(b.rsplit(".", 1)[-1] for b in bases))
         info.is_sampler = not is_module and any(n.endswith(T.SAMPLER_SUFFIXES) for n in names)
@@ -97,6 +102,8 @@ class FunctionWalk(AutocastWalk):
                     self.analyse_class(parent)
                     for key, fact in parent.attrs.items():
                         info.attrs.setdefault(key, fact)
+            for outside in info.elsewhere:  # the same, from a base in another project file
+                inherit(self, info, *outside)
             init = info.methods.get("__init__")
             # Helpers called as ``self.helper(...)`` come last: most are walked from their
             # first call site first, with the arguments it passes (see ``summary``).

@@ -9,14 +9,18 @@ origin is that call, worded with where the dtype was really decided
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import libcst as cst
 
 from mpcheck.facts import Cause, Fact, Kind, Origin, Prec, promote
-from mpcheck.project.summary import Function, Place, Value
+from mpcheck.infer.frames import ClassInfo
+from mpcheck.keep_fp32 import KeepFp32
+from mpcheck.names import ImportTable
+from mpcheck.project.summary import ClassSummary, Function, Place, ProjectLookup, Value
 from mpcheck.sites import Operand
 
-__all__ = ["call_result", "value_of"]
+__all__ = ["base_classes", "call_result", "fact_of", "inherit", "value_of"]
 
 
 def value_of(fact: Fact, place: Callable[[cst.CSTNode], tuple[int, int]], path: str) -> Value:
@@ -58,29 +62,92 @@ def call_result(
             return kwargs[function.params[index]].fact
         return None
 
-    def convert(value: Value) -> Fact:
-        kind = Kind(value.kind)
-        if kind is Kind.SEQ:
-            items = None if value.items is None else tuple(convert(v) for v in value.items)
-            return Fact(Kind.SEQ, items=items)
-        if value.same_as and Prec(value.prec) in (Prec.MODEL, Prec.UNKNOWN):
-            actual = [f for f in map(argument, value.same_as) if f is not None]
-            if actual:
-                return promote(actual, node) if kind is Kind.TENSOR else actual[0]
-            return Fact(kind)
-        origin = None
-        if value.origin is not None:
-            where = f"{value.origin.path}:{value.origin.line}"
-            text = f"{value.origin.text} in `{name}` ({where})"
-            origin = Origin(node, Cause(value.cause) if value.cause else Cause.LITERAL, text)
-        return Fact(
-            kind,
-            Prec(value.prec),
-            value.dtype,
-            origin,
-            zero_dim=value.zero_dim,
-            maybe=value.maybe,
-            layer=value.layer,
-        )
+    return fact_of(function.returns, node, name, argument)
 
-    return convert(function.returns)
+
+def fact_of(
+    value: Value,
+    node: cst.CSTNode,
+    name: str,
+    argument: Callable[[int], Fact | None] = lambda _: None,
+) -> Fact:
+    """``value`` as a fact of this file: its origin is ``node`` (the call, the base class),
+    worded with where it was decided (``... in `apply_rope` (layers/rope.py:11)``)."""
+    kind = Kind(value.kind)
+    if kind is Kind.SEQ:
+        items = None
+        if value.items is not None:
+            items = tuple(fact_of(v, node, name, argument) for v in value.items)
+        return Fact(Kind.SEQ, items=items)
+    if value.same_as and Prec(value.prec) in (Prec.MODEL, Prec.UNKNOWN):
+        actual = [f for f in map(argument, value.same_as) if f is not None]
+        if actual:
+            return promote(actual, node) if kind is Kind.TENSOR else actual[0]
+        return Fact(kind)
+    origin = None
+    if value.origin is not None:
+        where = f"{value.origin.path}:{value.origin.line}"
+        text = f"{value.origin.text} in `{name}` ({where})"
+        origin = Origin(node, Cause(value.cause) if value.cause else Cause.LITERAL, text)
+    return Fact(
+        kind,
+        Prec(value.prec),
+        value.dtype,
+        origin,
+        zero_dim=value.zero_dim,
+        maybe=value.maybe,
+        layer=value.layer,
+    )
+
+
+def base_classes(
+    node: cst.ClassDef, imports: ImportTable, project: ProjectLookup | None
+) -> tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...]:
+    """The bases of ``node`` defined in other project files, with the module each is in."""
+    if project is None:
+        return ()
+    found = []
+    for arg in node.bases:
+        if arg.keyword or (imports.resolve(arg.value) or "").startswith("torch."):
+            continue  # ``nn.Module``: the engine knows torch's classes
+        located = imports.locate(arg.value)
+        summary = project(*located) if located is not None else None
+        if located is not None and isinstance(summary, ClassSummary):
+            module = located[0].rpartition(".")[0]
+            found.append((arg.value, module, located[1], summary))
+    return tuple(found)
+
+
+class Inheriting(Protocol):
+    """What :func:`inherit` needs of the walk."""
+
+    classes: dict[str, ClassInfo]
+    imported: dict[str, ClassSummary]
+    keep: KeepFp32
+    project: ProjectLookup | None
+
+    def code(self, node: cst.CSTNode) -> str: ...
+
+
+def inherit(
+    walk: Inheriting,
+    info: ClassInfo,
+    base: cst.BaseExpression,
+    module: str,
+    level: int,
+    cls: ClassSummary,
+) -> None:
+    """What ``info`` gets from its base ``cls`` of another project file (``module``): the
+    ``self.<attr>`` facts of its ``__init__`` (and the classes those parts are instances of)
+    and its ``_keep_in_fp32_modules`` names, which keep a subclass's parts float32 too."""
+    if cls.keep_patterns:
+        walk.keep.kept_params.setdefault(info.node.name.value, set()).update(cls.keep_patterns)
+    name = walk.code(base)
+    for attr, value in sorted(cls.attrs.items()):
+        fact = fact_of(value, base, name)
+        layer = fact.layer or ""
+        if fact.kind is Kind.MODULE and layer and layer not in walk.classes and walk.project:
+            found = walk.project(f"{module}.{layer}", level)
+            if isinstance(found, ClassSummary) and found.is_module:
+                walk.imported.setdefault(layer, found)
+        info.attrs.setdefault(f"self.{attr}", fact)

@@ -27,7 +27,9 @@ from mpcheck.infer.base import CallRecord
 from mpcheck.infer.binding import passed
 from mpcheck.infer.frames import ClassInfo, Env, Frame
 from mpcheck.infer.functions import FunctionWalk
+from mpcheck.infer.imported import call_result, fact_of
 from mpcheck.names import dotted
+from mpcheck.project.summary import ClassSummary, Value
 from mpcheck.sites import CallSite, InnerCall, Operand, Owner
 
 MODULE_CASTS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
@@ -88,6 +90,9 @@ class ModuleWalk(FunctionWalk):
         ``self.head``; it has the model's dtype until something casts it on its own.
         """
         info = self.classes.get(layer or "")
+        if info is None and layer in self.imported:  # a class of another project file
+            part = self.imported[layer].attrs.get(attr)
+            return part.layer if part is not None and part.kind == Kind.MODULE.value else None
         if info is None or not info.is_module:
             return None
         self.analyse_class(info)
@@ -136,7 +141,8 @@ class ModuleWalk(FunctionWalk):
                 CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
             )
         op, aten = T.LAYERS.get(layer or "", (None, ""))
-        if op is None and layer is None and module.prec is Prec.HALF and not frame.scope.in_module:
+        opaque = layer is None or layer in self.imported  # its layers are not walked here
+        if op is None and opaque and module.prec is Prec.HALF and not frame.scope.in_module:
             # a script or trainer runs a model it cast to half: its input must be half too
             op = T.OpKind.MODEL
         if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
@@ -148,6 +154,8 @@ class ModuleWalk(FunctionWalk):
             result = UNKNOWN_TENSOR if layer is None else replace(first, params=frozenset())
         elif layer in self.classes and "forward" in self.classes[layer].methods:
             result = self.class_forward(self.classes[layer], args, kwargs)
+        elif layer in self.imported and "forward" in self.imported[layer].methods:
+            result = self.imported_forward(node, layer, args, kwargs)
         elif layer is None and first.prec is Prec.FULL and module.prec is Prec.MODEL:
             result = UNKNOWN_TENSOR  # a custom module fed float32 may well compute in float32
         elif (
@@ -330,6 +338,56 @@ class ModuleWalk(FunctionWalk):
         finally:
             self.in_progress.discard(fn)
         return recorded, frame.returns
+
+    def construct_imported(
+        self,
+        node: cst.Call,
+        name: str,
+        cls: ClassSummary,
+        frame: Frame,
+        kwargs: dict[str, Operand],
+    ) -> Fact:
+        """An instance of a module class of another project file (``RMSNormFp32(dim)``): built
+        like one of this file's; its calls go by the class's summary."""
+        self.imported[name] = cls
+        return self.construct_module(node, name, frame, kwargs)
+
+    def project_value(self, node: cst.BaseExpression) -> Fact | None:
+        """A module-level value of another project file (``DTYPE = torch.float16``, a model
+        cast at its top level), or None when the project knows none."""
+        located = self.imports.locate(node) if self.project is not None else None
+        leaf = located[0].rpartition(".")[2] if located is not None else ""
+        if leaf[:1].isupper() and not leaf.isupper():
+            return None  # ``norm_layer=LayerNorm``: a class, never a value worth a summary
+        value = self.project(*located) if located is not None and self.project else None
+        if located is None or not isinstance(value, Value):
+            return None
+        fact = fact_of(value, node, self.code(node))
+        if value.origin is not None:
+            self.elsewhere[node] = value.origin  # a finding pointing here points there too
+        if fact.kind is Kind.MODULE and fact.layer and fact.layer not in self.classes:
+            module = located[0].rpartition(".")[0]
+            made = self.project(f"{module}.{fact.layer}", located[1]) if self.project else None
+            if isinstance(made, ClassSummary) and made.is_module:
+                self.imported.setdefault(fact.layer, made)
+        return fact
+
+    def imported_forward(
+        self, node: cst.Call, layer: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact:
+        """Calling an instance of a class of another project file: its ``forward``'s summary."""
+        forward = self.imported[layer].methods["forward"]
+        result = call_result(node, f"{layer}.forward", forward, args, kwargs)
+        place = forward.returns.origin
+        decided = result.prec in (Prec.FULL, Prec.HALF)  # not "the model's", which is no news
+        if (
+            place is not None
+            and decided
+            and result.origin is not None
+            and result.origin.node is node
+        ):
+            self.elsewhere[node] = place  # a finding pointing here points there too
+        return result if result.kind in (Kind.TENSOR, Kind.SEQ) else UNKNOWN_TENSOR
 
     def class_forward(
         self, info: ClassInfo, args: tuple[Operand, ...], kwargs: dict[str, Operand]

@@ -6,15 +6,38 @@ directory above the topmost one is its import root (so ``src/`` layouts and plai
 folders both work). Namespace packages (a directory without ``__init__.py``) resolve from a
 root like any other package. Nothing is read or stat'ed until asked, and every answer is
 cached, so ``mpcheck check one_file.py`` touches only what that file imports.
+
+With ``follow-imports = "site"`` the installed libraries (``site-packages``) are searched
+too, after the project: a library module is then summarised like a project file. torch is
+never followed (the engine knows it), and each library is its own island: its modules'
+import cycles are found among its own modules only, so following one library never reads
+another's import lists.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-__all__ = ["ModuleIndex", "Target"]
+__all__ = ["NEVER_FOLLOWED", "ModuleIndex", "Target", "site_roots"]
+
+NEVER_FOLLOWED = frozenset({"torch"})  # installed packages the engine knows by itself
+SITE_DIRS = ("site-packages", "dist-packages")
+
+
+def site_roots() -> tuple[Path, ...]:
+    """The installed-library directories: this interpreter's, in ``sys.path`` order, then
+    those of the active virtual environment (``VIRTUAL_ENV``: mpcheck installed apart from
+    the project, with pipx, still sees the project's libraries)."""
+    found = [Path(p) for p in sys.path if p and Path(p).name in SITE_DIRS]
+    venv = os.environ.get("VIRTUAL_ENV")
+    if venv:
+        found += sorted(Path(venv).glob("lib/python3*/site-packages"))
+        found.append(Path(venv) / "Lib" / "site-packages")  # Windows
+    return tuple(dict.fromkeys(p for p in found if p.is_dir()))
 
 
 @dataclass(frozen=True)
@@ -38,8 +61,9 @@ class ModuleIndex:
     scripts importing a sibling) are always searched first.
     """
 
-    def __init__(self, roots: tuple[Path, ...] = ()) -> None:
+    def __init__(self, roots: tuple[Path, ...] = (), site: tuple[Path, ...] = ()) -> None:
         self._roots = tuple(r.resolve() for r in roots)
+        self._site = tuple(r.resolve() for r in site)
         self._is_file = cache(Path.is_file)
         self._is_dir = cache(Path.is_dir)
         self._package_chain = cache(self._chain)
@@ -69,10 +93,21 @@ class ModuleIndex:
             return self._find(base, parts, ".".join(self._relative_prefix(importer, level)))
         if not parts:
             return None
-        for root in self._search_path(importer):
+        for root in self._search_path(importer) + self._site:
             found = self._find(root, parts, "")
             if found is not None:
+                if parts[0] in NEVER_FOLLOWED and self.library(found.path) is not None:
+                    return None
                 return found
+        return None
+
+    def library(self, path: Path) -> Path | None:
+        """The installed top-level package (or module) ``path`` belongs to; None for a file
+        of the project (or when installed libraries are not followed)."""
+        path = path.resolve()
+        for root in self._site:
+            if path.is_relative_to(root) and path != root:
+                return root / path.relative_to(root).parts[0]
         return None
 
     def _relative_prefix(self, importer: Path, level: int) -> list[str]:

@@ -168,9 +168,14 @@ class Summaries:
         return summary.functions.get(head) or summary.constants.get(head)
 
     def _edges(self, path: Path) -> list[Path]:
+        """The modules ``path`` imports that can be in an import cycle with it: those of its
+        own island (the project, or one installed library; no import leads back from a
+        library to the project or between libraries in a cycle worth finding)."""
         imports = self._engine.imports(path)
         found = (self._index.resolve(path, dotted, level) for dotted, level in imports)
-        return sorted({t.path.resolve() for t in found if t is not None})
+        island = self._index.library(path)
+        paths = {t.path.resolve() for t in found if t is not None}
+        return sorted(p for p in paths if self._index.library(p) == island)
 
     def _components_from(self, start: Path) -> None:
         """Tarjan's algorithm, iteratively (import chains can be long), over the modules

@@ -8,22 +8,28 @@ it imports; what each top-level function returns becomes plain data
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import libcst as cst
 
+from mpcheck import torch_api as T
+from mpcheck.facts import Kind, Prec
 from mpcheck.hooks import Site, SiteKind
 from mpcheck.infer.analysis import FileAnalysis
+from mpcheck.infer.frames import ClassInfo
 from mpcheck.infer.imported import value_of
+from mpcheck.keep_fp32 import keep_patterns
 from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
-from mpcheck.project.index import ModuleIndex
+from mpcheck.project.index import ModuleIndex, site_roots
 from mpcheck.project.store import Cached, Dependencies, Lookup, Summaries, Symbol
-from mpcheck.project.summary import Function, ModuleSummary
+from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Value
 from mpcheck.source import SourceError, SourceFile
 
 __all__ = ["FileSummariser", "ProjectSession", "forget", "summaries_for"]
+
+Placer = Callable[[cst.CSTNode], tuple[int, int]]  # a node's line and column, for messages
 
 
 class _Silent:
@@ -97,21 +103,112 @@ class FileSummariser:
             fact = walk.summaries.get(fn)
             if fact is None:
                 continue
-            params = [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
-            names = tuple(p.name.value for p in params)
-            start = text.find(f"def {name}(")
+            place = _placer(module, text, text.find(f"def {name}("))
+            functions[name] = Function(_params(fn, method=False), value_of(fact, place, shown))
+        classes = {}
+        for stmt in module.body:
+            info = walk.classes.get(stmt.name.value) if isinstance(stmt, cst.ClassDef) else None
+            if info is not None and info.node is stmt:
+                start = text.find(f"class {stmt.name.value}")
+                place = _placer(module, text, start)
+                classes[stmt.name.value] = _class_summary(walk, info, place, shown)
+        return ModuleSummary(
+            "",
+            shown,
+            functions=functions,
+            classes=classes,
+            constants=_constants(walk, _placer(module, text, 0), shown),
+            reexports=_reexports(table),
+        )
 
-            def place(node: cst.CSTNode, start: int = start) -> tuple[int, int]:
-                """Where ``node`` is, found by its text after its function's ``def``: cheap,
-                unlike a position pass over the whole file, and only needed for messages."""
-                offset = text.find(module.code_for_node(node), max(start, 0))
-                if offset < 0:
-                    return 0, 0
-                line_start = text.rfind("\n", 0, offset) + 1
-                return text.count("\n", 0, offset) + 1, offset - line_start + 1
 
-            functions[name] = Function(names, value_of(fact, place, shown))
-        return ModuleSummary("", shown, functions=functions, reexports=_reexports(table))
+def _placer(module: cst.Module, text: str, start: int) -> Placer:
+    """Where a node is, found by its text after ``start`` (its function's ``def``, its class's
+    ``class``): cheap, unlike a position pass over the whole file, and only for messages."""
+
+    def place(node: cst.CSTNode) -> tuple[int, int]:
+        offset = text.find(module.code_for_node(node), max(start, 0))
+        if offset < 0:
+            return 0, 0
+        line_start = text.rfind("\n", 0, offset) + 1
+        return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+    return place
+
+
+def _params(fn: cst.FunctionDef, *, method: bool) -> tuple[str, ...]:
+    params = [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
+    names = tuple(p.name.value for p in params)
+    return names[1:] if method and names[:1] in (("self",), ("cls",)) else names
+
+
+def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: str) -> ClassSummary:
+    """What another file needs of a class: its bases, parts, kept-float32 parts and public
+    methods (``forward`` among them; a private helper is no other file's business)."""
+    name = info.node.name.value
+    methods = {}
+    for method, fn in info.methods.items():
+        fact = walk.summaries.get(fn)
+        if fact is not None and (not method.startswith("_") or method == "__call__"):
+            methods[method] = Function(_params(fn, method=True), value_of(fact, place, shown))
+    attrs: dict[str, Value] = {}
+    submodules: dict[str, str] = {}
+    kept: set[str] = set(walk.keep.kept_params.get(name, ()))
+    patterns = sorted(p for p in keep_patterns(info.node) if "." not in p)
+    for key, fact in info.attrs.items():
+        attr = key[len("self.") :]
+        if fact.kind not in (Kind.MODULE, Kind.TENSOR) or fact.maybe:
+            continue
+        attrs[attr] = value_of(fact, place, shown)
+        if fact.kind is Kind.MODULE:
+            submodules[attr] = _kind(walk, fact.layer)
+            if fact.prec is Prec.FULL or attr in walk.keep.names:
+                kept.add(attr)
+    # a norm whose every weight is float32 (``torch.ones(d, dtype=torch.float32)``) and whose
+    # ``forward`` computes in them (not a rotary table cast to its input's dtype)
+    forward = methods.get("forward")
+    weights = [v for v in attrs.values() if v.kind == Kind.TENSOR.value]
+    all_fp32 = (
+        bool(weights)
+        and all(v.prec == Prec.FULL.value for v in attrs.values())
+        and forward is not None
+        and forward.returns.prec == Prec.FULL.value
+    )
+    return ClassSummary(
+        bases=info.bases,
+        is_module=info.is_module,
+        keep_fp32=info.kept_fp32 or (info.is_module and all_fp32),
+        keep_fp32_attrs=tuple(sorted(kept)),
+        submodules=submodules,
+        methods=methods,
+        attrs=attrs,
+        keep_patterns=tuple(patterns),
+    )
+
+
+def _kind(walk: FileAnalysis, layer: str | None) -> str:
+    """``norm``, ``attention``, ``layer`` (other weights), its class, or ``module``."""
+    info = walk.classes.get(layer or "")
+    if info is not None:
+        return "keep-fp32" if info.kept_fp32 else layer or "module"
+    op, _ = T.LAYERS.get(layer or "", (None, ""))
+    if op is T.OpKind.NORM:
+        return "norm"
+    if op is T.OpKind.ATTENTION:
+        return "attention"
+    return "layer" if op is not None else layer or "module"
+
+
+def _constants(walk: FileAnalysis, place: Placer, shown: str) -> dict[str, Value]:
+    """Module-level dtypes (``DTYPE = torch.float16``) and models cast at the top level."""
+    env = walk.script.env if walk.script is not None else {}
+    found = {}
+    for name, fact in env.items():
+        if "." in name or fact.maybe or fact.prec not in (Prec.FULL, Prec.HALF):
+            continue
+        if fact.kind in (Kind.DTYPE, Kind.MODULE):
+            found[name] = value_of(fact, place, shown)
+    return found
 
 
 def _reexports(table: ImportTable) -> dict[str, tuple[str, int, str]]:
@@ -128,18 +225,20 @@ def _shown_path(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-_STORES: dict[tuple[str, bool], tuple[Summaries, FileSummariser]] = {}
+_STORES: dict[tuple[str, bool, bool], tuple[Summaries, FileSummariser]] = {}
 
 
 def summaries_for(
-    root: str, module_half_capable: bool, cached: Cached | None = None
+    root: str, module_half_capable: bool, cached: Cached | None = None, *, site: bool = False
 ) -> tuple[Summaries, FileSummariser]:
     """The process's summaries of the project at ``root`` (made on first use; ``cached``
-    serves summaries kept from earlier runs and must be given by that first use)."""
-    key = (root, module_half_capable)
+    serves summaries kept from earlier runs and must be given by that first use). ``site``:
+    imports of installed libraries are followed too (``follow-imports = "site"``)."""
+    key = (root, module_half_capable, site)
     if key not in _STORES:
         summariser = FileSummariser(Path(root), module_half_capable=module_half_capable)
-        _STORES[key] = (Summaries(ModuleIndex((Path(root),)), summariser, cached), summariser)
+        index = ModuleIndex((Path(root),), site_roots() if site else ())
+        _STORES[key] = (Summaries(index, summariser, cached), summariser)
     return _STORES[key]
 
 
@@ -152,8 +251,10 @@ class ProjectSession:
     """One file's check against the project: the lookups its walk makes, and afterwards
     its walk's summary, kept so that files importing it need not walk it again."""
 
-    def __init__(self, root: str, filename: str, module_half_capable: bool) -> None:
-        self._summaries, self._summariser = summaries_for(root, module_half_capable)
+    def __init__(
+        self, root: str, filename: str, module_half_capable: bool, *, site: bool = False
+    ) -> None:
+        self._summaries, self._summariser = summaries_for(root, module_half_capable, site=site)
         self._path = Path(filename)
         self._summaries.begin(self._path)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 __all__ = ["ClassSummary", "Function", "ModuleSummary", "Place", "ProjectLookup", "Value"]
 
-FORMAT = 1  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 2  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,12 @@ class ClassSummary:
     is_module: bool
     keep_fp32: bool  # its weights stay float32 whatever the model is cast to
     keep_fp32_attrs: tuple[str, ...] = ()  # ``_keep_in_fp32_modules`` and float32 submodules
-    submodules: dict[str, str] = field(default_factory=dict)  # attr -> layer kind or class
+    submodules: dict[str, str] = field(default_factory=dict)  # attr -> layer, norm, attention ...
     methods: dict[str, Function] = field(default_factory=dict)  # ``forward`` among them
+    # ``self.<attr>`` after ``__init__`` (modules and tensors): what a subclass inherits
+    attrs: dict[str, Value] = field(default_factory=dict)
+    # its own ``_keep_in_fp32_modules`` names: they also keep a subclass's parts in float32
+    keep_patterns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,8 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         keep_fp32_attrs=tuple(data["keep_fp32_attrs"]),
         submodules=dict(data["submodules"]),
         methods={k: _function(v) for k, v in data["methods"].items()},
+        attrs={k: _value(v) for k, v in data["attrs"].items()},
+        keep_patterns=tuple(data["keep_patterns"]),
     )
 
 

@@ -1,0 +1,209 @@
+"""Classes across files: a module class of another project file built as a submodule, used
+as a base or run from a script gives the findings it gives when defined in the same file;
+module-level dtypes cross files too. Checked in-process with the project phase on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mpcheck.engine import Options, check_source
+from mpcheck.project import summarise
+from mpcheck.project.summarise import FileSummariser
+from mpcheck.rule import all_rules
+
+NORMS = """
+import torch
+from torch import nn
+
+
+class RMSNormFp32(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim, dtype=torch.float32))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class Router(nn.Module):
+    _keep_in_fp32_modules = ["gate"]
+
+    def __init__(self, dim):
+        super().__init__()
+        self.gate = nn.Linear(dim, 4)
+        self.norm = RMSNormFp32(dim)
+        self.scale = nn.LayerNorm(dim, dtype=torch.float32)
+        self.proj = nn.Linear(dim, dim)
+        self.proj.float()
+
+    def forward(self, x):
+        return self.gate(x)
+"""
+
+BLOCK = """
+import torch
+from torch import nn
+{imports}
+
+
+class Block(nn.Module):
+    def __init__(self, dim, dtype=None):
+        super().__init__()
+        self.norm = RMSNormFp32(dim)
+        self.mlp = nn.Linear(dim, dim, dtype=dtype)
+
+    def forward(self, h):
+        return self.mlp(self.norm(h))
+"""
+
+SUBCLASS = """
+import torch
+from torch import nn
+{imports}
+
+
+class Block(Router):
+    def __init__(self, dim):
+        super().__init__(dim)
+        self.mlp = nn.Linear(dim, dim)
+
+    def forward(self, h):
+        return self.mlp(self.norm(h))
+"""
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    summarise.forget()
+    yield
+    summarise.forget()
+
+
+def findings(root: Path, name: str, project: bool = True) -> set[tuple[int, str]]:
+    path = root / name
+    options = Options(project_root=str(root) if project else None)
+    found = check_source(path.read_text(), str(path), all_rules(), options)
+    return {(d.start.row, d.code) for d in found if not d.suppressed}
+
+
+def package(root: Path, files: dict[str, str]) -> None:
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    for name, text in files.items():
+        (root / "pkg" / name).write_text(text)
+
+
+def same_file(root: Path, main: str) -> set[tuple[str, str]]:
+    """The findings ``main`` gives with ``NORMS`` pasted above it in one file, as the text
+    of their line and their code (the classes' own findings left out)."""
+    single = root / "single.py"
+    single.write_text(NORMS + main.format(imports=""))
+    own = NORMS.count("\n")
+    return lines(single, {(r, c) for r, c in findings(root, "single.py", False) if r > own})
+
+
+def lines(path: Path, found: set[tuple[int, str]]) -> set[tuple[str, str]]:
+    text = path.read_text().splitlines()
+    return {(text[row - 1].strip(), code) for row, code in found}
+
+
+def test_class_summary_holds_parts_kinds_and_kept_parts(tmp_path: Path) -> None:
+    package(tmp_path, {"norms.py": NORMS})
+    summary = FileSummariser(tmp_path).summarise(tmp_path / "pkg" / "norms.py", lambda *a: None)
+    assert summary is not None
+    norm, router = summary.classes["RMSNormFp32"], summary.classes["Router"]
+    assert norm.is_module and norm.keep_fp32
+    assert norm.methods["forward"].returns.prec == "full"
+    assert norm.methods["forward"].returns.origin is not None
+    assert norm.methods["forward"].returns.origin.path == "pkg/norms.py"
+    assert router.bases == ("torch.nn.Module",)
+    assert router.submodules == {
+        "gate": "layer",
+        "norm": "keep-fp32",
+        "scale": "norm",
+        "proj": "layer",
+    }
+    assert router.keep_patterns == ("gate",)
+    # listed, built with dtype=torch.float32, cast in ``__init__``
+    assert set(router.keep_fp32_attrs) == {"gate", "scale", "proj"}
+    assert not router.keep_fp32
+
+
+def test_submodule_of_another_file_gives_the_same_finding(tmp_path: Path) -> None:
+    package(
+        tmp_path,
+        {"norms.py": NORMS, "block.py": BLOCK.format(imports="from .norms import RMSNormFp32")},
+    )
+    across = findings(tmp_path, "pkg/block.py")
+    assert across and lines(tmp_path / "pkg" / "block.py", across) == same_file(tmp_path, BLOCK)
+
+
+def test_absolute_import_and_module_alias_reach_the_class(tmp_path: Path) -> None:
+    block = BLOCK.replace("RMSNormFp32(dim)", "norms.RMSNormFp32(dim)")
+    package(
+        tmp_path, {"norms.py": NORMS, "block.py": block.format(imports="import pkg.norms as norms")}
+    )
+    assert {code for _, code in findings(tmp_path, "pkg/block.py")} == {"MPC101"}
+
+
+def test_base_class_of_another_file_gives_its_parts(tmp_path: Path) -> None:
+    package(
+        tmp_path,
+        {"norms.py": NORMS, "sub.py": SUBCLASS.format(imports="from .norms import Router")},
+    )
+    across = findings(tmp_path, "pkg/sub.py")
+    assert across and lines(tmp_path / "pkg" / "sub.py", across) == same_file(tmp_path, SUBCLASS)
+
+
+def test_keep_in_fp32_names_of_a_base_keep_a_subclass_part(tmp_path: Path) -> None:
+    sub = SUBCLASS.replace("self.mlp = nn.Linear(dim, dim)", "self.gate = nn.Linear(dim, 4)")
+    sub = sub.replace("return self.mlp(self.norm(h))", "return self.gate(h)")
+    package(
+        tmp_path, {"norms.py": NORMS, "sub.py": sub.format(imports="from .norms import Router")}
+    )
+    across = findings(tmp_path, "pkg/sub.py")
+    assert across and lines(tmp_path / "pkg" / "sub.py", across) == same_file(tmp_path, sub)
+
+
+def test_module_level_dtype_of_another_file(tmp_path: Path) -> None:
+    run = """
+import torch
+from torch import nn
+
+from . import config
+from .config import DTYPE
+
+
+def main():
+    head = nn.Linear(8, 2).to(DTYPE)
+    x = torch.randn(4, 8, dtype=torch.float16).float()
+    head(x)
+    other = nn.Linear(8, 2).to(config.DTYPE)
+    other(x)
+"""
+    package(tmp_path, {"config.py": "import torch\n\nDTYPE = torch.float16\n", "run.py": run})
+    assert findings(tmp_path, "pkg/run.py") == {(12, "MPC101"), (14, "MPC101")}
+    summary = FileSummariser(tmp_path).summarise(tmp_path / "pkg" / "config.py", lambda *a: None)
+    assert summary is not None and summary.constants["DTYPE"].dtype == "float16"
+
+
+def test_model_cast_at_the_top_level_of_another_file(tmp_path: Path) -> None:
+    models = (
+        "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self, dim):\n        super().__init__()\n"
+        "        self.proj = nn.Linear(dim, dim)\n\n    def forward(self, x):\n"
+        "        return self.proj(x)\n\n\nmodel = Net(8).half()\n"
+    )
+    run = "import torch\n\nfrom .models import model\n\n\ndef main():\n"
+    run += "    x = torch.randn(2, 8)\n    model(x)\n"
+    package(tmp_path, {"models.py": models, "run.py": run})
+    assert findings(tmp_path, "pkg/run.py") == {(7, "MPC102")}
+    summary = FileSummariser(tmp_path).summarise(tmp_path / "pkg" / "models.py", lambda *a: None)
+    assert summary is not None
+    assert (summary.constants["model"].dtype, summary.constants["model"].layer) == (
+        "float16",
+        "Net",
+    )
