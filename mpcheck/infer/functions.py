@@ -191,7 +191,9 @@ class FunctionWalk(AutocastWalk):
             env["self"] = Fact(Kind.MODULE, Prec.MODEL if in_module else Prec.UNKNOWN)
         sampler = bool(cls and cls.is_sampler) or bool(outer and outer.scope.sampler)
         scope = Scope(fn, cls.node.name.value if cls else None, in_module, autocast, sampler)
-        tensor_params = in_module or (cls is None and self.half_capable and outer is None)
+        tensor_params = (in_module and not self._called_by_base(fn, cls)) or (
+            cls is None and self.half_capable and outer is None
+        )
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)
         index = 0
@@ -208,6 +210,17 @@ class FunctionWalk(AutocastWalk):
                     env[name] = Fact(Kind.OTHER, params=frozenset({index}))  # continuous t
             index += 1
         return Frame(env, scope)
+
+    def _called_by_base(self, fn: cst.FunctionDef, cls: ClassInfo | None) -> bool:
+        """``_norm`` overridden in a subclass of another model class and called nowhere in
+        this file: the base's ``forward`` calls it (Llama's ``self._norm(x.float())``), with
+        arguments we do not see, so its parameters are not known to be activations."""
+        name = fn.name.value
+        if cls is None or not name.startswith("_") or name.startswith("__"):
+            return False
+        if name in self.helpers:
+            return False  # called here: walked with what its callers pass
+        return any(not (b in T.MODULE_BASES or b.startswith("torch.nn.")) for b in cls.bases)
 
     def _seed_params(self, fn: cst.FunctionDef, frame: Frame, call: Call) -> bool:
         """Walk with what ``call`` passes when it passes float32; whether it did.
