@@ -17,12 +17,9 @@ stores source code.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +27,7 @@ from typing import Any
 
 from mpcheck import __version__
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
+from mpcheck.hashing import blake2b, hex_digest
 
 __all__ = ["CACHE_DIR_NAME", "Entry", "FileCache", "clean", "content_hash"]
 
@@ -43,7 +41,7 @@ _TAG = (
 
 
 def content_hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return hex_digest(data)
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,7 @@ def fingerprint(modules: Iterable[object], settings: Mapping[str, object]) -> st
     The code is identified by each module file's size and modification time: cheap to stat,
     and it changes with every edit of an editable install or upgrade of a rule package.
     """
-    h = hashlib.blake2b(digest_size=12)
+    h = blake2b(digest_size=12)
     h.update(f"{FORMAT}:{__version__}:{sys.version_info[:2]}".encode())
     files: set[str] = set()
     for module in modules:
@@ -112,6 +110,8 @@ class FileCache:
         if not self._writable:
             return
         data = {"format": FORMAT, "path": str(path), **_plain_entry(entry)}
+        import tempfile  # a warm run writes nothing
+
         target = self._file(path)
         try:
             self._prepare(target.parent)
@@ -131,8 +131,7 @@ class FileCache:
             )
 
     def _file(self, path: Path) -> Path:
-        key = hashlib.blake2b(str(path).encode("utf-8", "surrogateescape"), digest_size=16)
-        name = key.hexdigest()
+        name = hex_digest(str(path).encode("utf-8", "surrogateescape"))
         return self._bucket / name[:2] / f"{name[2:]}.json"
 
     def _prepare(self, bucket: Path) -> None:
@@ -154,6 +153,8 @@ def clean(directory: Path) -> bool:
     tag = directory / "CACHEDIR.TAG"
     if not tag.is_file() or "created by mpcheck" not in tag.read_text(errors="replace"):
         raise OSError(f"{directory} is not an mpcheck cache (no CACHEDIR.TAG of ours); not removed")
+    import shutil
+
     shutil.rmtree(directory)
     return True
 

@@ -11,28 +11,16 @@ import argparse
 import json
 import os
 import sys
-import tempfile
-import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from functools import cache, partial
 from pathlib import Path
 
 from mpcheck import __version__
 from mpcheck.config import FAIL_ON, ConfigError, parse_size, with_overrides
-from mpcheck.diagnostics import Diagnostic, Severity
+from mpcheck.diagnostics import Diagnostic, RuleInfo, Severity
 from mpcheck.discovery import MissingPathError, discover
 from mpcheck.engine import Options, check_source
-from mpcheck.fixes import (
-    FileChanged,
-    FixError,
-    applicable,
-    apply_fixes,
-    unified_diff,
-    write_atomically,
-    write_fixed,
-)
-from mpcheck.notebook import fix_notebook, fix_notebook_file
 from mpcheck.reporters import FORMATS, render
 from mpcheck.reporters.base import ReportContext
 from mpcheck.resolver import Project, Resolver
@@ -40,7 +28,9 @@ from mpcheck.rule import Rule, all_rules
 from mpcheck.runner import Job, check_files
 from mpcheck.selection import SelectionError
 from mpcheck.source import SourceError, SourceFile
-from mpcheck.summary import write_step_summary
+
+# Imported where used, not here: a one-file check loads none of fixes (difflib, tempfile),
+# notebooks, tracebacks or the step summary (tests/test_startup_imports.py holds this).
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -243,15 +233,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"mpcheck: error: {where}{exc.strerror or exc}", file=sys.stderr)
         if verbose:
-            traceback.print_exc()
+            _print_traceback()
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - an internal error is one line and exit 2
         print(f"mpcheck: error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         if verbose:
-            traceback.print_exc()
+            _print_traceback()
         else:
             print("(run with --verbose or MPCHECK_DEBUG=1 for the traceback)", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _print_traceback() -> None:
+    import traceback
+
+    traceback.print_exc()
 
 
 def _write_stdout(text: str) -> None:
@@ -331,6 +327,8 @@ def _usable_cache(args: argparse.Namespace, resolver: Resolver, cwd: Path) -> Pa
     warning, and the run goes on without a cache."""
     if args.no_cache:
         return None
+    import tempfile
+
     directory = _cache_dir(args, resolver, cwd)
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -494,6 +492,8 @@ def _fixable_files(
     args: argparse.Namespace, diagnostics: list[Diagnostic]
 ) -> dict[str, list[Diagnostic]]:
     """The findings of each file that has at least one fix to apply."""
+    from mpcheck.fixes import applicable
+
     by_file: dict[str, list[Diagnostic]] = {}
     for d in diagnostics:
         by_file.setdefault(d.filename, []).append(d)
@@ -512,6 +512,9 @@ def _fix_files(
     Each file is read again and checked again, so the fixes fit exactly the bytes that are
     written over (``write_fixed`` only writes if the file still holds them).
     """
+    from mpcheck.fixes import FileChanged, FixError, apply_fixes, write_fixed
+    from mpcheck.notebook import fix_notebook_file
+
     job_of = {str(path): (rules, options) for path, rules, options in jobs}
     fixable = _fixable_files(args, diagnostics)
     out = [d for d in diagnostics if d.filename not in fixable]
@@ -558,6 +561,7 @@ def _add_noqa(
     written over (``write_fixed`` only writes if the file still holds them).
     """
     from mpcheck.add_noqa import NOT_SUPPRESSIBLE, with_noqa
+    from mpcheck.fixes import FixError, write_fixed
 
     job_of = {str(path): (rules, options) for path, rules, options in jobs}
     pending = {
@@ -596,6 +600,9 @@ def _diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Pa
     Only the diff goes to stdout, so it can be piped to ``git apply``; exit 1 when there is
     something to fix, 2 when a file could not be read.
     """
+    from mpcheck.fixes import apply_fixes, unified_diff
+    from mpcheck.notebook import fix_notebook
+
     total, failed = 0, False
     for filename, diags in sorted(_fixable_files(args, diagnostics).items()):
         try:
@@ -645,6 +652,8 @@ def _fix_stdin(
     The output is the input's bytes with the edits in them; input that cannot be decoded is
     echoed unchanged (the pipe must not lose it) with an error.
     """
+    from mpcheck.fixes import apply_fixes, unified_diff
+
     try:
         source = SourceFile.decode(data)
         text, _ = apply_fixes(source, diagnostics, unsafe=args.unsafe_fixes)
@@ -675,7 +684,7 @@ def _emit(
     else:
         ctx = ReportContext(
             root=cwd,
-            rules={r.code: r.info() for r in rules},
+            rules=_RuleInfos(rules),
             source_lines=_lines,
             tool_version=__version__,
         )
@@ -683,6 +692,8 @@ def _emit(
         if args.output_format in ("full", "concise", "grouped") and not args.quiet:
             text += ("\n" if text else "") + _summary(shown)
     if args.output_file is not None:
+        from mpcheck.fixes import write_atomically
+
         try:
             write_atomically(args.output_file, text.encode("utf-8", "surrogateescape"))
         except OSError as exc:
@@ -690,14 +701,39 @@ def _emit(
     else:
         _write_stdout(text)
     # GitHub Actions: a per-rule table on the run's page ($GITHUB_STEP_SUMMARY, if set).
-    write_step_summary(diagnostics, {r.code: r.info() for r in rules}, root=cwd)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        from mpcheck.summary import write_step_summary
+
+        write_step_summary(diagnostics, _RuleInfos(rules), root=cwd)
     failing = [d for d in shown if fail_on == "warning" or d.severity is Severity.ERROR]
     return EXIT_FINDINGS if failing and not args.exit_zero else EXIT_CLEAN
+
+
+class _RuleInfos(Mapping[str, RuleInfo]):
+    """Each rule's info by code, built when a reporter reads it: building one renders the
+    rule's documentation, which only SARIF prints."""
+
+    def __init__(self, rules: Sequence[type[Rule]]) -> None:
+        self._rules = {r.code: r for r in rules}
+        self._infos: dict[str, RuleInfo] = {}
+
+    def __getitem__(self, code: str) -> RuleInfo:
+        if code not in self._infos:
+            self._infos[code] = self._rules[code].info()
+        return self._infos[code]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rules)
+
+    def __len__(self) -> int:
+        return len(self._rules)
 
 
 def _summary(shown: Sequence[Diagnostic]) -> str:
     if not shown:
         return "All checks passed!\n"
+    from mpcheck.fixes import applicable
+
     fixable = sum(1 for d in shown if applicable(d, unsafe=False))
     hidden = sum(1 for d in shown if d.fix is not None) - fixable
     errors = sum(1 for d in shown if d.severity is Severity.ERROR)
@@ -716,6 +752,8 @@ def _count(n: int, noun: str) -> str:
 def _statistics(shown: Sequence[Diagnostic], rules: Sequence[type[Rule]], as_json: bool) -> str:
     """Findings per rule, most frequent first, with the rule's severity and how many of its
     findings ``--fix`` would fix (``[*]``: all of them; ``[-]``: some)."""
+    from mpcheck.fixes import applicable
+
     names = {r.code: r.name for r in rules}
     by_code: dict[str, list[Diagnostic]] = {}
     for d in shown:

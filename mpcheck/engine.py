@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from mpcheck import noqa
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.config import DEFAULT_MAX_FILE_SIZE
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
@@ -125,6 +124,8 @@ def suppress(
         return []  # nothing to suppress, and no directive naming our codes to find unused
     if selected and selected[0].code == INVALID_SYNTAX.code:
         return selected
+    from mpcheck import noqa  # only files with a directive pay for tokenizing
+
     text = data.decode("utf-8", errors="replace")
     sup = noqa.scan(text)
     marked = noqa.apply(

@@ -9,7 +9,6 @@ from pathlib import Path
 from mpcheck.codes import INVALID_SYNTAX
 from mpcheck.diagnostics import Diagnostic, Position, Severity
 from mpcheck.engine import Options, check_source
-from mpcheck.notebook import NotebookError, check_notebook
 from mpcheck.rule import Rule, rules_by_code
 
 # Below this many files a pool costs more (interpreter start-up, imports) than it saves.
@@ -69,6 +68,8 @@ def _check_one(item: _Work) -> list[Diagnostic]:
 def _check_notebook(
     data: bytes, filename: str, rules: tuple[type[Rule], ...], options: Options
 ) -> list[Diagnostic]:
+    from mpcheck.notebook import NotebookError, check_notebook
+
     try:
         return check_notebook(data.decode("utf-8"), filename, rules, options)
     except (UnicodeDecodeError, NotebookError) as exc:
