@@ -167,7 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
         "-j", "--jobs", type=_jobs, default=0, help="worker processes (0: one per CPU)"
     )
     check.add_argument(
-        "-v", "--verbose", action="store_true", help="print tracebacks of internal errors"
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print tracebacks of internal errors, and how many files were analysed",
     )
     check.add_argument(
         "--max-file-size",
@@ -341,6 +344,15 @@ def _usable_cache(args: argparse.Namespace, resolver: Resolver, cwd: Path) -> Pa
     return directory
 
 
+def _print_counts() -> None:
+    """``--verbose``: how many files were analysed and how many came from the cache."""
+    from mpcheck.runner import last_run
+
+    total = sum(last_run.values())
+    parts = [f"{last_run[k]} {k}" for k in ("analysed", "cached", "unreadable") if last_run[k]]
+    print(f"mpcheck: {total} files: {', '.join(parts) or 'none'}", file=sys.stderr)
+
+
 def _fresh_run() -> None:
     """Forget what an earlier run in this process learnt: the files may have changed."""
     for name in ("mpcheck.incremental", "mpcheck.project.summarise"):
@@ -415,6 +427,8 @@ def run_check(args: argparse.Namespace) -> int:
             for f in files
         ]
         diagnostics = check_files(jobs, processes=args.jobs)
+        if args.verbose:
+            _print_counts()
         incremental = sys.modules.get("mpcheck.incremental")
         for warning in [] if incremental is None else incremental.warnings():
             print(f"mpcheck: warning: {warning}", file=sys.stderr)

@@ -98,8 +98,9 @@ def _run(options: Options, cache_dir: str) -> _Run:
 
 def check_cached(
     data: bytes, filename: str, rules: Sequence[type[Rule]], options: Options
-) -> list[Diagnostic]:
-    """What :func:`mpcheck.engine.check_source` gives, from the cache when it can."""
+) -> tuple[list[Diagnostic], str]:
+    """What :func:`mpcheck.engine.check_source` gives, from the cache when it can, and
+    whether it came from there (``"cached"``) or from analysing the file (``"analysed"``)."""
     assert options.cache_dir is not None
     run = _run(options, options.cache_dir)
     name = os.path.abspath(filename)
@@ -110,7 +111,9 @@ def check_cached(
         # (its summary is not offered to the project's store: an importer that needs it
         # reads it back through ``_cached_summary``, and a warm run needs none)
         found = [replace(d, filename=filename) for d in entry.diagnostics]
+        outcome = "cached"
     else:
+        outcome = "analysed"
         analysed = analyse_source(data, filename, run.rules, options)
         found = analysed.diagnostics
         summary = analysed.summary
@@ -128,7 +131,7 @@ def check_cached(
                 deps,
             ),
         )
-    return suppress(found, data, filename, rules, options)
+    return suppress(found, data, filename, rules, options), outcome
 
 
 def forget() -> None:

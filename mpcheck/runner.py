@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -17,6 +18,13 @@ POOL_THRESHOLD = 64
 # A file, its rules and its options: each file has those of the configuration governing it.
 Job = tuple[Path, tuple[type[Rule], ...], Options]
 _Work = tuple[str, tuple[str, ...], Options]
+# What happened to one file: "analysed", "cached" (its findings taken from the persistent
+# cache) or "unreadable".
+_Outcome = tuple[list[Diagnostic], str]
+
+# How the files of the last ``check_files`` in this process fared, by outcome (``--verbose``
+# prints it; ``bench/cache_runs.py`` reads it to count what a warm run re-analysed).
+last_run: Counter[str] = Counter()
 
 
 def check_files(jobs: Sequence[Job], *, processes: int = 0) -> list[Diagnostic]:
@@ -25,17 +33,25 @@ def check_files(jobs: Sequence[Job], *, processes: int = 0) -> list[Diagnostic]:
     # More processes than CPUs cannot speed up CPU-bound work; they only cost memory.
     cpus = os.cpu_count() or 1
     workers = min(processes, cpus) if processes else min(cpus, 8)
+    last_run.clear()
     if workers <= 1 or len(work) < POOL_THRESHOLD:
-        return [d for item in work for d in _check_one(item)]
+        return _collect(_check_one(item) for item in work)
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
 
     chunk = max(1, len(work) // (workers * 8))
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        results: Iterable[list[Diagnostic]] = pool.map(_check_one, work, chunksize=chunk)
-        return [d for batch in results for d in batch]
+        return _collect(pool.map(_check_one, work, chunksize=chunk))
 
 
-def _check_one(item: _Work) -> list[Diagnostic]:
+def _collect(results: Iterable[_Outcome]) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for found, outcome in results:
+        out += found
+        last_run[outcome] += 1
+    return out
+
+
+def _check_one(item: _Work) -> _Outcome:
     filename, codes, options = item
     by_code = rules_by_code()
     rules = tuple(by_code[c] for c in codes if c in by_code)
@@ -44,7 +60,7 @@ def _check_one(item: _Work) -> list[Diagnostic]:
     except OSError as exc:
         message = f"cannot read the file: {exc.strerror or exc}"
         pos = Position(1, 1)
-        return [
+        failed = [
             Diagnostic(
                 INVALID_SYNTAX.code,
                 INVALID_SYNTAX.name,
@@ -56,13 +72,14 @@ def _check_one(item: _Work) -> list[Diagnostic]:
                 noqa_row=1,
             )
         ]
-    if filename.endswith(".ipynb"):
-        return _check_notebook(data, filename, rules, options)
+        return failed, "unreadable"
+    if filename.endswith(".ipynb"):  # (notebooks are not cached)
+        return _check_notebook(data, filename, rules, options), "analysed"
     if options.cache_dir is not None:
         from mpcheck.incremental import check_cached
 
         return check_cached(data, filename, rules, options)
-    return check_source(data, filename, rules, options)
+    return check_source(data, filename, rules, options), "analysed"
 
 
 def _check_notebook(
