@@ -41,9 +41,9 @@ from pathlib import Path
 MPCHECK = str(Path(sys.executable).with_name("mpcheck"))
 
 
-def run(tree: Path, cache: Path, jobs: int) -> tuple[float, float, dict[str, int]]:
-    """Wall seconds, peak RSS (MiB) of the largest process of one run, and the engine's count
-    of files by outcome (analysed, cached)."""
+def run(tree: Path, cache: Path, jobs: int) -> tuple[float, float, float, dict[str, int]]:
+    """Wall seconds, CPU seconds (all processes), peak RSS (MiB) of the largest process of one
+    run, and the engine's count of files by outcome (analysed, cached)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["MPCHECK_CACHE_DIR"] = str(cache)
     cmd = [MPCHECK, "check", "-q", "-v", "--exit-zero", "--output-format", "json"]
@@ -63,7 +63,8 @@ def run(tree: Path, cache: Path, jobs: int) -> tuple[float, float, dict[str, int
         raise SystemExit(f"no file counts in mpcheck's output:\n{err}")
     counts = {"files": int(line.group(1))}
     counts.update({k: int(n) for n, k in re.findall(r"(\d+) (\w+)", line.group(2))})
-    return wall, usage.ru_maxrss / 1024, counts
+    cpu = usage.ru_utime + usage.ru_stime  # the workers' too: the main process reaps them
+    return wall, cpu, usage.ru_maxrss / 1024, counts
 
 
 def helper(cache: Path, importers: int) -> tuple[Path, int]:
@@ -98,6 +99,7 @@ def main() -> None:
     parser.add_argument("--importers", type=int, default=50, help="of the edited helper")
     args = parser.parse_args()
     times: dict[str, list[float]] = {k: [] for k in ("cold", "warm", "leaf", "helper")}
+    cpus: dict[str, list[float]] = {k: [] for k in times}
     peak: dict[str, float] = {}
     counts: dict[str, int] = {}
     print(f"load before: {os.getloadavg()}", flush=True)
@@ -116,15 +118,18 @@ def main() -> None:
                     target, counts["files consulting the helper"] = helper(cache, args.importers)
                     with target.open("a") as out:
                         out.write("\n\ndef _bench_upcast(x):\n    return x.float()\n")
-                wall, rss, outcome = run(tree, cache, args.jobs)
+                wall, cpu, rss, outcome = run(tree, cache, args.jobs)
                 times[name].append(wall)
+                cpus[name].append(cpu)
                 peak[name] = max(peak.get(name, 0.0), rss)
                 counts[f"analysed ({name}, of {outcome['files']})"] = outcome.get("analysed", 0)
-                print(f"  {name}: {wall:.2f} s, {rss:.0f} MiB, {outcome}", flush=True)
+                print(f"  {name}: {wall:.2f} s wall, {cpu:.2f} s CPU, {rss:.0f} MiB, {outcome}")
+                print(f"    load: {os.getloadavg()}", flush=True)
     files = sum(1 for _ in args.tree.rglob("*.py"))
     print(f"{args.tree.name}: {files} files, -j {args.jobs}, median of {args.repeat} rounds")
     for name, values in times.items():
-        print(f"{name:7} {statistics.median(values):7.2f} s wall   peak {peak[name]:6.0f} MiB")
+        wall, cpu = statistics.median(values), statistics.median(cpus[name])
+        print(f"{name:7} {wall:7.2f} s wall {cpu:7.2f} s CPU   peak {peak[name]:6.0f} MiB")
     for name, n in counts.items():
         print(f"{name}: {n}")
     print(f"load after: {os.getloadavg()}")
