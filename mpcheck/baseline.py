@@ -17,12 +17,12 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.fixes import write_atomically
+from mpcheck.records import dataclass
 from mpcheck.source import SourceError, SourceFile
 
 FORMAT = 1

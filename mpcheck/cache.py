@@ -21,13 +21,14 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from mpcheck import __version__
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
 from mpcheck.hashing import blake2b, hex_digest
+from mpcheck.records import dataclass
 
 __all__ = ["CACHE_DIR_NAME", "Entry", "FileCache", "clean", "content_hash"]
 

@@ -13,12 +13,13 @@ import os
 import re
 import sys
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from mpcheck.globs import glob_problem, segment_matches
+from mpcheck.records import dataclass
 
 __all__ = [
     "CONFIG_FILENAMES",

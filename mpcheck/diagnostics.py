@@ -7,7 +7,9 @@ in the column (it points one past the last character), also like ruff.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+
+from mpcheck.records import dataclass
 
 
 class Severity(str, enum.Enum):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
@@ -22,6 +22,7 @@ from mpcheck.hooks import HOOKS, Site, SiteKind
 from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
+from mpcheck.records import dataclass
 from mpcheck.rule import Report, Rule, RuleContext
 from mpcheck.source import SourceError, SourceFile
 

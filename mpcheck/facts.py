@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol
 
 import libcst as cst
+
+from mpcheck.records import dataclass
 
 
 class Kind(enum.Enum):

@@ -7,9 +7,9 @@ the walk meets them (statement order within a function).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from mpcheck.records import dataclass
 from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
 from mpcheck.training import TrainingSite
 

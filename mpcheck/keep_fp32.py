@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import libcst as cst
 
 from mpcheck.names import dotted
+from mpcheck.records import dataclass
 
 KEEP_ATTRS = ("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict")
 FP32_IN_NAME = re.compile(r"fp32|float32", re.IGNORECASE)

@@ -12,10 +12,11 @@ import io
 import re
 import tokenize
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from mpcheck.codes import UNUSED_NOQA
 from mpcheck.diagnostics import Diagnostic, Position, Severity
+from mpcheck.records import dataclass
 
 __all__ = [
     "UNUSED_NOQA_NAME",

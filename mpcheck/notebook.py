@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from mpcheck.diagnostics import Diagnostic, Position
 from mpcheck.engine import Options, check_source
 from mpcheck.fixes import apply_fixes, write_fixed
+from mpcheck.records import dataclass
 from mpcheck.rule import Rule
 
 _MAGIC = re.compile(r"^\s*(%|!|\?)|^\s*\w[\w.]*\?\s*$")

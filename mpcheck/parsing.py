@@ -18,12 +18,12 @@ import queue
 import re
 import threading
 import tokenize
-from dataclasses import dataclass
 from itertools import accumulate
 
 import libcst as cst
 
 from mpcheck.diagnostics import Position
+from mpcheck.records import dataclass
 
 __all__ = ["MAX_CHAIN", "MAX_NESTING", "Unparsable", "parse"]
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from mpcheck.codes import ENGINE_CODES
 from mpcheck.config import ConfigError, Settings, config_in, load_settings
+from mpcheck.records import dataclass
 from mpcheck.rule import Rule, all_rules
 from mpcheck.selection import PerFileIgnores, enabled_codes
 

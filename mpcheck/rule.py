@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import ClassVar
 
@@ -24,6 +24,7 @@ from mpcheck.hooks import HOOKS
 from mpcheck.names import ImportTable
 from mpcheck.plugins import load as load_entry_point
 from mpcheck.plugins import rule_entry_points
+from mpcheck.records import dataclass
 from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
 from mpcheck.training import TrainingSite
 

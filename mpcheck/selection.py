@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from mpcheck.config import Settings, selector_covers
 from mpcheck.globs import GlobPattern, parse_pattern
+from mpcheck.records import dataclass
 
 __all__ = [
     "PerFileIgnores",

@@ -7,12 +7,13 @@ rule reads facts as they hold *at that point* of the program.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 import libcst as cst
 
 from mpcheck import autocast_ops
 from mpcheck.facts import Fact, Kind
+from mpcheck.records import dataclass
 from mpcheck.torch_api import MODEL_INPUTS, STRICT_NORMS, OpKind
 
 

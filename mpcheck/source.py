@@ -15,10 +15,10 @@ import io
 import re
 import tokenize
 from bisect import bisect_right
-from dataclasses import dataclass
 from functools import cached_property
 
 from mpcheck.diagnostics import Position
+from mpcheck.records import dataclass
 
 __all__ = ["SourceError", "SourceFile"]
 

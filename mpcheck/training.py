@@ -26,7 +26,7 @@ import enum
 import math
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import libcst as cst
 
@@ -39,6 +39,7 @@ from mpcheck.facts import (
     join,
 )
 from mpcheck.names import dotted
+from mpcheck.records import dataclass
 from mpcheck.sites import Autocast, Operand, Scope
 
 STATE = "<training>"  # environment key of the loop state; not a Python name

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import cli, incremental
+from mpcheck import cli, incremental, runner
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -295,3 +295,39 @@ def test_parallel_runs_on_one_tree_share_the_cache_safely(
     again = subprocess.run(cmd, cwd=tree, env=env, capture_output=True)
     assert again.stdout == reference.stdout
     assert not [p for p in cache.rglob(".tmp-*")]
+
+
+def counts(err: str) -> dict[str, int]:
+    """The engine's count of what a ``--verbose`` run did: ``N files: A analysed, C cached``."""
+    line = next(line for line in err.splitlines() if " files: " in line)
+    total, _, rest = line.removeprefix("mpcheck: ").partition(" files: ")
+    found = {"files": int(total)}
+    for part in rest.split(", "):
+        number, name = part.split(" ")
+        found[name] = int(number)
+    return found
+
+
+def test_verbose_counts_come_from_the_workers(tmp_path: Path) -> None:
+    """With ``-j 2`` and enough files for a process pool, the workers' own counts reach the
+    report: everything analysed cold, everything but notebooks (never cached) warm, and after
+    an edit that changes a helper's summary, the helper and its one importer."""
+    tree = copy_tree(FIXTURES, tmp_path / "fixtures")
+    env = {**os.environ, "MPCHECK_CACHE_DIR": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "mpcheck", "check", "-v", "-q", "--exit-zero", "-j", "2", "."]
+
+    def verbose_run() -> dict[str, int]:
+        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=True)
+        return counts(done.stderr)
+
+    notebooks = len(list(tree.rglob("*.ipynb")))
+    cold = verbose_run()
+    total = cold["files"]
+    assert total >= runner.POOL_THRESHOLD
+    assert cold == {"files": total, "analysed": total}
+    warm = {"files": total, "analysed": notebooks, "cached": total - notebooks}
+    assert verbose_run() == {k: n for k, n in warm.items() if n}
+    rope = tree / "xfile" / "bad_rope_helper" / "pkg" / "rope.py"
+    rope.write_text(rope.read_text().replace("q = q.float()", "q = q"))
+    edited = {"files": total, "analysed": notebooks + 2, "cached": total - notebooks - 2}
+    assert verbose_run() == edited

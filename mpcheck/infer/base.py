@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 import libcst as cst
 
@@ -23,6 +23,7 @@ from mpcheck.infer.training_loop import Tracker
 from mpcheck.keep_fp32 import KeepFp32
 from mpcheck.names import ImportTable
 from mpcheck.project.summary import Place, ProjectLookup
+from mpcheck.records import dataclass
 from mpcheck.sites import CallSite, InnerCall, Operand, Owner
 
 

@@ -7,13 +7,13 @@ the modules that walk code import this one, and it imports none of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import libcst as cst
 
 from mpcheck.facts import Fact
 from mpcheck.infer.reporting import Reporting
+from mpcheck.records import dataclass
 from mpcheck.sites import Operand, Scope
 
 Env = dict[str, Fact]

@@ -10,9 +10,10 @@ cached, so ``mpcheck check one_file.py`` touches only what that file imports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from mpcheck.records import dataclass
 
 __all__ = ["ModuleIndex", "Target"]
 

@@ -12,12 +12,12 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import quote
 
 from mpcheck.diagnostics import RULES_URL, Diagnostic, Position, RuleInfo
+from mpcheck.records import dataclass
 
 TOOL_NAME = "mpcheck"
 # The project home, derived from the rules URL so the two cannot drift apart.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from lsprotocol import types as lsp
@@ -20,6 +19,7 @@ from mpcheck import __version__
 from mpcheck.config import ConfigError
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.engine import Options, check_source
+from mpcheck.records import dataclass
 from mpcheck.resolver import Resolver
 from mpcheck.server.convert import fix_action, key_of, noqa_action, to_lsp
 
