@@ -6,7 +6,11 @@ summary for the files that import it, and what the analysis depended on: for eve
 file whose summary it consulted, directly or through other summaries, that file's content hash
 and summary digest. An entry is used only when the file's bytes hash the same and every
 dependency either hashes the same or still summarises to the same digest, so editing a helper
-re-checks its importers only when what they can see of it changed.
+re-checks its importers only when what they can see of it changed. Each file's modification
+time and size, taken before its bytes were read, stand in for its hash when they have not
+changed, so a warm run neither reads nor hashes what did not change; they are not recorded
+for a file modified in the last two seconds, whose rewrite within the same timestamp tick
+would go unseen.
 
 Entries live under ``<dir>/<fingerprint>/``: the fingerprint covers mpcheck's version, the
 code of the engine and of every rule module (an editable install or a plugin upgrade is a new
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import field
 from pathlib import Path
@@ -33,7 +38,11 @@ from mpcheck.records import dataclass
 __all__ = ["CACHE_DIR_NAME", "Entry", "FileCache", "clean", "content_hash"]
 
 CACHE_DIR_NAME = ".mpcheck_cache"
-FORMAT = 2
+FORMAT = 3
+RACY_NS = 2_000_000_000  # a file modified this recently is known by its hash only
+
+# A file's (st_mtime_ns, st_size) when it was read; None when it is not to be trusted.
+Stamp = tuple[int, int]
 _TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
     "# This file is a cache directory tag created by mpcheck.\n"
@@ -45,6 +54,16 @@ def content_hash(data: bytes) -> str:
     return hex_digest(data)
 
 
+def stamp(path: str) -> tuple[Stamp, bool] | None:
+    """The file's (modification time, size), and whether it may stand in for its content
+    (not when the file was modified less than ``RACY_NS`` ago); None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size), st.st_mtime_ns < time.time_ns() - RACY_NS
+
+
 @dataclass(frozen=True)
 class Dependency:
     """A project file whose summary the analysis consulted: its bytes' hash and what its
@@ -52,15 +71,21 @@ class Dependency:
 
     content: str
     digest: str | None
+    stamp: Stamp | None = None
 
 
 @dataclass(frozen=True)
 class Entry:
+    """What analysing a file gave, with what it depended on (the module docstring says how
+    it is judged still valid)."""
+
     content: str
     diagnostics: tuple[Diagnostic, ...]
     summary: str | None = None  # the file's ModuleSummary as JSON
     digest: str | None = None
     dependencies: Mapping[str, Dependency] = field(default_factory=dict)
+    stamp: Stamp | None = None
+    noqa: bool = True  # the file may hold a ``noqa`` directive: suppressing needs its bytes
 
 
 def fingerprint(modules: Iterable[object], settings: Mapping[str, object]) -> str:
@@ -177,19 +202,32 @@ def _plain_entry(entry: Entry) -> dict[str, Any]:
         "content": entry.content,
         "summary": entry.summary,
         "digest": entry.digest,
-        "dependencies": {p: [d.content, d.digest] for p, d in entry.dependencies.items()},
+        "dependencies": {p: [d.content, d.digest, d.stamp] for p, d in entry.dependencies.items()},
         "diagnostics": [_plain_diagnostic(d) for d in entry.diagnostics],
+        "stamp": entry.stamp,
+        "noqa": entry.noqa,
     }
 
 
+def _stamp(value: list[int] | None) -> Stamp | None:
+    if value is None:
+        return None
+    mtime, size = value
+    return int(mtime), int(size)
+
+
 def _entry(data: dict[str, Any]) -> Entry:
-    deps = {str(p): Dependency(str(c), d) for p, (c, d) in data["dependencies"].items()}
+    deps = {
+        str(p): Dependency(str(c), d, _stamp(s)) for p, (c, d, s) in data["dependencies"].items()
+    }
     return Entry(
         content=str(data["content"]),
         diagnostics=tuple(_diagnostic(d) for d in data["diagnostics"]),
         summary=data["summary"],
         digest=data["digest"],
         dependencies=deps,
+        stamp=_stamp(data["stamp"]),
+        noqa=bool(data["noqa"]),
     )
 
 

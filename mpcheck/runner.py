@@ -56,30 +56,31 @@ def _check_one(item: _Work) -> _Outcome:
     by_code = rules_by_code()
     rules = tuple(by_code[c] for c in codes if c in by_code)
     try:
+        if options.cache_dir is not None and not filename.endswith(".ipynb"):
+            from mpcheck.incremental import check_cached
+
+            return check_cached(filename, rules, options)  # reads the file only if it must
         data = Path(filename).read_bytes()
     except OSError as exc:
-        message = f"cannot read the file: {exc.strerror or exc}"
-        pos = Position(1, 1)
-        failed = [
-            Diagnostic(
-                INVALID_SYNTAX.code,
-                INVALID_SYNTAX.name,
-                message,
-                Severity.ERROR,
-                filename,
-                pos,
-                Position(1, 2),
-                noqa_row=1,
-            )
-        ]
-        return failed, "unreadable"
+        return [_unreadable(filename, exc)], "unreadable"
     if filename.endswith(".ipynb"):  # (notebooks are not cached)
         return _check_notebook(data, filename, rules, options), "analysed"
-    if options.cache_dir is not None:
-        from mpcheck.incremental import check_cached
-
-        return check_cached(data, filename, rules, options)
     return check_source(data, filename, rules, options), "analysed"
+
+
+def _unreadable(filename: str, exc: OSError) -> Diagnostic:
+    message = f"cannot read the file: {exc.strerror or exc}"
+    pos = Position(1, 1)
+    return Diagnostic(
+        INVALID_SYNTAX.code,
+        INVALID_SYNTAX.name,
+        message,
+        Severity.ERROR,
+        filename,
+        pos,
+        Position(1, 2),
+        noqa_row=1,
+    )
 
 
 def _check_notebook(
