@@ -64,15 +64,48 @@ def _size(value: str) -> int:
     return size
 
 
+def terminal_width() -> int:
+    """The columns ``shutil.get_terminal_size()`` gives: ``$COLUMNS`` when it is a positive
+    number, else the terminal of ``sys.__stdout__``, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):  # (AttributeError: no sys.__stdout__)
+        return 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's own, but measuring the terminal without importing ``shutil`` (which brings
+    bz2, lzma and zlib): argparse makes one of these for every option it is given."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = terminal_width() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mpcheck",
         description="Find mixed-precision (fp16/bf16) bugs in PyTorch code before they run.",
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"mpcheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    check = sub.add_parser("check", help="check files or directories (default: .)")
+    check = sub.add_parser(
+        "check", help="check files or directories (default: .)", formatter_class=_Formatter
+    )
     check.set_defaults(parser=check)
     check.add_argument("paths", nargs="*", type=Path, help="files or directories; - for stdin")
     check.add_argument(
@@ -185,15 +218,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave *.ipynb out of directory walks (config: include-notebooks = false)",
     )
 
-    rule = sub.add_parser("rule", help="explain a rule, or list them all")
+    rule = sub.add_parser(
+        "rule", help="explain a rule, or list them all", formatter_class=_Formatter
+    )
     rule.set_defaults(parser=rule)
     rule.add_argument("code", nargs="?", help="a rule code such as MPC101")
     rule.add_argument("--all", action="store_true", help="list every rule")
     rule.add_argument("--output-format", choices=("text", "json"), default="text")
 
-    sub.add_parser("server", help="run the language server (stdio) for editors")
+    sub.add_parser(
+        "server", help="run the language server (stdio) for editors", formatter_class=_Formatter
+    )
 
-    clean = sub.add_parser("clean", help="remove the cache")
+    clean = sub.add_parser("clean", help="remove the cache", formatter_class=_Formatter)
     clean.set_defaults(parser=clean)
     clean.add_argument(
         "--cache-dir",
@@ -330,13 +367,13 @@ def _usable_cache(args: argparse.Namespace, resolver: Resolver, cwd: Path) -> Pa
     warning, and the run goes on without a cache."""
     if args.no_cache:
         return None
-    import tempfile
-
     directory = _cache_dir(args, resolver, cwd)
+    # a file of this process's own (not ``tempfile``: it imports shutil, random, bz2, lzma)
+    probe = directory / f".probe-{os.getpid()}"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-")
-        probe.close()
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        os.unlink(probe)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         print(f"mpcheck: warning: cannot use the cache {directory} ({reason})", file=sys.stderr)

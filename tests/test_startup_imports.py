@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PROBE = """
 import runpy, sys, json
 sys.argv = ["mpcheck", "check", "--output-format", "concise", sys.argv[1]]
@@ -53,6 +55,7 @@ NOT_LOADED = {
     "concurrent.futures": "the parse thread is a plain thread",
     "logging": "imported by concurrent.futures",
     "traceback": "only --verbose prints one",
+    "shutil": "argparse's help formatter measures the terminal with it; ours does not",
 }
 
 
@@ -73,3 +76,18 @@ def test_one_file_run_without_cache_loads_nothing_it_does_not_use(tmp_path: Path
         )
     loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
     assert {m: why for m, why in NOT_LOADED.items() if m in loaded} == {}
+
+
+@pytest.mark.parametrize("columns", [None, "50", "0", "wide"])
+def test_terminal_width_is_what_shutil_says(
+    monkeypatch: pytest.MonkeyPatch, columns: str | None
+) -> None:
+    import shutil
+
+    from mpcheck.cli import terminal_width
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_width() == shutil.get_terminal_size().columns
