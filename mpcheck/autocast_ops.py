@@ -10,8 +10,8 @@ caller's job.
 from __future__ import annotations
 
 import json
+import pkgutil
 from functools import cache
-from importlib.resources import files
 from typing import Literal, get_args
 
 Policy = Literal["lower_precision", "fp32", "promote", "banned"]
@@ -25,7 +25,12 @@ _DEVICES = ("cuda", "cpu")
 @cache
 def _table() -> dict[str, dict[str, Policy]]:
     """device -> op -> policy, loaded once on first use (import stays free)."""
-    raw = json.loads(files("mpcheck").joinpath("data/autocast_ops.json").read_text("utf-8"))
+    # pkgutil, not importlib.resources: that one imports tempfile (and shutil, random, bz2,
+    # lzma) for a file the loader can read directly.
+    data = pkgutil.get_data("mpcheck", "data/autocast_ops.json")
+    if data is None:
+        raise FileNotFoundError("mpcheck/data/autocast_ops.json")
+    raw = json.loads(data.decode("utf-8"))
     table: dict[str, dict[str, Policy]] = {}
     for device in _DEVICES:
         ops: dict[str, Policy] = {}

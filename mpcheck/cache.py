@@ -6,7 +6,11 @@ summary for the files that import it, and what the analysis depended on: for eve
 file whose summary it consulted, directly or through other summaries, that file's content hash
 and summary digest. An entry is used only when the file's bytes hash the same and every
 dependency either hashes the same or still summarises to the same digest, so editing a helper
-re-checks its importers only when what they can see of it changed.
+re-checks its importers only when what they can see of it changed. Each file's modification
+time and size, taken before its bytes were read, stand in for its hash when they have not
+changed, so a warm run neither reads nor hashes what did not change; they are not recorded
+for a file modified in the last two seconds, whose rewrite within the same timestamp tick
+would go unseen.
 
 Entries live under ``<dir>/<fingerprint>/``: the fingerprint covers mpcheck's version, the
 code of the engine and of every rule module (an editable install or a plugin upgrade is a new
@@ -17,12 +21,10 @@ stores source code.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import sys
-import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +32,16 @@ from typing import Any
 
 from mpcheck import __version__
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
+from mpcheck.hashing import blake2b, hex_digest
 
 __all__ = ["CACHE_DIR_NAME", "Entry", "FileCache", "clean", "content_hash"]
 
 CACHE_DIR_NAME = ".mpcheck_cache"
-FORMAT = 2
+FORMAT = 3
+RACY_NS = 2_000_000_000  # a file modified this recently is known by its hash only
+
+# A file's (st_mtime_ns, st_size) when it was read; None when it is not to be trusted.
+Stamp = tuple[int, int]
 _TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
     "# This file is a cache directory tag created by mpcheck.\n"
@@ -43,7 +50,17 @@ _TAG = (
 
 
 def content_hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return hex_digest(data)
+
+
+def stamp(path: str) -> tuple[Stamp, bool] | None:
+    """The file's (modification time, size), and whether it may stand in for its content
+    (not when the file was modified less than ``RACY_NS`` ago); None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size), st.st_mtime_ns < time.time_ns() - RACY_NS
 
 
 @dataclass(frozen=True)
@@ -53,15 +70,21 @@ class Dependency:
 
     content: str
     digest: str | None
+    stamp: Stamp | None = None
 
 
 @dataclass(frozen=True)
 class Entry:
+    """What analysing a file gave, with what it depended on (the module docstring says how
+    it is judged still valid)."""
+
     content: str
     diagnostics: tuple[Diagnostic, ...]
     summary: str | None = None  # the file's ModuleSummary as JSON
     digest: str | None = None
     dependencies: Mapping[str, Dependency] = field(default_factory=dict)
+    stamp: Stamp | None = None
+    noqa: bool = True  # the file may hold a ``noqa`` directive: suppressing needs its bytes
 
 
 def fingerprint(modules: Iterable[object], settings: Mapping[str, object]) -> str:
@@ -70,7 +93,7 @@ def fingerprint(modules: Iterable[object], settings: Mapping[str, object]) -> st
     The code is identified by each module file's size and modification time: cheap to stat,
     and it changes with every edit of an editable install or upgrade of a rule package.
     """
-    h = hashlib.blake2b(digest_size=12)
+    h = blake2b(digest_size=12)
     h.update(f"{FORMAT}:{__version__}:{sys.version_info[:2]}".encode())
     files: set[str] = set()
     for module in modules:
@@ -112,6 +135,8 @@ class FileCache:
         if not self._writable:
             return
         data = {"format": FORMAT, "path": str(path), **_plain_entry(entry)}
+        import tempfile  # a warm run writes nothing
+
         target = self._file(path)
         try:
             self._prepare(target.parent)
@@ -131,8 +156,7 @@ class FileCache:
             )
 
     def _file(self, path: Path) -> Path:
-        key = hashlib.blake2b(str(path).encode("utf-8", "surrogateescape"), digest_size=16)
-        name = key.hexdigest()
+        name = hex_digest(str(path).encode("utf-8", "surrogateescape"))
         return self._bucket / name[:2] / f"{name[2:]}.json"
 
     def _prepare(self, bucket: Path) -> None:
@@ -154,6 +178,8 @@ def clean(directory: Path) -> bool:
     tag = directory / "CACHEDIR.TAG"
     if not tag.is_file() or "created by mpcheck" not in tag.read_text(errors="replace"):
         raise OSError(f"{directory} is not an mpcheck cache (no CACHEDIR.TAG of ours); not removed")
+    import shutil
+
     shutil.rmtree(directory)
     return True
 
@@ -175,19 +201,32 @@ def _plain_entry(entry: Entry) -> dict[str, Any]:
         "content": entry.content,
         "summary": entry.summary,
         "digest": entry.digest,
-        "dependencies": {p: [d.content, d.digest] for p, d in entry.dependencies.items()},
+        "dependencies": {p: [d.content, d.digest, d.stamp] for p, d in entry.dependencies.items()},
         "diagnostics": [_plain_diagnostic(d) for d in entry.diagnostics],
+        "stamp": entry.stamp,
+        "noqa": entry.noqa,
     }
 
 
+def _stamp(value: list[int] | None) -> Stamp | None:
+    if value is None:
+        return None
+    mtime, size = value
+    return int(mtime), int(size)
+
+
 def _entry(data: dict[str, Any]) -> Entry:
-    deps = {str(p): Dependency(str(c), d) for p, (c, d) in data["dependencies"].items()}
+    deps = {
+        str(p): Dependency(str(c), d, _stamp(s)) for p, (c, d, s) in data["dependencies"].items()
+    }
     return Entry(
         content=str(data["content"]),
         diagnostics=tuple(_diagnostic(d) for d in data["diagnostics"]),
         summary=data["summary"],
         digest=data["digest"],
         dependencies=deps,
+        stamp=_stamp(data["stamp"]),
+        noqa=bool(data["noqa"]),
     )
 
 

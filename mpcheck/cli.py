@@ -11,28 +11,16 @@ import argparse
 import json
 import os
 import sys
-import tempfile
-import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from functools import cache, partial
 from pathlib import Path
 
 from mpcheck import __version__
 from mpcheck.config import FAIL_ON, FOLLOW_IMPORTS, ConfigError, parse_size, with_overrides
-from mpcheck.diagnostics import Diagnostic, Severity
+from mpcheck.diagnostics import Diagnostic, RuleInfo, Severity
 from mpcheck.discovery import MissingPathError, discover
 from mpcheck.engine import Options, check_source
-from mpcheck.fixes import (
-    FileChanged,
-    FixError,
-    applicable,
-    apply_fixes,
-    unified_diff,
-    write_atomically,
-    write_fixed,
-)
-from mpcheck.notebook import fix_notebook, fix_notebook_file
 from mpcheck.reporters import FORMATS, render
 from mpcheck.reporters.base import ReportContext
 from mpcheck.resolver import Project, Resolver
@@ -40,9 +28,11 @@ from mpcheck.rule import Rule, all_rules
 from mpcheck.runner import Job, check_files
 from mpcheck.selection import SelectionError
 from mpcheck.source import SourceError, SourceFile
-from mpcheck.summary import write_step_summary
 from mpcheck.terminal import COLOR_CHOICES, Progress, colorize, use_color
 from mpcheck.torch_target import format_version, parse_version
+
+# Imported where used, not here: a one-file check loads none of fixes (difflib, tempfile),
+# notebooks, tracebacks or the step summary (tests/test_startup_imports.py holds this).
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -76,15 +66,48 @@ def _size(value: str) -> int:
     return size
 
 
+def terminal_width() -> int:
+    """The columns ``shutil.get_terminal_size()`` gives: ``$COLUMNS`` when it is a positive
+    number, else the terminal of ``sys.__stdout__``, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):  # (AttributeError: no sys.__stdout__)
+        return 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's own, but measuring the terminal without importing ``shutil`` (which brings
+    bz2, lzma and zlib): argparse makes one of these for every option it is given."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = terminal_width() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mpcheck",
         description="Find mixed-precision (fp16/bf16) bugs in PyTorch code before they run.",
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"mpcheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    check = sub.add_parser("check", help="check files or directories (default: .)")
+    check = sub.add_parser(
+        "check", help="check files or directories (default: .)", formatter_class=_Formatter
+    )
     check.set_defaults(parser=check)
     check.add_argument("paths", nargs="*", type=Path, help="files or directories; - for stdin")
     check.add_argument(
@@ -198,7 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
         "-j", "--jobs", type=_jobs, default=0, help="worker processes (0: one per CPU)"
     )
     check.add_argument(
-        "-v", "--verbose", action="store_true", help="print tracebacks of internal errors"
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print tracebacks of internal errors, and how many files were analysed",
     )
     check.add_argument(
         "--max-file-size",
@@ -219,15 +245,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave *.ipynb out of directory walks (config: include-notebooks = false)",
     )
 
-    rule = sub.add_parser("rule", help="explain a rule, or list them all")
+    rule = sub.add_parser(
+        "rule", help="explain a rule, or list them all", formatter_class=_Formatter
+    )
     rule.set_defaults(parser=rule)
     rule.add_argument("code", nargs="?", help="a rule code such as MPC101")
     rule.add_argument("--all", action="store_true", help="list every rule")
     rule.add_argument("--output-format", choices=("text", "json"), default="text")
 
-    sub.add_parser("server", help="run the language server (stdio) for editors")
+    sub.add_parser(
+        "server", help="run the language server (stdio) for editors", formatter_class=_Formatter
+    )
 
-    clean = sub.add_parser("clean", help="remove the cache")
+    clean = sub.add_parser("clean", help="remove the cache", formatter_class=_Formatter)
     clean.set_defaults(parser=clean)
     clean.add_argument(
         "--cache-dir",
@@ -270,15 +300,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"mpcheck: error: {where}{exc.strerror or exc}", file=sys.stderr)
         if verbose:
-            traceback.print_exc()
+            _print_traceback()
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - an internal error is one line and exit 2
         print(f"mpcheck: error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         if verbose:
-            traceback.print_exc()
+            _print_traceback()
         else:
             print("(run with --verbose or MPCHECK_DEBUG=1 for the traceback)", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _print_traceback() -> None:
+    import traceback
+
+    traceback.print_exc()
 
 
 def _write_stdout(text: str) -> None:
@@ -374,15 +410,26 @@ def _usable_cache(args: argparse.Namespace, resolver: Resolver, cwd: Path) -> Pa
     if args.no_cache:
         return None
     directory = _cache_dir(args, resolver, cwd)
+    # a file of this process's own (not ``tempfile``: it imports shutil, random, bz2, lzma)
+    probe = directory / f".probe-{os.getpid()}"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-")
-        probe.close()
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        os.unlink(probe)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         print(f"mpcheck: warning: cannot use the cache {directory} ({reason})", file=sys.stderr)
         return None
     return directory
+
+
+def _print_counts() -> None:
+    """``--verbose``: how many files were analysed and how many came from the cache."""
+    from mpcheck.runner import last_run
+
+    total = sum(last_run.values())
+    parts = [f"{last_run[k]} {k}" for k in ("analysed", "cached", "unreadable") if last_run[k]]
+    print(f"mpcheck: {total} files: {', '.join(parts) or 'none'}", file=sys.stderr)
 
 
 def _fresh_run() -> None:
@@ -470,6 +517,8 @@ def run_check(args: argparse.Namespace) -> int:
         finally:
             if progress is not None:
                 progress.close()
+        if args.verbose:
+            _print_counts()
         incremental = sys.modules.get("mpcheck.incremental")
         for warning in [] if incremental is None else incremental.warnings():
             print(f"mpcheck: warning: {warning}", file=sys.stderr)
@@ -552,6 +601,8 @@ def _fixable_files(
     args: argparse.Namespace, diagnostics: list[Diagnostic]
 ) -> dict[str, list[Diagnostic]]:
     """The findings of each file that has at least one fix to apply."""
+    from mpcheck.fixes import applicable
+
     by_file: dict[str, list[Diagnostic]] = {}
     for d in diagnostics:
         by_file.setdefault(d.filename, []).append(d)
@@ -570,6 +621,9 @@ def _fix_files(
     Each file is read again and checked again, so the fixes fit exactly the bytes that are
     written over (``write_fixed`` only writes if the file still holds them).
     """
+    from mpcheck.fixes import FileChanged, FixError, apply_fixes, write_fixed
+    from mpcheck.notebook import fix_notebook_file
+
     job_of = {str(path): (rules, options) for path, rules, options in jobs}
     fixable = _fixable_files(args, diagnostics)
     out = [d for d in diagnostics if d.filename not in fixable]
@@ -616,6 +670,7 @@ def _add_noqa(
     written over (``write_fixed`` only writes if the file still holds them).
     """
     from mpcheck.add_noqa import NOT_SUPPRESSIBLE, with_noqa
+    from mpcheck.fixes import FixError, write_fixed
 
     job_of = {str(path): (rules, options) for path, rules, options in jobs}
     pending = {
@@ -654,6 +709,9 @@ def _diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Pa
     Only the diff goes to stdout, so it can be piped to ``git apply``; exit 1 when there is
     something to fix, 2 when a file could not be read.
     """
+    from mpcheck.fixes import apply_fixes, unified_diff
+    from mpcheck.notebook import fix_notebook
+
     total, failed = 0, False
     for filename, diags in sorted(_fixable_files(args, diagnostics).items()):
         try:
@@ -703,6 +761,8 @@ def _fix_stdin(
     The output is the input's bytes with the edits in them; input that cannot be decoded is
     echoed unchanged (the pipe must not lose it) with an error.
     """
+    from mpcheck.fixes import apply_fixes, unified_diff
+
     try:
         source = SourceFile.decode(data)
         text, _ = apply_fixes(source, diagnostics, unsafe=args.unsafe_fixes)
@@ -744,7 +804,10 @@ def _emit(
     for fmt, path in _extra_outputs(args.extra_output):
         _write_report(path, render(fmt, diagnostics, _report_context(rules, cwd)))
     # GitHub Actions: a per-rule table on the run's page ($GITHUB_STEP_SUMMARY, if set).
-    write_step_summary(diagnostics, {r.code: r.info() for r in rules}, root=cwd)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        from mpcheck.summary import write_step_summary
+
+        write_step_summary(diagnostics, _RuleInfos(rules), root=cwd)
     failing = [d for d in shown if fail_on == "warning" or d.severity is Severity.ERROR]
     return EXIT_FINDINGS if failing and not args.exit_zero else EXIT_CLEAN
 
@@ -752,7 +815,7 @@ def _emit(
 def _report_context(rules: Sequence[type[Rule]], cwd: Path) -> ReportContext:
     return ReportContext(
         root=cwd,
-        rules={r.code: r.info() for r in rules},
+        rules=_RuleInfos(rules),
         source_lines=_lines,
         tool_version=__version__,
     )
@@ -774,15 +837,39 @@ def _extra_outputs(values: Sequence[str]) -> list[tuple[str, Path]]:
 
 def _write_report(path: Path, text: str) -> None:
     """In one step: a failed run never leaves a partial report."""
+    from mpcheck.fixes import write_atomically
+
     try:
         write_atomically(path, text.encode("utf-8", "surrogateescape"))
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
 
 
+class _RuleInfos(Mapping[str, RuleInfo]):
+    """Each rule's info by code, built when a reporter reads it: building one renders the
+    rule's documentation, which only SARIF prints."""
+
+    def __init__(self, rules: Sequence[type[Rule]]) -> None:
+        self._rules = {r.code: r for r in rules}
+        self._infos: dict[str, RuleInfo] = {}
+
+    def __getitem__(self, code: str) -> RuleInfo:
+        if code not in self._infos:
+            self._infos[code] = self._rules[code].info()
+        return self._infos[code]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rules)
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+
 def _summary(shown: Sequence[Diagnostic]) -> str:
     if not shown:
         return "All checks passed!\n"
+    from mpcheck.fixes import applicable
+
     fixable = sum(1 for d in shown if applicable(d, unsafe=False))
     hidden = sum(1 for d in shown if d.fix is not None) - fixable
     errors = sum(1 for d in shown if d.severity is Severity.ERROR)
@@ -801,6 +888,8 @@ def _count(n: int, noun: str) -> str:
 def _statistics(shown: Sequence[Diagnostic], rules: Sequence[type[Rule]], as_json: bool) -> str:
     """Findings per rule, most frequent first, with the rule's severity and how many of its
     findings ``--fix`` would fix (``[*]``: all of them; ``[-]``: some)."""
+    from mpcheck.fixes import applicable
+
     names = {r.code: r.name for r in rules}
     by_code: dict[str, list[Diagnostic]] = {}
     for d in shown:

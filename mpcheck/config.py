@@ -9,7 +9,6 @@ with code 2 instead of silently running with a configuration the user did not wr
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -21,11 +20,6 @@ from typing import Any
 
 from mpcheck.globs import glob_problem, rebase_pattern
 from mpcheck.torch_target import TorchVersion, declared_torch, parse_version, project_root
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
 
 __all__ = [
     "CONFIG_FILENAMES",
@@ -181,6 +175,12 @@ def _display(path: Path, cwd: Path) -> str:
 
 
 def _read_toml(path: Path, shown: str) -> dict[str, Any]:
+    # imported here: a run in a tree without a configuration file never parses TOML
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised only on Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
+
     try:
         with open(path, "rb") as fh:
             data: dict[str, Any] = tomllib.load(fh)
@@ -260,6 +260,8 @@ class _Validator:
 
     def unknown(self, key: str) -> ConfigError:
         hint = ""
+        import difflib
+
         guesses = difflib.get_close_matches(key.replace("_", "-"), KNOWN_KEYS, n=1, cutoff=0.6)
         if guesses:
             hint = f" (did you mean '{guesses[0]}'?)"

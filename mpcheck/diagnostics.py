@@ -22,6 +22,8 @@ class Severity(str, enum.Enum):
 
 @dataclass(frozen=True, order=True)
 class Position:
+    """A place in a file: 1-based row, 1-based column in code points."""
+
     row: int
     column: int
 
@@ -48,6 +50,8 @@ class Edit:
 
 @dataclass(frozen=True)
 class Fix:
+    """Edits that fix a finding, and whether ``--fix`` applies them without ``--unsafe-fixes``."""
+
     message: str
     edits: tuple[Edit, ...]
     applicability: str = "safe"  # "safe" | "unsafe", as in ruff
@@ -58,6 +62,8 @@ RULES_URL = "https://github.com/mpcheck/mpcheck/blob/main/docs/rules/{code}.md"
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """One finding, as every reporter, the cache and the editor integrations see it."""
+
     code: str
     name: str
     message: str

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from mpcheck import noqa
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.config import DEFAULT_MAX_FILE_SIZE
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
@@ -36,7 +35,6 @@ PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
 _LINE_REF = re.compile("\x00(\\d+)\x00")
 # A ``noqa`` comment that may name one of our codes (a superset: MPC100 reports only those).
 _MPC_NOQA = re.compile(rb"noqa[^\r\n]*mpc", re.IGNORECASE)
-_MIGHT_NOQA = re.compile(rb"[nN][oO][qQ][aA]")  # no IGNORECASE: a faster scan
 
 
 @dataclass(frozen=True)
@@ -150,12 +148,14 @@ def suppress(
     enabled = {r.code for r in rules} | {INVALID_SYNTAX.code, INTERNAL_ERROR.code}
     selected = [d for d in diagnostics if d.code in enabled]
     unused_noqa = options.unused_noqa and UNUSED_NOQA.code in enabled
-    if not _MIGHT_NOQA.search(data):
+    if not might_noqa(data):  # (the cache passes no bytes for a file it knows has none)
         return sorted(selected, key=Diagnostic.sort_key)  # no directive: nothing to scan for
     if not selected and not (unused_noqa and _MPC_NOQA.search(data)):
         return []  # nothing to suppress, and no directive naming our codes to find unused
     if selected and selected[0].code == INVALID_SYNTAX.code:
         return selected
+    from mpcheck import noqa  # only files with a directive pay for tokenizing
+
     text = data.decode("utf-8", errors="replace")
     sup = noqa.scan(text)
     marked = noqa.apply(
@@ -166,6 +166,11 @@ def suppress(
         enabled_codes=enabled,
     )
     return sorted(marked, key=Diagnostic.sort_key)
+
+
+def might_noqa(data: bytes) -> bool:
+    """Whether the bytes hold ``noqa`` in any case: a directive may be among them."""
+    return b"noqa" in data.lower()  # (bytes.lower is ASCII-only, and many times a regex's speed)
 
 
 def _undecodable(data: bytes, filename: str) -> list[Diagnostic]:

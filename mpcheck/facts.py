@@ -72,6 +72,8 @@ class TrainInfo(Protocol):
 
 @dataclass(frozen=True)
 class Origin:
+    """Where a fact was decided (the node, why, and a phrase saying so in messages)."""
+
     node: cst.CSTNode
     cause: Cause
     text: str  # human phrase, e.g. "upcast to float32 by `.float()`"
@@ -82,6 +84,8 @@ class Origin:
 
 @dataclass(frozen=True)
 class Fact:
+    """What the walk knows about a value: its kind, precision and dtype, and their origin."""
+
     kind: Kind
     prec: Prec = Prec.UNKNOWN
     dtype: str | None = None  # "float32", "float16", "bfloat16", "int64", ... when known

@@ -21,6 +21,8 @@ Site = CallSite | SetItemSite | ReturnSite | FunctionSite | ClassSite | Training
 
 @dataclass(frozen=True)
 class Hook:
+    """A rule method the engine calls, and the kind of site it receives."""
+
     method: str  # the rule's method: ``check_call``
     kind: SiteKind  # the sites it receives
     doc: str

@@ -5,6 +5,9 @@ its analysis consulted either hashes the same or still summarises to the same di
 holds, the stored findings are used (and the stored summary is offered to its importers); when
 it does not, the file is analysed with every rule, the entry rewritten, and only then are the
 selected rules and ``noqa`` comments applied, so a new selection never needs re-analysis.
+
+A file whose modification time and size are those recorded is taken to hash the same without
+being read; a warm run reads only the files that may hold a ``noqa`` directive.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from mpcheck.cache import Dependency, Entry, FileCache, content_hash, fingerprint
+from mpcheck.cache import Dependency, Entry, FileCache, Stamp, content_hash, fingerprint, stamp
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.engine import Options, analyse_source, suppress
+from mpcheck.engine import Options, analyse_source, might_noqa, suppress
 from mpcheck.project import summarise
 from mpcheck.project.store import CYCLE, Dependencies, Summaries
 from mpcheck.project.summarise import summaries_for
@@ -45,6 +48,7 @@ class _Run:
         key = fingerprint((sys.modules[m] for m in modules if m in sys.modules), settings)
         self.cache = FileCache(Path(cache_dir), key)
         self._contents: dict[str, str | None] = {}  # by absolute path: no Path per lookup
+        self._stamps: dict[str, tuple[Stamp, bool] | None] = {}  # taken before each read
         self.summaries: Summaries | None = None
         if options.project_root is not None:
             root, half = options.project_root, options.module_half_capable
@@ -57,6 +61,7 @@ class _Run:
         if data is not None:
             self._contents[path] = content_hash(data)
         elif path not in self._contents:
+            self.stamp(path)  # before reading: a later change then shows in the stamp
             try:
                 with open(path, "rb") as file:
                     self._contents[path] = content_hash(file.read())
@@ -64,11 +69,34 @@ class _Run:
                 self._contents[path] = None
         return self._contents[path]
 
+    def stamp(self, path: str) -> Stamp | None:
+        """The file's (modification time, size) as first seen in this run."""
+        if path not in self._stamps:
+            self._stamps[path] = stamp(path)
+        found = self._stamps[path]
+        return None if found is None else found[0]
+
+    def trusted_stamp(self, path: str) -> Stamp | None:
+        """The stamp to record: None for a file modified too recently to be judged by it."""
+        self.stamp(path)
+        found = self._stamps[path]
+        return found[0] if found is not None and found[1] else None
+
+    def same(self, path: str, content: str, recorded: Stamp | None) -> bool:
+        """Whether the file still holds the bytes that hashed to ``content``: by its stamp
+        when that is unchanged, else by hashing it."""
+        if recorded is not None and self.stamp(path) == recorded:
+            return True
+        return self.content(path) == content
+
     def holds(self, entry: Entry, content: str | None) -> bool:
         if content is None or entry.content != content:
             return False
+        return self.dependencies_hold(entry)
+
+    def dependencies_hold(self, entry: Entry) -> bool:
         for name, dep in entry.dependencies.items():
-            if self.content(name) == dep.content:
+            if self.same(name, dep.content, dep.stamp):
                 continue
             if dep.digest == CYCLE or self.summaries is None:
                 return False
@@ -81,7 +109,9 @@ class _Run:
         entry = self.cache.load(path)
         if entry is None or entry.summary is None:
             return None  # no summary stored: its check did not walk it (no torch in it)
-        if not self.holds(entry, self.content(str(path))):
+        if not self.same(str(path), entry.content, entry.stamp):
+            return None
+        if not self.dependencies_hold(entry):
             return None
         summary = ModuleSummary.from_json(entry.summary)
         if summary is None:
@@ -100,25 +130,41 @@ def _run(options: Options, cache_dir: str) -> _Run:
 
 
 def check_cached(
-    data: bytes, filename: str, rules: Sequence[type[Rule]], options: Options
-) -> list[Diagnostic]:
-    """What :func:`mpcheck.engine.check_source` gives, from the cache when it can."""
+    filename: str, rules: Sequence[type[Rule]], options: Options
+) -> tuple[list[Diagnostic], str]:
+    """What :func:`mpcheck.engine.check_source` gives for the file, from the cache when it
+    can, and whether it came from there (``"cached"``) or from analysing it (``"analysed"``).
+    Raises OSError when the file has to be read and cannot be."""
     assert options.cache_dir is not None
     run = _run(options, options.cache_dir)
     name = os.path.abspath(filename)
     path = Path(name)
-    content = run.content(name, data)
+    seen = run.stamp(name)  # before reading: a change after it shows next time
     entry = run.cache.load(path)
+    if (
+        entry is not None
+        and not entry.noqa
+        and entry.stamp is not None
+        and entry.stamp == seen
+        and run.dependencies_hold(entry)
+    ):  # unchanged, and no directive in it: its bytes are not needed
+        found = [replace(d, filename=filename) for d in entry.diagnostics]
+        return suppress(found, b"", filename, rules, options), "cached"
+    with open(name, "rb") as file:
+        data = file.read()
+    content = run.content(name, data)
     if entry is not None and run.holds(entry, content):
         # (its summary is not offered to the project's store: an importer that needs it
         # reads it back through ``_cached_summary``, and a warm run needs none)
         found = [replace(d, filename=filename) for d in entry.diagnostics]
+        outcome = "cached"
     else:
+        outcome = "analysed"
         analysed = analyse_source(data, filename, run.rules, options)
         found = analysed.diagnostics
         summary = analysed.summary
         deps = {
-            str(p): Dependency(run.content(str(p)) or "", digest)
+            str(p): Dependency(run.content(str(p)) or "", digest, run.trusted_stamp(str(p)))
             for p, digest in analysed.dependencies.items()
         }
         run.cache.store(
@@ -129,9 +175,11 @@ def check_cached(
                 None if summary is None else summary.to_json(),
                 None if summary is None else summary.digest,
                 deps,
+                run.trusted_stamp(name),
+                might_noqa(data),
             ),
         )
-    return suppress(found, data, filename, rules, options)
+    return suppress(found, data, filename, rules, options), outcome
 
 
 def forget() -> None:

@@ -24,6 +24,8 @@ FP32_IN_NAME = re.compile(r"fp32|float32", re.IGNORECASE)
 
 @dataclass
 class KeepFp32:
+    """Parameters a model keeps in float32 whatever it is cast to."""
+
     names: frozenset[str] = frozenset()  # single-segment patterns: attribute names
     kept_classes: set[str] = field(default_factory=set)  # every parameter is float32
     kept_params: dict[str, set[str]] = field(default_factory=dict)  # class -> attr names

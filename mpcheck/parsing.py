@@ -14,10 +14,10 @@ from __future__ import annotations
 import ast
 import io
 import os
+import queue
 import re
 import threading
 import tokenize
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -63,7 +63,7 @@ def parse(data: bytes) -> cst.Module | Unparsable:
     if problem is not None:
         return problem
     try:
-        return _parser().submit(cst.parse_module, data).result()
+        return _parser().parse(data)
     except cst.ParserSyntaxError as exc:
         return _rejected(data, exc)
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
@@ -72,22 +72,60 @@ def parse(data: bytes) -> cst.Module | Unparsable:
         return Unparsable("the file is nested too deeply to parse", Position(1, 1), False)
 
 
-_executor: tuple[int, ThreadPoolExecutor] | None = None
+_Result = tuple[int, "cst.Module | None", "BaseException | None"]
 
 
-def _parser() -> ThreadPoolExecutor:
-    """One parsing thread per process, started with a large stack. A forked worker (``-j``,
-    flake8's pool) inherits the object but not the thread, so it starts its own."""
-    global _executor
-    if _executor is None or _executor[0] != os.getpid():
+class _ParseThread:
+    """A daemon thread with a large stack that parses one file at a time for its callers.
+
+    Two queues and a lock rather than a ``ThreadPoolExecutor``: ``concurrent.futures``
+    imports ``logging`` and more, which a one-file check would pay for on every run.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # one request in flight at a time
+        self._sent = 0  # numbers the requests: a result left by an interrupted caller is dropped
+        self._requests: queue.SimpleQueue[tuple[int, bytes]] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[_Result] = queue.SimpleQueue()
         previous = threading.stack_size(PARSER_STACK)
         try:
-            pool = ThreadPoolExecutor(1, thread_name_prefix="mpcheck-parse")
-            pool.submit(lambda: None).result()  # the thread starts now, with that stack
+            thread = threading.Thread(target=self._serve, name="mpcheck-parse", daemon=True)
+            thread.start()  # the thread starts now, with that stack
         finally:
             threading.stack_size(previous)
-        _executor = (os.getpid(), pool)
-    return _executor[1]
+
+    def _serve(self) -> None:
+        while True:
+            number, data = self._requests.get()
+            try:
+                self._results.put((number, cst.parse_module(data), None))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+                self._results.put((number, None, exc))
+
+    def parse(self, data: bytes) -> cst.Module:
+        with self._lock:
+            self._sent += 1
+            self._requests.put((self._sent, data))
+            while True:
+                number, module, error = self._results.get()
+                if number == self._sent:
+                    break
+        if error is not None:
+            raise error
+        assert module is not None
+        return module
+
+
+_thread: tuple[int, _ParseThread] | None = None
+
+
+def _parser() -> _ParseThread:
+    """One parsing thread per process. A forked worker (``-j``, flake8's pool) inherits the
+    object but not the thread, so it starts its own."""
+    global _thread
+    if _thread is None or _thread[0] != os.getpid():
+        _thread = (os.getpid(), _ParseThread())
+    return _thread[1]
 
 
 def _compile_error(data: bytes) -> tuple[str, Position] | None | Exception:

@@ -9,13 +9,13 @@ and their times, and read again only when one of them changed.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
+
+from mpcheck.hashing import blake2b
 
 __all__ = ["load", "rule_entry_points"]
 
@@ -28,7 +28,7 @@ def _user_cache() -> Path:
 
 
 def _key() -> str:
-    h = hashlib.blake2b(digest_size=12)
+    h = blake2b(digest_size=12)
     h.update(sys.executable.encode("utf-8", "surrogateescape"))
     # sys.path[0] is the script's directory or the cwd, where nothing gets installed and
     # whose time changes with every file created there.
@@ -53,6 +53,7 @@ def rule_entry_points() -> list[tuple[str, str]]:
             return [(name, value) for name, value in found]
     except (OSError, ValueError):
         pass
+    import tempfile
     from importlib.metadata import entry_points
 
     pairs = sorted({(ep.name, ep.value) for ep in entry_points(group=GROUP)})

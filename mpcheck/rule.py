@@ -38,6 +38,8 @@ class NodeEdit:
 
 @dataclass(frozen=True)
 class NodeFix:
+    """A fix in terms of nodes; positions are computed when it is reported."""
+
     message: str
     edits: tuple[NodeEdit, ...]
     applicability: str = "safe"
@@ -45,6 +47,8 @@ class NodeFix:
 
 @dataclass(frozen=True)
 class Report:
+    """What a rule reported, before positions are known."""
+
     rule: type[Rule]
     node: cst.CSTNode
     message: str

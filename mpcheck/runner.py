@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from mpcheck.codes import INVALID_SYNTAX
 from mpcheck.diagnostics import Diagnostic, Position, Severity
 from mpcheck.engine import Options, check_source
-from mpcheck.notebook import NotebookError, check_notebook
 from mpcheck.rule import Rule, rules_by_code
 
 # Below this many files a pool costs more (interpreter start-up, imports) than it saves.
@@ -18,6 +18,13 @@ POOL_THRESHOLD = 64
 # A file, its rules and its options: each file has those of the configuration governing it.
 Job = tuple[Path, tuple[type[Rule], ...], Options]
 _Work = tuple[str, tuple[str, ...], Options]
+# What happened to one file: "analysed", "cached" (its findings taken from the persistent
+# cache) or "unreadable".
+_Outcome = tuple[list[Diagnostic], str]
+
+# How the files of the last ``check_files`` in this process fared, by outcome (``--verbose``
+# prints it; ``bench/cache_runs.py`` reads it to count what a warm run re-analysed).
+last_run: Counter[str] = Counter()
 
 
 def check_files(
@@ -31,60 +38,63 @@ def check_files(
     # More processes than CPUs cannot speed up CPU-bound work; they only cost memory.
     cpus = os.cpu_count() or 1
     workers = min(processes, cpus) if processes else min(cpus, 8)
+    last_run.clear()
     if workers <= 1 or len(work) < POOL_THRESHOLD:
         return _collect(map(_check_one, work), progress)
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
 
     chunk = max(1, len(work) // (workers * 8))
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        results: Iterable[list[Diagnostic]] = pool.map(_check_one, work, chunksize=chunk)
-        return _collect(results, progress)
+        return _collect(pool.map(_check_one, work, chunksize=chunk), progress)
 
 
-def _collect(
-    results: Iterable[list[Diagnostic]], progress: Callable[[], None] | None
-) -> list[Diagnostic]:
+def _collect(results: Iterable[_Outcome], progress: Callable[[], None] | None) -> list[Diagnostic]:
     out: list[Diagnostic] = []
-    for batch in results:
-        out += batch
+    for found, outcome in results:
+        out += found
+        last_run[outcome] += 1
         if progress is not None:
             progress()
     return out
 
 
-def _check_one(item: _Work) -> list[Diagnostic]:
+def _check_one(item: _Work) -> _Outcome:
     filename, codes, options = item
     by_code = rules_by_code()
     rules = tuple(by_code[c] for c in codes if c in by_code)
     try:
+        if options.cache_dir is not None and not filename.endswith(".ipynb"):
+            from mpcheck.incremental import check_cached
+
+            return check_cached(filename, rules, options)  # reads the file only if it must
         data = Path(filename).read_bytes()
     except OSError as exc:
-        message = f"cannot read the file: {exc.strerror or exc}"
-        pos = Position(1, 1)
-        return [
-            Diagnostic(
-                INVALID_SYNTAX.code,
-                INVALID_SYNTAX.name,
-                message,
-                Severity.ERROR,
-                filename,
-                pos,
-                Position(1, 2),
-                noqa_row=1,
-            )
-        ]
-    if filename.endswith(".ipynb"):
-        return _check_notebook(data, filename, rules, options)
-    if options.cache_dir is not None:
-        from mpcheck.incremental import check_cached
+        return [_unreadable(filename, exc)], "unreadable"
+    if filename.endswith(".ipynb"):  # (notebooks are not cached)
+        return _check_notebook(data, filename, rules, options), "analysed"
+    return check_source(data, filename, rules, options), "analysed"
 
-        return check_cached(data, filename, rules, options)
-    return check_source(data, filename, rules, options)
+
+def _unreadable(filename: str, exc: OSError) -> Diagnostic:
+    message = f"cannot read the file: {exc.strerror or exc}"
+    pos = Position(1, 1)
+    return Diagnostic(
+        INVALID_SYNTAX.code,
+        INVALID_SYNTAX.name,
+        message,
+        Severity.ERROR,
+        filename,
+        pos,
+        Position(1, 2),
+        noqa_row=1,
+    )
 
 
 def _check_notebook(
     data: bytes, filename: str, rules: tuple[type[Rule], ...], options: Options
 ) -> list[Diagnostic]:
+    from mpcheck.notebook import NotebookError, check_notebook
+
     try:
         return check_notebook(data.decode("utf-8"), filename, rules, options)
     except (UnicodeDecodeError, NotebookError) as exc:

@@ -61,6 +61,8 @@ class Scope:
 
 @dataclass(frozen=True)
 class Operand:
+    """An expression a site involves, with its fact."""
+
     node: cst.BaseExpression
     fact: Fact
 
@@ -255,6 +257,8 @@ class SetItemSite:
 
 @dataclass(frozen=True)
 class ClassSite:
+    """A class definition, with its base names resolved."""
+
     node: cst.ClassDef
     bases: tuple[str, ...]  # qualified (or bare) base names
     is_module: bool

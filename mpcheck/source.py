@@ -31,6 +31,8 @@ class SourceError(Exception):
 
 @dataclass(frozen=True)
 class SourceFile:
+    """A file's bytes and the text they decode to, for edits that keep every byte."""
+
     data: bytes  # exactly the bytes that were read
     encoding: str  # the codec that decodes them (from the BOM or the coding cookie)
     bom: bytes  # the byte-order mark in front of ``text``, kept on write

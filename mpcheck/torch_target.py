@@ -16,11 +16,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
-
 __all__ = [
     "TorchVersion",
     "declared_torch",
@@ -113,6 +108,10 @@ def project_root(start: Path) -> Path:
 
 
 def _pyproject(path: Path) -> Iterable[str]:
+    if sys.version_info >= (3, 11):  # imported here: most runs read no pyproject.toml
+        import tomllib
+    else:  # pragma: no cover - exercised only on Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
     with open(path, "rb") as fh:
         data: dict[str, Any] = tomllib.load(fh)
     project = data.get("project")

@@ -23,6 +23,8 @@ from mpcheck.api import (
 
 @dataclass(frozen=True)
 class _Old:
+    """A deprecated AMP name and what replaces it."""
+
     new: str  # the torch.amp name that replaces it
     device: str
     kind: str  # "autocast" | "scaler" | "custom"

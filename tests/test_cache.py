@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import cli, incremental
+from mpcheck import cli, incremental, runner
+from mpcheck.cache import FORMAT
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -182,7 +183,7 @@ def test_a_damaged_cache_is_ignored_and_rewritten(
     status, out, _ = run(tree)  # an entry that is a directory cannot be rewritten: a warning
     assert (status, out) == cold[:2]
     if damage != "directory":
-        assert all(json.loads(e.read_text())["format"] == 2 for e in entries(cache))
+        assert all(json.loads(e.read_text())["format"] == FORMAT for e in entries(cache))
 
 
 def test_an_entry_from_another_file_is_not_taken(
@@ -295,3 +296,121 @@ def test_parallel_runs_on_one_tree_share_the_cache_safely(
     again = subprocess.run(cmd, cwd=tree, env=env, capture_output=True)
     assert again.stdout == reference.stdout
     assert not [p for p in cache.rglob(".tmp-*")]
+
+
+def counts(err: str) -> dict[str, int]:
+    """The engine's count of what a ``--verbose`` run did: ``N files: A analysed, C cached``."""
+    line = next(line for line in err.splitlines() if " files: " in line)
+    total, _, rest = line.removeprefix("mpcheck: ").partition(" files: ")
+    found = {"files": int(total)}
+    for part in rest.split(", "):
+        number, name = part.split(" ")
+        found[name] = int(number)
+    return found
+
+
+def test_verbose_counts_come_from_the_workers(tmp_path: Path) -> None:
+    """With ``-j 2`` and enough files for a process pool, the workers' own counts reach the
+    report: everything analysed cold, everything but notebooks (never cached) warm, and after
+    an edit that changes a helper's summary, the helper and its one importer."""
+    tree = copy_tree(FIXTURES, tmp_path / "fixtures")
+    env = {**os.environ, "MPCHECK_CACHE_DIR": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "mpcheck", "check", "-v", "-q", "--exit-zero", "-j", "2", "."]
+
+    def verbose_run() -> dict[str, int]:
+        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=True)
+        return counts(done.stderr)
+
+    notebooks = len(list(tree.rglob("*.ipynb")))
+    cold = verbose_run()
+    total = cold["files"]
+    assert total >= runner.POOL_THRESHOLD
+    assert cold == {"files": total, "analysed": total}
+    warm = {"files": total, "analysed": notebooks, "cached": total - notebooks}
+    assert verbose_run() == {k: n for k, n in warm.items() if n}
+    rope = tree / "xfile" / "bad_rope_helper" / "pkg" / "rope.py"
+    rope.write_text(rope.read_text().replace("q = q.float()", "q = q"))
+    edited = {"files": total, "analysed": notebooks + 2, "cached": total - notebooks - 2}
+    assert verbose_run() == edited
+
+
+def age(tree: Path, seconds: float = 3600) -> None:
+    """Make every file look modified ``seconds`` ago: old enough for its stamp to count."""
+    then = os.stat(tree).st_mtime - seconds
+    for path in tree.rglob("*"):
+        os.utime(path, (then, then))
+
+
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The sizes of the byte strings each run hashes (reads it had to make)."""
+    seen: list[int] = []
+    real = incremental.content_hash
+
+    def counting(data: bytes) -> str:
+        seen.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(incremental, "content_hash", counting)
+    yield seen
+
+
+def test_a_warm_run_over_old_files_reads_and_hashes_nothing(
+    tmp_path: Path, hashed: list[int], analysed: list[str]
+) -> None:
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    age(tree)
+    cold = run(tree)
+    assert hashed
+    hashed.clear()
+    analysed.clear()
+    assert run(tree) == cold
+    assert hashed == [] and analysed == []
+
+
+def test_a_changed_stamp_falls_back_to_the_hash(
+    tmp_path: Path, hashed: list[int], analysed: list[str]
+) -> None:
+    """Touched but not changed: hashed, found the same, not analysed. Changed and then given
+    its old time back with another size: analysed."""
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    age(tree)
+    cold = run(tree)
+    rope = tree / "pkg" / "rope.py"
+    rope.touch()
+    hashed.clear()
+    analysed.clear()
+    assert run(tree) == cold and analysed == [] and hashed
+    old = os.stat(tree / "pkg" / "attention.py").st_mtime
+    rope.write_text(rope.read_text().replace("q = q.float()", "q = q"))
+    os.utime(rope, (old, old))
+    status, out, _ = run(tree)
+    assert sorted(analysed) == ["attention.py", "rope.py"]
+    assert (status, out) == run(tree, "--no-cache")[:2]
+
+
+def test_a_file_modified_just_now_is_judged_by_its_hash(
+    tmp_path: Path, hashed: list[int], analysed: list[str]
+) -> None:
+    """A stamp taken within two seconds of the file's change is not recorded: a rewrite of the
+    same size in the same timestamp tick would look unchanged."""
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    for path in tree.rglob("*.py"):
+        os.utime(path)  # modified now
+    cold = run(tree)
+    hashed.clear()
+    analysed.clear()
+    assert run(tree) == cold and analysed == []
+    assert len(hashed) >= 3  # each file hashed, its stamp not trusted
+
+
+def test_a_file_with_a_noqa_directive_is_read_on_a_warm_run(
+    tmp_path: Path, hashed: list[int]
+) -> None:
+    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    with_noqa = [p for p in tree.rglob("*.py") if b"noqa" in p.read_bytes().lower()]
+    age(tree)
+    cold = run(tree)
+    hashed.clear()
+    assert run(tree) == cold
+    assert sorted(hashed) == sorted(len(p.read_bytes()) for p in with_noqa)

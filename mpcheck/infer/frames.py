@@ -25,6 +25,8 @@ Call = tuple[tuple[Operand, ...], dict[str, Operand], bool]
 
 @dataclass
 class ClassInfo:
+    """A class of the file as the walk knows it: its attributes and methods."""
+
     node: cst.ClassDef
     is_module: bool
     attrs: Env

@@ -12,11 +12,12 @@ files were read.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from mpcheck.hashing import hex_digest
 
 __all__ = ["ClassSummary", "Function", "ModuleSummary", "Place", "ProjectLookup", "Value"]
 
@@ -109,7 +110,7 @@ class ModuleSummary:
     @property
     def digest(self) -> str:
         """A hash of what importers can see: when it is unchanged, they need no re-check."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:32]
+        return hex_digest(self.to_json().encode())
 
 
 # What a file's walk asks of the project: the symbol ``dotted`` names when imported with

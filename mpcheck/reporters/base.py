@@ -7,7 +7,6 @@ format modules only decide layout.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -132,6 +131,8 @@ def fingerprints(
     lines moving up or down and stays unique per finding. Row numbers are deliberately left
     out. Suppressed findings count too, so adding a ``# noqa`` does not renumber neighbours.
     """
+    from hashlib import sha256  # only SARIF and GitLab ask
+
     base = repository_root(ctx.root) if root is None else root
     seen: Counter[tuple[str, str, str]] = Counter()
     result = []
@@ -141,7 +142,7 @@ def fingerprints(
         occurrence = seen[key]
         seen[key] += 1
         payload = "\0".join((*key, str(occurrence)))
-        result.append(hashlib.sha256(payload.encode("utf-8", "surrogateescape")).hexdigest())
+        result.append(sha256(payload.encode("utf-8", "surrogateescape")).hexdigest())
     return result
 
 
@@ -157,8 +158,9 @@ GITHUB_PROPERTY = {**GITHUB_DATA, ":": "%3A", ",": "%2C"}
 AZURE_DATA = {"%": "%AZP25", "\r": "%0D", "\n": "%0A"}
 AZURE_PROPERTY = {**AZURE_DATA, ";": "%3B", "]": "%5D"}
 
-# Characters XML 1.0 cannot represent at all, even escaped.
-_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Characters XML 1.0 cannot represent at all, even escaped (compiled on first use: the
+# class spans most of Unicode, and compiling it costs more than a one-file check's output).
+_XML_INVALID = "[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 
 
 # A file name that is not valid UTF-8 reaches us with its bad bytes as lone surrogates
@@ -186,4 +188,4 @@ def readable_path(path: str) -> str:
 
 def xml_text(text: str) -> str:
     """Make text storable in XML 1.0 by replacing forbidden characters with U+FFFD."""
-    return _XML_INVALID.sub("\ufffd", text)
+    return re.sub(_XML_INVALID, "\ufffd", text)

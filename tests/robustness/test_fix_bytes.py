@@ -208,7 +208,7 @@ def edit_during_fix(monkeypatch: pytest.MonkeyPatch, action: object) -> None:
         action()  # type: ignore[operator]
         return result
 
-    monkeypatch.setattr(mpcheck.cli, "apply_fixes", patched)
+    monkeypatch.setattr(mpcheck.fixes, "apply_fixes", patched)  # the CLI imports it late
 
 
 def test_user_edit_during_the_fix_is_not_overwritten(
