@@ -95,3 +95,20 @@ def run_fixed_fixture(code: str, path: Path, tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runpy.run_path(str(target), run_name="__main__")
+
+
+# A norm class that keeps float32 weights and does not cast its input: the cross-file tests
+# import it from another module of a temporary project.
+FP32_NORM_SOURCE = """
+import torch
+from torch import nn
+
+
+class RMSNormFp32(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim, dtype=torch.float32))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+"""

@@ -16,20 +16,9 @@ from mpcheck.engine import Options, check_source
 from mpcheck.project import summarise
 from mpcheck.project.index import ModuleIndex, site_roots
 from mpcheck.rule import all_rules
+from tests.support import FP32_NORM_SOURCE
 
-NORMS = """
-import torch
-from torch import nn
-
-
-class RMSNormFp32(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim, dtype=torch.float32))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
-"""
+NORMS = FP32_NORM_SOURCE
 
 BLOCK = """
 import torch

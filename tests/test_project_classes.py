@@ -13,20 +13,11 @@ from mpcheck.engine import Options, check_source
 from mpcheck.project import summarise
 from mpcheck.project.summarise import FileSummariser
 from mpcheck.rule import all_rules
+from tests.support import FP32_NORM_SOURCE
 
-NORMS = """
-import torch
-from torch import nn
-
-
-class RMSNormFp32(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim, dtype=torch.float32))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
-
+NORMS = (
+    FP32_NORM_SOURCE
+    + """
 
 class Router(nn.Module):
     _keep_in_fp32_modules = ["gate"]
@@ -42,6 +33,7 @@ class Router(nn.Module):
     def forward(self, x):
         return self.gate(x)
 """
+)
 
 BLOCK = """
 import torch
