@@ -37,7 +37,10 @@ class UpcastReachesHalfOp(Rule):
         are not recast on CPU and still raise. The float32 value may come from a helper or
         library module that always returns float32 (diffusers' `Timesteps`), and the half
         layer may sit one module further down: an upcast context handed to an output block
-        defined in the same file is reported at the call that hands it over.
+        defined in the same file is reported at the call that hands it over. Scripts,
+        samplers and trainers count too: a model they cast to a working dtype, or a pipeline's
+        `unet`/`vae` reached through `pipe`, takes its input and its conditioning keywords
+        (`encoder_hidden_states=`, `pooled_projections=`) in its own dtype.
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Float and Half`
