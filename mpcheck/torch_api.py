@@ -369,6 +369,12 @@ SCHEDULER_TABLES = frozenset(
     alphas_cumprod_prev""".split()
 )
 
+
+def is_scheduler(holder: str | None) -> bool:
+    """``noise_scheduler``, ``self.pipeline.scheduler``: a diffusers-style noise scheduler."""
+    return "scheduler" in (holder or "").rsplit(".", 1)[-1].lower()
+
+
 # Scheduler methods that return their sample in its own dtype (diffusers casts its float32
 # tables to the sample's dtype), by the position and name of that sample argument.
 SCHEDULER_SAMPLES = {

@@ -81,8 +81,8 @@ class ExpressionWalk(TensorWalk):
         component = self.pipeline_component(node, frame)
         if component is not None:
             return component
-        holder = dotted(node.value) or ""
-        if attr in T.SCHEDULER_TABLES and "scheduler" in holder.rsplit(".", 1)[-1].lower():
+        holder = dotted(node.value)
+        if attr in T.SCHEDULER_TABLES and T.is_scheduler(holder):
             text = f"made float32 by `{holder}.{attr}` (a scheduler's float32 table)"
             return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.TABLE, text))
         base = self.expr(node.value, frame)
@@ -116,7 +116,7 @@ class ExpressionWalk(TensorWalk):
         return UNKNOWN
 
     def pipeline_component(self, node: cst.Attribute, frame: Frame) -> Fact | None:
-        """``self.vae`` in a pipeline class, ``pipe.unet`` or ``self.model.vae`` outside
+        """``self.vae`` in a pipeline class, ``pipe.unet`` or ``self.pipeline.vae`` outside
         ``nn.Module`` code: a model, half when the pipeline is loaded so."""
         attr = node.attr.value
         if attr not in T.PIPELINE_MODELS:

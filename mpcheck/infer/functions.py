@@ -79,7 +79,7 @@ class FunctionWalk(AutocastWalk):
         return base.rsplit(".", 1)[-1].endswith("Pipeline")
 
     def _module_base(self, base: str) -> bool:
-        if base in T.MODULE_BASES or base.startswith("torch.nn."):
+        if _torch_module_base(base):
             return True
         local = self.classes.get(base)
         if local is not None:
@@ -220,7 +220,7 @@ class FunctionWalk(AutocastWalk):
             return False
         if name in self.helpers:
             return False  # called here: walked with what its callers pass
-        return any(not (b in T.MODULE_BASES or b.startswith("torch.nn.")) for b in cls.bases)
+        return any(not _torch_module_base(b) for b in cls.bases)
 
     def _seed_params(self, fn: cst.FunctionDef, frame: Frame, call: Call) -> bool:
         """Walk with what ``call`` passes when it passes float32; whether it did.
@@ -341,3 +341,8 @@ def _annotation_names(node: cst.CSTNode) -> list[str]:
         elif isinstance(cur, cst.BinaryOperation):
             stack += [cur.left, cur.right]
     return out
+
+
+def _torch_module_base(base: str) -> bool:
+    """``nn.Module`` and torch's own module classes, as a class's base resolves."""
+    return base in T.MODULE_BASES or base.startswith("torch.nn.")

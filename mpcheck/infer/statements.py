@@ -55,7 +55,7 @@ class StatementWalk(ExpressionWalk):
                 else:
                     self.statement(stmt, frame)
         finally:
-            self.script = outer if outer is not None else self.script
+            self.script = outer
 
     def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):

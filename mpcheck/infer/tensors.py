@@ -47,7 +47,7 @@ class TensorWalk(ModuleWalk):
         frame: Frame,
     ) -> Fact:
         receiver = Operand(node.func.value, recv)  # type: ignore[attr-defined]
-        if method in T.SCHEDULER_SAMPLES and "scheduler" in (path or "").lower():
+        if method in T.SCHEDULER_SAMPLES and T.is_scheduler(path):
             index, name = T.SCHEDULER_SAMPLES[method]  # ``scheduler.step(...).prev_sample``
             sample = kwargs.get(name) or (args[index] if len(args) > index else None)
             return sample.fact if sample is not None and sample.fact.is_tensor else UNKNOWN
