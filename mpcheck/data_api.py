@@ -86,6 +86,17 @@ _OTHER_WORDS = frozenset(
 )
 
 
+# Names of pictures and videos as an input pipeline holds them: tensors once moved with
+# ``.to(device, dtype=...)`` (a model moved so is named for what it is: ``vae``, ``unet``).
+_PICTURE_WORDS = frozenset({"image", "images", "img", "imgs", "video", "videos", "pixels"})
+
+
+def picture(name: str) -> bool:
+    """``image``, ``init_image``, ``video``, ``pixel_values``: a name for a picture."""
+    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w and not w.isdigit()]
+    return bool(words) and (words[-1] in _PICTURE_WORDS or name.endswith("pixel_values"))
+
+
 def loader_items(node: cst.BaseExpression) -> tuple[str, bool] | None:
     """``for batch in X``: the loader's name when X yields a data loader's batches, and
     whether each item comes with a counter in front (``enumerate(train_dataloader)``)."""

@@ -56,12 +56,13 @@ class Cause(enum.Enum):
     LITERAL = "literal"
     DATA = "data"  # loaded by a data loader or a processor: float32 unless cast
     TABLE = "table"  # a scheduler's 1-D float32 table (``alphas_cumprod``, ``sigmas``)
+    BUFFER = "buffer"  # a float32 non-persistent buffer, which ``from_pretrained`` leaves as is
 
 
 # Causes of a float32 tensor that nobody asked for: the default dtype of a factory, of int
-# arithmetic, of data as loaded, of a scheduler's tables. Rules treat them alike (MPC102
-# reports where they meet).
-DEFAULT_FLOAT32 = frozenset({Cause.FACTORY, Cause.INT_FLOAT, Cause.DATA, Cause.TABLE})
+# arithmetic, of data as loaded, of a scheduler's tables, of a buffer the checkpoint does not
+# hold. Rules treat them alike (MPC102 reports where they meet).
+DEFAULT_FLOAT32 = frozenset({Cause.FACTORY, Cause.INT_FLOAT, Cause.DATA, Cause.TABLE, Cause.BUFFER})
 
 
 class TrainInfo(Protocol):
@@ -153,16 +154,17 @@ INT_DTYPES = {
 }
 
 
-def carried(result: Fact, node: cst.CSTNode) -> Fact:
-    """Loaded data carried on by an op (``pixel_values.to(device)``, ``torch.stack(masks)``)
-    is placed there: that is where a cast belongs, and the load stays as ``via``."""
+def carried(result: Fact, node: cst.CSTNode, cause: Cause = Cause.DATA) -> Fact:
+    """Loaded data carried on by an op (``pixel_values.to(device)``, ``torch.stack(masks)``),
+    or a float32 buffer read (``self.pos_embed``), is placed there: that is where a cast
+    belongs, and the load (the ``register_buffer``) stays as ``via``."""
     origin = result.origin
-    if not result.default_float32 or origin is None or origin.cause is not Cause.DATA:
+    if not result.default_float32 or origin is None or origin.cause is not cause:
         return result
     if origin.node is node or result.mixed is not None:
         return result  # (once mixed into activations, MPC102 tells where that happened)
     first = origin.via or origin
-    return replace(result, origin=Origin(node, Cause.DATA, origin.text, first))
+    return replace(result, origin=Origin(node, cause, origin.text, first))
 
 
 def tensor_of_dtype(name: str, node: cst.CSTNode, cause: Cause, text: str) -> Fact:

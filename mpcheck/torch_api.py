@@ -358,7 +358,21 @@ def holds_models(holder: str) -> bool:
 
 # A scheduler's or sampler's class (``DDIMScheduler``, ``KarrasSampler``, bases like
 # ``SchedulerMixin``), and the parameters of its methods that hold the model's activations.
+# Activation checkpointing runs ``fn(*args)``: ``checkpoint(block, h, temb, use_reentrant=False)``
+# and transformers'/diffusers' ``self._gradient_checkpointing_func(block, h, ...)``.
+CHECKPOINT_FUNCTIONS = frozenset(
+    {"torch.utils.checkpoint.checkpoint", "deepspeed.checkpointing.checkpoint"}
+)
+CHECKPOINT_METHODS = frozenset({"_gradient_checkpointing_func", "gradient_checkpointing_func"})
+CHECKPOINT_KEYWORDS = frozenset(
+    {"use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug"}
+)
 SAMPLER_SUFFIXES = ("Scheduler", "SchedulerMixin", "Sampler")
+# Bases whose ``from_pretrained(torch_dtype=...)`` loads the checkpoint's tensors in that dtype
+# but does not cast the module: a non-persistent buffer (not in the checkpoint) keeps the
+# dtype it was built with. (transformers builds under ``torch_dtype`` as default dtype, so
+# only an explicitly float32 buffer is left behind there; diffusers leaves every one.)
+PRETRAINED_SUFFIXES = ("ModelMixin", "PreTrainedModel", "PretrainedModel")
 SAMPLE_PARAMS = frozenset(
     "sample samples model_output model_outputs latents x x_t denoised noise_pred".split()
 )

@@ -83,7 +83,6 @@ PEFT_WRAPPERS = frozenset(
     {"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"}
 )
 SCALER_PARAM_NAMES = frozenset({"scaler", "grad_scaler", "amp_scaler", "gradient_scaler"})
-SEQ_BUILTINS = frozenset({"list", "tuple", "sorted", "reversed", "iter", "set", "frozenset"})
 
 
 def is_optimizer_class(qual: str) -> bool:

@@ -170,8 +170,12 @@ class FactoryDtypeDefault(Rule):
 
     def mixing_of(self, fact: Fact, *, one_path: bool = False) -> _Mixing | None:
         """How ``fact`` absorbed the activations: on every path, or (``one_path``) on one,
-        as a sampler's ``if eta > 0: prev_sample = prev_sample + noise`` does."""
-        if not (_factory(fact) or (one_path and _default_factory(fact))) or fact.mixed is None:
+        as a sampler's ``if eta > 0: prev_sample = prev_sample + noise`` does. A float32
+        buffer mixed in on one path (``if i == 0: h = h + self.pos_embed``) counts on any:
+        the branch decides whether it is added, not its dtype."""
+        if fact.mixed is None:
+            return None
+        if not (_factory(fact) or _buffer(fact) or (one_path and _default_factory(fact))):
             return None
         return self.mixings.get(id(fact.mixed.node))
 
@@ -286,7 +290,10 @@ class FactoryDtypeDefault(Rule):
         if low is None:
             return
         for factory in operands:
-            if _factory(factory.fact) and not (call.op is OpKind.NORM and factory is not first):
+            fact = factory.fact
+            if not (_factory(fact) or _buffer(fact)):
+                continue
+            if not (call.op is OpKind.NORM and factory is not first):
                 # (a half input with float32 norm parameters is supported)
                 self.report_consumed(call, factory, low)
 
@@ -371,7 +378,16 @@ def _factory(fact: Fact) -> bool:
 def _loaded(fact: Fact) -> list[tuple[cst.CSTNode, str]]:
     """Where loaded data was loaded, when it is reported where it was last carried on."""
     via = fact.origin.via if fact.origin is not None else None
-    return [(via.node, "loaded here, in float32")] if via is not None else []
+    if via is None:
+        return []
+    note = "registered here" if via.cause is Cause.BUFFER else "loaded here, in float32"
+    return [(via.node, note)]
+
+
+def _buffer(fact: Fact) -> bool:
+    """A float32 buffer mixed in on one path (``if i == 0: h = h + self.pos_embed``) or on all:
+    the branch decides whether it is added, not its dtype."""
+    return fact.is_tensor and fact.cause is Cause.BUFFER and not fact.zero_dim
 
 
 def _default_factory(fact: Fact) -> bool:

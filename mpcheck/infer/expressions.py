@@ -17,6 +17,7 @@ from mpcheck.facts import (
     Kind,
     Origin,
     Prec,
+    carried,
     defaulted,
     dtype_object,
     element,
@@ -30,7 +31,15 @@ from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.imported import call_result
 from mpcheck.infer.modules import FP32_LAYER
-from mpcheck.infer.promotion import FINFO_MAX, FINFO_MIN, fold, iterate, one_dim_factory, op_result
+from mpcheck.infer.promotion import (
+    FINFO_MAX,
+    FINFO_MIN,
+    builtin,
+    fold,
+    iterate,
+    one_dim_factory,
+    op_result,
+)
 from mpcheck.infer.tensors import TensorWalk
 from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary, Function
@@ -74,7 +83,7 @@ class ExpressionWalk(TensorWalk):
     def attribute(self, node: cst.Attribute, frame: Frame) -> Fact:
         key = dotted(node)
         if key is not None and key in frame.env:
-            return frame.env[key]
+            return carried(frame.env[key], node, Cause.BUFFER)
         if self.imports.resolve(node) is not None or dotted(node.value) in self.imports.relative:
             return self.global_name(node)
         attr = node.attr.value
@@ -305,6 +314,14 @@ class ExpressionWalk(TensorWalk):
                 for a, raw in zip(args, [x for x in node.args if not x.keyword], strict=False)
                 if not raw.star
             )
+        if args and args[0].fact.kind is Kind.MODULE and _checkpointing(func, qual):
+            # ``checkpoint(block, h, temb)`` is ``block(h, temb)``, reported at this call
+            inner = {k: v for k, v in kwargs.items() if k not in T.CHECKPOINT_KEYWORDS}
+            block = args[0]
+            path = dotted(block.node)
+            return self.module_call(
+                node, block.fact, path, args[1:], inner, frame, callee=block.node
+            )
         if data_api.processor_output(node):  # ``feature_extractor(images, return_tensors="pt")``
             return data_api.batch_of(node, f"returned by `{self.code(func)}`")
         library = qual if qual is not None else self.imports.relative.get(dotted(func) or "")
@@ -401,7 +418,7 @@ class ExpressionWalk(TensorWalk):
         if fn is None:
             if self.training.named_call(node, name, frame):  # a relatively imported clip helper
                 return UNKNOWN
-            listed = self.training.builtin(name, args)  # list(...), filter(f, ...), next(...)
+            listed = builtin(name, [a.fact for a in args])  # list(...), zip(...), next(...)
             if listed is not None:
                 return listed
             if name == "float" and args and isinstance(args[0].node, cst.SimpleString):
@@ -437,3 +454,10 @@ _EXPR: dict[type, Callable[[ExpressionWalk, cst.BaseExpression, Frame], Fact]] =
     cst.NamedExpr: ExpressionWalk.named,  # type: ignore[dict-item]
     cst.Dict: ExpressionWalk.dict_display,  # type: ignore[dict-item]
 }
+
+
+def _checkpointing(func: cst.BaseExpression, qual: str | None) -> bool:
+    """``torch.utils.checkpoint.checkpoint`` or ``self._gradient_checkpointing_func``."""
+    if qual is not None:
+        return qual in T.CHECKPOINT_FUNCTIONS
+    return isinstance(func, cst.Attribute) and func.attr.value in T.CHECKPOINT_METHODS

@@ -35,6 +35,7 @@ class ClassInfo:
     kept_fp32: bool = False  # instantiated under a name in ``_keep_in_fp32_modules``
     is_pipeline: bool = False  # a diffusers-style pipeline: ``self.vae`` & co. are models
     is_sampler: bool = False  # a noise scheduler or sampler: it steps the model's sample
+    pretrained: bool = False  # loaded by ``from_pretrained`` (see ``T.PRETRAINED_SUFFIXES``)
     analysed: bool = False  # its methods were walked (each class is walked once)
     # bases defined in other project files: the base expression, its module, its summary
     elsewhere: tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...] = ()

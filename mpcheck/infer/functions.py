@@ -67,6 +67,8 @@ class FunctionWalk(AutocastWalk):
         info.is_pipeline = not is_module and any(self._pipeline_base(b) for b in bases)
         names = (node.name.value, *(b.rsplit(".", 1)[-1] for b in bases))
         info.is_sampler = not is_module and any(n.endswith(T.SAMPLER_SUFFIXES) for n in names)
+        others = tuple(dotted(e[0]) or "" for e in elsewhere)
+        info.pretrained = is_module and self._pretrained(bases, others)
         self.classes.setdefault(node.name.value, info)
         if is_module:
             self.file_uses_torch_modules = True
@@ -77,6 +79,13 @@ class FunctionWalk(AutocastWalk):
         if local is not None:
             return local.is_pipeline
         return base.rsplit(".", 1)[-1].endswith("Pipeline")
+
+    def _pretrained(self, bases: tuple[str, ...], others: tuple[str, ...]) -> bool:
+        """A model class that ``from_pretrained`` loads (``class Net(ModelMixin)``)."""
+        leaves = [n.rsplit(".", 1)[-1] for n in (*bases, *others)]
+        if any(leaf.endswith(T.PRETRAINED_SUFFIXES) for leaf in leaves):
+            return True
+        return any(self.classes[b].pretrained for b in bases if b in self.classes)
 
     def _module_base(self, base: str) -> bool:
         if _torch_module_base(base):

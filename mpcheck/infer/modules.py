@@ -25,6 +25,7 @@ from mpcheck.facts import (
 )
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.binding import passed
+from mpcheck.infer.buffers import registered
 from mpcheck.infer.frames import ClassInfo, Env, Frame
 from mpcheck.infer.functions import FunctionWalk
 from mpcheck.infer.imported import call_result, fact_of
@@ -127,7 +128,10 @@ class ModuleWalk(FunctionWalk):
         frame: Frame,
         *,
         split: tuple[tuple[InnerCall, ...], Fact | None] | None = None,
+        callee: cst.BaseExpression | None = None,
     ) -> Fact:
+        """``self.proj(x)``; ``callee`` names the module when it is not ``node.func``
+        (``checkpoint(block, x)``)."""
         layer = module.layer
         first = args[0].fact if args else UNKNOWN
         if layer in T.PASS_THROUGH_LAYERS:
@@ -136,7 +140,7 @@ class ModuleWalk(FunctionWalk):
             made = module.origin.text  # ``self.time_proj(t)``: sinusoids computed in float32
             text = f"returned in float32 by `{path or 'module'}`, {made},"
             result = Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.UPCAST, text))
-            receiver = Operand(node.func, module)
+            receiver = Operand(callee or node.func, module)
             return self.emit(
                 CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
             )
@@ -200,7 +204,7 @@ class ModuleWalk(FunctionWalk):
             # autocast dtype (its matmuls/convs are recast), whatever its weights are.
             what = f"the output of `{path or 'module'}` under autocast"
             result = Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.AUTOCAST, what))
-        receiver = Operand(node.func, module)
+        receiver = Operand(callee or node.func, module)
         owner = _owner(path, frame.env)
         return self.emit(
             CallRecord(
@@ -469,6 +473,7 @@ class ModuleWalk(FunctionWalk):
                 kwargs,
                 frame,
                 split=split,
+                callee=_model_of(node, method),
             )
         return UNKNOWN
 
@@ -481,27 +486,12 @@ class ModuleWalk(FunctionWalk):
         kwargs: dict[str, Operand],
         frame: Frame,
     ) -> None:
-        """``self.register_buffer("name", t)``: bind ``self.name``, a tensor cast with the model.
-
-        ``model.half()``/``.to(dtype)`` casts every floating buffer (persistent or not),
-        so a float buffer has the model's dtype whatever it was built with; an integer
-        or bool buffer keeps its dtype.
-        """
-        name = args[0] if args else kwargs.get("name")
-        if name is None or not isinstance(name.node, cst.SimpleString):
-            return
-        attr = name.node.evaluated_value
-        if not isinstance(attr, str) or not attr.isidentifier():
-            return
-        tensor = args[1] if len(args) > 1 else kwargs.get("tensor", kwargs.get("param"))
-        if tensor is None or not tensor.fact.is_tensor:
-            return  # ``None`` or unknown: leave ``self.name`` as it was
-        value = tensor.fact
-        if value.floating and frame.scope.in_module:
-            kind = "buffer" if method == "register_buffer" else "parameter"
-            origin = Origin(node, Cause.PARAMETER, f"a {kind} of the model")
-            value = Fact(Kind.TENSOR, Prec.MODEL, None, origin)
-        frame.env[f"{path}.{attr}"] = value
+        """``self.register_buffer("name", t)``: bind ``self.name`` (see :mod:`buffers`)."""
+        info = self._class_of_frame(frame)
+        pretrained = info is not None and info.pretrained
+        bound = registered(node, method, args, kwargs, frame.scope.in_module, pretrained)
+        if bound is not None:
+            frame.env[f"{path}.{bound[0]}"] = bound[1]
 
     def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
         frame.env[path] = new
@@ -595,3 +585,11 @@ def _site_precs(site: CallSite) -> tuple[tuple[Prec, str | None], ...]:
     operands = [site.receiver] if site.receiver is not None else []
     operands += list(site.args) + [site.kwargs[k] for k in sorted(site.kwargs)]
     return tuple((o.fact.prec, o.fact.dtype) for o in operands)
+
+
+def _model_of(node: cst.Call, method: str) -> cst.BaseExpression | None:
+    """``vae`` of ``vae.encode(x)``: the model whose weights a method runs (not for
+    ``self.proj(x)``, where the attribute is the module)."""
+    if method in ("forward", "encode", "decode", "sample") and isinstance(node.func, cst.Attribute):
+        return node.func.value
+    return None

@@ -7,11 +7,22 @@ or indexing a value yields, and ``torch.finfo``'s limits.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 import libcst as cst
 
-from mpcheck.facts import SCALAR, UNKNOWN, UNKNOWN_TENSOR, Cause, Fact, Kind, Prec, element
+from mpcheck.facts import (
+    SCALAR,
+    UNKNOWN,
+    UNKNOWN_TENSOR,
+    Cause,
+    Fact,
+    Kind,
+    Prec,
+    element,
+    seq_of,
+)
 from mpcheck.names import dotted
 
 FINFO_MIN = {"float32": -3.4028234663852886e38, "float64": -1.7976931348623157e308}
@@ -27,6 +38,25 @@ def iterate(items: Fact) -> Fact:
     if items.kind in (Kind.TENSOR, Kind.MODULE):
         return replace(items, zero_dim=True) if one_dim_factory(items) else items
     return UNKNOWN
+
+
+SEQ_BUILTINS = frozenset({"list", "tuple", "sorted", "reversed", "iter", "set", "frozenset"})
+
+
+def builtin(name: str, args: Sequence[Fact]) -> Fact | None:
+    """``list(...)``, ``filter(f, ...)``, ``next(iter(...))``, ``enumerate(...)``, ``zip(...)``:
+    keep the elements' facts (``for i, block in enumerate(self.blocks)`` binds a module)."""
+    if name in SEQ_BUILTINS and len(args) == 1 and args[0].kind is Kind.SEQ:
+        return Fact(Kind.SEQ, elem=element(args[0]))
+    if name == "filter" and len(args) == 2 and args[1].kind is Kind.SEQ:
+        return Fact(Kind.SEQ, elem=element(args[1]))
+    if name == "next" and args and args[0].kind is Kind.SEQ:
+        return element(args[0])
+    if name == "enumerate" and len(args) == 1 and iterate(args[0]) != UNKNOWN:
+        return Fact(Kind.SEQ, elem=seq_of((SCALAR, iterate(args[0]))))
+    if name == "zip" and args and any(iterate(a) != UNKNOWN for a in args):
+        return Fact(Kind.SEQ, elem=seq_of(iterate(a) for a in args))
+    return None
 
 
 def op_result(*facts: Fact) -> Fact:

@@ -74,6 +74,11 @@ class StatementWalk(ExpressionWalk):
             tested = none_tested(stmt.test, negated=False)  # ``if x is None: x = zeros(...)``
             if tested is not None and tested in frame.env:
                 frame.env[tested] = defaulted(frame.env[tested])
+            converted = self.converted(stmt)
+            if converted is not None and then.env.get(converted, UNKNOWN).is_tensor:
+                # ``if not isinstance(image, torch.Tensor): image = preprocess(image)``: a
+                # tensor made from a picture or a list, the one path whose dtype is known
+                frame.env[converted] = then.env[converted]
         elif isinstance(stmt, (cst.For, cst.While)):
             self.loop(stmt, frame)
         elif isinstance(stmt, cst.With):
@@ -105,6 +110,21 @@ class StatementWalk(ExpressionWalk):
             body = getattr(stmt, "body", None)
             if isinstance(body, cst.IndentedBlock):
                 self.block(body.body, frame)
+
+    def converted(self, stmt: cst.If) -> str | None:
+        """``x`` of ``if not isinstance(x, torch.Tensor): x = ...`` (without ``else``)."""
+        test = stmt.test
+        if stmt.orelse is not None or not isinstance(test, cst.UnaryOperation):
+            return None
+        call = test.expression
+        if not (isinstance(test.operator, cst.Not) and isinstance(call, cst.Call)):
+            return None
+        if dotted(call.func) != "isinstance" or len(call.args) != 2:
+            return None
+        name, kind = call.args[0].value, call.args[1].value
+        if not isinstance(name, cst.Name) or self.imports.resolve(kind) != "torch.Tensor":
+            return None
+        return name.value
 
     def branch(
         self, node: cst.CSTNode, frame: Frame, guard: tuple[cst.BaseExpression, bool] | None = None

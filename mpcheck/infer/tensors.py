@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from mpcheck import data_api
 from mpcheck import torch_api as T
 from mpcheck.facts import (
     UNKNOWN,
@@ -86,6 +87,8 @@ class TensorWalk(ModuleWalk):
                     kwargs,
                     skip_self=False,
                 )
+        if recv == UNKNOWN and method == "to" and _picture_cast(node, args, kwargs):
+            recv = UNKNOWN_TENSOR  # ``image = processor(image); image.to(dtype=torch.float32)``
         result = carried(self.tensor_method(node, method, recv, args, kwargs, frame), node)
         if result.is_tensor and _full_reduction(method, args, kwargs):
             result = replace(result, zero_dim=True)  # ``loss.mean()``: does not promote
@@ -580,3 +583,10 @@ def _literal_leaves(node: cst.BaseExpression) -> Iterator[cst.CSTNode | None]:
         yield node
     else:
         yield None
+
+
+def _picture_cast(node: cst.Call, args: tuple[Operand, ...], kwargs: dict[str, Operand]) -> bool:
+    """``image.to(device, dtype=...)`` on a picture of unknown type: a tensor being cast."""
+    receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
+    dtype = kwargs.get("dtype") or next((a for a in args if a.fact.kind is Kind.DTYPE), None)
+    return isinstance(receiver, cst.Name) and dtype is not None and data_api.picture(receiver.value)

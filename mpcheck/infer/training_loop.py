@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from mpcheck import training_api as api
-from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Prec, element, seq_of, tensor_of_dtype
+from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Prec, seq_of, tensor_of_dtype
 from mpcheck.infer.binding import passed
 from mpcheck.infer.frames import Frame, WalkApi
 from mpcheck.names import dotted
@@ -164,17 +164,6 @@ class Tracker:
             self.clip(node, frame, via="torch")
             return True
         return False
-
-    @staticmethod
-    def builtin(name: str, args: tuple[Operand, ...]) -> Fact | None:
-        """``list(...)``, ``filter(f, ...)``, ``next(iter(...))``: keep the elements' facts."""
-        if name in api.SEQ_BUILTINS and len(args) == 1 and args[0].fact.kind is Kind.SEQ:
-            return Fact(Kind.SEQ, elem=element(args[0].fact))
-        if name == "filter" and len(args) == 2 and args[1].fact.kind is Kind.SEQ:
-            return Fact(Kind.SEQ, elem=element(args[1].fact))
-        if name == "next" and args and args[0].fact.kind is Kind.SEQ:
-            return element(args[0].fact)
-        return None
 
     def make_scaler(
         self, node: cst.Call, qual: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
