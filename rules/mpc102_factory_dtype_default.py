@@ -66,6 +66,13 @@ class FactoryDtypeDefault(Rule):
         was last carried on before the model (where the cast belongs), with the load as a
         related location.
 
+        A float32 buffer registered with `persistent=False` in a class that `from_pretrained`
+        loads (diffusers' `ModelMixin`, transformers' `PreTrainedModel`) stays float32 too:
+        `from_pretrained(torch_dtype=torch.float16)` loads the checkpoint's tensors in float16
+        without casting the module, and a non-persistent buffer is not in the checkpoint. It is
+        reported where it is read into the activations (`hidden_states + self.pos_embed`),
+        with the `register_buffer` as a related location.
+
         Python scalars and 0-dim tensors (`torch.tensor(1.0)`, `torch.full((), 0.0)`, a
         loss) never promote a tensor, and integer or bool tensors used as indices or masks
         are fine. Under `torch.autocast`,
