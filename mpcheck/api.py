@@ -33,7 +33,6 @@ from mpcheck.sites import (
 )
 from mpcheck.torch_api import (
     CAST_METHODS,
-    CASTING_ENCODERS,
     CHECKED_FILL_FACTORIES,
     CHECKED_SCALAR_WRITES,
     CONTAINER_LAYERS,
@@ -63,7 +62,6 @@ Edit = NodeEdit
 
 __all__ = [
     "CANONICAL",
-    "CASTING_ENCODERS",
     "CAST_METHODS",
     "CHECKED_FILL_FACTORIES",
     "CHECKED_SCALAR_WRITES",

@@ -13,7 +13,13 @@ import libcst as cst
 
 from mpcheck import autocast_ops
 from mpcheck.facts import Fact, Kind
-from mpcheck.torch_api import MODEL_CONDITIONING, MODEL_INPUTS, STRICT_NORMS, OpKind
+from mpcheck.torch_api import (
+    CASTING_ENCODERS,
+    MODEL_CONDITIONING,
+    MODEL_INPUTS,
+    STRICT_NORMS,
+    OpKind,
+)
 
 
 @dataclass(frozen=True)
@@ -166,6 +172,13 @@ class CallSite:
             return False
         module = self.receiver if self.is_module_call else None
         return module is None or module.fact.layer not in STRICT_NORMS
+
+    @property
+    def casts_pixel_values(self) -> bool:
+        """A transformers encoder of a pipeline (``pipe.image_encoder``, ``safety_checker``):
+        its vision embeddings cast ``pixel_values`` to its own dtype, so a processor's
+        float32 output may go in as it is."""
+        return self.module_path in CASTING_ENCODERS
 
     @property
     def recast_by_autocast(self) -> bool:

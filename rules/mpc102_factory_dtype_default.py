@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mpcheck.api import (
-    CASTING_ENCODERS,
     LOSS_LAYERS,
     PASS_THROUGH_LAYERS,
     Autocast,
@@ -308,8 +307,8 @@ class FactoryDtypeDefault(Rule):
         """Report a float32 tensor ``factory`` that a half consumer ``call`` takes in."""
         fact = factory.fact
         assert fact.origin is not None
-        if fact.cause is Cause.DATA and call.module_path in CASTING_ENCODERS:
-            return  # transformers' CLIP/SigLIP embeddings cast ``pixel_values`` themselves
+        if fact.cause is Cause.DATA and call.casts_pixel_values:
+            return  # loaded data into an encoder that casts it itself
         target = call.receiver.node if call.is_module_call and call.receiver else call.node
         name = self.ctx.code(target)
         where = (
