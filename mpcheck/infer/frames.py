@@ -14,10 +14,12 @@ import libcst as cst
 
 from mpcheck.facts import Fact
 from mpcheck.infer.reporting import Reporting
+from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary
 from mpcheck.sites import Operand, Scope
 
 Env = dict[str, Fact]
+_CASTS = frozenset({"to", "type", "type_as", "half", "float", "bfloat16", "double"})
 # A call's positional and keyword arguments, and whether the callee's first parameter is
 # ``self`` (which the call does not pass).
 Call = tuple[tuple[Operand, ...], dict[str, Operand], bool]
@@ -39,6 +41,22 @@ class ClassInfo:
     analysed: bool = False  # its methods were walked (each class is walked once)
     # bases defined in other project files: the base expression, its module, its summary
     elsewhere: tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...] = ()
+
+    def casts_input(self) -> bool:
+        """Whether ``forward`` casts its input or opens an autocast region itself."""
+        fn = self.methods.get("forward")
+        if fn is None:
+            return True  # called some other way: nothing to say about its input
+        params = [p.name.value for p in fn.params.params[1:2]]
+        stack: list[cst.CSTNode] = [fn.body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                receiver, attr = dotted(node.func.value), node.func.attr.value
+                if attr == "autocast" or (receiver in params and attr in _CASTS):
+                    return True
+            stack.extend(node.children)
+        return False
 
 
 @dataclass

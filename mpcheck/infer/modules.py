@@ -145,10 +145,14 @@ class ModuleWalk(FunctionWalk):
                 CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
             )
         op, aten = T.LAYERS.get(layer or "", (None, ""))
-        opaque = layer is None or layer in self.imported  # its layers are not walked here
-        if op is None and opaque and module.prec is Prec.HALF and not frame.scope.in_module:
+        own = self.classes.get(layer or "")
+        if op is None and module.prec is Prec.HALF and not frame.scope.in_module:
             # a script or trainer runs a model it cast to half: its input must be half too
-            op = T.OpKind.MODEL
+            # (unless the file's own class casts what it is given, or a part was cast apart)
+            parts = [f for k, f in frame.env.items() if k.startswith(f"{path}.")]
+            apart = any(f.kind is Kind.MODULE and f.prec is not module.prec for f in parts)
+            if own is None or not (own.casts_input() or apart):
+                op = T.OpKind.MODEL
         if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
             aten = T.LOSS_LAYERS[layer]
             tensors = [a.fact for a in args if a.fact.is_tensor]
