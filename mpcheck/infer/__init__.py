@@ -1,7 +1,8 @@
 """The dtype-provenance engine, one concern per module; imports only point downwards.
 
 Read in this order: :mod:`frames` (what the walk carries), :mod:`reporting` (when a
-site reaches the rules), :mod:`binding` and :mod:`promotion` (pure helpers),
+site reaches the rules), :mod:`binding`, :mod:`promotion`, :mod:`buffers` and
+:mod:`scripts` (pure helpers),
 :mod:`base` (the walk's state and public interface), then the layers of the walk:
 :mod:`autocast`, :mod:`functions`, :mod:`modules`, :mod:`tensors`,
 :mod:`expressions`, :mod:`statements`, and :mod:`analysis`, which drives a file.

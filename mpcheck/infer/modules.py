@@ -29,6 +29,7 @@ from mpcheck.infer.buffers import registered
 from mpcheck.infer.frames import ClassInfo, Env, Frame
 from mpcheck.infer.functions import FunctionWalk
 from mpcheck.infer.imported import call_result, fact_of
+from mpcheck.infer.scripts import model_of, takes_half_input
 from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary, Value
 from mpcheck.sites import CallSite, InnerCall, Operand, Owner
@@ -145,14 +146,8 @@ class ModuleWalk(FunctionWalk):
                 CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
             )
         op, aten = T.LAYERS.get(layer or "", (None, ""))
-        own = self.classes.get(layer or "")
-        if op is None and module.prec is Prec.HALF and not frame.scope.in_module:
-            # a script or trainer runs a model it cast to half: its input must be half too
-            # (unless the file's own class casts what it is given, or a part was cast apart)
-            parts = [f for k, f in frame.env.items() if k.startswith(f"{path}.")]
-            apart = any(f.kind is Kind.MODULE and f.prec is not module.prec for f in parts)
-            if own is None or not (own.casts_input() or apart):
-                op = T.OpKind.MODEL
+        if op is None and takes_half_input(module, path, self.classes.get(layer or ""), frame):
+            op = T.OpKind.MODEL
         if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
             aten = T.LOSS_LAYERS[layer]
             tensors = [a.fact for a in args if a.fact.is_tensor]
@@ -477,7 +472,7 @@ class ModuleWalk(FunctionWalk):
                 kwargs,
                 frame,
                 split=split,
-                callee=_model_of(node, method),
+                callee=model_of(node, method),
             )
         return UNKNOWN
 
@@ -589,11 +584,3 @@ def _site_precs(site: CallSite) -> tuple[tuple[Prec, str | None], ...]:
     operands = [site.receiver] if site.receiver is not None else []
     operands += list(site.args) + [site.kwargs[k] for k in sorted(site.kwargs)]
     return tuple((o.fact.prec, o.fact.dtype) for o in operands)
-
-
-def _model_of(node: cst.Call, method: str) -> cst.BaseExpression | None:
-    """``vae`` of ``vae.encode(x)``: the model whose weights a method runs (not for
-    ``self.proj(x)``, where the attribute is the module)."""
-    if method in ("forward", "encode", "decode", "sample") and isinstance(node.func, cst.Attribute):
-        return node.func.value
-    return None
