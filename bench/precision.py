@@ -8,7 +8,8 @@ and the precision table of ``docs/real-world.md``; it exits 1 while any finding 
 
 Usage::
 
-    python bench/precision.py --dir /tmp/mpcheck-corpus [--group libraries] [--only a,b] [--markdown]
+    python bench/precision.py --dir /tmp/mpcheck-corpus [--group libraries] [--only a,b]
+                              [--markdown]
 
 Wheels come from the package index (``pip download``); repositories from local git mirrors
 (``--mirrors``, default ``/work/.mirror``, one ``owner+name/repo`` directory per repository,
