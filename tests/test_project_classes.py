@@ -267,3 +267,17 @@ def test_class_summary_holds_its_float32_dtype_default(tmp_path: Path) -> None:
     assert (index, place.path, place.line, place.text) == (2, "pkg/cache.py", 7, "torch.float32")
     again = type(summary).from_json(summary.to_json())
     assert again is not None and again.classes["KVCache"].float32_default == default
+
+
+def test_method_origin_decided_in_a_helper_above_the_class_has_its_line(tmp_path: Path) -> None:
+    """``Timesteps.forward`` returns what ``get_timestep_embedding`` (defined above the class)
+    made float32: the summary points at that line, not at line 0."""
+    helper = (
+        "import torch\nfrom torch import nn\n\n\ndef embed(t):\n    return t.float() * 2\n\n\n"
+        "class Timesteps(nn.Module):\n    def forward(self, t):\n        return embed(t)\n"
+    )
+    package(tmp_path, {"emb.py": helper})
+    summary = FileSummariser(tmp_path).summarise(tmp_path / "pkg" / "emb.py", lambda *a: None)
+    assert summary is not None
+    origin = summary.classes["Timesteps"].methods["forward"].returns.origin
+    assert origin is not None and (origin.line, origin.column) == (6, 12)

@@ -128,7 +128,10 @@ def _placer(module: cst.Module, text: str, start: int) -> Placer:
     ``class``): cheap, unlike a position pass over the whole file, and only for messages."""
 
     def place(node: cst.CSTNode) -> tuple[int, int]:
-        offset = text.find(module.code_for_node(node), max(start, 0))
+        code = module.code_for_node(node)
+        offset = text.find(code, max(start, 0))
+        if offset < 0:  # decided in a helper defined above (``get_timestep_embedding``)
+            offset = text.find(code)
         if offset < 0:
             return 0, 0
         line_start = text.rfind("\n", 0, offset) + 1
