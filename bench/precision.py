@@ -8,7 +8,8 @@ and the precision table of ``docs/real-world.md``; it exits 1 while any finding 
 
 Usage::
 
-    python bench/precision.py --dir /tmp/mpcheck-corpus [--group libraries] [--markdown]
+    python bench/precision.py --dir /tmp/mpcheck-corpus [--group libraries] [--only a,b]
+                              [--markdown]
 
 Wheels come from the package index (``pip download``); repositories from local git mirrors
 (``--mirrors``, default ``/work/.mirror``, one ``owner+name/repo`` directory per repository,
@@ -122,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--markdown", action="store_true", help="print the docs tables")
+    parser.add_argument("--only", default="", help="comma-separated corpus names to run")
     args = parser.parse_args(argv)
+    only = {name for name in args.only.split(",") if name}
 
     verdicts = tomllib.loads((HERE / "verdicts.toml").read_text()).get("verdict", [])
     known = {(v["rule"], v["path"], normalise(v["anchor"])): v for v in verdicts}
@@ -130,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     per_rule: Counter[tuple[str, str]] = Counter()
     rows, untriaged = [], []
     for corpus in load_corpora(args.group):
+        if only and corpus.name not in only:
+            continue
         root = materialise(corpus, args.dir, args.mirrors)
         if root is None:
             continue

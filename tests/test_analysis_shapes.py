@@ -134,3 +134,21 @@ def test_losses_with_the_default_reduction_are_zero_dim() -> None:
         (Prec.FULL, True),
         (Prec.FULL, False),
     ]
+
+
+def test_add_noise_promotes_its_noise_with_the_sample() -> None:
+    # diffusers' ``add_noise``: ``a * original_samples + b * noise``, its tables cast to the
+    # sample's dtype, the noise not (diffusers-92d7086: a float32 randn noise, half latents)
+    facts = probe(
+        """
+        class Net(nn.Module):
+            def forward(self, x, t):
+                noise = torch.randn(x.shape)
+                probe.at(self.scheduler.add_noise(x, noise, t))
+                probe.at(self.scheduler.add_noise(x, torch.randn_like(x), t))
+                probe.at(self.scheduler.add_noise(original_samples=x, noise=noise, timesteps=t))
+                probe.at(self.scheduler.scale_model_input(x, t))
+        """
+    )
+    assert [f.prec for f in facts] == [Prec.FULL, Prec.MODEL, Prec.FULL, Prec.MODEL]
+    assert facts[0].mixed is not None  # it absorbed the model's activations

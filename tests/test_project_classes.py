@@ -199,3 +199,85 @@ def test_model_cast_at_the_top_level_of_another_file(tmp_path: Path) -> None:
         "float16",
         "Net",
     )
+
+
+CACHE = """
+import torch
+from torch import nn
+
+
+class KVCache(nn.Module):
+    def __init__(self, n, dim, dtype=torch.float32):
+        super().__init__()
+        self.register_buffer("k_cache", torch.zeros(1, n, dim, dtype=dtype))
+
+    def update(self, k):
+        self.k_cache[:, : k.shape[1]] = k
+        return self.k_cache[:, : k.shape[1]]
+"""
+
+CACHED_ATTENTION = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+{imports}
+
+
+class Attention(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.q = nn.Linear(dim, dim)
+        self.cache = KVCache({args})
+
+    def forward(self, x):
+        k = self.cache.update(x)
+        return F.scaled_dot_product_attention(self.q(x), k, k)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ("16, dim", {(16, "MPC103")}),  # the constructor's float32 default holds
+        ("16, dim, torch.bfloat16", set()),  # passed by position
+        ("16, dim, dtype=torch.bfloat16", set()),  # passed by name
+        ("*shape", set()),  # may pass it: nothing is assumed
+    ],
+)
+def test_constructor_float32_default_across_files_and_in_one(
+    tmp_path: Path, args: str, expected: set[tuple[int, str]]
+) -> None:
+    attention = CACHED_ATTENTION.replace("{args}", args)
+    imports = "from .cache import KVCache"
+    package(tmp_path, {"cache.py": CACHE, "attention.py": attention.format(imports=imports)})
+    assert findings(tmp_path, "pkg/attention.py") == expected
+    single = tmp_path / "single.py"
+    single.write_text(CACHE + attention.format(imports=""))
+    own = CACHE.count("\n")
+    assert {(r - own, c) for r, c in findings(tmp_path, "single.py", False)} == expected
+
+
+def test_class_summary_holds_its_float32_dtype_default(tmp_path: Path) -> None:
+    package(tmp_path, {"cache.py": CACHE})
+    summary = FileSummariser(tmp_path).summarise(tmp_path / "pkg" / "cache.py", lambda *a: None)
+    assert summary is not None
+    default = summary.classes["KVCache"].float32_default
+    assert default is not None
+    index, place = default
+    assert (index, place.path, place.line, place.text) == (2, "pkg/cache.py", 7, "torch.float32")
+    again = type(summary).from_json(summary.to_json())
+    assert again is not None and again.classes["KVCache"].float32_default == default
+
+
+def test_method_origin_decided_in_a_helper_above_the_class_has_its_line(tmp_path: Path) -> None:
+    """``Timesteps.forward`` returns what ``get_timestep_embedding`` (defined above the class)
+    made float32: the summary points at that line, not at line 0."""
+    helper = (
+        "import torch\nfrom torch import nn\n\n\ndef embed(t):\n    return t.float() * 2\n\n\n"
+        "class Timesteps(nn.Module):\n    def forward(self, t):\n        return embed(t)\n"
+    )
+    package(tmp_path, {"emb.py": helper})
+    summary = FileSummariser(tmp_path).summarise(tmp_path / "pkg" / "emb.py", lambda *a: None)
+    assert summary is not None
+    origin = summary.classes["Timesteps"].methods["forward"].returns.origin
+    assert origin is not None and (origin.line, origin.column) == (6, 12)

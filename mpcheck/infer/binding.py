@@ -7,7 +7,8 @@ with the caller's facts; all of them bind arguments the same way, here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 
 import libcst as cst
 
@@ -57,3 +58,36 @@ def passed(
     params = parameters(fn, skip_self=skip_self)
     bound = bind_arguments(fn, args, kwargs, skip_self=skip_self)
     return {p.name.value: f for p, f in zip(params, bound, strict=True) if f is not None}
+
+
+_USES_DTYPE = re.compile(r"\bdtype\s*=\s*dtype\b|\.to\(\s*dtype\s*\)")
+
+
+def float32_default(
+    init: cst.FunctionDef | None,
+    module: cst.Module,
+    resolve: Callable[[cst.BaseExpression], str | None],
+) -> tuple[int, cst.BaseExpression] | None:
+    """The position (``self`` excluded) and default of a module's ``__init__(...,
+    dtype=torch.float32)`` that its parts and buffers are built with (``torch.zeros(shape,
+    dtype=dtype)``): a class built without ``dtype`` is built in float32, as with a literal
+    ``dtype=torch.float32``."""
+    if init is None:
+        return None
+    for index, param in enumerate(parameters(init, skip_self=True)):
+        if param.name.value != "dtype" or param.default is None:
+            continue
+        if resolve(param.default) not in ("torch.float32", "torch.float"):
+            return None
+        used = _USES_DTYPE.search(module.code_for_node(init.body))
+        return (index, param.default) if used else None
+    return None
+
+
+def passes(node: cst.Call, index: int, name: str) -> bool:
+    """Whether ``node`` may pass the parameter at ``index`` (``self`` excluded) named ``name``."""
+    if any(arg.star for arg in node.args):
+        return True
+    positional = [arg for arg in node.args if arg.keyword is None]
+    named = {arg.keyword.value for arg in node.args if arg.keyword is not None}
+    return len(positional) > index or name in named

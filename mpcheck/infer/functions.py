@@ -24,7 +24,7 @@ from mpcheck.facts import (
     promote,
 )
 from mpcheck.infer.autocast import AutocastWalk
-from mpcheck.infer.binding import bind_arguments, parameters
+from mpcheck.infer.binding import bind_arguments, float32_default, parameters, passes
 from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
 from mpcheck.infer.imported import base_classes, inherit
 from mpcheck.names import dotted
@@ -219,6 +219,28 @@ class FunctionWalk(AutocastWalk):
                     env[name] = Fact(Kind.OTHER, params=frozenset({index}))  # continuous t
             index += 1
         return Frame(env, scope)
+
+    def constructor_dtype(self, node: cst.Call, layer: str | None) -> Operand | None:
+        """``KVCache(n, d)`` of a class whose ``__init__`` takes ``dtype=torch.float32`` and
+        builds its parts with it: that default, as if passed (the class here or elsewhere)."""
+        info = self.classes.get(layer or "")
+        if info is not None and info.is_module:
+            found = float32_default(info.methods.get("__init__"), self.module, self.imports.resolve)
+            if found is None or passes(node, found[0], "dtype"):
+                return None
+            default = found[1]
+            text = f"built in float32 by the default `dtype={self.code(default)}` of `{layer}`"
+            fact = Fact(Kind.DTYPE, Prec.FULL, "float32", Origin(default, Cause.LITERAL, text))
+            return Operand(default, fact)
+        imported = self.imported.get(layer or "")
+        kept = imported.float32_default if imported is not None else None
+        if kept is None or passes(node, kept[0], "dtype"):
+            return None
+        place = kept[1]
+        text = f"built in float32 by the default `dtype={place.text}` of `{layer}`"
+        self.elsewhere[node] = replace(place, text=f"`dtype` defaults to `{place.text}` here")
+        fact = Fact(Kind.DTYPE, Prec.FULL, "float32", Origin(node, Cause.LITERAL, text))
+        return Operand(node, fact)
 
     def _called_by_base(self, fn: cst.FunctionDef, cls: ClassInfo | None) -> bool:
         """``_norm`` overridden in a subclass of another model class and called nowhere in

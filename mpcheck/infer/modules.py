@@ -51,7 +51,7 @@ class ModuleWalk(FunctionWalk):
         a model made half at construction (``from_pretrained(torch_dtype=torch.float16)``
         sets the default dtype while ``__init__`` runs) keeps that part in its own dtype.
         """
-        dtype = kwargs.get("dtype")
+        dtype = kwargs.get("dtype") or self.constructor_dtype(node, layer)
         if frame.scope.in_module:
             f = dtype.fact if dtype is not None else None
             if (
@@ -68,6 +68,8 @@ class ModuleWalk(FunctionWalk):
         if dtype is not None and dtype.fact.kind is Kind.DTYPE:
             f = dtype.fact
             text = f"built with dtype={self.code(dtype.node)}"
+            if dtype is not kwargs.get("dtype") and f.origin is not None:
+                text = f.origin.text  # the class's own default: ``dtype=torch.float32``
             origin = Origin(node, Cause.MODEL_CAST, text, self.dtype_source(dtype))
             return Fact(Kind.MODULE, f.prec, f.dtype, origin, layer=layer, maybe=f.maybe)
         origin = Origin(node, Cause.LITERAL, "built in float32 (the default)")

@@ -51,7 +51,13 @@ class TensorWalk(ModuleWalk):
         if method in T.SCHEDULER_SAMPLES and T.is_scheduler(path):
             index, name = T.SCHEDULER_SAMPLES[method]  # ``scheduler.step(...).prev_sample``
             sample = kwargs.get(name) or (args[index] if len(args) > index else None)
-            return sample.fact if sample is not None and sample.fact.is_tensor else UNKNOWN
+            if sample is None or not sample.fact.is_tensor:
+                return UNKNOWN
+            if method == "add_noise":  # ``a * original_samples + b * noise``: both promote
+                noise = kwargs.get("noise") or (args[1] if len(args) > 1 else None)
+                if noise is not None and noise.fact.is_tensor:
+                    return promote([sample.fact, noise.fact], node)
+            return sample.fact
         if recv.kind is Kind.MODULE:
             return self.module_method(node, method, recv, path, args, kwargs, frame)
         if recv.kind is Kind.BATCH:  # ``batch.to(device)`` moves it; nothing else is known

@@ -17,6 +17,7 @@ from mpcheck import torch_api as T
 from mpcheck.facts import Kind, Prec
 from mpcheck.hooks import Site, SiteKind
 from mpcheck.infer.analysis import FileAnalysis
+from mpcheck.infer.binding import float32_default
 from mpcheck.infer.frames import ClassInfo
 from mpcheck.infer.imported import value_of
 from mpcheck.keep_fp32 import keep_patterns
@@ -24,7 +25,7 @@ from mpcheck.names import ImportTable
 from mpcheck.parsing import Unparsable, parse
 from mpcheck.project.index import ModuleIndex, site_roots
 from mpcheck.project.store import Cached, Dependencies, Lookup, Summaries, Symbol
-from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Value
+from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Value
 from mpcheck.source import SourceError, SourceFile
 
 __all__ = ["FileSummariser", "ProjectSession", "forget", "summaries_for"]
@@ -127,7 +128,10 @@ def _placer(module: cst.Module, text: str, start: int) -> Placer:
     ``class``): cheap, unlike a position pass over the whole file, and only for messages."""
 
     def place(node: cst.CSTNode) -> tuple[int, int]:
-        offset = text.find(module.code_for_node(node), max(start, 0))
+        code = module.code_for_node(node)
+        offset = text.find(code, max(start, 0))
+        if offset < 0:  # decided in a helper defined above (``get_timestep_embedding``)
+            offset = text.find(code)
         if offset < 0:
             return 0, 0
         line_start = text.rfind("\n", 0, offset) + 1
@@ -174,6 +178,11 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
         and forward is not None
         and forward.returns.prec == Prec.FULL.value
     )
+    default = float32_default(info.methods.get("__init__"), walk.module, walk.imports.resolve)
+    float32 = None
+    if default is not None and info.is_module:
+        line, column = place(default[1])
+        float32 = (default[0], Place(shown, line, column, walk.module.code_for_node(default[1])))
     return ClassSummary(
         bases=info.bases,
         is_module=info.is_module,
@@ -183,6 +192,7 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
         methods=methods,
         attrs=attrs,
         keep_patterns=tuple(patterns),
+        float32_default=float32,
     )
 
 

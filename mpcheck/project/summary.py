@@ -21,7 +21,7 @@ from mpcheck.hashing import hex_digest
 
 __all__ = ["ClassSummary", "Function", "ModuleSummary", "Place", "ProjectLookup", "Value"]
 
-FORMAT = 2  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 3  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,9 @@ class ClassSummary:
     attrs: dict[str, Value] = field(default_factory=dict)
     # its own ``_keep_in_fp32_modules`` names: they also keep a subclass's parts in float32
     keep_patterns: tuple[str, ...] = ()
+    # ``__init__(..., dtype=torch.float32)`` building its parts: the position of ``dtype``
+    # (``self`` excluded) and where the default is; built without it, the class is float32
+    float32_default: tuple[int, Place] | None = None
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,15 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         methods={k: _function(v) for k, v in data["methods"].items()},
         attrs={k: _value(v) for k, v in data["attrs"].items()},
         keep_patterns=tuple(data["keep_patterns"]),
+        float32_default=_default(data["float32_default"]),
     )
+
+
+def _default(data: list[Any] | None) -> tuple[int, Place] | None:
+    if data is None:
+        return None
+    place = _place(data[1])
+    return None if place is None else (int(data[0]), place)
 
 
 def _module(data: dict[str, Any]) -> ModuleSummary:
