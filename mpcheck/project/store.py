@@ -74,7 +74,7 @@ class Summaries:
     def of(self, path: Path) -> ModuleSummary | None:
         """The summary of ``path`` (None when it cannot be summarised, or when a module of its
         import cycle is being summarised: cycle partners see each other as unknown)."""
-        path = path.resolve()
+        path = self._index.resolved(path)
         if path not in self._component:
             self._components_from(path)
         component = self._component[path]
@@ -90,7 +90,7 @@ class Summaries:
     def digest(self, path: Path) -> str | None:
         """The digest of the current summary of ``path`` (None: it has none; CYCLE: it is
         being summarised, so it cannot be judged now)."""
-        path = path.resolve()
+        path = self._index.resolved(path)
         if path in self._digests:
             return self._digests[path]
         if path not in self._done:
@@ -103,7 +103,7 @@ class Summaries:
 
     def dependencies(self, path: Path) -> Dependencies:
         """What the summary (or check) of ``path`` consulted, transitively."""
-        return self._deps.get(path.resolve(), {})
+        return self._deps.get(self._index.resolved(path), {})
 
     def _summarise(self, path: Path, component: int) -> None:
         if self._cached is not None and path not in self._validating:
@@ -154,7 +154,7 @@ class Summaries:
     def begin(self, path: Path) -> None:
         """``path`` is being checked: its walk is its summary walk, so its cycle partners
         are unknown to it, as they would be to its summary."""
-        path = path.resolve()
+        path = self._index.resolved(path)
         if path not in self._component:
             self._components_from(path)
         self._open.add(self._component[path])
@@ -164,7 +164,7 @@ class Summaries:
     def end(self, path: Path, summary: ModuleSummary | None) -> Dependencies:
         """The check of ``path`` is over; its walk gave ``summary`` (kept unless one exists).
         Returns what the check consulted."""
-        path = path.resolve()
+        path = self._index.resolved(path)
         self._open.discard(self._component[path])
         deps = self._collecting.pop()
         self._walks.pop()
@@ -205,7 +205,7 @@ class Summaries:
         imports = self._engine.imports(path)
         found = (self._index.resolve(path, dotted, level) for dotted, level in imports)
         island = self._index.library(path)
-        paths = {t.path.resolve() for t in found if t is not None}
+        paths = {self._index.resolved(t.path) for t in found if t is not None}
         return sorted(p for p in paths if self._index.library(p) == island)
 
     def _components_from(self, start: Path) -> None:
