@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import libcst as cst
 
@@ -26,8 +26,7 @@ from mpcheck.rule import Report, Rule, RuleContext
 from mpcheck.source import SourceError, SourceFile
 
 if TYPE_CHECKING:
-    from mpcheck.project.store import Dependencies
-    from mpcheck.project.summarise import ProjectSession
+    from mpcheck.project.store import Dependencies, Symbol
     from mpcheck.project.summary import ModuleSummary, Place
 
 # A file that mentions none of these cannot hold a finding: it is not parsed.
@@ -54,6 +53,15 @@ class Options:
     cache_dir: str | None = None
     # The oldest torch the project supports, (major, minor); None: the latest.
     target_torch_version: tuple[int, int] | None = None
+
+
+class ProjectLink(Protocol):
+    """A check's view of the project (:class:`mpcheck.project.summarise.ProjectSession`):
+    the lookups its walk makes, then the walk's summary and what it consulted."""
+
+    def lookup(self, dotted: str, level: int) -> Symbol | None: ...
+
+    def end(self, walk: FileAnalysis | None) -> tuple[ModuleSummary | None, Dependencies]: ...
 
 
 @dataclass
@@ -122,9 +130,15 @@ def check_source(
 
 
 def analyse_source(
-    data: bytes, filename: str, rules: Sequence[type[Rule]], options: Options = Options()
+    data: bytes,
+    filename: str,
+    rules: Sequence[type[Rule]],
+    options: Options = Options(),
+    *,
+    link: ProjectLink | None = None,
 ) -> Analysed:
-    """The findings of ``rules`` on one file, before ``noqa`` is applied."""
+    """The findings of ``rules`` on one file, before ``noqa`` is applied. ``link``: the
+    project as the walk sees it (default: a session of ``options.project_root``'s project)."""
     if len(data) > options.max_file_size:
         message = (
             f"the file is {_size(len(data))}, above max-file-size ({_size(options.max_file_size)})"
@@ -133,7 +147,7 @@ def analyse_source(
         return Analysed([_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))])
     if not PREFILTER.search(data):
         return Analysed(_undecodable(data, filename))
-    return _analyse(data, filename, rules, options)
+    return _analyse(data, filename, rules, options, link)
 
 
 def suppress(
@@ -188,13 +202,19 @@ def _size(n: int) -> str:
     return f"{n / 1024**2:.1f} MiB" if n >= 1024**2 else f"{n / 1024:.0f} KiB"
 
 
-def _analyse(data: bytes, filename: str, rules: Sequence[type[Rule]], options: Options) -> Analysed:
+def _analyse(
+    data: bytes,
+    filename: str,
+    rules: Sequence[type[Rule]],
+    options: Options,
+    link: ProjectLink | None,
+) -> Analysed:
     parsed = parse(data)
     if isinstance(parsed, Unparsable):
         code = INVALID_SYNTAX if parsed.syntax else INTERNAL_ERROR
         return Analysed([_file_level(code, parsed.message, filename, parsed.position)])
     try:
-        return _run_rules(parsed, data, filename, rules, options)
+        return _run_rules(parsed, data, filename, rules, options, link)
     except RecursionError:
         message = "the file is nested too deeply to analyse; it was skipped"
         return Analysed([_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))])
@@ -209,6 +229,7 @@ def _run_rules(
     filename: str,
     rules: Sequence[type[Rule]],
     options: Options,
+    link: ProjectLink | None,
 ) -> Analysed:
     reports: list[Report] = []
     imports = ImportTable.of(module)
@@ -220,7 +241,7 @@ def _run_rules(
         target_torch=options.target_torch_version,
     )
     instances = [rule(ctx) for rule in rules]
-    session = _project(filename, options)
+    session = link if link is not None else _project(filename, options)
     dispatch = _Dispatch(instances)
     analysis = FileAnalysis(
         module,
@@ -263,7 +284,7 @@ def _elsewhere(places: Mapping[cst.CSTNode, Place], root: str | None) -> dict[cs
     return out
 
 
-def _project(filename: str, options: Options) -> ProjectSession | None:
+def _project(filename: str, options: Options) -> ProjectLink | None:
     """The check of ``filename`` against the files it imports (loaded only when used)."""
     if options.project_root is None or filename == "-":
         return None

@@ -8,26 +8,37 @@ selected rules and ``noqa`` comments applied, so a new selection never needs re-
 
 A file whose modification time and size are those recorded is taken to hash the same without
 being read; a warm run reads only the files that may hold a ``noqa`` directive.
+
+A module the run will check that another file's check needs summarised is checked there and
+then (:data:`mpcheck.project.store.Walker`): its entry is written when its walk is over, so
+its own turn, in this process or another ``-j`` worker, takes it from the cache instead of
+parsing and walking the file a second time.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from mpcheck.cache import Dependency, Entry, FileCache, Stamp, content_hash, fingerprint, stamp
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.engine import Options, analyse_source, might_noqa, suppress
+from mpcheck.engine import Analysed, Options, analyse_source, might_noqa, suppress
+from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.project import summarise
-from mpcheck.project.store import CYCLE, Dependencies, Summaries
-from mpcheck.project.summarise import summaries_for
+from mpcheck.project.store import CYCLE, Dependencies, Lookup, Summaries, Symbol
+from mpcheck.project.summarise import FileSummariser, summaries_for
 from mpcheck.project.summary import ModuleSummary
 from mpcheck.rule import Rule, all_rules
 
-__all__ = ["check_cached", "forget", "warnings"]
+__all__ = ["check_cached", "forget", "plan", "warnings"]
+
+# The files of the run (absolute paths) and the options each is checked with: a module one
+# of them imports is checked when first summarised only if the run checks it, with these
+# options (a one-file check must not check everything its file imports).
+_planned: Mapping[str, Options] = {}
 
 
 class _Run:
@@ -49,11 +60,16 @@ class _Run:
         self.cache = FileCache(Path(cache_dir), key)
         self._contents: dict[str, str | None] = {}  # by absolute path: no Path per lookup
         self._stamps: dict[str, tuple[Stamp, bool] | None] = {}  # taken before each read
+        self.options = options
+        self.walked: set[str] = set()  # files checked in this process while summarised
         self.summaries: Summaries | None = None
         if options.project_root is not None:
             root, half = options.project_root, options.module_half_capable
             site = options.follow_imports == "site"
-            self.summaries, _ = summaries_for(root, half, self._cached_summary, site=site)
+            self.summaries, summariser = summaries_for(root, half, self._cached_summary, site=site)
+            self._summariser = summariser
+            if self.summaries.walker is None:
+                self.summaries.walker = self._check_while_summarising
 
     def content(self, path: str, data: bytes | None = None) -> str | None:
         """The hash of the file's bytes: ``data`` when given (the bytes being checked), else
@@ -118,6 +134,72 @@ class _Run:
             return None
         return summary, {Path(p): d.digest for p, d in entry.dependencies.items()}
 
+    def _check_while_summarising(
+        self, path: Path, lookup: Lookup
+    ) -> tuple[ModuleSummary, Callable[[Dependencies], None]] | None:
+        """Check ``path`` as its summary is asked for, when the run checks it with these
+        options and its own check would walk it (declined otherwise: it is summarised)."""
+        name = str(path)
+        if _planned.get(name) != self.options or name in self.walked:
+            return None
+        self.stamp(name)  # before reading, as a check does
+        try:
+            with open(name, "rb") as file:
+                data = file.read()
+        except OSError:
+            return None
+        if b"torch" not in data or len(data) > self.options.max_file_size:
+            return None  # the summariser does not walk it: neither does this
+        link = _Nested(path, lookup, self._summariser)
+        analysed = analyse_source(data, name, self.rules, self.options, link=link)
+        if analysed.summary is None:
+            return None  # it failed: its own check will say why, the summariser does the rest
+        content = self.content(name, data)
+
+        def finish(dependencies: Dependencies) -> None:
+            analysed.dependencies = dependencies
+            self.record(path, data, content, analysed)
+            self.walked.add(name)
+
+        return analysed.summary, finish
+
+    def record(self, path: Path, data: bytes, content: str | None, analysed: Analysed) -> None:
+        """Write the entry of a file just analysed."""
+        summary = analysed.summary
+        deps = {
+            str(p): Dependency(self.content(str(p)) or "", digest, self.trusted_stamp(str(p)))
+            for p, digest in analysed.dependencies.items()
+        }
+        self.cache.store(
+            path,
+            Entry(
+                content or "",
+                tuple(analysed.diagnostics),
+                None if summary is None else summary.to_json(),
+                None if summary is None else summary.digest,
+                deps,
+                self.trusted_stamp(str(path)),
+                might_noqa(data),
+            ),
+        )
+
+
+class _Nested:
+    """The project as a module's check sees it when it runs inside another file's walk: the
+    store already has the module's import cycle open and collects what it consults."""
+
+    def __init__(self, path: Path, lookup: Lookup, summariser: FileSummariser) -> None:
+        self._path = path
+        self._lookup = lookup
+        self._summariser = summariser
+
+    def lookup(self, dotted: str, level: int) -> Symbol | None:
+        return self._lookup(self._path, dotted, level)
+
+    def end(self, walk: FileAnalysis | None) -> tuple[ModuleSummary | None, Dependencies]:
+        summary = None if walk is None else self._summariser.summary_of(walk, self._path)
+        return summary, {}
+
 
 _RUNS: dict[tuple[Options, str], _Run] = {}
 
@@ -149,7 +231,8 @@ def check_cached(
         and run.dependencies_hold(entry)
     ):  # unchanged, and no directive in it: its bytes are not needed
         found = [replace(d, filename=filename) for d in entry.diagnostics]
-        return suppress(found, b"", filename, rules, options), "cached"
+        outcome = "analysed" if name in run.walked else "cached"
+        return suppress(found, b"", filename, rules, options), outcome
     with open(name, "rb") as file:
         data = file.read()
     content = run.content(name, data)
@@ -157,34 +240,26 @@ def check_cached(
         # (its summary is not offered to the project's store: an importer that needs it
         # reads it back through ``_cached_summary``, and a warm run needs none)
         found = [replace(d, filename=filename) for d in entry.diagnostics]
-        outcome = "cached"
+        outcome = "analysed" if name in run.walked else "cached"
     else:
         outcome = "analysed"
         analysed = analyse_source(data, filename, run.rules, options)
         found = analysed.diagnostics
-        summary = analysed.summary
-        deps = {
-            str(p): Dependency(run.content(str(p)) or "", digest, run.trusted_stamp(str(p)))
-            for p, digest in analysed.dependencies.items()
-        }
-        run.cache.store(
-            path,
-            Entry(
-                content or "",
-                tuple(found),
-                None if summary is None else summary.to_json(),
-                None if summary is None else summary.digest,
-                deps,
-                run.trusted_stamp(name),
-                might_noqa(data),
-            ),
-        )
+        run.record(path, data, content, analysed)
     return suppress(found, data, filename, rules, options), outcome
+
+
+def plan(files: Mapping[str, Options]) -> None:
+    """The files this process's run will check (absolute paths) and their options."""
+    global _planned
+    _planned = files
 
 
 def forget() -> None:
     """Start a new run: files may have changed since the last one in this process."""
+    global _planned
     _RUNS.clear()
+    _planned = {}
     summarise.forget()
 
 

@@ -8,6 +8,7 @@ import statements is enough: ``F.linear`` -> ``torch.nn.functional.linear``.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 import libcst as cst
@@ -62,6 +63,50 @@ class ImportTable:
         table = cls()
         table._collect(module)
         return table
+
+    @classmethod
+    def of_source(cls, data: bytes) -> ImportTable | None:
+        """The table :meth:`of` gives for the file, from CPython's parser (many times
+        cheaper than libcst's), for a file that is not walked; None when only libcst's
+        tree can tell (a one-line suite ``if x: import y``, which :meth:`of` does not
+        enter, a ``match``, or a file CPython rejects)."""
+        try:
+            data.decode("utf-8")  # (column offsets are in UTF-8 bytes)
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        lines = data.splitlines()
+        table = cls()
+        stack: list[ast.stmt] = list(reversed(tree.body))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname is not None:
+                        table.aliases[alias.asname] = alias.name
+                    else:
+                        head = alias.name.split(".", 1)[0]
+                        table.aliases[head] = head
+            elif isinstance(node, ast.ImportFrom):
+                table._collect_from(node)
+            elif isinstance(node, ast.Match):
+                return None
+            else:
+                suites = _suites(node)
+                if any(not _indented(suite[0], lines) for suite in suites):
+                    return None
+                stack.extend(reversed([s for suite in suites for s in suite]))
+        return table
+
+    def _collect_from(self, node: ast.ImportFrom) -> None:
+        names = [(a.asname or a.name, a.name) for a in node.names if a.name != "*"]
+        if node.level or node.module is None:
+            for local, name in names:
+                self.relative[local] = f"{node.module}.{name}" if node.module else name
+                self.levels[local] = node.level
+        else:
+            for local, name in names:
+                self.aliases[local] = f"{node.module}.{name}"
 
     def _collect(self, module: cst.Module) -> None:
         for node in _import_nodes(module):
@@ -160,6 +205,21 @@ def _import_nodes(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
             stack.extend(_child_statements(node))
     found.reverse()
     return found
+
+
+def _suites(node: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists of a compound statement, in source order (none for a simple one)."""
+    suites = [getattr(node, "body", None), getattr(node, "orelse", None)]
+    suites += [getattr(node, "finalbody", None)]
+    suites += [h.body for h in getattr(node, "handlers", ())]  # (last, as :meth:`of` has them)
+    return [suite for suite in suites if isinstance(suite, list) and suite]
+
+
+def _indented(first: ast.stmt, lines: list[bytes]) -> bool:
+    """Whether a suite starting with ``first`` is an indented block: nothing but indentation
+    before it on its line (``if x: import y`` is a one-line suite)."""
+    line = lines[first.lineno - 1] if first.lineno <= len(lines) else b""
+    return not line[: first.col_offset].strip()
 
 
 def _child_statements(node: cst.BaseCompoundStatement) -> list[cst.CSTNode]:

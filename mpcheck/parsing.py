@@ -25,7 +25,7 @@ import libcst as cst
 
 from mpcheck.diagnostics import Position
 
-__all__ = ["MAX_CHAIN", "MAX_NESTING", "Unparsable", "parse"]
+__all__ = ["MAX_CHAIN", "MAX_NESTING", "Unparsable", "parse", "parseable"]
 
 # CPython refuses more than 200 nested brackets; libcst crashes somewhere above 1,000.
 MAX_NESTING = 200
@@ -70,6 +70,12 @@ def parse(data: bytes) -> cst.Module | Unparsable:
         return Unparsable(f"cannot decode the file: {exc}", Position(1, 1), syntax=True)
     except RecursionError:
         return Unparsable("the file is nested too deeply to parse", Position(1, 1), False)
+
+
+def parseable(data: bytes) -> bool:
+    """Whether :func:`parse` would hand the file to libcst (it is not too deep or too long
+    a chain for it): a caller that reads the file with CPython's parser instead asks first."""
+    return _too_deep(data) is None and _too_long_chain(data) is None
 
 
 _Result = tuple[int, "cst.Module | None", "BaseException | None"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -39,13 +40,28 @@ def check_files(
     cpus = os.cpu_count() or 1
     workers = min(processes, cpus) if processes else min(cpus, 8)
     last_run.clear()
+    # Files checked through the cache are checked when another file first needs them
+    # summarised (:mod:`mpcheck.incremental`): each process is told which files the run has.
+    planned = {
+        os.path.abspath(name): opts
+        for name, _, opts in work
+        if opts.cache_dir is not None and opts.project_root is not None
+    }
     if workers <= 1 or len(work) < POOL_THRESHOLD:
+        _plan(planned)
         return _collect(map(_check_one, work), progress)
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
 
     chunk = max(1, len(work) // (workers * 8))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=workers, initializer=_plan, initargs=(planned,)) as pool:
         return _collect(pool.map(_check_one, work, chunksize=chunk), progress)
+
+
+def _plan(planned: dict[str, Options]) -> None:
+    if planned or "mpcheck.incremental" in sys.modules:  # (a run without the cache: not loaded)
+        from mpcheck.incremental import plan
+
+        plan(planned)
 
 
 def _collect(results: Iterable[_Outcome], progress: Callable[[], None] | None) -> list[Diagnostic]:

@@ -414,3 +414,32 @@ def test_a_file_with_a_noqa_directive_is_read_on_a_warm_run(
     hashed.clear()
     assert run(tree) == cold
     assert sorted(hashed) == sorted(len(p.read_bytes()) for p in with_noqa)
+
+
+def test_a_module_checked_when_first_summarised_is_not_walked_again(
+    tmp_path: Path, analysed: list[str]
+) -> None:
+    # attention.py comes first and needs rope.py summarised: rope.py is checked there and
+    # then, and its own turn takes the entry that check wrote, in one cold run
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    cold = run(tree, "-v")
+    assert sorted(analysed) == ["__init__.py", "attention.py", "rope.py"]  # each once
+    assert "3 files: 3 analysed" in cold[2]
+    assert cold[:2] == run(tree, "--no-cache")[:2]
+
+
+def test_a_one_file_check_does_not_check_what_its_file_imports(
+    tmp_path: Path, analysed: list[str]
+) -> None:
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    status, out, _ = run(tree, "pkg/attention.py")
+    assert analysed == ["attention.py"]  # rope.py was summarised, not checked
+    assert status == 1 and "MPC103" in out
+    analysed.clear()
+    run(tree)
+    assert sorted(analysed) == ["__init__.py", "rope.py"]
+
+
+def test_cold_runs_over_every_fixture_match_the_uncached_run(tmp_path: Path) -> None:
+    tree = copy_tree(FIXTURES, tmp_path / "fixtures")
+    assert run(tree)[:2] == run(tree, "--no-cache")[:2]

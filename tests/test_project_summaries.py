@@ -245,3 +245,36 @@ def test_a_package_init_without_torch_still_reexports(tmp_path: Path) -> None:
         path.read_bytes(), str(path), all_rules(), Options(project_root=str(tmp_path))
     )
     assert [(d.code, d.start.row) for d in found] == [("MPC103", 10)]
+
+
+def test_a_walk_that_met_an_outer_walks_cycle_is_not_kept_as_a_check(tmp_path: Path) -> None:
+    """A module checked while summarised keeps its findings only when its walk saw the
+    project as its own check would: not an import cycle left open by the walk around it."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import g\n")  # a -> b at the top level
+    (pkg / "b.py").write_text("def g():\n    from pkg.a import f\n")  # b -> a only inside
+    (pkg / "c.py").write_text("x = 1\n")
+
+    class Engine:
+        def imports(self, path: Path) -> list[tuple[str, int]]:
+            return [("pkg.b.g", 0)] if path.name == "a.py" else []
+
+        def summarise(self, path: Path, lookup: object) -> None:
+            raise AssertionError("the walker takes every module")
+
+    finished: list[str] = []
+    store = Summaries(ModuleIndex((tmp_path,)), Engine())
+
+    def walker(path: Path, lookup: object) -> tuple[ModuleSummary, object]:
+        if path.name == "b.py":
+            store.of(pkg / "a.py")  # b's function-level import of a, while a is open
+        return ModuleSummary("", path.name), lambda deps: finished.append(path.name)
+
+    store.walker = walker  # type: ignore[assignment]
+    store.begin(pkg / "a.py")
+    store.of(pkg / "b.py")
+    store.of(pkg / "c.py")
+    store.end(pkg / "a.py", None)
+    assert finished == ["c.py"]  # b.py saw a.py unknown; its own check would not have

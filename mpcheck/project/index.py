@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -67,17 +68,21 @@ class ModuleIndex:
         self._is_file = cache(Path.is_file)
         self._is_dir = cache(Path.is_dir)
         self._package_chain = cache(self._chain)
+        # ``Path.resolve`` asks the file system about every component, and a run resolves
+        # the same few thousand paths and imports hundreds of thousands of times.
+        self.resolved: Callable[[Path], Path] = cache(Path.resolve)
+        self._targets: dict[tuple[Path, str, int], Target | None] = {}
 
     def module_name(self, path: Path) -> str:
         """``pkg.sub.mod`` for ``<root>/pkg/sub/mod.py``; ``pkg.sub`` for its ``__init__.py``."""
-        parts = list(self._package_chain(path.resolve().parent))
+        parts = list(self._package_chain(self.resolved(path).parent))
         if path.stem != "__init__":
             parts.append(path.stem)
         return ".".join(parts) or path.stem
 
     def import_root(self, path: Path) -> Path:
         """The directory Python would need on ``sys.path`` to import ``path`` by its name."""
-        directory = path.resolve().parent
+        directory = self.resolved(path).parent
         for _ in self._package_chain(directory):
             directory = directory.parent
         return directory
@@ -85,9 +90,15 @@ class ModuleIndex:
     def resolve(self, importer: Path, module: str, level: int = 0) -> Target | None:
         """The project file that ``import module`` (``level`` dots: a relative import) reaches
         from ``importer``, or None for a module outside the project (torch, the stdlib)."""
+        key = (importer, module, level)
+        if key not in self._targets:
+            self._targets[key] = self._resolve(importer, module, level)
+        return self._targets[key]
+
+    def _resolve(self, importer: Path, module: str, level: int) -> Target | None:
         parts = [p for p in module.split(".") if p]
         if level:
-            base = importer.resolve().parent
+            base = self.resolved(importer).parent
             for _ in range(level - 1):
                 base = base.parent
             return self._find(base, parts, ".".join(self._relative_prefix(importer, level)))
@@ -104,18 +115,18 @@ class ModuleIndex:
     def library(self, path: Path) -> Path | None:
         """The installed top-level package (or module) ``path`` belongs to; None for a file
         of the project (or when installed libraries are not followed)."""
-        path = path.resolve()
+        path = self.resolved(path)
         for root in self._site:
             if path.is_relative_to(root) and path != root:
                 return root / path.relative_to(root).parts[0]
         return None
 
     def _relative_prefix(self, importer: Path, level: int) -> list[str]:
-        package = list(self._package_chain(importer.resolve().parent))
+        package = list(self._package_chain(self.resolved(importer).parent))
         return package[: len(package) - (level - 1)] if level > 1 else package
 
     def _search_path(self, importer: Path) -> tuple[Path, ...]:
-        here = importer.resolve().parent
+        here = self.resolved(importer).parent
         first = (self.import_root(importer), here)
         return tuple(dict.fromkeys(first + self._roots))
 

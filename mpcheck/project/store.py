@@ -17,7 +17,7 @@ from typing import Protocol
 from mpcheck.project.index import ModuleIndex
 from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Value
 
-__all__ = ["CYCLE", "Cached", "Lookup", "Summaries", "Summariser", "Symbol"]
+__all__ = ["CYCLE", "Cached", "Lookup", "Summaries", "Summariser", "Symbol", "Walker"]
 
 Symbol = Function | Value | ClassSummary | ModuleSummary
 Lookup = Callable[[Path, str, int], Symbol | None]
@@ -28,6 +28,11 @@ Dependencies = dict[Path, str | None]
 CYCLE = "cycle"
 # A summary kept from an earlier run, when it is still valid: the summary and what it consulted.
 Cached = Callable[[Path], tuple[ModuleSummary | None, Dependencies] | None]
+# A walk that also checks the module it summarises (its findings are kept for when the file's
+# own check comes): given the path and the lookup to walk with, the summary and what to call
+# with the walk's dependencies once it is over -- only when that walk saw the project as the
+# module's own check would have (see ``Summaries.walker``). None: declined, summarise it.
+Walker = Callable[[Path, Lookup], tuple[ModuleSummary, Callable[[Dependencies], None]] | None]
 REEXPORT_HOPS = 8  # ``__init__`` re-exporting a re-export ...: enough for real packages
 
 
@@ -59,15 +64,22 @@ class Summaries:
         self._collecting: list[Dependencies] = []  # one per walk under way, innermost last
         self._validating: set[Path] = set()
         self._digests: dict[Path, str | None] = {}
+        # The walks under way, innermost last: each one's component, and whether it met the
+        # open component of a walk it is nested in (its own check would not have: tainted).
+        self._walks: list[list[int | bool]] = []
+        # Set by a run that checks files through the cache: summarising a module the run will
+        # check anyway checks it at once, so the file is read, parsed and walked only once.
+        self.walker: Walker | None = None
 
     def of(self, path: Path) -> ModuleSummary | None:
         """The summary of ``path`` (None when it cannot be summarised, or when a module of its
         import cycle is being summarised: cycle partners see each other as unknown)."""
-        path = path.resolve()
+        path = self._index.resolved(path)
         if path not in self._component:
             self._components_from(path)
         component = self._component[path]
         if component in self._open:
+            self._taint(component)
             self._consulted(path, CYCLE)
             return None
         if path not in self._done:
@@ -78,7 +90,7 @@ class Summaries:
     def digest(self, path: Path) -> str | None:
         """The digest of the current summary of ``path`` (None: it has none; CYCLE: it is
         being summarised, so it cannot be judged now)."""
-        path = path.resolve()
+        path = self._index.resolved(path)
         if path in self._digests:
             return self._digests[path]
         if path not in self._done:
@@ -91,7 +103,7 @@ class Summaries:
 
     def dependencies(self, path: Path) -> Dependencies:
         """What the summary (or check) of ``path`` consulted, transitively."""
-        return self._deps.get(path.resolve(), {})
+        return self._deps.get(self._index.resolved(path), {})
 
     def _summarise(self, path: Path, component: int) -> None:
         if self._cached is not None and path not in self._validating:
@@ -109,11 +121,28 @@ class Summaries:
                 return
         self._open.add(component)
         self._collecting.append({})
+        self._walks.append([component, False])
+        finish = None
         try:
-            self._done[path] = self._engine.summarise(path, self.lookup)
+            walked = None if self.walker is None else self.walker(path, self.lookup)
+            if walked is None:
+                self._done[path] = self._engine.summarise(path, self.lookup)
+            else:
+                self._done[path], finish = walked
         finally:
             self._open.discard(component)
             self._deps[path] = self._collecting.pop()
+            tainted = self._walks.pop()[1]
+        if finish is not None and not tainted:
+            finish(self._deps[path])
+
+    def _taint(self, component: int) -> None:
+        """A walk looked up a module of the open ``component``: the walks nested inside the
+        one that opened it saw it as unknown, which their own checks would not have."""
+        for walk in reversed(self._walks):
+            if walk[0] == component:
+                return
+            walk[1] = True
 
     def _consulted(self, path: Path, digest: str | None) -> None:
         if self._collecting:
@@ -125,18 +154,20 @@ class Summaries:
     def begin(self, path: Path) -> None:
         """``path`` is being checked: its walk is its summary walk, so its cycle partners
         are unknown to it, as they would be to its summary."""
-        path = path.resolve()
+        path = self._index.resolved(path)
         if path not in self._component:
             self._components_from(path)
         self._open.add(self._component[path])
         self._collecting.append({})
+        self._walks.append([self._component[path], False])
 
     def end(self, path: Path, summary: ModuleSummary | None) -> Dependencies:
         """The check of ``path`` is over; its walk gave ``summary`` (kept unless one exists).
         Returns what the check consulted."""
-        path = path.resolve()
+        path = self._index.resolved(path)
         self._open.discard(self._component[path])
         deps = self._collecting.pop()
+        self._walks.pop()
         if summary is not None and path not in self._done:
             self._done[path] = summary
             self._deps[path] = deps
@@ -174,7 +205,7 @@ class Summaries:
         imports = self._engine.imports(path)
         found = (self._index.resolve(path, dotted, level) for dotted, level in imports)
         island = self._index.library(path)
-        paths = {t.path.resolve() for t in found if t is not None}
+        paths = {self._index.resolved(t.path) for t in found if t is not None}
         return sorted(p for p in paths if self._index.library(p) == island)
 
     def _components_from(self, start: Path) -> None:

@@ -22,7 +22,7 @@ from mpcheck.infer.frames import ClassInfo
 from mpcheck.infer.imported import value_of
 from mpcheck.keep_fp32 import keep_patterns
 from mpcheck.names import ImportTable
-from mpcheck.parsing import Unparsable, parse
+from mpcheck.parsing import Unparsable, parse, parseable
 from mpcheck.project.index import ModuleIndex, site_roots
 from mpcheck.project.store import Cached, Dependencies, Lookup, Summaries, Symbol
 from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Value
@@ -71,11 +71,15 @@ class FileSummariser:
             data = path.read_bytes()
         except OSError:
             return None
+        if b"torch" not in data:  # nothing to walk, but it may re-export what others define
+            cheap = ImportTable.of_source(data) if parseable(data) else None
+            if cheap is not None:  # (libcst's parse is many times the cost of CPython's)
+                return ModuleSummary("", _shown_path(path, self._root), reexports=_reexports(cheap))
         module = parse(data)
         if isinstance(module, Unparsable):
             return None
         table = ImportTable.of(module)
-        if b"torch" not in data:  # nothing to walk, but it may re-export what others define
+        if b"torch" not in data:
             return ModuleSummary("", _shown_path(path, self._root), reexports=_reexports(table))
         walk = FileAnalysis(
             module,
