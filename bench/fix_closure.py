@@ -16,6 +16,7 @@ import argparse
 import re
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from pyflakes.api import check as pyflakes_check
@@ -56,20 +57,27 @@ def undefined(text: str, name: str) -> Counter[str]:
 
 
 def findings(data: bytes, name: str) -> Counter[tuple[str, str]]:
-    return Counter((d.code, _LINE.sub("line N", d.message)) for d in _shown(data, name))
+    return _counted(_shown(data, name))
+
+
+def _counted(diagnostics: Sequence[Diagnostic]) -> Counter[tuple[str, str]]:
+    return Counter((d.code, _LINE.sub("line N", d.message)) for d in diagnostics)
 
 
 def _shown(data: bytes, name: str) -> list[Diagnostic]:
     return [d for d in check_source(data, name, RULES) if not d.suppressed]
 
 
-def close(data: bytes, name: str) -> tuple[bytes | None, list[str]]:
-    """The fixed bytes (None when nothing was fixed) and every problem the fixes caused."""
+def close(
+    data: bytes, name: str, shown: Sequence[Diagnostic] | None = None
+) -> tuple[bytes | None, list[str]]:
+    """The fixed bytes (None when nothing was fixed) and every problem the fixes caused.
+    ``shown``: the file's unsuppressed findings, when the caller has them already."""
     try:
         source = SourceFile.decode(data)
     except SourceError:
         return None, []
-    diagnostics = _shown(data, name)
+    diagnostics = _shown(data, name) if shown is None else list(shown)
     if not any(d.fix for d in diagnostics):
         return None, []
     text, count = apply_fixes(source, diagnostics, unsafe=True)
@@ -83,7 +91,7 @@ def close(data: bytes, name: str) -> tuple[bytes | None, list[str]]:
         return new, [f"{name}: the fixed file does not compile: {exc}"]
     gained = undefined(text, name) - undefined(source.text, name)
     problems += [f"{name}: the fixes use the undefined name {n}" for n in gained]
-    appeared = findings(new, name) - findings(data, name)
+    appeared = findings(new, name) - _counted(diagnostics)
     problems += [f"{name}: a new {code} after fixing: {message}" for code, message in appeared]
     return new, problems
 

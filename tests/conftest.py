@@ -35,15 +35,22 @@ INTEGRATION_SIGNS = (
 )
 
 
+def _starts_processes(function: object) -> bool:
+    try:
+        code = inspect.getsource(function) if function is not None else ""  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        code = ""
+    return any(sign in code for sign in INTEGRATION_SIGNS)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    judged: dict[object, bool] = {}  # the parametrised cases of a test share its source
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
         function = getattr(item, "function", None)
-        try:
-            code = inspect.getsource(function) if function is not None else ""
-        except (OSError, TypeError):
-            code = ""
-        if module in INTEGRATION_MODULES or any(sign in code for sign in INTEGRATION_SIGNS):
+        if function not in judged:
+            judged[function] = _starts_processes(function)
+        if module in INTEGRATION_MODULES or judged[function]:
             item.add_marker(pytest.mark.integration)
 
 

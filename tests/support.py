@@ -6,6 +6,7 @@ import re
 import runpy
 import warnings
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from mpcheck.diagnostics import Diagnostic
@@ -72,12 +73,24 @@ def span(d: Diagnostic) -> tuple[int, int, int, int]:
     return (d.start.row, d.start.column, d.end.row, d.end.column)
 
 
+@cache
+def _checked(source: str, filename: str) -> tuple[Diagnostic, ...]:
+    return tuple(check(source, filename))
+
+
+def check_fixture(path: Path) -> list[Diagnostic]:
+    """``check`` of a fixture file as it is on disk now. Several suites (expectations,
+    snapshots, fix closure, rule docs) ask this of every fixture: the analysis is done once
+    per process and per content (diagnostics are immutable)."""
+    return list(_checked(path.read_text(), str(path)))
+
+
 def found(path: Path) -> set[tuple[int, str]]:
-    return {(d.start.row, d.code) for d in check(path.read_text(), str(path))}
+    return {(d.start.row, d.code) for d in check_fixture(path)}
 
 
 def found_at(path: Path) -> set[tuple[int, int | None, str]]:
-    return {(d.start.row, d.start.column, d.code) for d in check(path.read_text(), str(path))}
+    return {(d.start.row, d.start.column, d.code) for d in check_fixture(path)}
 
 
 def run_fixed_fixture(code: str, path: Path, tmp_path: Path) -> None:

@@ -93,6 +93,16 @@ def test_editing_one_file_reanalyses_that_file_only(tmp_path: Path, analysed: li
 
 
 ROPE = FIXTURES / "xfile" / "bad_rope_helper"
+# Enough for the cache's own mechanics (entries, damage, location, warnings): findings with
+# related locations and fixes, and a file without any.
+SMALL = ("bad_rmsnorm_block.py", "bad_script_half_model.py", "good_upcast_idioms.py")
+
+
+def small_tree(dst: Path) -> Path:
+    dst.mkdir(parents=True)
+    for name in SMALL:
+        shutil.copy2(FIXTURES / "mpc101" / name, dst / name)
+    return dst
 
 
 def test_a_helper_whose_summary_changes_rechecks_its_importers(
@@ -165,7 +175,7 @@ def test_a_damaged_cache_is_ignored_and_rewritten(
 ) -> None:
     cache = tmp_path / "cache"
     monkeypatch.setenv("MPCHECK_CACHE_DIR", str(cache))
-    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    tree = small_tree(tmp_path / "mpc101")
     cold = run(tree)
     for entry in entries(cache):
         data = entry.read_bytes()
@@ -192,7 +202,7 @@ def test_an_entry_from_another_file_is_not_taken(
     """Two files whose entries were swapped (a hash collision, a copied cache) are re-analysed."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("MPCHECK_CACHE_DIR", str(cache))
-    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    tree = small_tree(tmp_path / "mpc101")
     cold = run(tree)
     first, second = entries(cache)[:2]
     a, b = first.read_bytes(), second.read_bytes()
@@ -203,7 +213,7 @@ def test_an_entry_from_another_file_is_not_taken(
 
 def test_no_cache_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MPCHECK_CACHE_DIR")
-    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    tree = small_tree(tmp_path / "mpc101")
     before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
     run(tree, "--no-cache")
     assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before
@@ -213,7 +223,7 @@ def test_default_location_is_tagged_and_ignored_by_git(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("MPCHECK_CACHE_DIR")
-    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    tree = small_tree(tmp_path / "mpc101")
     run(tree)
     cache = tree / ".mpcheck_cache"
     assert (
@@ -231,7 +241,7 @@ def test_default_location_is_tagged_and_ignored_by_git(
 
 def test_cache_dir_from_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MPCHECK_CACHE_DIR")
-    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    tree = small_tree(tmp_path / "mpc101")
     (tree / "mpcheck.toml").write_text('cache-dir = "build/lint-cache"\n')
     run(tree)
     assert entries(tree / "build" / "lint-cache")
@@ -245,7 +255,7 @@ def test_a_read_only_cache_is_a_warning(tmp_path: Path, monkeypatch: pytest.Monk
     cache.mkdir()
     cache.chmod(0o500)
     monkeypatch.setenv("MPCHECK_CACHE_DIR", str(cache))
-    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    tree = small_tree(tmp_path / "mpc101")
     status, out, err = run(tree)
     assert status == 1 and json.loads(out)
     assert "warning: cannot use the cache" in err
@@ -258,7 +268,7 @@ def test_an_unwritable_cache_path_is_a_warning(
     blocker = tmp_path / "cache"
     blocker.write_text("not a directory")
     monkeypatch.setenv("MPCHECK_CACHE_DIR", str(blocker / "inside"))
-    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    tree = small_tree(tmp_path / "mpc101")
     status, out, err = run(tree)
     assert status == 1 and out == run(tree, "--no-cache")[1]
     assert err.startswith("mpcheck: warning: cannot use the cache")
@@ -267,7 +277,7 @@ def test_an_unwritable_cache_path_is_a_warning(
 def test_clean_removes_only_a_tagged_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "cache"
     monkeypatch.setenv("MPCHECK_CACHE_DIR", str(cache))
-    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    tree = small_tree(tmp_path / "mpc101")
     run(tree)
     assert cli.main(["clean"]) == 0 and not cache.exists()
     assert cli.main(["clean"]) == 0  # nothing to remove is fine
@@ -407,7 +417,7 @@ def test_a_file_modified_just_now_is_judged_by_its_hash(
 def test_a_file_with_a_noqa_directive_is_read_on_a_warm_run(
     tmp_path: Path, hashed: list[int]
 ) -> None:
-    tree = copy_tree(FIXTURES / "mpc101", tmp_path / "mpc101")
+    tree = small_tree(tmp_path / "mpc101")
     with_noqa = [p for p in tree.rglob("*.py") if b"noqa" in p.read_bytes().lower()]
     age(tree)
     cold = run(tree)

@@ -71,8 +71,7 @@ PROJECT_FILES = frozenset(
 Where = tuple[str, int, int, str]  # root-relative POSIX path, row, 1-based column, code
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def make_project(root: Path) -> Path:
     """A repository with errors, warnings, fixes, a suppression and an awkward path."""
     # A pinned set: under GitHub's ten annotations per level, so every finding is annotated
     # (the cap has its own test).
@@ -80,18 +79,58 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         for src in sorted(FIXTURES.glob(pattern)):
             if src.name not in PROJECT_FILES:
                 continue
-            dest = tmp_path / "models" / src.name
+            dest = root / "models" / src.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)
-    odd = tmp_path / ODD_DIR
+    odd = root / ODD_DIR
     odd.mkdir()
     shutil.copy2(FIXTURES / "mpc101" / "bad_script_half_model.py", odd / "script.py")
-    (tmp_path / "silenced.py").write_text(SUPPRESSED)
-    (tmp_path / "multi_line.py").write_text(MULTI_LINE)
+    (root / "silenced.py").write_text(SUPPRESSED)
+    (root / "multi_line.py").write_text(MULTI_LINE)
+    return root
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The project and one cache for every test of this module: each test reads the same
+    findings in its own format, and only the first run analyses (``tests/test_cache.py``
+    proves that a cached run prints what a cold one does). Tests that change the project
+    work on copies, under the same cache."""
+    base = tmp_path_factory.mktemp("formats")
+    return make_project(base / "project"), base / "cache"
+
+
+@pytest.fixture
+def project(shared: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> Path:
+    root, cache = shared
+    monkeypatch.setenv("MPCHECK_CACHE_DIR", str(cache))
     for name in ("MPCHECK_OUTPUT_FORMAT", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    monkeypatch.chdir(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def shifted(shared: tuple[Path, Path]) -> Path:
+    """A copy of the project whose code in ``models/`` moved down two lines."""
+    root = shutil.copytree(shared[0], shared[0].parent / "shifted")
+    for path in sorted((root / "models").glob("*.py")):
+        path.write_text("# a new header comment\n\n" + path.read_text())
+    return root
+
+
+@pytest.fixture(scope="module")
+def repository(shared: tuple[Path, Path]) -> Path:
+    """A copy of the project that is a git repository."""
+    root = shutil.copytree(shared[0], shared[0].parent / "repository")
+    (root / ".git").mkdir()
+    return root
+
+
+@pytest.fixture(scope="module")
+def checkout(repository: Path) -> Path:
+    """The same repository checked out elsewhere."""
+    return shutil.copytree(repository, repository.parent / "elsewhere" / "checkout")
 
 
 def run(fmt: str, *extra: str) -> tuple[int, str]:
@@ -364,8 +403,11 @@ def test_format_names_exactly_the_findings_json_names(project: Path, fmt: str) -
 def test_output_file_holds_what_stdout_would(project: Path, fmt: str) -> None:
     _, printed = run(fmt)
     rc, text = run(fmt, "-o", "report.out")
-    assert (rc, text) == (1, "")
-    assert Path("report.out").read_text(encoding="utf-8") == printed
+    try:
+        assert (rc, text) == (1, "")
+        assert Path("report.out").read_text(encoding="utf-8") == printed
+    finally:
+        Path("report.out").unlink(missing_ok=True)  # the project is shared by every test
 
 
 def test_environment_chooses_the_format(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -438,7 +480,7 @@ def test_sarif_keeps_suppressed_findings_and_related_locations(project: Path) ->
 
 
 @pytest.mark.parametrize("fmt", ["sarif", "gitlab"])
-def test_fingerprints_are_stable_when_code_moves(project: Path, fmt: str) -> None:
+def test_fingerprints_are_stable_when_code_moves(project: Path, shifted: Path, fmt: str) -> None:
     def prints() -> dict[tuple[str, str], list[str]]:
         _, text = run(fmt)
         data = json.loads(text)
@@ -458,8 +500,7 @@ def test_fingerprints_are_stable_when_code_moves(project: Path, fmt: str) -> Non
 
     before = prints()
     assert prints() == before  # deterministic
-    for path in sorted(Path("models").glob("*.py")):
-        path.write_text("# a new header comment\n\n" + path.read_text())
+    os.chdir(shifted)  # every finding in models/ two lines further down
     assert prints() == before
 
 
@@ -481,21 +522,19 @@ def located_prints(fmt: str) -> set[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("fmt", ["sarif", "gitlab"])
 def test_paths_and_fingerprints_are_relative_to_the_repository(
-    project: Path, fmt: str, tmp_path_factory: pytest.TempPathFactory
+    project: Path, repository: Path, checkout: Path, fmt: str
 ) -> None:
     """Code scanning and GitLab resolve paths in the repository, wherever mpcheck ran."""
-    (project / ".git").mkdir()
+    os.chdir(repository)
     at_root = located_prints(fmt)
     assert any(path.startswith("models/") for path, _, _ in at_root)
-    os.chdir(project / "models")  # e.g. `cd models && mpcheck check .` in a CI job
+    os.chdir(repository / "models")  # e.g. `cd models && mpcheck check .` in a CI job
     below = located_prints(fmt)
     assert below and below == {f for f in at_root if f[0].startswith("models/")}
     if fmt == "sarif":
         _, text = run(fmt)
         base = json.loads(text)["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"]
-        assert base == project.as_uri() + "/"
+        assert base == repository.as_uri() + "/"
     # The same repository checked out elsewhere: nothing absolute leaks into a fingerprint.
-    moved = tmp_path_factory.mktemp("elsewhere") / "checkout"
-    shutil.copytree(project, moved)
-    os.chdir(moved)
+    os.chdir(checkout)
     assert located_prints(fmt) == at_root

@@ -41,11 +41,11 @@ def test_rendered_docs_are_current() -> None:
 
 def test_each_rule_declares_how_safe_its_fixes_are() -> None:
     """A page that says `--fix` must not hide fixes that only `--unsafe-fixes` applies."""
-    from tests.support import check, fixture_files
+    from tests.support import check_fixture, fixture_files
 
     seen: dict[str, set[str]] = {}
     for path in fixture_files():
-        for d in check(path.read_text(), str(path)):
+        for d in check_fixture(path):
             if d.fix is not None:
                 seen.setdefault(d.code, set()).add(d.fix.applicability)
     rules = {r.code: r for r in all_rules()}

@@ -21,7 +21,7 @@ from mpcheck.reporters import render
 from mpcheck.reporters.base import ReportContext
 from mpcheck.rule import all_rules
 from mpcheck.source import SourceFile
-from tests.support import FIXTURES, check, fixture_files
+from tests.support import FIXTURES, check_fixture, fixture_files
 
 UPDATE = os.environ.get("MPCHECK_UPDATE_SNAPSHOTS") == "1"
 
@@ -39,7 +39,7 @@ def full_output(path: Path) -> str:
         source_lines=lambda _: lines,
         tool_version=__version__,
     )
-    found = check(source, str(path))
+    found = check_fixture(path)
     return render("full", found, ctx) if found else "(no findings)\n"
 
 

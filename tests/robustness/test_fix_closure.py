@@ -14,7 +14,7 @@ import pytest
 
 from mpcheck.engine import check_source
 from mpcheck.rule import all_rules
-from tests.support import ROOT, fixture_files
+from tests.support import ROOT, check_fixture, fixture_files
 
 _spec = importlib.util.spec_from_file_location("fix_closure", ROOT / "bench" / "fix_closure.py")
 assert _spec is not None and _spec.loader is not None
@@ -24,7 +24,7 @@ _spec.loader.exec_module(closure)
 
 @pytest.mark.parametrize("path", fixture_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_fixes_leave_sound_code(path: Path) -> None:
-    fixed, problems = closure.close(path.read_bytes(), str(path))
+    fixed, problems = closure.close(path.read_bytes(), str(path), check_fixture(path))
     assert problems == []
 
 

@@ -4,8 +4,9 @@ Files are built from lines of odd but legal content (form feeds, ``\\x85``, U+20
 text in strings and comments), each with its own line ending, an optional BOM and an
 optional final newline, with MPC404 findings sprinkled in. The expected output is built
 alongside, so the test knows every byte the fix may change. The seed is fixed (derandomised)
-and the example count bounded, so CI is deterministic; ``bench/fuzz.py`` runs the same
-properties for as long as it is given.
+and the example count bounded (``tests/robustness/budget.py``: the full count under CI, a fifth
+in the fast loop), so CI is deterministic; ``bench/fuzz.py`` runs the same properties for as
+long as it is given.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from mpcheck.engine import check_source
 from mpcheck.fixes import apply_fixes
 from mpcheck.rule import rules_by_code
 from mpcheck.source import SourceFile
+from tests.robustness.budget import examples
 
 RULES = (rules_by_code()["MPC404"],)
 ODD = ["\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "é", "\u00a0", "\t"]
@@ -80,7 +82,7 @@ def fix_is_exact(case: tuple[bytes, bytes, int]) -> None:
     assert fixed(out) == (out, 0)  # idempotent: nothing left to fix
 
 
-@settings(derandomize=True, max_examples=150, deadline=None)
+@settings(derandomize=True, max_examples=examples(150), deadline=None)
 @given(programs())
 def test_fix_changes_exactly_the_edits(case: tuple[bytes, bytes, int]) -> None:
     fix_is_exact(case)

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-import mpcheck.cli
+import mpcheck.cli_check
 from mpcheck.cli import main
 from mpcheck.reporters import FORMATS
 
@@ -165,7 +165,7 @@ def test_internal_error_is_one_line_and_traceback_with_verbose(
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("something broke")
 
-    monkeypatch.setattr(mpcheck.cli, "check_files", boom)
+    monkeypatch.setattr(mpcheck.cli_check, "check_files", boom)
     assert main(["check", "."]) == 2
     err = capsys.readouterr().err
     assert one_line_error(err) == "mpcheck: error: internal error: RuntimeError: something broke"

@@ -2,7 +2,8 @@
 
 Programs come from ``hypothesmith`` (generated from Python's grammar), prefixed with
 ``import torch`` so the analysis really runs on them. The seed is fixed and the example
-count bounded for CI; ``bench/fuzz.py`` runs the same property for as long as it is given.
+count bounded (``tests/robustness/budget.py``: the full count under CI, a fifth in the fast
+loop); ``bench/fuzz.py`` runs the same property for as long as it is given.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from mpcheck.engine import check_source
 from mpcheck.rule import all_rules
+from tests.robustness.budget import examples
 
 RULES = tuple(all_rules())
 INTERNAL = {"MPC002"}
@@ -34,13 +36,18 @@ def never_crashes(program: str) -> None:
         assert not (d.code in INTERNAL and "mpcheck failed" in d.message), d.message
 
 
+# Deferred: building hypothesmith's grammar takes seconds, paid when the test runs rather than
+# by every process that merely collects it.
+VALID_PROGRAMS = st.deferred(lambda: hypothesmith.from_grammar() | hypothesmith.from_node())
+
+
 @settings(
     derandomize=True,
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-@given(hypothesmith.from_grammar() | hypothesmith.from_node())
+@given(VALID_PROGRAMS)
 def test_any_valid_program_is_checked_without_crashing(program: str) -> None:
     never_crashes(program)
 
@@ -57,7 +64,7 @@ SNIPPETS = [
 ]
 
 
-@settings(derandomize=True, max_examples=40, deadline=None)
+@settings(derandomize=True, max_examples=examples(40), deadline=None)
 @given(st.lists(st.sampled_from(SNIPPETS), max_size=8))
 def test_torch_shaped_programs_are_checked_without_crashing(lines: list[str]) -> None:
     never_crashes("\n".join(lines) + "\n")
