@@ -26,6 +26,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def _here(exe: str) -> str:
+    return str(Path(exe).resolve()) if os.sep in exe else exe
+
+
 def cold(mpcheck: str, tree: Path, jobs: int, out: Path) -> tuple[float, float, float, str]:
     """Wall s, CPU s, peak RSS MiB of the largest process, and the engine's file counts."""
     cache = Path(tempfile.mkdtemp(prefix="mpcheck-cold-"))
@@ -61,7 +65,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="mpcheck-cold-json-"))
     same = True
     for round_ in range(args.repeat):
-        order = [("before", args.before), ("after", args.after)]
+        # (a relative path names an executable from here: the runs start in the tree)
+        order = [("before", _here(args.before)), ("after", _here(args.after))]
         reports = {}
         for label, exe in order if round_ % 2 == 0 else order[::-1]:
             load = os.getloadavg()[0]
