@@ -126,6 +126,13 @@ class Fact:
         )
 
     @property
+    def float32_buffer(self) -> bool:
+        """A float32 buffer that ``from_pretrained`` leaves as built (``Cause.BUFFER``), on
+        every path or added on one (``if i == 0: h = h + self.pos_embed``): the branch decides
+        whether it is added, not its dtype, so where it meets the activations it is float32."""
+        return self.is_tensor and self.cause is Cause.BUFFER and not self.zero_dim
+
+    @property
     def cause(self) -> Cause | None:
         return self.origin.cause if self.origin else None
 

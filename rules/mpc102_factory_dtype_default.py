@@ -176,12 +176,11 @@ class FactoryDtypeDefault(Rule):
 
     def mixing_of(self, fact: Fact, *, one_path: bool = False) -> _Mixing | None:
         """How ``fact`` absorbed the activations: on every path, or (``one_path``) on one,
-        as a sampler's ``if eta > 0: prev_sample = prev_sample + noise`` does. A float32
-        buffer mixed in on one path (``if i == 0: h = h + self.pos_embed``) counts on any:
-        the branch decides whether it is added, not its dtype."""
+        as a sampler's ``if eta > 0: prev_sample = prev_sample + noise`` does, or a buffer
+        left in float32 (``Fact.float32_buffer``)."""
         if fact.mixed is None:
             return None
-        if not (_factory(fact) or _buffer(fact) or (one_path and _default_factory(fact))):
+        if not (_factory(fact) or fact.float32_buffer or (one_path and _default_factory(fact))):
             return None
         return self.mixings.get(id(fact.mixed.node))
 
@@ -297,7 +296,7 @@ class FactoryDtypeDefault(Rule):
             return
         for factory in operands:
             fact = factory.fact
-            if not (_factory(fact) or _buffer(fact)):
+            if not (_factory(fact) or fact.float32_buffer):
                 continue
             if not (call.op is OpKind.NORM and factory is not first):
                 # (a half input with float32 norm parameters is supported)
@@ -388,12 +387,6 @@ def _loaded(fact: Fact) -> list[tuple[cst.CSTNode, str]]:
         return []
     note = "registered here" if via.cause is Cause.BUFFER else "loaded here, in float32"
     return [(via.node, note)]
-
-
-def _buffer(fact: Fact) -> bool:
-    """A float32 buffer mixed in on one path (``if i == 0: h = h + self.pos_embed``) or on all:
-    the branch decides whether it is added, not its dtype."""
-    return fact.is_tensor and fact.cause is Cause.BUFFER and not fact.zero_dim
 
 
 def _default_factory(fact: Fact) -> bool:

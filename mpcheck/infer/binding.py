@@ -7,7 +7,6 @@ with the caller's facts; all of them bind arguments the same way, here.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 
 import libcst as cst
@@ -60,12 +59,8 @@ def passed(
     return {p.name.value: f for p, f in zip(params, bound, strict=True) if f is not None}
 
 
-_USES_DTYPE = re.compile(r"\bdtype\s*=\s*dtype\b|\.to\(\s*dtype\s*\)")
-
-
 def float32_default(
     init: cst.FunctionDef | None,
-    module: cst.Module,
     resolve: Callable[[cst.BaseExpression], str | None],
 ) -> tuple[int, cst.BaseExpression] | None:
     """The position (``self`` excluded) and default of a module's ``__init__(...,
@@ -79,9 +74,29 @@ def float32_default(
             continue
         if resolve(param.default) not in ("torch.float32", "torch.float"):
             return None
-        used = _USES_DTYPE.search(module.code_for_node(init.body))
-        return (index, param.default) if used else None
+        return (index, param.default) if _builds_with_dtype(init.body) else None
     return None
+
+
+def _builds_with_dtype(body: cst.CSTNode) -> bool:
+    """``dtype=dtype`` or ``.to(dtype)`` somewhere in ``body`` (a tree search, no codegen)."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Arg) and _is_dtype_name(node.value):
+            if node.keyword is not None and node.keyword.value == "dtype":
+                return True
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            only = node.args[0] if len(node.args) == 1 else None
+            if node.func.attr.value == "to" and only is not None and only.keyword is None:
+                if _is_dtype_name(only.value):
+                    return True
+        stack.extend(node.children)
+    return False
+
+
+def _is_dtype_name(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "dtype"
 
 
 def passes(node: cst.Call, index: int, name: str) -> bool:

@@ -14,7 +14,8 @@ from dataclasses import replace
 import libcst as cst
 
 from mpcheck import torch_api as T
-from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec, tensor_of_dtype
+from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec
+from mpcheck.infer.promotion import cast_method
 from mpcheck.sites import Operand
 
 
@@ -74,8 +75,7 @@ def _cast_chain(node: cst.BaseExpression) -> Fact:
     while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         method = node.func.attr.value
         if method in T.CAST_METHODS and not node.args:
-            dtype = T.CAST_METHODS[method]
-            return tensor_of_dtype(dtype, node, Cause.UPCAST, f"cast to {dtype} by `.{method}()`")
+            return cast_method(method, node)
         if method not in T.SAME_DTYPE_METHODS:
             break
         node = node.func.value

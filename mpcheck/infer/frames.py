@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 import libcst as cst
@@ -42,8 +43,10 @@ class ClassInfo:
     # bases defined in other project files: the base expression, its module, its summary
     elsewhere: tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...] = ()
 
+    @cached_property
     def casts_input(self) -> bool:
-        """Whether ``forward`` casts its input or opens an autocast region itself."""
+        """Whether ``forward`` casts its input or opens an autocast region itself (read once
+        per class: every call of a half model in a script asks)."""
         fn = self.methods.get("forward")
         if fn is None:
             return True  # called some other way: nothing to say about its input

@@ -225,7 +225,7 @@ class FunctionWalk(AutocastWalk):
         builds its parts with it: that default, as if passed (the class here or elsewhere)."""
         info = self.classes.get(layer or "")
         if info is not None and info.is_module:
-            found = float32_default(info.methods.get("__init__"), self.module, self.imports.resolve)
+            found = float32_default(info.methods.get("__init__"), self.imports.resolve)
             if found is None or passes(node, found[0], "dtype"):
                 return None
             default = found[1]

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from mpcheck import torch_api as T
 from mpcheck.facts import (
     SCALAR,
     UNKNOWN,
@@ -22,6 +23,7 @@ from mpcheck.facts import (
     Prec,
     element,
     seq_of,
+    tensor_of_dtype,
 )
 from mpcheck.names import dotted
 
@@ -41,6 +43,17 @@ def iterate(items: Fact) -> Fact:
 
 
 SEQ_BUILTINS = frozenset({"list", "tuple", "sorted", "reversed", "iter", "set", "frozenset"})
+
+
+def cast_method(method: str, node: cst.CSTNode, prec: Prec = Prec.UNKNOWN) -> Fact:
+    """``x.float()``, ``x.half()``, ``x.long()``: the tensor it makes (``prec``: the
+    receiver's, to say that ``t.float()`` of integer timesteps converts rather than upcasts)."""
+    dt = T.CAST_METHODS[method]
+    cause = Cause.UPCAST if dt in ("float32", "float64") else Cause.CAST
+    verb = "upcast" if cause is Cause.UPCAST else "cast"
+    if prec in (Prec.INT, Prec.BOOL):
+        verb = "converted"
+    return tensor_of_dtype(dt, node, cause, f"{verb} to {dt} by `.{method}()`")
 
 
 def builtin(name: str, args: Sequence[Fact]) -> Fact | None:

@@ -26,7 +26,7 @@ def takes_half_input(module: Fact, path: str | None, own: ClassInfo | None, fram
     parts = [f for k, f in frame.env.items() if path is not None and k.startswith(f"{path}.")]
     if any(f.kind is Kind.MODULE and f.prec is not module.prec for f in parts):
         return False
-    return own is None or not own.casts_input()
+    return own is None or not own.casts_input
 
 
 def model_of(node: cst.Call, method: str) -> cst.BaseExpression | None:

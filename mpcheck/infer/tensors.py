@@ -29,7 +29,7 @@ from mpcheck.facts import (
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.modules import ModuleWalk
-from mpcheck.infer.promotion import op_result
+from mpcheck.infer.promotion import cast_method, op_result
 from mpcheck.names import dotted
 from mpcheck.sites import Operand, items
 
@@ -123,12 +123,7 @@ class TensorWalk(ModuleWalk):
         if recv.kind is not Kind.TENSOR:
             return UNKNOWN
         if method in T.CAST_METHODS:
-            dt = T.CAST_METHODS[method]
-            cause = Cause.UPCAST if dt in ("float32", "float64") else Cause.CAST
-            verb = "upcast" if cause is Cause.UPCAST else "cast"
-            if recv.prec in (Prec.INT, Prec.BOOL):  # ``t.float()`` on integer timesteps
-                verb = "converted"
-            return tensor_of_dtype(dt, node, cause, f"{verb} to {dt} by `.{method}()`")
+            return cast_method(method, node, recv.prec)
         if method in ("to", "type"):
             return self.to_call(node, method, recv, args, kwargs)
         if method == "type_as" and args:

@@ -182,7 +182,7 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
         and forward is not None
         and forward.returns.prec == Prec.FULL.value
     )
-    default = float32_default(info.methods.get("__init__"), walk.module, walk.imports.resolve)
+    default = float32_default(info.methods.get("__init__"), walk.imports.resolve)
     float32 = None
     if default is not None and info.is_module:
         line, column = place(default[1])
