@@ -28,6 +28,7 @@ from mpcheck.infer.binding import bind_arguments, float32_default, parameters, p
 from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
 from mpcheck.infer.imported import base_classes, inherit
 from mpcheck.names import dotted
+from mpcheck.project.summary import ClassSummary
 from mpcheck.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
 
 MODULE_BASE_SUFFIXES = (
@@ -211,7 +212,8 @@ class FunctionWalk(AutocastWalk):
             if cls is not None and index == 0 and name in ("self", "cls"):
                 continue
             if fn.name.value == "__init__":
-                env[name] = Fact(Kind.OTHER, params=frozenset({index}))
+                built = self.annotated_default(param)
+                env[name] = built or Fact(Kind.OTHER, params=frozenset({index}))
             else:
                 sample = sampler and name in T.SAMPLE_PARAMS
                 env[name] = self._param_fact(param, index, tensor_params or sample)
@@ -241,6 +243,45 @@ class FunctionWalk(AutocastWalk):
         self.elsewhere[node] = replace(place, text=f"`dtype` defaults to `{place.text}` here")
         fact = Fact(Kind.DTYPE, Prec.FULL, "float32", Origin(node, Cause.LITERAL, text))
         return Operand(node, fact)
+
+    def annotated_default(self, param: cst.Param) -> Fact | None:
+        """``kv_cache: Optional[KVCache]`` of a class whose ``__init__`` defaults
+        ``dtype=torch.float32``: built elsewhere, float32 unless built with ``dtype=``.
+
+        torchtune's attention takes its cache this way; the model builder made it without
+        ``dtype`` (under a bfloat16 default dtype), so its buffers stayed float32.
+        """
+        if param.annotation is None:
+            return None
+        for layer in _annotation_names(param.annotation.annotation):
+            info = self.classes.get(layer)
+            if info is not None and info.is_module:
+                found = float32_default(info.methods.get("__init__"), self.imports.resolve)
+                text = f"`dtype={self.code(found[1])}`" if found is not None else ""
+            else:
+                imported = self._project_class(layer)
+                kept = imported.float32_default if imported is not None else None
+                if kept is not None:
+                    self.elsewhere[param] = replace(
+                        kept[1], text=f"`dtype` defaults to `{kept[1].text}` here"
+                    )
+                text = f"`dtype={kept[1].text}`" if kept is not None else ""
+            if text:
+                what = f"a `{layer}`: float32 unless built with `dtype=`, its default is {text}"
+                origin = Origin(param, Cause.MODEL_CAST, what)
+                return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
+        return None
+
+    def _project_class(self, name: str) -> ClassSummary | None:
+        """The summary of module class ``name`` imported from another project file."""
+        if name in self.imported or self.project is None or "." in name:
+            return self.imported.get(name)
+        located = self.imports.locate(cst.Name(name))
+        found = self.project(*located) if located is not None else None
+        if not isinstance(found, ClassSummary) or not found.is_module:
+            return None
+        self.imported[name] = found  # its methods answer calls on the instance
+        return found
 
     def _called_by_base(self, fn: cst.FunctionDef, cls: ClassInfo | None) -> bool:
         """``_norm`` overridden in a subclass of another model class and called nowhere in

@@ -184,6 +184,8 @@ class ModuleWalk(FunctionWalk):
             )
         else:
             what = f"the output of `{path or 'module'}`"
+            if module.origin is not None and isinstance(module.origin.node, cst.Param):
+                what += f" ({module.origin.text})"  # a module handed in: say what it is
             origin = Origin(node, Cause.ACTIVATION, what)
             result = Fact(Kind.TENSOR, module.prec, module.dtype, origin, maybe=module.maybe)
         if split is None:

@@ -29,6 +29,7 @@ from mpcheck.facts import (
     seq_of,
 )
 from mpcheck.infer.base import CallRecord
+from mpcheck.infer.branches import about_precision, one_path_float32
 from mpcheck.infer.expressions import ExpressionWalk
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.promotion import is_advanced_index, iterate
@@ -71,6 +72,7 @@ class StatementWalk(ExpressionWalk):
                 else self.training.assume(stmt.test, False, Frame(frame.env, frame.scope))
             )
             self.merge(frame, then, other)
+            self.one_path(stmt.test, frame, then, other)
             tested = none_tested(stmt.test, negated=False)  # ``if x is None: x = zeros(...)``
             if tested is not None and tested in frame.env:
                 frame.env[tested] = defaulted(frame.env[tested])
@@ -110,6 +112,24 @@ class StatementWalk(ExpressionWalk):
             body = getattr(stmt, "body", None)
             if isinstance(body, cst.IndentedBlock):
                 self.block(body.body, frame)
+
+    def one_path(self, test: cst.BaseExpression, frame: Frame, then: Frame, other: Frame) -> None:
+        """Keep a float32 value of one path where the test is not about precision."""
+        names = [k for k, f in frame.env.items() if then.env.get(k) is not other.env.get(k)]
+        if not names:
+            return
+        condition = self.code(test)
+        if about_precision(self.module.code_for_node(test)):
+            return
+        for name in names:
+            a, b = then.env.get(name), other.env.get(name)
+            if a is None or b is None:
+                continue
+            in_module = frame.scope.in_module
+            kept = one_path_float32(a, b, condition, in_module)
+            kept = kept or one_path_float32(b, a, f"not ({condition})", in_module)
+            if kept is not None:
+                frame.env[name] = kept
 
     def converted(self, stmt: cst.If) -> str | None:
         """``x`` of ``if not isinstance(x, torch.Tensor): x = ...`` (without ``else``)."""

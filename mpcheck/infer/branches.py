@@ -1,0 +1,69 @@
+"""Values float32 on one path of an ``if``: a real path, unless the test picks a precision.
+
+After ``if self.kv_cache is not None: k, v = self.kv_cache.update(...)`` the keys are float32
+whenever a cache is attached, and the half ``q`` meets them in attention: the branch is
+chosen by something that has nothing to do with precision, so the float32 path is taken in
+a half model as often as in a float32 one. When the test is about precision or the device
+(``if upcast:``, ``if x.dtype == torch.float16:``, ``if device.type == "mps":``,
+``if args.mixed_precision == "no":``), the float32 path goes with a float32 model, so the
+join stays unknown, as before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck.facts import Fact, Origin, Prec
+
+# identifier words (split at ``_``, ``.`` and other non-alphanumerics) that tie a branch to
+# a precision, a device or a model's loading mode
+_PRECISION_WORDS = frozenset(
+    """
+    dtype dtypes float float16 float32 float64 half fp16 fp32 fp64 bf16 bfloat16 bfloat
+    double precision amp autocast upcast downcast cast mixed mps cpu cuda device xla npu
+    xpu hpu gpu tpu quantized quantize quant int8 int4 fp8 8bit 4bit onnx jit tracing
+    scripting compile compiling
+    """.split()
+)
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def about_precision(test_code: str) -> bool:
+    """Whether a branch test may choose a precision (so its paths are correlated with it)."""
+    return not _PRECISION_WORDS.isdisjoint(_WORD.findall(test_code.lower()))
+
+
+def one_path_float32(taken: Fact, other: Fact, condition: str, in_module: bool) -> Fact | None:
+    """``taken`` (float32) joined with ``other`` (the model's activations) after an ``if``
+    whose test is not about precision: float32 on that path, said in its origin.
+
+    Outside a model's methods the other path must be the model's output, not an argument:
+    a helper's ``image`` may be anything its caller passed (``if not isinstance(image,
+    list): image = preprocess(image).float()`` says nothing of the tensor path).
+    """
+    if not (_float32(taken) and _low(other)) or taken.origin is None:
+        return None
+    if not in_module and (other.origin is None or isinstance(other.origin.node, cst.Param)):
+        return None
+    origin = taken.origin
+    text = f"{origin.text}, on the path where `{condition}`"
+    return replace(taken, origin=Origin(origin.node, origin.cause, text, origin.via), maybe=True)
+
+
+def _float32(fact: Fact) -> bool:
+    # a factory's float32 on one path (``if state is None: state = torch.zeros(...)``, or
+    # mixed in by ``torch.cat([h, pad])``) has MPC102's own one-path policy
+    return (
+        fact.is_tensor
+        and fact.prec is Prec.FULL
+        and not fact.maybe
+        and not fact.zero_dim
+        and not fact.default_float32
+    )
+
+
+def _low(fact: Fact) -> bool:
+    return fact.is_tensor and fact.prec in (Prec.MODEL, Prec.HALF) and not fact.zero_dim

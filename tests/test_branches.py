@@ -1,0 +1,115 @@
+"""Values float32 on one path of an ``if`` (mpcheck/infer/branches.py): reported when the
+test has nothing to do with precision, left alone when it picks one or when the other path
+is a helper's argument, whose dtype the caller decides."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mpcheck.infer.branches import about_precision
+from tests.support import check
+
+ATTENTION = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.upcast = False
+
+    def forward(self, x, cos=None):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        if {test}:
+            q = q.float() * cos
+        return F.scaled_dot_product_attention(q, k, v)
+"""
+
+
+def codes(source: str) -> list[tuple[str, int]]:
+    return [(d.code, d.start.row) for d in check(textwrap.dedent(source))]
+
+
+@pytest.mark.parametrize("test", ["cos is not None", "self.training", "x.shape[1] > 4"])
+def test_a_float32_path_chosen_by_anything_else_is_reported(test: str) -> None:
+    assert codes(ATTENTION.format(test=test)) == [("MPC103", 17)]
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "self.upcast",
+        "x.dtype == torch.float32",
+        'x.device.type == "mps"',
+        "torch.is_autocast_enabled()",
+        'self.config.mixed_precision == "no"',
+    ],
+)
+def test_a_float32_path_chosen_by_precision_or_device_is_left_alone(test: str) -> None:
+    assert codes(ATTENTION.format(test=test)) == []
+
+
+def test_both_branches_count_the_else_path_too() -> None:
+    branch = "            q = q.float() * cos\n"
+    other = "            pass\n        else:\n" + branch
+    source = ATTENTION.format(test="cos is None").replace(branch, other)
+    found = check(textwrap.dedent(source))
+    assert [(d.code, d.start.row) for d in found] == [("MPC103", 19)]
+    assert "on the path where `not (cos is None)`" in found[0].message
+
+
+def test_a_helper_argument_on_the_other_path_is_left_alone() -> None:
+    """``image`` of a free function may be any tensor its caller passed."""
+    source = """
+        import torch
+
+        def prepare(vae, image):
+            vae.to(dtype=torch.float16)
+            if not isinstance(image, list):
+                image = image.float()
+            return vae.encode(image)
+    """
+    assert codes(source) == []
+
+
+def test_a_factory_on_one_path_keeps_its_own_policy() -> None:
+    """``if state is None: state = torch.zeros(...)`` is MPC102's, worded for its path."""
+    source = """
+        import torch
+        from torch import nn
+
+        class Cell(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.hh = nn.Linear(d, d)
+
+            def forward(self, x, state=None):
+                if state is None:
+                    state = torch.zeros(x.shape[0], 8)
+                return self.hh(state) + x
+    """
+    found = check(textwrap.dedent(source))
+    assert [(d.code, d.start.row) for d in found] == [("MPC102", 12)]
+    assert "the default when none is passed" in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("test", "expected"),
+    [
+        ("self.kv_cache is not None", False),
+        ("local_x.size(-1) < TW", False),
+        ('self.config.class_embed_type == "timestep"', False),
+        ("self.force_upcast", True),
+        ("use_fp16", True),
+        ("hidden.dtype != torch.bfloat16", True),
+        ("is_torch_npu_available()", True),
+        ("sample_rate > 0", False),  # "amp" inside a word is no precision switch
+    ],
+)
+def test_which_tests_are_about_precision(test: str, expected: bool) -> None:
+    assert about_precision(test) is expected
