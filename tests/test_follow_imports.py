@@ -133,3 +133,42 @@ def test_the_active_virtual_environment_is_searched(
     site.mkdir(parents=True)
     monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "venv"))
     assert site in site_roots()
+
+
+def test_module_level_imports_are_read_without_parsing_the_file(tmp_path: Path) -> None:
+    """The edges that order summaries: every import statement at column 0, continued over
+    brackets (with comments in them) and backslashes; imports in a function or a string
+    are not edges."""
+    source = '''\
+"""Docs.
+from docs import nothing (a string line that only looks like an import)
+"""
+import os, sys as system
+from . import rope
+from ..layers import (  # a comment with a bracket (
+    Norm,
+    Attention,  # another )
+)
+from pkg.mod import \\
+    helper
+import torch; import numpy as np
+
+
+def f():
+    import json
+'''
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    found = sorted(summarise.FileSummariser(tmp_path).imports(path))
+    assert found == sorted(
+        [
+            ("os", 0),
+            ("sys", 0),
+            ("rope", 1),
+            ("layers.Norm", 2),
+            ("layers.Attention", 2),
+            ("pkg.mod.helper", 0),
+            ("torch", 0),
+            ("numpy", 0),
+        ]
+    )
