@@ -157,6 +157,22 @@ class Params:
 
 
 @dataclass(frozen=True)
+class Shares:
+    """On a pipeline's fact: the modules it was handed (``from_pretrained(..., unet=unet)``).
+
+    A diffusers pipeline built around the training model holds that very module, so
+    ``pipeline.to(dtype=torch.float16)`` casts the trainable parameters in place too.
+    """
+
+    modules: tuple[Fact, ...]
+
+    def join(self, other: TrainInfo | None) -> TrainInfo | None:
+        if not isinstance(other, Shares):
+            return self
+        return Shares(tuple(dict.fromkeys(self.modules + other.modules)))
+
+
+@dataclass(frozen=True)
 class ParamGroup:
     """``{"params": ..., "lr": ...}``: one parameter group of an optimizer."""
 
@@ -238,6 +254,9 @@ class State:
     prepared: tuple[tuple[cst.CSTNode, Optimizer], ...] = ()  # accelerator node, optimizer
     trainable: tuple[tuple[Fact, Fact], ...] = ()  # module -> its trainable params, cast in place
     regions: tuple[Autocast, ...] = ()  # the active autocast regions entered so far
+    # module -> a later cast of it to half (``pipeline.to(dtype=weight_dtype)`` on a pipeline
+    # sharing it): kept on every path that saw it, so the next iteration's step sees it
+    recasts: tuple[tuple[Fact, Fact], ...] = ()
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, State) or other == self:
@@ -256,6 +275,7 @@ class State:
             unique(self.prepared + other.prepared),
             tuple(trainable.items()),
             unique(self.regions + other.regions),
+            unique(self.recasts + other.recasts),
         )
 
     def scaler_state(self, scaler: Scaler) -> ScalerState:
@@ -302,6 +322,9 @@ class OptimizerUse:
     optimizer: Optimizer
     params: tuple[Fact, ...]  # its trainable parameters' facts, after in-place casts
     unscaled: bool | None  # the scaler already unscaled its gradients (None: on some paths)
+    # casts to half of its parameters' modules seen earlier on some path (a validation
+    # pipeline's ``.to(dtype=...)``), each a tensor fact whose origin is the cast
+    recast: tuple[Fact, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -420,7 +443,7 @@ def chain(args: tuple[Operand, ...]) -> Fact:
 
 def worth(fact: Fact, in_module: bool) -> bool:
     """Whether handing ``fact`` to a helper is worth walking the helper with it."""
-    if fact.kind in TRAINING_KINDS:
+    if fact.kind in TRAINING_KINDS or isinstance(fact.train, Shares):
         return True
     if fact.kind is Kind.MODULE:
         return not in_module and fact.prec is not Prec.UNKNOWN

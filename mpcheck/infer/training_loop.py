@@ -286,7 +286,7 @@ class Tracker:
         text = f"trainable parameters {verb} to {name} by `{self.code(node)}`"
         value = tensor_of_dtype(name, node, cause, text)
         models = args[0].fact if args else kwargs["model"].fact if "model" in kwargs else UNKNOWN
-        self._cast_modules(models, value, frame)
+        self.cast_modules(models, value, frame)
 
     def peft_model(
         self, node: cst.Call, model: Operand, kwargs: dict[str, Operand], frame: Frame
@@ -297,12 +297,12 @@ class Tracker:
         if module.kind is Kind.MODULE and module.prec is Prec.HALF:
             if flag is None or bool_value(flag.node) is True:
                 text = f"adapter weights kept in float32 by `{self.code(node)}`"
-                self._cast_modules(
+                self.cast_modules(
                     module, tensor_of_dtype("float32", node, Cause.UPCAST, text), frame
                 )
         return module
 
-    def _cast_modules(self, models: Fact, value: Fact, frame: Frame) -> None:
+    def cast_modules(self, models: Fact, value: Fact, frame: Frame) -> None:
         modules = [models] if models.kind is Kind.MODULE else []
         if models.kind is Kind.SEQ:
             items = (
@@ -410,6 +410,7 @@ class Tracker:
     def use(self, optimizer: Optimizer, frame: Frame, unscaled: bool | None) -> OptimizerUse:
         state = self.state(frame)
         found: list[Fact] = []
+        recast: list[Fact] = []
         for param in optimizer.params:
             link = param.train
             if not isinstance(link, Params):
@@ -419,7 +420,9 @@ class Tracker:
                 now = frame.env.get(path) if path else None
                 module = now if now is not None and now.kind is Kind.MODULE else module
                 found.append(state.trainable_of(module))
-        return OptimizerUse(optimizer, tuple(dict.fromkeys(found)), unscaled)
+                recast += [cast for m, cast in state.recasts if m == module]
+        params = tuple(dict.fromkeys(found))
+        return OptimizerUse(optimizer, params, unscaled, tuple(dict.fromkeys(recast)))
 
     def site(
         self,
