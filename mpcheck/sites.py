@@ -63,6 +63,9 @@ class Scope:
     # A method of a noise scheduler or sampler: its ``sample``/``model_output`` are the
     # model's activations, and what it returns goes back into the model.
     sampler: bool = False
+    # Inside a branch taken only in bfloat16 mode (``elif mixed_precision == "bf16":``): the
+    # comparison that says so. A GradScaler made there never has float16 to scale.
+    bf16_mode: cst.BaseExpression | None = None
 
 
 @dataclass(frozen=True)

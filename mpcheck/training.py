@@ -65,6 +65,7 @@ class Scaler:
     device: str | None = None
     enabled: bool | None = True  # None: decided at run time (``enabled=args.amp``)
     allow_fp16: bool = False  # ShardedGradScaler: float16 gradients are fine
+    bf16_mode: cst.BaseExpression | None = None  # made in a bfloat16-only branch: this test
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, Scaler) or other == self:
@@ -484,6 +485,29 @@ def pick(generic: Fact, special: Fact | None) -> Fact:
     if special.kind is Kind.SEQ and has_training(special):
         return special
     return generic
+
+
+BF16_MODES = ("bf16", "bfloat16", "bf16-mixed", "bf16-true", "torch.bfloat16")
+
+
+def bf16_when(test: cst.BaseExpression, truth: bool) -> cst.BaseExpression | None:
+    """The comparison that makes ``test`` ``truth`` only in bfloat16 mode, if any.
+
+    ``mode == "bf16"`` (or ``dtype == torch.bfloat16``) when true, ``mode != "bf16"`` when
+    false, and a true ``and`` with such a conjunct; ``or`` and membership tests say nothing.
+    """
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And) and truth:
+        return bf16_when(test.left, truth) or bf16_when(test.right, truth)
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    wanted = cst.Equal if truth else cst.NotEqual
+    if not isinstance(target.operator, wanted):
+        return None
+    sides = (test.left, target.comparator)
+    if any((string_value(n) or dotted(n)) in BF16_MODES for n in sides):
+        return test
+    return None
 
 
 def string_value(node: cst.CSTNode) -> str | None:

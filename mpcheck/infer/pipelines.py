@@ -13,15 +13,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import libcst as cst
-
 from mpcheck.facts import Fact, Kind, seq_of
 from mpcheck.sites import Operand
 from mpcheck.training import Shares, can_be_fp16, unique
 
 if TYPE_CHECKING:
     from mpcheck.infer.frames import Frame
-    from mpcheck.infer.modules import ModuleWalk
+    from mpcheck.infer.training_loop import Tracker
 
 
 def shares(kwargs: Mapping[str, Operand]) -> Shares | None:
@@ -34,24 +32,16 @@ def shares(kwargs: Mapping[str, Operand]) -> Shares | None:
     return Shares(parts) if parts else None
 
 
-def pipeline_cast(
-    walk: ModuleWalk,
-    node: cst.Call,
-    method: str,
-    pipeline: Fact,
-    args: tuple[Operand, ...],
-    kwargs: dict[str, Operand],
-    frame: Frame,
-) -> Fact:
-    """``pipeline.to(device, dtype=torch_dtype)``: the shared modules are cast in place."""
-    cast = walk.module_cast(node, method, args, kwargs, script=not frame.scope.in_module)
+def pipeline_cast(tracker: Tracker, pipeline: Fact, cast: Fact | None, frame: Frame) -> Fact:
+    """``pipeline.to(device, dtype=torch_dtype)`` (``cast``: the new dtype, None when it only
+    moves): the shared modules are cast in place, and a cast to half is remembered for the
+    next step, which unscales their gradients."""
     if cast is None or not isinstance(pipeline.train, Shares) or cast.origin is None:
         return pipeline
     value = replace(cast, kind=Kind.TENSOR, train=None)
     modules = [m for m in pipeline.train.modules if m.kind is Kind.MODULE]
-    tracker = walk.training
     tracker.cast_modules(seq_of(modules), value, frame)
-    if can_be_fp16(value):  # remembered for the next step, which unscales
+    if can_be_fp16(value):
         state = tracker.state(frame)
         recasts = unique(state.recasts + tuple((m, value) for m in modules))
         tracker.set_state(frame, replace(state, recasts=recasts))

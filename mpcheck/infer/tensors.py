@@ -79,7 +79,8 @@ class TensorWalk(ModuleWalk):
             frame.env[path] = grown
             return UNKNOWN
         if isinstance(recv.train, Shares) and method in ("to", "half", "bfloat16", "type"):
-            return pipeline_cast(self, node, method, recv, args, kwargs, frame)
+            cast = self.module_cast(node, method, args, kwargs, script=not frame.scope.in_module)
+            return pipeline_cast(self.training, recv, cast, frame)
         trained = self.training.method(node, method, receiver, args, kwargs, frame)
         if trained is not None:  # scaler.step(opt), accelerator.backward(loss), ...
             return self.emit(

@@ -32,6 +32,7 @@ from mpcheck.training import (
     ScalerState,
     State,
     TrainingSite,
+    bf16_when,
     bool_value,
     chain,
     flatten,
@@ -75,15 +76,12 @@ class Tracker:
 
     # -- branches --------------------------------------------------------------------------
     def assume(self, test: cst.BaseExpression, truth: bool, frame: Frame) -> Frame:
-        """The branch of an ``if`` where ``test`` is ``truth``: a scaler known None there.
-
-        ``if scaler is not None: scaler.scale(loss).backward() else: loss.backward()``
-        leaves the scaler's gradients scaled on some paths only; in the ``else`` of a later
-        ``if scaler is not None:`` none of those paths is possible, so that branch holds no
-        scaled backward (and can take no scaler step). Returns ``frame`` itself when the
-        test says nothing about a scaler, else a copy where the scaler's name is bound to
-        ``None``'s fact and its loop state is marked absent.
-        """
+        """The branch of an ``if`` where ``test`` is ``truth``: a scaler known None there
+        (its name bound to ``None``'s fact, its loop state absent), so the ``else`` of a later
+        ``if scaler is not None:`` holds no scaled backward; and whether only bfloat16 runs."""
+        mode = bf16_when(test, truth)
+        if mode is not None:  # ``elif mixed_precision == "bf16":`` (a GradScaler here is idle)
+            frame = replace(frame, scope=replace(frame.scope, bf16_mode=mode))
         known = [
             (name, fact.train)
             for name in none_when(test, truth)
@@ -127,7 +125,7 @@ class Tracker:
     ) -> Fact | None:
         """A call resolved through the imports; None when it is not a training call."""
         if qual in api.SCALER_CLASSES:
-            return self.make_scaler(node, qual, args, kwargs)
+            return self.make_scaler(node, qual, args, kwargs, frame.scope.bf16_mode)
         if qual in api.ACCELERATORS:
             return self.make_accelerator(node, kwargs)
         if api.is_optimizer_class(qual):
@@ -166,7 +164,12 @@ class Tracker:
         return False
 
     def make_scaler(
-        self, node: cst.Call, qual: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+        self,
+        node: cst.Call,
+        qual: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        bf16_mode: cst.BaseExpression | None = None,
     ) -> Fact:
         default_device, enabled_at, takes_device = api.SCALER_CLASSES[qual]
         device: str | None = default_device
@@ -183,6 +186,7 @@ class Tracker:
             device,
             enabled,
             qual in api.FP16_TOLERANT_SCALERS,
+            bf16_mode,
         )
         return Fact(Kind.SCALER, train=scaler)
 
