@@ -454,7 +454,7 @@ def worth(fact: Fact, in_module: bool) -> bool:
 
 
 def has_training(fact: Fact) -> bool:
-    if fact.kind in TRAINING_KINDS:
+    if fact.kind in TRAINING_KINDS or isinstance(fact.train, Shares):
         return True
     if fact.kind is Kind.SEQ:
         items = fact.items if fact.items is not None else (fact.elem,) if fact.elem else ()

@@ -256,3 +256,12 @@ def test_recast_after_training_or_without_a_shared_model_is_quiet() -> None:
     )
     for body in (after, loaded, moved):
         assert not [d for d in check(HEADER + body) if d.code == "MPC201"], body
+
+
+def test_pipeline_returned_by_a_helper_still_shares_the_model() -> None:
+    body = PIPELINE_LOOP.replace("{validation}", "validate(build(model), torch.float16)") + (
+        "\ndef build(model):\n"
+        '    return ValPipeline.from_pretrained("m", unet=model, torch_dtype=torch.float16)\n'
+    )
+    (d,) = [d for d in check(HEADER + body) if d.code == "MPC201"]
+    assert span(d) == (11, 16, 11, 48)
