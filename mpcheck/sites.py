@@ -63,6 +63,12 @@ class Scope:
     # A method of a noise scheduler or sampler: its ``sample``/``model_output`` are the
     # model's activations, and what it returns goes back into the model.
     sampler: bool = False
+    # Inside a branch taken only in bfloat16 mode (``elif mixed_precision == "bf16":``): the
+    # comparison that says so. A GradScaler made there never has float16 to scale.
+    bf16_mode: cst.BaseExpression | None = None
+    # A LightningModule step (or a method it calls): the step. Under
+    # ``Trainer(precision="16-mixed")`` Lightning runs it in CUDA autocast, an implicit region.
+    lightning_step: cst.FunctionDef | None = None
 
 
 @dataclass(frozen=True)

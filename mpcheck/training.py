@@ -65,6 +65,7 @@ class Scaler:
     device: str | None = None
     enabled: bool | None = True  # None: decided at run time (``enabled=args.amp``)
     allow_fp16: bool = False  # ShardedGradScaler: float16 gradients are fine
+    bf16_mode: cst.BaseExpression | None = None  # made in a bfloat16-only branch: this test
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, Scaler) or other == self:
@@ -157,6 +158,22 @@ class Params:
 
 
 @dataclass(frozen=True)
+class Shares:
+    """On a pipeline's fact: the modules it was handed (``from_pretrained(..., unet=unet)``).
+
+    A diffusers pipeline built around the training model holds that very module, so
+    ``pipeline.to(dtype=torch.float16)`` casts the trainable parameters in place too.
+    """
+
+    modules: tuple[Fact, ...]
+
+    def join(self, other: TrainInfo | None) -> TrainInfo | None:
+        if not isinstance(other, Shares):
+            return self
+        return Shares(tuple(dict.fromkeys(self.modules + other.modules)))
+
+
+@dataclass(frozen=True)
 class ParamGroup:
     """``{"params": ..., "lr": ...}``: one parameter group of an optimizer."""
 
@@ -238,6 +255,9 @@ class State:
     prepared: tuple[tuple[cst.CSTNode, Optimizer], ...] = ()  # accelerator node, optimizer
     trainable: tuple[tuple[Fact, Fact], ...] = ()  # module -> its trainable params, cast in place
     regions: tuple[Autocast, ...] = ()  # the active autocast regions entered so far
+    # module -> a later cast of it to half (``pipeline.to(dtype=weight_dtype)`` on a pipeline
+    # sharing it): kept on every path that saw it, so the next iteration's step sees it
+    recasts: tuple[tuple[Fact, Fact], ...] = ()
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, State) or other == self:
@@ -256,6 +276,7 @@ class State:
             unique(self.prepared + other.prepared),
             tuple(trainable.items()),
             unique(self.regions + other.regions),
+            unique(self.recasts + other.recasts),
         )
 
     def scaler_state(self, scaler: Scaler) -> ScalerState:
@@ -302,6 +323,9 @@ class OptimizerUse:
     optimizer: Optimizer
     params: tuple[Fact, ...]  # its trainable parameters' facts, after in-place casts
     unscaled: bool | None  # the scaler already unscaled its gradients (None: on some paths)
+    # casts to half of its parameters' modules seen earlier on some path (a validation
+    # pipeline's ``.to(dtype=...)``), each a tensor fact whose origin is the cast
+    recast: tuple[Fact, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -420,7 +444,7 @@ def chain(args: tuple[Operand, ...]) -> Fact:
 
 def worth(fact: Fact, in_module: bool) -> bool:
     """Whether handing ``fact`` to a helper is worth walking the helper with it."""
-    if fact.kind in TRAINING_KINDS:
+    if fact.kind in TRAINING_KINDS or isinstance(fact.train, Shares):
         return True
     if fact.kind is Kind.MODULE:
         return not in_module and fact.prec is not Prec.UNKNOWN
@@ -430,7 +454,7 @@ def worth(fact: Fact, in_module: bool) -> bool:
 
 
 def has_training(fact: Fact) -> bool:
-    if fact.kind in TRAINING_KINDS:
+    if fact.kind in TRAINING_KINDS or isinstance(fact.train, Shares):
         return True
     if fact.kind is Kind.SEQ:
         items = fact.items if fact.items is not None else (fact.elem,) if fact.elem else ()
@@ -461,6 +485,29 @@ def pick(generic: Fact, special: Fact | None) -> Fact:
     if special.kind is Kind.SEQ and has_training(special):
         return special
     return generic
+
+
+BF16_MODES = ("bf16", "bfloat16", "bf16-mixed", "bf16-true", "torch.bfloat16")
+
+
+def bf16_when(test: cst.BaseExpression, truth: bool) -> cst.BaseExpression | None:
+    """The comparison that makes ``test`` ``truth`` only in bfloat16 mode, if any.
+
+    ``mode == "bf16"`` (or ``dtype == torch.bfloat16``) when true, ``mode != "bf16"`` when
+    false, and a true ``and`` with such a conjunct; ``or`` and membership tests say nothing.
+    """
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And) and truth:
+        return bf16_when(test.left, truth) or bf16_when(test.right, truth)
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    wanted = cst.Equal if truth else cst.NotEqual
+    if not isinstance(target.operator, wanted):
+        return None
+    sides = (test.left, target.comparator)
+    if any((string_value(n) or dotted(n)) in BF16_MODES for n in sides):
+        return test
+    return None
 
 
 def string_value(node: cst.CSTNode) -> str | None:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.api import Fact, OptimizerUse, Rule, Scaler, Severity, TrainingSite, can_be_fp16
+from mpcheck.api import (
+    Fact,
+    OptimizerUse,
+    Rule,
+    RuleContext,
+    Scaler,
+    Severity,
+    TrainingSite,
+    can_be_fp16,
+)
 
 
 class ScalerFp16Params(Rule):
@@ -67,6 +76,10 @@ class ScalerFp16Params(Rule):
                 optimizer.step()
         """
 
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        self.recasts_seen: set[int] = set()  # recasts reported (one finding each)
+
     def check_training(self, site: TrainingSite) -> None:
         scaler = site.scaler
         if not site.unscales or scaler is None or not scaler.raises_on_fp16:
@@ -77,6 +90,32 @@ class ScalerFp16Params(Rule):
             half = next((p for p in use.params if can_be_fp16(p)), None)
             if half is not None:
                 self._report(site, scaler, use, half)
+            else:
+                for cast in use.recast:
+                    self._report_recast(site, scaler, use, cast)
+
+    def _report_recast(
+        self, site: TrainingSite, scaler: Scaler, use: OptimizerUse, cast: Fact
+    ) -> None:
+        """A cast to half of the trained model after its parameters were kept float32:
+        reported at the cast, once, since the step that raises is the next one."""
+        origin = cast.origin
+        if origin is None or id(origin.node) in self.recasts_seen:
+            return
+        self.recasts_seen.add(id(origin.node))
+        clause, decided = self.decided(origin.via)
+        message = (
+            f"`{self.ctx.code(origin.node)}` casts the model the optimizer built at "
+            f"{self.line(use.optimizer.node)} trains to half precision ({origin.text}{clause}), "
+            f"trainable parameters included: the next `{self.ctx.code(site.node)}` "
+            f"({self.line(site.node)}) unscales float16 gradients and raises "
+            '"Attempting to unscale FP16 gradients."; move the model without a dtype'
+        )
+        related: list[tuple[cst.CSTNode, str]] = [*decided]
+        related.append((site.node, "the next step unscales the gradients here"))
+        related.append((use.optimizer.node, f"the optimizer {use.optimizer.text} is built here"))
+        related.append((scaler.node, _scaler_role(scaler)))
+        self.report(origin.node, message, related=related)
 
     def _report(self, site: TrainingSite, scaler: Scaler, use: OptimizerUse, half: Fact) -> None:
         optimizer = use.optimizer

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.api import Action, Origin, Rule, RuleContext, Severity, TrainingSite, never_fp16
+from mpcheck.api import (
+    Action,
+    CallSite,
+    Origin,
+    Rule,
+    RuleContext,
+    Scaler,
+    Severity,
+    TrainingSite,
+    never_fp16,
+)
 
 
 class ScalerWithBf16(Rule):
@@ -49,6 +59,22 @@ class ScalerWithBf16(Rule):
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self.seen: set[int] = set()  # scalers reported (one finding each)
+
+    def check_call(self, call: CallSite) -> None:
+        """A GradScaler made in a branch only bfloat16 mode takes (``elif mp == "bf16":``)."""
+        scaler = call.result.train
+        if not isinstance(scaler, Scaler) or scaler.bf16_mode is None or not scaler.may_scale:
+            return
+        if id(scaler.node) in self.seen or scaler.via != "torch":
+            return
+        self.seen.add(id(scaler.node))
+        test = scaler.bf16_mode
+        message = (
+            f"{scaler.text} is made only when `{self.ctx.code(test)}` ({self.line(test)}): "
+            "bfloat16 has float32's range, so loss scaling does "
+            "nothing but cost time; make the scaler only for float16"
+        )
+        self.report(call.node, message, related=[(test, "only bfloat16 runs in this branch")])
 
     def check_training(self, site: TrainingSite) -> None:
         scaler = site.scaler

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.api import Autocast, CallSite, Edit, Fix, Rule, RuleContext, autocast_policy, dotted
+from mpcheck.api import (
+    Autocast,
+    CallSite,
+    Edit,
+    Fix,
+    Rule,
+    RuleContext,
+    Severity,
+    autocast_policy,
+    dotted,
+)
 
 # The ops autocast refuses, and what to use instead (autocast runs these in float32).
 _INSTEAD = {
@@ -42,6 +52,11 @@ class AutocastUnsafeOp(Rule):
         of a class from the same file whose `forward` calls BCE, with no autocast region of
         its own, inside a CUDA autocast region is reported at that call. Plain helper
         functions and modules from other files are not followed.
+        A `LightningModule`'s steps (`training_step`, `validation_step`, `test_step`,
+        `predict_step`, and the methods of the class they call, `forward` included) are an
+        implicit region: with `Trainer(precision="16-mixed")` or `"bf16-mixed"` Lightning runs
+        each step under CUDA autocast. The Trainer is usually configured elsewhere (or by the
+        user), so these are warnings; hooks such as `on_train_epoch_end` run outside it.
         """
     symptom = """
         `RuntimeError: torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe
@@ -92,6 +107,8 @@ class AutocastUnsafeOp(Rule):
                 self.local_calls.append((call, layer))
         if not call.aten or not (call.is_module_call or (call.qualname or "").startswith("torch.")):
             return  # not an op, or a function of another library that happens to share the name
+        if region is None and call.scope.lightning_step is not None:
+            self.lightning(call, call.scope.lightning_step)
         if region is None:
             function = call.scope.function
             if call.scope.class_name and function and function.name.value == "forward":
@@ -101,14 +118,7 @@ class AutocastUnsafeOp(Rule):
         if not region.active or autocast_policy(call.aten, _device(region)) != "banned":
             return
         qual, functional, module = _INSTEAD.get(call.aten, ("", "", ""))
-        if call.is_module_call:
-            assert call.receiver is not None
-            what = f"`{self.ctx.code(call.receiver.node)}` (`nn.BCELoss`)"
-            instead = f"`{module}` on the logits"
-        else:
-            func = call.node.func if isinstance(call.node, cst.Call) else call.node
-            what = f"`{self.ctx.code(func)}`"
-            instead = f"`{functional}` on the logits (without the sigmoid)"
+        what, instead = _what(self, call, functional, module)
         where = _region_text(self, region)
         message = (
             f'{what} raises inside {where}: autocast refuses it ("torch.nn.functional.'
@@ -116,6 +126,24 @@ class AutocastUnsafeOp(Rule):
         )
         related = [(region.node, "the autocast region")]
         self.report(call.node, message, related=related, fix=self.fix(call, qual))
+
+    def lightning(self, call: CallSite, step: cst.FunctionDef) -> None:
+        """A refused op in a LightningModule step: Lightning's mixed precision
+        (``Trainer(precision="16-mixed")``, ``"bf16-mixed"``) runs the step under CUDA
+        autocast, an implicit region. A warning: the Trainer may run in float32."""
+        if autocast_policy(call.aten, "cuda") != "banned":
+            return
+        qual, functional, module = _INSTEAD.get(call.aten, ("", "", ""))
+        what, instead = _what(self, call, functional, module)
+        message = (
+            f"{what} raises when the Trainer runs `{step.name.value}` with mixed precision "
+            '(`precision="16-mixed"` or `"bf16-mixed"` on a GPU): Lightning runs the step '
+            'under CUDA autocast, which refuses it ("torch.nn.functional.binary_cross_entropy '
+            f'and torch.nn.BCELoss are unsafe to autocast."); use {instead}'
+        )
+        related = [(step.name, "Lightning runs this step under autocast with mixed precision")]
+        fix = self.fix(call, qual)
+        self.report(call.node, message, related=related, fix=fix, severity=Severity.WARNING)
 
     def finish(self) -> None:
         """A local loss module whose ``forward`` calls BCE, called in an autocast region."""
@@ -162,6 +190,15 @@ class AutocastUnsafeOp(Rule):
         logits_code = self.ctx.module.code_for_node(logits)
         message = f"Use `{shown}` on `{self.ctx.code(logits)}` (the logits, without the sigmoid)"
         return Fix(message, (edit, Edit(first.node, logits_code)), applicability="unsafe")
+
+
+def _what(rule: Rule, call: CallSite, functional: str, module: str) -> tuple[str, str]:
+    """What is called (``F.binary_cross_entropy``, a ``nn.BCELoss``) and what to use instead."""
+    if call.is_module_call:
+        assert call.receiver is not None
+        return f"`{rule.ctx.code(call.receiver.node)}` (`nn.BCELoss`)", f"`{module}` on the logits"
+    func = call.node.func if isinstance(call.node, cst.Call) else call.node
+    return f"`{rule.ctx.code(func)}`", f"`{functional}` on the logits (without the sigmoid)"
 
 
 def _callee(rule: Rule, call: CallSite) -> str:

@@ -206,3 +206,62 @@ def test_silent_when_the_scaler_is_off() -> None:
             optimizer.step()
         """
     assert findings(body) == []
+
+
+PIPELINE_LOOP = """
+class ValPipeline:
+    @classmethod
+    def from_pretrained(cls, name, unet=None, torch_dtype=None):
+        return cls()
+
+def validate(pipeline, dtype):
+    pipeline = pipeline.to("cuda", dtype=dtype)
+
+def train(model, loader, steps):
+    optimizer = torch.optim.AdamW(model.parameters())
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(steps):
+        for x in loader:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = model(x).float().mean()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        {validation}
+"""
+
+
+def test_validation_pipeline_recast_in_the_loop_is_reported_at_the_cast() -> None:
+    body = PIPELINE_LOOP.replace(
+        "{validation}",
+        'validate(ValPipeline.from_pretrained("m", unet=model), torch.float16)',
+    )
+    found = [d for d in check(HEADER + body) if d.code == "MPC201"]
+    (d,) = found
+    assert span(d) == (11, 16, 11, 48)
+    assert "the next `scaler.step(optimizer)` (line 21)" in d.message
+
+
+def test_recast_after_training_or_without_a_shared_model_is_quiet() -> None:
+    after = PIPELINE_LOOP.replace("{validation}", "pass") + (
+        '    validate(ValPipeline.from_pretrained("m", unet=model), torch.float16)\n'
+    )
+    loaded = PIPELINE_LOOP.replace(
+        "{validation}",
+        'validate(ValPipeline.from_pretrained("m", torch_dtype=torch.float16), torch.float16)',
+    )
+    moved = PIPELINE_LOOP.replace(
+        "{validation}",
+        'ValPipeline.from_pretrained("m", unet=model, torch_dtype=torch.float16).to("cuda")',
+    )
+    for body in (after, loaded, moved):
+        assert not [d for d in check(HEADER + body) if d.code == "MPC201"], body
+
+
+def test_pipeline_returned_by_a_helper_still_shares_the_model() -> None:
+    body = PIPELINE_LOOP.replace("{validation}", "validate(build(model), torch.float16)") + (
+        "\ndef build(model):\n"
+        '    return ValPipeline.from_pretrained("m", unet=model, torch_dtype=torch.float16)\n'
+    )
+    (d,) = [d for d in check(HEADER + body) if d.code == "MPC201"]
+    assert span(d) == (11, 16, 11, 48)

@@ -160,3 +160,50 @@ def test_accelerate_bf16_has_no_scaler() -> None:
                 optimizer.step()
         """
     assert findings(body) == []
+
+
+def test_scaler_made_in_a_bf16_only_branch_is_reported_at_the_construction() -> None:
+    (d,) = findings(
+        """
+        class Trainer:
+            def __init__(self, mode, device):
+                self.scaler = None
+                if mode == "fp16":
+                    self.scaler = torch.cuda.amp.GradScaler()
+                elif mode == "bf16" and device.type != "cpu":
+                    self.scaler = torch.cuda.amp.GradScaler()
+        """
+    )
+    assert span(d) == (11, 27, 11, 54)
+    assert 'is made only when `mode == "bf16"` (line 10)' in d.message
+    assert related(d) == [(10, 14, "only bfloat16 runs in this branch")]
+
+
+def test_scaler_in_the_else_of_a_not_bf16_test_is_reported() -> None:
+    (d,) = findings(
+        """
+        def make(dtype):
+            if dtype != torch.bfloat16:
+                return None
+            else:
+                return torch.amp.GradScaler("cuda")
+        """
+    )
+    assert span(d) == (9, 16, 9, 44)
+
+
+def test_branches_that_also_run_fp16_or_disable_the_scaler_are_quiet() -> None:
+    assert not findings(
+        """
+        def make(mode, dtype):
+            if mode in ("fp16", "bf16"):
+                a = torch.amp.GradScaler("cuda")
+            if mode == "bf16" or mode == "fp16":
+                b = torch.amp.GradScaler("cuda")
+            if dtype == torch.bfloat16:
+                c = torch.amp.GradScaler("cuda", enabled=False)
+            if mode == "fp16":
+                d = torch.amp.GradScaler("cuda")
+            return a, b, c, d
+        """
+    )

@@ -210,3 +210,55 @@ def test_silent_cases() -> None:
             return a + b + c + d + e + f
         """
     )
+
+
+def test_lightning_step_is_an_implicit_autocast_region_reported_as_a_warning() -> None:
+    found = findings(
+        """
+        import pytorch_lightning as pl
+
+        class Base(pl.LightningModule):
+            pass
+
+        class Net(Base):
+            def forward(self, x):
+                return torch.sigmoid(self.head(x))
+
+            def shared(self, batch):
+                x, y = batch
+                return F.binary_cross_entropy(self(x), y)
+
+            def training_step(self, batch, batch_idx):
+                return self.shared(batch)
+
+            def on_train_epoch_end(self):
+                return F.binary_cross_entropy(self.p, self.y)
+
+            def helper_never_stepped(self, p, y):
+                return F.binary_cross_entropy(p, y)
+        """
+    )
+    (d,) = found
+    assert span(d) == (16, 16, 16, 50)
+    assert d.severity.value == "warning"
+    assert "when the Trainer runs `training_step` with mixed precision" in d.message
+    assert [(r.start.row, r.start.column) for r in d.related] == [(18, 9)]
+
+
+def test_lightning_step_with_autocast_disabled_or_a_plain_module_is_quiet() -> None:
+    assert not findings(
+        """
+        import lightning as L
+
+        class Net(L.LightningModule):
+            def training_step(self, batch, batch_idx):
+                p, y = batch
+                with torch.autocast("cuda", enabled=False):
+                    return F.binary_cross_entropy(p.float(), y.float())
+
+        class Plain(nn.Module):
+            def training_step(self, batch, batch_idx):
+                p, y = batch
+                return F.binary_cross_entropy(p, y)
+        """
+    )

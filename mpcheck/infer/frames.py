@@ -39,6 +39,7 @@ class ClassInfo:
     is_pipeline: bool = False  # a diffusers-style pipeline: ``self.vae`` & co. are models
     is_sampler: bool = False  # a noise scheduler or sampler: it steps the model's sample
     pretrained: bool = False  # loaded by ``from_pretrained`` (see ``T.PRETRAINED_SUFFIXES``)
+    lightning: bool = False  # a ``LightningModule``: its steps run under the Trainer's precision
     analysed: bool = False  # its methods were walked (each class is walked once)
     # bases defined in other project files: the base expression, its module, its summary
     elsewhere: tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...] = ()
@@ -60,6 +61,34 @@ class ClassInfo:
                     return True
             stack.extend(node.children)
         return False
+
+    @cached_property
+    def lightning_steps(self) -> dict[str, cst.FunctionDef]:
+        """Each method a Lightning step runs (the step itself, ``forward`` through
+        ``self(...)``, helpers through ``self.helper(...)``) -> that step. With
+        ``Trainer(precision="16-mixed")`` Lightning runs the steps under CUDA autocast."""
+        if not self.lightning:
+            return {}
+        found: dict[str, cst.FunctionDef] = {}
+        for name in LIGHTNING_STEPS:
+            step = self.methods.get(name)
+            todo = [name] if step is not None else []
+            while step is not None and todo:
+                method = todo.pop()
+                if method in found or method not in self.methods:
+                    continue
+                found[method] = step
+                stack: list[cst.CSTNode] = [self.methods[method].body]
+                while stack:
+                    node = stack.pop()
+                    callee = dotted(node.func) or "" if isinstance(node, cst.Call) else ""
+                    if callee == "self" or callee.startswith("self."):
+                        todo.append(callee[5:] or "forward")
+                    stack.extend(node.children)
+        return found
+
+
+LIGHTNING_STEPS = ("training_step", "validation_step", "test_step", "predict_step")
 
 
 @dataclass

@@ -70,10 +70,15 @@ class FunctionWalk(AutocastWalk):
         info.is_sampler = not is_module and any(n.endswith(T.SAMPLER_SUFFIXES) for n in names)
         others = tuple(dotted(e[0]) or "" for e in elsewhere)
         info.pretrained = is_module and self._pretrained(bases, others)
+        info.lightning = any(_lightning(b) or self._local_lightning(b) for b in bases)
         self.classes.setdefault(node.name.value, info)
         if is_module:
             self.file_uses_torch_modules = True
         return info
+
+    def _local_lightning(self, base: str) -> bool:
+        local = self.classes.get(base)
+        return local is not None and local.lightning
 
     def _pipeline_base(self, base: str) -> bool:
         local = self.classes.get(base)
@@ -200,7 +205,11 @@ class FunctionWalk(AutocastWalk):
             env.update(cls.attrs)
             env["self"] = Fact(Kind.MODULE, Prec.MODEL if in_module else Prec.UNKNOWN)
         sampler = bool(cls and cls.is_sampler) or bool(outer and outer.scope.sampler)
-        scope = Scope(fn, cls.node.name.value if cls else None, in_module, autocast, sampler)
+        step = cls.lightning_steps.get(fn.name.value) if cls is not None else None
+        if outer is not None and cls is None:
+            step = outer.scope.lightning_step
+        name = cls.node.name.value if cls else None
+        scope = Scope(fn, name, in_module, autocast, sampler, lightning_step=step)
         tensor_params = (in_module and not self._called_by_base(fn, cls)) or (
             cls is None and self.half_capable and outer is None
         )
@@ -418,3 +427,9 @@ def _annotation_names(node: cst.CSTNode) -> list[str]:
 def _torch_module_base(base: str) -> bool:
     """``nn.Module`` and torch's own module classes, as a class's base resolves."""
     return base in T.MODULE_BASES or base.startswith("torch.nn.")
+
+
+def _lightning(base: str) -> bool:
+    """``L.LightningModule``, ``pl.LightningModule``, ``lightning.pytorch.LightningModule``."""
+    root, _, leaf = base.partition(".")
+    return base.endswith("LightningModule") and root in ("lightning", "pytorch_lightning")

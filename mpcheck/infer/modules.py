@@ -29,6 +29,7 @@ from mpcheck.infer.buffers import registered
 from mpcheck.infer.frames import ClassInfo, Env, Frame
 from mpcheck.infer.functions import FunctionWalk
 from mpcheck.infer.imported import call_result, fact_of
+from mpcheck.infer.pipelines import shares
 from mpcheck.infer.scripts import model_of, takes_half_input
 from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary, Value
@@ -77,7 +78,9 @@ class ModuleWalk(FunctionWalk):
 
     def loaded_model(self, node: cst.Call, path: str, kwargs: dict[str, Operand]) -> Fact:
         if any(h in path for h in NON_MODULE_HINTS):
-            return UNKNOWN
+            # ``Pipeline.from_pretrained(..., unet=unet)`` holds ``unet`` itself (not recast)
+            shared = shares(kwargs) if "Pipeline" in path else None
+            return UNKNOWN if shared is None else Fact(Kind.OTHER, train=shared)
         dtype = kwargs.get("torch_dtype") or kwargs.get("dtype")
         if dtype is not None and dtype.fact.kind is Kind.DTYPE:
             f = dtype.fact

@@ -29,9 +29,11 @@ from mpcheck.facts import (
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.modules import ModuleWalk
+from mpcheck.infer.pipelines import pipeline_cast
 from mpcheck.infer.promotion import cast_method, op_result
 from mpcheck.names import dotted
 from mpcheck.sites import Operand, items
+from mpcheck.training import Shares
 
 
 class TensorWalk(ModuleWalk):
@@ -76,6 +78,9 @@ class TensorWalk(ModuleWalk):
                 grown = Fact(Kind.SEQ, elem=join(element(recv), new) if args else element(recv))
             frame.env[path] = grown
             return UNKNOWN
+        if isinstance(recv.train, Shares) and method in ("to", "half", "bfloat16", "type"):
+            cast = self.module_cast(node, method, args, kwargs, script=not frame.scope.in_module)
+            return pipeline_cast(self.training, recv, cast, frame)
         trained = self.training.method(node, method, receiver, args, kwargs, frame)
         if trained is not None:  # scaler.step(opt), accelerator.backward(loss), ...
             return self.emit(

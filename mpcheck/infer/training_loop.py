@@ -32,6 +32,7 @@ from mpcheck.training import (
     ScalerState,
     State,
     TrainingSite,
+    bf16_when,
     bool_value,
     chain,
     flatten,
@@ -75,15 +76,12 @@ class Tracker:
 
     # -- branches --------------------------------------------------------------------------
     def assume(self, test: cst.BaseExpression, truth: bool, frame: Frame) -> Frame:
-        """The branch of an ``if`` where ``test`` is ``truth``: a scaler known None there.
-
-        ``if scaler is not None: scaler.scale(loss).backward() else: loss.backward()``
-        leaves the scaler's gradients scaled on some paths only; in the ``else`` of a later
-        ``if scaler is not None:`` none of those paths is possible, so that branch holds no
-        scaled backward (and can take no scaler step). Returns ``frame`` itself when the
-        test says nothing about a scaler, else a copy where the scaler's name is bound to
-        ``None``'s fact and its loop state is marked absent.
-        """
+        """The branch of an ``if`` where ``test`` is ``truth``: a scaler known None there
+        (its name bound to ``None``'s fact, its loop state absent), so the ``else`` of a later
+        ``if scaler is not None:`` holds no scaled backward; and whether only bfloat16 runs."""
+        mode = bf16_when(test, truth)
+        if mode is not None:  # ``elif mixed_precision == "bf16":`` (a GradScaler here is idle)
+            frame = replace(frame, scope=replace(frame.scope, bf16_mode=mode))
         known = [
             (name, fact.train)
             for name in none_when(test, truth)
@@ -127,7 +125,7 @@ class Tracker:
     ) -> Fact | None:
         """A call resolved through the imports; None when it is not a training call."""
         if qual in api.SCALER_CLASSES:
-            return self.make_scaler(node, qual, args, kwargs)
+            return self.make_scaler(node, qual, args, kwargs, frame.scope.bf16_mode)
         if qual in api.ACCELERATORS:
             return self.make_accelerator(node, kwargs)
         if api.is_optimizer_class(qual):
@@ -166,7 +164,12 @@ class Tracker:
         return False
 
     def make_scaler(
-        self, node: cst.Call, qual: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+        self,
+        node: cst.Call,
+        qual: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        bf16_mode: cst.BaseExpression | None = None,
     ) -> Fact:
         default_device, enabled_at, takes_device = api.SCALER_CLASSES[qual]
         device: str | None = default_device
@@ -183,6 +186,7 @@ class Tracker:
             device,
             enabled,
             qual in api.FP16_TOLERANT_SCALERS,
+            bf16_mode,
         )
         return Fact(Kind.SCALER, train=scaler)
 
@@ -286,7 +290,7 @@ class Tracker:
         text = f"trainable parameters {verb} to {name} by `{self.code(node)}`"
         value = tensor_of_dtype(name, node, cause, text)
         models = args[0].fact if args else kwargs["model"].fact if "model" in kwargs else UNKNOWN
-        self._cast_modules(models, value, frame)
+        self.cast_modules(models, value, frame)
 
     def peft_model(
         self, node: cst.Call, model: Operand, kwargs: dict[str, Operand], frame: Frame
@@ -297,12 +301,12 @@ class Tracker:
         if module.kind is Kind.MODULE and module.prec is Prec.HALF:
             if flag is None or bool_value(flag.node) is True:
                 text = f"adapter weights kept in float32 by `{self.code(node)}`"
-                self._cast_modules(
+                self.cast_modules(
                     module, tensor_of_dtype("float32", node, Cause.UPCAST, text), frame
                 )
         return module
 
-    def _cast_modules(self, models: Fact, value: Fact, frame: Frame) -> None:
+    def cast_modules(self, models: Fact, value: Fact, frame: Frame) -> None:
         modules = [models] if models.kind is Kind.MODULE else []
         if models.kind is Kind.SEQ:
             items = (
@@ -410,6 +414,7 @@ class Tracker:
     def use(self, optimizer: Optimizer, frame: Frame, unscaled: bool | None) -> OptimizerUse:
         state = self.state(frame)
         found: list[Fact] = []
+        recast: list[Fact] = []
         for param in optimizer.params:
             link = param.train
             if not isinstance(link, Params):
@@ -419,7 +424,9 @@ class Tracker:
                 now = frame.env.get(path) if path else None
                 module = now if now is not None and now.kind is Kind.MODULE else module
                 found.append(state.trainable_of(module))
-        return OptimizerUse(optimizer, tuple(dict.fromkeys(found)), unscaled)
+                recast += [cast for m, cast in state.recasts if m == module]
+        params = tuple(dict.fromkeys(found))
+        return OptimizerUse(optimizer, params, unscaled, tuple(dict.fromkeys(recast)))
 
     def site(
         self,
