@@ -12,7 +12,13 @@ rules about attention own those sites and rules about plain matmuls skip them:
 * ``values`` (probs·v): the left operand is a softmax output, possibly through
   dropout, masking, casts and reshapes, followed back through the assignments
   of the enclosing function (an ``einsum`` must also contract its last index
-  with the values' rows: ``"bhqk,bhkd->bhqd"``).
+  with the values' rows: ``"bhqk,bhkd->bhqd"``);
+* ``context`` (kᵀ·v of linear attention): the left operand is transposed over
+  its last two dims and the right one is not, so the product sums over the
+  sequence, and the function divides by what it gives (``out = q @ kv`` then
+  ``out[..., :-1] / (out[..., -1:] + eps)``): an unnormalised sum of products
+  that the division turns into a mean. Channel attention (``qᵀ @ k`` then a
+  softmax) divides by nothing of it and is not one.
 
 Weights are not keys: an operand named like a parameter (``self.weight.mT``,
 ``proj_weight.transpose(-2, -1)``) does not make a site attention.
@@ -28,6 +34,7 @@ from mpcheck.names import dotted
 
 SCORES = "scores"
 VALUES = "values"
+CONTEXT = "context"
 
 # Pairs of dims whose swap turns a key [.., seq, dim] into kᵀ [.., dim, seq].
 _KEY_SWAPS = ({-2, -1}, {2, 3}, {1, 2})
@@ -48,6 +55,7 @@ class AttentionRoles:
     def __init__(self, module: cst.Module) -> None:
         self.module = module
         self._defs: dict[int, dict[str, list[cst.BaseExpression]]] = {}
+        self._divisors: dict[int, list[cst.BaseExpression]] = {}
 
     def role(
         self,
@@ -55,10 +63,11 @@ class AttentionRoles:
         right: cst.BaseExpression | None,
         scope: cst.FunctionDef | None,
         spec: str | None = None,
+        node: cst.CSTNode | None = None,
     ) -> str | None:
-        """``"scores"``, ``"values"`` or None for the matmul ``left @ right``.
+        """``"scores"``, ``"values"``, ``"context"`` or None for the matmul ``left @ right``.
 
-        ``spec`` is the equation of an ``einsum`` with two operands.
+        ``spec`` is the equation of an ``einsum`` with two operands; ``node`` the product.
         """
         if left is None or right is None or _parameter_like(left):
             return None
@@ -66,6 +75,8 @@ class AttentionRoles:
             return SCORES
         if spec is None and _key_transpose(right):
             return SCORES
+        if spec is None and node is not None and _key_transpose(left):
+            return CONTEXT if self._normalised(node, scope) else None
         if spec is not None and not _einsum_values(spec):
             return None  # ``"ikmn,k->imn"``: a softmax-weighted sum over bins, not over keys
         if self._softmax_output(left, self._defs_of(scope), 0, set()):
@@ -85,7 +96,7 @@ class AttentionRoles:
         ``receiver`` is ``x`` in ``x.matmul(y)``; ``args`` are the positional arguments.
         """
         if isinstance(node, cst.BinaryOperation):
-            return self.role(node.left, node.right, scope)
+            return self.role(node.left, node.right, scope, node=node)
         operands = ([receiver] if receiver is not None else []) + list(args)
         if name == "einsum" and args and isinstance(args[0], cst.SimpleString):
             spec = args[0].evaluated_value
@@ -97,9 +108,43 @@ class AttentionRoles:
             return None
         if name in ("baddbmm", "addmm", "addbmm") and receiver is None:
             operands = operands[1:]  # torch.baddbmm(bias, q, kᵀ)
-        if name in ("matmul", "mm", "bmm", "baddbmm", "addmm", "addbmm") and len(operands) >= 2:
+        if name in ("matmul", "mm", "bmm") and len(operands) >= 2:
+            return self.role(operands[0], operands[1], scope, node=node)
+        if name in ("baddbmm", "addmm", "addbmm") and len(operands) >= 2:
             return self.role(operands[0], operands[1], scope)
         return None
+
+    # -- context: a sum over the sequence that the function divides by ------------------
+    def _normalised(self, product: cst.CSTNode, scope: cst.FunctionDef | None) -> bool:
+        """Whether a division of ``scope`` has ``product`` in its divisor, directly or
+        through the names assigned from it (``kv``, then ``out = q @ kv``)."""
+        defs = self._defs_of(scope)
+        names: set[str] = set()
+        grown = True
+        while grown:
+            grown = False
+            for name, values in defs.items():
+                if name not in names and any(_derives(v, product, names) for v in values):
+                    names.add(name)
+                    grown = True
+        return any(_derives(d, product, names) for d in self._divisors_of(scope))
+
+    def _divisors_of(self, scope: cst.FunctionDef | None) -> list[cst.BaseExpression]:
+        """The right operand of every ``/`` in ``scope`` (the module when None)."""
+        key = id(scope) if scope is not None else id(self.module)
+        found = self._divisors.get(key)
+        if found is None:
+            found = []
+            stack: list[cst.CSTNode] = [scope.body] if scope is not None else [self.module]
+            while stack:
+                node = stack.pop()
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    continue
+                if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+                    found.append(node.right)
+                stack.extend(node.children)
+            self._divisors[key] = found
+        return found
 
     # -- probs: a softmax output ------------------------------------------------------
     def _softmax_output(
@@ -154,6 +199,28 @@ class AttentionRoles:
                 found.setdefault(target, []).append(value)
             self._defs[key] = found
         return found
+
+
+def _derives(node: cst.BaseExpression, product: cst.CSTNode, names: set[str]) -> bool:
+    """Whether ``node`` is computed from ``product`` (or one of ``names``) by indexing,
+    arithmetic, another matmul, a method that keeps values (``.float()``, ``.clamp``) or
+    ``.sum``;
+    not through any other call (``x / self.norm(out)`` normalises something else)."""
+    if node is product:
+        return True
+    if isinstance(node, cst.Name):
+        return node.value in names
+    if isinstance(node, cst.Subscript):
+        return _derives(node.value, product, names)
+    if isinstance(node, cst.BinaryOperation):
+        return _derives(node.left, product, names) or _derives(node.right, product, names)
+    if isinstance(node, cst.Call):
+        leaf = _leaf(node.func)
+        if isinstance(node.func, cst.Attribute) and (leaf in _KEEP_METHODS or leaf == "sum"):
+            return _derives(node.func.value, product, names)
+        if leaf in ("matmul", "bmm"):
+            return any(_derives(a.value, product, names) for a in node.args)
+    return False
 
 
 def _assignments(body: object) -> Iterator[tuple[str, cst.BaseExpression]]:

@@ -6,6 +6,7 @@ import libcst as cst
 
 from mpcheck.api import (
     CallSite,
+    Cause,
     Edit,
     Fact,
     Fix,
@@ -76,8 +77,9 @@ class HalfPrecisionVariance(Rule):
     name = "half-precision-variance"
     severity = Severity.WARNING
     summary = (
-        "A mean of squares or a variance (`x.pow(2).mean(-1)`, `(x * x).sum()`, `torch.var(x)`) "
-        "is computed on a tensor that is float16 when the model runs in half precision."
+        "A mean of squares or a variance (`x.pow(2).mean(-1)`, `(x * x).sum()`, `torch.var(x)`), "
+        "or linear attention's `k.transpose(-1, -2) @ v`, is computed on a tensor that is "
+        "float16 when the model runs in half precision."
     )
     why = """
         float16's largest finite value is 65504, so any element with |x| > 256 squares to
@@ -93,6 +95,15 @@ class HalfPrecisionVariance(Rule):
         Inside a CUDA autocast region `pow`, `sum` and `rsqrt` run in float32, so
         `x.pow(2).mean()` is safe there while `(x * x).mean()` (`mul` is not on autocast's
         float32 list) is not; CPU autocast upcasts none of them.
+
+        Linear attention has the same flaw as a sum of products: `kv = k.transpose(-1, -2) @ v`
+        sums over every position of the sequence, and the function then divides by such a
+        sum (`out = q @ kv; out[..., :-1] / (out[..., -1:] + eps)`, EfficientViT's LiteMSA).
+        Over a few thousand tokens the sums pass 65504 and `inf / inf` is NaN, under a float16
+        autocast region too (matmul is on its float16 list). Only a product with its left
+        operand transposed whose result the same function divides by is reported: ordinary
+        attention (`q @ k.transpose(-2, -1)`) sums over the head dim, and channel attention
+        (`q.transpose(-2, -1) @ k` then a softmax) normalises with a softmax.
         """
     symptom = """
         No error: the norm's output is all zeros or NaN for the tokens whose activations
@@ -109,7 +120,9 @@ class HalfPrecisionVariance(Rule):
         `x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)`: it upcasts `x` inside the
         root and casts the root back to `x.dtype` (the root of a mean square fits float16).
         When the variance is stored in a variable first, the cast back belongs where the
-        division ends, which only you can place: no fix is offered.
+        division ends, which only you can place: no fix is offered. For linear attention,
+        upcast `q`, `k` and `v`, compute the products and the division with autocast disabled
+        (`torch.autocast(device_type=v.device.type, enabled=False)`), and cast the output back.
         """
     bad = """
         class RMSNorm(nn.Module):
@@ -140,6 +153,9 @@ class HalfPrecisionVariance(Rule):
 
     def check_call(self, call: CallSite) -> None:
         self._follow(call)
+        if call.attention == "context" and _may_be_fp16(call.result):
+            self._context(call)
+            return
         name = call.method or _torch_function(call.qualname)
         if name is None or not isinstance(call.node, cst.Call):
             return
@@ -179,6 +195,26 @@ class HalfPrecisionVariance(Rule):
                 self._root(call)
         elif name in CARRIERS:
             self.carried[id(call.result)] = (call.result, reductions[0])
+
+    def _context(self, call: CallSite) -> None:
+        """Linear attention's ``kᵀ @ v``: a sum over every position of the sequence."""
+        if call.result.prec is Prec.HALF and call.result.cause is Cause.AUTOCAST:
+            dtype = "float16 by autocast"
+        elif call.result.prec is Prec.HALF:
+            dtype = "float16" if call.result.dtype == "float16" else "half precision"
+        else:
+            dtype = "the model's dtype, float16 when the model runs in fp16"
+        message = (
+            f"`{self.ctx.code(call.node)}` sums products over the whole sequence in {dtype} "
+            "and is then divided by such a sum (linear attention): past 65504 the sums are "
+            "inf and the output NaN; compute it in float32 (`.float()` operands, autocast "
+            "disabled) and cast the result back"
+        )
+        origin = call.result.origin
+        inline = origin is None or origin.node is call.node
+        related = [] if inline or origin is None else [(origin.node, origin.text)]
+        self.pending[call.node] = (message, related)
+        self.confirmed.append(call.node)
 
     def _pend(self, call: CallSite, tensor: cst.BaseExpression, fact: Fact, what: str) -> None:
         if fact.prec is Prec.HALF:

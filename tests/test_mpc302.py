@@ -79,3 +79,39 @@ def test_no_fix_when_the_variance_is_a_variable() -> None:
     )
     (diag,) = [d for d in check(source) if d.code == "MPC302"]
     assert diag.fix is None
+
+
+def spans(body: str) -> list[tuple[int, int, int]]:
+    source = HEADER + "".join(f"        {line}\n" for line in body.splitlines())
+    found = [d for d in check(source) if d.code == "MPC302"]
+    return [(d.start.row - 6, d.start.column, d.end.column) for d in found]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "kv = x.transpose(-1, -2) @ y\nout = x @ kv\nreturn out[..., :-1] / (out[..., -1:] + 1e-6)",
+        "kv = torch.matmul(x.transpose(-2, -1), y)\nz = torch.matmul(x, kv)\n"
+        "return z[..., :-1] / z[..., -1:].clamp(min=1e-6)",
+        "kv = x.mT @ y\nreturn (x @ kv) / (x @ kv).sum(-1, keepdim=True).float()",
+    ],
+)
+def test_linear_attention_context_divided_by_its_sum_is_reported(body: str) -> None:
+    first = body.splitlines()[0]
+    start = first.index("=") + 2
+    assert spans(body) == [(1, start + 9, len(first) + 9)]  # 8 columns of indentation
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "return (x @ y.transpose(-2, -1)).softmax(-1) @ y",  # ordinary attention
+        "a = x.transpose(-2, -1) @ y\nreturn (y @ a.softmax(-1)) / 8.0",  # channel attention
+        "kv = x.transpose(-1, -2) @ y\nout = x @ kv\nreturn out / out.norm(dim=-1)",
+        "kv = x.float().transpose(-1, -2) @ y.float()\nout = x.float() @ kv\n"
+        "return out[..., :-1] / out[..., -1:]",
+        "g = x.transpose(-1, -2) @ x\nreturn g",  # a Gram matrix nobody divides by
+    ],
+)
+def test_matmuls_that_are_not_linear_attention_are_quiet(body: str) -> None:
+    assert spans(body) == []
