@@ -31,6 +31,7 @@ from mpcheck.facts import (
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.expressions import ExpressionWalk
 from mpcheck.infer.frames import Frame
+from mpcheck.infer.guards import complete, guard_of, remember
 from mpcheck.infer.promotion import is_advanced_index, iterate
 from mpcheck.names import dotted
 from mpcheck.sites import Operand, ReturnSite, SetItemSite
@@ -70,7 +71,12 @@ class StatementWalk(ExpressionWalk):
                 if stmt.orelse
                 else self.training.assume(stmt.test, False, Frame(frame.env, frame.scope))
             )
+            before = frame.env
             self.merge(frame, then, other)
+            guard = guard_of(stmt.test) if stmt.orelse is None else None
+            if guard is not None:  # ``if cache: vae = load()`` ... ``if not cache: vae = ...``
+                complete(before, frame.env, then.env, guard)
+                remember(frame.env, then.env, guard)
             tested = none_tested(stmt.test, negated=False)  # ``if x is None: x = zeros(...)``
             if tested is not None and tested in frame.env:
                 frame.env[tested] = defaulted(frame.env[tested])
