@@ -1,24 +1,28 @@
-"""Models bound under complementary guards: ``if cache: vae = load()`` then ``if not cache:
-vae = load()``.
+"""What an ``if`` tells of a value beyond the join of its paths.
+
+Models bound under complementary guards: ``if cache: vae = load()`` then ``if not cache:
+vae = load()``; and a tensor that is ``None`` on another path, inside ``if x is not None:``.
 
 After the first ``if`` the model is joined with what the name held before (often ``None``),
 which is unknown; after the second, every path has bound the model, so it is the model again.
 Joining a model with ``None`` in general is wrong (``text_encoder = ... if train_te else None``
 correlates with other branches), so only the exact complement of a remembered test restores
 it. The memo rides in the environment under a key no Python name can take, so it is copied
-at branches like any binding, and it is used only while the name still holds what the first
-``if`` left in it.
+at branches like any binding, and binding the name again forgets it.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
-from mpcheck.facts import Fact, Kind, join, seq_of
+from mpcheck.facts import UNKNOWN, Fact, Kind, join, none_tested, seq_of
 from mpcheck.infer.frames import Env
 from mpcheck.names import dotted
 
 _MEMO = "\0guarded\0"
+_OPTIONAL = "\0optional\0"
 
 
 def guard_of(test: cst.BaseExpression) -> tuple[str, bool] | None:
@@ -31,19 +35,26 @@ def guard_of(test: cst.BaseExpression) -> tuple[str, bool] | None:
     return (name, polarity) if name else None
 
 
-def _key(flag: str, polarity: bool, name: str) -> str:
-    return f"{_MEMO}{flag}\0{polarity}\0{name}"
+def _flag(flag: str, polarity: bool) -> str:
+    return f"{'' if polarity else 'not '}{flag}"
+
+
+def forget(env: Env, name: str) -> None:
+    """``name`` is bound anew: what the ``if`` statements before said of it is past."""
+    env.pop(_MEMO + name, None)
+    env.pop(_OPTIONAL + name, None)
 
 
 def remember(after: Env, then: Env, guard: tuple[str, bool]) -> None:
     """After ``if flag:`` (no ``else``): the models its body bound, joined away in ``after``."""
     flag, polarity = guard
     for name, fact in then.items():
-        if fact.kind is not Kind.MODULE or name.startswith(_MEMO):
+        if fact.kind is not Kind.MODULE or name.startswith("\0"):
             continue
         merged = after.get(name)
         if merged is not None and merged != fact:
-            after[_key(flag, polarity, name)] = seq_of((merged, fact))
+            memo = replace(seq_of((merged, fact)), layer=_flag(flag, polarity))
+            after[_MEMO + name] = memo
 
 
 def complete(before: Env, after: Env, then: Env, guard: tuple[str, bool]) -> None:
@@ -51,16 +62,44 @@ def complete(before: Env, after: Env, then: Env, guard: tuple[str, bool]) -> Non
     the name holds a model, so it is their join, not unknown."""
     flag, polarity = guard
     for name, fact in then.items():
-        if fact.kind is not Kind.MODULE or name.startswith(_MEMO):
+        if fact.kind is not Kind.MODULE or name.startswith("\0"):
             continue
-        memo = before.get(_key(flag, not polarity, name))
-        if memo is None or memo.items is None:
+        memo = before.get(_MEMO + name)
+        if memo is None or memo.items is None or memo.layer != _flag(flag, not polarity):
             continue
         merged, bound = memo.items
-        if before.get(name) == merged:  # not rebound since the first ``if``
+        if before.get(name) == merged:  # (rebinding the name forgets the memo)
             after[name] = _join_models(bound, fact)
 
 
 def _join_models(a: Fact, b: Fact) -> Fact:
     joined = join(a, b)
     return joined if joined.kind is Kind.MODULE else a
+
+
+# -- ``D1s = torch.stack(D1s) if ... else None``, then ``if D1s is not None: ...`` ----------
+
+
+def remember_optional(after: Env, then: Env, other: Env) -> None:
+    """After an ``if`` whose one path bound a tensor and the other ``None`` (or left a value
+    the walk does not know): the tensor, for the branches that test it is not ``None``."""
+    for name, merged in list(after.items()):
+        if merged.is_tensor or name.startswith("\0"):
+            continue
+        a, b = then.get(name, UNKNOWN), other.get(name, UNKNOWN)
+        tensor = a if a.is_tensor and b == UNKNOWN else b if b.is_tensor and a == UNKNOWN else None
+        if tensor is not None:
+            after[_OPTIONAL + name] = seq_of((merged, tensor))
+
+
+def narrowed(env: Env, test: cst.BaseExpression, polarity: bool) -> Env:
+    """``env`` for the branch of ``if x is not None:`` (``polarity``: the way the test went)
+    where ``x`` is the tensor it was on the one path that bound one."""
+    name = none_tested(test, negated=polarity)
+    memo = env.get(_OPTIONAL + name) if name is not None else None
+    if name is None or memo is None or memo.items is None:
+        return env
+    merged, tensor = memo.items
+    if env.get(name) != merged:
+        return env  # rebound since
+    return {**env, name: tensor}

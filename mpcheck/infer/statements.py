@@ -31,7 +31,14 @@ from mpcheck.facts import (
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.expressions import ExpressionWalk
 from mpcheck.infer.frames import Frame
-from mpcheck.infer.guards import complete, guard_of, remember
+from mpcheck.infer.guards import (
+    complete,
+    forget,
+    guard_of,
+    narrowed,
+    remember,
+    remember_optional,
+)
 from mpcheck.infer.promotion import is_advanced_index, iterate
 from mpcheck.names import dotted
 from mpcheck.sites import Operand, ReturnSite, SetItemSite
@@ -65,14 +72,15 @@ class StatementWalk(ExpressionWalk):
         elif isinstance(stmt, cst.If):
             self.expr(stmt.test, frame)
             # each branch knows which way the test went (``if scaler is not None:``)
-            then = self.branch(stmt.body, frame, (stmt.test, True))
+            then = self.branch(stmt.body, self.narrowed(frame, stmt.test, True), (stmt.test, True))
             other = (
-                self.branch(stmt.orelse, frame, (stmt.test, False))
+                self.branch(stmt.orelse, self.narrowed(frame, stmt.test, False), (stmt.test, False))
                 if stmt.orelse
                 else self.training.assume(stmt.test, False, Frame(frame.env, frame.scope))
             )
             before = frame.env
             self.merge(frame, then, other)
+            remember_optional(frame.env, then.env, other.env)
             guard = guard_of(stmt.test) if stmt.orelse is None else None
             if guard is not None:  # ``if cache: vae = load()`` ... ``if not cache: vae = ...``
                 complete(before, frame.env, then.env, guard)
@@ -116,6 +124,11 @@ class StatementWalk(ExpressionWalk):
             body = getattr(stmt, "body", None)
             if isinstance(body, cst.IndentedBlock):
                 self.block(body.body, frame)
+
+    def narrowed(self, frame: Frame, test: cst.BaseExpression, polarity: bool) -> Frame:
+        """``frame`` for a branch of ``if x is not None:``: ``x`` is the tensor it may be."""
+        env = narrowed(frame.env, test, polarity)
+        return frame if env is frame.env else Frame(env, frame.scope, frame.returns)
 
     def converted(self, stmt: cst.If) -> str | None:
         """``x`` of ``if not isinstance(x, torch.Tensor): x = ...`` (without ``else``)."""
@@ -366,6 +379,7 @@ class StatementWalk(ExpressionWalk):
             value = replace(value, prec=Prec.MODEL, dtype=None, origin=None)
         old = frame.env.get(key)
         frame.env[key] = value
+        forget(frame.env, key)
         if old is not None and old.kind is Kind.MODULE:  # children of a rebound module
             prefix = key + "."
             for k in [k for k in frame.env if k.startswith(prefix)]:
