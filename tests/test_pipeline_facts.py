@@ -172,3 +172,35 @@ def test_a_helper_handed_the_models_dtype_keeps_its_plain_parameters() -> None:
         """
     )
     assert facts[0].prec is not Prec.FULL
+
+
+def test_a_tensor_found_apart_from_a_model_stays_apart_until_cast() -> None:
+    facts = probe(
+        """
+        class TinyPipeline(DiffusionPipeline):
+            def __call__(self, latents, callback_outputs):
+                latents = self.unet(latents)
+                if latents.dtype != self.vae.dtype:
+                    if torch.backends.mps.is_available():
+                        self.vae = self.vae.to(latents.dtype)
+                latents = callback_outputs.pop("latents", latents) / 2
+                probe.at(latents)
+                if latents.dtype != self.vae.dtype:
+                    latents = latents.to(self.vae.dtype)
+                probe.at(latents)
+        """
+    )
+    assert facts[0].apart is not None and facts[0].apart[0] == "self.vae"
+    assert facts[1].apart is None
+
+
+def test_diffusers_randn_tensor_is_a_factory_of_its_dtype() -> None:
+    facts = probe(
+        """
+        from diffusers.utils.torch_utils import randn_tensor
+        def f(shape, generator):
+            probe.at(randn_tensor(shape, generator=generator, dtype=torch.float32))
+            probe.at(randn_tensor(shape, generator=generator, dtype=torch.float16))
+        """
+    )
+    assert facts[0].prec is Prec.FULL and facts[1].prec is Prec.HALF

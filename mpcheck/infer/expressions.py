@@ -12,6 +12,7 @@ from mpcheck import torch_api as T
 from mpcheck.facts import (
     SCALAR,
     UNKNOWN,
+    UNKNOWN_TENSOR,
     Cause,
     Fact,
     Kind,
@@ -404,6 +405,10 @@ class ExpressionWalk(TensorWalk):
         frame: Frame,
     ) -> Fact | None:
         """Library code we know (diffusers' ``Timesteps`` returns float32), or None."""
+        if name.endswith("torch_utils.randn_tensor"):  # diffusers' ``torch.randn`` with generators
+            dtype = kwargs.get("dtype") or (args[3] if len(args) > 3 else None)
+            made = self.dtype_arg(dtype, node, UNKNOWN_TENSOR) if dtype else None
+            return self.emit(CallRecord(node, made or UNKNOWN_TENSOR, args, kwargs), frame)
         module = T.library_fp32(name, T.FP32_OUTPUT_MODULES)
         if module is not None:
             return Fact(

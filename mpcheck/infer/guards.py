@@ -1,7 +1,8 @@
 """What an ``if`` tells of a value beyond the join of its paths.
 
 Models bound under complementary guards: ``if cache: vae = load()`` then ``if not cache:
-vae = load()``; and a tensor that is ``None`` on another path, inside ``if x is not None:``.
+vae = load()``; a tensor that is ``None`` on another path, inside ``if x is not None:``; and a
+tensor whose dtype the code found different from a model's (``if x.dtype != vae.dtype:``).
 
 After the first ``if`` the model is joined with what the name held before (often ``None``),
 which is unknown; after the second, every path has bound the model, so it is the model again.
@@ -17,7 +18,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from mpcheck.facts import UNKNOWN, Fact, Kind, join, none_tested, seq_of
+from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, join, none_tested, seq_of
 from mpcheck.infer.frames import Env
 from mpcheck.names import dotted
 
@@ -103,3 +104,58 @@ def narrowed(env: Env, test: cst.BaseExpression, polarity: bool) -> Env:
     if env.get(name) != merged:
         return env  # rebound since
     return {**env, name: tensor}
+
+
+# -- ``elif latents.dtype != self.vae.dtype:`` with a cast on some paths only ----------------
+
+
+def dtypes_tested(
+    test: cst.BaseExpression,
+) -> tuple[cst.BaseExpression, cst.BaseExpression, bool] | None:
+    """``(a, b, True)`` for ``a.dtype != b.dtype`` (``False`` for ``==``; ``b`` may be a dtype
+    variable): the branch where the two dtypes differ is the one taken that way."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    if not isinstance(target.operator, (cst.NotEqual, cst.Equal)):
+        return None
+    sides = [test.left, target.comparator]
+    held = [s for s in sides if isinstance(s, cst.Attribute) and s.attr.value == "dtype"]
+    named = [s for s in sides if isinstance(s, cst.Name) and s.value.endswith("dtype")]
+    if len(held) + len(named) != 2 or not held:  # ``x.dtype != y.dtype`` or ``!= decode_dtype``
+        return None
+    a, b = [s.value if isinstance(s, cst.Attribute) else s for s in sides]
+    if dotted(a) is None or dotted(a) == dotted(b):
+        return None
+    return a, b, isinstance(target.operator, cst.NotEqual)
+
+
+def found_apart(
+    env: Env, tested: list[tuple[str | None, Fact]], test: cst.BaseExpression, text: str
+) -> Env:
+    """The branch of ``if x.dtype != model.dtype:`` where they differ (``tested``: the name and
+    fact of each side): ``x`` is marked apart from ``model`` until it is rebound or the model
+    is cast."""
+    (a, fa), (b, fb) = tested
+    for name, fact, other, partner in ((a, fa, b, fb), (b, fb, a, fa)):
+        if name and other and fact.is_tensor and partner.kind is Kind.MODULE:
+            origin = Origin(test, Cause.LITERAL, text)
+            return {**env, name: replace(fact, apart=(other, origin))}
+    return env
+
+
+def aligned(env: Env, tested: list[tuple[str | None, Fact]]) -> Env:
+    """The branch of ``if x.dtype != y.dtype: x = x.to(y.dtype)`` where they are equal: the
+    code checks ``x``'s dtype again, so what an earlier test found is settled."""
+    out = env
+    for name, fact in tested:
+        if name is not None and fact.is_tensor and fact.apart is not None:
+            out = {**out, name: replace(fact, apart=None)}
+    return out
+
+
+def model_rebound(env: Env, key: str) -> None:
+    """``self.vae = self.vae.to(latents.dtype)``: tensors found apart from it are not now."""
+    for name, fact in list(env.items()):
+        if fact.apart is not None and fact.apart[0] == key:
+            env[name] = replace(fact, apart=None)

@@ -32,9 +32,13 @@ from mpcheck.infer.base import CallRecord
 from mpcheck.infer.expressions import ExpressionWalk
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.guards import (
+    aligned,
     complete,
+    dtypes_tested,
     forget,
+    found_apart,
     guard_of,
+    model_rebound,
     narrowed,
     remember,
     remember_optional,
@@ -76,7 +80,9 @@ class StatementWalk(ExpressionWalk):
             other = (
                 self.branch(stmt.orelse, self.narrowed(frame, stmt.test, False), (stmt.test, False))
                 if stmt.orelse
-                else self.training.assume(stmt.test, False, Frame(frame.env, frame.scope))
+                else self.training.assume(
+                    stmt.test, False, Frame(self.narrowed(frame, stmt.test, False).env, frame.scope)
+                )
             )
             before = frame.env
             self.merge(frame, then, other)
@@ -128,6 +134,13 @@ class StatementWalk(ExpressionWalk):
     def narrowed(self, frame: Frame, test: cst.BaseExpression, polarity: bool) -> Frame:
         """``frame`` for a branch of ``if x is not None:``: ``x`` is the tensor it may be."""
         env = narrowed(frame.env, test, polarity)
+        tested = dtypes_tested(test)
+        if tested is not None:
+            sides = [(dotted(n), self.expr(n, frame)) for n in tested[:2]]
+            if tested[2] is polarity:  # the branch where the dtypes differ
+                env = found_apart(env, sides, test, f"found different by `{self.code(test)}`")
+            else:  # equal to the dtype it is compared with now: the code aligns them
+                env = aligned(env, sides)
         return frame if env is frame.env else Frame(env, frame.scope, frame.returns)
 
     def converted(self, stmt: cst.If) -> str | None:
@@ -380,6 +393,8 @@ class StatementWalk(ExpressionWalk):
         old = frame.env.get(key)
         frame.env[key] = value
         forget(frame.env, key)
+        if value.kind is Kind.MODULE:
+            model_rebound(frame.env, key)
         if old is not None and old.kind is Kind.MODULE:  # children of a rebound module
             prefix = key + "."
             for k in [k for k in frame.env if k.startswith(prefix)]:

@@ -60,6 +60,8 @@ class TensorWalk(ModuleWalk):
             return sample.fact
         if recv.kind is Kind.MODULE:
             return self.module_method(node, method, recv, path, args, kwargs, frame)
+        if method == "pop" and len(args) == 2 and args[1].fact.is_tensor:
+            return args[1].fact  # ``callback_outputs.pop("latents", latents)``: a step callback
         if recv.kind is Kind.BATCH:  # ``batch.to(device)`` moves it; nothing else is known
             return recv if method in ("to", "cuda", "pin_memory") else UNKNOWN
         if recv.kind is Kind.SEQ and path is not None and method in ("append", "extend"):
