@@ -97,6 +97,16 @@ def picture(name: str) -> bool:
     return bool(words) and (words[-1] in _PICTURE_WORDS or name.endswith("pixel_values"))
 
 
+def picture_cast(func: cst.BaseExpression) -> bool:
+    """``image.to`` of ``image.to(device, dtype=...)`` on a picture of unknown type, or on what
+    an image or video processor's ``preprocess`` made of one: a tensor being cast."""
+    receiver = func.value if isinstance(func, cst.Attribute) else None
+    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
+        holder = (dotted(receiver.func.value) or "").rsplit(".", 1)[-1]
+        return receiver.func.attr.value == "preprocess" and holder.endswith("processor")
+    return isinstance(receiver, cst.Name) and picture(receiver.value)
+
+
 def loader_items(node: cst.BaseExpression) -> tuple[str, bool] | None:
     """``for batch in X``: the loader's name when X yields a data loader's batches, and
     whether each item comes with a counter in front (``enumerate(train_dataloader)``)."""

@@ -105,6 +105,10 @@ class Fact:
     # TENSOR: float32 from ``origin`` when the value was None, what was passed otherwise: the
     # default of an optional input (``if state is None: state = torch.zeros(...)``).
     defaulted: bool = False
+    # TENSOR: on some path the code itself found this tensor's dtype different from the model
+    # at this path (``elif latents.dtype != self.vae.dtype:`` without a cast on every path):
+    # the model's path and where that was tested.
+    apart: tuple[str, Origin] | None = None
 
     # -- questions rules ask -------------------------------------------------
     @property
@@ -215,6 +219,17 @@ _LOWER_OR_UNKNOWN = frozenset({Prec.MODEL, Prec.HALF, Prec.UNKNOWN})
 
 
 def promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
+    """torch's type promotion over the operands of an elementwise op (see ``_promote``); a
+    tensor found apart from a model stays apart through arithmetic that does not widen it."""
+    operands = list(facts)
+    result = _promote(operands, node)
+    apart = next((f.apart for f in operands if f.kind is Kind.TENSOR and f.apart), None)
+    if apart is not None and result.is_tensor and result.prec is not Prec.FULL:
+        return replace(result, apart=apart)
+    return result
+
+
+def _promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
     """torch's type promotion over the operands of an elementwise op.
 
     Python scalars and 0-dim tensors do not promote a floating tensor; an
@@ -288,6 +303,14 @@ def join(a: Fact, b: Fact) -> Fact:
     """Merge the facts of two control-flow paths."""
     if a == b or a is b:
         return a
+    joined = _join(a, b)
+    apart = a.apart or b.apart  # found apart from a model on one path: apart on some
+    if apart is not None and joined.is_tensor and joined.apart is None:
+        return replace(joined, apart=apart)
+    return joined
+
+
+def _join(a: Fact, b: Fact) -> Fact:
     if a.train is not None or b.train is not None:
         if a.kind is not b.kind:
             # ``scaler = GradScaler() if amp else None``: a training object on some paths.

@@ -64,6 +64,14 @@ SAME_DTYPE_METHODS = frozenset(
     sum_to_size tile index_fill index_fill_ mean_ share_memory_ align_to rename refine_names
     resize_ resize_as_ set_ storage_offset_ coalesce to_sparse gelu silu""".split()
 )
+# Shape methods whose result has at least one dimension, even from a 0-dim tensor:
+# ``alphas_cumprod[t].flatten().reshape(-1, 1, 1, 1)`` promotes the latents it multiplies
+# (a 0-dim tensor would not), so the float32 table value now decides their dtype.
+DIMENSIONING_METHODS = frozenset(
+    "flatten unsqueeze expand expand_as repeat view_as reshape_as broadcast_to tile".split()
+)
+# ``x.reshape(-1, 1, 1, 1)`` / ``x.view(b, 1)``: dimensioned unless given an empty shape.
+RESHAPE_METHODS = frozenset({"reshape", "view"})
 # Binary elementwise methods: the result promotes the receiver with the tensor argument.
 # (Not ``lerp``: it requires ``end`` in the receiver's dtype, see DTYPE_STRICT_WRITES.)
 PROMOTING_METHODS = frozenset(
@@ -348,11 +356,18 @@ def helper_method(name: str) -> bool:
     )
 
 
-def holds_models(holder: str) -> bool:
+# Components no other kind of model has: ``model.vae`` / ``model.unet`` of a trainer's model
+# holder (OneTrainer's ``StableDiffusionModel``) are a diffusion pipeline's models too.
+DIFFUSION_ONLY_MODELS = frozenset("unet vae vqvae movq unet_2 brushnet".split())
+
+
+def holds_models(holder: str, attr: str = "") -> bool:
     """``pipe``, ``self.pipeline``, ``components``, ``sd_pipe``: a name whose ``.unet``,
     ``.vae`` & co. are a diffusion pipeline's models (not ``model``: a GPT has a
-    ``.transformer`` too)."""
+    ``.transformer`` too; but only a diffusion model holder has a ``.vae``)."""
     leaf = holder.rsplit(".", 1)[-1].lower()
+    if attr in DIFFUSION_ONLY_MODELS:
+        return True
     return leaf in ("pipe", "pipeline", "components") or leaf.endswith(("_pipe", "pipeline"))
 
 
@@ -373,6 +388,9 @@ SAMPLER_SUFFIXES = ("Scheduler", "SchedulerMixin", "Sampler")
 # dtype it was built with. (transformers builds under ``torch_dtype`` as default dtype, so
 # only an explicitly float32 buffer is left behind there; diffusers leaves every one.)
 PRETRAINED_SUFFIXES = ("ModelMixin", "PreTrainedModel", "PretrainedModel")
+# A sampler's record of the model's past outputs (``self.model_outputs[-1]`` of a multistep
+# solver): tensors in the model's dtype, whatever ``__init__`` filled the list with.
+SAMPLER_HISTORY = frozenset({"model_outputs"})
 SAMPLE_PARAMS = frozenset(
     "sample samples model_output model_outputs latents x x_t denoised noise_pred".split()
 )
@@ -382,6 +400,12 @@ SCHEDULER_TABLES = frozenset(
     """alphas alphas_cumprod betas sigmas sqrt_alphas_cumprod sqrt_one_minus_alphas_cumprod
     alphas_cumprod_prev""".split()
 )
+
+
+# Linear algebra has no half kernels (torch-truth: ``linalg.inv: Low precision dtypes not
+# supported``), so its float32 result is where a cast back belongs.
+def is_linalg(qual: str) -> bool:
+    return qual.startswith("torch.linalg.") or qual in ("torch.inverse", "torch.cholesky_solve")
 
 
 def is_scheduler(holder: str | None) -> bool:

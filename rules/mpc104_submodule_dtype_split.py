@@ -104,6 +104,8 @@ class SubmoduleDtypeSplit(Rule):
         self._split_outputs: dict[int, tuple[str, Fact, Owner]] = {}
 
     def check_call(self, call: CallSite) -> None:
+        if self._found_apart(call):
+            return
         if not call.is_module_call or call.receiver is None:
             return
         if self._direct(call) or self._split_output(call):
@@ -150,6 +152,29 @@ class SubmoduleDtypeSplit(Rule):
         related += self._owner_related(owner.path, owner.fact)
         self.report(call.node, message, related=_unique(related), fix=self._fix(x, sub))
         return True
+
+    # -- ``elif latents.dtype != self.vae.dtype:`` fixed on one platform only ---------------
+    def _found_apart(self, call: CallSite) -> bool:
+        """A model called with a tensor whose dtype the code itself found different from the
+        model's, with a cast (of either) on some paths only: on the others the model raises."""
+        module = call.receiver
+        if module is None or module.fact.kind.value != "module" or call.recast_by_autocast:
+            return False
+        name = self.ctx.code(module.node)
+        for x in (*call.args, *call.kwargs.values()):
+            apart = x.fact.apart if x.fact.is_tensor else None
+            if apart is None or apart[0] != name:
+                continue
+            what, tested = self.ctx.code(x.node), apart[1]
+            message = (
+                f"`{what}` reaches `{name}` with a dtype {tested.text} at {self.line(tested.node)}"
+                f", and on some path since neither `{what}` nor `{name}` is cast; the model "
+                "refuses mismatched dtypes, so cast the input to the model's dtype before this call"
+            )
+            related = [(tested.node, f"`{what}` and `{name}` are found to differ here")]
+            self.report(call.node, message, related=related)  # (a whole model has no .weight)
+            return True
+        return False
 
     # -- ``model.head(model.backbone(x))`` with the backbone cast apart --------------------
     def _split_output(self, call: CallSite) -> bool:

@@ -12,6 +12,7 @@ from mpcheck import torch_api as T
 from mpcheck.facts import (
     SCALAR,
     UNKNOWN,
+    UNKNOWN_TENSOR,
     Cause,
     Fact,
     Kind,
@@ -82,6 +83,9 @@ class ExpressionWalk(TensorWalk):
 
     def attribute(self, node: cst.Attribute, frame: Frame) -> Fact:
         key = dotted(node)
+        own = self.own_state(node, key, frame)
+        if own is not None:
+            return own
         if key is not None and key in frame.env:
             return carried(frame.env[key], node, Cause.BUFFER)
         if self.imports.resolve(node) is not None or dotted(node.value) in self.imports.relative:
@@ -92,8 +96,7 @@ class ExpressionWalk(TensorWalk):
             return component
         holder = dotted(node.value)
         if attr in T.SCHEDULER_TABLES and T.is_scheduler(holder):
-            text = f"made float32 by `{holder}.{attr}` (a scheduler's float32 table)"
-            return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.TABLE, text))
+            return _table(node, f"{holder}.{attr}")
         base = self.expr(node.value, frame)
         if base.kind is Kind.BATCH:
             return data_api.item(base, attr, node)
@@ -124,6 +127,22 @@ class ExpressionWalk(TensorWalk):
             return self.finfo_value(base, attr)
         return UNKNOWN
 
+    def own_state(self, node: cst.Attribute, key: str | None, frame: Frame) -> Fact | None:
+        """A sampler's own state: ``self.sigmas`` & co. are its float32 tables unless the walk
+        knows their dtype (cast to the sample's, built by a factory), and
+        ``self.model_outputs`` holds the model's past outputs, in the model's dtype."""
+        if not frame.scope.sampler or key is None or not key.startswith("self."):
+            return None
+        attr = key[len("self.") :]
+        if attr in T.SAMPLER_HISTORY:
+            text = f"`{key}`, the model's past outputs kept by the sampler"
+            origin = Origin(node, Cause.ACTIVATION, text)
+            return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, Prec.MODEL, None, origin))
+        known = frame.env.get(key)
+        if attr in T.SCHEDULER_TABLES and (known is None or known.prec is Prec.UNKNOWN):
+            return _table(node, key)
+        return None
+
     def pipeline_component(self, node: cst.Attribute, frame: Frame) -> Fact | None:
         """``self.vae`` in a pipeline class, ``pipe.unet`` or ``self.pipeline.vae`` outside
         ``nn.Module`` code: a model, half when the pipeline is loaded so."""
@@ -134,7 +153,7 @@ class ExpressionWalk(TensorWalk):
         if holder == "self":
             if not self._in_pipeline(frame):
                 return None
-        elif frame.scope.in_module or holder is None or not T.holds_models(holder):
+        elif frame.scope.in_module or holder is None or not T.holds_models(holder, attr):
             return None
         text = f"the pipeline's `{attr}`, half when the pipeline is loaded in float16"
         origin = Origin(node, Cause.MODEL_CAST, text)
@@ -386,6 +405,10 @@ class ExpressionWalk(TensorWalk):
         frame: Frame,
     ) -> Fact | None:
         """Library code we know (diffusers' ``Timesteps`` returns float32), or None."""
+        if name.endswith("torch_utils.randn_tensor"):  # diffusers' ``torch.randn`` with generators
+            dtype = kwargs.get("dtype") or (args[3] if len(args) > 3 else None)
+            made = self.dtype_arg(dtype, node, UNKNOWN_TENSOR) if dtype else None
+            return self.emit(CallRecord(node, made or UNKNOWN_TENSOR, args, kwargs), frame)
         module = T.library_fp32(name, T.FP32_OUTPUT_MODULES)
         if module is not None:
             return Fact(
@@ -461,3 +484,9 @@ def _checkpointing(func: cst.BaseExpression, qual: str | None) -> bool:
     if qual is not None:
         return qual in T.CHECKPOINT_FUNCTIONS
     return isinstance(func, cst.Attribute) and func.attr.value in T.CHECKPOINT_METHODS
+
+
+def _table(node: cst.Attribute, name: str) -> Fact:
+    """A diffusers-style scheduler's noise table: 1-D float32 whatever the model runs in."""
+    text = f"made float32 by `{name}` (a scheduler's float32 table)"
+    return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.TABLE, text))

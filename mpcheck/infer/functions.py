@@ -307,7 +307,9 @@ class FunctionWalk(AutocastWalk):
         """Walk with what ``call`` passes when it passes float32; whether it did.
 
         Then every tensor parameter takes the call's fact, not only the float32 ones: a
-        model-dtype default beside a real float32 argument would invent a mix.
+        model-dtype default beside a real float32 argument would invent a mix. Parameters
+        the walk does not take for tensors (a ``dtype``, an ``image: PipelineImageInput``)
+        take only a float32 tensor or dtype passed to them.
         """
         args, kwargs, skip_self = call
         bound = bind_arguments(fn, args, kwargs, skip_self=skip_self)
@@ -315,7 +317,13 @@ class FunctionWalk(AutocastWalk):
         for param, actual in zip(parameters(fn, skip_self=skip_self), bound, strict=True):
             name = param.name.value
             default = frame.env.get(name)
-            if default is None or not default.is_tensor or actual is None:
+            if default is None or actual is None:
+                continue
+            if not default.is_tensor:
+                # ``self.prepare_latents(image, ..., torch.float32)``: a picture or a dtype the
+                # helper's signature does not call a tensor, passed in float32
+                if actual.prec is Prec.FULL and actual.kind in (Kind.TENSOR, Kind.DTYPE):
+                    seeds[name] = replace(actual, params=default.params)
                 continue
             if not actual.is_tensor:
                 actual = UNKNOWN_TENSOR  # a value we know nothing about

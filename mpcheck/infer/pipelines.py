@@ -32,6 +32,11 @@ def shares(kwargs: Mapping[str, Operand]) -> Shares | None:
     return Shares(parts) if parts else None
 
 
+def recasts(pipeline: Fact, method: str) -> bool:
+    """``pipeline.to(...)``/``.half()`` of a pipeline that holds training modules."""
+    return isinstance(pipeline.train, Shares) and method in ("to", "half", "bfloat16", "type")
+
+
 def pipeline_cast(tracker: Tracker, pipeline: Fact, cast: Fact | None, frame: Frame) -> Fact:
     """``pipeline.to(device, dtype=torch_dtype)`` (``cast``: the new dtype, None when it only
     moves): the shared modules are cast in place, and a cast to half is remembered for the

@@ -1,7 +1,8 @@
 """Torch's promotion rules beyond :func:`mpcheck.facts.promote`: pure functions of facts.
 
 What a matmul-family op computes in, Python arithmetic on known numbers, what iterating
-or indexing a value yields, and ``torch.finfo``'s limits.
+or indexing a value yields, which shape ops give a 0-dim value dimensions, what
+``torch.tensor`` makes of a list of numbers, and ``torch.finfo``'s limits.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from mpcheck.facts import (
     Cause,
     Fact,
     Kind,
+    Origin,
     Prec,
     element,
     seq_of,
     tensor_of_dtype,
 )
 from mpcheck.names import dotted
+from mpcheck.sites import Operand
 
 FINFO_MIN = {"float32": -3.4028234663852886e38, "float64": -1.7976931348623157e308}
 FINFO_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
@@ -144,3 +147,23 @@ def is_advanced_index(node: cst.CSTNode, fact: Fact) -> bool:
         and not fact.zero_dim
         and fact.prec in (Prec.INT, Prec.BOOL, Prec.UNKNOWN)
     )
+
+
+def dimensioning(method: str, args: Sequence[Operand]) -> bool:
+    """``t.flatten()``, ``t.reshape(-1, 1)``: a result with dimensions, even from 0-dim."""
+    if method in T.DIMENSIONING_METHODS:
+        return True
+    if method not in T.RESHAPE_METHODS or not args or args[0].fact.kind is Kind.DTYPE:
+        return False  # (``t.view(torch.int32)`` reinterprets, keeping the shape)
+    shape = args[0].node
+    return len(args) > 1 or not isinstance(shape, (cst.Tuple, cst.List)) or bool(shape.elements)
+
+
+def tensor_of_numbers(seq: Fact, node: cst.Call, code: str) -> Fact:
+    """``torch.tensor(rks)`` of a list the code built: float32 (the default dtype) when it
+    holds float32 numbers (a sampler's 0-dim table values), unknown otherwise."""
+    held = seq.items if seq.items is not None else (seq.elem,) if seq.elem else ()
+    if not any(f.is_tensor and f.prec is Prec.FULL and f.dtype == "float32" for f in held):
+        return UNKNOWN_TENSOR
+    text = f"made float32 by `{code}` from float32 numbers"
+    return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.FACTORY, text))

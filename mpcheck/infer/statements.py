@@ -32,6 +32,18 @@ from mpcheck.infer.base import CallRecord
 from mpcheck.infer.branches import about_precision, one_path_float32
 from mpcheck.infer.expressions import ExpressionWalk
 from mpcheck.infer.frames import Frame
+from mpcheck.infer.guards import (
+    aligned,
+    complete,
+    dtypes_tested,
+    forget,
+    found_apart,
+    guard_of,
+    model_rebound,
+    narrowed,
+    remember,
+    remember_optional,
+)
 from mpcheck.infer.promotion import is_advanced_index, iterate
 from mpcheck.names import dotted
 from mpcheck.sites import Operand, ReturnSite, SetItemSite
@@ -65,14 +77,22 @@ class StatementWalk(ExpressionWalk):
         elif isinstance(stmt, cst.If):
             self.expr(stmt.test, frame)
             # each branch knows which way the test went (``if scaler is not None:``)
-            then = self.branch(stmt.body, frame, (stmt.test, True))
+            then = self.branch(stmt.body, self.narrowed(frame, stmt.test, True), (stmt.test, True))
             other = (
-                self.branch(stmt.orelse, frame, (stmt.test, False))
+                self.branch(stmt.orelse, self.narrowed(frame, stmt.test, False), (stmt.test, False))
                 if stmt.orelse
-                else self.training.assume(stmt.test, False, Frame(frame.env, frame.scope))
+                else self.training.assume(
+                    stmt.test, False, Frame(self.narrowed(frame, stmt.test, False).env, frame.scope)
+                )
             )
+            before = frame.env
             self.merge(frame, then, other)
             self.one_path(stmt.test, frame, then, other)
+            remember_optional(frame.env, then.env, other.env)
+            guard = guard_of(stmt.test) if stmt.orelse is None else None
+            if guard is not None:  # ``if cache: vae = load()`` ... ``if not cache: vae = ...``
+                complete(before, frame.env, then.env, guard)
+                remember(frame.env, then.env, guard)
             tested = none_tested(stmt.test, negated=False)  # ``if x is None: x = zeros(...)``
             if tested is not None and tested in frame.env:
                 frame.env[tested] = defaulted(frame.env[tested])
@@ -130,6 +150,18 @@ class StatementWalk(ExpressionWalk):
             kept = kept or one_path_float32(b, a, f"not ({condition})", in_module)
             if kept is not None:
                 frame.env[name] = kept
+
+    def narrowed(self, frame: Frame, test: cst.BaseExpression, polarity: bool) -> Frame:
+        """``frame`` for a branch of ``if x is not None:``: ``x`` is the tensor it may be."""
+        env = narrowed(frame.env, test, polarity)
+        tested = dtypes_tested(test)
+        if tested is not None:
+            sides = [(dotted(n), self.expr(n, frame)) for n in tested[:2]]
+            if tested[2] is polarity:  # the branch where the dtypes differ
+                env = found_apart(env, sides, test, f"found different by `{self.code(test)}`")
+            else:  # equal to the dtype it is compared with now: the code aligns them
+                env = aligned(env, sides)
+        return frame if env is frame.env else Frame(env, frame.scope, frame.returns)
 
     def converted(self, stmt: cst.If) -> str | None:
         """``x`` of ``if not isinstance(x, torch.Tensor): x = ...`` (without ``else``)."""
@@ -380,6 +412,9 @@ class StatementWalk(ExpressionWalk):
             value = replace(value, prec=Prec.MODEL, dtype=None, origin=None)
         old = frame.env.get(key)
         frame.env[key] = value
+        forget(frame.env, key)
+        if value.kind is Kind.MODULE:
+            model_rebound(frame.env, key)
         if old is not None and old.kind is Kind.MODULE:  # children of a rebound module
             prefix = key + "."
             for k in [k for k in frame.env if k.startswith(prefix)]:

@@ -29,11 +29,10 @@ from mpcheck.facts import (
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.modules import ModuleWalk
-from mpcheck.infer.pipelines import pipeline_cast
-from mpcheck.infer.promotion import cast_method, op_result
+from mpcheck.infer.pipelines import pipeline_cast, recasts
+from mpcheck.infer.promotion import cast_method, dimensioning, op_result, tensor_of_numbers
 from mpcheck.names import dotted
 from mpcheck.sites import Operand, items
-from mpcheck.training import Shares
 
 
 class TensorWalk(ModuleWalk):
@@ -62,6 +61,8 @@ class TensorWalk(ModuleWalk):
             return sample.fact
         if recv.kind is Kind.MODULE:
             return self.module_method(node, method, recv, path, args, kwargs, frame)
+        if method == "pop" and len(args) == 2 and args[1].fact.is_tensor:
+            return args[1].fact  # ``callback_outputs.pop("latents", latents)``: a step callback
         if recv.kind is Kind.BATCH:  # ``batch.to(device)`` moves it; nothing else is known
             return recv if method in ("to", "cuda", "pin_memory") else UNKNOWN
         if recv.kind is Kind.SEQ and path is not None and method in ("append", "extend"):
@@ -78,7 +79,7 @@ class TensorWalk(ModuleWalk):
                 grown = Fact(Kind.SEQ, elem=join(element(recv), new) if args else element(recv))
             frame.env[path] = grown
             return UNKNOWN
-        if isinstance(recv.train, Shares) and method in ("to", "half", "bfloat16", "type"):
+        if recasts(recv, method):
             cast = self.module_cast(node, method, args, kwargs, script=not frame.scope.in_module)
             return pipeline_cast(self.training, recv, cast, frame)
         trained = self.training.method(node, method, receiver, args, kwargs, frame)
@@ -98,7 +99,8 @@ class TensorWalk(ModuleWalk):
                     kwargs,
                     skip_self=False,
                 )
-        if recv == UNKNOWN and method == "to" and _picture_cast(node, args, kwargs):
+        dtype = kwargs.get("dtype") or next((a for a in args if a.fact.kind is Kind.DTYPE), None)
+        if recv == UNKNOWN and method == "to" and dtype and data_api.picture_cast(node.func):
             recv = UNKNOWN_TENSOR  # ``image = processor(image); image.to(dtype=torch.float32)``
         result = carried(self.tensor_method(node, method, recv, args, kwargs, frame), node)
         if result.is_tensor and _full_reduction(method, args, kwargs):
@@ -139,6 +141,8 @@ class TensorWalk(ModuleWalk):
             return replace(recv, zero_dim=False)
         if method in ("softmax", "log_softmax") and "dtype" in kwargs:
             return self.dtype_arg(kwargs["dtype"], node, recv)
+        if recv.zero_dim and dimensioning(method, args):
+            return replace(recv, zero_dim=False)  # ``sigma.flatten()``: promotes from now on
         if method in T.SPLIT_METHODS:
             return Fact(Kind.SEQ, elem=replace(recv, zero_dim=False))
         if (
@@ -480,6 +484,9 @@ class TensorWalk(ModuleWalk):
             seqs = [a.fact for a in args if a.fact.kind is Kind.SEQ]
             return element(seqs[0]) if seqs else UNKNOWN_TENSOR
         result = promote(tensors, node)
+        if T.is_linalg(qual) and result.prec is Prec.FULL and not result.zero_dim:
+            text = f"computed in float32 by `{code()}` (linear algebra has no half kernels)"
+            return replace(result, origin=Origin(node, Cause.FACTORY, text), mixed=None)
         if leaf in T.FLOAT_VALUED and result.is_tensor and result.prec is Prec.INT:
             return int_to_float(result, node, f"`{code()}`")
         return result
@@ -490,6 +497,8 @@ class TensorWalk(ModuleWalk):
             return UNKNOWN_TENSOR
         if data.fact.kind is Kind.TENSOR:
             return data.fact
+        if data.fact.kind is Kind.SEQ and not isinstance(data.node, (cst.List, cst.Tuple)):
+            return tensor_of_numbers(data.fact, node, code)
         literal = data.node
         zero_dim = _scalar_data(data)
         leaves = list(_literal_leaves(literal))
@@ -589,10 +598,3 @@ def _literal_leaves(node: cst.BaseExpression) -> Iterator[cst.CSTNode | None]:
         yield node
     else:
         yield None
-
-
-def _picture_cast(node: cst.Call, args: tuple[Operand, ...], kwargs: dict[str, Operand]) -> bool:
-    """``image.to(device, dtype=...)`` on a picture of unknown type: a tensor being cast."""
-    receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
-    dtype = kwargs.get("dtype") or next((a for a in args if a.fact.kind is Kind.DTYPE), None)
-    return isinstance(receiver, cst.Name) and dtype is not None and data_api.picture(receiver.value)

@@ -1,0 +1,161 @@
+"""What an ``if`` tells of a value beyond the join of its paths.
+
+Models bound under complementary guards: ``if cache: vae = load()`` then ``if not cache:
+vae = load()``; a tensor that is ``None`` on another path, inside ``if x is not None:``; and a
+tensor whose dtype the code found different from a model's (``if x.dtype != vae.dtype:``).
+
+After the first ``if`` the model is joined with what the name held before (often ``None``),
+which is unknown; after the second, every path has bound the model, so it is the model again.
+Joining a model with ``None`` in general is wrong (``text_encoder = ... if train_te else None``
+correlates with other branches), so only the exact complement of a remembered test restores
+it. The memo rides in the environment under a key no Python name can take, so it is copied
+at branches like any binding, and binding the name again forgets it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, join, none_tested, seq_of
+from mpcheck.infer.frames import Env
+from mpcheck.names import dotted
+
+_MEMO = "\0guarded\0"
+_OPTIONAL = "\0optional\0"
+
+
+def guard_of(test: cst.BaseExpression) -> tuple[str, bool] | None:
+    """``(name, True)`` for ``if cache_latents:``, ``(name, False)`` for ``if not ...:``;
+    None for any other test (only a plain flag is known to mean the same twice)."""
+    polarity = True
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, polarity = test.expression, False
+    name = dotted(test) if isinstance(test, (cst.Name, cst.Attribute)) else None
+    return (name, polarity) if name else None
+
+
+def _flag(flag: str, polarity: bool) -> str:
+    return f"{'' if polarity else 'not '}{flag}"
+
+
+def forget(env: Env, name: str) -> None:
+    """``name`` is bound anew: what the ``if`` statements before said of it is past."""
+    env.pop(_MEMO + name, None)
+    env.pop(_OPTIONAL + name, None)
+
+
+def remember(after: Env, then: Env, guard: tuple[str, bool]) -> None:
+    """After ``if flag:`` (no ``else``): the models its body bound, joined away in ``after``."""
+    flag, polarity = guard
+    for name, fact in then.items():
+        if fact.kind is not Kind.MODULE or name.startswith("\0"):
+            continue
+        merged = after.get(name)
+        if merged is not None and merged != fact:
+            memo = replace(seq_of((merged, fact)), layer=_flag(flag, polarity))
+            after[_MEMO + name] = memo
+
+
+def complete(before: Env, after: Env, then: Env, guard: tuple[str, bool]) -> None:
+    """After ``if not flag:`` binding a model that ``if flag:`` bound before: on every path
+    the name holds a model, so it is their join, not unknown."""
+    flag, polarity = guard
+    for name, fact in then.items():
+        if fact.kind is not Kind.MODULE or name.startswith("\0"):
+            continue
+        memo = before.get(_MEMO + name)
+        if memo is None or memo.items is None or memo.layer != _flag(flag, not polarity):
+            continue
+        merged, bound = memo.items
+        if before.get(name) == merged:  # (rebinding the name forgets the memo)
+            after[name] = _join_models(bound, fact)
+
+
+def _join_models(a: Fact, b: Fact) -> Fact:
+    joined = join(a, b)
+    return joined if joined.kind is Kind.MODULE else a
+
+
+# -- ``D1s = torch.stack(D1s) if ... else None``, then ``if D1s is not None: ...`` ----------
+
+
+def remember_optional(after: Env, then: Env, other: Env) -> None:
+    """After an ``if`` whose one path bound a tensor and the other ``None`` (or left a value
+    the walk does not know): the tensor, for the branches that test it is not ``None``."""
+    for name, merged in list(after.items()):
+        if merged.is_tensor or name.startswith("\0"):
+            continue
+        a, b = then.get(name, UNKNOWN), other.get(name, UNKNOWN)
+        tensor = a if a.is_tensor and b == UNKNOWN else b if b.is_tensor and a == UNKNOWN else None
+        if tensor is not None:
+            after[_OPTIONAL + name] = seq_of((merged, tensor))
+
+
+def narrowed(env: Env, test: cst.BaseExpression, polarity: bool) -> Env:
+    """``env`` for the branch of ``if x is not None:`` (``polarity``: the way the test went)
+    where ``x`` is the tensor it was on the one path that bound one."""
+    name = none_tested(test, negated=polarity)
+    memo = env.get(_OPTIONAL + name) if name is not None else None
+    if name is None or memo is None or memo.items is None:
+        return env
+    merged, tensor = memo.items
+    if env.get(name) != merged:
+        return env  # rebound since
+    return {**env, name: tensor}
+
+
+# -- ``elif latents.dtype != self.vae.dtype:`` with a cast on some paths only ----------------
+
+
+def dtypes_tested(
+    test: cst.BaseExpression,
+) -> tuple[cst.BaseExpression, cst.BaseExpression, bool] | None:
+    """``(a, b, True)`` for ``a.dtype != b.dtype`` (``False`` for ``==``; ``b`` may be a dtype
+    variable): the branch where the two dtypes differ is the one taken that way."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    if not isinstance(target.operator, (cst.NotEqual, cst.Equal)):
+        return None
+    sides = [test.left, target.comparator]
+    held = [s for s in sides if isinstance(s, cst.Attribute) and s.attr.value == "dtype"]
+    named = [s for s in sides if isinstance(s, cst.Name) and s.value.endswith("dtype")]
+    if len(held) + len(named) != 2 or not held:  # ``x.dtype != y.dtype`` or ``!= decode_dtype``
+        return None
+    a, b = [s.value if isinstance(s, cst.Attribute) else s for s in sides]
+    if dotted(a) is None or dotted(a) == dotted(b):
+        return None
+    return a, b, isinstance(target.operator, cst.NotEqual)
+
+
+def found_apart(
+    env: Env, tested: list[tuple[str | None, Fact]], test: cst.BaseExpression, text: str
+) -> Env:
+    """The branch of ``if x.dtype != model.dtype:`` where they differ (``tested``: the name and
+    fact of each side): ``x`` is marked apart from ``model`` until it is rebound or the model
+    is cast."""
+    (a, fa), (b, fb) = tested
+    for name, fact, other, partner in ((a, fa, b, fb), (b, fb, a, fa)):
+        if name and other and fact.is_tensor and partner.kind is Kind.MODULE:
+            origin = Origin(test, Cause.LITERAL, text)
+            return {**env, name: replace(fact, apart=(other, origin))}
+    return env
+
+
+def aligned(env: Env, tested: list[tuple[str | None, Fact]]) -> Env:
+    """The branch of ``if x.dtype != y.dtype: x = x.to(y.dtype)`` where they are equal: the
+    code checks ``x``'s dtype again, so what an earlier test found is settled."""
+    out = env
+    for name, fact in tested:
+        if name is not None and fact.is_tensor and fact.apart is not None:
+            out = {**out, name: replace(fact, apart=None)}
+    return out
+
+
+def model_rebound(env: Env, key: str) -> None:
+    """``self.vae = self.vae.to(latents.dtype)``: tensors found apart from it are not now."""
+    for name, fact in list(env.items()):
+        if fact.apart is not None and fact.apart[0] == key:
+            env[name] = replace(fact, apart=None)
