@@ -39,6 +39,9 @@ class ClassInfo:
     is_pipeline: bool = False  # a diffusers-style pipeline: ``self.vae`` & co. are models
     is_sampler: bool = False  # a noise scheduler or sampler: it steps the model's sample
     pretrained: bool = False  # loaded by ``from_pretrained`` (see ``T.PRETRAINED_SUFFIXES``)
+    # a bitsandbytes quantized layer's subclass: built into a loaded model, so its own new
+    # parts are float32 (see ``T.QUANTIZED_LAYERS``)
+    quantized: bool = False
     analysed: bool = False  # its methods were walked (each class is walked once)
     # bases defined in other project files: the base expression, its module, its summary
     elsewhere: tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...] = ()

@@ -69,10 +69,16 @@ class FunctionWalk(AutocastWalk):
         info.is_sampler = not is_module and any(n.endswith(T.SAMPLER_SUFFIXES) for n in names)
         others = tuple(dotted(e[0]) or "" for e in elsewhere)
         info.pretrained = is_module and self._pretrained(bases, others)
+        info.quantized = is_module and any(_quantized(b) for b in bases)
         self.classes.setdefault(node.name.value, info)
         if is_module:
             self.file_uses_torch_modules = True
         return info
+
+    def quantized_scope(self, frame: Frame) -> bool:
+        """A method of a bitsandbytes layer's subclass: what it builds is float32."""
+        owner = self.classes.get(frame.scope.class_name or "")
+        return owner is not None and owner.quantized and frame.scope.in_module
 
     def _pipeline_base(self, base: str) -> bool:
         local = self.classes.get(base)
@@ -88,7 +94,7 @@ class FunctionWalk(AutocastWalk):
         return any(self.classes[b].pretrained for b in bases if b in self.classes)
 
     def _module_base(self, base: str) -> bool:
-        if _torch_module_base(base):
+        if _torch_module_base(base) or _quantized(base):
             return True
         local = self.classes.get(base)
         if local is not None:
@@ -377,3 +383,8 @@ def _annotation_names(node: cst.CSTNode) -> list[str]:
 def _torch_module_base(base: str) -> bool:
     """``nn.Module`` and torch's own module classes, as a class's base resolves."""
     return base in T.MODULE_BASES or base.startswith("torch.nn.")
+
+
+def _quantized(base: str) -> bool:
+    """``bnb.nn.Linear8bitLt``: a bitsandbytes quantized layer."""
+    return base.startswith("bitsandbytes.") and base.rsplit(".", 1)[-1] in T.QUANTIZED_LAYERS

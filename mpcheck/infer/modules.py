@@ -52,6 +52,10 @@ class ModuleWalk(FunctionWalk):
         sets the default dtype while ``__init__`` runs) keeps that part in its own dtype.
         """
         dtype = kwargs.get("dtype") or self.constructor_dtype(node, layer)
+        if dtype is None and self.quantized_scope(frame):
+            text = "built in float32 (the default) beside a bitsandbytes quantized base layer"
+            origin = Origin(node, Cause.MODEL_CAST, text)
+            return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
         if frame.scope.in_module:
             f = dtype.fact if dtype is not None else None
             if (
@@ -138,6 +142,10 @@ class ModuleWalk(FunctionWalk):
         layer = module.layer
         first = args[0].fact if args else UNKNOWN
         if layer in T.PASS_THROUGH_LAYERS:
+            return first
+        held = callee or node.func  # ``self.lora_dropout[name](x)``: a dropout, as named
+        held = held.value if isinstance(held, cst.Subscript) else held
+        if layer is None and first.is_tensor and T.dropout_named(dotted(held)):
             return first
         if layer == FP32_LAYER and module.origin is not None:
             made = module.origin.text  # ``self.time_proj(t)``: sinusoids computed in float32

@@ -469,6 +469,11 @@ class TensorWalk(ModuleWalk):
             if op is T.OpKind.EMBEDDING and len(args) > 1:
                 return args[1].fact
             return args[0].fact if args else UNKNOWN_TENSOR
+        if op in (T.OpKind.LINEAR, T.OpKind.CONV) and len(tensors) > 1 and tensors[1].kept_float32:
+            # ``F.linear(x, self.lora_A[name])``: a weight kept float32 apart from the model
+            # computes in float32 (or refuses ``x``), as a float32 part called as a module does
+            what = Origin(node, Cause.ACTIVATION, f"the output of `{code()}`")
+            return Fact(Kind.TENSOR, Prec.FULL, tensors[1].dtype, what)
         if op is not None:
             return op_result(*tensors) if tensors else UNKNOWN_TENSOR
         if not tensors:
