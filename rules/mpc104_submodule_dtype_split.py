@@ -48,7 +48,10 @@ class SubmoduleDtypeSplit(Rule):
         `lora_B`, named in `adapter_layer_names`) float32 beside a half base layer, and a
         LoRA layer subclassing bitsandbytes' `Linear8bitLt` builds its adapters in float32
         after the model was loaded; a functional `F.linear(x, self.lora_A[name])` refuses
-        the half `x` as a float32 `nn.Linear` does. Norm
+        the half `x` as a float32 `nn.Linear` does. So is a head that a wrapper of a model it
+        was handed (`self.pretrained_model = pretrained_model`) builds later, in a method its
+        `__init__` does not call (trl's reward adapter `self.score`): float32, while the
+        wrapped model may have been loaded in half. Norm
         layers are the exception: torch's float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm accept
         a half input and return its dtype, so keeping them in float32 is fine -- but a float32
         input into a half norm raises, and apex's `FusedLayerNorm`/`FusedRMSNorm` read their

@@ -108,3 +108,34 @@ def test_an_adapter_beside_a_quantized_layer_cast_or_under_autocast_is_quiet(
 def test_the_branch_where_autocast_is_off_is_still_checked() -> None:
     body = "if not torch.is_autocast_enabled():\n                result += self.lora_A(x).sum()"
     assert codes(QUANTIZED.format(**{**QPLAIN, "body": body})) == [("MPC104", 16, 23)]
+
+
+WRAPPER = """
+    class Wrapper(nn.Module):
+        def __init__(self, {init_params}):
+            super().__init__()
+            self.backbone = {backbone}
+            {init_body}
+
+        def reset_head(self, n):
+            self.head = nn.Linear(n, 2)
+
+        def score(self, x):
+            return self.head(self.backbone(x))
+    """
+WPLAIN = {"init_params": "backbone", "backbone": "backbone", "init_body": "pass"}
+
+
+def test_a_head_built_after_the_wrapped_model_is_float32() -> None:
+    assert codes(WRAPPER.format(**WPLAIN)) == [("MPC104", 15, 16)]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"init_params": "n", "backbone": "nn.Linear(n, n)"},  # builds its own model (timm)
+        {"init_body": "self.reset_head(8)"},  # built while the wrapper is built
+    ],
+)
+def test_a_head_of_a_model_built_here_or_built_by_init_is_quiet(change: dict[str, str]) -> None:
+    assert codes(WRAPPER.format(**{**WPLAIN, **change})) == []

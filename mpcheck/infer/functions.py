@@ -75,10 +75,21 @@ class FunctionWalk(AutocastWalk):
             self.file_uses_torch_modules = True
         return info
 
-    def quantized_scope(self, frame: Frame) -> bool:
-        """A method of a bitsandbytes layer's subclass: what it builds is float32."""
+    def built_apart(self, frame: Frame) -> str | None:
+        """Why a module built here without ``dtype=`` is float32 beside a half model: in a
+        bitsandbytes layer's subclass, or in a method run after a wrapped model was built."""
         owner = self.classes.get(frame.scope.class_name or "")
-        return owner is not None and owner.quantized and frame.scope.in_module
+        if owner is None or not frame.scope.in_module:
+            return None
+        if owner.quantized:
+            return "built in float32 (the default) beside a bitsandbytes quantized base layer"
+        fn = frame.scope.function
+        if fn is not None and fn.name.value in owner.late_methods:
+            return (
+                f"built in float32 (the default) by `{fn.name.value}`, after the model "
+                "it wraps was built or loaded"
+            )
+        return None
 
     def _pipeline_base(self, base: str) -> bool:
         local = self.classes.get(base)

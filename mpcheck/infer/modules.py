@@ -52,9 +52,9 @@ class ModuleWalk(FunctionWalk):
         sets the default dtype while ``__init__`` runs) keeps that part in its own dtype.
         """
         dtype = kwargs.get("dtype") or self.constructor_dtype(node, layer)
-        if dtype is None and self.quantized_scope(frame):
-            text = "built in float32 (the default) beside a bitsandbytes quantized base layer"
-            origin = Origin(node, Cause.MODEL_CAST, text)
+        apart = self.built_apart(frame) if dtype is None else None
+        if apart is not None:
+            origin = Origin(node, Cause.MODEL_CAST, apart)
             return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
         if frame.scope.in_module:
             f = dtype.fact if dtype is not None else None
@@ -442,6 +442,9 @@ class ModuleWalk(FunctionWalk):
             return params
         if method in ("parameters", "named_parameters", "buffers", "modules", "children"):
             return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, module.prec, module.dtype, module.origin))
+        if method == "to" and "dtype" in kwargs and module.prec is Prec.FULL:
+            return replace(module, prec=Prec.UNKNOWN, dtype=None, origin=None)  # to a dtype we
+            # do not know (``.to(dtype=self.pretrained_model.dtype)``): no longer float32
         if method in ("eval", "train", "requires_grad_", "cuda", "cpu", "apply", "zero_grad", "to"):
             return module  # ``.to(device)``: a dtype cast was handled above
         if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == "self":
