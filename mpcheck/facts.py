@@ -137,6 +137,12 @@ class Fact:
         return self.is_tensor and self.cause is Cause.BUFFER and not self.zero_dim
 
     @property
+    def kept_float32(self) -> bool:
+        """A parameter kept float32 apart from its model (``_keep_in_fp32_modules``, a peft
+        adapter): a layer given it computes in float32, or refuses half input."""
+        return self.prec is Prec.FULL and self.cause is Cause.MODEL_CAST and not self.zero_dim
+
+    @property
     def cause(self) -> Cause | None:
         return self.origin.cause if self.origin else None
 

@@ -19,6 +19,9 @@ import libcst as cst
 from mpcheck.names import dotted
 
 KEEP_ATTRS = ("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict")
+# peft's tuner layers name their adapter containers (``lora_A``, ``lora_B``) here; peft keeps
+# those float32 beside a half base layer (``autocast_adapter_dtype=True``, its default).
+ADAPTER_ATTRS = ("adapter_layer_names",)
 FP32_IN_NAME = re.compile(r"fp32|float32", re.IGNORECASE)
 
 
@@ -29,20 +32,28 @@ class KeepFp32:
     names: frozenset[str] = frozenset()  # single-segment patterns: attribute names
     kept_classes: set[str] = field(default_factory=set)  # every parameter is float32
     kept_params: dict[str, set[str]] = field(default_factory=dict)  # class -> attr names
+    # class -> its peft adapter containers (``adapter_layer_names``, its local bases' too)
+    adapters: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.names or self.kept_classes or self.kept_params)
+        return bool(self.names or self.kept_classes or self.kept_params or self.adapters)
 
     def param_kept(self, class_name: str | None, attr: str) -> bool:
         return class_name is not None and attr in self.kept_params.get(class_name, ())
+
+    def adapter(self, class_name: str | None, attr: str) -> bool:
+        """``self.<attr>`` of ``class_name`` is a peft adapter container: float32 on a half
+        base layer."""
+        return class_name is not None and attr in self.adapters.get(class_name, ())
 
     @classmethod
     def of(cls, classes: Mapping[str, cst.ClassDef]) -> KeepFp32:
         # ``class LayerNormFp32(nn.LayerNorm)``: its name says its parameters stay float32
         named = {name for name in classes if FP32_IN_NAME.search(name)}
+        adapters = _adapter_names(classes)
         patterns = [p.split(".") for node in classes.values() for p in keep_patterns(node)]
         if not patterns:
-            return cls(kept_classes=named)
+            return cls(kept_classes=named, adapters=adapters)
         # class name -> [(attribute it is built under, class that builds it)]
         built_as: dict[str, list[tuple[str, str]]] = {}
         for owner, node in classes.items():
@@ -58,7 +69,9 @@ class KeepFp32:
                     return True
             return False
 
-        keep = cls(frozenset(s[0] for s in patterns if len(s) == 1), kept_classes=named)
+        keep = cls(
+            frozenset(s[0] for s in patterns if len(s) == 1), kept_classes=named, adapters=adapters
+        )
         for name in classes:
             for segs in patterns:
                 if reached(name, segs):
@@ -68,9 +81,28 @@ class KeepFp32:
         return keep
 
 
-def keep_patterns(node: cst.ClassDef) -> Iterator[str]:
+def _adapter_names(classes: Mapping[str, cst.ClassDef]) -> dict[str, frozenset[str]]:
+    """Each class's adapter containers: its own ``adapter_layer_names`` and its local bases'."""
+    own = {name: frozenset(keep_patterns(node, ADAPTER_ATTRS)) for name, node in classes.items()}
+
+    def names(name: str, depth: int = 0) -> frozenset[str]:
+        node = classes.get(name)
+        if node is None or depth > 8:
+            return frozenset()
+        found = own[name]
+        for base in node.bases:
+            leaf = (dotted(base.value) or "").rsplit(".", 1)[-1]
+            if leaf != name and not base.keyword:
+                found |= names(leaf, depth + 1)
+        return found
+
+    out = {name: names(name) for name in classes}
+    return {name: attrs for name, attrs in out.items() if attrs}
+
+
+def keep_patterns(node: cst.ClassDef, attrs: tuple[str, ...] = KEEP_ATTRS) -> Iterator[str]:
     """The names a class lists in ``_keep_in_fp32_modules`` (another file's subclass inherits
-    them)."""
+    them), or in other ``attrs``."""
     for stmt in node.body.body:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
@@ -82,7 +114,7 @@ def keep_patterns(node: cst.ClassDef) -> Iterator[str]:
             else:
                 continue
             value = small.value
-            if dotted(target) in KEEP_ATTRS and isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+            if dotted(target) in attrs and isinstance(value, (cst.List, cst.Tuple, cst.Set)):
                 for el in value.elements:
                     if isinstance(el.value, cst.SimpleString):
                         text = el.value.evaluated_value

@@ -391,6 +391,10 @@ PRETRAINED_SUFFIXES = ("ModelMixin", "PreTrainedModel", "PretrainedModel")
 # A sampler's record of the model's past outputs (``self.model_outputs[-1]`` of a multistep
 # solver): tensors in the model's dtype, whatever ``__init__`` filled the list with.
 SAMPLER_HISTORY = frozenset({"model_outputs"})
+# bitsandbytes' quantized layers: a subclass (an old peft LoRA layer) replaces a layer of an
+# already loaded model, so what its ``__init__`` builds without ``dtype=`` is float32 while
+# the activations it gets are the half model's (8-bit matmuls take float16 activations).
+QUANTIZED_LAYERS = frozenset({"Linear8bitLt", "Linear4bit", "LinearFP4", "LinearNF4"})
 SAMPLE_PARAMS = frozenset(
     "sample samples model_output model_outputs latents x x_t denoised noise_pred".split()
 )
@@ -530,3 +534,9 @@ def op_name(qualname: str) -> str:
     if qualname in ATEN_NAMES:
         return ATEN_NAMES[qualname]
     return qualname.rsplit(".", 1)[-1]
+
+
+def dropout_named(name: str | None) -> bool:
+    """``dropout``, ``self.attn_drop``, ``self.lora_dropout``: a module named as a dropout."""
+    leaf = (name or "").rsplit(".", 1)[-1].lower()
+    return leaf.endswith(("dropout", "_drop")) or leaf == "drop"

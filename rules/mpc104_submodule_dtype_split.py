@@ -43,7 +43,15 @@ class SubmoduleDtypeSplit(Rule):
         cast (`model.head = nn.Linear(...)`), and with parts kept in one dtype inside a model
         that is made half at construction: `_keep_in_fp32_modules`, or a layer built with a
         literal `dtype=torch.float32` (`from_pretrained(torch_dtype=torch.float16)` sets the
-        default dtype while `__init__` runs, which leaves an explicit `dtype=` alone). Norm
+        default dtype while `__init__` runs, which leaves an explicit `dtype=` alone). Adapters
+        are such parts too: peft keeps the per-adapter dicts of a tuner layer (`lora_A`,
+        `lora_B`, named in `adapter_layer_names`) float32 beside a half base layer, and a
+        LoRA layer subclassing bitsandbytes' `Linear8bitLt` builds its adapters in float32
+        after the model was loaded; a functional `F.linear(x, self.lora_A[name])` refuses
+        the half `x` as a float32 `nn.Linear` does. So is a head that a wrapper of a model it
+        was handed (`self.pretrained_model = pretrained_model`) builds later, in a method its
+        `__init__` does not call (trl's reward adapter `self.score`): float32, while the
+        wrapped model may have been loaded in half. Norm
         layers are the exception: torch's float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm accept
         a half input and return its dtype, so keeping them in float32 is fine -- but a float32
         input into a half norm raises, and apex's `FusedLayerNorm`/`FusedRMSNorm` read their
@@ -107,6 +115,7 @@ class SubmoduleDtypeSplit(Rule):
         if self._found_apart(call):
             return
         if not call.is_module_call or call.receiver is None:
+            self._functional(call)
             return
         if self._direct(call) or self._split_output(call):
             return
@@ -175,6 +184,32 @@ class SubmoduleDtypeSplit(Rule):
             self.report(call.node, message, related=related)  # (a whole model has no .weight)
             return True
         return False
+
+    # -- ``F.linear(x, self.lora_A[name])`` with a part's parameter kept apart ------------
+    def _functional(self, call: CallSite) -> None:
+        """A functional layer (``F.linear``/``F.conv2d``) given a parameter the model keeps in
+        float32 (``_keep_in_fp32_modules``, a peft adapter) and the model's activations."""
+        if call.op not in (OpKind.LINEAR, OpKind.CONV) or not call.scope.in_module:
+            return
+        pair = _clash(call)
+        if pair is None:
+            return
+        x, weight = pair
+        kept = weight.fact
+        if not kept.kept_float32:
+            return
+        if x.fact.prec is not Prec.MODEL or x.fact.cause in FORCED_FP32:
+            return
+        what, param = self.ctx.code(x.node), self.ctx.code(weight.node)
+        message = (
+            f"`{param}` is {_dtype(kept)}{self._from(kept)} while `{what}` passed with it "
+            f"follows the model's dtype{self._from(x.fact)}: when the model runs in half "
+            f"precision, {_consequence(call, x.fact)}"
+        )
+        related = self._split_related(param, kept)
+        if not isinstance(x.fact.origin.node if x.fact.origin else None, cst.Param):
+            related += self.related_for(what, x.fact)
+        self.report(call.node, message, related=_unique(related))
 
     # -- ``model.head(model.backbone(x))`` with the backbone cast apart --------------------
     def _split_output(self, call: CallSite) -> bool:

@@ -13,6 +13,8 @@ from mpcheck.infer.frames import Frame
 from mpcheck.names import dotted
 from mpcheck.sites import Autocast
 
+# ``if torch.is_autocast_enabled():``: the branch that runs with autocast on
+AUTOCAST_TESTS = frozenset({"torch.is_autocast_enabled", "torch.is_autocast_cpu_enabled"})
 AUTOCAST_NAMES = {
     "torch.autocast": None,
     "torch.cuda.amp.autocast": "cuda",
@@ -86,6 +88,20 @@ class AutocastWalk(Walk):
                 else:
                     enabled = None
         return Autocast(node, device, dtype, enabled, dtype_known)
+
+    def tested_region(self, test: cst.BaseExpression, went: bool) -> Autocast | None:
+        """The autocast region a branch of ``if torch.is_autocast_enabled():`` (or of ``if not
+        ...``) runs in, when that branch is the one autocast is on in."""
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        call = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+        if not isinstance(call, cst.Call) or self.imports.resolve(call.func) not in AUTOCAST_TESTS:
+            return None
+        if went == negated:
+            return None
+        device = (
+            "cpu" if self.imports.resolve(call.func) == "torch.is_autocast_cpu_enabled" else None
+        )
+        return Autocast(test, device, None, True)
 
     def _region_dtype(self, node: cst.BaseExpression, frame: Frame | None) -> str | None:
         """``dtype=amp_dtype``: the half dtype the variable holds on every path, if one."""

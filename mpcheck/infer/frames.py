@@ -40,6 +40,9 @@ class ClassInfo:
     is_sampler: bool = False  # a noise scheduler or sampler: it steps the model's sample
     pretrained: bool = False  # loaded by ``from_pretrained`` (see ``T.PRETRAINED_SUFFIXES``)
     lightning: bool = False  # a ``LightningModule``: its steps run under the Trainer's precision
+    # a bitsandbytes quantized layer's subclass: built into a loaded model, so its own new
+    # parts are float32 (see ``T.QUANTIZED_LAYERS``)
+    quantized: bool = False
     analysed: bool = False  # its methods were walked (each class is walked once)
     # bases defined in other project files: the base expression, its module, its summary
     elsewhere: tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...] = ()
@@ -61,6 +64,37 @@ class ClassInfo:
                     return True
             stack.extend(node.children)
         return False
+
+    @cached_property
+    def late_methods(self) -> frozenset[str]:
+        """Methods that run after a wrapped model was built: the class is handed a model
+        (``self.pretrained_model = pretrained_model`` in ``__init__``, called elsewhere) and
+        ``__init__`` does not call them. What they build without ``dtype=`` is float32 while
+        the wrapped model may well be half (trl's reward adapter's ``self.score``)."""
+        init = self.methods.get("__init__")
+        if init is None:
+            return frozenset()
+        params = {p.name.value for p in init.params.params[1:]}
+        given: set[str] = set()
+        called: set[str] = set()
+        for node in _walk(init.body):
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name):
+                target = dotted(node.targets[0].target) or ""
+                if node.value.value in params and target.startswith("self."):
+                    given.add(target[5:])
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                if dotted(node.func.value) == "self":
+                    called.add(node.func.attr.value)
+        wrapped = any(
+            isinstance(node, cst.Call) and dotted(node.func) == f"self.{attr}"
+            for name, fn in self.methods.items()
+            if name != "__init__"
+            for node in _walk(fn.body)
+            for attr in given
+        )
+        if not wrapped:
+            return frozenset()
+        return frozenset(n for n in self.methods if n != "__init__" and n not in called)
 
     @cached_property
     def lightning_steps(self) -> dict[str, cst.FunctionDef]:
@@ -89,6 +123,17 @@ class ClassInfo:
 
 
 LIGHTNING_STEPS = ("training_step", "validation_step", "test_step", "predict_step")
+
+
+def _walk(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node under ``root`` (a method's body)."""
+    out: list[cst.CSTNode] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(node.children)
+    return out
 
 
 @dataclass

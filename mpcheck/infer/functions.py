@@ -71,6 +71,7 @@ class FunctionWalk(AutocastWalk):
         others = tuple(dotted(e[0]) or "" for e in elsewhere)
         info.pretrained = is_module and self._pretrained(bases, others)
         info.lightning = any(_lightning(b) or self._local_lightning(b) for b in bases)
+        info.quantized = is_module and any(_quantized(b) for b in bases)
         self.classes.setdefault(node.name.value, info)
         if is_module:
             self.file_uses_torch_modules = True
@@ -79,6 +80,22 @@ class FunctionWalk(AutocastWalk):
     def _local_lightning(self, base: str) -> bool:
         local = self.classes.get(base)
         return local is not None and local.lightning
+
+    def built_apart(self, frame: Frame) -> str | None:
+        """Why a module built here without ``dtype=`` is float32 beside a half model: in a
+        bitsandbytes layer's subclass, or in a method run after a wrapped model was built."""
+        owner = self.classes.get(frame.scope.class_name or "")
+        if owner is None or not frame.scope.in_module:
+            return None
+        if owner.quantized:
+            return "built in float32 (the default) beside a bitsandbytes quantized base layer"
+        fn = frame.scope.function
+        if fn is not None and fn.name.value in owner.late_methods:
+            return (
+                f"built in float32 (the default) by `{fn.name.value}`, after the model "
+                "it wraps was built or loaded"
+            )
+        return None
 
     def _pipeline_base(self, base: str) -> bool:
         local = self.classes.get(base)
@@ -94,7 +111,7 @@ class FunctionWalk(AutocastWalk):
         return any(self.classes[b].pretrained for b in bases if b in self.classes)
 
     def _module_base(self, base: str) -> bool:
-        if _torch_module_base(base):
+        if _torch_module_base(base) or _quantized(base):
             return True
         local = self.classes.get(base)
         if local is not None:
@@ -441,3 +458,8 @@ def _lightning(base: str) -> bool:
     """``L.LightningModule``, ``pl.LightningModule``, ``lightning.pytorch.LightningModule``."""
     root, _, leaf = base.partition(".")
     return base.endswith("LightningModule") and root in ("lightning", "pytorch_lightning")
+
+
+def _quantized(base: str) -> bool:
+    """``bnb.nn.Linear8bitLt``: a bitsandbytes quantized layer."""
+    return base.startswith("bitsandbytes.") and base.rsplit(".", 1)[-1] in T.QUANTIZED_LAYERS

@@ -31,6 +31,7 @@ from mpcheck.infer.functions import FunctionWalk
 from mpcheck.infer.imported import call_result, fact_of
 from mpcheck.infer.pipelines import shares
 from mpcheck.infer.scripts import model_of, takes_half_input
+from mpcheck.infer.splits import changed_calls
 from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary, Value
 from mpcheck.sites import CallSite, InnerCall, Operand, Owner
@@ -53,6 +54,10 @@ class ModuleWalk(FunctionWalk):
         sets the default dtype while ``__init__`` runs) keeps that part in its own dtype.
         """
         dtype = kwargs.get("dtype") or self.constructor_dtype(node, layer)
+        apart = self.built_apart(frame) if dtype is None else None
+        if apart is not None:
+            origin = Origin(node, Cause.MODEL_CAST, apart)
+            return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
         if frame.scope.in_module:
             f = dtype.fact if dtype is not None else None
             if (
@@ -141,6 +146,10 @@ class ModuleWalk(FunctionWalk):
         layer = module.layer
         first = args[0].fact if args else UNKNOWN
         if layer in T.PASS_THROUGH_LAYERS:
+            return first
+        held = callee or node.func  # ``self.lora_dropout[name](x)``: a dropout, as named
+        held = held.value if isinstance(held, cst.Subscript) else held
+        if layer is None and first.is_tensor and T.dropout_named(dotted(held)):
             return first
         if layer == FP32_LAYER and module.origin is not None:
             made = module.origin.text  # ``self.time_proj(t)``: sinusoids computed in float32
@@ -261,7 +270,7 @@ class ModuleWalk(FunctionWalk):
         self.analyse_class(info)
         with_args, returned = self._walk_as(fn, info, module, {}, args, kwargs, frame)
         plain, _ = self._walk_as(fn, info, module, {}, (), {}, frame)
-        return _changed(with_args, plain), returned
+        return changed_calls(with_args, plain), returned
 
     def split_call(
         self,
@@ -313,7 +322,7 @@ class ModuleWalk(FunctionWalk):
             return (), None
         split_sites, returned = self._walk_as(fn, info, module, parts, args, kwargs, frame)
         plain_sites, _ = self._walk_as(fn, info, module, {}, args, kwargs, frame)
-        return _changed(split_sites, plain_sites), returned
+        return changed_calls(split_sites, plain_sites), returned
 
     def _walk_as(
         self,
@@ -439,6 +448,9 @@ class ModuleWalk(FunctionWalk):
             return params
         if method in ("parameters", "named_parameters", "buffers", "modules", "children"):
             return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, module.prec, module.dtype, module.origin))
+        if method == "to" and "dtype" in kwargs and module.prec is Prec.FULL:
+            return replace(module, prec=Prec.UNKNOWN, dtype=None, origin=None)  # to a dtype we
+            # do not know (``.to(dtype=self.pretrained_model.dtype)``): no longer float32
         if method in ("eval", "train", "requires_grad_", "cuda", "cpu", "apply", "zero_grad", "to"):
             return module  # ``.to(device)``: a dtype cast was handled above
         if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == "self":
@@ -564,30 +576,3 @@ def _owner(path: str | None, env: Env) -> Owner | None:
         if fact is not None and fact.kind is Kind.MODULE:
             return Owner(key, fact)
     return None
-
-
-def _changed(walked: list[CallSite], plain: list[CallSite]) -> tuple[InnerCall, ...]:
-    """The calls of ``walked`` whose dtypes differ from the same call in ``plain``.
-
-    Both walks take the same calls in the same order: the k-th visit of a node pairs up.
-    """
-    before_of: dict[tuple[int, int], CallSite] = {}
-    seen: dict[int, int] = {}
-    for site in plain:
-        seen[id(site.node)] = k = seen.get(id(site.node), 0) + 1
-        before_of[id(site.node), k] = site
-    seen.clear()
-    changed = []
-    for site in walked:
-        seen[id(site.node)] = k = seen.get(id(site.node), 0) + 1
-        before = before_of.get((id(site.node), k))
-        if before is None or _site_precs(site) != _site_precs(before):
-            changed.append(InnerCall(site, before))
-    return tuple(changed)
-
-
-def _site_precs(site: CallSite) -> tuple[tuple[Prec, str | None], ...]:
-    """The dtypes a call sees: its receiver's and its arguments'."""
-    operands = [site.receiver] if site.receiver is not None else []
-    operands += list(site.args) + [site.kwargs[k] for k in sorted(site.kwargs)]
-    return tuple((o.fact.prec, o.fact.dtype) for o in operands)

@@ -167,3 +167,22 @@ def tensor_of_numbers(seq: Fact, node: cst.Call, code: str) -> Fact:
         return UNKNOWN_TENSOR
     text = f"made float32 by `{code}` from float32 numbers"
     return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.FACTORY, text))
+
+
+def legacy_type(name: str, node: cst.Call) -> Fact:
+    """``x.type(torch.HalfTensor)``: a cast by the legacy tensor type's name."""
+    short = name.rsplit(".", 1)[-1]
+    table = {
+        "HalfTensor": "float16",
+        "BFloat16Tensor": "bfloat16",
+        "FloatTensor": "float32",
+        "DoubleTensor": "float64",
+        "LongTensor": "int64",
+        "IntTensor": "int32",
+        "BoolTensor": "bool",
+    }
+    dt = table.get(short)
+    if dt is None:
+        return UNKNOWN_TENSOR
+    cause = Cause.UPCAST if dt in ("float32", "float64") else Cause.CAST
+    return tensor_of_dtype(dt, node, cause, f"cast to {dt} by `.type({name})`")

@@ -185,6 +185,9 @@ class StatementWalk(ExpressionWalk):
         sub = Frame(dict(frame.env), frame.scope)
         if guard is not None:
             sub = self.training.assume(*guard, sub)
+            region = self.tested_region(*guard)
+            if region is not None:
+                sub.scope = replace(sub.scope, autocast=region)
         if isinstance(node, cst.If):
             self.statement(node, sub)
         elif isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
@@ -352,7 +355,25 @@ class StatementWalk(ExpressionWalk):
             return
         if isinstance(target, cst.Attribute) and target.attr.value == "data":
             self.training.store_data(target, value, frame)  # ``p.data = p.data.float()``
+        if self._adapter_container(target, value_node, frame):
+            value = adapter_fp32(value, target, _tensor_dict(value_node))
         self.bind(target, value, frame)
+
+    def _adapter_container(
+        self, target: cst.BaseExpression, value: cst.BaseExpression, frame: Frame
+    ) -> bool:
+        """``self.lora_A = nn.ParameterDict()`` in a peft tuner layer: named in its
+        ``adapter_layer_names``, or any dict of per-adapter parts (peft casts every item
+        keyed by the adapter's name to float32, a ``BufferDict``'s too)."""
+        key = dotted(target)
+        if key is None or not key.startswith("self.") or key.count(".") != 1:
+            return False
+        if self.keep.adapter(frame.scope.class_name, key[5:]):
+            return True
+        if not self.keep.adapters.get(frame.scope.class_name or ""):
+            return False
+        callee = dotted(value.func) if isinstance(value, cst.Call) else None
+        return (callee or "").rsplit(".", 1)[-1] in ADAPTER_DICTS
 
     def advanced_index(self, target: cst.Subscript, frame: Frame) -> Operand | None:
         """Evaluate ``target``'s indices; the first that makes it advanced indexing, if any."""
@@ -419,3 +440,23 @@ class StatementWalk(ExpressionWalk):
             prefix = key + "."
             for k in [k for k in frame.env if k.startswith(prefix)]:
                 del frame.env[k]
+
+
+ADAPTER_DICTS = frozenset({"ModuleDict", "ParameterDict", "BufferDict"})
+ADAPTER_TEXT = "kept in float32 beside a half base layer by peft (`adapter_layer_names`)"
+
+
+def adapter_fp32(value: Fact, target: cst.BaseExpression, tensors: bool) -> Fact:
+    """A peft adapter container (``self.lora_A = nn.ModuleDict()``): its modules, or the
+    tensors of a ``ParameterDict``/``BufferDict`` (``tensors``), are float32 whatever the
+    base layer runs in. One handed in (``self.vblora_vector_bank = vector_bank``) too."""
+    origin = Origin(target, Cause.MODEL_CAST, ADAPTER_TEXT)
+    if value.kind is Kind.MODULE and not tensors:
+        return replace(value, prec=Prec.FULL, dtype="float32", origin=origin, maybe=False)
+    return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, Prec.FULL, "float32", origin))
+
+
+def _tensor_dict(value: cst.BaseExpression) -> bool:
+    """``nn.ParameterDict(...)``, ``BufferDict(...)``: a dict of tensors, not of modules."""
+    callee = dotted(value.func) if isinstance(value, cst.Call) else None
+    return (callee or "").rsplit(".", 1)[-1] in ("ParameterDict", "BufferDict")

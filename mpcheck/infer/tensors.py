@@ -30,7 +30,13 @@ from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.modules import ModuleWalk
 from mpcheck.infer.pipelines import pipeline_cast, recasts
-from mpcheck.infer.promotion import cast_method, dimensioning, op_result, tensor_of_numbers
+from mpcheck.infer.promotion import (
+    cast_method,
+    dimensioning,
+    legacy_type,
+    op_result,
+    tensor_of_numbers,
+)
 from mpcheck.names import dotted
 from mpcheck.sites import Operand, items
 
@@ -191,11 +197,11 @@ class TensorWalk(ModuleWalk):
             if isinstance(op.node, cst.SimpleString):
                 legacy = op.node.evaluated_value
                 if isinstance(legacy, str) and legacy.endswith("Tensor"):
-                    return self.legacy_type(legacy, node)
+                    return legacy_type(legacy, node)
             if method == "type" and f.kind is Kind.OTHER:
                 name = dotted(op.node) or ""
                 if name.endswith("Tensor"):
-                    return self.legacy_type(name, node)
+                    return legacy_type(name, node)
             if _names_a_dtype(op.node):
                 return UNKNOWN_TENSOR  # a dtype we cannot see: assume nothing
         if method == "type" and not cand:
@@ -203,23 +209,6 @@ class TensorWalk(ModuleWalk):
         if recv.cause is Cause.DATA and any(not _device_like(op) for op in cand):
             return UNKNOWN_TENSOR  # ``embeds.to(hidden_states)``: may well take its dtype
         return recv
-
-    def legacy_type(self, name: str, node: cst.Call) -> Fact:
-        short = name.rsplit(".", 1)[-1]
-        table = {
-            "HalfTensor": "float16",
-            "BFloat16Tensor": "bfloat16",
-            "FloatTensor": "float32",
-            "DoubleTensor": "float64",
-            "LongTensor": "int64",
-            "IntTensor": "int32",
-            "BoolTensor": "bool",
-        }
-        dt = table.get(short)
-        if dt is None:
-            return UNKNOWN_TENSOR
-        cause = Cause.UPCAST if dt in ("float32", "float64") else Cause.CAST
-        return tensor_of_dtype(dt, node, cause, f"cast to {dt} by `.type({name})`")
 
     def dtype_arg(self, op: Operand, node: cst.CSTNode, recv: Fact, verb: str = "dtype=") -> Fact:
         f = op.fact
@@ -478,6 +467,11 @@ class TensorWalk(ModuleWalk):
             if op is T.OpKind.EMBEDDING and len(args) > 1:
                 return args[1].fact
             return args[0].fact if args else UNKNOWN_TENSOR
+        if op in (T.OpKind.LINEAR, T.OpKind.CONV) and len(tensors) > 1 and tensors[1].kept_float32:
+            # ``F.linear(x, self.lora_A[name])``: a weight kept float32 apart from the model
+            # computes in float32 (or refuses ``x``), as a float32 part called as a module does
+            what = Origin(node, Cause.ACTIVATION, f"the output of `{code()}`")
+            return Fact(Kind.TENSOR, Prec.FULL, tensors[1].dtype, what)
         if op is not None:
             return op_result(*tensors) if tensors else UNKNOWN_TENSOR
         if not tensors:
