@@ -124,7 +124,11 @@ def test_generator_check_detects_stale_file(
     assert gen.main(["--check"]) == 1
     assert gen.main([]) == 0
     assert gen.main(["--check"]) == 0
-    assert out.read_text() == DATA.read_text()
+    # The version deltas are re-encoded against the base they were stored with: a base edited
+    # by hand (softmax dropped) changes them, so only the base must come back as committed.
+    base = {k: v for k, v in _committed().items() if k not in ("versions", "versions_format")}
+    regenerated = json.loads(out.read_text())
+    assert {k: v for k, v in regenerated.items() if k in base} == base
 
 
 def test_probe_agrees_with_real_cpu_autocast() -> None:
