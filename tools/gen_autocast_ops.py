@@ -1,6 +1,27 @@
 """Generate mpcheck/data/autocast_ops.json from the installed torch (stdlib + torch only).
 
-Usage:  python tools/gen_autocast_ops.py [--check]
+Usage:  python tools/gen_autocast_ops.py [--check] [--version-delta]
+
+Without ``--version-delta`` it writes the base table (top level of the file) from the
+installed torch, which must ship the header's policy macros (2.13 in CI); entries under
+``versions`` are kept, re-encoded against the new base. ``--check`` exits 1 if the committed
+file differs from what it would write.
+
+``--version-delta`` measures the installed torch (any other minor) and writes its entry
+``versions["X.Y"]``: only the ops whose policy differs from the base, ``{device: {op: policy
+or null}}`` (null: autocast leaves the op alone there). How the older releases were measured
+(one at a time, on a machine without a GPU; the probe needs none)::
+
+    python3 -m venv /tmp/torchver/v2.1
+    /tmp/torchver/v2.1/bin/pip install torch==2.1.2      # the CUDA wheel, with its nvidia deps
+    /tmp/torchver/v2.1/bin/python tools/gen_autocast_ops.py --version-delta
+    rm -rf /tmp/torchver/v2.1
+
+for the last patch of each minor. Releases before the header carried the AT_FORALL_* lists
+use the probe alone for cuda too; their autocast switches are the old per-device ones
+(``set_autocast_enabled(bool)``, ``set_autocast_gpu_dtype``, ``set_autocast_cpu_*``), found
+by feature detection. An op whose kernel fails on the probe's fake tensors is listed under
+the entry's ``unprobed`` and keeps the base's policy.
 
 Where each list comes from:
 
@@ -303,8 +324,9 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def probe(device: str, strict: bool = True) -> tuple[dict[str, str | None], list[str]]:
-    """{op[.overload]: policy} for the device's Autocast kernels, and the ops left unprobed.
+def probe(device: str, strict: bool = True) -> tuple[dict[str, str | None], list[str], set[str]]:
+    """{op[.overload]: policy} for the device's Autocast kernels, the ops left unprobed, and
+    the overloads dropped because another overload of their op answered.
 
     An overload the probe cannot call is dropped when another overload of its op has a
     policy; an op with none is an error when ``strict`` (the base), else returned as unprobed.
@@ -313,7 +335,7 @@ def probe(device: str, strict: bool = True) -> tuple[dict[str, str | None], list
     with _quiet_stderr():
         found = {name: classify(name, device, low) for name in registered(key)}
     classified = {n.split(".", 1)[0] for n, p in found.items() if p not in (None, UNPROBEABLE)}
-    unprobed = set()
+    unprobed, dropped = set(), set()
     for name, pol in list(found.items()):
         if pol == UNPROBEABLE:
             base = name.split(".", 1)[0]
@@ -321,8 +343,10 @@ def probe(device: str, strict: bool = True) -> tuple[dict[str, str | None], list
                 if strict:
                     raise SystemExit(f"probe: cannot call {name}, and no other overload can be")
                 unprobed.add(base)
+            else:
+                dropped.add(name)
             del found[name]
-    return found, sorted(unprobed)
+    return found, sorted(unprobed), dropped
 
 
 # --------------------------------------------------------------------------- assemble
@@ -358,14 +382,14 @@ def measure(require_header: bool = True) -> tuple[dict[str, dict[str, list[str]]
     if require_header and not use_header:
         raise SystemExit(f"{header}: missing, or without the AT_FORALL_* policy macros")
 
-    cuda_probe, cuda_unprobed = probe("cuda", strict=require_header)
+    cuda_probe, cuda_unprobed, dropped = probe("cuda", strict=require_header)
     unclassified = sorted(n for n, p in cuda_probe.items() if p is None)
     if use_header:
         from_header = parse_header(header)
         mismatch = sorted(
             f"{n}: header {p}, binary {cuda_probe.get(n)}"
             for n, p in from_header.items()
-            if cuda_probe.get(n) != p
+            if cuda_probe.get(n) != p and n not in dropped
         )
         if unclassified or mismatch:
             raise SystemExit(f"cuda: header vs AutocastCUDA probe: {unclassified} {mismatch}")
@@ -378,7 +402,7 @@ def measure(require_header: bool = True) -> tuple[dict[str, dict[str, list[str]]
     extra_cuda = {n: p for n, p in cuda_probe.items() if n not in from_header and p}
     cuda = _by_policy({**from_header, **extra_cuda}, "cuda")
 
-    cpu_probe, cpu_unprobed = probe("cpu", strict=require_header)
+    cpu_probe, cpu_unprobed, _ = probe("cpu", strict=require_header)
     unclassified = sorted(n for n, p in cpu_probe.items() if p is None)
     if unclassified:
         raise SystemExit(f"cpu: AutocastCPU kernels the probe cannot classify: {unclassified}")
