@@ -33,7 +33,7 @@ class Autocast:
     # False when ``dtype=`` is given but its value is not known (``dtype=args.amp_dtype``):
     # then the device's default says nothing about it.
     dtype_known: bool = True
-    # ``target-torch-version``: whose autocast lists apply (None: the latest measured).
+    # ``target-torch-version``: whose autocast lists apply (None: the base table, the latest).
     torch_version: tuple[int, int] | None = None
 
     @property
