@@ -353,3 +353,9 @@ def test_cited() -> None:
 
     assert cited(None) == "autocast"
     assert cited((2, 1)) == "autocast (torch 2.1)"
+
+
+def test_version_delta_refuses_the_base_minor() -> None:
+    gen = _generator()
+    with pytest.raises(SystemExit, match="base table's minor"):
+        gen.main(["--version-delta"])  # CI's torch is the base: its entry would be empty
