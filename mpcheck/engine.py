@@ -250,6 +250,7 @@ def _run_rules(
         module_half_capable=options.module_half_capable,
         source=source,
         project=None if session is None else session.lookup,
+        target_torch=options.target_torch_version,
     )
     try:
         analysis.run()
@@ -291,7 +292,13 @@ def _project(filename: str, options: Options) -> ProjectLink | None:
     from mpcheck.project.summarise import ProjectSession
 
     site = options.follow_imports == "site"
-    return ProjectSession(options.project_root, filename, options.module_half_capable, site=site)
+    return ProjectSession(
+        options.project_root,
+        filename,
+        options.module_half_capable,
+        site=site,
+        target_torch=options.target_torch_version,
+    )
 
 
 def _unique(reports: Iterable[Report]) -> list[Report]:

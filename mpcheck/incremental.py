@@ -66,7 +66,10 @@ class _Run:
         if options.project_root is not None:
             root, half = options.project_root, options.module_half_capable
             site = options.follow_imports == "site"
-            self.summaries, summariser = summaries_for(root, half, self._cached_summary, site=site)
+            target = options.target_torch_version
+            self.summaries, summariser = summaries_for(
+                root, half, self._cached_summary, site=site, target_torch=target
+            )
             self._summariser = summariser
             if self.summaries.walker is None:
                 self.summaries.walker = self._check_while_summarising

@@ -33,6 +33,8 @@ class Autocast:
     # False when ``dtype=`` is given but its value is not known (``dtype=args.amp_dtype``):
     # then the device's default says nothing about it.
     dtype_known: bool = True
+    # ``target-torch-version``: whose autocast lists apply (None: the base table, the latest).
+    torch_version: tuple[int, int] | None = None
 
     @property
     def active(self) -> bool:
@@ -49,7 +51,17 @@ class Autocast:
         if not self.active or not aten:
             return False
         devices = [self.device] if self.device in ("cuda", "cpu") else ["cuda", "cpu"]
-        return any(autocast_ops.policy(aten, d) not in (None, "banned") for d in devices)
+        return any(self.policy(aten, d) not in (None, "banned") for d in devices)
+
+    def policy(self, aten: str, device: str | None = None) -> autocast_ops.Policy | None:
+        """Autocast's policy for ``aten`` in the target torch, on ``device`` (by default the
+        region's, CUDA when that is only known at run time)."""
+        return autocast_ops.policy(aten, device or self.device or "cuda", self.torch_version)
+
+    @property
+    def cited(self) -> str:
+        """``autocast (torch 2.1)`` under a target version, else ``autocast``: for messages."""
+        return autocast_ops.cited(self.torch_version)
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,10 @@ class AttentionDtypeMismatch(Rule):
         with a half query is accepted).
 
         Under `torch.autocast`, SDPA and the matmuls recast their inputs, so mpcheck stays quiet
-        there; flash-attn and xformers kernels are not recast. A float32 factory tensor that a
-        `torch.cat` already mixed into `k`/`v` is reported once, by MPC102, at the factory.
+        there; flash-attn and xformers kernels are not recast. CPU autocast recasts SDPA only
+        since torch 2.2: with `target-torch-version = "2.1"` it is reported in a CPU region.
+        A float32 factory tensor that a `torch.cat` already mixed into `k`/`v` is reported
+        once, by MPC102, at the factory.
         """
     symptom = """
         `RuntimeError: Expected query, key, and value to have the same dtype, but got
@@ -112,6 +114,9 @@ class AttentionDtypeMismatch(Rule):
             f"{' and '.join(parts)} but {low_part}; {self._what(call)} needs one dtype for "
             "all of them and raises when the model runs in half precision"
         )
+        region = call.scope.autocast
+        if region is not None and region.active and call.aten:
+            message += f" ({region.cited} does not recast its inputs)"
         related: list[tuple[cst.CSTNode, str]] = []
         for name, operand in zip(names + low_names, full + low, strict=True):
             if operand.fact.prec is not Prec.MODEL:  # the model's own dtype needs no pointer

@@ -110,7 +110,7 @@ class MixedDtypeWrite(Rule):
                 continue  # ``lerp(end, weight=<0-dim tensor>)``: the weight is used as a scalar
             if in_place:
                 autocast = "and autocast never touches in-place ops"
-            elif any(autocast_policy(op.name, d) for d in ("cuda", "cpu")):
+            elif any(autocast_policy(op.name, d, self.ctx.target_torch) for d in ("cuda", "cpu")):
                 autocast = "outside an autocast region that promotes it"
             else:
                 autocast = "even under autocast"

@@ -39,8 +39,8 @@ class AutocastUnsafeOp(Rule):
         `aten::binary_cross_entropy` (`F.binary_cross_entropy`, `nn.BCELoss`). Its backward
         is not safe in float16, so the CUDA (and XPU) autocast kernel raises instead of
         running it, whatever the dtypes of the arguments. mpcheck reads this from the autocast
-        policy of the installed torch (`mpcheck/data/autocast_ops.json`), not from a list of
-        its own.
+        policy torch registers (`mpcheck/data/autocast_ops.json`, measured per torch release:
+        the lists of `target-torch-version` when one is set), not from a list of its own.
 
         On CPU, autocast runs the op in float32 instead, so a region that is CPU-only is not
         reported. A region whose device is only known at run time (`accelerator.autocast()`,
@@ -112,16 +112,16 @@ class AutocastUnsafeOp(Rule):
         if region is None:
             function = call.scope.function
             if call.scope.class_name and function and function.name.value == "forward":
-                if autocast_policy(call.aten, "cuda") == "banned":
+                if autocast_policy(call.aten, "cuda", self.ctx.target_torch) == "banned":
                     self.in_forward.setdefault(call.scope.class_name, call)
             return
-        if not region.active or autocast_policy(call.aten, _device(region)) != "banned":
+        if not region.active or region.policy(call.aten) != "banned":
             return
         qual, functional, module = _INSTEAD.get(call.aten, ("", "", ""))
         what, instead = _what(self, call, functional, module)
         where = _region_text(self, region)
         message = (
-            f'{what} raises inside {where}: autocast refuses it ("torch.nn.functional.'
+            f'{what} raises inside {where}: {region.cited} refuses it ("torch.nn.functional.'
             f'binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast."); use {instead}'
         )
         related = [(region.node, "the autocast region")]
@@ -152,12 +152,12 @@ class AutocastUnsafeOp(Rule):
             region = call.scope.autocast
             if inner is None or region is None:
                 continue
-            if autocast_policy(inner.aten, _device(region)) != "banned":
+            if region.policy(inner.aten) != "banned":
                 continue
             what, op = _callee(self, call), _callee(self, inner)
             message = (
                 f"`{what}` runs `{layer}.forward`, whose `{op}` ({self.line(inner.node)}) raises "
-                f"inside {_region_text(self, region)}: autocast refuses binary cross-entropy "
+                f"inside {_region_text(self, region)}: {region.cited} refuses binary cross-entropy "
                 '("torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to '
                 'autocast."); compute it from the logits with '
                 "`F.binary_cross_entropy_with_logits` or `nn.BCEWithLogitsLoss`"
@@ -204,11 +204,6 @@ def _what(rule: Rule, call: CallSite, functional: str, module: str) -> tuple[str
 def _callee(rule: Rule, call: CallSite) -> str:
     """``F.binary_cross_entropy`` / ``self.criterion``: what is called, without arguments."""
     return rule.ctx.code(call.node.func if isinstance(call.node, cst.Call) else call.node)
-
-
-def _device(region: Autocast) -> str:
-    # Unknown device: code that picks it at run time also runs on CUDA, where it raises.
-    return region.device or "cuda"
 
 
 def _region_text(rule: Rule, region: Autocast) -> str:

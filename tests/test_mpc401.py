@@ -262,3 +262,17 @@ def test_lightning_step_with_autocast_disabled_or_a_plain_module_is_quiet() -> N
                 return F.binary_cross_entropy(p, y)
         """
     )
+
+
+def test_the_message_names_the_target_torch() -> None:
+    from mpcheck.engine import Options, check_source
+    from mpcheck.rule import all_rules
+
+    def messages(target: tuple[int, int] | None) -> list[str]:
+        found = check_source(source(GAN), "t.py", all_rules(), Options(target_torch_version=target))
+        return [d.message for d in found if d.code == "MPC401"]
+
+    old, latest = messages((2, 1)), messages(None)
+    assert len(old) == len(latest) == 2  # banned in every measured torch
+    assert f"autocast (torch 2.1) refuses it {REFUSED}" in old[0]
+    assert f"(line 6): autocast refuses it {REFUSED}" in latest[0]

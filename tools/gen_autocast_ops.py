@@ -1,6 +1,27 @@
 """Generate mpcheck/data/autocast_ops.json from the installed torch (stdlib + torch only).
 
-Usage:  python tools/gen_autocast_ops.py [--check]
+Usage:  python tools/gen_autocast_ops.py [--check] [--version-delta]
+
+Without ``--version-delta`` it writes the base table (top level of the file) from the
+installed torch, which must ship the header's policy macros (2.13 in CI); entries under
+``versions`` are kept, re-encoded against the new base. ``--check`` exits 1 if the committed
+file differs from what it would write.
+
+``--version-delta`` measures the installed torch (any other minor) and writes its entry
+``versions["X.Y"]``: only the ops whose policy differs from the base, ``{device: {op: policy
+or null}}`` (null: autocast leaves the op alone there). How the older releases were measured
+(one at a time, on a machine without a GPU; the probe needs none)::
+
+    python3 -m venv /tmp/torchver/v2.1
+    /tmp/torchver/v2.1/bin/pip install torch==2.1.2      # the CUDA wheel, with its nvidia deps
+    /tmp/torchver/v2.1/bin/python tools/gen_autocast_ops.py --version-delta
+    rm -rf /tmp/torchver/v2.1
+
+for the last patch of each minor. Releases before the header carried the AT_FORALL_* lists
+use the probe alone for cuda too; their autocast switches are the old per-device ones
+(``set_autocast_enabled(bool)``, ``set_autocast_gpu_dtype``, ``set_autocast_cpu_*``), found
+by feature detection. An op whose kernel fails on the probe's fake tensors is listed under
+the entry's ``unprobed`` and keeps the base's policy.
 
 Where each list comes from:
 
@@ -47,6 +68,9 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "mpcheck" / "data" / "autocast_ops.json"
 HEADER_REL = "include/ATen/autocast_mode.h"
 POLICIES = ("lower_precision", "fp32", "promote", "banned")
+# classify()'s answer for an overload the probe cannot call at all (torch < 2.3's Dimname
+# overloads reject a plain string): it is skipped when another overload of the op has a policy.
+UNPROBEABLE = "unprobeable"
 
 # header macro -> our policy name
 HEADER_MACROS = {
@@ -168,6 +192,8 @@ def _build_args(schema: Any, make: Callable[[], torch.Tensor]) -> tuple[list[Any
             v = False
         elif t == "str":
             v = "x"
+        elif t == "List[str]":  # Dimname[] in torch < 2.3's schemas
+            v = ["x"] * (a.N or 1)
         else:
             raise SystemExit(f"probe: no value for argument {a.name}: {t} of {schema}")
         if a.kwarg_only:
@@ -177,19 +203,50 @@ def _build_args(schema: Any, make: Callable[[], torch.Tensor]) -> tuple[list[Any
     return args, kwargs
 
 
+def _switches(
+    device: str,
+) -> tuple[Callable[[], bool], Callable[[bool], None], Callable[[], Any], Callable[[Any], None]]:
+    """(is_enabled, set_enabled, get_dtype, set_dtype) for ``device``, by feature detection.
+
+    torch >= 2.4 takes the device as an argument; older releases have one switch per device
+    (``set_autocast_enabled(bool)`` is CUDA's, ``set_autocast_gpu_dtype``, ``*_cpu_*``).
+    """
+    if hasattr(torch, "get_autocast_dtype"):
+        return (
+            lambda: torch.is_autocast_enabled(device),
+            lambda on: torch.set_autocast_enabled(device, on),
+            lambda: torch.get_autocast_dtype(device),
+            lambda dt: torch.set_autocast_dtype(device, dt),
+        )
+    t: Any = torch  # the old per-device switches are gone from the installed stubs
+    if device == "cpu":
+        return (
+            t.is_autocast_cpu_enabled,
+            t.set_autocast_cpu_enabled,
+            t.get_autocast_cpu_dtype,
+            t.set_autocast_cpu_dtype,
+        )
+    return (
+        t.is_autocast_enabled,
+        t.set_autocast_enabled,
+        t.get_autocast_gpu_dtype,
+        t.set_autocast_gpu_dtype,
+    )
+
+
 @contextmanager
 def _autocast(device: str, dtype: torch.dtype, enabled: bool) -> Iterator[None]:
-    # torch.autocast("cuda") disables itself on CPU-only builds; the low-level switches
-    # turn the AutocastCUDA key on regardless, which is all the probe needs.
-    prev_enabled = torch.is_autocast_enabled(device)
-    prev_dtype = torch.get_autocast_dtype(device)
-    torch.set_autocast_enabled(device, enabled)
-    torch.set_autocast_dtype(device, dtype)
+    # torch.autocast("cuda") disables itself on CPU-only builds (and machines); the low-level
+    # switches turn the AutocastCUDA key on regardless, which is all the probe needs.
+    is_enabled, set_enabled, get_dtype, set_dtype = _switches(device)
+    prev_enabled, prev_dtype = is_enabled(), get_dtype()
+    set_enabled(enabled)
+    set_dtype(dtype)
     try:
         yield
     finally:
-        torch.set_autocast_enabled(device, prev_enabled)
-        torch.set_autocast_dtype(device, prev_dtype)
+        set_enabled(prev_enabled)
+        set_dtype(prev_dtype)
         torch.clear_autocast_cache()
 
 
@@ -228,13 +285,19 @@ def classify(name: str, device: str, low: torch.dtype) -> str | None:
         for on, off in runs.values()
     ):
         return "banned"  # the banned kernel refuses any input, naming autocast in its error
+    if all(on == off and on[0] == "raised" for on, off in runs.values()):
+        return UNPROBEABLE  # the call fails before dispatch, with autocast on or off
     on, off = runs["fp32"]
     if on != off and on[0] == "aten._to_copy.default" and on[2].get("dtype") == repr(low):
         return "lower_precision"
-    if runs["low"][0] != runs["low"][1]:
+    # A changed first call is evidence only when autocast let the call through: a kernel
+    # that fails on the fake tensors (torch 2.1's cudnn RNN weight flattening) says nothing.
+    if runs["low"][0] != runs["low"][1] and runs["low"][0][0] != "raised":
         return "fp32"
-    if runs["mixed"][0] != runs["mixed"][1]:
+    if runs["mixed"][0] != runs["mixed"][1] and runs["mixed"][0][0] != "raised":
         return "promote"
+    if any(on != off and on[0] == "raised" for on, off in runs.values()):
+        return UNPROBEABLE
     return None
 
 
@@ -261,10 +324,29 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def probe(device: str) -> dict[str, str | None]:
+def probe(device: str, strict: bool = True) -> tuple[dict[str, str | None], list[str], set[str]]:
+    """{op[.overload]: policy} for the device's Autocast kernels, the ops left unprobed, and
+    the overloads dropped because another overload of their op answered.
+
+    An overload the probe cannot call is dropped when another overload of its op has a
+    policy; an op with none is an error when ``strict`` (the base), else returned as unprobed.
+    """
     key, low = DEVICES[device]
     with _quiet_stderr():
-        return {name: classify(name, device, low) for name in registered(key)}
+        found = {name: classify(name, device, low) for name in registered(key)}
+    classified = {n.split(".", 1)[0] for n, p in found.items() if p not in (None, UNPROBEABLE)}
+    unprobed, dropped = set(), set()
+    for name, pol in list(found.items()):
+        if pol == UNPROBEABLE:
+            base = name.split(".", 1)[0]
+            if base not in classified:
+                if strict:
+                    raise SystemExit(f"probe: cannot call {name}, and no other overload can be")
+                unprobed.add(base)
+            else:
+                dropped.add(name)
+            del found[name]
+    return found, sorted(unprobed), dropped
 
 
 # --------------------------------------------------------------------------- assemble
@@ -280,41 +362,74 @@ def _by_policy(entries: dict[str, str], where: str) -> dict[str, list[str]]:
     return {p: sorted(op for op, q in base.items() if q == p) for p in POLICIES}
 
 
-def generate() -> dict[str, Any]:
+def has_macros(header: Path) -> bool:
+    """Whether the header holds the CUDA policy lists (torch < 2.3 keeps them in the .cpp)."""
+    if not header.is_file():
+        return False
+    bodies = _macro_bodies(header.read_text())
+    return all(m in bodies for m in (*HEADER_MACROS, REDISPATCH_MACRO))
+
+
+def measure(require_header: bool = True) -> tuple[dict[str, dict[str, list[str]]], dict[str, Any]]:
+    """The installed torch's tables ({device: {policy: ops}}) and where they came from.
+
+    With the header's macros, cuda is header + probe cross-checked (the base must be); without
+    them (older torch, or ``require_header=False``) the AutocastCUDA probe alone, as for cpu.
+    """
     torch_dir = Path(torch.__file__).resolve().parent
     header = torch_dir / HEADER_REL
-    if not header.is_file():
-        raise SystemExit(f"{header} not found: this torch install ships no C++ headers")
-    from_header = parse_header(header)
+    use_header = has_macros(header)
+    if require_header and not use_header:
+        raise SystemExit(f"{header}: missing, or without the AT_FORALL_* policy macros")
 
-    cuda_probe = probe("cuda")
+    cuda_probe, cuda_unprobed, dropped = probe("cuda", strict=require_header)
     unclassified = sorted(n for n, p in cuda_probe.items() if p is None)
-    mismatch = sorted(
-        f"{n}: header {p}, binary {cuda_probe.get(n)}"
-        for n, p in from_header.items()
-        if cuda_probe.get(n) != p
-    )
-    if unclassified or mismatch:
-        raise SystemExit(f"cuda: header vs AutocastCUDA probe: {unclassified} {mismatch}")
+    if use_header:
+        from_header = parse_header(header)
+        mismatch = sorted(
+            f"{n}: header {p}, binary {cuda_probe.get(n)}"
+            for n, p in from_header.items()
+            if cuda_probe.get(n) != p and n not in dropped
+        )
+        if unclassified or mismatch:
+            raise SystemExit(f"cuda: header vs AutocastCUDA probe: {unclassified} {mismatch}")
+    else:
+        if unclassified:
+            raise SystemExit(
+                f"cuda: AutocastCUDA kernels the probe cannot classify: {unclassified}"
+            )
+        from_header = {}
     extra_cuda = {n: p for n, p in cuda_probe.items() if n not in from_header and p}
     cuda = _by_policy({**from_header, **extra_cuda}, "cuda")
 
-    cpu_probe = probe("cpu")
+    cpu_probe, cpu_unprobed, _ = probe("cpu", strict=require_header)
     unclassified = sorted(n for n, p in cpu_probe.items() if p is None)
     if unclassified:
         raise SystemExit(f"cpu: AutocastCPU kernels the probe cannot classify: {unclassified}")
     cpu = _by_policy({n: p for n, p in cpu_probe.items() if p}, "cpu")
+    sources: dict[str, Any] = {
+        "header": header,
+        "use_header": use_header,
+        "extra": extra_cuda,
+        "unprobed": {"cuda": cuda_unprobed, "cpu": cpu_unprobed},
+    }
+    return {"cuda": cuda, "cpu": cpu}, sources
 
+
+def generate() -> dict[str, Any]:
+    """The base table (without ``versions``): the installed torch, header required."""
+    tables, src = measure()
+    header: Path = src["header"]
     macros = {**HEADER_MACROS, REDISPATCH_MACRO: "fp32"}
     return {
-        "torch_version": torch.__version__.split("+", 1)[0],
+        "torch_version": _version(),
         "generated_by": "tools/gen_autocast_ops.py",
         "sources": {
             "cuda": {
                 "header": f"<torch>/{HEADER_REL}",
                 "header_sha256": hashlib.sha256(header.read_bytes()).hexdigest(),
                 "header_macros": macros,
-                "not_in_header_so_from_probe": dict(sorted(extra_cuda.items())),
+                "not_in_header_so_from_probe": dict(sorted(src["extra"].items())),
                 "probe": "AutocastCUDA kernels, autocast dtype float16; agrees with every "
                 "header entry and adds only the ops above",
             },
@@ -332,9 +447,112 @@ def generate() -> dict[str, Any]:
             ),
             "op_names": "aten base names; overload suffixes dropped (all overloads agree)",
         },
-        "cuda": cuda,
-        "cpu": cpu,
+        "cuda": tables["cuda"],
+        "cpu": tables["cpu"],
     }
+
+
+def _version() -> str:
+    return torch.__version__.split("+", 1)[0]
+
+
+def minor(version: str) -> str:
+    """``"2.1.2"`` -> ``"2.1"``: the key of a version's entry."""
+    return ".".join(version.split(".")[:2])
+
+
+def _minor_key(key: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in key.split("."))
+
+
+# --------------------------------------------------------------------------- versions
+
+
+VERSIONS_FORMAT = (
+    "versions[X.Y]: an older (or newer) torch minor, measured with --version-delta, stored as "
+    "the ops whose policy differs from the base lists above: {device: {op: policy or null}}, "
+    "null = autocast leaves the op alone in that version; torch_version is the release measured "
+    "(the minor's last patch), evidence says whether its header held the cuda lists"
+)
+
+
+def by_op(lists: dict[str, list[str]]) -> dict[str, str]:
+    """{policy: [ops]} -> {op: policy}."""
+    return {op: pol for pol in POLICIES for op in lists.get(pol, [])}
+
+
+def encode_delta(
+    base: dict[str, dict[str, list[str]]], full: dict[str, dict[str, list[str]]]
+) -> dict[str, dict[str, str | None]]:
+    """{device: {op: policy or None}}: what ``full`` changes relative to ``base``."""
+    out: dict[str, dict[str, str | None]] = {}
+    for device in DEVICES:
+        old, new = by_op(base[device]), by_op(full[device])
+        out[device] = {
+            op: new.get(op) for op in sorted(old.keys() | new.keys()) if old.get(op) != new.get(op)
+        }
+    return out
+
+
+def apply_delta(
+    base: dict[str, dict[str, list[str]]], delta: dict[str, dict[str, str | None]]
+) -> dict[str, dict[str, list[str]]]:
+    """The full {device: {policy: ops}} tables of a version, from the base and its delta."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for device in DEVICES:
+        ops = by_op(base[device])
+        for op, pol in delta.get(device, {}).items():
+            if pol is None:
+                ops.pop(op, None)
+            else:
+                ops[op] = pol
+        out[device] = {p: sorted(op for op, q in ops.items() if q == p) for p in POLICIES}
+    return out
+
+
+def rebase(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` (a base) with ``old``'s version entries re-encoded against it."""
+    out = dict(new)
+    versions = old.get("versions", {})
+    if versions:
+        out["versions_format"] = VERSIONS_FORMAT
+        out["versions"] = {}
+        for key in sorted(versions, key=_minor_key):
+            entry = versions[key]
+            full = apply_delta(old, entry)
+            delta = encode_delta(new, full)
+            for device, ops in entry.get("unprobed", {}).items():
+                for op in ops:  # unprobed ops follow the base, whatever it says
+                    delta[device].pop(op, None)
+            out["versions"][key] = {
+                **{k: v for k, v in entry.items() if k not in DEVICES},
+                **delta,
+            }
+    return out
+
+
+def version_entry(old: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The installed torch's entry for ``old["versions"]``: its minor and its delta."""
+    key = minor(_version())
+    if key == minor(old["torch_version"]):
+        raise SystemExit(
+            f"torch {_version()} is the base table's minor: run without --version-delta"
+        )
+    tables, src = measure(require_header=False)
+    evidence = (
+        "header AT_FORALL_* macros cross-checked by the probe (cuda), probe (cpu)"
+        if src["use_header"]
+        else "probe only (cuda lists not in the header)"
+    )
+    delta = encode_delta(old, tables)
+    entry: dict[str, Any] = {"torch_version": _version(), "evidence": evidence}
+    unprobed = {d: ops for d, ops in src["unprobed"].items() if ops}
+    if unprobed:  # kept at the base's policy: the probe could not call them
+        entry["unprobed"] = unprobed
+        for device, ops in unprobed.items():
+            for op in ops:
+                delta[device].pop(op, None)
+    return key, {**entry, **delta}
 
 
 def render(data: dict[str, Any]) -> str:
@@ -346,16 +564,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="exit 1 if the committed file is out of date"
     )
+    parser.add_argument(
+        "--version-delta",
+        action="store_true",
+        help="add (or update) the installed torch's entry under versions, as a delta",
+    )
     ns = parser.parse_args(argv)
-    text = render(generate())
     rel = OUT.relative_to(REPO)
+    committed = OUT.read_text() if OUT.is_file() else ""
+    old: dict[str, Any] = json.loads(committed) if committed else {}
+    if ns.version_delta:
+        if not old:
+            raise SystemExit(f"{rel} not found: generate the base first")
+        key, entry = version_entry(old)
+        versions = {**old.get("versions", {}), key: entry}
+        old["versions"] = {k: versions[k] for k in sorted(versions, key=_minor_key)}
+        text = render(
+            rebase(old, {k: v for k, v in old.items() if k not in ("versions", "versions_format")})
+        )
+    else:
+        text = render(rebase(old, generate()))
     if ns.check:
-        old = OUT.read_text() if OUT.is_file() else ""
-        if old == text:
+        if committed == text:
             print(f"{rel} is up to date")
             return 0
         diff = difflib.unified_diff(
-            old.splitlines(),
+            committed.splitlines(),
             text.splitlines(),
             f"{rel} (committed)",
             f"{rel} (generated)",
@@ -366,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text)
-    print(f"wrote {rel}")
+    print(f"wrote {rel}" + (f" (versions[{key}])" if ns.version_delta else ""))
     return 0
 
 

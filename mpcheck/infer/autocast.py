@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import libcst as cst
 
-from mpcheck import autocast_ops
 from mpcheck.facts import Cause, Fact, Kind, Origin, Prec
 from mpcheck.infer.base import Walk
 from mpcheck.infer.frames import Frame
@@ -30,13 +29,13 @@ class AutocastWalk(Walk):
         # An unknown device (``accelerator.autocast()``, ``device_type=x.device.type``):
         # the result is known when every device's policy agrees.
         devices = [region.device] if region.device in ("cuda", "cpu") else ["cuda", "cpu"]
-        policies = {autocast_ops.policy(aten, d) for d in devices}
+        policies = {region.policy(aten, d) for d in devices}
         if policies == {"lower_precision"}:
             low = region.low_dtype
-            text = f"computed in {low or 'half precision'} by autocast"
+            text = f"computed in {low or 'half precision'} by {region.cited}"
             return Fact(Kind.TENSOR, Prec.HALF, low, Origin(node, Cause.AUTOCAST, text))
         if policies == {"fp32"}:
-            text = "computed in float32 by autocast"
+            text = f"computed in float32 by {region.cited}"
             return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.AUTOCAST, text))
         return (
             replace(result, prec=Prec.UNKNOWN, origin=None)
@@ -87,7 +86,7 @@ class AutocastWalk(Walk):
                     enabled = arg.value.value == "True"
                 else:
                     enabled = None
-        return Autocast(node, device, dtype, enabled, dtype_known)
+        return Autocast(node, device, dtype, enabled, dtype_known, self.target_torch)
 
     def tested_region(self, test: cst.BaseExpression, went: bool) -> Autocast | None:
         """The autocast region a branch of ``if torch.is_autocast_enabled():`` (or of ``if not

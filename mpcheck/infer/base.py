@@ -57,8 +57,11 @@ class Walk(ABC):
         module_half_capable: bool = True,
         source: bytes = b"",
         project: ProjectLookup | None = None,
+        target_torch: tuple[int, int] | None = None,
     ) -> None:
         self.module = module
+        # ``target-torch-version``: autocast regions answer with that torch's lists.
+        self.target_torch = target_torch
         self.project = project  # what the other files of the project export
         # Calls to another file's function whose result's dtype was decided over there:
         # the place, so a finding's related locations can name that file.

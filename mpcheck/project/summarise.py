@@ -47,9 +47,16 @@ class _Silent:
 class FileSummariser:
     """Reads a file's imports cheaply (CPython's parser), and walks it when summarised."""
 
-    def __init__(self, root: Path, *, module_half_capable: bool = True) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        module_half_capable: bool = True,
+        target_torch: tuple[int, int] | None = None,
+    ) -> None:
         self._root = root
         self._half = module_half_capable
+        self._target = target_torch  # whose autocast lists the walks use
 
     def imports(self, path: Path) -> Iterable[tuple[str, int]]:
         """The module-level imports: the edges that order summaries (one found only inside
@@ -95,6 +102,7 @@ class FileSummariser:
             _Silent(),
             module_half_capable=self._half,
             source=data,
+            target_torch=self._target,
             project=lambda dotted, level: lookup(path, dotted, level),
         )
         try:
@@ -247,18 +255,25 @@ def _shown_path(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-_STORES: dict[tuple[str, bool, bool], tuple[Summaries, FileSummariser]] = {}
+_STORES: dict[tuple[str, bool, bool, tuple[int, int] | None], tuple[Summaries, FileSummariser]] = {}
 
 
 def summaries_for(
-    root: str, module_half_capable: bool, cached: Cached | None = None, *, site: bool = False
+    root: str,
+    module_half_capable: bool,
+    cached: Cached | None = None,
+    *,
+    site: bool = False,
+    target_torch: tuple[int, int] | None = None,
 ) -> tuple[Summaries, FileSummariser]:
     """The process's summaries of the project at ``root`` (made on first use; ``cached``
     serves summaries kept from earlier runs and must be given by that first use). ``site``:
     imports of installed libraries are followed too (``follow-imports = "site"``)."""
-    key = (root, module_half_capable, site)
+    key = (root, module_half_capable, site, target_torch)
     if key not in _STORES:
-        summariser = FileSummariser(Path(root), module_half_capable=module_half_capable)
+        summariser = FileSummariser(
+            Path(root), module_half_capable=module_half_capable, target_torch=target_torch
+        )
         index = ModuleIndex((Path(root),), site_roots() if site else ())
         _STORES[key] = (Summaries(index, summariser, cached), summariser)
     return _STORES[key]
@@ -274,9 +289,17 @@ class ProjectSession:
     its walk's summary, kept so that files importing it need not walk it again."""
 
     def __init__(
-        self, root: str, filename: str, module_half_capable: bool, *, site: bool = False
+        self,
+        root: str,
+        filename: str,
+        module_half_capable: bool,
+        *,
+        site: bool = False,
+        target_torch: tuple[int, int] | None = None,
     ) -> None:
-        self._summaries, self._summariser = summaries_for(root, module_half_capable, site=site)
+        self._summaries, self._summariser = summaries_for(
+            root, module_half_capable, site=site, target_torch=target_torch
+        )
         self._path = Path(filename)
         self._summaries.begin(self._path)
 
