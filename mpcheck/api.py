@@ -16,7 +16,7 @@ from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Severity
 from mpcheck.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
 from mpcheck.hooks import HOOKS
-from mpcheck.names import CANONICAL, dotted
+from mpcheck.names import CANONICAL, descendants, dotted
 from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
 from mpcheck.sites import (
     Autocast,
@@ -61,6 +61,7 @@ Fix = NodeFix
 Edit = NodeEdit
 
 __all__ = [
+    "descendants",
     "CANONICAL",
     "CAST_METHODS",
     "CHECKED_FILL_FACTORIES",

@@ -39,6 +39,17 @@ def dotted(expr: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+def descendants(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node under ``root``, ``root`` included (an iterative walk: no recursion limit)."""
+    out: list[cst.CSTNode] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(node.children)
+    return out
+
+
 def _module_name(node: cst.BaseExpression) -> str | None:
     return dotted(node)
 

@@ -155,9 +155,7 @@ class SubmoduleDtypeSplit(Rule):
                 f"{_dtype(owner.fact)}{self._from(owner.fact)}, but `{what}` passed to it is "
                 f"{_dtype(x.fact)}{self._from(x.fact)}; {_consequence(call, x.fact)}"
             )
-        related = self._split_related(sub, module)
-        if not isinstance(x.fact.origin.node if x.fact.origin else None, cst.Param):
-            related += self.related_for(what, x.fact)  # not for a plain input of the function
+        related = self._split_related(sub, module) + self._input_related(what, x.fact)
         related += self._owner_related(owner.path, owner.fact)
         self.report(call.node, message, related=_unique(related), fix=self._fix(x, sub))
         return True
@@ -206,9 +204,7 @@ class SubmoduleDtypeSplit(Rule):
             f"follows the model's dtype{self._from(x.fact)}: when the model runs in half "
             f"precision, {_consequence(call, x.fact)}"
         )
-        related = self._split_related(param, kept)
-        if not isinstance(x.fact.origin.node if x.fact.origin else None, cst.Param):
-            related += self.related_for(what, x.fact)
+        related = self._split_related(param, kept) + self._input_related(what, x.fact)
         self.report(call.node, message, related=_unique(related))
 
     # -- ``model.head(model.backbone(x))`` with the backbone cast apart --------------------
@@ -289,6 +285,12 @@ class SubmoduleDtypeSplit(Rule):
         if module.origin is None:
             return []
         return [(module.origin.node, f"`{sub}` {module.origin.text}: the split")] + _via(module)
+
+    def _input_related(self, what: str, x: Fact) -> list[tuple[cst.CSTNode, str]]:
+        """Where the input's dtype came from: not for a plain input of the function."""
+        if isinstance(x.origin.node if x.origin else None, cst.Param):
+            return []
+        return self.related_for(what, x)
 
     def _owner_related(self, path: str, owner: Fact) -> list[tuple[cst.CSTNode, str]]:
         if owner.origin is None or owner.cause not in SPLIT_CAUSES:

@@ -17,6 +17,7 @@ from mpcheck.api import (
     Rule,
     RuleContext,
     Severity,
+    descendants,
     dotted,
 )
 
@@ -458,7 +459,7 @@ def _version_flags(ctx: RuleContext) -> frozenset[str]:
     """Names bound to a version test: ``NEW_AMP = hasattr(torch, "amp")``, a parameter's
     default ``new_api=hasattr(torch.amp, "autocast")``, and names bound to those."""
     bindings: list[tuple[str, cst.BaseExpression]] = []
-    for node in _walk(ctx.module):
+    for node in descendants(ctx.module):
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
             target = node.targets[0].target
             if isinstance(target, cst.Name):
@@ -477,17 +478,6 @@ def _version_flags(ctx: RuleContext) -> frozenset[str]:
             break
         flags |= more
     return flags
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every node under ``node``."""
-    out: list[cst.CSTNode] = []
-    stack = [node]
-    while stack:
-        here = stack.pop()
-        out.append(here)
-        stack.extend(here.children)
-    return out
 
 
 def _exits(body: cst.BaseSuite) -> bool:

@@ -15,7 +15,7 @@ import libcst as cst
 
 from mpcheck.facts import Fact
 from mpcheck.infer.reporting import Reporting
-from mpcheck.names import dotted
+from mpcheck.names import descendants, dotted
 from mpcheck.project.summary import ClassSummary
 from mpcheck.sites import Operand, Scope
 
@@ -77,7 +77,7 @@ class ClassInfo:
         params = {p.name.value for p in init.params.params[1:]}
         given: set[str] = set()
         called: set[str] = set()
-        for node in _walk(init.body):
+        for node in descendants(init.body):
             if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name):
                 target = dotted(node.targets[0].target) or ""
                 if node.value.value in params and target.startswith("self."):
@@ -89,7 +89,7 @@ class ClassInfo:
             isinstance(node, cst.Call) and dotted(node.func) == f"self.{attr}"
             for name, fn in self.methods.items()
             if name != "__init__"
-            for node in _walk(fn.body)
+            for node in descendants(fn.body)
             for attr in given
         )
         if not wrapped:
@@ -123,17 +123,6 @@ class ClassInfo:
 
 
 LIGHTNING_STEPS = ("training_step", "validation_step", "test_step", "predict_step")
-
-
-def _walk(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every node under ``root`` (a method's body)."""
-    out: list[cst.CSTNode] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        stack.extend(node.children)
-    return out
 
 
 @dataclass
