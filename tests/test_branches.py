@@ -5,10 +5,13 @@ is a helper's argument, whose dtype the caller decides."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from mpcheck.engine import Options, check_source
 from mpcheck.infer.branches import about_precision
+from mpcheck.rule import all_rules
 from tests.support import check
 
 ATTENTION = """
@@ -113,3 +116,33 @@ def test_a_factory_on_one_path_keeps_its_own_policy() -> None:
 )
 def test_which_tests_are_about_precision(test: str, expected: bool) -> None:
     assert about_precision(test) is expected
+
+
+def test_a_string_in_a_constructor_annotation_names_no_class(tmp_path: Path) -> None:
+    """``Literal["sde-dpmsolver++"]`` in an ``__init__`` of a project file: no class to look
+    up (it once crashed the file's whole check)."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "parts.py").write_text(
+        "from torch import nn\n\nclass Part(nn.Module):\n    pass\n"
+    )
+    main = tmp_path / "pkg" / "model.py"
+    main.write_text(
+        textwrap.dedent(
+            """
+            from typing import Literal
+
+            from torch import nn
+
+            from .parts import Part
+
+
+            class Model(nn.Module):
+                def __init__(self, kind: Literal["sde-dpmsolver++"], part: Part) -> None:
+                    super().__init__()
+                    self.part = part
+            """
+        )
+    )
+    found = check_source(main.read_text(), str(main), all_rules(), Options(project_root=tmp_path))
+    assert [d.code for d in found] == []

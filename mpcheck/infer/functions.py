@@ -300,8 +300,8 @@ class FunctionWalk(AutocastWalk):
 
     def _project_class(self, name: str) -> ClassSummary | None:
         """The summary of module class ``name`` imported from another project file."""
-        if name in self.imported or self.project is None or "." in name:
-            return self.imported.get(name)
+        if name in self.imported or self.project is None or not name.isidentifier():
+            return self.imported.get(name)  # (``Literal["sde-dpmsolver++"]`` names no class)
         located = self.imports.locate(cst.Name(name))
         found = self.project(*located) if located is not None else None
         if not isinstance(found, ClassSummary) or not found.is_module:
