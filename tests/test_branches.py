@@ -108,6 +108,8 @@ def test_a_factory_on_one_path_keeps_its_own_policy() -> None:
         ("local_x.size(-1) < TW", False),
         ('self.config.class_embed_type == "timestep"', False),
         ("self.force_upcast", True),
+        ("needs_upcasting", True),
+        ("self.is_quantized", True),
         ("use_fp16", True),
         ("hidden.dtype != torch.bfloat16", True),
         ("is_torch_npu_available()", True),

@@ -28,12 +28,17 @@ _PRECISION_WORDS = frozenset(
     scripting compile compiling
     """.split()
 )
+# word beginnings that say the same (``needs_upcasting``, ``is_quantized``, ``halfprec``)
+_PRECISION_STEMS = ("upcast", "downcast", "autocast", "precision", "dtype", "quant", "half")
 _WORD = re.compile(r"[a-z0-9]+")
 
 
 def about_precision(test_code: str) -> bool:
     """Whether a branch test may choose a precision (so its paths are correlated with it)."""
-    return not _PRECISION_WORDS.isdisjoint(_WORD.findall(test_code.lower()))
+    words = _WORD.findall(test_code.lower())
+    return not _PRECISION_WORDS.isdisjoint(words) or any(
+        w.startswith(_PRECISION_STEMS) for w in words
+    )
 
 
 def one_path_float32(taken: Fact, other: Fact, condition: str, in_module: bool) -> Fact | None:
