@@ -142,12 +142,15 @@ class SubmoduleDtypeSplit(Rule):
         what = self.ctx.code(x.node)
         if owner.fact.prec is Prec.MODEL and x.fact.prec is Prec.MODEL:
             # Inside the model's own code: a part built or kept in a fixed dtype.
+            # (an explicit dtype survives a model built or loaded in half; a part built after
+            # the model, or beside a quantized layer, was never made half in the first place)
+            explicit = module.origin is not None and "(the default)" not in module.origin.text
+            why = " (built or loaded with a half dtype, which leaves a part's explicit dtype alone)"
             message = (
                 f"`{sub}` is {_dtype(module)}{self._from(module)} while the rest of "
                 f"`{owner.path}` follows the model's dtype, and so does `{what}` passed to "
-                f"it{self._from(x.fact)}: when the model runs in half precision (built or "
-                "loaded with a half dtype, which leaves a part's explicit dtype alone), "
-                f"{_consequence(call, x.fact)}"
+                f"it{self._from(x.fact)}: when the model runs in half precision"
+                f"{why if explicit else ''}, {_consequence(call, x.fact)}"
             )
         else:
             message = (
