@@ -85,6 +85,7 @@ class Entry:
     dependencies: Mapping[str, Dependency] = field(default_factory=dict)
     stamp: Stamp | None = None
     noqa: bool = True  # the file may hold a ``noqa`` directive: suppressing needs its bytes
+    run: str = ""  # the run that wrote it (a random token): counts say "analysed" within it
 
 
 def fingerprint(modules: Iterable[object], settings: Mapping[str, object]) -> str:
@@ -205,6 +206,7 @@ def _plain_entry(entry: Entry) -> dict[str, Any]:
         "diagnostics": [_plain_diagnostic(d) for d in entry.diagnostics],
         "stamp": entry.stamp,
         "noqa": entry.noqa,
+        "run": entry.run,
     }
 
 
@@ -227,6 +229,7 @@ def _entry(data: dict[str, Any]) -> Entry:
         dependencies=deps,
         stamp=_stamp(data["stamp"]),
         noqa=bool(data["noqa"]),
+        run=str(data.get("run", "")),
     )
 
 

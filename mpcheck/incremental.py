@@ -39,6 +39,7 @@ __all__ = ["check_cached", "forget", "plan", "warnings"]
 # of them imports is checked when first summarised only if the run checks it, with these
 # options (a one-file check must not check everything its file imports).
 _planned: Mapping[str, Options] = {}
+_token = ""  # the run this process works for (see ``plan``)
 
 
 class _Run:
@@ -183,6 +184,7 @@ class _Run:
                 deps,
                 self.trusted_stamp(str(path)),
                 might_noqa(data),
+                _token,
             ),
         )
 
@@ -234,7 +236,7 @@ def check_cached(
         and run.dependencies_hold(entry)
     ):  # unchanged, and no directive in it: its bytes are not needed
         found = [replace(d, filename=filename) for d in entry.diagnostics]
-        outcome = "analysed" if name in run.walked else "cached"
+        outcome = "analysed" if name in run.walked or _ours(entry) else "cached"
         return suppress(found, b"", filename, rules, options), outcome
     with open(name, "rb") as file:
         data = file.read()
@@ -243,7 +245,7 @@ def check_cached(
         # (its summary is not offered to the project's store: an importer that needs it
         # reads it back through ``_cached_summary``, and a warm run needs none)
         found = [replace(d, filename=filename) for d in entry.diagnostics]
-        outcome = "analysed" if name in run.walked else "cached"
+        outcome = "analysed" if name in run.walked or _ours(entry) else "cached"
     else:
         outcome = "analysed"
         analysed = analyse_source(data, filename, run.rules, options)
@@ -252,17 +254,24 @@ def check_cached(
     return suppress(found, data, filename, rules, options), outcome
 
 
-def plan(files: Mapping[str, Options]) -> None:
-    """The files this process's run will check (absolute paths) and their options."""
-    global _planned
-    _planned = files
+def plan(files: Mapping[str, Options], token: str = "") -> None:
+    """The files this process's run will check (absolute paths) and their options, and the
+    run's token: an entry another process of the same run wrote (it checked the file while
+    summarising it for its own) counts as analysed, not cached."""
+    global _planned, _token
+    _planned, _token = files, token
+
+
+def _ours(entry: Entry) -> bool:
+    """Written by another process of this run (a file checked while summarised there)."""
+    return bool(_token) and entry.run == _token
 
 
 def forget() -> None:
     """Start a new run: files may have changed since the last one in this process."""
-    global _planned
+    global _planned, _token
     _RUNS.clear()
-    _planned = {}
+    _planned, _token = {}, ""
     summarise.forget()
 
 

@@ -47,21 +47,23 @@ def check_files(
         for name, _, opts in work
         if opts.cache_dir is not None and opts.project_root is not None
     }
+    token = os.urandom(8).hex()  # this run's mark on the cache entries it writes
     if workers <= 1 or len(work) < POOL_THRESHOLD:
-        _plan(planned)
+        _plan(planned, token)
         return _collect(map(_check_one, work), progress)
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
 
     chunk = max(1, len(work) // (workers * 8))
-    with ProcessPoolExecutor(max_workers=workers, initializer=_plan, initargs=(planned,)) as pool:
+    init = (planned, token)
+    with ProcessPoolExecutor(max_workers=workers, initializer=_plan, initargs=init) as pool:
         return _collect(pool.map(_check_one, work, chunksize=chunk), progress)
 
 
-def _plan(planned: dict[str, Options]) -> None:
+def _plan(planned: dict[str, Options], token: str) -> None:
     if planned or "mpcheck.incremental" in sys.modules:  # (a run without the cache: not loaded)
         from mpcheck.incremental import plan
 
-        plan(planned)
+        plan(planned, token)
 
 
 def _collect(results: Iterable[_Outcome], progress: Callable[[], None] | None) -> list[Diagnostic]:
