@@ -131,7 +131,7 @@ class AutocastUnsafeOp(Rule):
         """A refused op in a LightningModule step: Lightning's mixed precision
         (``Trainer(precision="16-mixed")``, ``"bf16-mixed"``) runs the step under CUDA
         autocast, an implicit region. A warning: the Trainer may run in float32."""
-        if autocast_policy(call.aten, "cuda") != "banned":
+        if autocast_policy(call.aten, "cuda", self.ctx.target_torch) != "banned":
             return
         qual, functional, module = _INSTEAD.get(call.aten, ("", "", ""))
         what, instead = _what(self, call, functional, module)

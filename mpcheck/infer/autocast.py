@@ -93,14 +93,11 @@ class AutocastWalk(Walk):
         ...``) runs in, when that branch is the one autocast is on in."""
         negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
         call = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
-        if not isinstance(call, cst.Call) or self.imports.resolve(call.func) not in AUTOCAST_TESTS:
+        qual = self.imports.resolve(call.func) if isinstance(call, cst.Call) else None
+        if qual not in AUTOCAST_TESTS or went == negated:
             return None
-        if went == negated:
-            return None
-        device = (
-            "cpu" if self.imports.resolve(call.func) == "torch.is_autocast_cpu_enabled" else None
-        )
-        return Autocast(test, device, None, True)
+        device = "cpu" if qual == "torch.is_autocast_cpu_enabled" else None
+        return Autocast(test, device, None, True, torch_version=self.target_torch)
 
     def _region_dtype(self, node: cst.BaseExpression, frame: Frame | None) -> str | None:
         """``dtype=amp_dtype``: the half dtype the variable holds on every path, if one."""

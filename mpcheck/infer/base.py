@@ -135,8 +135,7 @@ class Walk(ABC):
 
     def code(self, node: cst.CSTNode) -> str:
         """``node``'s source, cut to fit in a message."""
-        text = self.module.code_for_node(node)
-        return text if len(text) <= 60 else text[:57] + "..."
+        return shorten(self.module.code_for_node(node))
 
     def dtype_source(self, op: Operand) -> Origin | None:
         """Where a dtype variable (``.to(weight_dtype)``) got its value, if elsewhere."""
@@ -145,3 +144,8 @@ class Walk(ABC):
             return None
         value = self.code(origin.node)
         return replace(origin, text=f"`{self.code(op.node)}` is `{value}` here")
+
+
+def shorten(text: str) -> str:
+    """Source text cut to fit in a message."""
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -41,19 +41,27 @@ def about_precision(test_code: str) -> bool:
     )
 
 
-def one_path_float32(taken: Fact, other: Fact, condition: str, in_module: bool) -> Fact | None:
-    """``taken`` (float32) joined with ``other`` (the model's activations) after an ``if``
-    whose test is not about precision: float32 on that path, said in its origin.
+def float32_path(then: Fact, other: Fact, in_module: bool) -> tuple[Fact, bool] | None:
+    """The float32 side of ``then`` and ``other`` (the paths of an ``if``) when the other
+    side is the model's activations, and whether it is the ``then`` side; None otherwise.
 
     Outside a model's methods the other path must be the model's output, not an argument:
     a helper's ``image`` may be anything its caller passed (``if not isinstance(image,
     list): image = preprocess(image).float()`` says nothing of the tensor path).
     """
-    if not (_float32(taken) and _low(other)) or taken.origin is None:
-        return None
-    if not in_module and (other.origin is None or isinstance(other.origin.node, cst.Param)):
-        return None
+    for taken, low, is_then in ((then, other, True), (other, then, False)):
+        if not (_float32(taken) and _low(low)) or taken.origin is None:
+            continue
+        if not in_module and (low.origin is None or isinstance(low.origin.node, cst.Param)):
+            continue
+        return taken, is_then
+    return None
+
+
+def on_path(taken: Fact, condition: str) -> Fact:
+    """``taken`` after the ``if``: float32 on the path where ``condition`` holds, said so."""
     origin = taken.origin
+    assert origin is not None
     text = f"{origin.text}, on the path where `{condition}`"
     return replace(taken, origin=Origin(origin.node, origin.cause, text, origin.via), maybe=True)
 

@@ -456,7 +456,7 @@ def _torch_module_base(base: str) -> bool:
 
 def _lightning(base: str) -> bool:
     """``L.LightningModule``, ``pl.LightningModule``, ``lightning.pytorch.LightningModule``."""
-    root, _, leaf = base.partition(".")
+    root = base.partition(".")[0]
     return base.endswith("LightningModule") and root in ("lightning", "pytorch_lightning")
 
 

@@ -28,8 +28,8 @@ from mpcheck.facts import (
     promote,
     seq_of,
 )
-from mpcheck.infer.base import CallRecord
-from mpcheck.infer.branches import about_precision, one_path_float32
+from mpcheck.infer.base import CallRecord, shorten
+from mpcheck.infer.branches import about_precision, float32_path, on_path
 from mpcheck.infer.expressions import ExpressionWalk
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.guards import (
@@ -134,22 +134,23 @@ class StatementWalk(ExpressionWalk):
                 self.block(body.body, frame)
 
     def one_path(self, test: cst.BaseExpression, frame: Frame, then: Frame, other: Frame) -> None:
-        """Keep a float32 value of one path where the test is not about precision."""
-        names = [k for k, f in frame.env.items() if then.env.get(k) is not other.env.get(k)]
-        if not names:
-            return
-        condition = self.code(test)
-        if about_precision(self.module.code_for_node(test)):
-            return
-        for name in names:
+        """Keep a float32 value of one path where the test is not about precision (the test's
+        source is read only when some value is float32 on one path)."""
+        found = []
+        for name in frame.env:
             a, b = then.env.get(name), other.env.get(name)
-            if a is None or b is None:
-                continue
-            in_module = frame.scope.in_module
-            kept = one_path_float32(a, b, condition, in_module)
-            kept = kept or one_path_float32(b, a, f"not ({condition})", in_module)
-            if kept is not None:
-                frame.env[name] = kept
+            if a is not None and b is not None and a is not b:
+                side = float32_path(a, b, frame.scope.in_module)
+                if side is not None:
+                    found.append((name, *side))
+        if not found:
+            return
+        source = self.module.code_for_node(test)
+        if about_precision(source):
+            return
+        shown = shorten(source)
+        for name, taken, is_then in found:
+            frame.env[name] = on_path(taken, shown if is_then else f"not ({shown})")
 
     def narrowed(self, frame: Frame, test: cst.BaseExpression, polarity: bool) -> Frame:
         """``frame`` for a branch of ``if x is not None:``: ``x`` is the tensor it may be."""
