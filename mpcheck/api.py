@@ -42,6 +42,7 @@ from mpcheck.torch_api import (
     PASS_THROUGH_LAYERS,
     UNCHECKED_SCALAR_OPS,
     OpKind,
+    is_kernel,
 )
 from mpcheck.training import (
     FP16_MIN_NORMAL,
@@ -61,6 +62,7 @@ Fix = NodeFix
 Edit = NodeEdit
 
 __all__ = [
+    "is_kernel",
     "descendants",
     "CANONICAL",
     "CAST_METHODS",

@@ -143,6 +143,27 @@ class Fact:
         return self.prec is Prec.FULL and self.cause is Cause.MODEL_CAST and not self.zero_dim
 
     @property
+    def autocast_half(self) -> bool:
+        """TENSOR: computed in half precision by autocast (a matmul, linear or conv output)."""
+        return self.kind is Kind.TENSOR and self.prec is Prec.HALF and self.cause is Cause.AUTOCAST
+
+    @property
+    def float32_under_autocast(self) -> bool:
+        """TENSOR: float32 when autocast runs a float32 model, as mixed-precision training
+        does: forced float32, or the model's dtype without autocast's say (its weights and
+        buffers, embeddings and inputs, what is built like them)."""
+        if self.kind is not Kind.TENSOR:
+            return False
+        return self.prec is Prec.FULL or (
+            self.prec is Prec.MODEL and self.cause is not Cause.AUTOCAST
+        )
+
+    @property
+    def from_input(self) -> bool:
+        """The value a function was handed (its origin is the parameter)."""
+        return self.origin is not None and isinstance(self.origin.node, cst.Param)
+
+    @property
     def cause(self) -> Cause | None:
         return self.origin.cause if self.origin else None
 

@@ -15,7 +15,7 @@ from mpcheck.training import TrainingSite
 
 __all__ = ["HOOKS", "Hook", "Site", "SiteKind"]
 
-SiteKind = Literal["calls", "setitems", "returns", "functions", "classes", "training"]
+SiteKind = Literal["calls", "setitems", "returns", "functions", "classes", "training", "ambient"]
 Site = CallSite | SetItemSite | ReturnSite | FunctionSite | ClassSite | TrainingSite
 
 
@@ -35,4 +35,10 @@ HOOKS: tuple[Hook, ...] = (
     Hook("check_function", "functions", "A function or method, with its decorators resolved."),
     Hook("check_training", "training", "A training-loop step (backward, unscale, clip, step)."),
     Hook("check_return", "returns", "`return value`, with the fact of what is returned."),
+    Hook(
+        "check_ambient",
+        "ambient",
+        "An op autocast does not recast (an index write, `out=`, a compiled kernel) in a "
+        "module method walked again as if a trainer's CUDA autocast were on.",
+    ),
 )

@@ -129,6 +129,10 @@ class Rule:
     def check_return(self, site: ReturnSite) -> None:
         """``return value``, with the fact of what the function returns there."""
 
+    def check_ambient(self, call: CallSite) -> None:
+        """An op autocast does not recast, in a module method walked as if under autocast
+        (``call.scope.autocast.implicit``): see ``mpcheck.infer.ambient``."""
+
     def finish(self) -> None:
         """Called once after the whole file was walked: for verdicts that need all of it."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from mpcheck import autocast_ops
-from mpcheck.facts import Fact, Kind
+from mpcheck.facts import Fact, Kind, Prec
 from mpcheck.torch_api import (
     CASTING_ENCODERS,
     MODEL_CONDITIONING,
@@ -35,6 +35,9 @@ class Autocast:
     dtype_known: bool = True
     # ``target-torch-version``: whose autocast lists apply (None: the base table, the latest).
     torch_version: tuple[int, int] | None = None
+    # Not in the code: the autocast a trainer may wrap around a module's ``forward``
+    # (``node`` is the method); see ``mpcheck.infer.ambient``.
+    implicit: bool = False
 
     @property
     def active(self) -> bool:
@@ -53,10 +56,25 @@ class Autocast:
         devices = [self.device] if self.device in ("cuda", "cpu") else ["cuda", "cpu"]
         return any(self.policy(aten, d) not in (None, "banned") for d in devices)
 
+    def casts_to_one_dtype(self, aten: str) -> bool:
+        """Whether ``aten`` computes in a dtype of autocast's choosing here (its lower-precision
+        or float32 list, on every device the region may run on), not its inputs' widest."""
+        if not self.active or not aten:
+            return False
+        devices = [self.device] if self.device in ("cuda", "cpu") else ["cuda", "cpu"]
+        policies = {self.policy(aten, d) for d in devices}
+        return policies <= {"lower_precision", "fp32"} and len(policies) == 1
+
     def policy(self, aten: str, device: str | None = None) -> autocast_ops.Policy | None:
         """Autocast's policy for ``aten`` in the target torch, on ``device`` (by default the
         region's, CUDA when that is only known at run time)."""
         return autocast_ops.policy(aten, device or self.device or "cuda", self.torch_version)
+
+    @property
+    def premise(self) -> str:
+        """How a finding in an implicit region begins: the autocast it assumes."""
+        name = self.node.name.value if isinstance(self.node, cst.FunctionDef) else "this method"
+        return f"if `{name}` runs under autocast (mixed-precision training of a float32 model)"
 
     @property
     def cited(self) -> str:
@@ -197,6 +215,19 @@ class CallSite:
         its vision embeddings cast ``pixel_values`` to its own dtype, so a processor's
         float32 output may go in as it is."""
         return self.module_path in CASTING_ENCODERS
+
+    def autocast_split(self) -> tuple[Operand, Operand] | None:
+        """``(half, full)``: an operand autocast made half and one that stays float32 under
+        it (weights, buffers, a softmax autocast ran in float32), or None."""
+        operands = [self.receiver] if self.receiver is not None else []
+        operands += [*self.args, *self.kwargs.values()]
+        half = next((o for o in operands if o.fact.autocast_half), None)
+        wide = [o for o in operands if o.fact.float32_under_autocast]
+        if half is None or not wide:
+            return None
+        # the surest float32 first: forced float32, then weights and what is made from them,
+        # then an input of the method (the model's dtype as the caller passed it)
+        return half, min(wide, key=lambda o: (o.fact.prec is not Prec.FULL, o.fact.from_input))
 
     @property
     def recast_by_autocast(self) -> bool:

@@ -540,3 +540,20 @@ def dropout_named(name: str | None) -> bool:
     """``dropout``, ``self.attn_drop``, ``self.lora_dropout``: a module named as a dropout."""
     leaf = (name or "").rsplit(".", 1)[-1].lower()
     return leaf.endswith(("dropout", "_drop")) or leaf == "drop"
+
+
+# Functions of other libraries that move a tensor's elements around and keep its dtype.
+SAME_DTYPE_FUNCTIONS = frozenset({"einops.rearrange", "einops.repeat"})
+
+# Packages whose functions are compiled kernels that take their tensors as they come: autocast
+# does not recast them (see mpcheck.infer.ambient).
+KERNEL_PACKAGES = frozenset({"natten"})
+
+
+def is_kernel(qualname: str | None) -> bool:
+    """A compiled kernel: ``natten.functional.natten2dav``, ``detrex._C.ms_deform_attn_forward``
+    (a package's ``_C`` extension module)."""
+    if not qualname or qualname.startswith("torch."):
+        return False
+    parts = qualname.split(".")
+    return parts[0] in KERNEL_PACKAGES or "_C" in parts[:-1]

@@ -15,6 +15,8 @@ from mpcheck.api import (
     OpKind,
     Prec,
     Rule,
+    Severity,
+    is_kernel,
 )
 
 LIBRARY_LAYER_NAMES = frozenset(LIBRARY_LAYERS.values())  # no ``.weight`` to cast to
@@ -170,6 +172,30 @@ class UpcastReachesHalfOp(Rule):
                 )
             self.report(call.node, message, related=related, fix=fix)
             return
+
+    def check_ambient(self, call: CallSite) -> None:
+        """A compiled kernel in a module method under a trainer's autocast: autocast does not
+        recast its inputs, so a softmax it ran in float32, or a float32 weight, meets a half
+        matmul output there (k-diffusion's ``natten2dav(torch.softmax(qk, -1), v)``)."""
+        split = call.autocast_split() if is_kernel(call.qualname) else None
+        region = call.scope.autocast
+        if split is None or region is None or not isinstance(call.node, cst.Call):
+            return
+        half, full = split
+        what, low = self.ctx.code(full.node), self.ctx.code(half.node)
+        kernel = self.ctx.code(call.node.func)
+        message = (
+            f"{region.premise}, `{what}` is float32 ({self.where(full.fact)}) but `{low}` is "
+            f"{half.fact.dtype or 'half'} ({self.where(half.fact)}): `{kernel}` is a compiled "
+            f"kernel autocast does not recast; cast `{what}` to `{low}.dtype`"
+        )
+        related = self.related_for(what, full.fact) + self.related_for(low, half.fact)
+        exact = self.ctx.exact(half.node)
+        fix = None
+        if exact is not None and len(exact) < 40:
+            edit = Edit(full.node, f"{self.ctx.atom(full.node)}.to({exact}.dtype)")
+            fix = Fix(f"Cast `{what}` to `{exact}.dtype`", (edit,), applicability="unsafe")
+        self.report(call.node, message, related=related, fix=fix, severity=Severity.WARNING)
 
 
 def _clash(call: CallSite) -> tuple[Operand, Operand] | None:

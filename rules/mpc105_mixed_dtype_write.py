@@ -15,6 +15,7 @@ from mpcheck.api import (
     Prec,
     Rule,
     SetItemSite,
+    Severity,
     autocast_policy,
 )
 
@@ -116,6 +117,40 @@ class MixedDtypeWrite(Rule):
                 autocast = "even under autocast"
             how = f"`{op.name}` does not cast its `{keyword}` argument, {autocast}"
             self._report(call.node, op.tensor, source, how)
+            return
+
+    def check_ambient(self, call: CallSite) -> None:
+        """The same writes in a module method under a trainer's autocast, where the model's
+        weights, buffers and what is built from them stay float32 and matmul outputs are half
+        (``cache.index_copy_(2, pos, self.k_proj(x))`` into a cache made like the embeddings)."""
+        op = call.tensor_op()
+        region = call.scope.autocast
+        if op is None or op.name not in DTYPE_STRICT_WRITES or region is None:
+            return
+        if not op.name.endswith("_") and region.recasts(op.name):
+            return  # out-of-place index_put/scatter_add: CUDA autocast promotes them
+        for index, keyword in DTYPE_STRICT_WRITES[op.name]:
+            source = op.arg(index, keyword)
+            if source is None or keyword == "weight":
+                continue
+            pair = (op.tensor.fact, source.fact)
+            if pair[0].autocast_half and pair[1].float32_under_autocast:
+                half, full = op.tensor, source
+            elif pair[1].autocast_half and pair[0].float32_under_autocast:
+                half, full = source, op.tensor
+            else:
+                continue
+            target, what = self.ctx.code(op.tensor.node), self.ctx.code(source.node)
+            message = (
+                f"{region.premise}, `{self.ctx.code(half.node)}` is "
+                f"{half.fact.dtype or 'half'} ({self.where(half.fact)}) but "
+                f"`{self.ctx.code(full.node)}` keeps the model's float32 "
+                f"({self.where(full.fact)}): `{op.name}` does not cast its `{keyword}` "
+                f"argument, and autocast leaves it alone; cast `{what}` to `{target}.dtype`"
+            )
+            related = self.related_for(self.ctx.code(half.node), half.fact)
+            related += self.related_for(self.ctx.code(full.node), full.fact)
+            self.report(call.node, message, related=related, severity=Severity.WARNING)
             return
 
     def _report(self, node: cst.CSTNode, dest: Operand, source: Operand, how: str) -> None:

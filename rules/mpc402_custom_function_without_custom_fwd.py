@@ -6,7 +6,19 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from mpcheck.api import CallSite, ClassSite, Decorator, FunctionSite, OpKind, Rule, RuleContext
+from mpcheck.api import (
+    CallSite,
+    ClassSite,
+    Decorator,
+    FunctionSite,
+    Operand,
+    OpKind,
+    Rule,
+    RuleContext,
+    Severity,
+    dotted,
+    is_kernel,
+)
 
 _FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.InplaceFunction"})
 # Ops that autocast recasts in forward and that refuse mixed dtypes in backward.
@@ -126,6 +138,10 @@ class CustomFunctionWithoutCustomFwd(Rule):
         # functions whose matmul-like ops run in an autocast they enter themselves: a backward
         # that re-enters the forward's autocast state by hand does what custom_bwd does
         self.reentered: set[cst.FunctionDef] = set()
+        self.kernels: dict[cst.FunctionDef, cst.Call] = {}  # first compiled-kernel call in it
+        # ``Fn.apply(...)`` in a module method walked under a trainer's autocast, handed a half
+        # and a float32 tensor: reported in ``finish`` when ``Fn`` runs a compiled kernel.
+        self.ambient: list[tuple[str, CallSite, Operand, Operand]] = []
 
     def check_class(self, site: ClassSite) -> None:
         if not any(b in _FUNCTION_BASES or b in self.functions for b in site.bases):
@@ -165,16 +181,26 @@ class CustomFunctionWithoutCustomFwd(Rule):
                 self.lowered.setdefault(function, call.node)
             if region is not None and region.active:  # a method's own ``with`` or decorator
                 self.reentered.add(function)
+        if is_kernel(call.qualname) and function is not None and isinstance(call.node, cst.Call):
+            self.kernels.setdefault(function, call.node)
         if region is not None and region.active:
             self._signal(region.node, "autocast is used")
         elif call.qualname in _SCALERS:
             self._signal(call.node, "a GradScaler is used")
+
+    def check_ambient(self, call: CallSite) -> None:
+        split = call.autocast_split()
+        if call.method == "apply" and call.receiver is not None and split is not None:
+            name = dotted(call.receiver.node)
+            if name is not None:
+                self.ambient.append((name, call, *split))
 
     def _signal(self, node: cst.CSTNode, text: str) -> None:
         if self.signal is None or (self.signal[1] != "autocast is used" and "autocast" in text):
             self.signal = (node, text)
 
     def finish(self) -> None:
+        self.finish_kernels()
         if self.signal is None:
             return
         for cand in self.candidates:
@@ -195,6 +221,36 @@ class CustomFunctionWithoutCustomFwd(Rule):
             ]
             if missing:
                 self.report_candidate(cand, missing, op, back)
+
+    def finish_kernels(self) -> None:
+        """A Function over a compiled kernel, handed a half and a float32 tensor by a module
+        method under a trainer's autocast: without ``custom_fwd(cast_inputs=torch.float32)``
+        the kernel gets them as they are (detrex's deformable attention)."""
+        functions = {c.node.name.value: c for c in self.candidates}
+        for name, call, half, full in self.ambient:
+            cand = functions.get(name)
+            kernel = self.kernels.get(cand.forward) if cand is not None else None
+            region = call.scope.autocast
+            if cand is None or kernel is None or region is None:
+                continue
+            if cand.forward in self.autocast_off or cand.forward in self.opaque:
+                continue
+            low, wide = self.ctx.code(half.node), self.ctx.code(full.node)
+            amp = "torch.amp" if self.ctx.torch_has((2, 4)) else "torch.cuda.amp"
+            message = (
+                f"{region.premise}, `{name}` hands `{low}` in {half.fact.dtype or 'half'} "
+                f"({self.where(half.fact)}) and `{wide}` in float32 ({self.where(full.fact)}) "
+                f"to the compiled kernel `{self.ctx.code(kernel.func, 40)}`, which autocast "
+                f"does not recast; decorate its `forward` with "
+                f'`@{amp}.custom_fwd(device_type="cuda", cast_inputs=torch.float32)`'
+            )
+            related = [
+                (kernel, "the kernel takes its tensors as they come"),
+                (cand.forward.name, f"`{name}.forward` has no `custom_fwd(cast_inputs=...)`"),
+                *self.related_for(low, half.fact),
+                *self.related_for(wide, full.fact),
+            ]
+            self.report(call.node, message, related=related, severity=Severity.WARNING)
 
     def report_candidate(
         self, cand: _Candidate, missing: list[str], op: cst.CSTNode, back: cst.CSTNode

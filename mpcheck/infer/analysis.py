@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from mpcheck.infer.ambient import AmbientWalk
 from mpcheck.infer.frames import Frame
-from mpcheck.infer.statements import StatementWalk
 from mpcheck.keep_fp32 import KeepFp32
 from mpcheck.sites import Scope
 
@@ -26,7 +26,7 @@ _SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
 _NAME_CALL = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 
 
-class FileAnalysis(StatementWalk):
+class FileAnalysis(AmbientWalk):
     """Runs the pass over one module and reports sites to a listener."""
 
     def run(self) -> None:
@@ -40,6 +40,8 @@ class FileAnalysis(StatementWalk):
         self.block(self.module.body, script)
         for cls in list(self.classes.values()):
             self.analyse_class(cls)
+        for cls in list(self.classes.values()):
+            self.ambient_pass(cls)
         functions = list(self.functions.values())
         for fn in sorted(functions, key=lambda f: f.name.value in called):
             self.summary(fn)

@@ -7,6 +7,7 @@ A function is walked once for its own sites and summarised by what it returns;
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cached_property
 
 import libcst as cst
 
@@ -361,7 +362,9 @@ class FunctionWalk(AutocastWalk):
         origin = Origin(param, Cause.ACTIVATION, f"`{name}`, an input of the function")
         marks = frozenset({index})
         ann = param.annotation.annotation if param.annotation else None
-        ann_text = " ".join(_annotation_names(ann)) if ann is not None else ""
+        ann_names = _annotation_names(ann) if ann is not None else []
+        # ``KVCache = Tuple[torch.Tensor, torch.Tensor]`` at module level: ``Optional[KVCache]``
+        ann_text = " ".join(m for n in ann_names for m in self.tensor_aliases.get(n, (n,)))
         default = param.default
         trainer = self.training.param_fact(param, name, ann_text)
         if trainer is not None:
@@ -399,6 +402,21 @@ class FunctionWalk(AutocastWalk):
         prec = Prec.MODEL if tensor_params else Prec.UNKNOWN
         return Fact(Kind.TENSOR, prec, None, origin, marks)
 
+    @cached_property
+    def tensor_aliases(self) -> dict[str, tuple[str, ...]]:
+        """Module-level type aliases that name tensors: ``KVCache = Tuple[Tensor, Tensor]``."""
+        found: dict[str, tuple[str, ...]] = {}
+        for stmt in self.module.body:
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+            if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+                continue
+            target, value = small.targets[0].target, small.value
+            if isinstance(target, cst.Name) and isinstance(value, (cst.Subscript, cst.Attribute)):
+                names = tuple(_annotation_names(value))
+                if "Tensor" in names:
+                    found[target.value] = names
+        return found
+
     def substitute(
         self,
         result: Fact,
@@ -424,9 +442,18 @@ class FunctionWalk(AutocastWalk):
             if fact.kind is Kind.DTYPE:
                 base = actual[0]
                 return replace(base, kind=Kind.DTYPE) if base.kind is Kind.TENSOR else base
-            return promote(actual) if fact.kind is Kind.TENSOR else actual[0]
+            if fact.kind is not Kind.TENSOR:
+                return actual[0]
+            if len(actual) == 1 and actual[0].kind is Kind.MODULE and _the_param(fact):
+                return actual[0]  # ``apply_wd(nn.Linear(...))`` returns the module it was given
+            return promote(actual)
 
         return sub(result)
+
+
+def _the_param(fact: Fact) -> bool:
+    """A parameter returned as it came in (``return module``)."""
+    return fact.origin is not None and isinstance(fact.origin.node, cst.Param)
 
 
 def _annotation_names(node: cst.CSTNode) -> list[str]:

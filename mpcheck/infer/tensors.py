@@ -272,8 +272,11 @@ class TensorWalk(ModuleWalk):
         trained = self.training.torch_call(node, qual, args, kwargs, frame)
         if trained is not None:  # GradScaler(...), torch.optim.AdamW(...), clip_grad_norm_(...)
             result = trained
-        if op is not None and frame.scope.autocast and frame.scope.autocast.recasts(aten):
-            result = self.autocast_result(node, aten, frame.scope.autocast, result)
+        region = frame.scope.autocast
+        if op is not None and region and region.recasts(aten):
+            result = self.autocast_result(node, aten, region, result)
+        elif region and qual.startswith("torch.") and region.casts_to_one_dtype(leaf):
+            result = self.autocast_result(node, leaf, region, result)  # ``torch.softmax``: fp32
         return self.emit(CallRecord(node, result, args, kwargs, qual=qual, op=op, aten=aten), frame)
 
     def torch_result(
@@ -288,6 +291,9 @@ class TensorWalk(ModuleWalk):
 
         def code() -> str:
             return self.code(node.func)
+
+        if qual in T.SAME_DTYPE_FUNCTIONS and args and args[0].fact.is_tensor:
+            return args[0].fact  # ``rearrange(qkv, "b n (t h d) -> t b h n d", t=3)``
 
         if qual.startswith("torch.nn.") and qual.count(".") == 2:
             name = qual.rsplit(".", 1)[-1]
