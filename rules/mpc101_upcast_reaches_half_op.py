@@ -36,10 +36,16 @@ class UpcastReachesHalfOp(Rule):
         `torch_dtype=torch.float16`), a Linear, conv, matmul or norm whose parameters are half
         refuses a float32 input. Outside `torch.autocast` this raises on every device. Under
         autocast, matmul-like ops recast their inputs, so mpcheck stays quiet there; norms
-        are not recast on CPU and still raise. The float32 value may come from a helper or
-        library module that always returns float32 (diffusers' `Timesteps`), and the half
-        layer may sit one module further down: an upcast context handed to an output block
-        defined in the same file is reported at the call that hands it over. Scripts,
+        are not recast on CPU and still raise. Autocast does not recast a compiled kernel
+        (natten's, a package's `_C` extension) nor a call with `out=`: in a module method,
+        mpcheck also checks those as if the method ran under the CUDA autocast of
+        mixed-precision training, where a softmax runs in float32 and a Linear's output is
+        half (`natten2dav(torch.softmax(qk, -1), v)`), and reports a mix as a warning.
+
+        The float32 value may come from a helper or library module that always returns
+        float32 (diffusers' `Timesteps`), and the half layer may sit one module further
+        down: an upcast context handed to an output block defined in the same file is
+        reported at the call that hands it over. Scripts,
         samplers and trainers count too: a model they cast to a working dtype, or a pipeline's
         `unet`/`vae` reached through `pipe`, takes its input and its conditioning keywords
         (`encoder_hidden_states=`, `pooled_projections=`) in its own dtype.
@@ -177,17 +183,24 @@ class UpcastReachesHalfOp(Rule):
         """A compiled kernel in a module method under a trainer's autocast: autocast does not
         recast its inputs, so a softmax it ran in float32, or a float32 weight, meets a half
         matmul output there (k-diffusion's ``natten2dav(torch.softmax(qk, -1), v)``)."""
-        split = call.autocast_split() if is_kernel(call.qualname) else None
+        blind = is_kernel(call.qualname) or "out" in call.kwargs
+        split = call.autocast_split() if blind else None
         region = call.scope.autocast
         if split is None or region is None or not isinstance(call.node, cst.Call):
             return
         half, full = split
         what, low = self.ctx.code(full.node), self.ctx.code(half.node)
-        kernel = self.ctx.code(call.node.func)
+        callee = self.ctx.code(call.node.func)
+        if is_kernel(call.qualname):
+            why = f"`{callee}` is a compiled kernel autocast does not recast"
+        else:
+            why = (
+                f"autocast does not recast a call with `out=`, so `{callee}` gets them as they are"
+            )
         message = (
             f"{region.premise}, `{what}` is float32 ({self.where(full.fact)}) but `{low}` is "
-            f"{half.fact.dtype or 'half'} ({self.where(half.fact)}): `{kernel}` is a compiled "
-            f"kernel autocast does not recast; cast `{what}` to `{low}.dtype`"
+            f"{half.fact.dtype or 'half'} ({self.where(half.fact)}): {why}; cast `{what}` to "
+            f"`{low}.dtype`"
         )
         related = self.related_for(what, full.fact) + self.related_for(low, half.fact)
         exact = self.ctx.exact(half.node)

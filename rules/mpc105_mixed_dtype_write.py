@@ -41,6 +41,13 @@ class MixedDtypeWrite(Rule):
         autocast promotes only `index_copy` (CPU), `index_put` and `scatter_add` (CUDA);
         mpcheck stays silent on those inside a region that promotes them.
 
+        Mixed-precision training keeps the model float32 and runs `forward` under autocast,
+        usually from another file: a module method holding one of these writes is also
+        checked as if under that (CUDA) autocast, where a Linear's output is half and the
+        model's weights, buffers, embeddings and what is made like them stay float32. A half
+        projection written into such a cache (`cache.index_copy_(2, pos, k)`, litgpt's bug) is
+        reported as a warning, since the training setup is not in view.
+
         A one-element value written through a boolean mask (`t[mask] = torch.tensor(0.0)`)
         is a `masked_fill_`, and a 0-dim `weight` of `lerp` is used as a scalar: both cast.
         """

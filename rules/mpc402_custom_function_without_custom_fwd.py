@@ -76,6 +76,13 @@ class CustomFunctionWithoutCustomFwd(Rule):
         with a decorator mpcheck cannot see into (`custom_fwd(...)` kept in a variable, another
         library's decorator) is not reported either, nor a `backward` that enters autocast
         itself (DeepSpeed re-enters the state `forward` recorded: what `custom_bwd` does).
+
+        A Function whose `forward` hands its tensors to a compiled kernel (a package's `_C`
+        extension) is also reported where a module method calls it with a half and a float32
+        tensor as if under the CUDA autocast of mixed-precision training (a Linear's output
+        and a softmax's, detrex's deformable attention), as a warning: autocast does not
+        recast the kernel, so it gets both. `custom_fwd(cast_inputs=torch.float32)` hands it
+        float32 tensors.
         """
     symptom = """
         `RuntimeError: expected m1 and m2 to have the same dtype, but got: c10::Half != float`

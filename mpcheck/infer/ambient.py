@@ -30,7 +30,7 @@ class AmbientWalk(StatementWalk):
     """Walks the methods that hold ops autocast does not see as if autocast were on."""
 
     def ambient_pass(self, info: ClassInfo) -> None:
-        """Report the autocast-blind ops of ``info``'s methods, walked under a trainer's autocast."""
+        """Report the ops of ``info``'s methods autocast passes by, walked under autocast."""
         if not (info.is_module and not info.kept_fp32 and self.half_capable):
             return
         if not self.reporting.listener.wants("ambient"):

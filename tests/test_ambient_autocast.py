@@ -1,0 +1,178 @@
+"""The autocast a trainer wraps around a module (mpcheck.infer.ambient): which ops are checked
+as if under it, what they see there, and where it stays out of the way."""
+
+from __future__ import annotations
+
+import textwrap
+
+from mpcheck.diagnostics import Diagnostic, Severity
+from tests.support import check, span
+
+HEADER = "import natten\nimport torch\nfrom torch import nn\n"  # lines 1-3
+
+ATTENTION = """
+class Attention(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, x, cache, pos):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        {write}
+        return cache
+"""
+
+
+def findings(body: str, code: str | None = None) -> list[Diagnostic]:
+    found = check(HEADER + textwrap.dedent(body))
+    return [d for d in found if code is None or d.code == code]
+
+
+def test_half_projection_written_into_an_input_cache() -> None:
+    (d,) = findings(ATTENTION.format(write="cache.index_copy_(1, pos, k)"), "MPC105")
+    assert span(d) == (12, 9, 12, 37)
+    assert d.severity is Severity.WARNING
+    assert d.message.startswith("if `forward` runs under autocast")
+    assert "`k` is float16" in d.message and "`cache` keeps the model's float32" in d.message
+
+
+def test_cast_write_and_slice_assignment_are_quiet() -> None:
+    assert not findings(ATTENTION.format(write="cache.index_copy_(1, pos, k.to(cache.dtype))"))
+    assert not findings(ATTENTION.format(write="cache[:, :4] = k"))
+
+
+def test_out_of_place_index_put_is_promoted_by_cuda_autocast() -> None:
+    assert not findings(ATTENTION.format(write="cache = cache.index_put((pos,), k)"), "MPC105")
+
+
+def test_out_of_place_index_copy_is_not_promoted_on_cuda() -> None:
+    (d,) = findings(ATTENTION.format(write="cache = cache.index_copy(1, pos, k)"), "MPC105")
+    assert span(d)[0] == 12
+
+
+def test_a_region_the_method_opens_is_its_own() -> None:
+    write = "with torch.autocast('cuda', enabled=False):\n            cache.index_copy_(1, pos, k)"
+    assert not findings(ATTENTION.format(write=write), "MPC105")
+
+
+def test_only_module_methods_and_not_kept_float32_classes() -> None:
+    free = """
+    def update(cache, pos, layer, x):
+        cache.index_copy_(1, pos, layer(x))
+    """
+    assert not findings(free)
+    kept = ATTENTION.replace("class Attention", "class AttentionFp32").format(
+        write="cache.index_copy_(1, pos, k)"
+    )
+    assert not findings(kept, "MPC105")
+
+
+def test_softmax_weights_into_a_compiled_kernel() -> None:
+    body = """
+    class Neighborhood(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.qkv = nn.Linear(d, 3 * d)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            a = torch.softmax(natten.functional.natten2dqk(q, k, 7, 1), dim=-1)
+            good = natten.functional.natten2dav(a.to(v.dtype), v, 7, 1)
+            return natten.functional.natten2dav(a, v, 7, 1)
+    """
+    (d,) = findings(body, "MPC101")
+    assert span(d)[:2] == (14, 16)
+    assert "`a` is float32 (computed in float32 by autocast" in d.message
+    assert "compiled kernel" in d.message
+
+
+def test_out_call_mixing_a_weight_and_a_half_output() -> None:
+    body = """
+    class Head(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.proj = nn.Linear(d, d)
+            self.weight = nn.Parameter(torch.randn(d, d))
+
+        def forward(self, x, buf):
+            h = self.proj(x)
+            torch.mm(h, self.weight, out=buf)
+            return buf
+    """
+    (d,) = findings(body, "MPC101")
+    assert span(d)[0] == 13 and "`out=`" in d.message
+
+
+def test_plain_walk_is_unchanged_without_autocast_blind_ops() -> None:
+    body = """
+    class Block(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.proj = nn.Linear(d, d)
+            self.scale = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            return torch.softmax(self.proj(x), -1) * self.scale
+    """
+    assert not findings(body)
+
+
+def test_softmax_in_an_explicit_cuda_region_is_float32() -> None:
+    body = """
+    class Block(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.proj = nn.Linear(d, d)
+
+        def forward(self, x, cache, pos):
+            with torch.autocast("cuda"):
+                a = torch.softmax(self.proj(x), -1)
+                cache.index_copy_(0, pos, a)
+            return cache
+    """
+    # an explicit region: the plain walk reports it (a float32 softmax into a model-dtype cache)
+    (d,) = findings(body, "MPC105")
+    assert "computed in float32 by autocast" in d.message
+
+
+def test_helpers_returning_what_they_were_given() -> None:
+    body = """
+    from einops import rearrange
+
+
+    def apply_wd(module):
+        return module
+
+
+    class Block(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.proj = apply_wd(nn.Linear(d, d))
+
+        def forward(self, x):
+            h = rearrange(x.float(), "b n d -> b n d")
+            return self.proj(h)
+    """
+    (d,) = findings(body, "MPC101")
+    assert span(d)[0] == 19
+
+
+def test_tensor_type_alias_of_a_parameter() -> None:
+    body = """
+    from typing import Optional, Tuple
+
+    KVCache = Tuple[torch.Tensor, torch.Tensor]
+
+
+    class Attention(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.kv = nn.Linear(d, 2 * d)
+
+        def forward(self, x, pos, kv_cache: Optional[KVCache] = None):
+            k, v = self.kv(x).chunk(2, dim=-1)
+            cache_k, cache_v = kv_cache
+            return cache_k.index_copy(2, pos, k), cache_v.index_copy(2, pos, v)
+    """
+    rows = sorted(span(d)[0] for d in findings(body, "MPC105"))
+    assert rows == [18, 18]
