@@ -82,7 +82,10 @@ class CustomFunctionWithoutCustomFwd(Rule):
         tensor as if under the CUDA autocast of mixed-precision training (a Linear's output
         and a softmax's, detrex's deformable attention), as a warning: autocast does not
         recast the kernel, so it gets both. `custom_fwd(cast_inputs=torch.float32)` hands it
-        float32 tensors.
+        float32 tensors. Likewise a `forward` that hands two of its inputs to a matmul with
+        `out=` (autocast does not recast calls with `out=`) without casting them to one dtype:
+        under autocast a half activation meets a float32 weight there (trl's chunked LM head;
+        measured on CPU autocast: `expected m1 and m2 to have the same dtype`).
         """
     symptom = """
         `RuntimeError: expected m1 and m2 to have the same dtype, but got: c10::Half != float`
@@ -149,6 +152,9 @@ class CustomFunctionWithoutCustomFwd(Rule):
         # ``Fn.apply(...)`` in a module method walked under a trainer's autocast, handed a half
         # and a float32 tensor: reported in ``finish`` when ``Fn`` runs a compiled kernel.
         self.ambient: list[tuple[str, CallSite, Operand, Operand]] = []
+        # a call autocast does not recast (a compiled kernel, ``out=``) that takes tensors
+        # derived from two or more of the function's inputs
+        self.blind_mixes: dict[cst.FunctionDef, CallSite] = {}
 
     def check_class(self, site: ClassSite) -> None:
         if not any(b in _FUNCTION_BASES or b in self.functions for b in site.bases):
@@ -184,12 +190,18 @@ class CustomFunctionWithoutCustomFwd(Rule):
         region = call.scope.autocast
         if call.op in _MIXING_OPS and function is not None:
             self.mixing.setdefault(function, call.node)
-            if region is None or region.active:
-                self.lowered.setdefault(function, call.node)
+            if (region is None or region.active) and "out" not in call.kwargs:
+                self.lowered.setdefault(function, call.node)  # ``out=``: autocast passes it by
             if region is not None and region.active:  # a method's own ``with`` or decorator
                 self.reentered.add(function)
         if is_kernel(call.qualname) and function is not None and isinstance(call.node, cst.Call):
             self.kernels.setdefault(function, call.node)
+        if call.op is not None and "out" in call.kwargs and function is not None:
+            # inputs of the function that reach a matmul-like ``out=`` call, which autocast
+            # does not recast (``torch.mm(x, w[a:b].t(), out=buf)``)
+            reached = {i for o in _operands(call) if o.fact.is_tensor for i in o.fact.params}
+            if len(reached) > 1:
+                self.blind_mixes.setdefault(function, call)
         if region is not None and region.active:
             self._signal(region.node, "autocast is used")
         elif call.qualname in _SCALERS:
@@ -208,6 +220,7 @@ class CustomFunctionWithoutCustomFwd(Rule):
 
     def finish(self) -> None:
         self.finish_kernels()
+        self.finish_blind_mixes()
         if self.signal is None:
             return
         for cand in self.candidates:
@@ -228,6 +241,32 @@ class CustomFunctionWithoutCustomFwd(Rule):
             ]
             if missing:
                 self.report_candidate(cand, missing, op, back)
+
+    def finish_blind_mixes(self) -> None:
+        """A Function whose ``forward`` hands several of its inputs to a matmul with ``out=``,
+        which autocast does not recast: under autocast they arrive as the caller made them,
+        a half activation and a float32 weight (trl's chunked LM head)."""
+        for cand in self.candidates:
+            call = self.blind_mixes.get(cand.forward)
+            if call is None or cand.forward in self.autocast_off or cand.forward in self.opaque:
+                continue
+            assert isinstance(call.node, cst.Call)
+            callee = self.ctx.code(call.node.func, 40)
+            names = _parameter_names(cand.forward)
+            reached = sorted(
+                {i for o in _operands(call) if o.fact.is_tensor for i in o.fact.params}
+            )
+            inputs = ", ".join(f"`{names[i]}`" for i in reached if i < len(names))
+            amp = "torch.amp" if self.ctx.torch_has((2, 4)) else "torch.cuda.amp"
+            message = (
+                f"autograd Function `{cand.node.name.value}` hands its inputs {inputs} to "
+                f"`{callee}` with `out=`, which autocast does not recast, and nothing casts "
+                "them to one dtype: under autocast they come as the caller made them (a half "
+                "activation, float32 weights); cast them to one dtype or decorate `forward` with "
+                f'`@{amp}.custom_fwd(device_type="cuda", cast_inputs=torch.float32)`'
+            )
+            related = [(cand.forward.name, "`forward` has no `custom_fwd(cast_inputs=...)`")]
+            self.report(call.node, message, related=related, severity=Severity.WARNING)
 
     def finish_kernels(self) -> None:
         """A Function over a compiled kernel, handed a half and a float32 tensor by a module
@@ -297,3 +336,16 @@ def _casts_inputs(deco: Decorator) -> bool:
         and not (isinstance(a.value, cst.Name) and a.value.value == "None")
         for a in deco.call.args
     )
+
+
+def _operands(call: CallSite) -> list[Operand]:
+    """What a call computes from (its ``out=`` buffer only receives)."""
+    receiver = [call.receiver] if call.receiver is not None else []
+    return [*receiver, *call.args, *(o for k, o in call.kwargs.items() if k != "out")]
+
+
+def _parameter_names(fn: cst.FunctionDef) -> list[str]:
+    """As the engine numbers a method's inputs (``Fact.params``): without ``self``/``cls``."""
+    params = [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
+    names = [p.name.value for p in params]
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names

@@ -176,3 +176,29 @@ def test_tensor_type_alias_of_a_parameter() -> None:
     """
     rows = sorted(span(d)[0] for d in findings(body, "MPC105"))
     assert rows == [18, 18]
+
+
+FUNCTION = """
+class Logits(torch.autograd.Function):
+    @staticmethod{decorator}
+    def forward(ctx, hidden, weight, out):
+        w = weight{cast}
+        torch.mm(hidden, w.t(), out=out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None, None
+"""
+
+
+def test_function_inputs_meeting_in_an_out_matmul() -> None:
+    (d,) = findings(FUNCTION.format(decorator="", cast=""), "MPC402")
+    assert span(d)[:2] == (9, 9) and d.severity is Severity.WARNING
+    assert "hands its inputs `hidden`, `weight` to `torch.mm` with `out=`" in d.message
+
+
+def test_function_inputs_cast_to_one_dtype_or_forward_in_float32() -> None:
+    assert not findings(FUNCTION.format(decorator="", cast=".to(hidden.dtype)"), "MPC402")
+    pinned = "\n    @torch.amp.custom_fwd(device_type='cuda', cast_inputs=torch.float32)"
+    assert not findings(FUNCTION.format(decorator=pinned, cast=""), "MPC402")
