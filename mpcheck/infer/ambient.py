@@ -39,15 +39,17 @@ class AmbientWalk(StatementWalk):
             blind = _blind_calls(fn)
             if not blind or fn in self.in_progress:
                 continue
+            frame = self.function_frame(fn, info, None)
+            if frame.scope.autocast is not None:
+                continue  # a region of its own (a decorator): the plain walk saw it
             region = Autocast(
                 fn, "cuda", None, True, torch_version=self.target_torch, implicit=True
             )
-            frame = self.function_frame(fn, info, None)
             frame.scope = replace(frame.scope, autocast=region)
             recorded: list[CallSite] = []
             self.in_progress.add(fn)
             try:
-                with self.reporting.recording_into(recorded):
+                with self.reporting.hypothetical(recorded):
                     self.block(
                         fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame
                     )

@@ -40,11 +40,12 @@ class FileAnalysis(AmbientWalk):
         self.block(self.module.body, script)
         for cls in list(self.classes.values()):
             self.analyse_class(cls)
-        for cls in list(self.classes.values()):
-            self.ambient_pass(cls)
         functions = list(self.functions.values())
         for fn in sorted(functions, key=lambda f: f.name.value in called):
             self.summary(fn)
+        # last: every helper it calls is summarised by then, with the file's own facts
+        for cls in list(self.classes.values()):
+            self.ambient_pass(cls)
 
     def _collect(self, body: Sequence[cst.BaseStatement]) -> None:
         for stmt in body:

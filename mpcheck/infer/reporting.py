@@ -35,6 +35,7 @@ class Reporting:
         # While a called module is re-walked (``split_call``), call sites go here.
         self._recorder: list[CallSite] | None = None
         self._splitting = 0  # depth of nested re-walks
+        self._hypothetical = 0  # inside a walk under a premise (mpcheck.infer.ambient)
 
     @property
     def recording(self) -> bool:
@@ -53,7 +54,7 @@ class Reporting:
         if kind == "calls":
             return self.listener.wants("calls") or self._recorder is not None
         if kind == "training":
-            return self.listener.wants("training")
+            return not self._hypothetical and self.listener.wants("training")
         if self._recorder is not None:
             return False
         return self.listener.wants(kind)
@@ -109,6 +110,17 @@ class Reporting:
         finally:
             self._recorder, self._muted = saved
             self._splitting -= 1
+
+    @contextmanager
+    def hypothetical(self, sites: list[CallSite]) -> Iterator[None]:
+        """Code walked under a premise the code does not state (a trainer's autocast): its
+        call sites go to ``sites``, and nothing else it meets is reported."""
+        self._hypothetical += 1
+        try:
+            with self.recording_into(sites):
+                yield
+        finally:
+            self._hypothetical -= 1
 
     @contextmanager
     def calls_reported_elsewhere(self) -> Iterator[None]:
