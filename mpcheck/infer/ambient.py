@@ -35,8 +35,8 @@ class AmbientWalk(StatementWalk):
             return
         if not self.reporting.listener.wants("ambient"):
             return
-        for fn in info.methods.values():
-            blind = _blind_calls(fn)
+        for name, fn in info.methods.items():
+            blind = _blind_calls(fn) if name != "__init__" else set()
             if not blind or fn in self.in_progress:
                 continue
             frame = self.function_frame(fn, info, None)
@@ -83,5 +83,7 @@ def _blind(call: cst.Call) -> bool:
         if name in T.DTYPE_STRICT_WRITES and name != "lerp":
             return True
         path = dotted(func) or ""
-        return path.split(".")[0] in T.KERNEL_PACKAGES or "._C." in f".{path}" or name == "apply"
+        if name == "apply":  # ``DeformAttnFunction.apply(...)``, not ``self.apply(init)``
+            return path.rpartition(".")[0].rpartition(".")[2][:1].isupper()
+        return path.split(".")[0] in T.KERNEL_PACKAGES or "._C." in f".{path}"
     return False
