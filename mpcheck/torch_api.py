@@ -542,6 +542,13 @@ def dropout_named(name: str | None) -> bool:
     return leaf.endswith(("dropout", "_drop")) or leaf == "drop"
 
 
+# Functions autocast knows by another name: ``F.interpolate`` dispatches to one of the
+# ``upsample_*`` ops by mode and rank, and each list holds all of them or none (CUDA: fp32).
+AUTOCAST_NAMES = {
+    "torch.nn.functional.interpolate": "upsample_nearest2d",
+    "torch.nn.functional.upsample": "upsample_nearest2d",
+}
+
 # Functions of other libraries that move a tensor's elements around and keep its dtype.
 SAME_DTYPE_FUNCTIONS = frozenset({"einops.rearrange", "einops.repeat"})
 

@@ -202,3 +202,48 @@ def test_function_inputs_cast_to_one_dtype_or_forward_in_float32() -> None:
     assert not findings(FUNCTION.format(decorator="", cast=".to(hidden.dtype)"), "MPC402")
     pinned = "\n    @torch.amp.custom_fwd(device_type='cuda', cast_inputs=torch.float32)"
     assert not findings(FUNCTION.format(decorator=pinned, cast=""), "MPC402")
+
+
+def test_interpolate_is_an_upsample_op_for_autocast() -> None:
+    from mpcheck import autocast_ops
+    from mpcheck.torch_api import AUTOCAST_NAMES
+
+    for device in ("cuda", "cpu"):
+        kinds = {autocast_ops.policy(op, device, None) for op in _upsample_ops()}
+        assert len(kinds) == 1, (device, kinds)  # every upsample_* alike: one name stands for all
+    assert set(AUTOCAST_NAMES.values()) <= set(_upsample_ops())
+    body = """
+    import torch.nn.functional as F
+
+
+    class Decoder(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.proj = nn.Linear(d, d)
+
+        def forward(self, x, cache, pos):
+            with torch.autocast("cuda"):
+                up = F.interpolate(self.proj(x), scale_factor=2.0)
+                cache.index_copy_(0, pos, up)
+            return cache
+    """
+    (d,) = findings(body, "MPC105")
+    assert "computed in float32 by autocast" in d.message
+
+
+def _upsample_ops() -> list[str]:
+    import json
+    from pathlib import Path
+
+    import mpcheck
+
+    data = json.loads((Path(mpcheck.__file__).parent / "data" / "autocast_ops.json").read_text())
+    return sorted(
+        {
+            op
+            for dev in ("cuda", "cpu")
+            for ops in data[dev].values()
+            for op in ops
+            if op.startswith("upsample")
+        }
+    )

@@ -275,8 +275,10 @@ class TensorWalk(ModuleWalk):
         region = frame.scope.autocast
         if op is not None and region and region.recasts(aten):
             result = self.autocast_result(node, aten, region, result)
-        elif region and qual.startswith("torch.") and region.casts_to_one_dtype(leaf):
-            result = self.autocast_result(node, leaf, region, result)  # ``torch.softmax``: fp32
+        elif region and qual.startswith("torch."):
+            known = T.AUTOCAST_NAMES.get(qual, leaf)
+            if region.casts_to_one_dtype(known):  # ``torch.softmax`` on CUDA: float32
+                result = self.autocast_result(node, known, region, result)
         return self.emit(CallRecord(node, result, args, kwargs, qual=qual, op=op, aten=aten), frame)
 
     def torch_result(
