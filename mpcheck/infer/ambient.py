@@ -13,12 +13,16 @@ method (``enabled=False``) is its own.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from functools import cached_property
 
 import libcst as cst
 
 from mpcheck import torch_api as T
-from mpcheck.infer.frames import ClassInfo
+from mpcheck.facts import Fact
+from mpcheck.infer.base import CallRecord
+from mpcheck.infer.frames import ClassInfo, Frame
 from mpcheck.infer.statements import StatementWalk
 from mpcheck.names import dotted
 from mpcheck.sites import Autocast, CallSite
@@ -29,14 +33,30 @@ __all__ = ["AmbientWalk"]
 class AmbientWalk(StatementWalk):
     """Walks the methods that hold ops autocast does not see as if autocast were on."""
 
+    @cached_property
+    def blind_in_source(self) -> bool:
+        """Whether the file's text names any op autocast passes by (most files do not)."""
+        return _BLIND_TEXT.search(self.source) is not None
+
+    @cached_property
+    def blind(self) -> dict[cst.FunctionDef, set[cst.CSTNode]]:
+        """The calls autocast passes by, by the function the plain walk met them in."""
+        return {}
+
+    def emit(self, call: CallRecord, frame: Frame) -> Fact:
+        function = frame.scope.function
+        if function is not None and self.blind_in_source and _blind(call):
+            self.blind.setdefault(function, set()).add(call.node)
+        return super().emit(call, frame)
+
     def ambient_pass(self, info: ClassInfo) -> None:
         """Report the ops of ``info``'s methods autocast passes by, walked under autocast."""
         if not (info.is_module and not info.kept_fp32 and self.half_capable):
             return
-        if not self.reporting.listener.wants("ambient"):
+        if not self.reporting.listener.wants("ambient") or not self.blind_in_source:
             return
         for name, fn in info.methods.items():
-            blind = _blind_calls(fn) if name != "__init__" else set()
+            blind = self.blind.get(fn) if name != "__init__" else None
             if not blind or fn in self.in_progress:
                 continue
             frame = self.function_frame(fn, info, None)
@@ -60,30 +80,23 @@ class AmbientWalk(StatementWalk):
                     self.reporting.listener.deliver("ambient", site)
 
 
-def _blind_calls(fn: cst.FunctionDef) -> set[cst.CSTNode]:
-    """The calls in ``fn``'s own body that autocast passes by (not in nested ``def``s)."""
-    found: set[cst.CSTNode] = set()
-    stack: list[cst.CSTNode] = [fn.body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if isinstance(node, cst.Call) and _blind(node):
-            found.add(node)
-        stack.extend(node.children)
-    return found
+# What a file must contain for any call in it to be one autocast passes by.
+_BLIND_TEXT = re.compile(
+    rb"\b(?:"
+    + b"|".join(re.escape(n.encode()) for n in sorted(T.DTYPE_STRICT_WRITES))
+    + b"|"
+    + b"|".join(re.escape(n.encode()) for n in sorted(T.KERNEL_PACKAGES))
+    + rb")\b|[(,]\s*out\s*=(?!=)|\.apply\(|\b_C\."
+)
 
 
-def _blind(call: cst.Call) -> bool:
-    func = call.func
-    if any(a.keyword is not None and a.keyword.value == "out" for a in call.args):
+def _blind(call: CallRecord) -> bool:
+    """A call autocast does not recast: an index write, ``out=``, a compiled kernel, or an
+    autograd Function's ``apply`` (``DeformAttnFunction.apply(...)``, not ``self.apply(init)``)."""
+    if "out" in call.kwargs or T.is_kernel(call.qual):
         return True
-    if isinstance(func, cst.Attribute):
-        name = func.attr.value
-        if name in T.DTYPE_STRICT_WRITES and name != "lerp":
-            return True
-        path = dotted(func) or ""
-        if name == "apply":  # ``DeformAttnFunction.apply(...)``, not ``self.apply(init)``
-            return path.rpartition(".")[0].rpartition(".")[2][:1].isupper()
-        return path.split(".")[0] in T.KERNEL_PACKAGES or "._C." in f".{path}"
-    return False
+    if call.method == "apply" and call.receiver is not None:
+        return (dotted(call.receiver.node) or "").rpartition(".")[2][:1].isupper()
+    qual = call.qual or ""
+    name = call.method or (qual[6:] if qual.startswith("torch.") else "")  # torch.index_copy
+    return name in T.DTYPE_STRICT_WRITES and name != "lerp"
