@@ -45,7 +45,13 @@ from mpcheck.infer.guards import (
     remember_optional,
 )
 from mpcheck.infer.promotion import is_advanced_index, iterate
-from mpcheck.infer.switches import has_new_part, remember_parts, remember_switched, switch_of
+from mpcheck.infer.switches import (
+    chosen_by_precision,
+    has_new_part,
+    remember_parts,
+    remember_switched,
+    switch_of,
+)
 from mpcheck.names import dotted
 from mpcheck.sites import Operand, ReturnSite, SetItemSite
 from mpcheck.training import STATE, State
@@ -172,6 +178,7 @@ class StatementWalk(ExpressionWalk):
             return
         source = self.module.code_for_node(stmt.test)
         if about_precision(source):
+            chosen_by_precision(frame.env, then.env, other.env)
             return
         remember_parts(frame.env, then.env, other.env, switch, source)
         if switch is not None:

@@ -47,6 +47,7 @@ from mpcheck.infer.frames import Env
 _PARTS = "\0parts\0"  # after ``self.``: ``self.\0parts\0class_embedding`` joins the attrs
 _SWITCHED = "\0switched\0"
 _SEP = "\n"
+_PRECISION = "\0precision"  # a memo's switches: a test about precision chose the part
 Switch = tuple[str, str]  # (``class_embed_type``, ``timestep``)
 
 
@@ -76,12 +77,21 @@ def _is_part(name: str) -> bool:
     return name.startswith("self.") and name.count(".") == 1 and "\0" not in name
 
 
-def parts(env: Env, path: str) -> list[tuple[Switch | None, Fact]]:
-    """The parts ``path`` (``self.class_embedding``) may be, each with the switch that chose
-    it; empty when none were remembered or ``path`` was bound again since."""
+def _memo(env: Env, path: str) -> Fact | None:
     memo = env.get(_parts_key(path)) if _is_part(path) else None
     if memo is None or memo.items is None or env.get(path) != memo.items[0]:
+        return None
+    return memo
+
+
+def parts(env: Env, path: str) -> list[tuple[Switch | None, Fact]]:
+    """The parts ``path`` (``self.class_embedding``) may be, each with the switch that chose
+    it; empty when none were remembered, a test about precision chose among them, or
+    ``path`` was bound again since."""
+    memo = _memo(env, path)
+    if memo is None or memo.layer == _PRECISION:
         return []
+    assert memo.items is not None
     keys = (memo.layer or "").split(_SEP)
     out: list[tuple[Switch | None, Fact]] = []
     for key, part in zip(keys, memo.items[1:], strict=False):
@@ -100,6 +110,15 @@ def has_new_part(then: Env, other: Env) -> bool:
     )
 
 
+def chosen_by_precision(after: Env, then: Env, other: Env) -> None:
+    """After ``if use_fp32_proj:`` binding a part to different modules: its paths go with
+    the model's precision, so an outer ``if`` remembers no choice among them either."""
+    for name, a in then.items():
+        merged = after.get(name)
+        if _is_part(name) and a is not other.get(name) and merged is not None:
+            after[_parts_key(name)] = replace(seq_of((merged,)), layer=_PRECISION)
+
+
 def remember_parts(after: Env, then: Env, other: Env, switch: Switch | None, test: str) -> None:
     """After an ``if`` (not about precision) whose paths bound a part of ``self`` to different
     modules: the module of each path, with the switch the ``then`` path was chosen by. The
@@ -109,6 +128,9 @@ def remember_parts(after: Env, then: Env, other: Env, switch: Switch | None, tes
     for name, a in then.items():
         b = other.get(name)
         if not _is_part(name) or a is b:
+            continue
+        if b is not None and (memo := _memo(other, name)) and memo.layer == _PRECISION:
+            chosen_by_precision(after, {name: a}, other)
             continue
         found: list[tuple[Switch | None, Fact]] = []
         if a.kind is Kind.MODULE:
