@@ -399,8 +399,13 @@ class ExpressionWalk(TensorWalk):
         known = frame.env.get(path)
         if known is None or known.kind is not Kind.MODULE:
             return None
+        pointed = self.elsewhere.get(node)  # (a muted call may point the node elsewhere)
         with self.reporting.muted():
             made = [self.module_call(node, p, path, args, kwargs, frame) for _, p in choices]
+        if pointed is None:
+            self.elsewhere.pop(node, None)
+        else:
+            self.elsewhere[node] = pointed
         wide = [_float32(f) for f in made]
         if not any(wide) or all(wide) or _float32(made[0]) and choices[0][1] == known:
             return None

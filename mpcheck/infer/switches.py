@@ -137,7 +137,7 @@ def remember_parts(after: Env, then: Env, other: Env, switch: Switch | None, tes
             found.append((switch, a))
         inner = parts(other, name) if b is not None else []
         if inner:
-            found += [(s if s and re.search(rf"\b{s[0]}\b", test) else None, p) for s, p in inner]
+            found += [(s if s and _reads(test, s[0]) else None, p) for s, p in inner]
         elif b is not None and b.kind is Kind.MODULE:
             found.append((None, b))
         merged = after.get(name)
@@ -145,6 +145,10 @@ def remember_parts(after: Env, then: Env, other: Env, switch: Switch | None, tes
             continue
         memo = seq_of((merged, *(p for _, p in found)))
         after[_parts_key(name)] = replace(memo, layer=_SEP.join(_key(s) for s, _ in found))
+
+
+def _reads(test: str, name: str) -> bool:
+    return re.search(rf"\b{re.escape(name)}\b", test) is not None
 
 
 def remember_switched(after: Env, name: str, value: Fact, switch: Switch) -> None:
