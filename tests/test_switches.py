@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import textwrap
 
+import libcst as cst
 import pytest
 
+from mpcheck.infer.switches import switch_of
 from tests.support import check, span
 
 PROJECTIONS = """
@@ -143,3 +145,18 @@ def test_a_part_chosen_by_precision_is_left_alone() -> None:
 def test_a_part_whose_classes_all_return_the_models_dtype_is_left_alone() -> None:
     source = TIME_PROJ.format(test='time_embedding_type == "positional"')
     assert found(source.replace("= Sinusoids(dim)", "= Learned(dim)")) == []
+
+
+@pytest.mark.parametrize(
+    ("test", "expected"),
+    [
+        ('self.config.class_embed_type == "timestep"', ("class_embed_type", "timestep")),
+        ('"timestep" == class_embed_type', ("class_embed_type", "timestep")),
+        ('class_embed_type != "timestep"', None),
+        ("class_embed_type == 3", None),
+        ('a == "x" == b', None),
+        ("class_embed_type is None", None),
+    ],
+)
+def test_which_tests_are_switches(test: str, expected: tuple[str, str] | None) -> None:
+    assert switch_of(cst.parse_expression(test)) == expected
