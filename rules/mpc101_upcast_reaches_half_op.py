@@ -123,7 +123,9 @@ class UpcastReachesHalfOp(Rule):
             related.append((half.fact.origin.node, f"the model is {half.fact.origin.text}"))
         fix = None
         library = call.receiver is not None and call.receiver.fact.layer in LIBRARY_LAYER_NAMES
-        if dtype_of is not None and len(dtype_of) < 60 and not library:
+        # float32 on some paths only (``if self.config.class_embed_type == "timestep":``): a
+        # cast here would also recast what the other paths pass (int labels an Embedding takes)
+        if dtype_of is not None and len(dtype_of) < 60 and not library and not upcast.fact.maybe:
             fix = Fix(
                 f"Cast `{what}` to `{dtype_of}`",
                 (Edit(upcast.node, f"{self.ctx.atom(upcast.node)}.to({dtype_of})"),),

@@ -101,3 +101,18 @@ def test_origin_in_another_files_class_is_a_related_location_there() -> None:
     assert "RMSNormFp32.forward" in finding["message"]
     there = [r for r in finding["related"] if "filename" in r]
     assert [(Path(r["filename"]).name, r["location"]["row"]) for r in there] == [("norms.py", row)]
+
+
+def test_switched_part_names_where_the_other_file_decided_float32() -> None:
+    """``class_labels`` made float32 by a projection of ``embeddings.py`` on the path of the
+    config switch that also chose the half ``TimestepEmbedding``: the finding says both."""
+    case = XFILE / "bad_switched_class_embedding"
+    embeddings = (case / "pkg" / "embeddings.py").read_text().splitlines()
+    row = next(i for i, line in enumerate(embeddings, 1) if "torch.arange" in line)
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json", "."]
+    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True)
+    (finding,) = json.loads(done.stdout)
+    assert f"(pkg/embeddings.py:{row})" in finding["message"]
+    assert 'as built when `time_embedding_type == "positional"`' in finding["message"]
+    assert 'on the path where `self.class_embed_type == "timestep"`' in finding["message"]
+    assert "`self.class_embedding` at line 38" in finding["message"]

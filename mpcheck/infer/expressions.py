@@ -41,6 +41,7 @@ from mpcheck.infer.promotion import (
     one_dim_factory,
     op_result,
 )
+from mpcheck.infer.switches import parts, switched
 from mpcheck.infer.tensors import TensorWalk
 from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary, Function
@@ -355,6 +356,9 @@ class ExpressionWalk(TensorWalk):
         if qual is not None:
             return self.torch_call(node, qual, args, kwargs, frame)
         if isinstance(func, cst.Attribute):
+            chosen = self.switched_call(node, dotted(func) or "", args, kwargs, frame)
+            if chosen is not None:
+                return chosen
             known = frame.env.get(dotted(func) or "") or self.pipeline_component(func, frame)
             if known is not None and known.kind is Kind.MODULE:
                 return self.module_call(node, known, dotted(func), args, kwargs, frame)
@@ -371,6 +375,47 @@ class ExpressionWalk(TensorWalk):
         if isinstance(func, cst.Name):
             return self.local_call(node, func.value, args, kwargs, frame)
         return UNKNOWN
+
+    def switched_call(
+        self,
+        node: cst.Call,
+        path: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact | None:
+        """``self.part(x)`` of a part built as one of several modules by config (see
+        :mod:`mpcheck.infer.switches`): the part of the path where ``x`` is float32, or the
+        part that returns float32 on its path; None to call the joined part as usual."""
+        choices = parts(frame.env, path)
+        if not choices:
+            return None
+        for i, op in enumerate(args):
+            found = switched(frame.env, dotted(op.node) or "", op.fact)
+            part = next((p for s, p in choices if found and s == found[0]), None)
+            if found is not None and part is not None:
+                given = (*args[:i], Operand(op.node, found[1]), *args[i + 1 :])
+                return self.module_call(node, part, path, given, kwargs, frame)
+        known = frame.env.get(path)
+        if known is None or known.kind is not Kind.MODULE:
+            return None
+        pointed = self.elsewhere.get(node)  # (a muted call may point the node elsewhere)
+        with self.reporting.muted():
+            made = [self.module_call(node, p, path, args, kwargs, frame) for _, p in choices]
+        if pointed is None:
+            self.elsewhere.pop(node, None)
+        else:
+            self.elsewhere[node] = pointed
+        wide = [_float32(f) for f in made]
+        if not any(wide) or all(wide) or _float32(made[0]) and choices[0][1] == known:
+            return None
+        switch, part = choices[wide.index(True)]
+        result = self.module_call(node, part, path, args, kwargs, frame)
+        if not _float32(result) or result.origin is None:
+            return result
+        built = f'when `{switch[0]} == "{switch[1]}"`' if switch else "in some configurations"
+        text = f"{result.origin.text.rstrip(',')}, as built {built}"
+        return replace(result, origin=replace(result.origin, text=text), maybe=True)
 
     def project_call(
         self,
@@ -477,6 +522,10 @@ _EXPR: dict[type, Callable[[ExpressionWalk, cst.BaseExpression, Frame], Fact]] =
     cst.NamedExpr: ExpressionWalk.named,  # type: ignore[dict-item]
     cst.Dict: ExpressionWalk.dict_display,  # type: ignore[dict-item]
 }
+
+
+def _float32(fact: Fact) -> bool:
+    return fact.is_tensor and fact.prec is Prec.FULL and not fact.maybe and not fact.zero_dim
 
 
 def _checkpointing(func: cst.BaseExpression, qual: str | None) -> bool:

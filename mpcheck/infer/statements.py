@@ -45,6 +45,13 @@ from mpcheck.infer.guards import (
     remember_optional,
 )
 from mpcheck.infer.promotion import is_advanced_index, iterate
+from mpcheck.infer.switches import (
+    chosen_by_precision,
+    has_new_part,
+    remember_parts,
+    remember_switched,
+    switch_of,
+)
 from mpcheck.names import dotted
 from mpcheck.sites import Operand, ReturnSite, SetItemSite
 from mpcheck.training import STATE, State
@@ -88,6 +95,7 @@ class StatementWalk(ExpressionWalk):
             before = frame.env
             self.merge(frame, then, other)
             self.one_path(stmt.test, frame, then, other)
+            self.switched_paths(stmt, frame, then, other)
             remember_optional(frame.env, then.env, other.env)
             guard = guard_of(stmt.test) if stmt.orelse is None else None
             if guard is not None:  # ``if cache: vae = load()`` ... ``if not cache: vae = ...``
@@ -151,6 +159,34 @@ class StatementWalk(ExpressionWalk):
         shown = shorten(source)
         for name, taken, is_then in found:
             frame.env[name] = on_path(taken, shown if is_then else f"not ({shown})")
+
+    def switched_paths(self, stmt: cst.If, frame: Frame, then: Frame, other: Frame) -> None:
+        """Parts of ``self`` built, and values made float32, under a config switch
+        (``if class_embed_type == "timestep":``; see :mod:`mpcheck.infer.switches`)."""
+        switch = switch_of(stmt.test)
+        values = [
+            (name, fact)
+            for name, fact in then.env.items()
+            if switch is not None
+            and fact.is_tensor
+            and fact.prec is Prec.FULL
+            and not fact.zero_dim
+            and fact.origin is not None
+            and other.env.get(name) is not fact
+        ]
+        if not values and not has_new_part(then.env, other.env):
+            return
+        source = self.module.code_for_node(stmt.test)
+        if about_precision(source):
+            chosen_by_precision(frame.env, then.env, other.env)
+            return
+        remember_parts(frame.env, then.env, other.env, switch, source)
+        if switch is not None:
+            for name, fact in values:
+                assert fact.origin is not None
+                text = fact.origin.text.rstrip(",")  # ``returned in float32 by ...,``
+                fact = replace(fact, origin=replace(fact.origin, text=text))
+                remember_switched(frame.env, name, on_path(fact, shorten(source)), switch)
 
     def narrowed(self, frame: Frame, test: cst.BaseExpression, polarity: bool) -> Frame:
         """``frame`` for a branch of ``if x is not None:``: ``x`` is the tensor it may be."""
