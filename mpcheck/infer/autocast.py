@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from mpcheck import torch_api as T
 from mpcheck.facts import Cause, Fact, Kind, Origin, Prec
 from mpcheck.infer.base import Walk
 from mpcheck.infer.frames import Frame
@@ -42,6 +43,24 @@ class AutocastWalk(Walk):
             if result.kind is Kind.TENSOR
             else result
         )
+
+    def torch_in_region(
+        self, node: cst.CSTNode, qual: str, aten: str | None, frame: Frame, result: Fact
+    ) -> Fact:
+        """What torch function ``qual`` computes in the region it runs in: an op of a known
+        family (``aten``) when autocast recasts it, any other on autocast's lower or fp32 list
+        (``torch.softmax`` on CUDA: float32); ``result`` outside a region."""
+        region = frame.scope.autocast
+        if region is None:
+            return result
+        if aten is not None:
+            return (
+                self.autocast_result(node, aten, region, result) if region.recasts(aten) else result
+            )
+        known = T.AUTOCAST_NAMES.get(qual, qual.rpartition(".")[2])
+        if qual.startswith("torch.") and region.casts_to_one_dtype(known):
+            return self.autocast_result(node, known, region, result)
+        return result
 
     def autocast_region(
         self, node: cst.BaseExpression, frame: Frame | None = None

@@ -272,13 +272,7 @@ class TensorWalk(ModuleWalk):
         trained = self.training.torch_call(node, qual, args, kwargs, frame)
         if trained is not None:  # GradScaler(...), torch.optim.AdamW(...), clip_grad_norm_(...)
             result = trained
-        region = frame.scope.autocast
-        if op is not None and region and region.recasts(aten):
-            result = self.autocast_result(node, aten, region, result)
-        elif region and qual.startswith("torch."):
-            known = T.AUTOCAST_NAMES.get(qual, leaf)
-            if region.casts_to_one_dtype(known):  # ``torch.softmax`` on CUDA: float32
-                result = self.autocast_result(node, known, region, result)
+        result = self.torch_in_region(node, qual, aten if op is not None else None, frame, result)
         return self.emit(CallRecord(node, result, args, kwargs, qual=qual, op=op, aten=aten), frame)
 
     def torch_result(
