@@ -62,7 +62,7 @@ def on_path(taken: Fact, condition: str) -> Fact:
     """``taken`` after the ``if``: float32 on the path where ``condition`` holds, said so."""
     origin = taken.origin
     assert origin is not None
-    text = f"{origin.text}, on the path where `{condition}`"
+    text = f"{origin.text.rstrip(',')}, on the path where `{condition}`"  # no ",,"
     return replace(taken, origin=Origin(origin.node, origin.cause, text, origin.via), maybe=True)
 
 
