@@ -156,8 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--follow-imports",
         choices=FOLLOW_IMPORTS,
-        help="site: summarise imported installed libraries too (config: follow-imports; "
-        "default normal, the project's own files)",
+        help="site: summarise imported installed libraries too; skip: check each file alone "
+        "(config: follow-imports; default normal, the project's own files)",
     )
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     check.add_argument(

@@ -89,7 +89,7 @@ _ACCUMULATED_KEYS = ("extend-select", "extend-exclude")
 _EXTENDS = " extends"  # not a key anyone can write: the files ``extend`` led to, in order
 FAIL_ON = ("error", "warning")  # the least severe finding that makes the exit status 1
 # "normal": imports of the project's own files are followed; "site": installed libraries too
-FOLLOW_IMPORTS = ("normal", "site")
+FOLLOW_IMPORTS = ("normal", "site", "skip")
 # libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
 # is skipped (MPC002), so one generated file cannot exhaust the machine's memory.
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
@@ -143,7 +143,8 @@ class Settings:
     # Where that came from: "target-torch-version", "--target-torch-version" or a file name.
     target_torch_source: str | None = None
     extends: tuple[Path, ...] = ()  # the files ``extend`` built this one on, nearest first
-    follow_imports: str = "normal"  # "site": summarise imported installed libraries too
+    # "site": summarise imported installed libraries too; "skip": each file alone
+    follow_imports: str = "normal"
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:

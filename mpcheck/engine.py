@@ -287,7 +287,7 @@ def _elsewhere(places: Mapping[cst.CSTNode, Place], root: str | None) -> dict[cs
 
 def _project(filename: str, options: Options) -> ProjectLink | None:
     """The check of ``filename`` against the files it imports (loaded only when used)."""
-    if options.project_root is None or filename == "-":
+    if options.project_root is None or filename == "-" or options.follow_imports == "skip":
         return None
     from mpcheck.project.summarise import ProjectSession
 

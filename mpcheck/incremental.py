@@ -64,7 +64,7 @@ class _Run:
         self.options = options
         self.walked: set[str] = set()  # files checked in this process while summarised
         self.summaries: Summaries | None = None
-        if options.project_root is not None:
+        if options.project_root is not None and options.follow_imports != "skip":
             root, half = options.project_root, options.module_half_capable
             site = options.follow_imports == "site"
             target = options.target_torch_version

@@ -116,3 +116,16 @@ def test_switched_part_names_where_the_other_file_decided_float32() -> None:
     assert 'as built when `time_embedding_type == "positional"`' in finding["message"]
     assert 'on the path where `self.class_embed_type == "timestep"`' in finding["message"]
     assert "`self.class_embedding` at line 38" in finding["message"]
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["no-cache", "cache"])
+def test_follow_imports_skip_checks_each_file_alone(cached: bool, tmp_path: Path) -> None:
+    """``--follow-imports skip``: no project phase, so the rotary helper's upcast in another
+    file is unknown and the attention file is quiet; without it the finding is back."""
+    case = XFILE / "bad_rope_helper"
+    cache = ["--cache-dir", str(tmp_path / "cache")] if cached else ["--no-cache"]
+    cmd = [sys.executable, "-m", "mpcheck", "check", *cache, "--output-format", "json", "."]
+    alone = subprocess.run([*cmd, "--follow-imports", "skip"], cwd=case, capture_output=True)
+    assert json.loads(alone.stdout) == [], alone.stderr
+    project = subprocess.run(cmd, cwd=case, capture_output=True)
+    assert len(json.loads(project.stdout)) == 1, project.stderr
