@@ -88,7 +88,8 @@ KNOWN_KEYS: tuple[str, ...] = (
 _ACCUMULATED_KEYS = ("extend-select", "extend-exclude")
 _EXTENDS = " extends"  # not a key anyone can write: the files ``extend`` led to, in order
 FAIL_ON = ("error", "warning")  # the least severe finding that makes the exit status 1
-# "normal": imports of the project's own files are followed; "site": installed libraries too
+# "normal": imports of the project's own files are followed; "site": installed libraries too;
+# "skip": none, each file is checked alone
 FOLLOW_IMPORTS = ("normal", "site", "skip")
 # libcst holds about 0.8 GB per MB of source while a file is analysed: above this size a file
 # is skipped (MPC002), so one generated file cannot exhaust the machine's memory.
