@@ -16,6 +16,7 @@ from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Severity
 from mpcheck.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
 from mpcheck.hooks import HOOKS
+from mpcheck.infer.binding import input_names
 from mpcheck.names import CANONICAL, descendants, dotted
 from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
 from mpcheck.sites import (
@@ -62,6 +63,7 @@ Fix = NodeFix
 Edit = NodeEdit
 
 __all__ = [
+    "input_names",
     "is_kernel",
     "descendants",
     "CANONICAL",

@@ -17,6 +17,7 @@ from mpcheck.api import (
     RuleContext,
     Severity,
     dotted,
+    input_names,
     is_kernel,
 )
 
@@ -252,7 +253,7 @@ class CustomFunctionWithoutCustomFwd(Rule):
                 continue
             assert isinstance(call.node, cst.Call)
             callee = self.ctx.code(call.node.func, 40)
-            names = _parameter_names(cand.forward)
+            names = input_names(cand.forward)
             reached = sorted(
                 {i for o in _operands(call) if o.fact.is_tensor for i in o.fact.params}
             )
@@ -342,10 +343,3 @@ def _operands(call: CallSite) -> list[Operand]:
     """What a call computes from (its ``out=`` buffer only receives)."""
     receiver = [call.receiver] if call.receiver is not None else []
     return [*receiver, *call.args, *(o for k, o in call.kwargs.items() if k != "out")]
-
-
-def _parameter_names(fn: cst.FunctionDef) -> list[str]:
-    """As the engine numbers a method's inputs (``Fact.params``): without ``self``/``cls``."""
-    params = [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
-    names = [p.name.value for p in params]
-    return names[1:] if names[:1] in (["self"], ["cls"]) else names

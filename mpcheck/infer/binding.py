@@ -22,6 +22,13 @@ def parameters(fn: cst.FunctionDef, *, skip_self: bool) -> list[cst.Param]:
     return params[1:] if skip_self and params else params
 
 
+def input_names(fn: cst.FunctionDef) -> list[str]:
+    """The names of a method's inputs in the order ``Fact.params`` numbers them: its
+    parameters, less a leading ``self``/``cls`` (a staticmethod's ``ctx`` is input 0)."""
+    names = [p.name.value for p in parameters(fn, skip_self=False)]
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
 def bind_arguments(
     fn: cst.FunctionDef,
     args: tuple[Operand, ...],

@@ -444,16 +444,11 @@ class FunctionWalk(AutocastWalk):
                 return replace(base, kind=Kind.DTYPE) if base.kind is Kind.TENSOR else base
             if fact.kind is not Kind.TENSOR:
                 return actual[0]
-            if len(actual) == 1 and actual[0].kind is Kind.MODULE and _the_param(fact):
+            if len(actual) == 1 and actual[0].kind is Kind.MODULE and fact.from_input:
                 return actual[0]  # ``apply_wd(nn.Linear(...))`` returns the module it was given
             return promote(actual)
 
         return sub(result)
-
-
-def _the_param(fact: Fact) -> bool:
-    """A parameter returned as it came in (``return module``)."""
-    return fact.origin is not None and isinstance(fact.origin.node, cst.Param)
 
 
 def _annotation_names(node: cst.CSTNode) -> list[str]:
