@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -165,7 +166,21 @@ def _replace_atomically(real: Path, data: bytes, info: os.stat_result) -> None:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write a new file (a report) in one step, so a failure never leaves a partial one."""
+    """Write a new file (a report) in one step, so a failure never leaves a partial one.
+
+    Only a regular file is replaced: ``-o /dev/null`` or a named pipe is written to as it is
+    (a rename would put a file in place of the device: as root, a machine without
+    ``/dev/null``), and a symbolic link keeps pointing where it did: its target is replaced.
+    """
+    path = Path(os.path.realpath(path))
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        with open(path, "wb") as out:
+            out.write(data)
+        return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "wb") as out:

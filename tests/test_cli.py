@@ -9,8 +9,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -326,6 +328,30 @@ def test_output_file(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run(capsys, "check", "-o", "no/such/dir/report.txt", ".")
     assert rc == 2 and out == ""
     assert err.startswith("mpcheck: error: cannot write no/such/dir/report.txt")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_output_file_that_is_no_regular_file_is_written_not_replaced(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # ``-o /dev/null`` once replaced the device with a file (as root): a device or a pipe is
+    # written to, a symbolic link keeps pointing at the report it names.
+    write("bad.py", BAD.format(noqa=""))
+    os.mkfifo("pipe")
+    received: list[bytes] = []
+    reader = threading.Thread(
+        target=lambda: received.append(Path("pipe").read_bytes()), daemon=True
+    )
+    reader.start()
+    rc, _, _ = run(capsys, "check", "--output-format", "concise", "-o", "pipe", ".")
+    reader.join(timeout=30)
+    assert rc == 1 and b"MPC101" in received[0]
+    assert stat.S_ISFIFO(os.lstat("pipe").st_mode)
+    Path("reports").mkdir()
+    Path("reports/latest.txt").write_text("old")
+    os.symlink("reports/latest.txt", "link.txt")
+    run(capsys, "check", "--output-format", "concise", "-o", "link.txt", ".")
+    assert os.path.islink("link.txt") and "MPC101" in Path("reports/latest.txt").read_text()
 
 
 def test_output_format_from_environment(
