@@ -17,7 +17,7 @@ from mpcheck.diagnostics import Severity
 from mpcheck.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
 from mpcheck.hooks import HOOKS
 from mpcheck.infer.binding import input_names
-from mpcheck.names import CANONICAL, descendants, dotted
+from mpcheck.names import CANONICAL, children, descendants, dotted
 from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
 from mpcheck.sites import (
     Autocast,
@@ -65,6 +65,7 @@ Edit = NodeEdit
 __all__ = [
     "input_names",
     "is_kernel",
+    "children",
     "descendants",
     "CANONICAL",
     "CAST_METHODS",

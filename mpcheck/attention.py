@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from mpcheck.names import dotted
+from mpcheck.names import children, dotted
 
 SCORES = "scores"
 VALUES = "values"
@@ -142,7 +142,7 @@ class AttentionRoles:
                     continue
                 if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
                     found.append(node.right)
-                stack.extend(node.children)
+                stack.extend(children(node))
             self._divisors[key] = found
         return found
 

@@ -253,24 +253,27 @@ def _run_rules(
         target_torch=options.target_torch_version,
     )
     try:
-        analysis.run()
-    except BaseException:
+        try:
+            analysis.run()
+        except BaseException:
+            if session is not None:
+                session.end(None)
+            raise
+        done = Analysed([])
         if session is not None:
-            session.end(None)
-        raise
-    done = Analysed([])
-    if session is not None:
-        done.summary, done.dependencies = session.end(analysis)
-    for instance in instances:
-        if instance.code not in dispatch.failed:
-            dispatch.guarded(instance, instance.finish)
-    if reports:
-        elsewhere = _elsewhere(analysis.elsewhere, options.project_root)
-        done.diagnostics = _to_diagnostics(
-            module, filename, _unique(reports), ctx.line_refs, elsewhere
-        )
-    done.diagnostics += dispatch.failures(filename)
-    return done
+            done.summary, done.dependencies = session.end(analysis)
+        for instance in instances:
+            if instance.code not in dispatch.failed:
+                dispatch.guarded(instance, instance.finish)
+        if reports:
+            elsewhere = _elsewhere(analysis.elsewhere, options.project_root)
+            done.diagnostics = _to_diagnostics(
+                module, filename, _unique(reports), ctx.line_refs, elsewhere
+            )
+        done.diagnostics += dispatch.failures(filename)
+        return done
+    finally:
+        analysis.release()
 
 
 def _elsewhere(places: Mapping[cst.CSTNode, Place], root: str | None) -> dict[cst.CSTNode, Related]:

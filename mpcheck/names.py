@@ -9,6 +9,7 @@ import statements is enough: ``F.linear`` -> ``torch.nn.functional.linear``.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Iterator
 
 import libcst as cst
@@ -39,14 +40,46 @@ def dotted(expr: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_IS_NODE: dict[type, bool] = {}  # libcst's node classes are ABCs: isinstance on them is slow
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """``node.children`` in no particular order, read from the node's fields.
+
+    libcst computes ``children`` by running a visitor over the node, which made it the
+    largest single cost of a cold run; the nodes are dataclasses, so their fields say it.
+    """
+    kind = type(node)
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(node))
+    out: list[cst.CSTNode] = []
+    for name in names:
+        value = getattr(node, name)
+        if type(value) is tuple or type(value) is list:
+            out.extend(v for v in value if _node(type(v)))
+        elif _node(type(value)):
+            out.append(value)
+    return out
+
+
+def _node(kind: type) -> bool:
+    found = _IS_NODE.get(kind)
+    if found is None:
+        found = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
+    return found
+
+
 def descendants(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every node under ``root``, ``root`` included (an iterative walk: no recursion limit)."""
+    """Every node under ``root``, ``root`` included, in no particular order (an iterative
+    walk: no recursion limit)."""
     out: list[cst.CSTNode] = []
     stack = [root]
     while stack:
         node = stack.pop()
         out.append(node)
-        stack.extend(node.children)
+        stack.extend(children(node))
     return out
 
 

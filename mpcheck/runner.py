@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections import Counter
@@ -59,7 +60,23 @@ def check_files(
         return _collect(pool.map(_check_one, work, chunksize=chunk), progress)
 
 
+def tune_collector() -> None:
+    """Make the garbage collector fit a run that builds millions of syntax-tree nodes.
+
+    The nodes hold no reference cycles (they are freed as soon as a file is done), yet with
+    the default thresholds the collector scans the growing heap again and again: a fifth of
+    the CPU of a cold run on transformers. What start-up built is frozen out of collections,
+    and each generation is collected less often (mypy does the same for the same reason);
+    5,000 measured faster than 100,000, whose young generation no longer fits the caches.
+    Only for a batch run (the CLI and its workers); a host such as flake8, which checks file
+    by file, keeps its own settings.
+    """
+    gc.freeze()
+    gc.set_threshold(5000, 50, 100)
+
+
 def _plan(planned: dict[str, Options], token: str) -> None:
+    tune_collector()  # in the main process and in each worker (a spawned one inherits nothing)
     if planned or "mpcheck.incremental" in sys.modules:  # (a run without the cache: not loaded)
         from mpcheck.incremental import plan
 

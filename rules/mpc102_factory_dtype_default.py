@@ -21,6 +21,7 @@ from mpcheck.api import (
     ReturnSite,
     Rule,
     RuleContext,
+    children,
     items,
 )
 
@@ -492,5 +493,5 @@ def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
         current = stack.pop()
         if current is node:
             return True
-        stack.extend(current.children)
+        stack.extend(children(current))
     return False

@@ -17,6 +17,7 @@ from mpcheck.api import (
     SetItemSite,
     Severity,
     autocast_policy,
+    children,
 )
 
 
@@ -229,5 +230,5 @@ def _contains_any(root: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...]) -> bo
         node = stack.pop()
         if isinstance(node, kinds):
             return True
-        stack.extend(node.children)
+        stack.extend(children(node))
     return False

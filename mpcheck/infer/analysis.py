@@ -47,6 +47,12 @@ class FileAnalysis(AmbientWalk):
         for cls in list(self.classes.values()):
             self.ambient_pass(cls)
 
+    def release(self) -> None:
+        """Drop what the finished walk holds. Its objects refer to each other (frames, class
+        records, bound methods), so without this the file's tree lives on until the next
+        full garbage collection, and a run holds several dead trees at a time."""
+        self.__dict__.clear()
+
     def _collect(self, body: Sequence[cst.BaseStatement]) -> None:
         for stmt in body:
             if isinstance(stmt, cst.FunctionDef):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 import libcst as cst
 
 from mpcheck.facts import Fact
+from mpcheck.names import children
 from mpcheck.sites import Operand
 
 
@@ -98,7 +99,7 @@ def _builds_with_dtype(body: cst.CSTNode) -> bool:
             if node.func.attr.value == "to" and only is not None and only.keyword is None:
                 if _is_dtype_name(only.value):
                     return True
-        stack.extend(node.children)
+        stack.extend(children(node))
     return False
 
 

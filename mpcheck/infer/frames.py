@@ -15,7 +15,7 @@ import libcst as cst
 
 from mpcheck.facts import Fact
 from mpcheck.infer.reporting import Reporting
-from mpcheck.names import descendants, dotted
+from mpcheck.names import children, descendants, dotted
 from mpcheck.project.summary import ClassSummary
 from mpcheck.sites import Operand, Scope
 
@@ -62,7 +62,7 @@ class ClassInfo:
                 receiver, attr = dotted(node.func.value), node.func.attr.value
                 if attr == "autocast" or (receiver in params and attr in _CASTS):
                     return True
-            stack.extend(node.children)
+            stack.extend(children(node))
         return False
 
     @cached_property
@@ -85,12 +85,14 @@ class ClassInfo:
             elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
                 if dotted(node.func.value) == "self":
                     called.add(node.func.attr.value)
+        if not given:
+            return frozenset()
+        wanted = {f"self.{attr}" for attr in given}
         wrapped = any(
-            isinstance(node, cst.Call) and dotted(node.func) == f"self.{attr}"
+            type(node) is cst.Call and dotted(node.func) in wanted
             for name, fn in self.methods.items()
             if name != "__init__"
             for node in descendants(fn.body)
-            for attr in given
         )
         if not wrapped:
             return frozenset()
@@ -118,7 +120,7 @@ class ClassInfo:
                     callee = dotted(node.func) or "" if isinstance(node, cst.Call) else ""
                     if callee == "self" or callee.startswith("self."):
                         todo.append(callee[5:] or "forward")
-                    stack.extend(node.children)
+                    stack.extend(children(node))
         return found
 
 

@@ -107,9 +107,11 @@ class FileSummariser:
         )
         try:
             walk.run()
+            return self.summary_of(walk, path)
         except (RecursionError, ValueError, KeyError, AttributeError, TypeError):
             return None  # the file's own check reports what went wrong with it
-        return self.summary_of(walk, path)
+        finally:
+            walk.release()
 
     def summary_of(self, walk: FileAnalysis, path: Path) -> ModuleSummary:
         """The summary a finished walk of ``path`` gives (a check's walk gives the same)."""
