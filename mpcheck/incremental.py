@@ -33,7 +33,7 @@ from mpcheck.project.summarise import FileSummariser, summaries_for
 from mpcheck.project.summary import ModuleSummary
 from mpcheck.rule import Rule, all_rules
 
-__all__ = ["check_cached", "forget", "plan", "warnings"]
+__all__ = ["check_cached", "forget", "plan", "shared_first", "warnings"]
 
 # The files of the run (absolute paths) and the options each is checked with: a module one
 # of them imports is checked when first summarised only if the run checks it, with these
@@ -252,6 +252,29 @@ def check_cached(
         found = analysed.diagnostics
         run.record(path, data, content, analysed)
     return suppress(found, data, filename, rules, options), outcome
+
+
+def shared_first(least: int) -> list[str]:
+    """The planned files at least ``least`` others import (module-level), most imported
+    first: what a run checks in its main process before forking its workers.
+
+    Each worker keeps its own summaries, so a module many files need (``modeling_utils.py``)
+    was walked in every worker, and each read the import lists of the whole project to find
+    its cycles. Done once before the fork, the workers inherit both.
+    """
+    groups: dict[Options, list[str]] = {}
+    for name, options in _planned.items():
+        groups.setdefault(options, []).append(name)
+    found: list[tuple[int, str]] = []
+    for options, names in groups.items():
+        assert options.cache_dir is not None  # (only such files are planned)
+        summaries = _run(options, options.cache_dir).summaries
+        if summaries is None:
+            continue  # imports are not followed
+        summaries.map_imports(Path(name) for name in names)
+        counts = ((summaries.importer_count(Path(name)), name) for name in names)
+        found += [(-count, name) for count, name in counts if count >= least]
+    return [name for _, name in sorted(found)]
 
 
 def plan(files: Mapping[str, Options], token: str = "") -> None:

@@ -54,10 +54,31 @@ def check_files(
         return _collect(map(_check_one, work), progress)
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
 
+    _plan(planned, token)
+    by_name = {os.path.abspath(item[0]): item for item in work}
+    first = [by_name[name] for name in _shared_first(planned) if name in by_name]
+    done = _collect(map(_check_one, first), progress)
+    checked = {item[0] for item in first}
+    work = [item for item in work if item[0] not in checked]
     chunk = max(1, len(work) // (workers * 8))
     init = (planned, token)
     with ProcessPoolExecutor(max_workers=workers, initializer=_plan, initargs=init) as pool:
-        return _collect(pool.map(_check_one, work, chunksize=chunk), progress)
+        return done + _collect(pool.map(_check_one, work, chunksize=chunk), progress)
+
+
+# A module imported by at least this many others is checked before the workers fork, so
+# that they inherit its summary instead of each making its own.
+SHARED_IMPORTERS = 10
+
+
+def _shared_first(planned: dict[str, Options]) -> list[str]:
+    """The files of the run to check in this process first (see ``incremental.shared_first``);
+    the forked workers inherit what checking them taught. With the cache only."""
+    if not planned:
+        return []
+    from mpcheck.incremental import shared_first
+
+    return shared_first(SHARED_IMPORTERS)
 
 
 def tune_collector() -> None:

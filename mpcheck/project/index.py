@@ -65,12 +65,15 @@ class ModuleIndex:
     def __init__(self, roots: tuple[Path, ...] = (), site: tuple[Path, ...] = ()) -> None:
         self._roots = tuple(r.resolve() for r in roots)
         self._site = tuple(r.resolve() for r in site)
-        self._is_file = cache(Path.is_file)
-        self._is_dir = cache(Path.is_dir)
+        # By path strings: a run asks about tens of thousands of candidate files, and a
+        # ``Path`` per candidate, kept by a cache, costs each worker megabytes.
+        self._is_file = cache(os.path.isfile)
+        self._is_dir = cache(os.path.isdir)
         self._package_chain = cache(self._chain)
         # ``Path.resolve`` asks the file system about every component, and a run resolves
         # the same few thousand paths and imports hundreds of thousands of times.
         self.resolved: Callable[[Path], Path] = cache(Path.resolve)
+        # by the importer's directory: every file of a directory resolves an import alike
         self._targets: dict[tuple[Path, str, int], Target | None] = {}
 
     def module_name(self, path: Path) -> str:
@@ -90,7 +93,7 @@ class ModuleIndex:
     def resolve(self, importer: Path, module: str, level: int = 0) -> Target | None:
         """The project file that ``import module`` (``level`` dots: a relative import) reaches
         from ``importer``, or None for a module outside the project (torch, the stdlib)."""
-        key = (importer, module, level)
+        key = (self.resolved(importer).parent, module, level)
         if key not in self._targets:
             self._targets[key] = self._resolve(importer, module, level)
         return self._targets[key]
@@ -141,14 +144,13 @@ class ModuleIndex:
         lowest = 0 if prefix else 1
         for cut in range(len(parts), lowest - 1, -1):
             head, tail = parts[:cut], parts[cut:]
-            stem = base.joinpath(*head)
-            name = ".".join(([prefix] if prefix else []) + head)
-            candidates = [stem / "__init__.py"]
-            if head:
-                candidates.insert(0, stem.with_name(stem.name + ".py"))
+            stem = os.path.join(base, *head)
+            candidates = [stem + ".py"] if head else []
+            candidates.append(os.path.join(stem, "__init__.py"))
             for candidate in candidates:
                 if self._is_file(candidate):
-                    return Target(name, candidate, ".".join(tail))
+                    name = ".".join(([prefix] if prefix else []) + head)
+                    return Target(name, Path(candidate), ".".join(tail))
             if head and not tail and self._is_dir(stem):
                 return None
         return None
@@ -156,7 +158,7 @@ class ModuleIndex:
     def _chain(self, directory: Path) -> tuple[str, ...]:
         """Package names from the topmost ``__init__.py`` directory down to ``directory``."""
         names: list[str] = []
-        while self._is_file(directory / "__init__.py"):
+        while self._is_file(os.path.join(directory, "__init__.py")):
             names.append(directory.name)
             if directory.parent == directory:
                 break

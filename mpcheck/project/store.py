@@ -10,6 +10,7 @@ first. That keeps every summary independent of the order files are read.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
@@ -60,6 +61,7 @@ class Summaries:
         self._done: dict[Path, ModuleSummary | None] = {}
         self._deps: dict[Path, Dependencies] = {}  # what each summary consulted, transitively
         self._component: dict[Path, int] = {}  # each module's strongly connected component
+        self.importers: Counter[Path] = Counter()  # how many modules seen import each one
         self._open: set[int] = set()  # components with a member being summarised
         self._collecting: list[Dependencies] = []  # one per walk under way, innermost last
         self._validating: set[Path] = set()
@@ -151,6 +153,18 @@ class Summaries:
                 if seen.get(dep, dep_digest) != CYCLE:  # a cycle partner stays one
                     seen[dep] = dep_digest
 
+    def map_imports(self, paths: Iterable[Path]) -> None:
+        """Find the import cycles of ``paths`` now (reading their import lists), and count
+        their importers (:attr:`importers`), before a run forks its workers."""
+        for path in paths:
+            path = self._index.resolved(path)
+            if path not in self._component:
+                self._components_from(path)
+
+    def importer_count(self, path: Path) -> int:
+        """How many of the modules :meth:`map_imports` (or a lookup) read import ``path``."""
+        return self.importers[self._index.resolved(path)]
+
     def begin(self, path: Path) -> None:
         """``path`` is being checked: its walk is its summary walk, so its cycle partners
         are unknown to it, as they would be to its summary."""
@@ -221,7 +235,9 @@ class Summaries:
             order[node] = low[node] = len(order)
             stack.append(node)
             on_stack.add(node)
-            work.append((node, self._edges(node)))
+            edges = self._edges(node)
+            self.importers.update(edges)
+            work.append((node, edges))
 
         enter(start)
         while work:
