@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,18 +73,31 @@ def test_case_runs_as_its_header_says(case: Path) -> None:
         assert rt.pattern is None or re.search(rt.pattern, done.stderr), done.stderr
 
 
+def only_finding(case: Path, fmt: str = "json") -> object:
+    """The CLI's cold report of ``case`` in ``fmt``, parsed; JSON: its one finding."""
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", fmt, "."]
+    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True)
+    report = json.loads(done.stdout)
+    if fmt != "json":
+        return report
+    (finding,) = report
+    return finding
+
+
+def row_of(path: Path, text: str) -> int:
+    """The first line of ``path`` that holds ``text``."""
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
 def test_origin_in_another_file_is_a_related_location_there() -> None:
     """JSON names the helper's file for the place the dtype was decided; SARIF links it."""
     case = XFILE / "bad_rope_helper"
-    rope = (case / "pkg" / "rope.py").read_text().splitlines()
-    row = next(i for i, line in enumerate(rope, 1) if ".float()" in line)
-    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format"]
-    done = subprocess.run([*cmd, "json", "."], cwd=case, capture_output=True, text=True)
-    (finding,) = json.loads(done.stdout)
+    row = row_of(case / "pkg" / "rope.py", ".float()")
+    finding: Any = only_finding(case)
     there = [r for r in finding["related"] if "filename" in r]
     assert [(Path(r["filename"]).name, r["location"]["row"]) for r in there] == [("rope.py", row)]
-    done = subprocess.run([*cmd, "sarif", "."], cwd=case, capture_output=True, text=True)
-    (result,) = json.loads(done.stdout)["runs"][0]["results"]
+    sarif: Any = only_finding(case, "sarif")
+    (result,) = sarif["runs"][0]["results"]
     uris = [r["physicalLocation"]["artifactLocation"]["uri"] for r in result["relatedLocations"]]
     assert any(uri.endswith("pkg/rope.py") for uri in uris)
     assert any(uri.endswith("pkg/attention.py") for uri in uris)
@@ -93,11 +107,8 @@ def test_origin_in_another_files_class_is_a_related_location_there() -> None:
     """A float32 norm class of ``norms.py``: the finding in ``mlp.py`` names where its
     ``forward`` decided float32, in that file."""
     case = XFILE / "bad_fp32_norm_class"
-    norms = (case / "blocks" / "norms.py").read_text().splitlines()
-    row = next(i for i, line in enumerate(norms, 1) if ".float()" in line)
-    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json", "."]
-    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True)
-    (finding,) = json.loads(done.stdout)
+    row = row_of(case / "blocks" / "norms.py", ".float()")
+    finding: Any = only_finding(case)
     assert "RMSNormFp32.forward" in finding["message"]
     there = [r for r in finding["related"] if "filename" in r]
     assert [(Path(r["filename"]).name, r["location"]["row"]) for r in there] == [("norms.py", row)]
@@ -107,11 +118,8 @@ def test_switched_part_names_where_the_other_file_decided_float32() -> None:
     """``class_labels`` made float32 by a projection of ``embeddings.py`` on the path of the
     config switch that also chose the half ``TimestepEmbedding``: the finding says both."""
     case = XFILE / "bad_switched_class_embedding"
-    embeddings = (case / "pkg" / "embeddings.py").read_text().splitlines()
-    row = next(i for i, line in enumerate(embeddings, 1) if "torch.arange" in line)
-    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json", "."]
-    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True)
-    (finding,) = json.loads(done.stdout)
+    row = row_of(case / "pkg" / "embeddings.py", "torch.arange")
+    finding: Any = only_finding(case)
     assert f"(pkg/embeddings.py:{row})" in finding["message"]
     assert 'as built when `time_embedding_type == "positional"`' in finding["message"]
     assert 'on the path where `self.class_embed_type == "timestep"`' in finding["message"]

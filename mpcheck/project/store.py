@@ -61,7 +61,7 @@ class Summaries:
         self._done: dict[Path, ModuleSummary | None] = {}
         self._deps: dict[Path, Dependencies] = {}  # what each summary consulted, transitively
         self._component: dict[Path, int] = {}  # each module's strongly connected component
-        self.importers: Counter[Path] = Counter()  # how many modules seen import each one
+        self._importers: Counter[Path] = Counter()  # how many modules seen import each one
         self._open: set[int] = set()  # components with a member being summarised
         self._collecting: list[Dependencies] = []  # one per walk under way, innermost last
         self._validating: set[Path] = set()
@@ -155,7 +155,7 @@ class Summaries:
 
     def map_imports(self, paths: Iterable[Path]) -> None:
         """Find the import cycles of ``paths`` now (reading their import lists), and count
-        their importers (:attr:`importers`), before a run forks its workers."""
+        their importers (:meth:`importer_count`), before a run forks its workers."""
         for path in paths:
             path = self._index.resolved(path)
             if path not in self._component:
@@ -163,7 +163,7 @@ class Summaries:
 
     def importer_count(self, path: Path) -> int:
         """How many of the modules :meth:`map_imports` (or a lookup) read import ``path``."""
-        return self.importers[self._index.resolved(path)]
+        return self._importers[self._index.resolved(path)]
 
     def begin(self, path: Path) -> None:
         """``path`` is being checked: its walk is its summary walk, so its cycle partners
@@ -236,7 +236,7 @@ class Summaries:
             stack.append(node)
             on_stack.add(node)
             edges = self._edges(node)
-            self.importers.update(edges)
+            self._importers.update(edges)
             work.append((node, edges))
 
         enter(start)
