@@ -59,7 +59,9 @@ def check_files(
     first = [by_name[name] for name in _shared_first(planned) if name in by_name]
     done = _collect(map(_check_one, first), progress)
     checked = {item[0] for item in first}
-    work = [item for item in work if item[0] not in checked]
+    # Largest files first: the last chunks are then short, so no worker runs on long after
+    # the other, and the largest syntax trees are built while the store is still small.
+    work = sorted((item for item in work if item[0] not in checked), key=_size, reverse=True)
     chunk = max(1, len(work) // (workers * 8))
     init = (planned, token)
     with ProcessPoolExecutor(max_workers=workers, initializer=_plan, initargs=init) as pool:
@@ -102,6 +104,13 @@ def _plan(planned: dict[str, Options], token: str) -> None:
         from mpcheck.incremental import plan
 
         plan(planned, token)
+
+
+def _size(item: _Work) -> int:
+    try:
+        return os.path.getsize(item[0])
+    except OSError:  # reported when it is checked
+        return 0
 
 
 def _collect(results: Iterable[_Outcome], progress: Callable[[], None] | None) -> list[Diagnostic]:

@@ -121,3 +121,26 @@ def test_the_import_table_locates_names_for_the_index(pkg: Path) -> None:
     assert where("r.apply") == Target("pkg.layers.rope", rope, "apply")
     assert where("apply_rope") == Target("pkg", pkg / "pkg/__init__.py", "apply_rope")
     assert where("local_name") is None
+
+
+def test_files_are_found_by_directory_listing(tmp_path: Path) -> None:
+    """Candidates are looked up in one listing per directory: a symlinked module is a
+    module, a directory named like a module file is not, and a name's case must match."""
+    root = tree(tmp_path, {"main.py": "", "real/impl.py": "", "fake.py/x": "", "Upper.py": ""})
+    (root / "linked.py").symlink_to(root / "real/impl.py")
+    index = ModuleIndex()
+    main = root / "main.py"
+    assert index.resolve(main, "linked.f") == Target("linked", root / "linked.py", "f")
+    assert index.resolve(main, "fake.f") is None
+    assert index.resolve(main, "upper.f") is None
+    assert index.resolve(main, "Upper.f") == Target("Upper", root / "Upper.py", "f")
+
+
+def test_each_module_file_is_one_path_object(pkg: Path) -> None:
+    """Imports from many directories share their answers' paths (memory on big trees)."""
+    index = ModuleIndex()
+    one = index.resolve(pkg / "pkg/layers/attention.py", "pkg.utils.helper")
+    two = index.resolve(pkg / "pkg/__init__.py", "pkg.utils.other")
+    assert one is not None and two is not None
+    assert one.path is two.path
+    assert index.resolve(pkg / "pkg/layers/rope.py", "pkg.utils.helper") is one

@@ -17,7 +17,7 @@ import pytest
 
 from mpcheck.project.index import ModuleIndex
 from mpcheck.project.store import Lookup, Summaries
-from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Value
+from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Pool, Value
 
 UNKNOWN = Value("tensor")
 
@@ -278,3 +278,28 @@ def test_a_walk_that_met_an_outer_walks_cycle_is_not_kept_as_a_check(tmp_path: P
     store.of(pkg / "c.py")
     store.end(pkg / "a.py", None)
     assert finished == ["c.py"]  # b.py saw a.py unknown; its own check would not have
+
+
+def test_the_store_keeps_one_copy_of_equal_parts() -> None:
+    """Thousands of classes have a ``q_proj`` built the same way: the store keeps one."""
+
+    def module(name: str) -> ModuleSummary:
+        built = Value("module", "full", "float32", "literal", Place("m.py", 0, 0, "built"))
+        attrs = {"q_proj": built, "k_proj": Value("module", layer="Linear")}
+        forward = Function(("hidden_states",), Value("tensor", "full", "float32"))
+        classes = {"Attention": ClassSummary(("torch.nn.Module",), True, False, attrs=attrs)}
+        classes["Block"] = ClassSummary((), True, False, methods={"forward": forward})
+        return ModuleSummary(name, f"{name}.py", classes=classes)
+
+    pool = Pool()
+    first, second = module("a"), module("b")
+    kept = [pool.summary(first), pool.summary(second)]
+    assert kept == [first, second]
+    assert [k.digest for k in kept] == [first.digest, second.digest]
+    one, two = (k.classes["Attention"] for k in kept)
+    assert one.attrs["q_proj"] is two.attrs["q_proj"]
+    assert one.attrs["q_proj"].origin is two.attrs["q_proj"].origin
+    assert one.bases is two.bases
+    forwards = [k.classes["Block"].methods["forward"] for k in kept]
+    assert forwards[0] is forwards[1]
+    assert pool.summary(first).classes["Attention"].attrs["q_proj"] is one.attrs["q_proj"]

@@ -41,7 +41,7 @@ def site_roots() -> tuple[Path, ...]:
     return tuple(dict.fromkeys(p for p in found if p.is_dir()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Target:
     """Where an imported dotted name lives: a module file and the attribute path inside it.
 
@@ -65,16 +65,18 @@ class ModuleIndex:
     def __init__(self, roots: tuple[Path, ...] = (), site: tuple[Path, ...] = ()) -> None:
         self._roots = tuple(r.resolve() for r in roots)
         self._site = tuple(r.resolve() for r in site)
-        # By path strings: a run asks about tens of thousands of candidate files, and a
-        # ``Path`` per candidate, kept by a cache, costs each worker megabytes.
-        self._is_file = cache(os.path.isfile)
-        self._is_dir = cache(os.path.isdir)
+        # A listing per directory, not a stat per candidate: a run asks about tens of
+        # thousands of candidate files in a few hundred directories.
+        self._listing = cache(_listing)
         self._package_chain = cache(self._chain)
         # ``Path.resolve`` asks the file system about every component, and a run resolves
         # the same few thousand paths and imports hundreds of thousands of times.
         self.resolved: Callable[[Path], Path] = cache(Path.resolve)
         # by the importer's directory: every file of a directory resolves an import alike
-        self._targets: dict[tuple[Path, str, int], Target | None] = {}
+        self._targets: dict[tuple[str, str, int], Target | None] = {}
+        # Each answer and file once: tens of thousands of imports name a thousand-odd files.
+        self._interned: dict[tuple[str, str, str], Target] = {}
+        self._files: dict[str, Path] = {}
 
     def module_name(self, path: Path) -> str:
         """``pkg.sub.mod`` for ``<root>/pkg/sub/mod.py``; ``pkg.sub`` for its ``__init__.py``."""
@@ -93,10 +95,14 @@ class ModuleIndex:
     def resolve(self, importer: Path, module: str, level: int = 0) -> Target | None:
         """The project file that ``import module`` (``level`` dots: a relative import) reaches
         from ``importer``, or None for a module outside the project (torch, the stdlib)."""
-        key = (self.resolved(importer).parent, module, level)
+        key = (self._directory(importer), sys.intern(module), level)
         if key not in self._targets:
             self._targets[key] = self._resolve(importer, module, level)
         return self._targets[key]
+
+    def _directory(self, importer: Path) -> str:
+        """The importer's directory, one string per directory (a key of many entries)."""
+        return sys.intern(os.path.dirname(self.resolved(importer)))
 
     def _resolve(self, importer: Path, module: str, level: int) -> Target | None:
         parts = [p for p in module.split(".") if p]
@@ -150,10 +156,25 @@ class ModuleIndex:
             for candidate in candidates:
                 if self._is_file(candidate):
                     name = ".".join(([prefix] if prefix else []) + head)
-                    return Target(name, Path(candidate), ".".join(tail))
+                    return self._target(name, candidate, ".".join(tail))
             if head and not tail and self._is_dir(stem):
                 return None
         return None
+
+    def _is_file(self, path: str) -> bool:
+        directory, name = os.path.split(path)
+        return name in self._listing(directory)[0]
+
+    def _is_dir(self, path: str) -> bool:
+        directory, name = os.path.split(path)
+        return name in self._listing(directory)[1]
+
+    def _target(self, module: str, path: str, attr: str) -> Target:
+        key = (module, path, attr)
+        if key not in self._interned:
+            file = self._files.setdefault(path, Path(path))
+            self._interned[key] = Target(module, file, attr)
+        return self._interned[key]
 
     def _chain(self, directory: Path) -> tuple[str, ...]:
         """Package names from the topmost ``__init__.py`` directory down to ``directory``."""
@@ -164,3 +185,23 @@ class ModuleIndex:
                 break
             directory = directory.parent
         return tuple(reversed(names))
+
+
+def _listing(directory: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The files and the directories in ``directory`` (none when it cannot be read). Names
+    compare exactly, as the import system's do, even where the file system ignores case."""
+    files: list[str] = []
+    dirs: list[str] = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_file():
+                        files.append(entry.name)
+                    elif entry.is_dir():
+                        dirs.append(entry.name)
+                except OSError:  # a dangling or unreadable entry is neither
+                    continue
+    except OSError:
+        pass
+    return frozenset(files), frozenset(dirs)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mpcheck.project.index import ModuleIndex
-from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Value
+from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Pool, Value
 
 __all__ = ["CYCLE", "Cached", "Lookup", "Summaries", "Summariser", "Symbol", "Walker"]
 
@@ -59,6 +59,7 @@ class Summaries:
         self._engine = summariser
         self._cached = cached
         self._done: dict[Path, ModuleSummary | None] = {}
+        self._pool = Pool()  # what the kept summaries share
         self._deps: dict[Path, Dependencies] = {}  # what each summary consulted, transitively
         self._component: dict[Path, int] = {}  # each module's strongly connected component
         self._importers: Counter[Path] = Counter()  # how many modules seen import each one
@@ -119,7 +120,7 @@ class Summaries:
             if path in self._done:  # validating it needed it: it was walked meanwhile
                 return
             if kept is not None:
-                self._done[path], self._deps[path] = kept
+                self._keep(path, *kept)
                 return
         self._open.add(component)
         self._collecting.append({})
@@ -128,15 +129,16 @@ class Summaries:
         try:
             walked = None if self.walker is None else self.walker(path, self.lookup)
             if walked is None:
-                self._done[path] = self._engine.summarise(path, self.lookup)
+                summary = self._engine.summarise(path, self.lookup)
             else:
-                self._done[path], finish = walked
+                summary, finish = walked
         finally:
             self._open.discard(component)
-            self._deps[path] = self._collecting.pop()
+            deps = self._collecting.pop()
             tainted = self._walks.pop()[1]
+        self._keep(path, summary, deps)
         if finish is not None and not tainted:
-            finish(self._deps[path])
+            finish(deps)
 
     def _taint(self, component: int) -> None:
         """A walk looked up a module of the open ``component``: the walks nested inside the
@@ -183,9 +185,12 @@ class Summaries:
         deps = self._collecting.pop()
         self._walks.pop()
         if summary is not None and path not in self._done:
-            self._done[path] = summary
-            self._deps[path] = deps
+            self._keep(path, summary, deps)
         return deps
+
+    def _keep(self, path: Path, summary: ModuleSummary | None, deps: Dependencies) -> None:
+        self._done[path] = None if summary is None else self._pool.summary(summary)
+        self._deps[path] = deps
 
     def lookup(self, importer: Path, dotted: str, level: int = 0) -> Symbol | None:
         """What ``dotted`` (``level`` dots) names when imported from ``importer``."""

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from mpcheck.hashing import hex_digest
 
-__all__ = ["ClassSummary", "Function", "ModuleSummary", "Place", "ProjectLookup", "Value"]
+__all__ = ["ClassSummary", "Function", "ModuleSummary", "Place", "Pool", "ProjectLookup", "Value"]
 
 FORMAT = 3  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Place:
     """Where a fact was decided in another file: ``rope.py:11:9: upcast by `.float()```."""
 
@@ -34,7 +34,7 @@ class Place:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Value:
     """A value a function returns (or a module-level constant), as the engine's facts see it.
 
@@ -55,7 +55,7 @@ class Value:
     items: tuple[Value, ...] | None = None  # a tuple of known length (``return q, k``)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Function:
     """A function or method: its parameter names (to bind a call's keywords to the indices
     of ``Value.same_as``; ``self`` excluded for methods) and what it returns."""
@@ -64,7 +64,7 @@ class Function:
     returns: Value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClassSummary:
     """A class as another file uses it: as a base, a submodule, or a model it builds."""
 
@@ -83,7 +83,7 @@ class ClassSummary:
     float32_default: tuple[int, Place] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ModuleSummary:
     """Everything one file exports. ``reexports`` maps a name bound by an import to the
     ``(dotted module, level, attribute)`` it came from, so ``from .rope import apply_rope``
@@ -116,6 +116,89 @@ class ModuleSummary:
         return hex_digest(self.to_json().encode())
 
 
+_T = TypeVar("_T")
+
+
+class Pool:
+    """One copy of each equal name, place and value among the summaries a run keeps.
+
+    A project's summaries repeat themselves: thousands of classes have a ``q_proj``, built
+    in float32 the same way, and methods returning the same facts. A summary is immutable,
+    so equal parts can be one object; on transformers this is about a third of the store.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[Any, Any] = {}
+
+    def summary(self, summary: ModuleSummary) -> ModuleSummary:
+        """``summary`` made of the pool's objects (equal to it, digest included)."""
+        one = self._one
+        return ModuleSummary(
+            module=one(summary.module),
+            path=summary.path,
+            functions=self._names(summary.functions, self._function),
+            classes=self._names(summary.classes, self._class),
+            constants=self._names(summary.constants, self._value),
+            reexports={one(k): (one(m), n, one(a)) for k, (m, n, a) in summary.reexports.items()},
+        )
+
+    def _one(self, obj: _T) -> _T:
+        found: _T = self._seen.setdefault(obj, obj)
+        return found
+
+    def _strings(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        return self._one(tuple(self._one(n) for n in names))
+
+    def _names(self, items: dict[str, _T], part: Callable[[_T], _T]) -> dict[str, _T]:
+        return {self._one(name): part(item) for name, item in items.items()}
+
+    def _place(self, place: Place) -> Place:
+        if place in self._seen:
+            found: Place = self._seen[place]
+            return found
+        one = self._one
+        return one(Place(one(place.path), place.line, place.column, one(place.text)))
+
+    def _value(self, value: Value) -> Value:
+        if value in self._seen:
+            found: Value = self._seen[value]
+            return found
+        one = self._one
+        items = value.items
+        return one(
+            Value(
+                kind=one(value.kind),
+                prec=one(value.prec),
+                dtype=value.dtype and one(value.dtype),
+                cause=value.cause and one(value.cause),
+                origin=None if value.origin is None else self._place(value.origin),
+                same_as=one(value.same_as),
+                zero_dim=value.zero_dim,
+                maybe=value.maybe,
+                layer=value.layer and one(value.layer),
+                items=None if items is None else one(tuple(self._value(i) for i in items)),
+            )
+        )
+
+    def _function(self, function: Function) -> Function:
+        return self._one(Function(self._strings(function.params), self._value(function.returns)))
+
+    def _class(self, cls: ClassSummary) -> ClassSummary:
+        one = self._one
+        default = cls.float32_default
+        return ClassSummary(
+            bases=self._strings(cls.bases),
+            is_module=cls.is_module,
+            keep_fp32=cls.keep_fp32,
+            keep_fp32_attrs=self._strings(cls.keep_fp32_attrs),
+            submodules={one(k): one(v) for k, v in cls.submodules.items()},
+            methods=self._names(cls.methods, self._function),
+            attrs=self._names(cls.attrs, self._value),
+            keep_patterns=self._strings(cls.keep_patterns),
+            float32_default=None if default is None else (default[0], self._place(default[1])),
+        )
+
+
 # What a file's walk asks of the project: the symbol ``dotted`` names when imported with
 # ``level`` leading dots from that file (None outside the project or unknown).
 ProjectLookup = Callable[[str, int], "Function | Value | ClassSummary | ModuleSummary | None"]
@@ -124,7 +207,7 @@ ProjectLookup = Callable[[str, int], "Function | Value | ClassSummary | ModuleSu
 def _plain(obj: object) -> Any:
     """Dataclasses to dicts, tuples to lists, dict keys sorted by ``json.dumps``."""
     if isinstance(obj, (Place, Value, Function, ClassSummary, ModuleSummary)):
-        return {k: _plain(v) for k, v in vars(obj).items()}
+        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
     if isinstance(obj, dict):
         return {k: _plain(v) for k, v in obj.items()}
     if isinstance(obj, (tuple, list)):

@@ -1,0 +1,58 @@
+"""A ``-j`` run hands its workers the largest files first.
+
+The pool deals files out in chunks as workers free up: with the largest first, the last
+chunks are short, so neither worker runs on alone at the end, and the largest syntax trees
+are built while each worker's store of summaries is still small (peak memory).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mpcheck import runner
+from mpcheck.engine import Options
+from mpcheck.rule import all_rules
+
+
+class InProcess:
+    """A pool that runs its work here, in the order given, and records that order."""
+
+    order: list[str] = []
+
+    def __init__(self, max_workers: int, initializer: Callable[..., None], initargs: Any) -> None:
+        initializer(*initargs)
+
+    def __enter__(self) -> InProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(
+        self, fn: Callable[[Any], Any], items: Iterable[Any], chunksize: int = 1
+    ) -> Iterator[Any]:
+        items = list(items)
+        InProcess.order = [Path(item[0]).name for item in items]
+        return map(fn, items)
+
+
+def test_the_pool_gets_the_largest_files_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes = {f"m{n:02d}.py": (n * 37) % 70 for n in range(70)}  # lines of padding, shuffled
+    for name, lines in sizes.items():
+        (tmp_path / name).write_text("import torch\n" + "x = 1\n" * lines)
+    (tmp_path / "gone.py").symlink_to(tmp_path / "missing.py")  # unreadable: reported, last
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", InProcess)
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    rules = tuple(all_rules())
+    jobs = [(path, rules, Options()) for path in sorted(tmp_path.glob("*.py"))]
+    found = runner.check_files(jobs, processes=2)
+    expected = sorted(sizes, key=lambda name: -sizes[name])
+    assert InProcess.order == [*expected, "gone.py"]
+    assert [d.filename for d in found if d.code == "MPC001"] == [str(tmp_path / "gone.py")]
