@@ -80,6 +80,24 @@ def parseable(data: bytes) -> bool:
 
 _Result = tuple[int, "cst.Module | None", "BaseException | None"]
 
+# libcst validates every node it builds (``CSTNode.__post_init__``), a tenth of the cost of
+# parsing, although a tree its parser built from source is valid by construction (every
+# node of transformers, diffusers, timm and our tests passes validation afterwards; libcst's
+# own comment there suggests not validating parsed trees). The parse thread skips it; nodes
+# built anywhere else (fixes, other users of libcst in the process) are validated as before.
+_IN_PARSE_THREAD = threading.local()
+_VALIDATE = getattr(cst.CSTNode, "__post_init__", None)
+
+
+def _post_init(node: cst.CSTNode) -> None:
+    if not getattr(_IN_PARSE_THREAD, "on", False):
+        node._validate()
+
+
+# Only while libcst's ``__post_init__`` does nothing but validate (1.x does).
+if getattr(getattr(_VALIDATE, "__code__", None), "co_names", ()) == ("_validate",):
+    cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign,assignment]
+
 
 class _ParseThread:
     """A daemon thread with a large stack that parses one file at a time for its callers.
@@ -101,6 +119,7 @@ class _ParseThread:
             threading.stack_size(previous)
 
     def _serve(self) -> None:
+        _IN_PARSE_THREAD.on = True  # (see ``_post_init``)
         while True:
             number, data = self._requests.get()
             try:

@@ -99,3 +99,25 @@ def test_ordinary_long_expressions_are_parsed() -> None:
     """A long flat literal or call is not a chain: commas separate its parts."""
     data = ("import torch\nx = [" + ", ".join(["a.b + 1"] * 20_000) + "]\n").encode()
     assert isinstance(parse(data), cst.Module)
+
+
+def test_parsing_skips_libcsts_validation_and_nothing_else_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """libcst's parser builds valid trees, so the parse thread does not validate each node
+    (a tenth of a parse's cost); a node built anywhere else still is validated."""
+    validated: list[str] = []
+    real = cst.Name._validate
+
+    def counted(node: cst.Name) -> None:
+        validated.append(node.value)
+        real(node)
+
+    monkeypatch.setattr(cst.Name, "_validate", counted)
+    module = parse(b"x = y\n")
+    assert isinstance(module, cst.Module) and module.code == "x = y\n"
+    assert validated == []
+    cst.parse_module("z = 1\n")  # libcst's own entry point, on this thread
+    assert validated == ["z"]
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("")
