@@ -123,6 +123,10 @@ class FileCache:
         self._writable = True
         self.warning: str | None = None
 
+    def has(self, path: Path) -> bool:
+        """Whether an entry for ``path`` exists (valid or not: it is not read)."""
+        return self._file(path).is_file()
+
     def load(self, path: Path) -> Entry | None:
         try:
             data = json.loads(self._file(path).read_text("utf-8"))

@@ -260,7 +260,10 @@ def shared_first(least: int) -> list[str]:
 
     Each worker keeps its own summaries, so a module many files need (``modeling_utils.py``)
     was walked in every worker, and each read the import lists of the whole project to find
-    its cycles. Done once before the fork, the workers inherit both.
+    its cycles. Done once before the fork, the workers inherit both. Only for a run that
+    will analyse most of its files: when most have an entry in the cache, few are analysed
+    and those find the shared summaries there, so reading every import list (2 s on
+    transformers) would be most of a warm run's time.
     """
     groups: dict[Options, list[str]] = {}
     for name, options in _planned.items():
@@ -268,9 +271,12 @@ def shared_first(least: int) -> list[str]:
     found: list[tuple[int, str]] = []
     for options, names in groups.items():
         assert options.cache_dir is not None  # (only such files are planned)
-        summaries = _run(options, options.cache_dir).summaries
+        run = _run(options, options.cache_dir)
+        summaries = run.summaries
         if summaries is None:
             continue  # imports are not followed
+        if 2 * sum(run.cache.has(Path(name)) for name in names) > len(names):
+            continue
         summaries.map_imports(Path(name) for name in names)
         counts = ((summaries.importer_count(Path(name)), name) for name in names)
         found += [(-count, name) for count, name in counts if count >= least]

@@ -82,9 +82,10 @@ _Result = tuple[int, "cst.Module | None", "BaseException | None"]
 
 # libcst validates every node it builds (``CSTNode.__post_init__``), a tenth of the cost of
 # parsing, although a tree its parser built from source is valid by construction (every
-# node of transformers, diffusers, timm and our tests passes validation afterwards; libcst's
-# own comment there suggests not validating parsed trees). The parse thread skips it; nodes
-# built anywhere else (fixes, other users of libcst in the process) are validated as before.
+# node of 7,655 files of libraries, training code and our tests passes validation
+# afterwards; libcst's own comment there suggests not validating parsed trees). The parse
+# thread skips it; nodes built anywhere else (fixes, other users of libcst in the process)
+# are validated as before.
 _IN_PARSE_THREAD = threading.local()
 _VALIDATE = getattr(cst.CSTNode, "__post_init__", None)
 

@@ -14,6 +14,7 @@ import pytest
 
 from mpcheck import incremental, runner
 from mpcheck.engine import Options
+from mpcheck.project.summarise import FileSummariser
 from mpcheck.rule import all_rules
 
 HELPER = """\
@@ -96,3 +97,36 @@ def test_a_pool_run_walks_the_shared_module_once_and_finds_what_one_process_find
     assert sorted(walked) == sorted(path.name for path in tree.rglob("*.py"))
     assert len([d for d in pooled if d.code == "MPC101"]) == 70
     assert sorted(d.sort_key() for d in pooled) == sorted(d.sort_key() for d in alone)
+
+
+def test_a_warm_run_reads_no_import_lists_before_forking(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With most files in the cache, few are analysed and those find the shared summaries
+    there: reading every file's imports first would be most of a warm run's time."""
+    cache = tmp_path / "cache"
+    incremental.forget()
+    runner.check_files(jobs(tree, cache), processes=1)
+    incremental.forget()
+    read: list[str] = []
+    real = FileSummariser.imports
+
+    def logged(self: FileSummariser, path: Path) -> object:
+        read.append(path.name)
+        return real(self, path)
+
+    monkeypatch.setattr(FileSummariser, "imports", logged)
+    (tree / "pkg" / "block3.py").write_text(USER.format(n=3, extra="# edited"))
+    incremental.plan({str(path): opts for path, _, opts in jobs(tree, cache)})
+    try:
+        assert incremental.shared_first(runner.SHARED_IMPORTERS) == []
+    finally:
+        incremental.forget()
+    assert read == []
+    for entry in cache.rglob("*.json"):  # an empty cache: the shared module comes first
+        entry.unlink()
+    incremental.plan({str(path): opts for path, _, opts in jobs(tree, cache)})
+    try:
+        assert incremental.shared_first(runner.SHARED_IMPORTERS) == [str(tree / "pkg/common.py")]
+    finally:
+        incremental.forget()
