@@ -202,6 +202,9 @@ def _listing(directory: str) -> tuple[frozenset[str], frozenset[str]]:
                         dirs.append(entry.name)
                 except OSError:  # a dangling or unreadable entry is neither
                     continue
-    except OSError:
+    except OSError:  # most often not there: ``torch/nn/`` under each import root
         pass
-    return frozenset(files), frozenset(dirs)
+    return (frozenset(files), frozenset(dirs)) if files or dirs else _NOTHING
+
+
+_NOTHING: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
