@@ -9,7 +9,7 @@ builtin). Scopes are computed only for files that have a fix to offer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -63,19 +63,22 @@ def _parse(code: str) -> cst.CSTNode | None:
 
 
 def unbound(
-    code: str, replaced: cst.CSTNode, scopes: Mapping[cst.CSTNode, Scope | None]
+    code: str, replaced: cst.CSTNode, scope_of: Callable[[cst.CSTNode], Scope | None]
 ) -> set[str]:
-    """Names ``code`` reads that are not visible where it replaces ``replaced``."""
+    """Names ``code`` reads that are not visible where it replaces ``replaced``
+    (``scope_of`` is asked only when ``code`` reads a name ``replaced`` does not)."""
     new = _parse(code)
     if new is None:
         return set()  # a fragment we cannot read: nothing to judge
-    scope = scopes.get(replaced)
+    missing = reads(new) - reads(replaced)
+    if not missing:
+        return missing
+    scope = scope_of(replaced)
     if isinstance(replaced, cst.Name) and isinstance(new, cst.Name):
         # ``F.binary_cross_entropy`` -> ``..._with_logits``: renaming an attribute (or a
         # keyword) reads nothing; only a renamed variable reference must be bound.
         if scope is None or not any(a.node is replaced for a in scope.accesses[replaced.value]):
             return set()
-    missing = reads(new) - reads(replaced)
     if scope is None:
         return missing
     return {name for name in missing if name not in scope}

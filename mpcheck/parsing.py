@@ -23,6 +23,7 @@ from itertools import accumulate
 
 import libcst as cst
 
+from mpcheck.cst_nodes import parsing_here
 from mpcheck.diagnostics import Position
 
 __all__ = ["MAX_CHAIN", "MAX_NESTING", "Unparsable", "parse", "parseable"]
@@ -66,6 +67,8 @@ def parse(data: bytes) -> cst.Module | Unparsable:
         return _parser().parse(data)
     except cst.ParserSyntaxError as exc:
         return _rejected(data, exc)
+    except cst.CSTValidationError as exc:  # what the grammar lets through (cst_nodes)
+        return _invalid(data, exc)
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return Unparsable(f"cannot decode the file: {exc}", Position(1, 1), syntax=True)
     except RecursionError:
@@ -79,26 +82,6 @@ def parseable(data: bytes) -> bool:
 
 
 _Result = tuple[int, "cst.Module | None", "BaseException | None"]
-
-# libcst validates every node it builds (``CSTNode.__post_init__``), a tenth of the cost of
-# parsing, although a tree its parser built from source is valid by construction (every
-# node of 7,655 files of libraries, training code and our tests passes validation
-# afterwards; libcst's own comment there suggests not validating parsed trees). The parse
-# thread skips it; nodes built anywhere else (fixes, other users of libcst in the process)
-# are validated as before.
-_IN_PARSE_THREAD = threading.local()
-_VALIDATE = getattr(cst.CSTNode, "__post_init__", None)
-
-
-def _post_init(node: cst.CSTNode) -> None:
-    if not getattr(_IN_PARSE_THREAD, "on", False):
-        node._validate()
-
-
-# Only while libcst's ``__post_init__`` does nothing but validate (1.x does).
-if getattr(getattr(_VALIDATE, "__code__", None), "co_names", ()) == ("_validate",):
-    cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign,assignment]
-
 
 class _ParseThread:
     """A daemon thread with a large stack that parses one file at a time for its callers.
@@ -120,7 +103,7 @@ class _ParseThread:
             threading.stack_size(previous)
 
     def _serve(self) -> None:
-        _IN_PARSE_THREAD.on = True  # (see ``_post_init``)
+        parsing_here()  # parsed trees need no validation (see :mod:`mpcheck.cst_nodes`)
         while True:
             number, data = self._requests.get()
             try:
@@ -175,6 +158,17 @@ def _rejected(data: bytes, exc: cst.ParserSyntaxError) -> Unparsable:
         message = f"libcst cannot parse this valid file ({exc.message}); it was not analysed"
         return Unparsable(message, Position(exc.editor_line, exc.editor_column), syntax=False)
     return Unparsable(f"SyntaxError: {exc.message}", Position(1, 1), syntax=True)
+
+
+def _invalid(data: bytes, exc: cst.CSTValidationError) -> Unparsable:
+    """libcst parsed the file but refused a node it built: a syntax error if CPython agrees."""
+    verdict = _compile_error(data)
+    if isinstance(verdict, tuple):
+        return Unparsable(verdict[0], verdict[1], syntax=True)
+    if verdict is None:
+        message = f"libcst cannot parse this valid file ({exc}); it was not analysed"
+        return Unparsable(message, Position(1, 1), syntax=False)
+    return Unparsable(f"SyntaxError: {exc}", Position(1, 1), syntax=True)
 
 
 def _too_deep(data: bytes) -> Unparsable | None:

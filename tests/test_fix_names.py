@@ -52,4 +52,24 @@ def test_names_a_fix_reads(
 ) -> None:
     module = cst.parse_module(SOURCE)
     scopes = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ScopeProvider)
-    assert unbound(code, first(module, kind, replaced), scopes) == missing
+    assert unbound(code, first(module, kind, replaced), scopes.get) == missing
+
+
+@pytest.mark.parametrize(
+    ("kind", "replaced", "code"),
+    [
+        (cst.Arg, "False", "enabled=False"),
+        (cst.Call, 'torch.autocast("cuda", False)', 'torch.autocast("cuda", enabled=False)'),
+    ],
+)
+def test_scopes_are_not_computed_for_a_fix_that_reads_nothing_new(
+    kind: type[cst.CSTNode], replaced: str, code: str
+) -> None:
+    module = cst.parse_module(SOURCE)
+    asked: list[cst.CSTNode] = []
+
+    def scope_of(node: cst.CSTNode) -> None:
+        asked.append(node)
+
+    assert unbound(code, first(module, kind, replaced), scope_of) == set()
+    assert asked == []

@@ -101,6 +101,16 @@ def test_ordinary_long_expressions_are_parsed() -> None:
     assert isinstance(parse(data), cst.Module)
 
 
+@pytest.mark.parametrize("literal", ['b"a" "c"', '"a" b"c"', 'f"a" b"c"'])
+def test_str_and_bytes_concatenated_are_cpythons_syntax_error(literal: str) -> None:
+    """libcst's grammar lets ``b"a" "c"`` through (its validation does not): the parse
+    thread still validates that kind of node, so the file is the syntax error it is."""
+    found = parse(f"import torch\nx = {literal}\n".encode())
+    assert isinstance(found, Unparsable) and found.syntax
+    assert found.message == "SyntaxError: cannot mix bytes and nonbytes literals"
+    assert found.position.row == 2
+
+
 def test_parsing_skips_libcsts_validation_and_nothing_else_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -1,0 +1,122 @@
+"""libcst's node constructors, made cheaper without changing what they build.
+
+A cold run builds tens of millions of nodes, and building them is a good part of what
+libcst's native parser costs (the rest is native code). Two costs are libcst's own choices,
+not needs of a tree its parser made:
+
+- Each node validates itself (``CSTNode.__post_init__``), although a tree parsed from
+  source is valid by construction (every node of 7,655 files of libraries, training code
+  and our tests passes validation afterwards; libcst's own comment there suggests not
+  validating parsed trees). Our parse thread skips it, except for the one kind whose
+  validation catches what libcst's grammar lets through (a str and a bytes literal
+  concatenated: CPython's syntax error); nodes built anywhere else (fixes, other users of
+  libcst in the process) are validated as before.
+- The frozen dataclasses' generated ``__init__`` stores each field with
+  ``object.__setattr__``, which looks the slot up by name on every call. The constructors
+  installed here take the same arguments, apply the same defaults and validation, and store
+  each field through its slot directly: twice as fast. A class whose constructor is not
+  such a plain generated one keeps libcst's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import libcst as cst
+
+__all__ = ["ORIGINAL_INITS", "parsing_here"]
+
+# The threads whose nodes are not validated: each process's parse thread (a forked child has
+# none until it starts its own, and its new threads may reuse the parent's identifiers).
+_PARSING: set[int] = set()
+os.register_at_fork(after_in_child=_PARSING.clear)
+# The constructors replaced, by class: the tests build nodes both ways and compare.
+ORIGINAL_INITS: dict[type[cst.CSTNode], Callable[..., None]] = {}
+_NO_ARGUMENT = object()  # (a field with a default factory that was not given)
+# Validated on the parse thread too: libcst's grammar accepts ``b"a" "c"``, its validation
+# (and CPython) does not.
+_GRAMMAR_LETS_THROUGH: frozenset[type[cst.CSTNode]] = frozenset({cst.ConcatenatedString})
+
+
+def parsing_here() -> None:
+    """The calling thread builds nodes only by parsing source: they need no validation."""
+    _PARSING.add(threading.get_ident())
+
+
+def _post_init(node: cst.CSTNode) -> None:
+    if threading.get_ident() not in _PARSING or type(node) in _GRAMMAR_LETS_THROUGH:
+        node._validate()
+
+
+def _node_classes() -> Iterator[type[cst.CSTNode]]:
+    seen: set[type] = set()
+    stack: list[type] = [cst.CSTNode]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                stack.append(sub)
+                yield sub
+
+
+def _slot_init(cls: type[cst.CSTNode]) -> Callable[..., None] | None:
+    """A constructor equal to the dataclass-generated one of ``cls`` that stores each field
+    through its slot; None when ``cls`` is not a plain frozen, slotted node dataclass."""
+    params = cls.__dict__.get("__dataclass_params__")
+    if params is None or not params.init or not params.frozen or "__slots__" not in cls.__dict__:
+        return None
+    if "__init__" not in cls.__dict__ or cls.__post_init__ is not _post_init:
+        return None
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    names = [name for name in inspect.signature(cls.__init__).parameters][1:]
+    if names != [f.name for f in fields] or any(f.kw_only for f in fields):
+        return None  # an InitVar or a keyword-only field: not the shape generated below
+    slots = {f.name: cls.__dict__.get(f.name) for f in fields}
+    if any(type(slot).__name__ != "member_descriptor" for slot in slots.values()):
+        return None
+    scope: dict[str, Any] = {"_get_ident": threading.get_ident, "_PARSING": _PARSING}
+    scope["_NO_ARGUMENT"] = _NO_ARGUMENT
+    params_text, body = ["self"], []
+    for i, f in enumerate(fields):
+        scope[f"_set{i}"] = slots[f.name].__set__
+        value = f.name
+        if f.default is not dataclasses.MISSING:
+            scope[f"_default{i}"] = f.default
+            params_text.append(f"{f.name}=_default{i}")
+        elif f.default_factory is not dataclasses.MISSING:
+            scope[f"_factory{i}"] = f.default_factory
+            params_text.append(f"{f.name}=_NO_ARGUMENT")
+            value = f"_factory{i}() if {f.name} is _NO_ARGUMENT else {f.name}"
+        else:
+            params_text.append(f.name)
+        body.append(f"    _set{i}(self, {value})")
+    if cls in _GRAMMAR_LETS_THROUGH:
+        body.append("    self._validate()")
+    else:
+        body.append("    if _get_ident() not in _PARSING:\n        self._validate()")
+    source = f"def __init__({', '.join(params_text)}):\n" + "\n".join(body) + "\n"
+    exec(source, scope)  # as dataclasses itself builds constructors  # noqa: S102
+    init: Callable[..., None] = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
+
+
+def _install() -> None:
+    validate = getattr(cst.CSTNode, "__post_init__", None)
+    # Only while libcst's ``__post_init__`` does nothing but validate (1.x does).
+    if getattr(getattr(validate, "__code__", None), "co_names", ()) != ("_validate",):
+        return
+    cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign,assignment]
+    for cls in list(_node_classes()):
+        init = _slot_init(cls)
+        if init is not None:
+            ORIGINAL_INITS[cls] = cls.__init__
+            cls.__init__ = init  # type: ignore[method-assign]
+
+
+_install()

@@ -1,0 +1,108 @@
+"""Where the few nodes a file reports are, without placing every node of the file.
+
+libcst's ``PositionProvider`` regenerates the module's code and tracks the line and column
+of every token and every node: on a 500-line model file that costs twice its parse, and a
+file with one finding paid it in full. The places here are the same (libcst's own
+bookkeeping runs, unchanged, inside each wanted node), but outside those nodes the code is
+only generated, and a line and column are counted from the generated text when one is
+needed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+from libcst.metadata import CodePosition, CodeRange
+
+__all__ = ["positions"]
+
+_NEWLINE = re.compile(r"\r\n?|\n")  # (libcst's own, for the same counts)
+
+
+def positions(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
+    """The range libcst's ``PositionProvider`` gives each of ``nodes`` (and their
+    descendants) in ``module``; a node not in the module has none."""
+    state = _PlacingState(
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        wanted=set(nodes),
+    )
+    module._codegen(state)
+    return state.placed
+
+
+@dataclass
+class _PlacingState(CodegenState):
+    """Code generation that places the wanted nodes and everything inside them.
+
+    Inside a wanted node it does what libcst's ``PositionProvidingCodegenState`` does: a
+    node's range is where its code starts and ends, unless the node records a narrower
+    syntactic range (without leading lines and whitespace), possibly ending where one of
+    its children ends."""
+
+    wanted: set[cst.CSTNode] = field(default_factory=set)
+    placed: dict[cst.CSTNode, CodeRange] = field(default_factory=dict)
+    _inside: int = 0  # how many wanted nodes enclose the current one
+    _starts: list[CodePosition] = field(default_factory=list)
+    _counted: int = 0  # tokens already counted into the line and column below
+    _line: int = 1
+    _column: int = 0
+
+    def _now(self) -> CodePosition:
+        tokens = self.tokens
+        if self._counted < len(tokens):
+            text = "".join(tokens[self._counted :])
+            if "\r" in text:  # per token, as libcst counts them
+                for token in tokens[self._counted :]:
+                    self._advance(token)
+            else:
+                self._advance(text)
+            self._counted = len(tokens)
+        return CodePosition(self._line, self._column)
+
+    def _advance(self, text: str) -> None:
+        segments = _NEWLINE.split(text)
+        if len(segments) == 1:
+            self._column += len(text)
+        else:
+            self._line += len(segments) - 1
+            self._column = len(segments[-1])
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if self._inside or node in self.wanted:
+            self._inside += 1
+            self._starts.append(self._now())
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        if self._inside:
+            self._inside -= 1
+            start = self._starts.pop()
+            if node not in self.placed:  # a syntactic range recorded inside wins
+                self.placed[node] = CodeRange(start, self._now())
+
+    @contextmanager
+    def record_syntactic_position(
+        self,
+        node: cst.CSTNode,
+        *,
+        start_node: cst.CSTNode | None = None,
+        end_node: cst.CSTNode | None = None,
+    ) -> Iterator[None]:
+        if not self._inside:
+            yield
+            return
+        start = self._now()
+        try:
+            yield
+        finally:
+            end = self._now()
+            if start_node is not None:
+                start = self.placed[start_node].start
+            if end_node is not None:
+                end = self.placed[end_node].end
+            self.placed[node] = CodeRange(start, end)

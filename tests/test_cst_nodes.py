@@ -1,0 +1,114 @@
+"""libcst's node constructors, as mpcheck installs them, build what libcst's own build."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from mpcheck.cst_nodes import ORIGINAL_INITS
+from mpcheck.names import descendants
+from mpcheck.parsing import parse
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = [
+    *sorted((ROOT / "fixtures").rglob("*.py")),
+    *(ROOT / "mpcheck" / name for name in ("cst_nodes.py", "parsing.py", "noqa.py")),
+]
+EXTRA = (
+    "match p:\n    case [1, *r] if r:\n        pass\n    case {'k': v, **kw}:\n        pass\n"
+    "    case A(x=1) | None:\n        pass\n"
+    "async def f[T: int, *Ts, **P](a, /, b=1, *c, d, **e) -> T:\n"
+    "    async with a as (b, c):\n        await x\n    async for i in y:\n        yield\n"
+    "    global g\n    del a[1:2:3], b\n    x @= y; x //= 2; x **= 3; x >>= 1\n"
+    "    raise E from F\n    return (lambda q=1, *, r: q)(r=2)\n"
+    "type Alias = list[int]\n"
+    "try:\n    pass\nexcept* (A, B) as e:\n    pass\n"
+    "print(f'{x!r:>{w}} {y=}', b'b' b'c', 'd' 'e', 1j, 1.5, ..., not a, a if b else c, {*s}, {**d})\n"
+)
+
+
+def _nodes() -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
+    for text in [p.read_text(encoding="utf-8") for p in SOURCES] + [EXTRA]:
+        module = parse(text.encode())
+        assert isinstance(module, cst.Module)
+        out += descendants(module)
+    return out
+
+
+NODES = _nodes()
+
+
+def _fields(cls: type[cst.CSTNode]) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
+def test_nearly_every_node_class_gets_the_cheaper_constructor() -> None:
+    # Fewer would mean libcst changed how it declares its nodes: see cst_nodes._slot_init.
+    assert len(ORIGINAL_INITS) >= 150
+    assert cst.Name in ORIGINAL_INITS and cst.Module in ORIGINAL_INITS
+
+
+def test_the_constructors_take_the_same_parameters() -> None:
+    for cls, original in ORIGINAL_INITS.items():
+        ours = inspect.signature(cls.__init__).parameters
+        theirs = inspect.signature(original).parameters
+        assert [(p.name, p.kind) for p in ours.values()] == [
+            (p.name, p.kind) for p in theirs.values()
+        ], cls
+        for name, param in theirs.items():
+            if param.default is not inspect.Parameter.empty and repr(param.default) != "<factory>":
+                assert ours[name].default is param.default, (cls, name)
+
+
+def test_every_parsed_node_is_rebuilt_alike_by_both_constructors() -> None:
+    seen: set[type[cst.CSTNode]] = set()
+    for node in NODES:
+        cls = type(node)
+        if cls not in ORIGINAL_INITS:
+            continue
+        seen.add(cls)
+        args = {name: getattr(node, name) for name in _fields(cls)}
+        theirs, ours, positional = (object.__new__(cls) for _ in range(3))
+        ORIGINAL_INITS[cls](theirs, **args)
+        cls.__init__(ours, **args)
+        cls.__init__(positional, *args.values())
+        for name in args:
+            assert getattr(ours, name) is getattr(theirs, name), (cls, name)
+            assert getattr(positional, name) is getattr(theirs, name), (cls, name)
+    assert len(seen) >= 100  # the sources hold most kinds of node
+
+
+def test_defaults_and_default_factories_are_applied_alike() -> None:
+    required: dict[type[cst.CSTNode], dict[str, object]] = {}
+    for node in NODES:
+        cls = type(node)
+        if cls in ORIGINAL_INITS and cls not in required:
+            fields = [f for f in dataclasses.fields(cls) if f.init]
+            required[cls] = {
+                f.name: getattr(node, f.name)
+                for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            }
+    for cls, args in required.items():
+        theirs, ours = object.__new__(cls), object.__new__(cls)
+        try:
+            ORIGINAL_INITS[cls](theirs, **args)
+        except cst.CSTValidationError as exc:  # (a Try needs a handler: no default gives one)
+            with pytest.raises(cst.CSTValidationError, match=re.escape(str(exc))):
+                cls.__init__(ours, **args)
+            continue
+        cls.__init__(ours, **args)
+        assert ours.deep_equals(theirs), cls
+
+
+def test_nodes_built_outside_the_parse_thread_are_validated() -> None:
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Call(func=cst.Name("f"), lpar=[cst.LeftParen()])  # unbalanced parentheses
