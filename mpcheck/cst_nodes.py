@@ -21,7 +21,6 @@ not needs of a tree its parser made:
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -29,7 +28,7 @@ from typing import Any
 
 import libcst as cst
 
-__all__ = ["ORIGINAL_INITS", "parsing_here"]
+__all__ = ["ORIGINAL_INITS", "install_constructors", "parsing_here"]
 
 # The threads whose nodes are not validated: each process's parse thread (a forked child has
 # none until it starts its own, and its new threads may reuse the parent's identifiers).
@@ -57,6 +56,7 @@ def _node_classes() -> Iterator[type[cst.CSTNode]]:
     seen: set[type] = set()
     stack: list[type] = [cst.CSTNode]
     while stack:
+        sub: type
         for sub in stack.pop().__subclasses__():
             if sub not in seen:
                 seen.add(sub)
@@ -73,10 +73,11 @@ def _slot_init(cls: type[cst.CSTNode]) -> Callable[..., None] | None:
     if "__init__" not in cls.__dict__ or cls.__post_init__ is not _post_init:
         return None
     fields = [f for f in dataclasses.fields(cls) if f.init]
-    names = [name for name in inspect.signature(cls.__init__).parameters][1:]
+    code = cls.__init__.__code__
+    names = list(code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount])
     if names != [f.name for f in fields] or any(f.kw_only for f in fields):
         return None  # an InitVar or a keyword-only field: not the shape generated below
-    slots = {f.name: cls.__dict__.get(f.name) for f in fields}
+    slots: dict[str, Any] = {f.name: cls.__dict__.get(f.name) for f in fields}
     if any(type(slot).__name__ != "member_descriptor" for slot in slots.values()):
         return None
     scope: dict[str, Any] = {"_get_ident": threading.get_ident, "_PARSING": _PARSING}
@@ -106,12 +107,11 @@ def _slot_init(cls: type[cst.CSTNode]) -> Callable[..., None] | None:
     return init
 
 
-def _install() -> None:
-    validate = getattr(cst.CSTNode, "__post_init__", None)
-    # Only while libcst's ``__post_init__`` does nothing but validate (1.x does).
-    if getattr(getattr(validate, "__code__", None), "co_names", ()) != ("_validate",):
+def install_constructors() -> None:
+    """Give libcst's node classes the cheaper constructors (once; 30 ms, which a run that
+    parses many files recovers in its first few, and a one-file check would not)."""
+    if ORIGINAL_INITS or cst.CSTNode.__post_init__ is not _post_init:
         return
-    cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign,assignment]
     for cls in list(_node_classes()):
         init = _slot_init(cls)
         if init is not None:
@@ -119,4 +119,7 @@ def _install() -> None:
             cls.__init__ = init  # type: ignore[method-assign]
 
 
-_install()
+# Only while libcst's ``__post_init__`` does nothing but validate (1.x does).
+_VALIDATE = getattr(cst.CSTNode, "__post_init__", None)
+if getattr(getattr(_VALIDATE, "__code__", None), "co_names", ()) == ("_validate",):
+    cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign,assignment]

@@ -83,6 +83,7 @@ def parseable(data: bytes) -> bool:
 
 _Result = tuple[int, "cst.Module | None", "BaseException | None"]
 
+
 class _ParseThread:
     """A daemon thread with a large stack that parses one file at a time for its callers.
 

@@ -5,16 +5,19 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
-from mpcheck.cst_nodes import ORIGINAL_INITS
+from mpcheck.cst_nodes import ORIGINAL_INITS, install_constructors
 from mpcheck.names import descendants
 from mpcheck.parsing import parse
 
 ROOT = Path(__file__).resolve().parent.parent
+install_constructors()  # (a run of many files does; idempotent)
 SOURCES = [
     *sorted((ROOT / "fixtures").rglob("*.py")),
     *(ROOT / "mpcheck" / name for name in ("cst_nodes.py", "parsing.py", "noqa.py")),
@@ -28,7 +31,8 @@ EXTRA = (
     "    raise E from F\n    return (lambda q=1, *, r: q)(r=2)\n"
     "type Alias = list[int]\n"
     "try:\n    pass\nexcept* (A, B) as e:\n    pass\n"
-    "print(f'{x!r:>{w}} {y=}', b'b' b'c', 'd' 'e', 1j, 1.5, ..., not a, a if b else c, {*s}, {**d})\n"
+    "print(f'{x!r:>{w}} {y=}', b'b' b'c', 'd' 'e', 1j, 1.5, ..., not a, a if b else c)\n"
+    "print({*s}, {**d}, [i async for i in j], {k: v for k, v in w if k}, (g for g in h))\n"
 )
 
 
@@ -112,3 +116,26 @@ def test_nodes_built_outside_the_parse_thread_are_validated() -> None:
         cst.Name("")
     with pytest.raises(cst.CSTValidationError):
         cst.Call(func=cst.Name("f"), lpar=[cst.LeftParen()])  # unbalanced parentheses
+
+
+@pytest.mark.parametrize(("files", "installed"), [(1, False), (8, True)])
+def test_a_run_of_many_files_installs_them_and_a_one_file_check_does_not(
+    tmp_path: Path, files: int, installed: bool
+) -> None:
+    """Installing costs 25 ms: a one-file check would not get that back."""
+    for i in range(files):
+        (tmp_path / f"m{i}.py").write_text("import torch\nx = torch.ones(3)\n")
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from mpcheck import cst_nodes, runner\n"
+        "from mpcheck.engine import Options\n"
+        "from mpcheck.rule import all_rules\n"
+        "paths = sorted(Path(sys.argv[1]).glob('*.py'))\n"
+        "runner.check_files([(p, tuple(all_rules()), Options()) for p in paths], processes=1)\n"
+        "print(len(cst_nodes.ORIGINAL_INITS))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert (int(done.stdout) > 0) is installed
