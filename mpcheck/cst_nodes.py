@@ -36,7 +36,6 @@ _PARSING: set[int] = set()
 os.register_at_fork(after_in_child=_PARSING.clear)
 # The constructors replaced, by class: the tests build nodes both ways and compare.
 ORIGINAL_INITS: dict[type[cst.CSTNode], Callable[..., None]] = {}
-_NO_ARGUMENT = object()  # (a field with a default factory that was not given)
 # Validated on the parse thread too: libcst's grammar accepts ``b"a" "c"``, its validation
 # (and CPython) does not.
 _GRAMMAR_LETS_THROUGH: frozenset[type[cst.CSTNode]] = frozenset({cst.ConcatenatedString})
@@ -77,24 +76,33 @@ def _slot_init(cls: type[cst.CSTNode]) -> Callable[..., None] | None:
     names = list(code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount])
     if names != [f.name for f in fields] or any(f.kw_only for f in fields):
         return None  # an InitVar or a keyword-only field: not the shape generated below
+    if cls.__init__.__kwdefaults__:
+        return None
     slots: dict[str, Any] = {f.name: cls.__dict__.get(f.name) for f in fields}
     if any(type(slot).__name__ != "member_descriptor" for slot in slots.values()):
         return None
+    # The generated constructor's defaults, as they are: a field with a default factory has
+    # dataclasses' marker as its default, and a caller passing that marker gets the factory.
+    original = cls.__init__
+    defaults = dict(zip(reversed(names), reversed(original.__defaults__ or ())))
+    if [f.name in defaults for f in fields] != [
+        f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        for f in fields
+    ]:
+        return None
     scope: dict[str, Any] = {"_get_ident": threading.get_ident, "_PARSING": _PARSING}
-    scope["_NO_ARGUMENT"] = _NO_ARGUMENT
     params_text, body = ["self"], []
     for i, f in enumerate(fields):
         scope[f"_set{i}"] = slots[f.name].__set__
         value = f.name
-        if f.default is not dataclasses.MISSING:
-            scope[f"_default{i}"] = f.default
+        if f.name in defaults:
+            scope[f"_default{i}"] = defaults[f.name]
             params_text.append(f"{f.name}=_default{i}")
-        elif f.default_factory is not dataclasses.MISSING:
-            scope[f"_factory{i}"] = f.default_factory
-            params_text.append(f"{f.name}=_NO_ARGUMENT")
-            value = f"_factory{i}() if {f.name} is _NO_ARGUMENT else {f.name}"
         else:
             params_text.append(f.name)
+        if f.default_factory is not dataclasses.MISSING:
+            scope[f"_factory{i}"] = f.default_factory
+            value = f"_factory{i}() if {f.name} is _default{i} else {f.name}"
         body.append(f"    _set{i}(self, {value})")
     if cls in _GRAMMAR_LETS_THROUGH:
         body.append("    self._validate()")

@@ -58,7 +58,7 @@ def test_nearly_every_node_class_gets_the_cheaper_constructor() -> None:
     assert cst.Name in ORIGINAL_INITS and cst.Module in ORIGINAL_INITS
 
 
-def test_the_constructors_take_the_same_parameters() -> None:
+def test_the_constructors_take_the_same_parameters_and_defaults() -> None:
     for cls, original in ORIGINAL_INITS.items():
         ours = inspect.signature(cls.__init__).parameters
         theirs = inspect.signature(original).parameters
@@ -66,8 +66,15 @@ def test_the_constructors_take_the_same_parameters() -> None:
             (p.name, p.kind) for p in theirs.values()
         ], cls
         for name, param in theirs.items():
-            if param.default is not inspect.Parameter.empty and repr(param.default) != "<factory>":
-                assert ours[name].default is param.default, (cls, name)
+            assert ours[name].default is param.default, (cls, name)
+
+
+def test_the_default_factory_marker_passed_explicitly_runs_the_factory() -> None:
+    """As dataclasses' constructors do (hypothesis' ``builds`` passes signature defaults)."""
+    marker = inspect.signature(cst.Call).parameters["whitespace_after_func"].default
+    assert repr(marker) == "<factory>"
+    call = cst.Call(func=cst.Name("f"), whitespace_after_func=marker)
+    assert call.whitespace_after_func.deep_equals(cst.SimpleWhitespace(""))
 
 
 def test_every_parsed_node_is_rebuilt_alike_by_both_constructors() -> None:
