@@ -84,7 +84,7 @@ def _slot_init(cls: type[cst.CSTNode]) -> Callable[..., None] | None:
     # The generated constructor's defaults, as they are: a field with a default factory has
     # dataclasses' marker as its default, and a caller passing that marker gets the factory.
     original = cls.__init__
-    defaults = dict(zip(reversed(names), reversed(original.__defaults__ or ())))
+    defaults = dict(zip(reversed(names), reversed(original.__defaults__ or ()), strict=False))
     if [f.name in defaults for f in fields] != [
         f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
         for f in fields
