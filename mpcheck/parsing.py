@@ -23,7 +23,7 @@ from itertools import accumulate
 
 import libcst as cst
 
-from mpcheck.cst_nodes import parsing_here
+from mpcheck import cst_nodes
 from mpcheck.diagnostics import Position
 
 __all__ = ["MAX_CHAIN", "MAX_NESTING", "Unparsable", "parse", "parseable"]
@@ -104,7 +104,7 @@ class _ParseThread:
             threading.stack_size(previous)
 
     def _serve(self) -> None:
-        parsing_here()  # parsed trees need no validation (see :mod:`mpcheck.cst_nodes`)
+        cst_nodes.parsing_here()  # parsed trees need no validation (see :mod:`mpcheck.cst_nodes`)
         while True:
             number, data = self._requests.get()
             try:
@@ -134,6 +134,8 @@ def _parser() -> _ParseThread:
     object but not the thread, so it starts its own."""
     global _thread
     if _thread is None or _thread[0] != os.getpid():
+        if cst_nodes.wanted():
+            cst_nodes.install_constructors()
         _thread = (os.getpid(), _ParseThread())
     return _thread[1]
 

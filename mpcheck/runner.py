@@ -17,7 +17,7 @@ from mpcheck.rule import Rule, rules_by_code
 # Below this many files a pool costs more (interpreter start-up, imports) than it saves.
 POOL_THRESHOLD = 64
 # From this many files on, libcst's cheaper node constructors (``cst_nodes``) pay for the
-# 25 ms they take to install.
+# 25 ms they take to install (at the first parse: a warm run parses nothing).
 CONSTRUCTORS_PAY_OFF = 8
 
 # A file, its rules and its options: each file has those of the configuration governing it.
@@ -105,9 +105,9 @@ def tune_collector() -> None:
 def _plan(planned: dict[str, Options], token: str, many: bool) -> None:
     tune_collector()  # in the main process and in each worker (a spawned one inherits nothing)
     if many:
-        from mpcheck.cst_nodes import install_constructors
+        from mpcheck.cst_nodes import want_constructors
 
-        install_constructors()
+        want_constructors()
     if planned or "mpcheck.incremental" in sys.modules:  # (a run without the cache: not loaded)
         from mpcheck.incremental import plan
 

@@ -125,24 +125,50 @@ def test_nodes_built_outside_the_parse_thread_are_validated() -> None:
         cst.Call(func=cst.Name("f"), lpar=[cst.LeftParen()])  # unbalanced parentheses
 
 
-@pytest.mark.parametrize(("files", "installed"), [(1, False), (8, True)])
-def test_a_run_of_many_files_installs_them_and_a_one_file_check_does_not(
-    tmp_path: Path, files: int, installed: bool
-) -> None:
-    """Installing costs 25 ms: a one-file check would not get that back."""
-    for i in range(files):
-        (tmp_path / f"m{i}.py").write_text("import torch\nx = torch.ones(3)\n")
+_RUN = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from mpcheck import cst_nodes, runner\n"
+    "from mpcheck.engine import Options\n"
+    "from mpcheck.rule import all_rules\n"
+    "root = Path(sys.argv[1])\n"
+    "options = Options(project_root=str(root), cache_dir=str(root / 'cache'))\n"
+    "paths = sorted(root.glob('*.py'))\n"
+    "runner.check_files([(p, tuple(all_rules()), options) for p in paths], processes=1)\n"
+    "print(len(cst_nodes.ORIGINAL_INITS))\n"
+)
+
+
+def _installed_by_a_run(root: Path) -> bool:
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN, str(root)], capture_output=True, text=True, check=True
+    )
+    return int(done.stdout) > 0
+
+
+def test_a_run_of_many_files_installs_them_and_others_do_not(tmp_path: Path) -> None:
+    """Installing costs 25 ms: a one-file check, or a run that finds every file in the
+    cache (it parses nothing), would not get that back."""
+    one, many = tmp_path / "one", tmp_path / "many"
+    for root, files in ((one, 1), (many, 8)):
+        root.mkdir()
+        for i in range(files):
+            (root / f"m{i}.py").write_text("import torch\nx = torch.ones(3)\n")
+    assert not _installed_by_a_run(one)
+    assert _installed_by_a_run(many)  # cold
+    assert not _installed_by_a_run(many)  # warm
+
+
+def test_a_process_that_wants_them_installs_them_at_its_first_parse() -> None:
     script = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from mpcheck import cst_nodes, runner\n"
-        "from mpcheck.engine import Options\n"
-        "from mpcheck.rule import all_rules\n"
-        "paths = sorted(Path(sys.argv[1]).glob('*.py'))\n"
-        "runner.check_files([(p, tuple(all_rules()), Options()) for p in paths], processes=1)\n"
+        "from mpcheck import cst_nodes, parsing\n"
+        "cst_nodes.want_constructors()\n"
+        "print(len(cst_nodes.ORIGINAL_INITS))\n"
+        "parsing.parse(b'x = 1\\n')\n"
         "print(len(cst_nodes.ORIGINAL_INITS))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
-    assert (int(done.stdout) > 0) is installed
+    before, after = map(int, done.stdout.split())
+    assert before == 0 and after > 0
