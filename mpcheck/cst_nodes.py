@@ -1,7 +1,7 @@
 """libcst's node constructors, made cheaper without changing what they build.
 
-A cold run builds tens of millions of nodes, and building them is a good part of what
-libcst's native parser costs (the rest is native code). Two costs are libcst's own choices,
+A cold run builds tens of millions of nodes, and building them is part of what libcst's
+native parser costs (most of the rest is native code). Two costs are libcst's own choices,
 not needs of a tree its parser made:
 
 - Each node validates itself (``CSTNode.__post_init__``), although a tree parsed from
@@ -14,8 +14,8 @@ not needs of a tree its parser made:
 - The frozen dataclasses' generated ``__init__`` stores each field with
   ``object.__setattr__``, which looks the slot up by name on every call. The constructors
   installed here take the same arguments, apply the same defaults and validation, and store
-  each field through its slot directly: twice as fast. A class whose constructor is not
-  such a plain generated one keeps libcst's.
+  each field through its slot directly: twice as fast per node, a tenth of a parse. A class
+  whose constructor is not such a plain generated one keeps libcst's.
 """
 
 from __future__ import annotations
@@ -126,6 +126,7 @@ def want_constructors() -> None:
 
 
 def wanted() -> bool:
+    """Whether :func:`want_constructors` was called in this process (or before its fork)."""
     return _wanted
 
 
