@@ -72,18 +72,16 @@ def _slot_init(cls: type[cst.CSTNode]) -> Callable[..., None] | None:
     if "__init__" not in cls.__dict__ or cls.__post_init__ is not _post_init:
         return None
     fields = [f for f in dataclasses.fields(cls) if f.init]
-    code = cls.__init__.__code__
+    original = cls.__init__
+    code = original.__code__
     names = list(code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount])
     if names != [f.name for f in fields] or any(f.kw_only for f in fields):
         return None  # an InitVar or a keyword-only field: not the shape generated below
-    if cls.__init__.__kwdefaults__:
-        return None
     slots: dict[str, Any] = {f.name: cls.__dict__.get(f.name) for f in fields}
     if any(type(slot).__name__ != "member_descriptor" for slot in slots.values()):
         return None
     # The generated constructor's defaults, as they are: a field with a default factory has
     # dataclasses' marker as its default, and a caller passing that marker gets the factory.
-    original = cls.__init__
     defaults = dict(zip(reversed(names), reversed(original.__defaults__ or ()), strict=False))
     if [f.name in defaults for f in fields] != [
         f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING

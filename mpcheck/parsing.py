@@ -66,9 +66,9 @@ def parse(data: bytes) -> cst.Module | Unparsable:
     try:
         return _parser().parse(data)
     except cst.ParserSyntaxError as exc:
-        return _rejected(data, exc)
+        return _rejected(data, exc.message, Position(exc.editor_line, exc.editor_column))
     except cst.CSTValidationError as exc:  # what the grammar lets through (cst_nodes)
-        return _invalid(data, exc)
+        return _rejected(data, str(exc), Position(1, 1))
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return Unparsable(f"cannot decode the file: {exc}", Position(1, 1), syntax=True)
     except RecursionError:
@@ -151,27 +151,17 @@ def _compile_error(data: bytes) -> tuple[str, Position] | None | Exception:
     return None
 
 
-def _rejected(data: bytes, exc: cst.ParserSyntaxError) -> Unparsable:
-    """libcst said no: a syntax error if CPython agrees (with CPython's message and place,
-    the ones users recognise), else a file mpcheck cannot analyse."""
+def _rejected(data: bytes, problem: str, where: Position) -> Unparsable:
+    """libcst said no (its parser, or its validation of a node the grammar let through): a
+    syntax error if CPython agrees (with CPython's message and place, the ones users
+    recognise), else a file mpcheck cannot analyse."""
     verdict = _compile_error(data)
     if isinstance(verdict, tuple):
         return Unparsable(verdict[0], verdict[1], syntax=True)
     if verdict is None:
-        message = f"libcst cannot parse this valid file ({exc.message}); it was not analysed"
-        return Unparsable(message, Position(exc.editor_line, exc.editor_column), syntax=False)
-    return Unparsable(f"SyntaxError: {exc.message}", Position(1, 1), syntax=True)
-
-
-def _invalid(data: bytes, exc: cst.CSTValidationError) -> Unparsable:
-    """libcst parsed the file but refused a node it built: a syntax error if CPython agrees."""
-    verdict = _compile_error(data)
-    if isinstance(verdict, tuple):
-        return Unparsable(verdict[0], verdict[1], syntax=True)
-    if verdict is None:
-        message = f"libcst cannot parse this valid file ({exc}); it was not analysed"
-        return Unparsable(message, Position(1, 1), syntax=False)
-    return Unparsable(f"SyntaxError: {exc}", Position(1, 1), syntax=True)
+        message = f"libcst cannot parse this valid file ({problem}); it was not analysed"
+        return Unparsable(message, where, syntax=False)
+    return Unparsable(f"SyntaxError: {problem}", Position(1, 1), syntax=True)
 
 
 def _too_deep(data: bytes) -> Unparsable | None:
