@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from mpcheck.codes import INVALID_SYNTAX
+from mpcheck.cst_nodes import want_constructors
 from mpcheck.diagnostics import Diagnostic, Position, Severity
 from mpcheck.engine import Options, check_source
 from mpcheck.rule import Rule, rules_by_code
@@ -105,8 +106,6 @@ def tune_collector() -> None:
 def _plan(planned: dict[str, Options], token: str, many: bool) -> None:
     tune_collector()  # in the main process and in each worker (a spawned one inherits nothing)
     if many:
-        from mpcheck.cst_nodes import want_constructors
-
         want_constructors()
     if planned or "mpcheck.incremental" in sys.modules:  # (a run without the cache: not loaded)
         from mpcheck.incremental import plan
