@@ -41,11 +41,45 @@ def dotted(expr: cst.BaseExpression) -> str | None:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
-_IS_NODE: dict[type, bool] = {}  # libcst's node classes are ABCs: isinstance on them is slow
+_IS_CODE: dict[type, bool] = {}  # libcst's node classes are ABCs: isinstance on them is slow
+
+# What no walk for code looks into: whitespace, comments, punctuation and operator tokens
+# are most of a tree's nodes (three in five in a modeling file). A node that holds them
+# (``BinaryOperation.operator``) is code, and its fields still read them.
+_TRIVIA: tuple[type[cst.CSTNode], ...] = (
+    cst.BaseParenthesizableWhitespace,
+    cst.EmptyLine,
+    cst.Newline,
+    cst.TrailingWhitespace,
+    cst.Comment,
+    cst.Comma,
+    cst.Dot,
+    cst.Colon,
+    cst.Semicolon,
+    cst.AssignEqual,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+    cst.BaseBinaryOp,
+    cst.BaseBooleanOp,
+    cst.BaseCompOp,
+    cst.BaseUnaryOp,
+    cst.BaseAugOp,
+    cst.ImportStar,
+    cst.Asynchronous,
+)
+# Code whose fields hold only trivia (a name, a literal, ``pass``): nothing to read.
+_LEAVES: tuple[type[cst.CSTNode], ...] = (cst.Name, cst.Integer, cst.Float, cst.Imaginary)
+_LEAVES += (cst.SimpleString, cst.Ellipsis, cst.Pass, cst.Break, cst.Continue)
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """``node.children`` in no particular order, read from the node's fields.
+    """The code nodes right below ``node``, in no particular order: its children less the
+    syntax trivia (whitespace, comments, punctuation, operators), which no walk for code
+    needs and which are most of the nodes.
 
     libcst computes ``children`` by running a visitor over the node, which made it the
     largest single cost of a cold run; the nodes are dataclasses, so their fields say it.
@@ -53,27 +87,28 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     kind = type(node)
     names = _FIELDS.get(kind)
     if names is None:
-        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(node))
+        fields = () if issubclass(kind, _LEAVES) else dataclasses.fields(node)
+        names = _FIELDS[kind] = tuple(f.name for f in fields)
     out: list[cst.CSTNode] = []
     for name in names:
         value = getattr(node, name)
         if type(value) is tuple or type(value) is list:
-            out.extend(v for v in value if _node(type(v)))
-        elif _node(type(value)):
+            out.extend(v for v in value if _code(type(v)))
+        elif _code(type(value)):
             out.append(value)
     return out
 
 
-def _node(kind: type) -> bool:
-    found = _IS_NODE.get(kind)
+def _code(kind: type) -> bool:
+    found = _IS_CODE.get(kind)
     if found is None:
-        found = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
+        found = _IS_CODE[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _TRIVIA)
     return found
 
 
 def descendants(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every node under ``root``, ``root`` included, in no particular order (an iterative
-    walk: no recursion limit)."""
+    """Every code node under ``root``, ``root`` included, in no particular order (an
+    iterative walk: no recursion limit; trivia left out as by :func:`children`)."""
     out: list[cst.CSTNode] = []
     stack = [root]
     while stack:

@@ -170,10 +170,13 @@ class SubmoduleDtypeSplit(Rule):
         module = call.receiver
         if module is None or module.fact.kind.value != "module" or call.recast_by_autocast:
             return False
-        name = self.ctx.code(module.node)
+        name = None  # (the model's source: read only when some input was found apart)
         for x in (*call.args, *call.kwargs.values()):
             apart = x.fact.apart if x.fact.is_tensor else None
-            if apart is None or apart[0] != name:
+            if apart is None:
+                continue
+            name = self.ctx.code(module.node) if name is None else name
+            if apart[0] != name:
                 continue
             what, tested = self.ctx.code(x.node), apart[1]
             message = (

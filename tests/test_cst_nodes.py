@@ -13,7 +13,6 @@ import libcst as cst
 import pytest
 
 from mpcheck.cst_nodes import ORIGINAL_INITS, install_constructors
-from mpcheck.names import descendants
 from mpcheck.parsing import parse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +40,17 @@ def _nodes() -> list[cst.CSTNode]:
     for text in [p.read_text(encoding="utf-8") for p in SOURCES] + [EXTRA]:
         module = parse(text.encode())
         assert isinstance(module, cst.Module)
-        out += descendants(module)
+        out += _every_node(module)
+    return out
+
+
+def _every_node(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """Trivia too (``names.descendants`` leaves it out): its classes get constructors."""
+    out, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(node.children)
     return out
 
 

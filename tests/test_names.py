@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from mpcheck.names import ImportTable
+from mpcheck.names import _LEAVES, _TRIVIA, ImportTable, children, descendants
 
 
 def resolve(imports: str, expr: str) -> str | None:
@@ -58,3 +58,51 @@ def test_resolves(imports: str, expr: str, expected: str) -> None:
 )
 def test_does_not_resolve(imports: str, expr: str) -> None:
     assert resolve(imports, expr) is None
+
+
+_TRIVIA_SOURCE = (
+    "import torch as th, os.path as p  # c\n"
+    "from x import *\n"
+    "@dec(a=1)\n"
+    "async def f(x: int = -1, *, y=(2)) -> None:\n"
+    "    # leading\n"
+    "    z = [x.a[1:2], {k: v for k, v in y if not k}, (a or b) < c, x @ y, ...]\n"
+    "    z += lambda q: q ** 2; pass\n"
+    "    async with g() as h:\n"
+    "        await h(*z, **{'k': 1.5j}); break\n"
+    "    return f'{x!r}' 'y' if x is not None else b'z'\n"
+)
+
+
+def _every_node(root: cst.CSTNode) -> list[cst.CSTNode]:
+    out, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(node.children)
+    return out
+
+
+def test_descendants_are_every_node_but_syntax_trivia() -> None:
+    module = cst.parse_module(_TRIVIA_SOURCE)
+    every = _every_node(module)
+    trivia = {id(n) for n in every if isinstance(n, _TRIVIA) or _under_leaf(n, every)}
+    found = descendants(module)
+    assert {id(n) for n in found} == {id(n) for n in every} - trivia
+    assert len(found) == len({id(n) for n in found})  # each node once
+    kinds = {type(n) for n in found}
+    assert {cst.Call, cst.Arg, cst.Param, cst.Lambda, cst.Await, cst.FormattedString} <= kinds
+    assert {cst.Decorator, cst.ImportAlias, cst.CompFor, cst.Slice, cst.Comparison} <= kinds
+    assert not kinds & {cst.SimpleWhitespace, cst.Comma, cst.Add, cst.Comment, cst.LeftParen}
+
+
+def _under_leaf(node: cst.CSTNode, every: list[cst.CSTNode]) -> bool:
+    """Below a name or a literal: only its parentheses and their whitespace can be."""
+    return any(isinstance(p, _LEAVES) and node in _every_node(p)[1:] for p in every)
+
+
+def test_children_of_a_leaf_are_none_and_of_code_its_code() -> None:
+    call = cst.parse_expression("(f)(a, *b, k=c)")
+    assert children(cst.parse_expression("(name)")) == []
+    assert isinstance(call, cst.Call)
+    assert {id(n) for n in children(call)} == {id(call.func), *(id(a) for a in call.args)}
