@@ -44,8 +44,8 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 _IS_CODE: dict[type, bool] = {}  # libcst's node classes are ABCs: isinstance on them is slow
 
 # What no walk for code looks into: whitespace, comments, punctuation and operator tokens
-# are most of a tree's nodes (three in five in a modeling file). A node that holds them
-# (``BinaryOperation.operator``) is code, and its fields still read them.
+# are most of a tree's nodes (three in five in a modeling file). A rule that needs one
+# reads it from the node that holds it (``BinaryOperation.operator``).
 _TRIVIA: tuple[type[cst.CSTNode], ...] = (
     cst.BaseParenthesizableWhitespace,
     cst.EmptyLine,
