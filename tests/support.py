@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import libcst as cst
+
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.engine import check_source
 from mpcheck.fixes import apply_fixes
@@ -125,3 +127,13 @@ class RMSNormFp32(nn.Module):
     def forward(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
 """
+
+
+def every_node(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node under ``root``, trivia included (``names.descendants`` leaves it out)."""
+    out, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(node.children)
+    return out

@@ -14,6 +14,7 @@ import pytest
 
 from mpcheck.cst_nodes import ORIGINAL_INITS, install_constructors
 from mpcheck.parsing import parse
+from tests.support import every_node
 
 ROOT = Path(__file__).resolve().parent.parent
 install_constructors()  # (a run of many files does; idempotent)
@@ -40,17 +41,7 @@ def _nodes() -> list[cst.CSTNode]:
     for text in [p.read_text(encoding="utf-8") for p in SOURCES] + [EXTRA]:
         module = parse(text.encode())
         assert isinstance(module, cst.Module)
-        out += _every_node(module)
-    return out
-
-
-def _every_node(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """Trivia too (``names.descendants`` leaves it out): its classes get constructors."""
-    out, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        stack.extend(node.children)
+        out += every_node(module)  # trivia too: its classes get constructors
     return out
 
 

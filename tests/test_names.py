@@ -6,6 +6,7 @@ import libcst as cst
 import pytest
 
 from mpcheck.names import _LEAVES, _TRIVIA, ImportTable, children, descendants
+from tests.support import every_node
 
 
 def resolve(imports: str, expr: str) -> str | None:
@@ -74,18 +75,9 @@ _TRIVIA_SOURCE = (
 )
 
 
-def _every_node(root: cst.CSTNode) -> list[cst.CSTNode]:
-    out, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        stack.extend(node.children)
-    return out
-
-
 def test_descendants_are_every_node_but_syntax_trivia() -> None:
     module = cst.parse_module(_TRIVIA_SOURCE)
-    every = _every_node(module)
+    every = every_node(module)
     trivia = {id(n) for n in every if isinstance(n, _TRIVIA) or _under_leaf(n, every)}
     found = descendants(module)
     assert {id(n) for n in found} == {id(n) for n in every} - trivia
@@ -98,7 +90,7 @@ def test_descendants_are_every_node_but_syntax_trivia() -> None:
 
 def _under_leaf(node: cst.CSTNode, every: list[cst.CSTNode]) -> bool:
     """Below a name or a literal: only its parentheses and their whitespace can be."""
-    return any(isinstance(p, _LEAVES) and node in _every_node(p)[1:] for p in every)
+    return any(isinstance(p, _LEAVES) and node in every_node(p)[1:] for p in every)
 
 
 def test_children_of_a_leaf_are_none_and_of_code_its_code() -> None:
