@@ -91,9 +91,8 @@ class FunctionWalk(AutocastWalk):
         if owner.quantized:
             return "built in float32 (the default) beside a bitsandbytes quantized base layer"
         fn = frame.scope.function
-        # (``__init__`` builds most parts and is never late: the walk behind it is skipped)
-        late = fn is not None and fn.name.value != "__init__"
-        if late and fn is not None and fn.name.value in owner.late_methods:
+        # (``__init__`` builds most parts and is never late: the walk behind that is skipped)
+        if fn is not None and fn.name.value != "__init__" and fn.name.value in owner.late_methods:
             return (
                 f"built in float32 (the default) by `{fn.name.value}`, after the model "
                 "it wraps was built or loaded"
