@@ -17,7 +17,7 @@ code is reported too. Nothing of the third-party source is kept here: checkouts 
 Usage::
 
     python bench/realbugs/score.py [--dir /tmp/realbugs] [--mirrors /work/.mirror]
-                                   [--markdown] [--only ID ...] [--verbose]
+                                   [--markdown] [--only ID ...] [--cases FILE]
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ class Outcome:
         return any(code == self.case.family for code, _ in self.caught)
 
 
-def load_cases() -> list[Case]:
-    data = tomllib.loads((HERE / "cases.toml").read_text())
+def load_cases(path: Path = HERE / "cases.toml") -> list[Case]:
+    data = tomllib.loads(path.read_text())
     return [Case(**entry) for entry in data["case"]]
 
 
@@ -178,8 +178,14 @@ def main() -> int:
         "--markdown", action="store_true", help="print the tables for docs/real-world.md"
     )
     parser.add_argument("--only", nargs="*", default=[], help="case ids to run")
+    parser.add_argument(
+        "--cases",
+        type=Path,
+        default=HERE / "cases.toml",
+        help="the coordinates to score (default: cases.toml; another: candidates under review)",
+    )
     args = parser.parse_args()
-    cases = [c for c in load_cases() if not args.only or c.id in args.only]
+    cases = [c for c in load_cases(args.cases) if not args.only or c.id in args.only]
     with tempfile.TemporaryDirectory() as tmp:
         root = args.dir or Path(tmp)
         outcomes = []
