@@ -172,3 +172,12 @@ def f():
             ("numpy", 0),
         ]
     )
+
+
+def test_imports_at_the_first_and_the_last_byte_are_read(tmp_path: Path) -> None:
+    """An import on the file's first line, one on its last line without a newline, and
+    CRLF line ends."""
+    path = tmp_path / "m.py"
+    path.write_bytes(b"from . import rope\r\nx = 1\r\nimport torch.nn")
+    found = sorted(summarise.FileSummariser(tmp_path).imports(path))
+    assert found == [("rope", 1), ("torch.nn", 0)]

@@ -148,7 +148,11 @@ class ModuleIndex:
         exists. A namespace directory has no file of its own to summarise.
         """
         lowest = 0 if prefix else 1
-        for cut in range(len(parts), lowest - 1, -1):
+        files, dirs = self._listing(os.fspath(base))
+        # Every candidate with a head lies under ``parts[0]``: when ``base`` has no such
+        # module or package (most imports name another library), none is looked for.
+        named = bool(parts) and (parts[0] in dirs or f"{parts[0]}.py" in files)
+        for cut in range(len(parts) if named else 0, lowest - 1, -1):
             head, tail = parts[:cut], parts[cut:]
             stem = os.path.join(base, *head)
             candidates = [stem + ".py"] if head else []
