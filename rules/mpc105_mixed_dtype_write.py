@@ -47,7 +47,8 @@ class MixedDtypeWrite(Rule):
         checked as if under that (CUDA) autocast, where a Linear's output is half and the
         model's weights, buffers, embeddings and what is made like them stay float32. A half
         projection written into such a cache (`cache.index_copy_(2, pos, k)`, litgpt's bug) is
-        reported as a warning, since the training setup is not in view.
+        reported as a warning, since the training setup is not in view; its fix is the same
+        cast of the source.
 
         A one-element value written through a boolean mask (`t[mask] = torch.tensor(0.0)`)
         is a `masked_fill_`, and a 0-dim `weight` of `lerp` is used as a scalar: both cast.
@@ -65,8 +66,8 @@ class MixedDtypeWrite(Rule):
         Cast the source to the destination's dtype where it is written: `src.to(t.dtype)`, as
         Hugging Face's MoE blocks do with `current_hidden_states.to(hidden_states.dtype)`.
         mpcheck's fix does exactly that (a safe fix: the write stores the values in `t`'s
-        dtype anyway, as a slice assignment would, and where the code ran before -- `t`
-        float32 -- the cast changes nothing).
+        dtype anyway, as a slice assignment would, and where the code ran before -- both
+        dtypes alike -- the cast changes nothing).
         """
     bad = """
         class KVCache(nn.Module):
@@ -158,7 +159,8 @@ class MixedDtypeWrite(Rule):
             )
             related = self.related_for(self.ctx.code(half.node), half.fact)
             related += self.related_for(self.ctx.code(full.node), full.fact)
-            self.report(call.node, message, related=related, severity=Severity.WARNING)
+            fix = self._fix(op.tensor, source, what)
+            self.report(call.node, message, related=related, severity=Severity.WARNING, fix=fix)
             return
 
     def _report(self, node: cst.CSTNode, dest: Operand, source: Operand, how: str) -> None:

@@ -4,9 +4,13 @@ as if under it, what they see there, and where it stays out of the way."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
+
+import pytest
 
 from mpcheck.diagnostics import Diagnostic, Severity
-from tests.support import check, span
+from mpcheck.fixes import apply_fixes
+from tests.support import FIXTURES, check, run_fixed_fixture, span
 
 HEADER = "import natten\nimport torch\nfrom torch import nn\n"  # lines 1-3
 
@@ -34,6 +38,17 @@ def test_half_projection_written_into_an_input_cache() -> None:
     assert d.severity is Severity.WARNING
     assert d.message.startswith("if `forward` runs under autocast")
     assert "`k` is float16" in d.message and "`cache` keeps the model's float32" in d.message
+
+
+def test_the_warning_casts_the_source_to_the_destination() -> None:
+    body = HEADER + textwrap.dedent(ATTENTION.format(write="cache.index_copy_(1, pos, k)"))
+    (d,) = findings(ATTENTION.format(write="cache.index_copy_(1, pos, k)"), "MPC105")
+    assert d.fix is not None and d.fix.message == "Cast `k` to `cache.dtype`"
+    assert d.fix.applicability == "safe"
+    out, applied = apply_fixes(body, [d], unsafe=False)
+    assert applied == 1
+    assert out == body.replace("pos, k)", "pos, k.to(cache.dtype))")
+    assert not findings(out[len(HEADER) :], "MPC105")
 
 
 def test_cast_write_and_slice_assignment_are_quiet() -> None:
@@ -247,3 +262,10 @@ def _upsample_ops() -> list[str]:
             if op.startswith("upsample")
         }
     )
+
+
+def test_the_fix_makes_the_bad_kv_cache_fixture_run(tmp_path: Path) -> None:
+    """The warning's fix is not cosmetic: under real CPU autocast the fixed program runs."""
+    pytest.importorskip("torch")
+    path = FIXTURES / "mpc105" / "bad_autocast_kv_cache_index_copy.py"
+    run_fixed_fixture("MPC105", path, tmp_path)
