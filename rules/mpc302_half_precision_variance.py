@@ -10,6 +10,7 @@ from mpcheck.api import (
     Edit,
     Fact,
     Fix,
+    Operand,
     Prec,
     Rule,
     RuleContext,
@@ -30,6 +31,10 @@ DIVISIONS = frozenset({"div", "true_divide", "divide", "div_"})
 CARRIERS = frozenset(
     {"add", "add_", "clamp", "clamp_min", "clamp_", "clip", "mul", "to", "type_as"}
 )
+# A mean square minus a square is a variance (``meansqr - mean * mean``, batch norm's
+# E[x²] - E[x]²); something minus a mean square (``1 - x.pow(2).sum()``) is not, nor a mean
+# square minus a scaled square (a scale-invariant loss, ``d2.mean() - lam * d.mean() ** 2``).
+SUBTRACTIONS = frozenset({"sub", "subtract", "sub_"})
 
 
 def _square_base(node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -55,6 +60,13 @@ def _square_base(node: cst.BaseExpression) -> cst.BaseExpression | None:
         if _is_torch(func.value) and name == "pow" and len(node.args) == 2:
             return node.args[0].value if _is_two(node.args[1].value) else None
     return None
+
+
+def _subtraction(call: CallSite) -> tuple[Operand | None, Operand | None]:
+    """``(a, b)`` of ``a - b``, ``a.sub(b)``, ``torch.sub(a, b)``."""
+    if call.receiver is not None:
+        return call.receiver, call.arg(0, "other")
+    return call.arg(0, "input"), call.arg(1, "other")
 
 
 def _is_two(node: cst.BaseExpression) -> bool:
@@ -85,7 +97,8 @@ class HalfPrecisionVariance(Rule):
         float16's largest finite value is 65504, so any element with |x| > 256 squares to
         `inf`. Hand-written RMSNorm and LayerNorm compute `x.pow(2).mean(-1, keepdim=True)`
         (or `(x * x).mean`, `x.square().sum`, `torch.var(x)`) and then divide by its square
-        root: once one activation passes 256 -- common in the residual stream of large
+        root (batch and layer norms written by hand take `meansqr - mean * mean` as the
+        variance): once one activation passes 256 -- common in the residual stream of large
         models -- the variance is `inf`, `rsqrt(inf)` is 0, and the normalised output
         collapses to zeros (or NaN where `inf - inf` appears). `torch.var` overflows on its
         own when the standard deviation passes 256, even though its kernel accumulates in
@@ -195,6 +208,15 @@ class HalfPrecisionVariance(Rule):
                 self._root(call)
         elif name in CARRIERS:
             self.carried[id(call.result)] = (call.result, reductions[0])
+        elif name in SUBTRACTIONS:
+            minuend, subtrahend = _subtraction(call)
+            if (
+                minuend is not None
+                and subtrahend is not None
+                and id(minuend.fact) in self.carried
+                and _square_base(subtrahend.node) is not None
+            ):
+                self.carried[id(call.result)] = (call.result, self.carried[id(minuend.fact)][1])
 
     def _context(self, call: CallSite) -> None:
         """Linear attention's ``kᵀ @ v``: a sum over every position of the sequence."""

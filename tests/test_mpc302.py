@@ -34,6 +34,23 @@ def test_mean_square_reaching_a_root_or_division_is_reported(body: str) -> None:
     assert found(body) == [1]
 
 
+def test_mean_square_minus_squared_mean_is_a_variance() -> None:
+    """Batch norm by hand (detectron2's NaiveSyncBatchNorm): E[x²] - E[x]² reaches the root."""
+    body = (
+        "m = torch.mean(x, dim=[0, 2, 3])\n"
+        "meansqr = torch.mean(x * x, dim=[0, 2, 3])\n"
+        "var = meansqr - m * m\n"
+        "return x * torch.rsqrt(var + 1e-5)"
+    )
+    assert found(body) == [2]
+    timm = (  # timm's _layer_norm_cf_sqm, a subtraction in brackets, then a clamp
+        "u = x.mean(dim=1, keepdim=True)\n"
+        "s = ((x * x).mean(dim=1, keepdim=True) - (u * u)).clamp(0)\n"
+        "return (x - u) * torch.rsqrt(s + 1e-6)"
+    )
+    assert found(timm) == [2]
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -42,6 +59,9 @@ def test_mean_square_reaching_a_root_or_division_is_reported(body: str) -> None:
         "v = x.float().pow(2).mean(-1, keepdim=True)\nreturn x * torch.rsqrt(v + 1e-6)",
         "h = x.to(torch.float32)\nreturn h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)",
         "return x / x.norm(dim=-1, keepdim=True)",
+        "z = 1 - x.pow(2).sum(-1, keepdim=True)\nreturn torch.sqrt(z.clamp(min=0))",
+        # a scale-invariant log loss (GLPN's SiLog): a mean square minus a scaled square
+        "return torch.sqrt(torch.pow(x, 2).mean() - 0.5 * torch.pow(x.mean(), 2))",
         "return (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True)",
         "x = x.to(torch.bfloat16)\nreturn x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)",
         (
@@ -60,6 +80,12 @@ def test_mul_is_not_upcast_by_cuda_autocast() -> None:
         "    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)"
     )
     assert found(body) == [2]
+    timm = (  # timm's _layer_norm_cf_sqm, a subtraction in brackets, then a clamp
+        "u = x.mean(dim=1, keepdim=True)\n"
+        "s = ((x * x).mean(dim=1, keepdim=True) - (u * u)).clamp(0)\n"
+        "return (x - u) * torch.rsqrt(s + 1e-6)"
+    )
+    assert found(timm) == [2]
 
 
 def test_script_tensor_of_unknown_dtype_is_quiet() -> None:
