@@ -99,6 +99,9 @@ class Scope:
     # A LightningModule step (or a method it calls): the step. Under
     # ``Trainer(precision="16-mixed")`` Lightning runs it in CUDA autocast, an implicit region.
     lightning_step: cst.FunctionDef | None = None
+    # Inside a branch a half-precision run never takes (``if x.dtype == torch.float32:``,
+    # ``x`` in the model's dtype): the test. Float16's range is no concern there.
+    full_precision: cst.BaseExpression | None = None
 
 
 @dataclass(frozen=True)

@@ -232,6 +232,8 @@ class Fp16OverflowConstant(Rule):
         number = _number(value) if value is not None else None
         if value is None or number is None or not math.isfinite(number):
             return
+        if site.scope.full_precision is not None:
+            return  # ``if x.dtype == torch.float32:``: a half-precision run never gets here
         # A tensor handed to a half-capable module's method (``attn_mask``) whose dtype we do
         # not know, written with a fill that raises (``masked_fill``): a float one is in the
         # model's dtype, but it may as well be bool or int, so this is a warning. (Arithmetic

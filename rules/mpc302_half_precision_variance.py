@@ -166,6 +166,8 @@ class HalfPrecisionVariance(Rule):
 
     def check_call(self, call: CallSite) -> None:
         self._follow(call)
+        if call.scope.full_precision is not None:
+            return  # ``if x.dtype == torch.float32:``: a half-precision run never gets here
         if call.attention == "context" and _may_be_fp16(call.result):
             self._context(call)
             return

@@ -375,3 +375,50 @@ def test_a_mask_added_on_one_path_is_still_followed_into_the_in_place_write() ->
     (d,) = findings(body)
     assert span(d) == (9, 47, 9, 52)
     assert "`scores += position_bias` writes the float32 tensor holding it" in d.message
+
+
+DTYPE_GUARDED = """
+class Attention(nn.Module):
+    def forward(self, x, mask):
+        {body}
+        return x.masked_fill(mask, fill)
+"""
+
+
+def guarded(body: str) -> str:
+    """The class above with ``body`` (written at no indentation) in its method."""
+    return DTYPE_GUARDED.format(body=textwrap.indent(body, " " * 8).lstrip())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # fairseq's fix: the float32 constant only where the tensor is float32
+        "fill = -1e8 if x.dtype == torch.float32 else -1e4",
+        "fill = -1e4 if x.dtype != torch.float32 else -1e9",
+        "fill = -1e4 if mask.dtype in (torch.float16, torch.bfloat16) else -1e9",
+        "if x.dtype == torch.float32:\n    fill = -1e9\nelse:\n    fill = -1e4",
+        "fill = -1e9\nif x.dtype in (torch.float16, torch.bfloat16):\n    fill = -1e4",
+        "if x.dtype != torch.float:\n    raise ValueError('float32 only')\nfill = -1e9",
+        "fill = -1e4\nif x.dtype is torch.float32:\n    x = x.masked_fill(mask, -1e9)",
+    ],
+)
+def test_a_dtype_test_keeps_the_float32_constant_from_half_runs(body: str) -> None:
+    """The engine follows the path a half-precision run takes through a dtype test."""
+    assert not findings(guarded(body))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "fill = -1e4\nif x.dtype == torch.float16:\n    fill = -1e9",
+        "fill = -1e9 if x.dtype != torch.float32 else -1e4",
+        "fill = -1e9 if x.dtype == torch.float32 else -1e4\nfill = fill * 10",
+        # a float16-only test does not decide a bfloat16 run: the first path is kept
+        "fill = -1e9 if x.dtype == torch.float16 else -1e4",
+    ],
+)
+def test_the_half_path_of_a_dtype_test_is_still_checked(body: str) -> None:
+    text = guarded(body)
+    (d,) = findings(text)
+    assert source(text).splitlines()[span(d)[0] - 1].strip() == "return x.masked_fill(mask, fill)"

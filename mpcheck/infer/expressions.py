@@ -30,6 +30,7 @@ from mpcheck.facts import (
 )
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
+from mpcheck.infer.guards import half_run_takes
 from mpcheck.infer.imported import call_result
 from mpcheck.infer.modules import FP32_LAYER
 from mpcheck.infer.promotion import (
@@ -243,7 +244,12 @@ class ExpressionWalk(TensorWalk):
 
     def ifexp(self, node: cst.IfExp, frame: Frame) -> Fact:
         self.expr(node.test, frame)
-        joined = join(self.expr(node.body, frame), self.expr(node.orelse, frame))
+        body, orelse = self.expr(node.body, frame), self.expr(node.orelse, frame)
+        # ``-1e9 if x.dtype == torch.float32 else -1e4``: what a half-precision run gets
+        taken = half_run_takes(node.test, lambda side: self.expr(side, frame))
+        if taken is not None:
+            return body if taken else orelse
+        joined = join(body, orelse)
         # ``x if x is not None else torch.ones(...)``
         return defaulted(joined) if none_tested(node.test) is not None else joined
 

@@ -14,11 +14,12 @@ at branches like any binding, and binding the name again forgets it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import libcst as cst
 
-from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, join, none_tested, seq_of
+from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec, join, none_tested, seq_of
 from mpcheck.infer.frames import Env
 from mpcheck.names import dotted
 
@@ -159,3 +160,54 @@ def model_rebound(env: Env, key: str) -> None:
     for name, fact in list(env.items()):
         if fact.apart is not None and fact.apart[0] == key:
             env[name] = replace(fact, apart=None)
+
+
+# -- ``-1e9 if x.dtype == torch.float32 else -1e4``: the path a half-precision run takes ------
+
+_EQUAL = (cst.Equal, cst.Is, cst.In)
+_UNEQUAL = (cst.NotEqual, cst.IsNot, cst.NotIn)
+_HALVES = frozenset({"float16", "bfloat16"})
+
+
+def half_run_takes(
+    test: cst.BaseExpression, fact_of: Callable[[cst.BaseExpression], Fact]
+) -> bool | None:
+    """Whether a run with the model in half precision takes the branch of ``test``, when a
+    test of a tensor's dtype decides it: ``x.dtype == torch.float32`` is false for a tensor in
+    the model's dtype or of unknown dtype (float16 or bfloat16 in that run), ``x.dtype !=
+    torch.float32`` and ``x.dtype in (torch.float16, torch.bfloat16)`` are true. None when
+    the two half dtypes disagree (``x.dtype == torch.float16``) or the test is anything else.
+    The rules reason about that run; the other path is the one float32 runs take."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    if isinstance(target.operator, _EQUAL):
+        equal = True
+    elif isinstance(target.operator, _UNEQUAL):
+        equal = False
+    else:
+        return None
+    tensor, dtypes = test.left, target.comparator
+    if not (isinstance(tensor, cst.Attribute) and tensor.attr.value == "dtype"):
+        return None
+    if dotted(tensor.value) is None:
+        return None  # (only names are looked at again: no call is walked twice)
+    tested = fact_of(tensor)
+    # (a tensor of unknown dtype, ``attn_mask``: the run where it is half, as for the model)
+    if tested.kind is not Kind.DTYPE or tested.prec not in (Prec.MODEL, Prec.HALF, Prec.UNKNOWN):
+        return None
+    runs = {tested.dtype} if tested.prec is Prec.HALF and tested.dtype else set(_HALVES)
+    named = (
+        [e.value for e in dtypes.elements]
+        if isinstance(target.operator, (cst.In, cst.NotIn))
+        and isinstance(dtypes, (cst.Tuple, cst.List, cst.Set))
+        else [dtypes]
+    )
+    values: set[str] = set()
+    for node in named:
+        fact = fact_of(node) if dotted(node) is not None else UNKNOWN
+        if fact.kind is not Kind.DTYPE or fact.dtype is None or fact.prec is Prec.MODEL:
+            return None
+        values.add(fact.dtype)
+    outcomes = {(run in values) is equal for run in runs}
+    return outcomes.pop() if len(outcomes) == 1 else None

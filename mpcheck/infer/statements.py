@@ -39,6 +39,7 @@ from mpcheck.infer.guards import (
     forget,
     found_apart,
     guard_of,
+    half_run_takes,
     model_rebound,
     narrowed,
     remember,
@@ -83,17 +84,38 @@ class StatementWalk(ExpressionWalk):
                 self.small(small, frame)
         elif isinstance(stmt, cst.If):
             self.expr(stmt.test, frame)
+            # ``if x.dtype == torch.float32:``: a branch a half-precision run never takes
+            half = half_run_takes(stmt.test, lambda side: self.expr(side, frame))
             # each branch knows which way the test went (``if scaler is not None:``)
-            then = self.branch(stmt.body, self.narrowed(frame, stmt.test, True), (stmt.test, True))
-            other = (
-                self.branch(stmt.orelse, self.narrowed(frame, stmt.test, False), (stmt.test, False))
-                if stmt.orelse
-                else self.training.assume(
-                    stmt.test, False, Frame(self.narrowed(frame, stmt.test, False).env, frame.scope)
+            on, off = self.narrowed(frame, stmt.test, True), self.narrowed(frame, stmt.test, False)
+            if half is not None:
+                full = replace(frame.scope, full_precision=stmt.test)
+                on, off = (
+                    (on, Frame(off.env, full, off.returns))
+                    if half
+                    else (Frame(on.env, full, on.returns), off)
                 )
+            then = self.branch(stmt.body, on, (stmt.test, True))
+            other = (
+                self.branch(stmt.orelse, off, (stmt.test, False))
+                if stmt.orelse
+                else self.training.assume(stmt.test, False, Frame(off.env, off.scope))
             )
             before = frame.env
             self.merge(frame, then, other)
+            halves = (stmt.body, stmt.orelse) if half else (stmt.orelse, stmt.body)
+            if half is not None and _last(halves[0]) in _EXITS and _last(halves[1]) is None:
+                # ``if x.dtype != torch.float32: raise ...``: only float32 runs go on from here
+                frame.scope = replace(frame.scope, full_precision=stmt.test)
+            elif half is not None and _last(halves[0]) is None:
+                # after ``if x.dtype == torch.float32: fill = -1e9 else: fill = -1e4``, the
+                # half-precision run's values (the run the rules reason about)
+                taken = then if half else other
+                for name, fact in taken.env.items():
+                    if not all(part.isidentifier() for part in name.split(".")):
+                        continue  # the training state and the walk's memos: every run's
+                    if name in before or (name in then.env and name in other.env):
+                        frame.env[name] = fact
             self.one_path(stmt.test, frame, then, other)
             self.switched_paths(stmt, frame, then, other)
             remember_optional(frame.env, then.env, other.env)
@@ -497,3 +519,27 @@ def _tensor_dict(value: cst.BaseExpression) -> bool:
     """``nn.ParameterDict(...)``, ``BufferDict(...)``: a dict of tensors, not of modules."""
     callee = dotted(value.func) if isinstance(value, cst.Call) else None
     return (callee or "").rsplit(".", 1)[-1] in ("ParameterDict", "BufferDict")
+
+
+_EXITS = (cst.Return, cst.Raise)
+
+
+def _last(
+    block: cst.BaseSuite | cst.If | cst.Else | None,
+) -> type[cst.BaseSmallStatement] | type[cst.If] | None:
+    """How a branch of an ``if`` ends when the code after it does not follow it: its last
+    statement's ``return``, ``raise``, ``continue`` or ``break`` (``cst.If`` for an ``elif``,
+    whose paths are not looked into); None when it falls through (so does an absent ``else``)."""
+    if isinstance(block, cst.Else):
+        block = block.body
+    if block is None:
+        return None
+    if isinstance(block, cst.If):
+        return cst.If
+    body = block.body
+    last: cst.CSTNode | None = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    if isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+        return type(last)
+    return None
