@@ -16,8 +16,15 @@ import libcst as cst
 from mpcheck.facts import Cause, Fact, Kind, Origin, Prec, promote
 from mpcheck.infer.frames import ClassInfo
 from mpcheck.keep_fp32 import KeepFp32
-from mpcheck.names import ImportTable
-from mpcheck.project.summary import ClassSummary, Function, Place, ProjectLookup, Value
+from mpcheck.names import ImportTable, dotted
+from mpcheck.project.summary import (
+    ClassSummary,
+    External,
+    Function,
+    Place,
+    ProjectLookup,
+    Value,
+)
 from mpcheck.sites import Operand
 
 __all__ = ["base_classes", "call_result", "fact_of", "inherit", "value_of"]
@@ -116,6 +123,19 @@ def base_classes(
             module = located[0].rpartition(".")[0]
             found.append((arg.value, module, located[1], summary))
     return tuple(found)
+
+
+def base_name(base: cst.BaseExpression, imports: ImportTable, project: ProjectLookup | None) -> str:
+    """The qualified name of a class's base: through the imports, and through another project
+    file that binds it to a library's class (``from .wrappers import BatchNorm2d``, where
+    wrappers.py says ``BatchNorm2d = torch.nn.BatchNorm2d``)."""
+    qual = imports.resolve(base)
+    if project is not None and not (qual or "").startswith("torch."):
+        located = imports.locate(base)
+        found = project(*located) if located is not None else None
+        if isinstance(found, External):
+            return found.qualname
+    return qual or dotted(base) or ""
 
 
 class Inheriting(Protocol):

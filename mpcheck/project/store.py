@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Protocol
 
 from mpcheck.project.index import ModuleIndex
-from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Pool, Value
+from mpcheck.project.summary import ClassSummary, External, Function, ModuleSummary, Pool, Value
 
 __all__ = ["CYCLE", "Cached", "Lookup", "Summaries", "Summariser", "Symbol", "Walker"]
 
-Symbol = Function | Value | ClassSummary | ModuleSummary
+Symbol = Function | Value | ClassSummary | ModuleSummary | External
 Lookup = Callable[[Path, str, int], Symbol | None]
 # What a module's summary (or a check) consulted: each project file whose summary it used,
 # directly or through other summaries, with the digest it saw (CYCLE: seen as unknown
@@ -209,6 +209,8 @@ class Summaries:
                 return None
             module, up, attr = summary.reexports[head]
             onward = ".".join(p for p in (module, attr, rest) if p)
+            if not up and self._index.resolve(target.path, onward) is None:
+                return External(onward)  # ``from torch.nn import BatchNorm2d``: it leaves here
             return self._lookup(target.path, onward, up, hops - 1)
         if head in summary.classes:
             cls = summary.classes[head]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -141,7 +142,7 @@ class FileSummariser:
             functions=functions,
             classes=classes,
             constants=_constants(walk, _placer(module, text, 0), shown),
-            reexports=_reexports(table),
+            reexports=_reexports(table) | _aliases(module, table),
         )
 
 
@@ -248,6 +249,28 @@ def _reexports(table: ImportTable) -> dict[str, tuple[str, int, str]]:
     reexports = {name: (target, 0, "") for name, target in table.aliases.items()}
     reexports |= {n: (t, table.levels[n], "") for n, t in table.relative.items()}
     return reexports
+
+
+def _aliases(module: cst.Module, table: ImportTable) -> dict[str, tuple[str, int, str]]:
+    """Module-level names bound once, to an imported name (``BatchNorm2d =
+    torch.nn.BatchNorm2d``): re-exported like imports, so lookups reach what they name."""
+    bound: Counter[str] = Counter()
+    found: dict[str, tuple[str, int, str]] = {}
+    for stmt in module.body:
+        if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+            bound[stmt.name.value] += 1
+            continue
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            targets = small.targets if isinstance(small, cst.Assign) else ()
+            for target in targets:
+                if isinstance(target.target, cst.Name):
+                    bound[target.target.value] += 1
+            if len(targets) == 1 and isinstance(targets[0].target, cst.Name):
+                assert isinstance(small, cst.Assign)
+                qual = table.resolve(small.value)
+                if qual is not None and isinstance(small.value, (cst.Name, cst.Attribute)):
+                    found[targets[0].target.value] = (qual, 0, "")
+    return {name: origin for name, origin in found.items() if bound[name] == 1}
 
 
 def _shown_path(path: Path, root: Path) -> str:

@@ -19,7 +19,16 @@ from typing import Any, TypeVar
 
 from mpcheck.hashing import hex_digest
 
-__all__ = ["ClassSummary", "Function", "ModuleSummary", "Place", "Pool", "ProjectLookup", "Value"]
+__all__ = [
+    "ClassSummary",
+    "External",
+    "Function",
+    "ModuleSummary",
+    "Place",
+    "Pool",
+    "ProjectLookup",
+    "Value",
+]
 
 FORMAT = 3  # bump when the JSON layout changes: older cached summaries are then ignored
 
@@ -199,9 +208,20 @@ class Pool:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class External:
+    """A name a project file binds to something outside the project, found by following it
+    there: ``torch.nn.BatchNorm2d`` for ``from .wrappers import BatchNorm2d`` when wrappers.py
+    says ``BatchNorm2d = torch.nn.BatchNorm2d`` (or imports it). Made by lookups, not kept."""
+
+    qualname: str
+
+
 # What a file's walk asks of the project: the symbol ``dotted`` names when imported with
 # ``level`` leading dots from that file (None outside the project or unknown).
-ProjectLookup = Callable[[str, int], "Function | Value | ClassSummary | ModuleSummary | None"]
+ProjectLookup = Callable[
+    [str, int], "Function | Value | ClassSummary | ModuleSummary | External | None"
+]
 
 
 def _plain(obj: object) -> Any:
