@@ -284,15 +284,19 @@ def test_method_origin_decided_in_a_helper_above_the_class_has_its_line(tmp_path
 
 
 def test_module_level_aliases_of_imported_names_are_reexported(tmp_path: Path) -> None:
-    """``BatchNorm2d = torch.nn.BatchNorm2d`` is followed like an import; a name bound twice,
-    to a call or by a class of its own is not (which binding a lookup meets is unknown)."""
+    """``BatchNorm2d = torch.nn.BatchNorm2d`` is followed like an import; a name bound twice
+    (in a ``try`` block too), to a call or by a class of its own is not (which binding a
+    lookup meets is unknown)."""
     source = (
         "import torch\nfrom torch import nn\n\n"
         "BatchNorm2d = torch.nn.BatchNorm2d\n"
         "Linear = nn.Linear\n"
         "Twice = nn.Linear\nTwice = nn.Conv2d\n"
         "Made = nn.Linear(2, 2)\n"
-        "Conv = nn.Conv2d\n\n\nclass Conv(nn.Module):\n    pass\n"
+        "Conv = nn.Conv2d\n\n\nclass Conv(nn.Module):\n    pass\n\n\n"
+        "Norm = nn.LayerNorm\ntry:\n    from apex.normalization import FusedLayerNorm\n"
+        "except ImportError:\n    pass\nelse:\n    Norm = FusedLayerNorm\n"
+        "Act = nn.GELU\ntry:\n    from apex import Act\nexcept ImportError:\n    pass\n"
     )
     package(tmp_path, {"wrappers.py": source})
     path = tmp_path / "pkg" / "wrappers.py"
@@ -300,4 +304,5 @@ def test_module_level_aliases_of_imported_names_are_reexported(tmp_path: Path) -
     assert summary is not None
     assert summary.reexports["BatchNorm2d"] == ("torch.nn.BatchNorm2d", 0, "")
     assert summary.reexports["Linear"] == ("torch.nn.Linear", 0, "")
-    assert {"Twice", "Made", "Conv"}.isdisjoint(summary.reexports)
+    assert {"Twice", "Made", "Conv", "Norm"}.isdisjoint(summary.reexports)
+    assert summary.reexports["Act"] == ("apex.Act", 0, "")  # the import's, as before

@@ -23,7 +23,7 @@ from mpcheck.infer.binding import float32_default
 from mpcheck.infer.frames import ClassInfo
 from mpcheck.infer.imported import value_of
 from mpcheck.keep_fp32 import keep_patterns
-from mpcheck.names import ImportTable
+from mpcheck.names import ImportTable, children, dotted
 from mpcheck.parsing import Unparsable, parse, parseable
 from mpcheck.project.index import ModuleIndex, site_roots
 from mpcheck.project.store import Cached, Dependencies, Lookup, Summaries, Symbol
@@ -254,23 +254,46 @@ def _reexports(table: ImportTable) -> dict[str, tuple[str, int, str]]:
 def _aliases(module: cst.Module, table: ImportTable) -> dict[str, tuple[str, int, str]]:
     """Module-level names bound once, to an imported name (``BatchNorm2d =
     torch.nn.BatchNorm2d``): re-exported like imports, so lookups reach what they name."""
-    bound: Counter[str] = Counter()
     found: dict[str, tuple[str, int, str]] = {}
     for stmt in module.body:
-        if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
-            bound[stmt.name.value] += 1
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
             continue
-        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-            targets = small.targets if isinstance(small, cst.Assign) else ()
-            for target in targets:
-                if isinstance(target.target, cst.Name):
-                    bound[target.target.value] += 1
-            if len(targets) == 1 and isinstance(targets[0].target, cst.Name):
-                assert isinstance(small, cst.Assign)
-                qual = table.resolve(small.value)
-                if qual is not None and isinstance(small.value, (cst.Name, cst.Attribute)):
-                    found[targets[0].target.value] = (qual, 0, "")
+        target, value = small.targets[0].target, small.value
+        qual = table.resolve(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+        if isinstance(target, cst.Name) and qual is not None:
+            found[target.value] = (qual, 0, "")
+    if not found:
+        return found
+    bound = _module_bindings(module)
     return {name: origin for name, origin in found.items() if bound[name] == 1}
+
+
+def _module_bindings(module: cst.Module) -> Counter[str]:
+    """How often each module-level name is bound by an assignment, an import, a ``def`` or a
+    ``class``, in ``if``/``try``/``with`` blocks at module level too (not inside functions or
+    classes)."""
+    bound: Counter[str] = Counter()
+    stack: list[cst.CSTNode] = list(module.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+            bound[node.name.value] += 1
+        elif isinstance(node, cst.Assign):
+            bound.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            if not isinstance(node.names, cst.ImportStar):
+                bound.update(_bound_name(alias) for alias in node.names)
+        else:
+            stack.extend(children(node))
+    return bound
+
+
+def _bound_name(alias: cst.ImportAlias) -> str:
+    """The name an import binds: ``np`` for ``import numpy as np``, ``os`` for ``os.path``."""
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return (dotted(alias.name) or "").partition(".")[0]
 
 
 def _shown_path(path: Path, root: Path) -> str:
