@@ -237,7 +237,8 @@ class Fp16OverflowConstant(Rule):
         # A tensor handed to a half-capable module's method (``attn_mask``) whose dtype we do
         # not know, written with a fill that raises (``masked_fill``): a float one is in the
         # model's dtype, but it may as well be bool or int, so this is a warning. (Arithmetic
-        # on such arguments is often guarded by a dtype test the engine does not follow.)
+        # on such arguments is often guarded by a test the engine does not read, such as
+        # ``if mask.is_floating_point():``; ``mask.dtype == torch.float32`` it follows.)
         argument = (
             how == "raises"
             and target.is_tensor

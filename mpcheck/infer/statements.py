@@ -114,7 +114,7 @@ class StatementWalk(ExpressionWalk):
                 for name, fact in taken.env.items():
                     if not all(part.isidentifier() for part in name.split(".")):
                         continue  # the training state and the walk's memos: every run's
-                    if name in before or (name in then.env and name in other.env):
+                    if name in then.env and name in other.env:  # (bound before or on both)
                         frame.env[name] = fact
             self.one_path(stmt.test, frame, then, other)
             self.switched_paths(stmt, frame, then, other)
