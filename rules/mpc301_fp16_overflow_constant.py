@@ -76,7 +76,9 @@ class Fp16OverflowConstant(Rule):
         `torch.finfo(torch.float32).min` overflows bfloat16 as well, and the message says so.
         Integer constants (`256 * 256 * color`) are reported only against a tensor known to
         be half: against one the engine merely assumes is in the model's dtype they are
-        index arithmetic far more often than masks.
+        index arithmetic far more often than masks. A constant a dtype test keeps for float32
+        runs (`-1e9 if x.dtype == torch.float32 else -1e4`, or written under
+        `if x.dtype == torch.float32:`) is not reported: a half-precision run never gets it.
         """
     symptom = """
         `RuntimeError: value cannot be converted to type c10::Half without overflow` (or
