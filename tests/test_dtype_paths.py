@@ -1,0 +1,58 @@
+"""Which way a half-precision run goes through a test of a tensor's dtype
+(``mpcheck.infer.guards.half_run_takes``): the decision table, on facts given directly."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from mpcheck.facts import UNKNOWN, Fact, Kind, Prec, dtype_object
+from mpcheck.infer.guards import half_run_takes
+from mpcheck.names import dotted
+
+# What ``<name>.dtype`` is for each tensor name the tests use.
+TENSORS = {
+    "x": Fact(Kind.DTYPE, Prec.MODEL),  # in the model's dtype
+    "h": Fact(Kind.DTYPE, Prec.HALF, "float16"),  # known float16
+    "b": Fact(Kind.DTYPE, Prec.HALF, "bfloat16"),  # known bfloat16
+    "m": Fact(Kind.DTYPE, Prec.UNKNOWN),  # an input of unknown dtype
+    "f": Fact(Kind.DTYPE, Prec.FULL, "float32"),  # known float32: no half run to speak of
+}
+
+
+def fact_of(node: cst.BaseExpression) -> Fact:
+    name = dotted(node) or ""
+    if name.endswith(".dtype"):
+        return TENSORS.get(name[: -len(".dtype")], UNKNOWN)
+    if name.startswith("torch."):
+        return dtype_object(name[len("torch.") :], node)
+    return UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("test", "taken"),
+    [
+        ("x.dtype == torch.float32", False),
+        ("x.dtype is torch.float", False),
+        ("x.dtype != torch.float32", True),
+        ("x.dtype is not torch.float64", True),
+        ("x.dtype in (torch.float16, torch.bfloat16)", True),
+        ("x.dtype not in [torch.float16, torch.bfloat16]", False),
+        ("x.dtype in (torch.float32, torch.float64)", False),
+        ("m.dtype == torch.float32", False),
+        ("h.dtype == torch.float16", True),
+        ("b.dtype == torch.float16", False),
+        # undecided: the two half dtypes go different ways, or nothing is known
+        ("x.dtype == torch.float16", None),
+        ("m.dtype != torch.bfloat16", None),
+        ("f.dtype == torch.float32", None),
+        ("x.dtype == dtype", None),
+        ("x.dtype == torch.float32 == y", None),
+        ("x.dtype < torch.float32", None),
+        ("x.shape == torch.float32", None),
+        ("make().dtype == torch.float32", None),
+        ("flag", None),
+    ],
+)
+def test_the_path_a_half_precision_run_takes(test: str, taken: bool | None) -> None:
+    assert half_run_takes(cst.parse_expression(test), fact_of) is taken
