@@ -27,7 +27,7 @@ from mpcheck.facts import (
 from mpcheck.infer.autocast import AutocastWalk
 from mpcheck.infer.binding import bind_arguments, float32_default, parameters, passes
 from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
-from mpcheck.infer.imported import base_classes, base_name, inherit
+from mpcheck.infer.imported import class_bases, inherit
 from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary
 from mpcheck.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
@@ -54,10 +54,7 @@ class FunctionWalk(AutocastWalk):
     """The layer that walks a file's own classes and functions."""
 
     def register_class(self, node: cst.ClassDef) -> ClassInfo:
-        bases = tuple(
-            base_name(b.value, self.imports, self.project) for b in node.bases if not b.keyword
-        )
-        elsewhere = base_classes(node, self.imports, self.project)
+        bases, elsewhere = class_bases(node, self.imports, self.project)
         is_module = any(self._module_base(b) for b in bases) or any(
             e[3].is_module for e in elsewhere
         )

@@ -27,7 +27,7 @@ from mpcheck.project.summary import (
 )
 from mpcheck.sites import Operand
 
-__all__ = ["base_classes", "call_result", "fact_of", "inherit", "value_of"]
+__all__ = ["call_result", "class_bases", "fact_of", "inherit", "value_of"]
 
 
 def value_of(fact: Fact, place: Callable[[cst.CSTNode], tuple[int, int]], path: str) -> Value:
@@ -107,35 +107,31 @@ def fact_of(
     )
 
 
-def base_classes(
+Elsewhere = tuple[cst.BaseExpression, str, int, ClassSummary]
+
+
+def class_bases(
     node: cst.ClassDef, imports: ImportTable, project: ProjectLookup | None
-) -> tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...]:
-    """The bases of ``node`` defined in other project files, with the module each is in."""
-    if project is None:
-        return ()
-    found = []
+) -> tuple[tuple[str, ...], tuple[Elsewhere, ...]]:
+    """The qualified name of each base of ``node`` (through the imports, and through another
+    project file that binds it to a library's class: ``from .wrappers import BatchNorm2d``
+    where wrappers.py says ``BatchNorm2d = torch.nn.BatchNorm2d``), and the bases defined in
+    other project files, with the module each is in. One project lookup per base."""
+    names: list[str] = []
+    found: list[Elsewhere] = []
     for arg in node.bases:
-        if arg.keyword or (imports.resolve(arg.value) or "").startswith("torch."):
-            continue  # ``nn.Module``: the engine knows torch's classes
-        located = imports.locate(arg.value)
-        summary = project(*located) if located is not None else None
-        if located is not None and isinstance(summary, ClassSummary):
-            module = located[0].rpartition(".")[0]
-            found.append((arg.value, module, located[1], summary))
-    return tuple(found)
-
-
-def base_name(base: cst.BaseExpression, imports: ImportTable, project: ProjectLookup | None) -> str:
-    """The qualified name of a class's base: through the imports, and through another project
-    file that binds it to a library's class (``from .wrappers import BatchNorm2d``, where
-    wrappers.py says ``BatchNorm2d = torch.nn.BatchNorm2d``)."""
-    qual = imports.resolve(base)
-    if project is not None and not (qual or "").startswith("torch."):
-        located = imports.locate(base)
-        found = project(*located) if located is not None else None
-        if isinstance(found, External):
-            return found.qualname
-    return qual or dotted(base) or ""
+        if arg.keyword:
+            continue
+        qual = imports.resolve(arg.value)
+        located = None if (qual or "").startswith("torch.") else imports.locate(arg.value)
+        # (``nn.Module``: the engine knows torch's classes)
+        symbol = project(*located) if project is not None and located is not None else None
+        if isinstance(symbol, External):
+            qual = symbol.qualname
+        elif isinstance(symbol, ClassSummary) and located is not None:
+            found.append((arg.value, located[0].rpartition(".")[0], located[1], symbol))
+        names.append(qual or dotted(arg.value) or "")
+    return tuple(names), tuple(found)
 
 
 class Inheriting(Protocol):

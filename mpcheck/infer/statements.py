@@ -103,19 +103,8 @@ class StatementWalk(ExpressionWalk):
             )
             before = frame.env
             self.merge(frame, then, other)
-            halves = (stmt.body, stmt.orelse) if half else (stmt.orelse, stmt.body)
-            if half is not None and _last(halves[0]) in _EXITS and _last(halves[1]) is None:
-                # ``if x.dtype != torch.float32: raise ...``: only float32 runs go on from here
-                frame.scope = replace(frame.scope, full_precision=stmt.test)
-            elif half is not None and _last(halves[0]) is None:
-                # after ``if x.dtype == torch.float32: fill = -1e9 else: fill = -1e4``, the
-                # half-precision run's values (the run the rules reason about)
-                taken = then if half else other
-                for name, fact in taken.env.items():
-                    if not all(part.isidentifier() for part in name.split(".")):
-                        continue  # the training state and the walk's memos: every run's
-                    if name in then.env and name in other.env:  # (bound before or on both)
-                        frame.env[name] = fact
+            if half is not None:
+                self.half_path(stmt, frame, half, then, other)
             self.one_path(stmt.test, frame, then, other)
             self.switched_paths(stmt, frame, then, other)
             remember_optional(frame.env, then.env, other.env)
@@ -162,6 +151,21 @@ class StatementWalk(ExpressionWalk):
             body = getattr(stmt, "body", None)
             if isinstance(body, cst.IndentedBlock):
                 self.block(body.body, frame)
+
+    def half_path(self, stmt: cst.If, frame: Frame, half: bool, then: Frame, other: Frame) -> None:
+        """After an ``if`` on a dtype test, what the half-precision run has (the run the rules
+        reason about; ``half``: whether it took the ``if``'s own branch)."""
+        taken, skipped = (stmt.body, stmt.orelse) if half else (stmt.orelse, stmt.body)
+        if _last(taken) in _EXITS and _last(skipped) is None:
+            # ``if x.dtype != torch.float32: raise ...``: only float32 runs go on from here
+            frame.scope = replace(frame.scope, full_precision=stmt.test)
+        elif _last(taken) is None:
+            # ``if x.dtype == torch.float32: fill = -1e9 else: fill = -1e4``: that run's values
+            for name, fact in (then if half else other).env.items():
+                if not all(part.isidentifier() for part in name.split(".")):
+                    continue  # the training state and the walk's memos: every run's
+                if name in then.env and name in other.env:  # (bound before or on both)
+                    frame.env[name] = fact
 
     def one_path(self, test: cst.BaseExpression, frame: Frame, then: Frame, other: Frame) -> None:
         """Keep a float32 value of one path where the test is not about precision (the test's
