@@ -61,7 +61,15 @@ def check_files(
 
     _plan(planned, token, many)
     by_name = {os.path.abspath(item[0]): item for item in work}
-    first = [by_name[name] for name in _shared_first(planned) if name in by_name]
+    # Largest first: a module many others import is checked at the top level rather than
+    # inside another's walk, where a lookup of a module still open (an import inside a
+    # function closes a cycle the module-level graph does not show) would make its check be
+    # walked again at its own turn; the largest are those that cost most to walk twice.
+    first = sorted(
+        (by_name[name] for name in _shared_first(planned) if name in by_name),
+        key=_size,
+        reverse=True,
+    )
     done = _collect(map(_check_one, first), progress)
     checked = {item[0] for item in first}
     # Largest files first: the last chunks are then short, so no worker runs on long after

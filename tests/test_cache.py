@@ -145,6 +145,24 @@ def test_checking_one_file_uses_the_cached_summaries_of_its_imports(
     assert status == 1 and "MPC103" in out
 
 
+def test_breaking_an_import_cycle_rechecks_the_partner_that_saw_it(
+    tmp_path: Path, analysed: list[str]
+) -> None:
+    """A module sees its import-cycle partners as unknown; once an edit of the partner breaks
+    the cycle, it sees the partner's summary, so its entry must not hold."""
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    rope = tree / "pkg" / "rope.py"
+    text = rope.read_text()
+    rope.write_text(text.replace("import torch\n", "import torch\n\nfrom . import attention\n"))
+    status, cycle, _ = run(tree)
+    assert status == 0  # the helper is attention's cycle partner: unknown to it
+    rope.write_text(text)
+    analysed.clear()
+    status, after, _ = run(tree)
+    assert sorted(analysed) == ["attention.py", "rope.py"]
+    assert status == 1 and after == run(tree, "--no-cache")[1]
+
+
 XFILE_VARIANTS = {
     "pkg/rope.py": ["q = q.float()", "q = q", "q = q.to(torch.float32)", "q = q.half()"],
     "pkg/attention.py": ["q = apply_rope(", "q = apply_rope(", "q = (lambda *a: a[0])("],

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mpcheck.project.index import ModuleIndex
-from mpcheck.project.store import Lookup, Summaries
+from mpcheck.project.store import CYCLE, Lookup, Summaries
 from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Pool, Value
 
 UNKNOWN = Value("tensor")
@@ -278,6 +278,42 @@ def test_a_walk_that_met_an_outer_walks_cycle_is_not_kept_as_a_check(tmp_path: P
     store.of(pkg / "c.py")
     store.end(pkg / "a.py", None)
     assert finished == ["c.py"]  # b.py saw a.py unknown; its own check would not have
+
+
+def test_only_the_walk_that_met_the_open_cycle_is_not_kept(tmp_path: Path) -> None:
+    """The walk around the one that met an outer walk's open module sees only the summary
+    that walk made, which its own check would see too: its check is kept."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import g\n")  # a -> b -> d at the top level
+    (pkg / "b.py").write_text("from pkg.d import h\n")
+    (pkg / "d.py").write_text("def h():\n    from pkg.a import f\n")  # d -> a inside only
+    tops = {"a.py": [("pkg.b.g", 0)], "b.py": [("pkg.d.h", 0)]}
+
+    class Engine:
+        def imports(self, path: Path) -> list[tuple[str, int]]:
+            return tops.get(path.name, [])
+
+        def summarise(self, path: Path, lookup: object) -> None:
+            raise AssertionError("the walker takes every module")
+
+    finished: list[str] = []
+    store = Summaries(ModuleIndex((tmp_path,)), Engine())
+    nested = {"b.py": pkg / "d.py", "d.py": pkg / "a.py"}
+
+    def walker(path: Path, lookup: object) -> tuple[ModuleSummary, object]:
+        if path.name in nested:
+            store.of(nested[path.name])
+        return ModuleSummary("", path.name), lambda deps: finished.append(path.name)
+
+    store.walker = walker  # type: ignore[assignment]
+    store.begin(pkg / "a.py")
+    store.of(pkg / "b.py")
+    store.end(pkg / "a.py", None)
+    assert finished == ["b.py"]  # d.py saw a.py unknown; b.py saw only d.py's summary
+    assert store.dependencies(pkg / "d.py") == {pkg / "a.py": CYCLE}
+    assert store.dependencies(pkg / "b.py") == {pkg / "d.py": store.digest(pkg / "d.py")}
 
 
 def test_the_store_keeps_one_copy_of_equal_parts() -> None:

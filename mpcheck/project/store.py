@@ -141,19 +141,25 @@ class Summaries:
             finish(deps)
 
     def _taint(self, component: int) -> None:
-        """A walk looked up a module of the open ``component``: the walks nested inside the
-        one that opened it saw it as unknown, which their own checks would not have."""
-        for walk in reversed(self._walks):
-            if walk[0] == component:
-                return
-            walk[1] = True
+        """The innermost walk looked up a module of the open ``component``: unless it is the
+        walk that opened it (its own cycle), it saw that module as unknown, which its own
+        check would not have. The walks around it are not tainted by that: they see only the
+        summary it makes, which the store keeps, so their own checks would see the same."""
+        if self._walks and self._walks[-1][0] != component:
+            self._walks[-1][1] = True
 
     def _consulted(self, path: Path, digest: str | None) -> None:
+        """The innermost walk used the summary of ``path`` (``CYCLE``: saw it as unknown, a
+        partner of an open import cycle), and so what that summary consulted. A cycle
+        partner stays one; one of ``path``'s own partners is not passed on: ``path``'s
+        digest answers for it."""
         if self._collecting:
             seen = self._collecting[-1]
-            for dep, dep_digest in [*self._deps.get(path, {}).items(), (path, digest)]:
-                if seen.get(dep, dep_digest) != CYCLE:  # a cycle partner stays one
+            for dep, dep_digest in self._deps.get(path, {}).items():
+                if dep_digest != CYCLE and seen.get(dep) != CYCLE:
                     seen[dep] = dep_digest
+            if seen.get(path) != CYCLE:
+                seen[path] = digest
 
     def map_imports(self, paths: Iterable[Path]) -> None:
         """Find the import cycles of ``paths`` now (reading their import lists), and count
