@@ -102,6 +102,22 @@ class Accelerator:
         mp = self.mixed_precision if self.mixed_precision == other.mixed_precision else None
         return replace(self, mixed_precision=mp, own_scaler=self.own_scaler or other.own_scaler)
 
+    def forward_region(self, torch_version: tuple[int, int] | None) -> Autocast | None:
+        """The autocast accelerate wraps around the ``forward`` of a model it prepares: with
+        native mixed precision (fp16, bf16 or set at launch time); not under DeepSpeed, which
+        casts the model instead."""
+        if not self.own_scaler or self.mixed_precision not in (None, "fp16", "bf16"):
+            return None
+        dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(self.mixed_precision or "")
+        return Autocast(
+            self.node,
+            "cuda",
+            dtype,
+            True if dtype else None,
+            dtype_known=dtype is not None,
+            torch_version=torch_version,
+        )
+
     @property
     def scaler(self) -> Scaler:
         enabled = None if self.mixed_precision is None else self.mixed_precision == "fp16"
@@ -258,6 +274,9 @@ class State:
     # module -> a later cast of it to half (``pipeline.to(dtype=weight_dtype)`` on a pipeline
     # sharing it): kept on every path that saw it, so the next iteration's step sees it
     recasts: tuple[tuple[Fact, Fact], ...] = ()
+    # where each model ``accelerator.prepare`` returned came from (its origin node) -> the
+    # autocast accelerate runs its ``forward`` in: kept only where every path prepared it
+    autocast_models: tuple[tuple[cst.CSTNode, Autocast], ...] = ()
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, State) or other == self:
@@ -277,7 +296,26 @@ class State:
             tuple(trainable.items()),
             unique(self.regions + other.regions),
             unique(self.recasts + other.recasts),
+            tuple(
+                (node, region)
+                for node, region in self.autocast_models
+                if any(node is n for n, _ in other.autocast_models)
+            ),
         )
+
+    def forward_region(self, module: Fact) -> Autocast | None:
+        """The autocast ``module``'s ``forward`` runs in: accelerate's, when it prepared it.
+
+        A mixed precision set at launch time may be ``no``, which turns it off: a model half
+        whatever the run (loaded in bfloat16) then raises, so only a model half on some paths
+        (cast to a ``weight_dtype`` that follows the mixed precision) is covered."""
+        if module.origin is None:
+            return None
+        node = module.origin.node
+        region = next((region for n, region in self.autocast_models if n is node), None)
+        if region is None or region.enabled or module.maybe or module.prec is not Prec.HALF:
+            return region
+        return None
 
     def scaler_state(self, scaler: Scaler) -> ScalerState:
         """What ``scaler`` did on this path; a scaler used here exists here (not absent)."""

@@ -35,7 +35,8 @@ class UpcastReachesHalfOp(Rule):
         weights. When the model runs in float16/bfloat16 (`model.half()`,
         `torch_dtype=torch.float16`), a Linear, conv, matmul or norm whose parameters are half
         refuses a float32 input. Outside `torch.autocast` this raises on every device. Under
-        autocast, matmul-like ops recast their inputs, so mpcheck stays quiet there; norms
+        autocast, matmul-like ops recast their inputs, so mpcheck stays quiet there, and so
+        in a call of a model `accelerator.prepare` wrapped in its autocast (see MPC102); norms
         are not recast on CPU and still raise. Autocast does not recast a compiled kernel
         (natten's, a package's `_C` extension) nor a call with `out=`: in a module method,
         mpcheck also checks those as if the method ran under the CUDA autocast of

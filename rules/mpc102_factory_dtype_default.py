@@ -77,6 +77,12 @@ class FactoryDtypeDefault(Rule):
         loss) never promote a tensor, and integer or bool tensors used as indices or masks
         are fine. Under `torch.autocast`,
         matmul-like layers recast their inputs, so a float32 input only raises outside it.
+        A model `accelerator.prepare` returned on every path runs its `forward` under that
+        autocast too when the accelerator's mixed precision is fp16 or bf16 (accelerate wraps
+        it; not under DeepSpeed, which casts the model instead). A mixed precision set at
+        launch time may be `no`, so then only a model whose half dtype follows it (a
+        `weight_dtype` chosen by `accelerator.mixed_precision`) is covered, not one loaded in
+        half whatever the run; and a frozen half model that was never prepared is reported.
         Attention inputs (`q`, `k`, `v`) that reach attention with a factory's float32 are
         reported by MPC103, unless a concatenation already mixed them here.
         """

@@ -415,3 +415,49 @@ def test_script_feeding_a_half_model_loaded_elsewhere() -> None:
         "so the result is float32 and reaches `model` at line 9, which runs in the model's "
         "dtype and raises when that is half"
     )
+
+
+PREPARED = """
+    from accelerate import Accelerator
+
+    def main(args, plugin):
+        accelerator = Accelerator({options})
+        {dtype}
+        teacher = nn.Linear(8, 8)
+        teacher.to(accelerator.device, dtype=weight_dtype)
+        {prepare}
+        latents = torch.randn(2, 8, dtype=weight_dtype)
+        sigma = torch.randn(2, 1)
+        return teacher(latents * sigma)
+    """
+FOLLOWS = "weight_dtype = torch.float16 if accelerator.mixed_precision == 'fp16' else torch.float32"
+HALF = "weight_dtype = torch.float16"
+PREPARE = "teacher = accelerator.prepare(teacher)"
+AT_LAUNCH = "mixed_precision=args.mixed_precision"
+
+
+@pytest.mark.parametrize(
+    ("options", "dtype", "prepare", "reported"),
+    [
+        (AT_LAUNCH, FOLLOWS, PREPARE, False),
+        ('mixed_precision="fp16"', HALF, PREPARE, False),
+        ('mixed_precision="bf16"', HALF, PREPARE, False),
+        # set at launch, it may be "no": a model half whatever the run then raises
+        (AT_LAUNCH, HALF, PREPARE, True),
+        # no autocast: mixed precision off, or DeepSpeed (which casts the model instead)
+        ('mixed_precision="no"', HALF, PREPARE, True),
+        ('mixed_precision="fp16", deepspeed_plugin=plugin', HALF, PREPARE, True),
+        # prepared on one path only: the other path's call is the half model's own
+        (AT_LAUNCH, FOLLOWS, f"if args.distill:\n            {PREPARE}", True),
+        (AT_LAUNCH, FOLLOWS, "pass", True),
+    ],
+)
+def test_a_model_accelerate_prepared_runs_under_its_autocast(
+    options: str, dtype: str, prepare: str, reported: bool
+) -> None:
+    """accelerate runs a prepared model's ``forward`` under autocast (native fp16/bf16), whose
+    layers recast a float32 input; a model it did not prepare on every path does not."""
+    body = PREPARED.format(options=options, dtype=dtype, prepare=prepare)
+    found = findings(body)
+    sigma = (HEADER + textwrap.dedent(body)).splitlines().index("    sigma = torch.randn(2, 1)")
+    assert [d.start.row for d in found] == ([sigma + 1] if reported else [])

@@ -50,3 +50,18 @@ def test_fixture_behaves_as_declared(path: Path, torch_module: object) -> None:
     else:  # wrong: the fixture's own check of the numbers failed
         assert isinstance(error, AssertionError), repr(error)
     assert rt.pattern is not None and re.search(rt.pattern, str(error)), str(error)
+
+
+def test_accelerates_prepared_forward_recasts_a_float32_input(torch_module: object) -> None:
+    """The premise of ``mpc102/*_teacher.py``: accelerate's ``prepare`` replaces a model's
+    ``forward`` with one run under autocast (native mixed precision), so a half model takes a
+    float32 input; the same model not prepared raises."""
+    import torch
+
+    teacher = torch.nn.Linear(8, 8).to(torch.bfloat16)
+    x = torch.randn(2, 8)  # float32
+    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
+        teacher(x)
+    # what accelerate.Accelerator.prepare_model does with native AMP (CPU: bfloat16)
+    teacher.forward = torch.autocast("cpu", dtype=torch.bfloat16)(teacher.forward)
+    assert teacher(x).dtype == torch.bfloat16

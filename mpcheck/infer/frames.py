@@ -142,6 +142,7 @@ class WalkApi(Protocol):
     module: cst.Module
     in_progress: set[cst.FunctionDef]
     reporting: Reporting
+    target_torch: tuple[int, int] | None
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact: ...
 

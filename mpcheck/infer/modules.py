@@ -145,6 +145,10 @@ class ModuleWalk(FunctionWalk):
         (``checkpoint(block, x)``)."""
         layer = module.layer
         first = args[0].fact if args else UNKNOWN
+        if frame.scope.autocast is None:  # a model ``accelerator.prepare`` wrapped in autocast
+            region = self.training.state(frame).forward_region(module)
+            if region is not None:
+                frame = Frame(frame.env, replace(frame.scope, autocast=region), frame.returns)
         if layer in T.PASS_THROUGH_LAYERS:
             return first
         held = callee or node.func  # ``self.lora_dropout[name](x)``: a dropout, as named

@@ -393,8 +393,9 @@ class Tracker:
         return UNKNOWN
 
     def prepare(self, acc: Accelerator, args: tuple[Operand, ...], frame: Frame) -> Fact:
-        """``accelerator.prepare(model, optimizer, ...)``: the same objects, optimizers wrapped."""
+        """``accelerator.prepare(model, optimizer, ...)``: the same objects, marked prepared."""
         state = self.state(frame)
+        region = acc.forward_region(self.analysis.target_torch)
         out = []
         for op in args:
             fact = op.fact
@@ -402,6 +403,9 @@ class Tracker:
                 optimizer = replace(fact.train, accelerator=acc)
                 fact = replace(fact, train=optimizer)
                 state = replace(state, prepared=unique(state.prepared + ((acc.node, optimizer),)))
+            elif fact.kind is Kind.MODULE and fact.origin is not None and region is not None:
+                models = ((fact.origin.node, region), *state.autocast_models)
+                state = replace(state, autocast_models=models)
             out.append(fact)
         self.set_state(frame, state)
         return out[0] if len(out) == 1 else seq_of(out)
