@@ -8,7 +8,9 @@ cast to half without a cast of its own raises there, like a factory's tensor doe
 diffusers fixes ``batch["prompt_embeds"].to(dtype=weight_dtype)``, ``ae.encode(
 batch["images"].to(ae.dtype))``). Token ids, labels and attention masks are int64; sizes and
 captions are not float tensors at all. Which is which is known only by name here: the names
-below are the ones training code uses, and an item whose name says nothing is float.
+below are the ones training code uses, and an item whose name says nothing is float. A batch
+cast whole (``processor(...).to(device, torch.float16)``: transformers' ``BatchFeature`` casts
+its floating tensors) holds float items of that dtype.
 """
 
 from __future__ import annotations
@@ -163,6 +165,8 @@ def item(batch: Fact, name: str | None, node: cst.CSTNode) -> Fact:
         return Fact(Kind.TENSOR, Prec.INT, "int64", Origin(node, Cause.DATA, "loaded ids"))
     if last in _OTHER_WORDS or not last:
         return UNKNOWN
+    if batch.elem is not None:  # ``processor(...).to(device, dtype)``: its floating items cast
+        return batch.elem
     where = batch.origin.text if batch.origin else "loaded data"
     text = f"float32 as loaded ({where}, float32 unless cast)"
     return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.DATA, text))

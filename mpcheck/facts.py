@@ -94,7 +94,7 @@ class Fact:
     params: frozenset[int] = frozenset()  # function summaries: derived from these params
     zero_dim: bool = False
     items: tuple[Fact, ...] | None = None  # SEQ of known length
-    elem: Fact | None = None  # SEQ element when the length is unknown
+    elem: Fact | None = None  # SEQ element when the length is unknown; BATCH: its float items, cast
     layer: str | None = None  # MODULE: the torch.nn class name, when known
     maybe: bool = False  # DTYPE/MODULE: holds on some paths only; TENSOR: origin on some
     value: float | None = None  # SCALAR: the number, when it is a literal

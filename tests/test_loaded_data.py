@@ -190,3 +190,24 @@ def test_a_method_a_base_class_calls_has_parameters_of_unknown_dtype() -> None:
     for body, rows in ((overridden, []), (called_here, [6])):
         found = [d for d in check(HEADER + textwrap.dedent(body)) if d.code == "MPC302"]
         assert [d.start.row for d in found] == rows
+
+
+def test_a_processor_output_cast_whole_holds_items_of_that_dtype() -> None:
+    """transformers' ``BatchFeature.to(device, dtype)`` casts its floating tensors (ids stay
+    int64): a float16 cast is quiet, a move alone or a float32 cast is not."""
+    body = """
+        from transformers import AutoModelForCausalLM, AutoProcessor
+
+        def caption(image, device):
+            torch_dtype = torch.float16
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch_dtype)
+            processor = AutoProcessor.from_pretrained("m")
+            moved = processor(images=image, return_tensors="pt").to(device)
+            model.generate(input_ids=moved["input_ids"], pixel_values=moved["pixel_values"])
+            cast = processor(images=image, return_tensors="pt").to(device, torch_dtype)
+            model.generate(input_ids=cast["input_ids"], pixel_values=cast["pixel_values"])
+            wide = processor(images=image, return_tensors="pt").to(device, dtype=torch.float32)
+            model.generate(input_ids=wide["input_ids"], pixel_values=wide["pixel_values"])
+    """
+    found = findings(body)
+    assert [(d.code, d.start.row) for d in found] == [("MPC102", 11), ("MPC101", 15)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.fixes import apply_fixes
 from tests.support import check, span
@@ -161,3 +163,22 @@ def test_an_integer_tensor_made_float_is_converted_not_upcast() -> None:
     assert d.message.startswith(
         "`timesteps[:, None].float()` is float32 (converted to float32 by `.float()` at line 11)"
     )
+
+
+@pytest.mark.parametrize("decorator", ["@staticmethod", ""])
+def test_a_staticmethod_called_on_self_binds_every_argument(decorator: str) -> None:
+    """``self._rotate(w, h)`` of a ``@staticmethod _rotate(w, h)``: ``w`` is the first
+    argument (no ``self`` to skip); named ``w``, the upcast one is reported, not ``h``."""
+    first = "w, h" if decorator else "self, w, h"
+    body = f"""
+        class Experts(nn.Module):
+            {decorator}
+            def _rotate({first}):
+                return w @ h
+
+            def forward(self, q, h):
+                w = q.float()
+                return self._rotate(w, h)
+        """
+    (d,) = findings(body)
+    assert d.start.row == 8 and d.message.startswith("`w` is float32"), d.message

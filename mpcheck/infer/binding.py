@@ -12,15 +12,23 @@ from collections.abc import Callable, Mapping
 import libcst as cst
 
 from mpcheck.facts import Fact
-from mpcheck.names import children
+from mpcheck.names import children, dotted
 from mpcheck.sites import Operand
 
 
 def parameters(fn: cst.FunctionDef, *, skip_self: bool) -> list[cst.Param]:
-    """``fn``'s named parameters in order (no ``*args``/``**kwargs``), less ``self`` if asked."""
+    """``fn``'s named parameters in order (no ``*args``/``**kwargs``), less ``self`` if asked
+    (a method called on an object; a ``@staticmethod`` called so has no ``self`` to skip)."""
     params = list(fn.params.posonly_params) + list(fn.params.params)
     params += list(fn.params.kwonly_params)
-    return params[1:] if skip_self and params else params
+    if skip_self and params and not is_static(fn):
+        return params[1:]
+    return params
+
+
+def is_static(fn: cst.FunctionDef) -> bool:
+    """Decorated ``@staticmethod``: its first parameter is an argument like the others."""
+    return any(dotted(d.decorator) == "staticmethod" for d in fn.decorators)
 
 
 def input_names(fn: cst.FunctionDef) -> list[str]:

@@ -70,6 +70,10 @@ class TensorWalk(ModuleWalk):
         if method == "pop" and len(args) == 2 and args[1].fact.is_tensor:
             return args[1].fact  # ``callback_outputs.pop("latents", latents)``: a step callback
         if recv.kind is Kind.BATCH:  # ``batch.to(device)`` moves it; nothing else is known
+            if method == "to" and (args or kwargs):  # ``.to(device, torch.float16)`` casts
+                probe = Fact(Kind.TENSOR, Prec.FULL, "float32", recv.origin)
+                items = self.to_call(node, method, probe, args, kwargs)
+                return recv if items is probe else replace(recv, elem=items)
             return recv if method in ("to", "cuda", "pin_memory") else UNKNOWN
         if recv.kind is Kind.SEQ and path is not None and method in ("append", "extend"):
             # ``models = [unet]; models.append(text_encoder)``: the list grows in place
