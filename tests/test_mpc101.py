@@ -182,3 +182,36 @@ def test_a_staticmethod_called_on_self_binds_every_argument(decorator: str) -> N
         """
     (d,) = findings(body)
     assert d.start.row == 8 and d.message.startswith("`w` is float32"), d.message
+
+
+@pytest.mark.parametrize(
+    ("returned", "reported"),
+    [
+        ('torch.autocast("cpu", dtype=torch.bfloat16)', False),
+        ('torch.autocast("cpu", dtype=torch.bfloat16) if on else contextlib.nullcontext()', False),
+        ('contextlib.nullcontext() if on else torch.autocast("cuda")', False),
+        ("contextlib.nullcontext()", True),
+        ("helper_context(on)", True),  # a helper's helper is not followed
+    ],
+)
+def test_a_helper_that_returns_an_autocast_context_opens_its_region(
+    returned: str, reported: bool
+) -> None:
+    """``with amp_context(on):`` of a function of the file that only returns a context: the
+    autocast it returns, possibly on (a condition chooses it), or none."""
+    body = f"""
+        import contextlib
+
+        def amp_context(on=True):
+            return {returned}
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+
+            def forward(self, x):
+                with amp_context():
+                    return self.proj(x.float())
+        """
+    assert [d.start.row for d in findings(body)] == ([17] if reported else [])

@@ -63,11 +63,16 @@ class AutocastWalk(Walk):
         return result
 
     def autocast_region(
-        self, node: cst.BaseExpression, frame: Frame | None = None
+        self, node: cst.BaseExpression, frame: Frame | None = None, *, helpers: bool = True
     ) -> Autocast | None:
         """The region ``node`` opens; ``frame`` resolves ``dtype=amp_dtype`` (a variable)."""
         call = node if isinstance(node, cst.Call) else None
         func = call.func if call else node
+        helper = self._helper_context(call) if helpers else None
+        if helper is not None:  # ``with amp_context(args):``, a function of this file
+            returned, chosen = helper
+            region = self.autocast_region(returned, helpers=False)
+            return replace(region, node=node, enabled=None) if region and chosen else region
         qual = self.imports.resolve(func)
         device: str | None
         if qual in AUTOCAST_NAMES:
@@ -106,6 +111,27 @@ class AutocastWalk(Walk):
                 else:
                     enabled = None
         return Autocast(node, device, dtype, enabled, dtype_known, self.target_torch)
+
+    def _helper_context(self, call: cst.Call | None) -> tuple[cst.Call, bool] | None:
+        """What a function of this file that only returns a context returns: the call, and
+        whether a condition chooses it (``torch.autocast(...) if on else nullcontext()``)."""
+        fn = (
+            self.functions.get(call.func.value)
+            if call and isinstance(call.func, cst.Name)
+            else None
+        )
+        body = fn.body.body if fn is not None and isinstance(fn.body, cst.IndentedBlock) else ()
+        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+            return None
+        ret = body[0].body[0]
+        value = ret.value if isinstance(ret, cst.Return) else None
+        if isinstance(value, cst.Call):
+            return value, False
+        if isinstance(value, cst.IfExp):
+            calls = [v for v in (value.body, value.orelse) if isinstance(v, cst.Call)]
+            found = next((c for c in calls if self.autocast_region(c, helpers=False)), None)
+            return (found, True) if found is not None else None
+        return None
 
     def tested_region(self, test: cst.BaseExpression, went: bool) -> Autocast | None:
         """The autocast region a branch of ``if torch.is_autocast_enabled():`` (or of ``if not
