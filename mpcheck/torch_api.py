@@ -349,11 +349,15 @@ CASTING_ENCODERS = frozenset(
 
 
 def helper_method(name: str) -> bool:
-    """``decoder.create_attention_mask(...)``, ``model.get_input_embeddings()``: a method that
-    builds or fetches something, not a pass of the model over its inputs."""
-    return "mask" in name or name.startswith(
+    """``decoder.create_attention_mask(...)``, ``model.get_input_embeddings()``,
+    ``transformer.patchify(latents)``: a method that builds, fetches or rearranges something,
+    not a pass of the model over its inputs."""
+    return any(word in name for word in _HELPER_WORDS) or name.startswith(
         ("get_", "create_", "prepare_", "build_", "make_", "set_", "compute_", "_")
     )
+
+
+_HELPER_WORDS = ("mask", "patchify", "pack", "rearrange", "reshape")
 
 
 # Components no other kind of model has: ``model.vae`` / ``model.unet`` of a trainer's model

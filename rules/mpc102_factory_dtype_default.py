@@ -85,6 +85,11 @@ class FactoryDtypeDefault(Rule):
         half whatever the run; and a frozen half model that was never prepared is reported.
         Attention inputs (`q`, `k`, `v`) that reach attention with a factory's float32 are
         reported by MPC103, unless a concatenation already mixed them here.
+
+        A factory made on one path only (an optional state's default, `if state is None:
+        state = torch.zeros(...)`) is reported where that path joins the activations, in a
+        module's method or a sampler; in a script, where what takes the result (a model run
+        under autocast, a loss) is not seen at the join, only where it reaches a layer.
         """
     symptom = """
         `RuntimeError: Input type (float) and bias type (c10::Half) should be the same` (a mask
@@ -220,6 +225,8 @@ class FactoryDtypeDefault(Rule):
         low = next((o for o in operands if _low(o.fact) and o is not default), None)
         if default is None or low is None or default.fact.origin is None:
             return
+        if _joins(call) and not (call.scope.in_module or call.scope.sampler):
+            return  # a script's concatenation: what takes it (a model under autocast?) is unseen
         if not (_joins(call) or call.op is not None) and not _activation(low, call):
             return
         origin = default.fact.origin

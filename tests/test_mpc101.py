@@ -215,3 +215,18 @@ def test_a_helper_that_returns_an_autocast_context_opens_its_region(
                     return self.proj(x.float())
         """
     assert [d.start.row for d in findings(body)] == ([17] if reported else [])
+
+
+@pytest.mark.parametrize("method", ["patchify", "unpatchify", "pack_latents", "forward"])
+def test_a_models_rearranging_helper_is_no_pass_over_its_weights(method: str) -> None:
+    """``transformer.patchify(latents)`` reshapes its input; ``transformer.forward`` runs it."""
+    body = f"""
+        from diffusers import HiDreamImageTransformer2DModel
+
+        def step(latents):
+            transformer = HiDreamImageTransformer2DModel.from_pretrained(
+                "m", torch_dtype=torch.bfloat16
+            )
+            return transformer.{method}(latents.float())
+        """
+    assert len(findings(body)) == (method == "forward")

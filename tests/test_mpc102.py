@@ -461,3 +461,34 @@ def test_a_model_accelerate_prepared_runs_under_its_autocast(
     found = findings(body)
     sigma = (HEADER + textwrap.dedent(body)).splitlines().index("    sigma = torch.randn(2, 1)")
     assert [d.start.row for d in found] == ([sigma + 1] if reported else [])
+
+
+def test_a_scripts_one_path_concatenation_is_left_to_what_takes_it() -> None:
+    """A module's optional state made float32 and concatenated with its input is reported;
+    a script's conditioning concatenated with a float32 mask on one path is not: what takes
+    it (a model the script runs under autocast, a loss) is not seen at the join."""
+    body = """
+        from diffusers import AutoencoderKL
+
+        def conditioning(video, i2v, control):
+            vae = AutoencoderKL.from_pretrained("v", torch_dtype=torch.float16)
+            latents = vae.encode(video).latent_dist.sample()
+            image_latents = None
+            if i2v:
+                msk = torch.ones(1, 4, 8, 8)
+                image_latents = torch.concat([msk, latents], dim=1)
+            if control:
+                if image_latents is not None:
+                    image_latents = image_latents[:, 4:]
+                else:
+                    image_latents = torch.zeros_like(latents)
+                image_latents = torch.concat([latents, image_latents], dim=1)
+            return image_latents
+
+        class Block(nn.Module):
+            def forward(self, h, state=None):
+                if state is None:
+                    state = torch.zeros(h.shape[0], 4)
+                return torch.cat([state, h], dim=-1)
+        """
+    assert [d.start.row for d in findings(body)] == [25]
