@@ -44,6 +44,8 @@ from mpcheck.training import (
     worth,
 )
 
+_NO_STATE = State()  # a path no training object reached (asked at every module call)
+
 
 @dataclass
 class Tracker:
@@ -59,7 +61,7 @@ class Tracker:
     @staticmethod
     def state(frame: Frame) -> State:
         fact = frame.env.get(STATE)
-        return fact.train if fact is not None and isinstance(fact.train, State) else State()
+        return fact.train if fact is not None and isinstance(fact.train, State) else _NO_STATE
 
     @staticmethod
     def set_state(frame: Frame, state: State) -> None:
@@ -553,13 +555,11 @@ class Tracker:
     ) -> Fact:
         """A call of a function of this file that is handed training objects or models.
 
-        The function's own walk (its summary) sees its parameters as unknown inputs. When
-        a call hands it a scaler, an optimizer, an accelerator or a model, its body is
-        walked again with those facts and the caller's loop state, so the steps it takes
-        are seen in order with the caller's; the loop state it leaves flows back. Only
-        training sites are reported from that walk: the function's call sites were reported
-        by its own walk.
-        """
+        The function's own walk (its summary) sees its parameters as unknown inputs. When a
+        call hands it a scaler, an optimizer, an accelerator or a model, its body is walked
+        again with those facts and the caller's loop state, so the steps it takes are seen
+        in order with the caller's; the loop state it leaves flows back. Only training sites
+        are reported from that walk (its own walk reported the function's call sites)."""
         analysis = self.analysis
         if fn.name.value in api.TRAINABLE_CAST_NAMES:  # a copy of diffusers' helper
             self.cast_trainable(node, args, kwargs, frame)
