@@ -17,7 +17,7 @@ import libcst as cst
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.config import DEFAULT_MAX_FILE_SIZE
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
-from mpcheck.fix_names import unbound
+from mpcheck.fix_names import Scopes, unbound
 from mpcheck.hooks import HOOKS, Site, SiteKind
 from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.names import ImportTable
@@ -26,8 +26,6 @@ from mpcheck.rule import Report, Rule, RuleContext
 from mpcheck.source import SourceError, SourceFile
 
 if TYPE_CHECKING:
-    from libcst.metadata import Scope
-
     from mpcheck.project.store import Dependencies, Symbol
     from mpcheck.project.summary import ModuleSummary, Place
 
@@ -342,7 +340,7 @@ def _to_diagnostics(
             lambda m: f"line {positions[refs[int(m.group(1))]].start.line}", message
         )
 
-    scopes = _Scopes(module)
+    scopes = Scopes(module)
     out = []
     for report in reports:
         start, end = span(report.node)
@@ -374,23 +372,6 @@ def _to_diagnostics(
             )
         )
     return out
-
-
-class _Scopes:
-    """The module's scopes, computed the first time a fix reads a name its target does
-    not (four times the cost of a parse on a model file)."""
-
-    def __init__(self, module: cst.Module) -> None:
-        self._module = module
-        self._scopes: Mapping[cst.CSTNode, Scope | None] | None = None
-
-    def of(self, node: cst.CSTNode) -> Scope | None:
-        if self._scopes is None:
-            from libcst.metadata import MetadataWrapper, ScopeProvider
-
-            wrapper = MetadataWrapper(self._module, unsafe_skip_copy=True)
-            self._scopes = wrapper.resolve(ScopeProvider)
-        return self._scopes.get(node)
 
 
 def _file_level(

@@ -30,7 +30,7 @@ from mpcheck.infer.analysis import FileAnalysis
 from mpcheck.project import summarise
 from mpcheck.project.store import CYCLE, Dependencies, Lookup, Summaries, Symbol
 from mpcheck.project.summarise import FileSummariser, summaries_for
-from mpcheck.project.summary import ModuleSummary
+from mpcheck.project.summary import ModuleSummary, digest_of
 from mpcheck.rule import Rule, all_rules
 
 __all__ = ["check_cached", "forget", "plan", "shared_first", "warnings"]
@@ -174,13 +174,14 @@ class _Run:
             str(p): Dependency(self.content(str(p)) or "", digest, self.trusted_stamp(str(p)))
             for p, digest in analysed.dependencies.items()
         }
+        text = None if summary is None else summary.to_json()  # (its digest hashes it)
         self.cache.store(
             path,
             Entry(
                 content or "",
                 tuple(analysed.diagnostics),
-                None if summary is None else summary.to_json(),
-                None if summary is None else summary.digest,
+                text,
+                None if text is None else digest_of(text),
                 deps,
                 self.trusted_stamp(str(path)),
                 might_noqa(data),

@@ -6,7 +6,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, ScopeProvider
 
-from mpcheck.fix_names import unbound
+from mpcheck.fix_names import Scopes, unbound
 
 SOURCE = """import torch
 import torch.nn.functional as F
@@ -73,3 +73,81 @@ def test_scopes_are_not_computed_for_a_fix_that_reads_nothing_new(
 
     assert unbound(code, first(module, kind, replaced), scope_of) == set()
     assert asked == []
+
+
+PARTS = """import torch
+LIMIT = 2.0
+
+class Block:
+    scale = 3.0
+
+    def forward(self, x):
+        return x * 1e4
+
+def configure():
+    global RATE
+    RATE = 0.5
+
+def later(x):
+    return x + 1e4
+
+AFTER = 1.0
+"""
+
+
+@pytest.mark.parametrize(
+    ("replaced_in", "code", "missing"),
+    [
+        ("forward", "LIMIT", set()),  # module level, before the class
+        ("forward", "AFTER", set()),  # module level, after it: bound when it runs
+        ("forward", "later(x)", set()),  # another function's name (its body left out)
+        ("forward", "scale", {"scale"}),  # a class body's names are not seen in a method
+        ("forward", "self.scale", set()),
+        ("later", "Block", set()),
+        # bound only by ``global`` inside another function's body: not seen, the safe side
+        ("later", "RATE", {"RATE"}),
+    ],
+)
+def test_scopes_over_the_statement_that_holds_the_edit(
+    replaced_in: str, code: str, missing: set[str]
+) -> None:
+    """The scope of an edit is computed over the top-level statement that holds it and the
+    rest of the top level without other bodies: the answers of the whole module's scopes,
+    except for a name only a ``global`` in another body binds (then the fix is not offered)."""
+    module = cst.parse_module(PARTS)
+    node = _floats(module)[_IN[replaced_in]]
+    assert unbound(code, node, Scopes(module).of) == missing
+    whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ScopeProvider)
+    assert unbound(code, node, whole.get) == (missing - {"RATE"})
+
+
+_IN = {"forward": 2, "later": 4}  # the ``1e4`` of each (after 2.0 and 3.0; 0.5 between)
+
+
+def _floats(module: cst.Module) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Float(self, node: cst.Float) -> None:
+            found.append(node)
+
+    module.visit(Find())
+    return found
+
+
+def test_scopes_are_computed_once_per_statement(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = cst.parse_module(PARTS)
+    resolved: list[int] = []
+    real = MetadataWrapper.resolve
+
+    def counted(self: MetadataWrapper, provider: object) -> object:
+        resolved.append(len(self.module.body))
+        return real(self, provider)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MetadataWrapper, "resolve", counted)
+    scopes = Scopes(module)
+    floats = _floats(module)
+    in_forward, in_later = floats[_IN["forward"]], floats[_IN["later"]]
+    for node in (in_forward, in_later, in_forward):
+        scopes.of(node)
+    assert len(resolved) == 2

@@ -27,6 +27,7 @@ __all__ = [
     "Place",
     "Pool",
     "ProjectLookup",
+    "digest_of",
     "Value",
 ]
 
@@ -122,7 +123,12 @@ class ModuleSummary:
     @property
     def digest(self) -> str:
         """A hash of what importers can see: when it is unchanged, they need no re-check."""
-        return hex_digest(self.to_json().encode())
+        return digest_of(self.to_json())
+
+
+def digest_of(text: str) -> str:
+    """The digest of a summary from its ``to_json`` text (made once for the cache)."""
+    return hex_digest(text.encode())
 
 
 _T = TypeVar("_T")
