@@ -86,6 +86,9 @@ class Entry:
     stamp: Stamp | None = None
     noqa: bool = True  # the file may hold a ``noqa`` directive: suppressing needs its bytes
     run: str = ""  # the run that wrote it (a random token): counts say "analysed" within it
+    # False: only its summary, from a walk inside another file's walk that met a module its
+    # own check would see (``claims``): for that run's lookups, not for the file's check
+    checked: bool = True
 
 
 def fingerprint(modules: Iterable[object], settings: Mapping[str, object]) -> str:
@@ -211,6 +214,7 @@ def _plain_entry(entry: Entry) -> dict[str, Any]:
         "stamp": entry.stamp,
         "noqa": entry.noqa,
         "run": entry.run,
+        "checked": entry.checked,
     }
 
 
@@ -234,6 +238,7 @@ def _entry(data: dict[str, Any]) -> Entry:
         stamp=_stamp(data["stamp"]),
         noqa=bool(data["noqa"]),
         run=str(data.get("run", "")),
+        checked=bool(data.get("checked", True)),
     )
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from mpcheck import claims
 from mpcheck.cache import Dependency, Entry, FileCache, Stamp, content_hash, fingerprint, stamp
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.engine import Analysed, Options, analyse_source, might_noqa, suppress
@@ -125,10 +126,19 @@ class _Run:
         return True
 
     def _cached_summary(self, path: Path) -> tuple[ModuleSummary | None, Dependencies] | None:
-        """A summary kept from an earlier run of ``path``, if its entry still holds."""
+        """A summary kept from an earlier run of ``path``, if its entry still holds, or
+        recorded meanwhile by another ``-j`` worker that was walking it (:mod:`.claims`)."""
+        kept = self._kept_summary(path)
+        if kept is None and not claims.acquire(str(path)):
+            kept = self._kept_summary(path)
+        return kept
+
+    def _kept_summary(self, path: Path) -> tuple[ModuleSummary | None, Dependencies] | None:
         entry = self.cache.load(path)
         if entry is None or entry.summary is None:
             return None  # no summary stored: its check did not walk it (no torch in it)
+        if not entry.checked and not _ours(entry):
+            return None  # a summary only the run that wrote it may use
         if not self.same(str(path), entry.content, entry.stamp):
             return None
         if not self.dependencies_hold(entry):
@@ -140,9 +150,33 @@ class _Run:
 
     def _check_while_summarising(
         self, path: Path, lookup: Lookup
-    ) -> tuple[ModuleSummary, Callable[[Dependencies], None]] | None:
+    ) -> tuple[ModuleSummary, Callable[[Dependencies, bool], None]] | None:
         """Check ``path`` as its summary is asked for, when the run checks it with these
         options and its own check would walk it (declined otherwise: it is summarised)."""
+        name = str(path)
+        walked = self._walk_to_check(path, lookup)
+        if walked is None:
+            claims.release(name)  # summarised, not recorded: the file's own check records it
+            return None
+        data, content, analysed, summary = walked
+
+        def finish(dependencies: Dependencies, kept: bool) -> None:
+            analysed.dependencies = dependencies
+            # (not kept as a check: it met an import cycle its own check would not. Its
+            # summary is recorded for this run's other workers, whose lookups then see what
+            # this one's do, and its own check walks it again)
+            self.record(path, data, content, analysed, checked=kept)
+            if kept:
+                self.walked.add(name)
+            claims.finished(name)
+
+        return summary, finish
+
+    def _walk_to_check(
+        self, path: Path, lookup: Lookup
+    ) -> tuple[bytes, str | None, Analysed, ModuleSummary] | None:
+        """The file's bytes, their hash, its check and its summary, when its own check
+        would walk it (see ``_check_while_summarising``)."""
         name = str(path)
         if _planned.get(name) != self.options or name in self.walked:
             return None
@@ -158,17 +192,18 @@ class _Run:
         analysed = analyse_source(data, name, self.rules, self.options, link=link)
         if analysed.summary is None:
             return None  # it failed: its own check will say why, the summariser does the rest
-        content = self.content(name, data)
+        return data, self.content(name, data), analysed, analysed.summary
 
-        def finish(dependencies: Dependencies) -> None:
-            analysed.dependencies = dependencies
-            self.record(path, data, content, analysed)
-            self.walked.add(name)
-
-        return analysed.summary, finish
-
-    def record(self, path: Path, data: bytes, content: str | None, analysed: Analysed) -> None:
-        """Write the entry of a file just analysed."""
+    def record(
+        self,
+        path: Path,
+        data: bytes,
+        content: str | None,
+        analysed: Analysed,
+        *,
+        checked: bool = True,
+    ) -> None:
+        """Write the entry of a file just analysed (``checked``: as its own check would)."""
         summary = analysed.summary
         deps = {
             str(p): Dependency(self.content(str(p)) or "", digest, self.trusted_stamp(str(p)))
@@ -179,13 +214,14 @@ class _Run:
             path,
             Entry(
                 content or "",
-                tuple(analysed.diagnostics),
+                tuple(analysed.diagnostics) if checked else (),
                 text,
                 None if text is None else digest_of(text),
                 deps,
                 self.trusted_stamp(str(path)),
                 might_noqa(data),
                 _token,
+                checked,
             ),
         )
 
@@ -229,6 +265,8 @@ def check_cached(
     path = Path(name)
     seen = run.stamp(name)  # before reading: a change after it shows next time
     entry = run.cache.load(path)
+    if entry is not None and not entry.checked:
+        entry = None  # (a summary for this run's lookups only: the file is to be checked)
     if (
         entry is not None
         and not entry.noqa
@@ -242,6 +280,10 @@ def check_cached(
     with open(name, "rb") as file:
         data = file.read()
     content = run.content(name, data)
+    if not (entry is not None and run.holds(entry, content)) and not claims.acquire(name):
+        entry = run.cache.load(path)  # another worker checked it meanwhile
+        if entry is not None and not entry.checked:
+            entry = None
     if entry is not None and run.holds(entry, content):
         # (its summary is not offered to the project's store: an importer that needs it
         # reads it back through ``_cached_summary``, and a warm run needs none)
@@ -252,24 +294,26 @@ def check_cached(
         analysed = analyse_source(data, filename, run.rules, options)
         found = analysed.diagnostics
         run.record(path, data, content, analysed)
+        claims.finished(name)
     return suppress(found, data, filename, rules, options), outcome
 
 
 def shared_first(least: int) -> list[str]:
-    """The planned files at least ``least`` others import (module-level), most imported
-    first: what a run checks in its main process before forking its workers.
+    """The planned files at least ``least`` others import (module-level), in the order the
+    ``-j`` workers check them before anything else: each after those it imports.
 
     Each worker keeps its own summaries, so a module many files need (``modeling_utils.py``)
-    was walked in every worker, and each read the import lists of the whole project to find
-    its cycles. Done once before the fork, the workers inherit both. Only for a run that
-    will analyse most of its files: when most have an entry in the cache, few are analysed
-    and those find the shared summaries there, so reading every import list (2 s on
-    transformers) would be most of a warm run's time.
+    was walked in every worker. Checked first, each by one worker while the other waits for
+    it when it needs it (:mod:`mpcheck.claims`), they are walked once and read from the
+    cache by the other. The import graph is read once, before the workers fork, and they
+    inherit it. Only for a run that will analyse most of its files: when most have an entry
+    in the cache, few are analysed and those find the shared summaries there, so reading
+    every import list (2 s on transformers) would be most of a warm run's time.
     """
     groups: dict[Options, list[str]] = {}
     for name, options in _planned.items():
         groups.setdefault(options, []).append(name)
-    found: list[tuple[int, str]] = []
+    found: list[str] = []
     for options, names in groups.items():
         assert options.cache_dir is not None  # (only such files are planned)
         run = _run(options, options.cache_dir)
@@ -279,9 +323,16 @@ def shared_first(least: int) -> list[str]:
         if 2 * sum(run.cache.has(Path(name)) for name in names) > len(names):
             continue
         summaries.map_imports(Path(name) for name in names)
-        counts = ((summaries.importer_count(Path(name)), name) for name in names)
-        found += [(-count, name) for count, name in counts if count >= least]
-    return [name for _, name in sorted(found)]
+        shared = [Path(n) for n in names if summaries.importer_count(Path(n)) >= least]
+        found += map(str, summaries.dependency_order(shared, _size))
+    return found
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def plan(files: Mapping[str, Options], token: str = "") -> None:

@@ -8,12 +8,17 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from mpcheck import claims
 from mpcheck.codes import INVALID_SYNTAX
 from mpcheck.cst_nodes import want_constructors
 from mpcheck.diagnostics import Diagnostic, Position, Severity
 from mpcheck.engine import Options, check_source
 from mpcheck.rule import Rule, rules_by_code
+
+if TYPE_CHECKING:
+    from mpcheck.claims import Board
 
 # Below this many files a pool costs more (interpreter start-up, imports) than it saves.
 POOL_THRESHOLD = 64
@@ -61,34 +66,32 @@ def check_files(
 
     _plan(planned, token, many)
     by_name = {os.path.abspath(item[0]): item for item in work}
-    # Largest first: a module many others import is checked at the top level rather than
-    # inside another's walk, where a lookup of a module still open (an import inside a
-    # function closes a cycle the module-level graph does not show) would make its check be
-    # walked again at its own turn; the largest are those that cost most to walk twice.
-    first = sorted(
-        (by_name[name] for name in _shared_first(planned) if name in by_name),
-        key=_size,
-        reverse=True,
-    )
-    done = _collect(map(_check_one, first), progress)
+    first = [by_name[name] for name in _shared_first(planned) if name in by_name]
     checked = {item[0] for item in first}
     # Largest files first: the last chunks are then short, so no worker runs on long after
     # the other, and the largest syntax trees are built while the store is still small.
     work = sorted((item for item in work if item[0] not in checked), key=_size, reverse=True)
     chunk = max(1, len(work) // (workers * 8))
-    init = (planned, token, many)
+    board = None
+    if planned:  # each file walked by one worker, whichever needs it first (:mod:`.claims`)
+        from mpcheck.claims import Board
+
+        board = Board(sorted(planned), workers)
+    init = (planned, token, many, board)
     with ProcessPoolExecutor(max_workers=workers, initializer=_plan, initargs=init) as pool:
-        return done + _collect(pool.map(_check_one, work, chunksize=chunk), progress)
+        dealt = pool.map(_check_one, first)  # one at a time, in their order
+        rest = pool.map(_check_one, work, chunksize=chunk)
+        return _collect(dealt, progress) + _collect(rest, progress)
 
 
-# A module imported by at least this many others is checked before the workers fork, so
-# that they inherit its summary instead of each making its own.
+# A module imported by at least this many others is dealt to the workers first and walked
+# by one of them (the others read its summary from the cache) instead of by each.
 SHARED_IMPORTERS = 10
 
 
 def _shared_first(planned: dict[str, Options]) -> list[str]:
-    """The files of the run to check in this process first (see ``incremental.shared_first``);
-    the forked workers inherit what checking them taught. With the cache only."""
+    """The files of the run the workers check first, in order (see
+    ``incremental.shared_first``). With the cache only: it hands their summaries over."""
     if not planned:
         return []
     from mpcheck.incremental import shared_first
@@ -111,7 +114,18 @@ def tune_collector() -> None:
     gc.set_threshold(5000, 50, 100)
 
 
-def _plan(planned: dict[str, Options], token: str, many: bool) -> None:
+def _plan(
+    planned: dict[str, Options],
+    token: str,
+    many: bool,
+    board: Board | None = None,
+) -> None:
+    """Prepare a process (the main one, or a worker) for the run; ``board``, in a worker:
+    the claims on the run's files it takes part in (:mod:`mpcheck.claims`)."""
+    if board is not None:
+        from mpcheck.claims import join
+
+        join(board)
     tune_collector()  # in the main process and in each worker (a spawned one inherits nothing)
     if many:
         want_constructors()
@@ -146,7 +160,10 @@ def _check_one(item: _Work) -> _Outcome:
         if options.cache_dir is not None and not filename.endswith(".ipynb"):
             from mpcheck.incremental import check_cached
 
-            return check_cached(filename, rules, options)  # reads the file only if it must
+            try:
+                return check_cached(filename, rules, options)  # reads the file only if it must
+            finally:
+                claims.release_all()
         data = Path(filename).read_bytes()
     except OSError as exc:
         return [_unreadable(filename, exc)], "unreadable"

@@ -471,3 +471,54 @@ def test_a_one_file_check_does_not_check_what_its_file_imports(
 def test_cold_runs_over_every_fixture_match_the_uncached_run(tmp_path: Path) -> None:
     tree = copy_tree(FIXTURES, tmp_path / "fixtures")
     assert run(tree)[:2] == run(tree, "--no-cache")[:2]
+
+
+def _summary_only(cache: Path, name: str, run_token: str) -> None:
+    """Make ``name``'s entry what a ``-j`` worker of run ``run_token`` records for a walk
+    nested in an import cycle its own check would not meet: its summary, no findings."""
+    for entry in cache.rglob("*.json"):
+        data = json.loads(entry.read_text())
+        if data.get("path", "").endswith(name):
+            data.update(checked=False, run=run_token, diagnostics=[])
+            entry.write_text(json.dumps(data))
+            return
+    raise AssertionError(f"no entry for {name}")
+
+
+def test_a_summary_only_entry_serves_the_lookups_of_its_own_run_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its file's own check walks the file again, and another run's lookups do not use it
+    (the walk that wrote it saw an import cycle a check of its own would not see)."""
+    walks: list[tuple[str, bool]] = []  # (file, walked inside another file's check)
+    real = incremental.analyse_source
+
+    def logged(data: bytes, filename: str, *args: object, **kwargs: object) -> object:
+        walks.append((Path(filename).name, kwargs.get("link") is not None))
+        return real(data, filename, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(incremental, "analyse_source", logged)
+    monkeypatch.setattr(runner.os, "urandom", lambda n: b"\x01" * n)  # this run's token
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MPCHECK_CACHE_DIR", str(cache))
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    attention = tree / "pkg" / "attention.py"
+    cold = run(tree)
+    assert cold[0] == 1
+
+    _summary_only(cache, "rope.py", "another run")
+    walks.clear()
+    assert run(tree) == cold
+    assert walks == [("rope.py", False)]  # its own check, not its summary from the entry
+
+    _summary_only(cache, "rope.py", "another run")
+    attention.write_text(attention.read_text() + "# edited\n")
+    walks.clear()
+    assert run(tree)[1] == cold[1]
+    assert ("rope.py", True) in walks  # attention's lookup walked it: the entry was not used
+
+    _summary_only(cache, "rope.py", (b"\x01" * 8).hex())  # written by this very run
+    attention.write_text(attention.read_text() + "# again\n")
+    walks.clear()
+    assert run(tree)[1] == cold[1]
+    assert sorted(walks) == [("attention.py", False), ("rope.py", False)]

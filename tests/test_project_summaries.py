@@ -270,7 +270,12 @@ def test_a_walk_that_met_an_outer_walks_cycle_is_not_kept_as_a_check(tmp_path: P
     def walker(path: Path, lookup: object) -> tuple[ModuleSummary, object]:
         if path.name == "b.py":
             store.of(pkg / "a.py")  # b's function-level import of a, while a is open
-        return ModuleSummary("", path.name), lambda deps: finished.append(path.name)
+
+        def finish(deps: object, kept: bool) -> None:
+            if kept:  # (False: the walk is over but is not kept as a check)
+                finished.append(path.name)
+
+        return ModuleSummary("", path.name), finish
 
     store.walker = walker  # type: ignore[assignment]
     store.begin(pkg / "a.py")
@@ -305,7 +310,12 @@ def test_only_the_walk_that_met_the_open_cycle_is_not_kept(tmp_path: Path) -> No
     def walker(path: Path, lookup: object) -> tuple[ModuleSummary, object]:
         if path.name in nested:
             store.of(nested[path.name])
-        return ModuleSummary("", path.name), lambda deps: finished.append(path.name)
+
+        def finish(deps: object, kept: bool) -> None:
+            if kept:  # (False: the walk is over but is not kept as a check)
+                finished.append(path.name)
+
+        return ModuleSummary("", path.name), finish
 
     store.walker = walker  # type: ignore[assignment]
     store.begin(pkg / "a.py")

@@ -10,6 +10,7 @@ first. That keeps every summary independent of the order files are read.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -31,9 +32,9 @@ CYCLE = "cycle"
 Cached = Callable[[Path], tuple[ModuleSummary | None, Dependencies] | None]
 # A walk that also checks the module it summarises (its findings are kept for when the file's
 # own check comes): given the path and the lookup to walk with, the summary and what to call
-# with the walk's dependencies once it is over -- only when that walk saw the project as the
-# module's own check would have (see ``Summaries.walker``). None: declined, summarise it.
-Walker = Callable[[Path, Lookup], tuple[ModuleSummary, Callable[[Dependencies], None]] | None]
+# once the walk is over, with its dependencies and whether it saw the project as the module's
+# own check would have (see ``Summaries.walker``). None: declined, summarise it.
+Walker = Callable[[Path, Lookup], tuple[ModuleSummary, Callable[[Dependencies, bool], None]] | None]
 REEXPORT_HOPS = 8  # ``__init__`` re-exporting a re-export ...: enough for real packages
 
 
@@ -63,6 +64,7 @@ class Summaries:
         self._deps: dict[Path, Dependencies] = {}  # what each summary consulted, transitively
         self._component: dict[Path, int] = {}  # each module's strongly connected component
         self._importers: Counter[Path] = Counter()  # how many modules seen import each one
+        self._imports: dict[Path, list[Path]] = {}  # each mapped module's edges (``_edges``)
         self._open: set[int] = set()  # components with a member being summarised
         self._collecting: list[Dependencies] = []  # one per walk under way, innermost last
         self._validating: set[Path] = set()
@@ -137,8 +139,8 @@ class Summaries:
             deps = self._collecting.pop()
             tainted = self._walks.pop()[1]
         self._keep(path, summary, deps)
-        if finish is not None and not tainted:
-            finish(deps)
+        if finish is not None:
+            finish(deps, not tainted)
 
     def _taint(self, component: int) -> None:
         """The innermost walk looked up a module of the open ``component``: unless it is the
@@ -172,6 +174,44 @@ class Summaries:
     def importer_count(self, path: Path) -> int:
         """How many of the modules :meth:`map_imports` (or a lookup) read import ``path``."""
         return self._importers[self._index.resolved(path)]
+
+    def dependency_order(self, paths: Iterable[Path], weight: Callable[[Path], int]) -> list[Path]:
+        """``paths`` (mapped by :meth:`map_imports`), each after those it reaches through
+        module-level imports (cycle partners in any order), and among those free to go the
+        one with the heaviest chain of ``paths`` waiting on it first: two processes checking
+        them in this order, each waiting for what it imports, keep each other busy."""
+        chosen = {self._index.resolved(p): p for p in paths}
+        self.map_imports(chosen)
+        needs: dict[Path, set[Path]] = {path: set() for path in chosen}
+        for path in chosen:
+            seen, stack = {path}, list(self._imports.get(path, ()))
+            while stack:
+                node = stack.pop()
+                if node in seen:
+                    continue
+                seen.add(node)
+                if node in chosen and self._component[node] != self._component[path]:
+                    needs[path].add(node)
+                stack += self._imports.get(node, ())
+        waiting: dict[Path, list[Path]] = {path: [] for path in chosen}
+        for path, before in needs.items():
+            for need in before:
+                waiting[need].append(path)
+        chain: dict[Path, int] = {}
+        for path in sorted(chosen, key=lambda p: self._component[p], reverse=True):
+            # (dependents complete later in Tarjan's order: theirs are known by now)
+            chain[path] = weight(chosen[path]) + max((chain[w] for w in waiting[path]), default=0)
+        order: list[Path] = []
+        ready = [(-chain[p], str(p), p) for p, before in needs.items() if not before]
+        heapq.heapify(ready)
+        while ready:
+            path = heapq.heappop(ready)[2]
+            order.append(chosen[path])
+            for later in waiting[path]:
+                needs[later].discard(path)
+                if not needs[later]:
+                    heapq.heappush(ready, (-chain[later], str(later), later))
+        return order
 
     def begin(self, path: Path) -> None:
         """``path`` is being checked: its walk is its summary walk, so its cycle partners
@@ -250,6 +290,7 @@ class Summaries:
             on_stack.add(node)
             edges = self._edges(node)
             self._importers.update(edges)
+            self._imports[node] = list(edges)
             work.append((node, edges))
 
         enter(start)

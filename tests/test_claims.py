@@ -1,0 +1,68 @@
+"""``-j`` workers claim the files they walk: each walked once, and no wait can deadlock.
+
+Two workers are played here by two threads, each with its own view of one board, as two
+processes would share it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from mpcheck.claims import DONE, FREE, Board, _Worker
+
+FILES = ["/p/a.py", "/p/b.py", "/p/c.py"]
+
+
+def test_a_file_another_worker_walks_is_waited_for_then_read_from_the_cache() -> None:
+    board = Board(FILES, workers=2)
+    first, second = _Worker(board), _Worker(board)
+    assert first.acquire("/p/a.py") is True  # claimed: first walks it
+    answers: list[bool] = []
+    waiting = threading.Thread(target=lambda: answers.append(second.acquire("/p/a.py")))
+    waiting.start()
+    time.sleep(0.05)
+    assert answers == []  # still waiting for the first's walk
+    first.finished("/p/a.py")
+    waiting.join(timeout=5)
+    assert answers == [False]  # recorded meanwhile: read it from the cache
+    assert board.owner[0] == DONE
+
+
+def test_a_walk_that_was_not_recorded_frees_the_file_for_the_waiting_worker() -> None:
+    board = Board(FILES, workers=2)
+    first, second = _Worker(board), _Worker(board)
+    assert first.acquire("/p/b.py") is True
+    answers: list[bool] = []
+    waiting = threading.Thread(target=lambda: answers.append(second.acquire("/p/b.py")))
+    waiting.start()
+    time.sleep(0.05)
+    first.release_all()  # its task ended without recording b.py
+    waiting.join(timeout=5)
+    assert answers == [True]  # the second claims and walks it
+    assert board.owner[1] == second.me
+
+
+def test_a_worker_does_not_wait_for_a_worker_that_waits_for_it() -> None:
+    board = Board(FILES, workers=2)
+    first, second = _Worker(board), _Worker(board)
+    assert first.acquire("/p/a.py") is True
+    assert second.acquire("/p/b.py") is True
+    answers: list[bool] = []
+    waiting = threading.Thread(target=lambda: answers.append(first.acquire("/p/b.py")))
+    waiting.start()
+    time.sleep(0.05)
+    assert answers == []  # the first waits for the second's b.py
+    # the second now needs a.py, which the waiting first holds: it walks a.py itself
+    assert second.acquire("/p/a.py") is True
+    assert board.owner[0] == first.me  # (without claiming it: the first's claim stands)
+    second.finished("/p/b.py")
+    waiting.join(timeout=5)
+    assert answers == [False]
+
+
+def test_files_outside_the_run_and_a_process_outside_a_pool_are_walked_at_once() -> None:
+    board = Board(FILES, workers=2)
+    worker = _Worker(board)
+    assert worker.acquire("/elsewhere/x.py") is True
+    assert [board.owner[n] for n in range(len(FILES))] == [FREE, FREE, FREE]
