@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Lock
 
-__all__ = ["Board", "acquire", "finished", "join", "release", "release_all"]
+__all__ = ["Board", "acquire", "finished", "join", "release", "release_all", "sharing"]
 
 FREE, DONE = 0, -1  # else: the worker number (1, 2, ...) whose claim it is
 _POLL_LONGEST = 0.005  # seconds between two looks at a claim, at most
@@ -135,6 +135,11 @@ def join(board: Board) -> None:
     global _worker
     worker = _Worker(board)
     _worker = worker if worker.me < len(board.waiting) else None
+
+
+def sharing() -> bool:
+    """Whether this process walks files for other workers too (a ``-j`` worker with a board)."""
+    return _worker is not None
 
 
 def acquire(name: str) -> bool:

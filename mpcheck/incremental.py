@@ -162,12 +162,14 @@ class _Run:
 
         def finish(dependencies: Dependencies, kept: bool) -> None:
             analysed.dependencies = dependencies
-            # (not kept as a check: it met an import cycle its own check would not. Its
-            # summary is recorded for this run's other workers, whose lookups then see what
-            # this one's do, and its own check walks it again)
-            self.record(path, data, content, analysed, checked=kept)
             if kept:
+                self.record(path, data, content, analysed)
                 self.walked.add(name)
+            elif claims.sharing():
+                # not kept as a check (it met an import cycle its own check would not): its
+                # summary is recorded for this run's other workers, whose lookups then see
+                # what this one's do, and its own check walks it again
+                self.record(path, data, content, analysed, checked=False)
             claims.finished(name)
 
         return summary, finish

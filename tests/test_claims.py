@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
+import pytest
+
+from mpcheck import incremental, runner
 from mpcheck.claims import DONE, FREE, Board, _Worker
+from mpcheck.engine import Options
+from mpcheck.rule import all_rules
 
 FILES = ["/p/a.py", "/p/b.py", "/p/c.py"]
 
@@ -66,3 +73,38 @@ def test_files_outside_the_run_and_a_process_outside_a_pool_are_walked_at_once()
     worker = _Worker(board)
     assert worker.acquire("/elsewhere/x.py") is True
     assert [board.owner[n] for n in range(len(FILES))] == [FREE, FREE, FREE]
+
+
+def test_outside_a_pool_a_walk_not_kept_as_a_check_records_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``b.py`` is walked inside ``a.py``'s check and meets ``a.py`` (open) through an import
+    inside a function: not kept as a check. With no other worker to read it, its summary is
+    not recorded either; its own check records it."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text(
+        "import torch\nfrom pkg.b import g\n\n\ndef f(x):\n    return x\n\n\n"
+        "def use(x):\n    return g(x).half()\n"
+    )
+    (pkg / "b.py").write_text(
+        "import torch\n\n\ndef g(x):\n    from pkg.a import f\n\n    return f(x).float()\n"
+    )
+    recorded: list[tuple[str, bool]] = []
+    real = incremental._Run.record
+
+    def logged(self: incremental._Run, path: Path, *args: Any, **kwargs: Any) -> None:
+        recorded.append((path.name, kwargs.get("checked", True)))
+        real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(incremental._Run, "record", logged)
+    options = Options(project_root=str(tmp_path), cache_dir=str(tmp_path / "cache"))
+    jobs = [(p, tuple(all_rules()), options) for p in sorted(pkg.glob("*.py"))]
+    incremental.forget()
+    try:
+        runner.check_files(jobs, processes=1)
+    finally:
+        incremental.forget()
+    assert ("b.py", False) not in recorded
+    assert recorded.count(("b.py", True)) == 1
