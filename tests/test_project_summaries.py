@@ -349,3 +349,29 @@ def test_the_store_keeps_one_copy_of_equal_parts() -> None:
     forwards = [k.classes["Block"].methods["forward"] for k in kept]
     assert forwards[0] is forwards[1]
     assert pool.summary(first).classes["Attention"].attrs["q_proj"] is one.attrs["q_proj"]
+
+
+def test_the_shared_modules_are_ordered_each_after_what_it_imports(tmp_path: Path) -> None:
+    """Each after the modules it reaches through imports (here ``c -> x -> b -> a``, ``x``
+    not among them), and among those free to go, the heaviest chain first: ``a`` (with ``b``
+    and ``c`` waiting on it) before ``d``, which weighs more than ``a`` alone, and ``d``
+    before ``c``, which weighs less."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    graph = {"a": [], "b": ["a"], "x": ["b"], "c": ["x"], "d": []}
+    for name in graph:
+        (pkg / f"{name}.py").write_text("")
+    weights = {"a": 1, "b": 1, "c": 1, "d": 2, "x": 0}
+
+    class Engine:
+        def imports(self, path: Path) -> list[tuple[str, int]]:
+            return [(f"pkg.{dep}", 0) for dep in graph[path.stem]]
+
+        def summarise(self, path: Path, lookup: object) -> None:
+            return None
+
+    store = Summaries(ModuleIndex((tmp_path,)), Engine())
+    chosen = [pkg / f"{name}.py" for name in "dcba"]
+    order = store.dependency_order(chosen, lambda p: weights[p.stem])
+    # a (chain 3) before d (2); then b and d tie (2: by name), and d before c (1)
+    assert [p.stem for p in order] == ["a", "b", "d", "c"]
