@@ -107,16 +107,11 @@ class _Worker:
                 return False
         return False
 
-    def finished(self, name: str) -> None:
+    def end(self, name: str, state: int) -> None:
+        """This worker's claim on ``name``, if it holds one, ends: ``DONE`` or ``FREE``."""
         file = self.number.get(name)
         if file is not None and file in self.held:
-            self.board.owner[file] = DONE
-            self.held.discard(file)
-
-    def release(self, name: str) -> None:
-        file = self.number.get(name)
-        if file is not None and file in self.held:
-            self.board.owner[file] = FREE
+            self.board.owner[file] = state
             self.held.discard(file)
 
     def release_all(self) -> None:
@@ -152,13 +147,13 @@ def acquire(name: str) -> bool:
 def finished(name: str) -> None:
     """This process's walk of ``name`` is recorded in the cache."""
     if _worker is not None:
-        _worker.finished(name)
+        _worker.end(name, DONE)
 
 
 def release(name: str) -> None:
     """This process will not walk ``name`` after all (its check declined to)."""
     if _worker is not None:
-        _worker.release(name)
+        _worker.end(name, FREE)
 
 
 def release_all() -> None:

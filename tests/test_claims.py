@@ -30,7 +30,7 @@ def test_a_file_another_worker_walks_is_waited_for_then_read_from_the_cache() ->
     waiting.start()
     time.sleep(0.05)
     assert answers == []  # still waiting for the first's walk
-    first.finished("/p/a.py")
+    first.end("/p/a.py", DONE)
     waiting.join(timeout=5)
     assert answers == [False]  # recorded meanwhile: read it from the cache
     assert board.owner[0] == DONE
@@ -63,7 +63,7 @@ def test_a_worker_does_not_wait_for_a_worker_that_waits_for_it() -> None:
     # the second now needs a.py, which the waiting first holds: it walks a.py itself
     assert second.acquire("/p/a.py") is True
     assert board.owner[0] == first.me  # (without claiming it: the first's claim stands)
-    second.finished("/p/b.py")
+    second.end("/p/b.py", DONE)
     waiting.join(timeout=5)
     assert answers == [False]
 
