@@ -48,6 +48,11 @@ class KeepFp32:
     def __bool__(self) -> bool:
         return bool(self.names or self.kept_classes or self.kept_params or self.adapters)
 
+    def listed(self, class_name: str | None, attr: str) -> bool:
+        """``self.<attr>`` is named in ``adapter_layer_names`` or ``other_param_names``:
+        peft moves its entries to the base layer's dtype when it adds an adapter."""
+        return self.adapter(class_name, attr) or attr in self.moved.get(class_name or "", ())
+
     def upcast(self, class_name: str | None, container: str | None) -> bool:
         """Whether peft upcasts the entries of ``class_name``'s adapter dict of class
         ``container`` to float32: yes unless the project's ``cast_adapter_dtype`` was read

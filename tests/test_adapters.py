@@ -202,3 +202,65 @@ def test_a_delta_weight_from_a_base_class_method_is_float32(change: dict[str, st
 )
 def test_a_delta_weight_given_the_input_s_dtype_is_quiet(change: dict[str, str]) -> None:
     assert codes(FACTORS.format(**{**FPLAIN, **change})) == []
+
+
+SHARED = """
+    class BufferDict(nn.Module):
+        pass
+
+
+    class TunerLayer:
+        adapter_layer_names = ()
+        other_param_names = ()
+
+
+    def cast_adapter_dtype(model, name):
+        for module in model.modules():
+            for sub in module.modules():
+                if isinstance(sub, {casts}) and name in sub:
+                    sub[name].data = sub[name].data.float()
+
+
+    class VeraLayer(nn.Module, TunerLayer):
+        adapter_layer_names = ("vera_lambda_d",)
+        other_param_names = ({moved},)
+
+        def __init__(self, base_layer):
+            super().__init__()
+            self.base_layer = base_layer
+            self.vera_lambda_d = nn.ParameterDict({{}})
+            self.vera_A: Optional[BufferDict] = None
+
+        def update_layer(self, name, vera_A: BufferDict):
+            self.vera_lambda_d[name] = nn.Parameter(torch.ones(4))
+            self.vera_A = vera_A
+
+        def forward(self, x, name):
+            x = x.to(self.vera_lambda_d[name].dtype)
+            return self.base_layer(x) + F.linear(x, self.vera_A[name]).sum()
+    """
+SPLAIN = {"casts": "(nn.ModuleDict, nn.ParameterDict)", "moved": '"vera_A"'}
+
+
+def test_a_buffer_dict_the_project_s_cast_skips_follows_the_base_layer() -> None:
+    """Before peft 0.12.1, ``cast_adapter_dtype`` upcast ``ParameterDict`` entries only: the
+    shared ``BufferDict`` stays in the base layer's dtype, and meets the upcast input."""
+    found = codes("from typing import Optional\n" + textwrap.dedent(SHARED.format(**SPLAIN)))
+    assert found == [("MPC101", 38, 37)]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"casts": "(nn.ModuleDict, nn.ParameterDict, BufferDict)"},  # peft 0.12.1 and later
+        {"casts": "SomeLayer"},  # a cast that names no adapter dict: peft's default belief
+        {"moved": '"r"'},  # not one of the layer's per-adapter containers
+    ],
+)
+def test_a_buffer_dict_that_is_cast_or_no_adapter_container_is_quiet(
+    change: dict[str, str],
+) -> None:
+    source = "from typing import Optional\n" + textwrap.dedent(
+        SHARED.format(**{**SPLAIN, **change})
+    )
+    assert codes(source) == []

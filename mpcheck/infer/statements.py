@@ -425,8 +425,9 @@ class StatementWalk(ExpressionWalk):
             kind = container or None
             if self.keep.upcast(frame.scope.class_name, kind):
                 value = adapter_fp32(value, target, kind in TENSOR_DICTS)
-            else:
+            elif self.keep.listed(frame.scope.class_name, (dotted(target) or "")[5:]):
                 value = adapter_in_base_dtype(target, kind or "")
+            # (an unlisted dict peft does not cast was not moved either: its own dtype)
         self.bind(target, value, frame)
 
     def _adapter_container(
