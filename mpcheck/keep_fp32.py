@@ -24,7 +24,8 @@ KEEP_ATTRS = ("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict")
 ADAPTER_ATTRS = ("adapter_layer_names",)
 # ... and their other per-adapter containers (VeRA's shared ``vera_A``) here. peft moves the
 # entries of both to the base layer's dtype, then upcasts those of the dict classes its
-# ``cast_adapter_dtype`` tests for: all three since peft 0.12.1, ``BufferDict`` not before.
+# ``cast_adapter_dtype`` tests for: all three in released peft (0.12.0 on); its main branch
+# skipped ``BufferDict`` for a while (June 2024, until the VeRA fix of PR #1874).
 MOVED_ATTRS = ("other_param_names",)
 ADAPTER_DICTS = frozenset({"ModuleDict", "ParameterDict", "BufferDict"})
 CAST_FUNCTIONS = frozenset({"cast_adapter_dtype", "_cast_adapter_dtype"})
@@ -115,7 +116,7 @@ class KeepFp32:
 
 def adapter_casts(module: cst.Module) -> frozenset[str] | None:
     """The dict classes whose entries this file's ``cast_adapter_dtype`` upcasts, as its
-    ``isinstance`` tests name them (``(nn.ModuleDict, nn.ParameterDict)`` before peft 0.12.1);
+    ``isinstance`` tests name them (``(nn.ModuleDict, nn.ParameterDict)`` before PR #1874);
     None when the file defines none that names one."""
     found: set[str] = set()
     for stmt in module.body:  # a function of the module, or a method of one of its classes

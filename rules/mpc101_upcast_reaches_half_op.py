@@ -52,8 +52,8 @@ class UpcastReachesHalfOp(Rule):
         (`encoder_hidden_states=`, `pooled_projections=`) in its own dtype. So does a
         peft adapter dict that peft leaves in the base layer's dtype: when the project's own
         `cast_adapter_dtype` upcasts only some dict classes (`ModuleDict`/`ParameterDict`
-        before peft 0.12.1), VeRA's shared `BufferDict` projections stay half while an input
-        cast to the float32 scaling vectors' dtype is handed to them.
+        on peft's main before PR #1874), VeRA's shared `BufferDict` projections stay half
+        while an input cast to the float32 scaling vectors' dtype is handed to them.
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Float and Half`

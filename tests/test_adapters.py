@@ -243,7 +243,7 @@ SPLAIN = {"casts": "(nn.ModuleDict, nn.ParameterDict)", "moved": '"vera_A"'}
 
 
 def test_a_buffer_dict_the_project_s_cast_skips_follows_the_base_layer() -> None:
-    """Before peft 0.12.1, ``cast_adapter_dtype`` upcast ``ParameterDict`` entries only: the
+    """Before peft's PR #1874, ``cast_adapter_dtype`` upcast ``ParameterDict`` entries only: the
     shared ``BufferDict`` stays in the base layer's dtype, and meets the upcast input."""
     found = codes("from typing import Optional\n" + textwrap.dedent(SHARED.format(**SPLAIN)))
     assert found == [("MPC101", 38, 37)]
@@ -252,7 +252,7 @@ def test_a_buffer_dict_the_project_s_cast_skips_follows_the_base_layer() -> None
 @pytest.mark.parametrize(
     "change",
     [
-        {"casts": "(nn.ModuleDict, nn.ParameterDict, BufferDict)"},  # peft 0.12.1 and later
+        {"casts": "(nn.ModuleDict, nn.ParameterDict, BufferDict)"},  # released peft
         {"casts": "SomeLayer"},  # a cast that names no adapter dict: peft's default belief
         {"moved": '"r"'},  # not one of the layer's per-adapter containers
     ],

@@ -541,8 +541,8 @@ def adapter_in_base_dtype(target: cst.BaseExpression, kind: str) -> Fact:
     """A peft adapter dict whose class the project's ``cast_adapter_dtype`` does not test
     for: peft moved its entries to the base layer's dtype and leaves them there."""
     text = (
-        f"in the base layer's dtype (peft moves it there, and its `cast_adapter_dtype` "
-        f"leaves `{kind}` entries alone)"
+        f"kept in the base layer's dtype by peft (it moves the entries there, and its "
+        f"`cast_adapter_dtype` leaves `{kind}` entries alone)"
     )
     entry = Fact(Kind.TENSOR, Prec.MODEL, None, Origin(target, Cause.MODEL_CAST, text))
     return Fact(Kind.SEQ, elem=entry) if kind in TENSOR_DICTS else replace(entry, kind=Kind.MODULE)
