@@ -101,7 +101,10 @@ class TensorWalk(ModuleWalk):
             return self.loaded_model(node, path or "", kwargs)
         if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
             called = self.class_call(node, node.func.value.value, method, args, kwargs)
-            if called is not None:  # ``Helper.build(x)``, ``HadaWeight.apply(w1, w2)``
+            if called is not None and method == "apply":  # a call the rules see too (MPC402)
+                record = CallRecord(node, called, args, kwargs, method=method, receiver=receiver)
+                return self.emit(record, frame)
+            if called is not None:  # ``Helper.build(x)``
                 return called
         dtype = kwargs.get("dtype") or next((a for a in args if a.fact.kind is Kind.DTYPE), None)
         if recv == UNKNOWN and method == "to" and dtype and data_api.picture_cast(node.func):
