@@ -447,7 +447,7 @@ class ModuleWalk(FunctionWalk):
         if method in ("register_buffer", "register_parameter") and path is not None:
             self.register_tensor(node, method, path, args, kwargs, frame)
             return UNKNOWN
-        params = self.training.parameters(method, module, path)
+        params = self.training.parameters(method, module, path, frame.scope.flags)
         if params is not None:  # linked back to the module, for the optimizers built from them
             return params
         if method in ("parameters", "named_parameters", "buffers", "modules", "children"):
