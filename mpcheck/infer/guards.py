@@ -121,6 +121,8 @@ def remember_optional(after: Env, then: Env, other: Env) -> None:
         if merged.is_tensor or name.startswith("\0"):
             continue
         a, b = then.get(name, UNKNOWN), other.get(name, UNKNOWN)
+        if a is b:  # neither path bound it (most of the environment): nothing to remember
+            continue
         tensor = a if a.is_tensor and b == UNKNOWN else b if b.is_tensor and a == UNKNOWN else None
         if tensor is not None:
             after[_OPTIONAL + name] = seq_of((merged, tensor))
