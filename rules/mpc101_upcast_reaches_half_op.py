@@ -115,11 +115,13 @@ class UpcastReachesHalfOp(Rule):
             kind = f"which are {half.fact.dtype}"
         else:
             kind = "half when the model runs in half precision"
+        # ``.to(self.dtype)``: where the dtype it was cast to was decided
+        clause, decided = self.decided(upcast.fact.origin.via if upcast.fact.origin else None)
         message = (
-            f"`{what}` is float32 ({self.where(upcast.fact)}) but {where}, {kind}; "
+            f"`{what}` is float32 ({self.where(upcast.fact)}{clause}) but {where}, {kind}; "
             "cast it back before this call"
         )
-        related = self.related_for(what, upcast.fact)
+        related = self.related_for(what, upcast.fact) + decided
         if half.fact.origin is not None and half.fact.cause is Cause.MODEL_CAST:
             related.append((half.fact.origin.node, f"the model is {half.fact.origin.text}"))
         fix = None
@@ -155,12 +157,13 @@ class UpcastReachesHalfOp(Rule):
             site = item.site
             inner = site.receiver.node if site.is_module_call and site.receiver else site.node
             inner_text = self.ctx.code(inner.func if isinstance(inner, cst.Call) else inner)
+            clause, decided = self.decided(outer.fact.origin.via if outer.fact.origin else None)
             message = (
-                f"`{what}` is float32 ({self.where(outer.fact)}) and `{module}` hands it to "
-                f"`{inner_text}` at {self.line(item.site.node)}, which runs in the model's "
+                f"`{what}` is float32 ({self.where(outer.fact)}{clause}) and `{module}` hands it "
+                f"to `{inner_text}` at {self.line(item.site.node)}, which runs in the model's "
                 "dtype, half when the model runs in half precision; cast it back before this call"
             )
-            related = self.related_for(what, outer.fact)
+            related = self.related_for(what, outer.fact) + decided
             related.append((item.site.node, f"`{inner_text}` gets `{what}` in float32 here"))
             fix = None
             weights = site.receiver.fact.layer if site.is_module_call and site.receiver else None
