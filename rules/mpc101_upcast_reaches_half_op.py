@@ -45,11 +45,36 @@ class UpcastReachesHalfOp(Rule):
 
         The float32 value may come from a helper or library module that always returns
         float32 (diffusers' `Timesteps`), and the half layer may sit one module further
-        down: an upcast context handed to an output block defined in the same file is
-        reported at the call that hands it over. Scripts,
-        samplers and trainers count too: a model they cast to a working dtype, or a pipeline's
-        `unet`/`vae` reached through `pipe`, takes its input and its conditioning keywords
-        (`encoder_hidden_states=`, `pooled_projections=`) in its own dtype.
+        down: an upcast context handed to an output block defined in the same file, or to
+        a module of another project file whose `forward` runs its input straight through
+        its own layers (a patch embedding), is reported at the call that hands it over.
+
+        The float32 may also be a dtype the module wrote down when it was built: an
+        `__init__(..., dtype=torch.float32)` that stores `self.dtype = dtype` (or
+        `torch.get_default_dtype()`) but builds its layers without it. Casting the model
+        (`model.to(device, torch.bfloat16)`, `model.half()`) casts the layers and leaves
+        the attribute float32, so `x.to(self.dtype)` in `forward` makes a half input
+        float32 before the first layer:
+
+        ```python
+        class VideoDiT(nn.Module):
+            def __init__(self, dim, dtype=torch.float32):
+                super().__init__()
+                self.dtype = dtype  # still float32 after model.to(torch.bfloat16)
+                self.patch = nn.Conv3d(4, dim, 2, stride=2)
+
+            def forward(self, x):
+                return self.patch(x.to(self.dtype))  # float32 input, bfloat16 weights
+        ```
+
+        Read the dtype from the weights instead (`self.patch.weight.dtype`, or a `dtype`
+        property that does). mpcheck stays quiet when the layers are built with that dtype
+        (the model is then made half by passing it), when another method updates the
+        attribute, and when it only casts what the module returns.
+
+        Scripts, samplers and trainers count too: a model they cast to a working dtype, or a
+        pipeline's `unet`/`vae` reached through `pipe`, takes its input and its conditioning
+        keywords (`encoder_hidden_states=`, `pooled_projections=`) in its own dtype.
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Float and Half`
