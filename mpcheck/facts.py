@@ -57,6 +57,7 @@ class Cause(enum.Enum):
     DATA = "data"  # loaded by a data loader or a processor: float32 unless cast
     TABLE = "table"  # a scheduler's 1-D float32 table (``alphas_cumprod``, ``sigmas``)
     BUFFER = "buffer"  # a float32 non-persistent buffer, which ``from_pretrained`` leaves as is
+    FROZEN = "frozen"  # DTYPE: fixed when a module was built (``self.dtype = dtype``), not cast
 
 
 # Causes of a float32 tensor that nobody asked for: the default dtype of a factory, of int

@@ -102,6 +102,9 @@ class Scope:
     # Inside a branch a half-precision run never takes (``if x.dtype == torch.float32:``,
     # ``x`` in the model's dtype): the test. Float16's range is no concern there.
     full_precision: cst.BaseExpression | None = None
+    # The plain flags known on this path of the function, as ``(name, value)``: inside
+    # ``if args.train_text_encoder:`` it is ``("args.train_text_encoder", True)``.
+    flags: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -161,11 +161,16 @@ class Optimizer:
         return replace(self, params=params, accelerator=acc)
 
 
+Flags = tuple[tuple[str, bool], ...]  # plain flags known on a path: ``(name, value)``
+
+
 @dataclass(frozen=True)
 class Params:
-    """On a parameter's fact: the modules it belongs to, as ``(env path, module fact)``."""
+    """On a parameter's fact: the modules it belongs to, as ``(env path, module fact, flags)``;
+    the flags are those known where the parameters were taken (``model.parameters()``
+    inside ``if args.train_text_encoder:``), so the module is read as it is on those paths."""
 
-    sources: tuple[tuple[str | None, Fact], ...]
+    sources: tuple[tuple[str | None, Fact, Flags], ...]
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, Params):
@@ -460,7 +465,7 @@ def flatten(fact: Fact) -> list[Fact]:
     if isinstance(fact.train, ParamGroup):
         return flatten(fact.train.params)
     if fact.kind is Kind.MODULE:  # timm's create_optimizer_v2(model, ...)
-        link = Params(((None, fact),))
+        link = Params(((None, fact, ()),))
         return [Fact(Kind.TENSOR, fact.prec, fact.dtype, fact.origin, train=link)]
     return []
 

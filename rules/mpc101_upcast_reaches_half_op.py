@@ -45,15 +45,41 @@ class UpcastReachesHalfOp(Rule):
 
         The float32 value may come from a helper or library module that always returns
         float32 (diffusers' `Timesteps`), and the half layer may sit one module further
-        down: an upcast context handed to an output block defined in the same file is
-        reported at the call that hands it over. Scripts,
-        samplers and trainers count too: a model they cast to a working dtype, or a pipeline's
-        `unet`/`vae` reached through `pipe`, takes its input and its conditioning keywords
-        (`encoder_hidden_states=`, `pooled_projections=`) in its own dtype. So does a
-        peft adapter dict that peft leaves in the base layer's dtype: when the project's own
-        `cast_adapter_dtype` upcasts only some dict classes (`ModuleDict`/`ParameterDict`
-        on peft's main before PR #1874), VeRA's shared `BufferDict` projections stay half
-        while an input cast to the float32 scaling vectors' dtype is handed to them.
+        down: an upcast context handed to an output block defined in the same file, or to
+        a module of another project file whose `forward` runs its input straight through
+        its own layers (a patch embedding), is reported at the call that hands it over.
+
+        The float32 may also be a dtype the module wrote down when it was built: an
+        `__init__(..., dtype=torch.float32)` that stores `self.dtype = dtype` (or
+        `torch.get_default_dtype()`) but builds its layers without it. Casting the model
+        (`model.to(device, torch.bfloat16)`, `model.half()`) casts the layers and leaves
+        the attribute float32, so `x.to(self.dtype)` in `forward` makes a half input
+        float32 before the first layer:
+
+        ```python
+        class VideoDiT(nn.Module):
+            def __init__(self, dim, dtype=torch.float32):
+                super().__init__()
+                self.dtype = dtype  # still float32 after model.to(torch.bfloat16)
+                self.patch = nn.Conv3d(4, dim, 2, stride=2)
+
+            def forward(self, x):
+                return self.patch(x.to(self.dtype))  # float32 input, bfloat16 weights
+        ```
+
+        Read the dtype from the weights instead (`self.patch.weight.dtype`, or a `dtype`
+        property that does). mpcheck stays quiet when the layers are built with that dtype
+        (the model is then made half by passing it), when another method updates the
+        attribute, and when it only casts what the module returns.
+
+        Scripts, samplers and trainers count too: a model they cast to a working dtype, or a
+        pipeline's `unet`/`vae` reached through `pipe`, takes its input and its conditioning
+        keywords (`encoder_hidden_states=`, `pooled_projections=`) in its own dtype.
+        So does a peft adapter dict that peft leaves in the base layer's dtype: when the
+        project's own `cast_adapter_dtype` upcasts only some dict classes
+        (`ModuleDict`/`ParameterDict` on peft's main before PR #1874), VeRA's shared
+        `BufferDict` projections stay half while an input cast to the float32 scaling
+        vectors' dtype is handed to them.
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Float and Half`
@@ -119,11 +145,13 @@ class UpcastReachesHalfOp(Rule):
             kind = f"which are {half.fact.dtype}"
         else:
             kind = "half when the model runs in half precision"
+        # ``.to(self.dtype)``: where the dtype it was cast to was decided
+        clause, decided = self.decided(upcast.fact.origin.via if upcast.fact.origin else None)
         message = (
-            f"`{what}` is float32 ({self.where(upcast.fact)}) but {where}, {kind}; "
+            f"`{what}` is float32 ({self.where(upcast.fact)}{clause}) but {where}, {kind}; "
             "cast it back before this call"
         )
-        related = self.related_for(what, upcast.fact)
+        related = self.related_for(what, upcast.fact) + decided
         if half.fact.origin is not None and half.fact.cause is Cause.MODEL_CAST:
             related.append((half.fact.origin.node, f"the model is {half.fact.origin.text}"))
         fix = None
@@ -159,12 +187,13 @@ class UpcastReachesHalfOp(Rule):
             site = item.site
             inner = site.receiver.node if site.is_module_call and site.receiver else site.node
             inner_text = self.ctx.code(inner.func if isinstance(inner, cst.Call) else inner)
+            clause, decided = self.decided(outer.fact.origin.via if outer.fact.origin else None)
             message = (
-                f"`{what}` is float32 ({self.where(outer.fact)}) and `{module}` hands it to "
-                f"`{inner_text}` at {self.line(item.site.node)}, which runs in the model's "
+                f"`{what}` is float32 ({self.where(outer.fact)}{clause}) and `{module}` hands it "
+                f"to `{inner_text}` at {self.line(item.site.node)}, which runs in the model's "
                 "dtype, half when the model runs in half precision; cast it back before this call"
             )
-            related = self.related_for(what, outer.fact)
+            related = self.related_for(what, outer.fact) + decided
             related.append((item.site.node, f"`{inner_text}` gets `{what}` in float32 here"))
             fix = None
             weights = site.receiver.fact.layer if site.is_module_call and site.receiver else None

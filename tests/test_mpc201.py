@@ -265,3 +265,53 @@ def test_pipeline_returned_by_a_helper_still_shares_the_model() -> None:
     )
     (d,) = [d for d in check(HEADER + body) if d.code == "MPC201"]
     assert span(d) == (11, 16, 11, 48)
+
+
+CORRELATED = """
+def train(args, loader):
+    model = nn.Linear(8, 1)
+    text_encoder = nn.Linear(8, 8)
+    groups = [{{"params": model.parameters()}}]
+    if {taken}:
+        groups.append({{"params": text_encoder.parameters()}})
+    optimizer = torch.optim.SGD(groups, lr=0.1)
+    if {cast}:
+        text_encoder.to(dtype=torch.float16)
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        loss = F.mse_loss(model(text_encoder(x)).float(), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""
+
+
+@pytest.mark.parametrize(
+    ("taken", "cast"),
+    [
+        ("args.train_text_encoder", "not args.train_text_encoder"),
+        ("not args.freeze", "args.freeze"),
+        ("train_te", "not train_te"),
+    ],
+)
+def test_params_taken_under_a_flag_the_cast_is_not_under_are_quiet(taken: str, cast: str) -> None:
+    # diffusers' amused script: the text encoder trains only under the flag and is cast to
+    # the working dtype only without it, so no float16 parameter ever reaches the optimizer
+    assert findings(CORRELATED.format(taken=taken, cast=cast)) == []
+
+
+@pytest.mark.parametrize(
+    ("taken", "cast", "half"),
+    [
+        # the same paths: wherever the text encoder is trained, it was cast
+        ("args.train_text_encoder", "args.train_text_encoder", "float16 (cast"),
+        ("True", "not args.train_text_encoder", "float16 on some paths"),  # always trained
+        ("args.train_text_encoder", "not args.other", "float16 on some paths"),  # unrelated flags
+    ],
+)
+def test_params_taken_where_the_cast_may_have_happened_are_reported(
+    taken: str, cast: str, half: str
+) -> None:
+    (d,) = findings(CORRELATED.format(taken=taken, cast=cast))
+    assert span(d) == (18, 9, 18, 31)
+    assert f"trains parameters that are {half}" in d.message

@@ -16,8 +16,9 @@ import libcst as cst
 
 from mpcheck import torch_api as T
 from mpcheck.attention import AttentionRoles
-from mpcheck.facts import Fact, Kind, Origin
+from mpcheck.facts import Cause, Fact, Kind, Origin
 from mpcheck.infer.frames import ClassInfo, Frame
+from mpcheck.infer.inputs import feeds_weights
 from mpcheck.infer.reporting import Listener, Reporting
 from mpcheck.infer.training_loop import Tracker
 from mpcheck.keep_fp32 import KeepFp32
@@ -106,6 +107,12 @@ class Walk(ABC):
 
     def emit(self, call: CallRecord, frame: Frame) -> Fact:
         """Report a call to the rules (if the policy says so); returns its result."""
+        module_call = call.receiver is not None and call.method is None and call.qual is None
+        if module_call and frame.scope.in_module:
+            owner = self.classes.get(frame.scope.class_name or "")
+            fn = frame.scope.function
+            if owner is not None and feeds_weights(fn, call.op, call.receiver, call.args):
+                owner.feeds_weights = True
         if self.reporting.takes("calls"):
             role = None
             if call.op is T.OpKind.MATMUL:
@@ -142,6 +149,8 @@ class Walk(ABC):
         origin = op.fact.origin
         if origin is None or origin.node is op.node or op.fact.kind is not Kind.DTYPE:
             return None
+        if origin.cause is Cause.FROZEN:  # ``self.dtype``: what casting the model leaves stale
+            return replace(origin, text=f"`{self.code(op.node)}` is {origin.text} here")
         value = self.code(origin.node)
         return replace(origin, text=f"`{self.code(op.node)}` is `{value}` here")
 

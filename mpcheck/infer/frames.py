@@ -46,6 +46,12 @@ class ClassInfo:
     analysed: bool = False  # its methods were walked (each class is walked once)
     # bases defined in other project files: the base expression, its module, its summary
     elsewhere: tuple[tuple[cst.BaseExpression, str, int, ClassSummary], ...] = ()
+    # ``self.dtype`` & co. fixed at construction, stale once the module is cast (``frozen.py``);
+    # None until a method of the class is walked
+    frozen: Env | None = None
+    # ``forward`` hands its first input, as it came, to one of its own layers (a conv, a
+    # Linear, a norm): a float32 input then meets half weights (what another file is told)
+    feeds_weights: bool = False
 
     @cached_property
     def casts_input(self) -> bool:

@@ -27,6 +27,7 @@ from mpcheck.facts import (
 from mpcheck.infer.autocast import AutocastWalk
 from mpcheck.infer.binding import bind_arguments, float32_default, parameters, passes
 from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
+from mpcheck.infer.frozen import frozen_dtypes
 from mpcheck.infer.imported import class_bases, inherit
 from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary
@@ -269,6 +270,8 @@ class FunctionWalk(AutocastWalk):
         env: Env = dict(outer.env) if outer else self._module_globals()
         if cls is not None:
             env.update(cls.attrs)
+            if in_module and fn.name.value != "__init__":
+                env.update(self.frozen_attrs(cls))
             env["self"] = Fact(Kind.MODULE, Prec.MODEL if in_module else Prec.UNKNOWN)
         sampler = bool(cls and cls.is_sampler) or bool(outer and outer.scope.sampler)
         step = cls.lightning_steps.get(fn.name.value) if cls is not None else None
@@ -296,6 +299,19 @@ class FunctionWalk(AutocastWalk):
                     env[name] = Fact(Kind.OTHER, params=frozenset({index}))  # continuous t
             index += 1
         return Frame(env, scope)
+
+    def frozen_attrs(self, cls: ClassInfo) -> Env:
+        """``self.dtype`` that ``__init__`` fixed in float32 and casts leave stale: float32 in
+        the methods of a model cast to half, while its weights follow the cast."""
+        if cls.frozen is None:
+            found = frozen_dtypes(
+                cls.node, cls.methods, self.imports.resolve, self.code, pretrained=cls.pretrained
+            )
+            cls.frozen = {
+                key: Fact(Kind.DTYPE, Prec.FULL, "float32", Origin(f.node, Cause.FROZEN, f.text))
+                for key, f in found.items()
+            }
+        return cls.frozen
 
     def constructor_dtype(self, node: cst.Call, layer: str | None) -> Operand | None:
         """``KVCache(n, d)`` of a class whose ``__init__`` takes ``dtype=torch.float32`` and

@@ -9,7 +9,10 @@ which is unknown; after the second, every path has bound the model, so it is the
 Joining a model with ``None`` in general is wrong (``text_encoder = ... if train_te else None``
 correlates with other branches), so only the exact complement of a remembered test restores
 it. The memo rides in the environment under a key no Python name can take, so it is copied
-at branches like any binding, and binding the name again forgets it.
+at branches like any binding, and binding the name again forgets it. It also keeps what the
+name held on the other paths: code known to run only where the flag went the other way
+(``if args.train_text_encoder:`` after ``if not args.train_text_encoder: te.to(dtype)``) sees
+that value, not the join.
 """
 
 from __future__ import annotations
@@ -47,16 +50,45 @@ def forget(env: Env, name: str) -> None:
     env.pop(_OPTIONAL + name, None)
 
 
-def remember(after: Env, then: Env, guard: tuple[str, bool]) -> None:
-    """After ``if flag:`` (no ``else``): the models its body bound, joined away in ``after``."""
+def remember(before: Env, after: Env, then: Env, guard: tuple[str, bool]) -> None:
+    """After ``if flag:`` (no ``else``): the models its body bound, joined away in ``after``,
+    and what the name held on the paths that skipped the body."""
     flag, polarity = guard
     for name, fact in then.items():
         if fact.kind is not Kind.MODULE or name.startswith("\0"):
             continue
-        merged = after.get(name)
-        if merged is not None and merged != fact:
-            memo = replace(seq_of((merged, fact)), layer=_flag(flag, polarity))
+        merged, previous = after.get(name), before.get(name)
+        # (a cast to a ``weight_dtype`` half on some paths joins to itself: still a change)
+        if merged is not None and (merged != fact or previous not in (None, fact)):
+            skipped = _other_paths(before, name, flag, polarity)
+            memo = replace(seq_of((merged, fact, skipped)), layer=_flag(flag, polarity))
             after[_MEMO + name] = memo
+
+
+def _other_paths(before: Env, name: str, flag: str, polarity: bool) -> Fact:
+    """What ``name`` holds where ``flag`` is not ``polarity``: its value before the ``if``,
+    or, where an earlier ``if`` on the complement bound it, what that one bound."""
+    memo = before.get(_MEMO + name)
+    if memo is not None and memo.items is not None and memo.layer == _flag(flag, not polarity):
+        merged, bound, _ = memo.items
+        if before.get(name) == merged:
+            return bound
+    return before.get(name, UNKNOWN)
+
+
+def on_flagged_path(env: Env, name: str, flags: tuple[tuple[str, bool], ...]) -> Fact | None:
+    """What ``name`` holds on a path where ``flags`` hold (``(flag, value)`` pairs), when the
+    last ``if`` that bound it tested one of them: what its body bound, or what the paths that
+    skipped it held; None when nothing says so."""
+    memo = env.get(_MEMO + name)
+    if memo is None or memo.items is None or env.get(name) != memo.items[0]:
+        return None
+    for flag, value in flags:
+        if memo.layer == _flag(flag, value):
+            return memo.items[1]
+        if memo.layer == _flag(flag, not value):
+            return memo.items[2]
+    return None
 
 
 def complete(before: Env, after: Env, then: Env, guard: tuple[str, bool]) -> None:
@@ -69,7 +101,7 @@ def complete(before: Env, after: Env, then: Env, guard: tuple[str, bool]) -> Non
         memo = before.get(_MEMO + name)
         if memo is None or memo.items is None or memo.layer != _flag(flag, not polarity):
             continue
-        merged, bound = memo.items
+        merged, bound, _ = memo.items
         if before.get(name) == merged:  # (rebinding the name forgets the memo)
             after[name] = _join_models(bound, fact)
 
@@ -89,6 +121,8 @@ def remember_optional(after: Env, then: Env, other: Env) -> None:
         if merged.is_tensor or name.startswith("\0"):
             continue
         a, b = then.get(name, UNKNOWN), other.get(name, UNKNOWN)
+        if a is b:  # neither path bound it (most of the environment): nothing to remember
+            continue
         tensor = a if a.is_tensor and b == UNKNOWN else b if b.is_tensor and a == UNKNOWN else None
         if tensor is not None:
             after[_OPTIONAL + name] = seq_of((merged, tensor))

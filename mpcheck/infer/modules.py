@@ -30,7 +30,7 @@ from mpcheck.infer.frames import ClassInfo, Env, Frame
 from mpcheck.infer.functions import FunctionWalk
 from mpcheck.infer.imported import call_result, fact_of
 from mpcheck.infer.pipelines import shares
-from mpcheck.infer.scripts import model_of, takes_half_input
+from mpcheck.infer.scripts import feeds_its_weights, model_of, takes_half_input
 from mpcheck.infer.splits import changed_calls
 from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary, Value
@@ -166,6 +166,8 @@ class ModuleWalk(FunctionWalk):
         op, aten = T.LAYERS.get(layer or "", (None, ""))
         if op is None and takes_half_input(module, path, self.classes.get(layer or ""), frame):
             op = T.OpKind.MODEL
+        elif op is None and feeds_its_weights(module, self.imported.get(layer or ""), frame):
+            op = T.OpKind.MODEL  # ``self.x_embedder(x)``: a patch embedding of another file
         if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
             aten = T.LOSS_LAYERS[layer]
             tensors = [a.fact for a in args if a.fact.is_tensor]
@@ -447,7 +449,7 @@ class ModuleWalk(FunctionWalk):
         if method in ("register_buffer", "register_parameter") and path is not None:
             self.register_tensor(node, method, path, args, kwargs, frame)
             return UNKNOWN
-        params = self.training.parameters(method, module, path)
+        params = self.training.parameters(method, module, path, frame.scope.flags)
         if params is not None:  # linked back to the module, for the optimizers built from them
             return params
         if method in ("parameters", "named_parameters", "buffers", "modules", "children"):

@@ -10,6 +10,7 @@ import libcst as cst
 
 from mpcheck.facts import Fact, Kind, Prec
 from mpcheck.infer.frames import ClassInfo, Frame
+from mpcheck.project.summary import ClassSummary
 
 
 def takes_half_input(module: Fact, path: str | None, own: ClassInfo | None, frame: Frame) -> bool:
@@ -35,3 +36,13 @@ def model_of(node: cst.Call, method: str) -> cst.BaseExpression | None:
     if method in ("forward", "encode", "decode", "sample") and isinstance(node.func, cst.Attribute):
         return node.func.value
     return None
+
+
+def feeds_its_weights(module: Fact, summary: ClassSummary | None, frame: Frame) -> bool:
+    """A module of another project file whose ``forward`` hands its input as it came to its
+    own layers (its summary says so): the input must be in the module's dtype, as a whole
+    model's is. Not under autocast, which recasts what those layers take."""
+    if summary is None or not summary.feeds_weights or module.prec is not Prec.MODEL:
+        return False
+    region = frame.scope.autocast
+    return region is None or not region.active

@@ -112,7 +112,7 @@ class StatementWalk(ExpressionWalk):
             guard = guard_of(stmt.test) if stmt.orelse is None else None
             if guard is not None:  # ``if cache: vae = load()`` ... ``if not cache: vae = ...``
                 complete(before, frame.env, then.env, guard)
-                remember(frame.env, then.env, guard)
+                remember(before, frame.env, then.env, guard)
             tested = none_tested(stmt.test, negated=False)  # ``if x is None: x = zeros(...)``
             if tested is not None and tested in frame.env:
                 frame.env[tested] = defaulted(frame.env[tested])
@@ -248,6 +248,10 @@ class StatementWalk(ExpressionWalk):
         """Walk ``node`` on a copy of ``frame``; ``guard``: the test and the way it went."""
         sub = Frame(dict(frame.env), frame.scope)
         if guard is not None:
+            flag = guard_of(guard[0])
+            if flag is not None:  # ``if not args.train_text_encoder:``: known on this path
+                known = (flag[0], flag[1] == guard[1])
+                sub.scope = replace(sub.scope, flags=(*sub.scope.flags, known))
             sub = self.training.assume(*guard, sub)
             region = self.tested_region(*guard)
             if region is not None:

@@ -214,15 +214,14 @@ class TensorWalk(ModuleWalk):
     def dtype_arg(self, op: Operand, node: cst.CSTNode, recv: Fact, verb: str = "dtype=") -> Fact:
         f = op.fact
         code = self.code(op.node)
-        if f.prec is Prec.FULL:
-            return tensor_of_dtype(
-                f.dtype or "float32",
-                node,
-                Cause.UPCAST,
-                f"upcast to {f.dtype} by `{verb}({code})`"
-                if verb != "dtype="
-                else f"made {f.dtype} by `dtype={code}`",
-            )
+        if f.prec is Prec.FULL:  # ``via``: where a dtype held elsewhere (``self.dtype``) was set
+            how = f"upcast to {f.dtype} by `{verb}({code})`"
+            how = how if verb != "dtype=" else f"made {f.dtype} by `dtype={code}`"
+            made = tensor_of_dtype(f.dtype or "float32", node, Cause.UPCAST, how)
+            via = self.dtype_source(op)
+            if via is None or made.origin is None:
+                return made
+            return replace(made, origin=replace(made.origin, via=via))
         if f.prec is Prec.HALF and not f.maybe:
             return tensor_of_dtype(
                 f.dtype or "float16", node, Cause.CAST, f"cast to {f.dtype} by `{code}`"

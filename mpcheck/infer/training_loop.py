@@ -16,12 +16,14 @@ from mpcheck import training_api as api
 from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Prec, seq_of, tensor_of_dtype
 from mpcheck.infer.binding import passed
 from mpcheck.infer.frames import Frame, WalkApi
+from mpcheck.infer.guards import on_flagged_path
 from mpcheck.names import dotted
 from mpcheck.sites import Autocast, Operand
 from mpcheck.training import (
     STATE,
     Accelerator,
     Action,
+    Flags,
     Optimizer,
     OptimizerClass,
     OptimizerUse,
@@ -231,11 +233,12 @@ class Tracker:
         optimizer = Optimizer(node, text, names, params, eps, eps_node, fused)
         return Fact(Kind.OPTIMIZER, train=optimizer)
 
-    def parameters(self, method: str, module: Fact, path: str | None) -> Fact | None:
-        """``model.parameters()``: tensors in the model's dtype, linked back to ``model``."""
+    def parameters(self, method: str, module: Fact, path: str | None, flags: Flags) -> Fact | None:
+        """``model.parameters()``: tensors in the model's dtype, linked back to ``model`` as
+        it is on the paths where ``flags`` hold."""
         if method not in ("parameters", "named_parameters"):
             return None
-        link = Params(((path, module),))
+        link = Params(((path, module, flags),))
         param = Fact(Kind.TENSOR, module.prec, module.dtype, module.origin, train=link)
         if method == "named_parameters":
             return Fact(Kind.SEQ, elem=seq_of([UNKNOWN, param]))
@@ -265,7 +268,7 @@ class Tracker:
         if base is None or not isinstance(base.train, Params):
             return
         state = self.state(frame)
-        for path, module in base.train.sources:
+        for path, module, _ in base.train.sources:
             now = frame.env.get(path) if path else None
             module = now if now is not None and now.kind is Kind.MODULE else module
             state = with_trainable(state, module, value)
@@ -426,8 +429,10 @@ class Tracker:
             if not isinstance(link, Params):
                 found.append(param)
                 continue
-            for path, module in link.sources:
+            for path, module, flags in link.sources:
                 now = frame.env.get(path) if path else None
+                if path and flags:  # ``if not train_te: te.to(dtype)``, te trained only if train_te
+                    now = on_flagged_path(frame.env, path, flags) or now
                 module = now if now is not None and now.kind is Kind.MODULE else module
                 found.append(state.trainable_of(module))
                 recast += [cast for m, cast in state.recasts if m == module]

@@ -216,6 +216,7 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
         attrs=attrs,
         keep_patterns=tuple(patterns),
         float32_default=float32,
+        feeds_weights=info.feeds_weights,
         adapter_casts=_sorted(walk.keep.casts.get(name)),
     )
 

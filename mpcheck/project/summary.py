@@ -91,6 +91,9 @@ class ClassSummary:
     # ``__init__(..., dtype=torch.float32)`` building its parts: the position of ``dtype``
     # (``self`` excluded) and where the default is; built without it, the class is float32
     float32_default: tuple[int, Place] | None = None
+    # ``forward`` hands its first input as it came to one of its own layers: a caller must
+    # pass it in the module's dtype (``x_embedder(x.float())`` raises in a half model)
+    feeds_weights: bool = False
     # the dict classes whose entries peft's ``cast_adapter_dtype`` upcasts, read in this
     # class's file or its bases' (None: not seen), for the tuner layers built on it
     adapter_casts: tuple[str, ...] | None = None
@@ -214,6 +217,7 @@ class Pool:
             attrs=self._names(cls.attrs, self._value),
             keep_patterns=self._strings(cls.keep_patterns),
             float32_default=None if default is None else (default[0], self._place(default[1])),
+            feeds_weights=cls.feeds_weights,
             adapter_casts=None if cls.adapter_casts is None else self._strings(cls.adapter_casts),
         )
 
@@ -280,6 +284,7 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         attrs={k: _value(v) for k, v in data["attrs"].items()},
         keep_patterns=tuple(data["keep_patterns"]),
         float32_default=_default(data["float32_default"]),
+        feeds_weights=data["feeds_weights"],
         adapter_casts=None if data["adapter_casts"] is None else tuple(data["adapter_casts"]),
     )
 
