@@ -16,12 +16,19 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from mpcheck.names import dotted
+from mpcheck.names import children, dotted
 
 KEEP_ATTRS = ("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict")
 # peft's tuner layers name their adapter containers (``lora_A``, ``lora_B``) here; peft keeps
 # those float32 beside a half base layer (``autocast_adapter_dtype=True``, its default).
 ADAPTER_ATTRS = ("adapter_layer_names",)
+# ... and their other per-adapter containers (VeRA's shared ``vera_A``) here. peft moves the
+# entries of both to the base layer's dtype, then upcasts those of the dict classes its
+# ``cast_adapter_dtype`` tests for: all three in released peft (0.12.0 on); its main branch
+# skipped ``BufferDict`` for a while (June 2024, until the VeRA fix of PR #1874).
+MOVED_ATTRS = ("other_param_names",)
+ADAPTER_DICTS = frozenset({"ModuleDict", "ParameterDict", "BufferDict"})
+CAST_FUNCTIONS = frozenset({"cast_adapter_dtype", "_cast_adapter_dtype"})
 FP32_IN_NAME = re.compile(r"fp32|float32", re.IGNORECASE)
 
 
@@ -34,9 +41,25 @@ class KeepFp32:
     kept_params: dict[str, set[str]] = field(default_factory=dict)  # class -> attr names
     # class -> its peft adapter containers (``adapter_layer_names``, its local bases' too)
     adapters: dict[str, frozenset[str]] = field(default_factory=dict)
+    # class -> its other per-adapter containers (``other_param_names``, local bases' too)
+    moved: dict[str, frozenset[str]] = field(default_factory=dict)
+    # class -> the dict classes the project's own ``cast_adapter_dtype`` upcasts (when seen)
+    casts: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.names or self.kept_classes or self.kept_params or self.adapters)
+
+    def listed(self, class_name: str | None, attr: str) -> bool:
+        """``self.<attr>`` is named in ``adapter_layer_names`` or ``other_param_names``:
+        peft moves its entries to the base layer's dtype when it adds an adapter."""
+        return self.adapter(class_name, attr) or attr in self.moved.get(class_name or "", ())
+
+    def upcast(self, class_name: str | None, container: str | None) -> bool:
+        """Whether peft upcasts the entries of ``class_name``'s adapter dict of class
+        ``container`` to float32: yes unless the project's ``cast_adapter_dtype`` was read
+        and tests for other dict classes only (an unknown container counts as cast)."""
+        casts = self.casts.get(class_name or "")
+        return casts is None or container is None or container in casts
 
     def param_kept(self, class_name: str | None, attr: str) -> bool:
         return class_name is not None and attr in self.kept_params.get(class_name, ())
@@ -47,13 +70,19 @@ class KeepFp32:
         return class_name is not None and attr in self.adapters.get(class_name, ())
 
     @classmethod
-    def of(cls, classes: Mapping[str, cst.ClassDef]) -> KeepFp32:
+    def of(
+        cls,
+        classes: Mapping[str, cst.ClassDef],
+        casts: Mapping[str, frozenset[str]] | None = None,
+    ) -> KeepFp32:
         # ``class LayerNormFp32(nn.LayerNorm)``: its name says its parameters stay float32
         named = {name for name in classes if FP32_IN_NAME.search(name)}
         adapters = _adapter_names(classes)
+        moved = _adapter_names(classes, MOVED_ATTRS)
+        casts = dict(casts or {})
         patterns = [p.split(".") for node in classes.values() for p in keep_patterns(node)]
         if not patterns:
-            return cls(kept_classes=named, adapters=adapters)
+            return cls(kept_classes=named, adapters=adapters, moved=moved, casts=casts)
         # class name -> [(attribute it is built under, class that builds it)]
         built_as: dict[str, list[tuple[str, str]]] = {}
         for owner, node in classes.items():
@@ -70,7 +99,11 @@ class KeepFp32:
             return False
 
         keep = cls(
-            frozenset(s[0] for s in patterns if len(s) == 1), kept_classes=named, adapters=adapters
+            frozenset(s[0] for s in patterns if len(s) == 1),
+            kept_classes=named,
+            adapters=adapters,
+            moved=moved,
+            casts=casts,
         )
         for name in classes:
             for segs in patterns:
@@ -81,9 +114,42 @@ class KeepFp32:
         return keep
 
 
-def _adapter_names(classes: Mapping[str, cst.ClassDef]) -> dict[str, frozenset[str]]:
-    """Each class's adapter containers: its own ``adapter_layer_names`` and its local bases'."""
-    own = {name: frozenset(keep_patterns(node, ADAPTER_ATTRS)) for name, node in classes.items()}
+def adapter_casts(module: cst.Module) -> frozenset[str] | None:
+    """The dict classes whose entries this file's ``cast_adapter_dtype`` upcasts, as its
+    ``isinstance`` tests name them (``(nn.ModuleDict, nn.ParameterDict)`` before PR #1874);
+    None when the file defines none that names one."""
+    found: set[str] = set()
+    for stmt in module.body:  # a function of the module, or a method of one of its classes
+        body = stmt.body.body if isinstance(stmt, cst.ClassDef) else (stmt,)
+        for fn in body:
+            if isinstance(fn, cst.FunctionDef) and fn.name.value in CAST_FUNCTIONS:
+                found |= _isinstance_dicts(fn)
+    return frozenset(found) or None
+
+
+def _isinstance_dicts(fn: cst.FunctionDef) -> set[str]:
+    """The adapter dict classes named by the ``isinstance(x, ...)`` tests in ``fn``."""
+    found: set[str] = set()
+    stack: list[cst.CSTNode] = [fn.body]
+    while stack:
+        node = stack.pop()
+        stack.extend(children(node))
+        if not (isinstance(node, cst.Call) and dotted(node.func) == "isinstance"):
+            continue
+        if len(node.args) == 2:
+            kinds = node.args[1].value
+            parts = kinds.elements if isinstance(kinds, cst.Tuple) else [cst.Element(kinds)]
+            leaves = {(dotted(p.value) or "").rsplit(".", 1)[-1] for p in parts}
+            found |= leaves & ADAPTER_DICTS
+    return found
+
+
+def _adapter_names(
+    classes: Mapping[str, cst.ClassDef], attrs: tuple[str, ...] = ADAPTER_ATTRS
+) -> dict[str, frozenset[str]]:
+    """Each class's adapter containers: its own ``adapter_layer_names`` (or other ``attrs``)
+    and its local bases'."""
+    own = {name: frozenset(keep_patterns(node, attrs)) for name, node in classes.items()}
 
     def names(name: str, depth: int = 0) -> frozenset[str]:
         node = classes.get(name)

@@ -48,7 +48,9 @@ class SubmoduleDtypeSplit(Rule):
         `lora_B`, named in `adapter_layer_names`) float32 beside a half base layer, and a
         LoRA layer subclassing bitsandbytes' `Linear8bitLt` builds its adapters in float32
         after the model was loaded; a functional `F.linear(x, self.lora_A[name])` refuses
-        the half `x` as a float32 `nn.Linear` does. So is a head that a wrapper of a model it
+        the half `x` as a float32 `nn.Linear` does, and so does one given a delta weight built
+        from such factors (LoHa's `get_delta_weight`, in a base class of the layer, through a
+        custom autograd Function). So is a head that a wrapper of a model it
         was handed (`self.pretrained_model = pretrained_model`) builds later, in a method its
         `__init__` does not call (trl's reward adapter `self.score`): float32, while the
         wrapped model may have been loaded in half. Norm

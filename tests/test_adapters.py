@@ -139,3 +139,128 @@ def test_a_head_built_after_the_wrapped_model_is_float32() -> None:
 )
 def test_a_head_of_a_model_built_here_or_built_by_init_is_quiet(change: dict[str, str]) -> None:
     assert codes(WRAPPER.format(**{**WPLAIN, **change})) == []
+
+
+FACTORS = """
+    class Hadamard(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, w1, w2, scale=torch.tensor(1)):
+            ctx.save_for_backward(w1, w2, scale)
+            return torch.einsum("ir,rj->ij", w1, w2) * scale
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, grad, None
+
+
+    class Layer(nn.Module):
+        adapter_layer_names = ("w1", "w2")
+
+        def __init__(self, base_layer):
+            super().__init__()
+            self.base_layer = base_layer
+            self.w1 = nn.ParameterDict({{}})
+            self.w2 = nn.ParameterDict({{}})
+
+        def get_delta_weight(self, name):
+            weight = {delta}
+            return weight.reshape(self.base_layer.weight.shape)
+
+        def forward(self, x, name):
+            return self.base_layer(x) + self._delta(name, x)
+
+
+    class Linear(Layer):
+        def _delta(self, name, x):
+            delta_weight = self.get_delta_weight(name)
+            return F.linear({input}, delta_weight)
+    """
+FPLAIN = {
+    "delta": "Hadamard.apply(self.w1[name], self.w2[name], torch.tensor(2.0))",
+    "input": "x",
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},  # a custom autograd Function's ``apply`` returns what its ``forward`` computes
+        {"delta": "self.w1[name] @ self.w2[name]"},
+    ],
+)
+def test_a_delta_weight_from_a_base_class_method_is_float32(change: dict[str, str]) -> None:
+    """``self.get_delta_weight`` defined by a base class of the file: its return is followed."""
+    assert codes(FACTORS.format(**{**FPLAIN, **change})) == [("MPC104", 36, 16)]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"input": "x.to(delta_weight.dtype)"},
+        {"delta": "torch.randn(4, 4, dtype=torch.float16)"},  # not the adapter's factors
+    ],
+)
+def test_a_delta_weight_given_the_input_s_dtype_is_quiet(change: dict[str, str]) -> None:
+    assert codes(FACTORS.format(**{**FPLAIN, **change})) == []
+
+
+SHARED = """
+    class BufferDict(nn.Module):
+        pass
+
+
+    class TunerLayer:
+        adapter_layer_names = ()
+        other_param_names = ()
+
+
+    def cast_adapter_dtype(model, name):
+        for module in model.modules():
+            for sub in module.modules():
+                if isinstance(sub, {casts}) and name in sub:
+                    sub[name].data = sub[name].data.float()
+
+
+    class VeraLayer(nn.Module, TunerLayer):
+        adapter_layer_names = ("vera_lambda_d",)
+        other_param_names = ({moved},)
+
+        def __init__(self, base_layer):
+            super().__init__()
+            self.base_layer = base_layer
+            self.vera_lambda_d = nn.ParameterDict({{}})
+            self.vera_A: Optional[BufferDict] = None
+
+        def update_layer(self, name, vera_A: BufferDict):
+            self.vera_lambda_d[name] = nn.Parameter(torch.ones(4))
+            self.vera_A = vera_A
+
+        def forward(self, x, name):
+            x = x.to(self.vera_lambda_d[name].dtype)
+            return self.base_layer(x) + F.linear(x, self.vera_A[name]).sum()
+    """
+SPLAIN = {"casts": "(nn.ModuleDict, nn.ParameterDict)", "moved": '"vera_A"'}
+
+
+def test_a_buffer_dict_the_project_s_cast_skips_follows_the_base_layer() -> None:
+    """Before peft's PR #1874, ``cast_adapter_dtype`` upcast ``ParameterDict`` entries only: the
+    shared ``BufferDict`` stays in the base layer's dtype, and meets the upcast input."""
+    found = codes("from typing import Optional\n" + textwrap.dedent(SHARED.format(**SPLAIN)))
+    assert found == [("MPC101", 38, 37)]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"casts": "(nn.ModuleDict, nn.ParameterDict, BufferDict)"},  # released peft
+        {"casts": "SomeLayer"},  # a cast that names no adapter dict: peft's default belief
+        {"moved": '"r"'},  # not one of the layer's per-adapter containers
+    ],
+)
+def test_a_buffer_dict_that_is_cast_or_no_adapter_container_is_quiet(
+    change: dict[str, str],
+) -> None:
+    source = "from typing import Optional\n" + textwrap.dedent(
+        SHARED.format(**{**SPLAIN, **change})
+    )
+    assert codes(source) == []

@@ -306,3 +306,56 @@ def test_module_level_aliases_of_imported_names_are_reexported(tmp_path: Path) -
     assert summary.reexports["Linear"] == ("torch.nn.Linear", 0, "")
     assert {"Twice", "Made", "Conv", "Norm"}.isdisjoint(summary.reexports)
     assert summary.reexports["Act"] == ("apex.Act", 0, "")  # the import's, as before
+
+
+TUNERS = """
+import torch
+from torch import nn
+
+
+class BufferDict(nn.Module):
+    pass
+
+
+class TunerLayer:
+    adapter_layer_names = ()
+
+
+class Tuner:
+    def _cast_adapter_dtype(self, name):
+        for sub in self.model.modules():
+            if isinstance(sub, TunerLayer):
+                continue
+            if isinstance(sub, (nn.ModuleDict, nn.ParameterDict)) and name in sub:
+                sub[name].data = sub[name].data.float()
+"""
+LYCORIS = """
+from .tuners import TunerLayer
+
+
+class LycorisLayer(TunerLayer):
+    pass
+"""
+
+
+def test_the_adapter_dicts_peft_casts_are_read_and_inherited_across_files(
+    tmp_path: Path,
+) -> None:
+    """The dict classes ``_cast_adapter_dtype`` tests for, read where it is defined, reach a
+    tuner layer two files away through its bases' summaries."""
+    package(tmp_path, {"tuners.py": TUNERS, "lycoris.py": "import torch\n" + LYCORIS})
+    summariser = FileSummariser(tmp_path)
+    tuners = summariser.summarise(tmp_path / "pkg" / "tuners.py", lambda *a: None)
+    assert tuners is not None
+    assert tuners.classes["TunerLayer"].adapter_casts == ("ModuleDict", "ParameterDict")
+
+    def lookup(_: Path, dotted: str, level: int) -> object:
+        return (
+            tuners.classes.get(dotted.rpartition(".")[2]) if dotted.startswith("tuners") else None
+        )
+
+    lycoris = summariser.summarise(tmp_path / "pkg" / "lycoris.py", lookup)  # type: ignore[arg-type]
+    assert lycoris is not None
+    assert lycoris.classes["LycorisLayer"].adapter_casts == ("ModuleDict", "ParameterDict")
+    plain = summariser.summarise(tmp_path / "pkg" / "lycoris.py", lambda *a: None)
+    assert plain is not None and plain.classes["LycorisLayer"].adapter_casts is None

@@ -202,6 +202,7 @@ def test_summary_round_trips_through_json() -> None:
                 {"forward": Function(("x",), full)},
                 {"weight": full, "proj": Value("module", "model", layer="Linear")},
                 ("router",),
+                adapter_casts=("ModuleDict", "ParameterDict"),
             )
         },
         constants={"DTYPE": Value("dtype", "half", "float16")},

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import libcst as cst
 
 from mpcheck.infer.ambient import AmbientWalk
-from mpcheck.infer.frames import Frame
-from mpcheck.keep_fp32 import KeepFp32
+from mpcheck.infer.frames import ClassInfo, Frame
+from mpcheck.keep_fp32 import KeepFp32, adapter_casts
 from mpcheck.sites import Scope
 
 _SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
@@ -33,7 +33,7 @@ class FileAnalysis(AmbientWalk):
         called = _called_names(self.source)
         self.helpers = _self_called_names(self.source)
         self._collect(self.module.body)
-        self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()})
+        self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()}, self._casts())
         for name in self.keep.kept_classes:
             self.classes[name].kept_fp32 = True
         script = self.script = Frame({}, Scope(None, None, False, None))
@@ -52,6 +52,40 @@ class FileAnalysis(AmbientWalk):
         records, bound methods), so without this the file's tree lives on until the next
         full garbage collection, and a run holds several dead trees at a time."""
         self.__dict__.clear()
+
+    def _casts(self) -> dict[str, frozenset[str]]:
+        """Each class's dict classes that peft's ``cast_adapter_dtype`` upcasts, when the
+        project's code says: read in this file, else through its bases (a LoHa layer's
+        ``LycorisLayer`` of ``lycoris_utils.py``, whose ``BaseTunerLayer`` is in the file
+        that defines the cast)."""
+        here = adapter_casts(self.module) if b"cast_adapter_dtype" in self.source else None
+        found: dict[str, frozenset[str]] = {}
+
+        def of(info: ClassInfo, depth: int = 0) -> frozenset[str] | None:
+            name = info.node.name.value
+            if name in found or here is not None or depth > 8:
+                return found.get(name, here)
+            casts = next(
+                (
+                    frozenset(s.adapter_casts)
+                    for *_, s in info.elsewhere
+                    if s.adapter_casts is not None
+                ),
+                None,
+            )
+            for base in info.bases:
+                parent = self.classes.get(base)
+                if casts is None and parent is not None and parent is not info:
+                    casts = of(parent, depth + 1)
+            if casts is not None:
+                found[name] = casts
+            return casts
+
+        for info in self.classes.values():
+            casts = of(info)
+            if casts is not None:
+                found[info.node.name.value] = casts
+        return found
 
     def _collect(self, body: Sequence[cst.BaseStatement]) -> None:
         for stmt in body:

@@ -74,6 +74,58 @@ class FunctionWalk(AutocastWalk):
             self.file_uses_torch_modules = True
         return info
 
+    def local_method(
+        self, info: ClassInfo | None, name: str, depth: int = 0
+    ) -> tuple[ClassInfo, cst.FunctionDef] | None:
+        """``self.name`` of ``info``: its own method, else the one a base class of this file
+        defines (a LoHa ``Linear`` calling its ``LoHaLayer``'s ``get_delta_weight``), with
+        the class that defines it (whose ``__init__`` set up the attributes it reads)."""
+        if info is None or depth > 8:
+            return None
+        if name in info.methods:
+            return info, info.methods[name]
+        for base in info.bases:
+            parent = self.classes.get(base)
+            found = None if parent is info else self.local_method(parent, name, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def class_call(
+        self,
+        node: cst.Call,
+        name: str,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+    ) -> Fact | None:
+        """``Cls.method(...)`` of a class of this file: what its summary returns for these
+        arguments. A custom autograd Function's ``apply`` runs its ``forward`` with ``ctx``
+        first, so ``HadaWeight.apply(w1, w2)`` returns what that ``forward`` makes of them
+        (LoHa's delta weight is as float32 as its factors)."""
+        cls = self.classes.get(name)
+        if cls is None:
+            return None
+        if method in cls.methods:
+            fn = cls.methods[method]
+        elif method == "apply" and "forward" in cls.methods and self._autograd_function(cls):
+            fn = cls.methods["forward"]
+            args = (Operand(node, UNKNOWN), *args)  # ``ctx``: input 0 of the static forward
+        else:
+            return None
+        return self.substitute(self.summary(fn, cls), fn, args, kwargs, skip_self=False)
+
+    def _autograd_function(self, cls: ClassInfo, depth: int = 0) -> bool:
+        """A subclass of ``torch.autograd.Function``, directly or through a class here."""
+        for base in cls.bases:
+            if base == "torch.autograd.Function":
+                return True
+            parent = self.classes.get(base)
+            if parent is not None and parent is not cls and depth < 8:
+                if self._autograd_function(parent, depth + 1):
+                    return True
+        return False
+
     def _local_lightning(self, base: str) -> bool:
         local = self.classes.get(base)
         return local is not None and local.lightning

@@ -460,9 +460,9 @@ class ModuleWalk(FunctionWalk):
         if method in ("eval", "train", "requires_grad_", "cuda", "cpu", "apply", "zero_grad", "to"):
             return module  # ``.to(device)``: a dtype cast was handled above
         if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == "self":
-            info = self._class_of_frame(frame)
-            if info is not None and method in info.methods:
-                fn = info.methods[method]
+            found = self.local_method(self._class_of_frame(frame), method)
+            if found is not None:
+                info, fn = found
                 rewalk = self.reporting.recording and self.reporting.may_rewalk
                 if rewalk and fn not in self.in_progress:
                     # Re-walking a module cast apart (``split_call``): follow it into its helpers.

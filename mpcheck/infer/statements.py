@@ -53,7 +53,8 @@ from mpcheck.infer.switches import (
     remember_switched,
     switch_of,
 )
-from mpcheck.names import dotted
+from mpcheck.keep_fp32 import ADAPTER_DICTS
+from mpcheck.names import descendants, dotted
 from mpcheck.sites import Operand, ReturnSite, SetItemSite
 from mpcheck.training import STATE, State
 
@@ -422,25 +423,42 @@ class StatementWalk(ExpressionWalk):
             return
         if isinstance(target, cst.Attribute) and target.attr.value == "data":
             self.training.store_data(target, value, frame)  # ``p.data = p.data.float()``
-        if self._adapter_container(target, value_node, frame):
-            value = adapter_fp32(value, target, _tensor_dict(value_node))
+        annotation = stmt.annotation if isinstance(stmt, cst.AnnAssign) else None
+        container = self._adapter_container(target, value_node, frame, annotation)
+        if container is not None:
+            kind = container or None
+            if self.keep.upcast(frame.scope.class_name, kind):
+                value = adapter_fp32(value, target, kind in TENSOR_DICTS)
+            elif self.keep.listed(frame.scope.class_name, (dotted(target) or "")[5:]):
+                value = adapter_in_base_dtype(target, kind or "")
+            # (an unlisted dict peft does not cast was not moved either: its own dtype)
         self.bind(target, value, frame)
 
     def _adapter_container(
-        self, target: cst.BaseExpression, value: cst.BaseExpression, frame: Frame
-    ) -> bool:
+        self,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression,
+        frame: Frame,
+        annotation: cst.Annotation | None,
+    ) -> str | None:
         """``self.lora_A = nn.ParameterDict()`` in a peft tuner layer: named in its
-        ``adapter_layer_names``, or any dict of per-adapter parts (peft casts every item
-        keyed by the adapter's name to float32, a ``BufferDict``'s too)."""
+        ``adapter_layer_names``, or any dict of per-adapter parts (peft casts the items keyed
+        by the adapter's name to float32), or a dict named in its ``other_param_names``
+        (``self.vera_A = vera_A`` of a ``vera_A: BufferDict``, or ``self.vera_A:
+        Optional[BufferDict] = None``). The dict's class, "" when unknown; None when it is no
+        adapter container."""
         key = dotted(target)
         if key is None or not key.startswith("self.") or key.count(".") != 1:
-            return False
-        if self.keep.adapter(frame.scope.class_name, key[5:]):
-            return True
-        if not self.keep.adapters.get(frame.scope.class_name or ""):
-            return False
-        callee = dotted(value.func) if isinstance(value, cst.Call) else None
-        return (callee or "").rsplit(".", 1)[-1] in ADAPTER_DICTS
+            return None
+        owner, attr = frame.scope.class_name, key[5:]
+        kind = _dict_class(value, frame.scope.function, annotation)
+        if self.keep.adapter(owner, attr):
+            return kind or ""
+        if kind is None:
+            return None
+        if self.keep.adapters.get(owner or "") or attr in self.keep.moved.get(owner or "", ()):
+            return kind
+        return None
 
     def advanced_index(self, target: cst.Subscript, frame: Frame) -> Operand | None:
         """Evaluate ``target``'s indices; the first that makes it advanced indexing, if any."""
@@ -509,7 +527,7 @@ class StatementWalk(ExpressionWalk):
                 del frame.env[k]
 
 
-ADAPTER_DICTS = frozenset({"ModuleDict", "ParameterDict", "BufferDict"})
+TENSOR_DICTS = frozenset({"ParameterDict", "BufferDict"})
 ADAPTER_TEXT = "kept in float32 beside a half base layer by peft (`adapter_layer_names`)"
 
 
@@ -523,10 +541,34 @@ def adapter_fp32(value: Fact, target: cst.BaseExpression, tensors: bool) -> Fact
     return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, Prec.FULL, "float32", origin))
 
 
-def _tensor_dict(value: cst.BaseExpression) -> bool:
-    """``nn.ParameterDict(...)``, ``BufferDict(...)``: a dict of tensors, not of modules."""
-    callee = dotted(value.func) if isinstance(value, cst.Call) else None
-    return (callee or "").rsplit(".", 1)[-1] in ("ParameterDict", "BufferDict")
+def adapter_in_base_dtype(target: cst.BaseExpression, kind: str) -> Fact:
+    """A peft adapter dict whose class the project's ``cast_adapter_dtype`` does not test
+    for: peft moved its entries to the base layer's dtype and leaves them there."""
+    text = (
+        f"kept in the base layer's dtype by peft (it moves the entries there, and its "
+        f"`cast_adapter_dtype` leaves `{kind}` entries alone)"
+    )
+    entry = Fact(Kind.TENSOR, Prec.MODEL, None, Origin(target, Cause.MODEL_CAST, text))
+    return Fact(Kind.SEQ, elem=entry) if kind in TENSOR_DICTS else replace(entry, kind=Kind.MODULE)
+
+
+def _dict_class(
+    value: cst.BaseExpression, fn: cst.FunctionDef | None, annotation: cst.Annotation | None
+) -> str | None:
+    """The adapter dict class ``value`` is: built here (``nn.ParameterDict({})``), declared
+    by the assignment's annotation, or a parameter of ``fn`` annotated so (``vera_A:
+    BufferDict``); None when none says."""
+    if isinstance(value, cst.Call):
+        leaf = (dotted(value.func) or "").rsplit(".", 1)[-1]
+        return leaf if leaf in ADAPTER_DICTS else None
+    if annotation is None and isinstance(value, cst.Name) and fn is not None:
+        params = (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
+        annotation = next((p.annotation for p in params if p.name.value == value.value), None)
+    if annotation is None:
+        return None
+    found = {n.value for n in descendants(annotation) if isinstance(n, cst.Name)}
+    kinds = sorted(found & ADAPTER_DICTS)
+    return kinds[0] if len(kinds) == 1 else None
 
 
 _EXITS = (cst.Return, cst.Raise)

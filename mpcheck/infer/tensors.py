@@ -100,15 +100,12 @@ class TensorWalk(ModuleWalk):
         if method in ("from_pretrained", "from_single_file", "from_config"):
             return self.loaded_model(node, path or "", kwargs)
         if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
-            cls = self.classes.get(node.func.value.value)
-            if cls is not None and method in cls.methods:
-                return self.substitute(
-                    self.summary(cls.methods[method], cls),
-                    cls.methods[method],
-                    args,
-                    kwargs,
-                    skip_self=False,
-                )
+            called = self.class_call(node, node.func.value.value, method, args, kwargs)
+            if called is not None and method == "apply":  # a call the rules see too (MPC402)
+                record = CallRecord(node, called, args, kwargs, method=method, receiver=receiver)
+                return self.emit(record, frame)
+            if called is not None:  # ``Helper.build(x)``
+                return called
         dtype = kwargs.get("dtype") or next((a for a in args if a.fact.kind is Kind.DTYPE), None)
         if recv == UNKNOWN and method == "to" and dtype and data_api.picture_cast(node.func):
             recv = UNKNOWN_TENSOR  # ``image = processor(image); image.to(dtype=torch.float32)``
@@ -478,7 +475,10 @@ class TensorWalk(ModuleWalk):
             what = Origin(node, Cause.ACTIVATION, f"the output of `{code()}`")
             return Fact(Kind.TENSOR, Prec.FULL, tensors[1].dtype, what)
         if op is not None:
-            return op_result(*tensors) if tensors else UNKNOWN_TENSOR
+            result = op_result(*tensors) if tensors else UNKNOWN_TENSOR
+            params = frozenset().union(*(f.params for f in tensors))
+            # ``torch.einsum(spec, t1, w1)`` of a function's inputs follows them, as ``@`` does
+            return replace(result, params=params) if result is UNKNOWN_TENSOR else result
         if not tensors:
             seqs = [a.fact for a in args if a.fact.kind is Kind.SEQ]
             return element(seqs[0]) if seqs else UNKNOWN_TENSOR

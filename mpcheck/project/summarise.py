@@ -217,7 +217,12 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
         keep_patterns=tuple(patterns),
         float32_default=float32,
         feeds_weights=info.feeds_weights,
+        adapter_casts=_sorted(walk.keep.casts.get(name)),
     )
+
+
+def _sorted(names: frozenset[str] | None) -> tuple[str, ...] | None:
+    return None if names is None else tuple(sorted(names))
 
 
 def _kind(walk: FileAnalysis, layer: str | None) -> str:

@@ -31,7 +31,7 @@ __all__ = [
     "Value",
 ]
 
-FORMAT = 3  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 4  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +94,9 @@ class ClassSummary:
     # ``forward`` hands its first input as it came to one of its own layers: a caller must
     # pass it in the module's dtype (``x_embedder(x.float())`` raises in a half model)
     feeds_weights: bool = False
+    # the dict classes whose entries peft's ``cast_adapter_dtype`` upcasts, read in this
+    # class's file or its bases' (None: not seen), for the tuner layers built on it
+    adapter_casts: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +218,7 @@ class Pool:
             keep_patterns=self._strings(cls.keep_patterns),
             float32_default=None if default is None else (default[0], self._place(default[1])),
             feeds_weights=cls.feeds_weights,
+            adapter_casts=None if cls.adapter_casts is None else self._strings(cls.adapter_casts),
         )
 
 
@@ -281,6 +285,7 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         keep_patterns=tuple(data["keep_patterns"]),
         float32_default=_default(data["float32_default"]),
         feeds_weights=data["feeds_weights"],
+        adapter_casts=None if data["adapter_casts"] is None else tuple(data["adapter_casts"]),
     )
 
 
