@@ -297,6 +297,18 @@ def _promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
         return replace(best, params=params, zero_dim=zero_dim, mixed=mixed)
     if any(f.prec is Prec.UNKNOWN for f in sized):
         params = frozenset().union(*(f.params for f in tensors))
+        default = next((f for f in sized if one_path_factory(f)), None)
+        if (
+            default is not None
+            and node is not None
+            and not default.params  # (an argument's own default is not taken once it is passed)
+            and default.mixed is None
+            and any(f.params for f in sized if f is not default)
+        ):
+            # ``torch.cat((self.k, k))`` in a helper whose ``k`` its caller decides: float32
+            # on the default's path once the caller passes activations (see ``substitute``)
+            mixed = Origin(node, Cause.ACTIVATION, "the tensors it is passed")
+            return replace(default, params=params, mixed=mixed)
         return Fact(Kind.TENSOR, Prec.UNKNOWN, params=params)
     ints = [f for f in sized if f.prec is Prec.INT]
     if ints and float_scalar and node is not None:
@@ -370,6 +382,12 @@ def _join(a: Fact, b: Fact) -> Fact:
         elems = [element(s) for s in (a, b) if s.items != ()]
         elem = elems[0] if len(elems) == 1 else join(elems[0], elems[1]) if elems else UNKNOWN
         return Fact(Kind.SEQ, elem=None if elem == UNKNOWN else elem)
+    if a.kind is Kind.TENSOR and a.prec is Prec.UNKNOWN and b.prec is Prec.UNKNOWN:
+        # a helper returning its argument on one path and joined with a default on another:
+        # the default's path is still there (``_promote`` made it, for ``substitute``)
+        mixed = [f for f in (a, b) if joined_with_arguments(f)]
+        if len(mixed) == 1:
+            return replace(mixed[0], params=a.params | b.params)
     if a.prec is b.prec and a.dtype == b.dtype:
         return replace(a, maybe=a.maybe or b.maybe, params=a.params | b.params)
     if a.kind in (Kind.DTYPE, Kind.MODULE):
@@ -397,6 +415,34 @@ def _join(a: Fact, b: Fact) -> Fact:
             mixed=full.mixed,  # ``if eta > 0: prev = prev + noise``: mixed on that path
         )
     return Fact(a.kind, params=a.params | b.params)
+
+
+def one_path_factory(fact: Fact) -> bool:
+    """A tensor a factory made on one path only (an optional argument's default, a branch):
+    unknown after the join, but it still holds the factory's float32 on that path."""
+    return (
+        fact.kind is Kind.TENSOR
+        and fact.maybe
+        and fact.prec is Prec.UNKNOWN
+        and fact.cause in (Cause.FACTORY, Cause.INT_FLOAT)
+        and not fact.zero_dim
+    )
+
+
+def joined_with_arguments(fact: Fact) -> bool:
+    """A one-path factory that a helper joined with its arguments (``_promote``): float32 on
+    that path once the caller passes activations for them."""
+    return one_path_factory(fact) and bool(fact.params) and fact.mixed is not None
+
+
+def tensor_or_none(tested: Fact, default: Fact, *, state: bool = False) -> Fact:
+    """``tested`` in ``torch.zeros(...) if k is None else k``: a tensor of unknown dtype when
+    its default is one (an ``__init__`` argument is no tensor by itself), so the join keeps
+    the default's path. Kept as an object's ``state`` (in ``__init__``) it is no input of
+    the methods that read it, so it loses its parameter mark."""
+    if default.kind is Kind.TENSOR and tested.kind is Kind.OTHER and tested.train is None:
+        return Fact(Kind.TENSOR, params=frozenset() if state else tested.params)
+    return tested
 
 
 def defaulted(fact: Fact) -> Fact:

@@ -33,7 +33,11 @@ class AttentionDtypeMismatch(Rule):
         there; flash-attn and xformers kernels are not recast. CPU autocast recasts SDPA only
         since torch 2.2: with `target-torch-version = "2.1"` it is reported in a CPU region.
         A float32 factory tensor that a `torch.cat` already mixed into `k`/`v` is reported
-        once, by MPC102, at the factory.
+        once, by MPC102, at the factory. A cache kept by a plain class of the file (not a
+        module) whose buffers default to `torch.zeros(...)` without `dtype=`, and whose method
+        concatenates them with the keys it is handed, is reported here, at the attention
+        that takes what the method returns: on the path where the cache is used, whatever
+        the branches around it test, unless they test a precision or a device.
         """
     symptom = """
         `RuntimeError: Expected query, key, and value to have the same dtype, but got

@@ -50,7 +50,11 @@ def float32_path(then: Fact, other: Fact, in_module: bool) -> tuple[Fact, bool] 
     list): image = preprocess(image).float()`` says nothing of the tensor path).
     """
     for taken, low, is_then in ((then, other, True), (other, then, False)):
-        if not (_float32(taken) and _low(low)) or taken.origin is None:
+        first = _float32(taken) and _low(low)
+        # already float32 on a path of its own, whatever this ``if``'s other path holds: the
+        # enclosing test only decides whether that path is reached
+        nested = _on_a_path(taken) and low.is_tensor and low.prec is not Prec.FULL
+        if not (first or nested) or taken.origin is None:
             continue
         if not in_module and (low.origin is None or isinstance(low.origin.node, cst.Param)):
             continue
@@ -62,8 +66,21 @@ def on_path(taken: Fact, condition: str) -> Fact:
     """``taken`` after the ``if``: float32 on the path where ``condition`` holds, said so."""
     origin = taken.origin
     assert origin is not None
-    text = f"{origin.text.rstrip(',')}, on the path where `{condition}`"  # no ",,"
+    if _ON_PATH in origin.text:  # an ``if`` around the one that chose the path: both hold
+        head, _, inner = origin.text.partition(_ON_PATH)
+        text = f"{head}{_ON_PATH}`{condition}` and {inner}"
+    else:
+        text = f"{origin.text.rstrip(',')}{_ON_PATH}`{condition}`"  # no ",,"
     return replace(taken, origin=Origin(origin.node, origin.cause, text, origin.via), maybe=True)
+
+
+_ON_PATH = ", on the path where "
+
+
+def _on_a_path(fact: Fact) -> bool:
+    """Float32 on some path only, not chosen by precision (:func:`on_path`, or a helper's
+    default joined with the activations it was given)."""
+    return fact.is_tensor and fact.prec is Prec.FULL and fact.maybe and not fact.zero_dim
 
 
 def _float32(fact: Fact) -> bool:

@@ -27,6 +27,7 @@ from mpcheck.facts import (
     none_tested,
     promote,
     seq_of,
+    tensor_or_none,
 )
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
@@ -127,6 +128,9 @@ class ExpressionWalk(TensorWalk):
             return replace(base, layer=self.member_layer(base.layer, attr))
         if base.kind is Kind.OTHER and attr in ("min", "max", "eps", "tiny") and base.layer:
             return self.finfo_value(base, attr)
+        plain = self.plain_class(base.layer) if base.kind is Kind.OTHER else None
+        if plain is not None:  # ``cache.k``: what its class set as ``self.k``
+            return plain.attrs.get(f"self.{attr}", UNKNOWN)
         return UNKNOWN
 
     def own_state(self, node: cst.Attribute, key: str | None, frame: Frame) -> Fact | None:
@@ -249,9 +253,14 @@ class ExpressionWalk(TensorWalk):
         taken = half_run_takes(node.test, lambda side: self.expr(side, frame))
         if taken is not None:
             return body if taken else orelse
-        joined = join(body, orelse)
-        # ``x if x is not None else torch.ones(...)``
-        return defaulted(joined) if none_tested(node.test) is not None else joined
+        tested = none_tested(node.test)
+        if tested is not None:  # ``x if x is not None else torch.ones(...)``
+            if dotted(node.body) == tested:
+                body = tensor_or_none(body, orelse, state=frame.in_init)
+            elif dotted(node.orelse) == tested:
+                orelse = tensor_or_none(orelse, body, state=frame.in_init)
+            return defaulted(join(body, orelse))
+        return join(body, orelse)
 
     def sequence(self, node: cst.Tuple | cst.List, frame: Frame) -> Fact:
         facts = []
@@ -370,6 +379,9 @@ class ExpressionWalk(TensorWalk):
                 return self.module_call(node, known, dotted(func), args, kwargs, frame)
             path = dotted(func.value)
             receiver = self.expr(func.value, frame)
+            returned = self.instance_method(receiver, func.attr.value, args, kwargs)
+            if returned is not None:  # ``self.cache.get_kv(k, v)``: a method of a plain class
+                return returned
             return self.method_call(node, func.attr.value, receiver, path, args, kwargs, frame)
         callee = self.expr(func, frame)
         if callee.kind is Kind.MODULE:
@@ -487,7 +499,8 @@ class ExpressionWalk(TensorWalk):
         if cls is not None:
             if cls.is_module:
                 return self.construct_module(node, name, frame, kwargs)
-            return UNKNOWN
+            plain = self.plain_class(name)  # ``KVCache(...)``: its methods answer calls on it
+            return UNKNOWN if plain is None else Fact(Kind.OTHER, layer=name)
         fn = self.functions.get(name)
         if fn is None:
             if self.training.named_call(node, name, frame):  # a relatively imported clip helper

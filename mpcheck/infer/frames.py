@@ -141,6 +141,12 @@ class Frame:
     scope: Scope
     returns: Fact | None = None
 
+    @property
+    def in_init(self) -> bool:
+        """Walking an ``__init__``: what it binds on ``self`` is the object's state."""
+        fn = self.scope.function
+        return fn is not None and fn.name.value == "__init__"
+
 
 class WalkApi(Protocol):
     """What the tracker may use of a file's walk."""

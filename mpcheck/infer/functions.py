@@ -22,6 +22,7 @@ from mpcheck.facts import (
     Origin,
     Prec,
     join,
+    joined_with_arguments,
     promote,
 )
 from mpcheck.infer.autocast import AutocastWalk
@@ -290,7 +291,7 @@ class FunctionWalk(AutocastWalk):
             if cls is not None and index == 0 and name in ("self", "cls"):
                 continue
             if fn.name.value == "__init__":
-                built = self.annotated_default(param)
+                built = self.annotated_default(param) or self.annotated_instance(param, index)
                 env[name] = built or Fact(Kind.OTHER, params=frozenset({index}))
             else:
                 sample = sampler and name in T.SAMPLE_PARAMS
@@ -362,6 +363,39 @@ class FunctionWalk(AutocastWalk):
                 origin = Origin(param, Cause.MODEL_CAST, what)
                 return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
         return None
+
+    def plain_class(self, name: str | None) -> ClassInfo | None:
+        """A class of this file that is no module (a cache, a helper object), walked: its
+        instances' attributes are what its methods set on ``self``."""
+        info = self.classes.get(name or "")
+        if info is None or info.is_module or info.is_pipeline or info.is_sampler:
+            return None
+        self.analyse_class(info)
+        return info
+
+    def annotated_instance(self, param: cst.Param, index: int) -> Fact | None:
+        """``cache: KVCache | None``: an instance of a plain class of this file."""
+        if param.annotation is None:
+            return None
+        for name in _annotation_names(param.annotation.annotation):
+            if name in self.classes and self.plain_class(name) is not None:
+                return Fact(Kind.OTHER, layer=name, params=frozenset({index}))
+        return None
+
+    def instance_method(
+        self,
+        instance: Fact,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+    ) -> Fact | None:
+        """``cache.get_kv(k, v)`` on an instance of a plain class: what that method returns
+        for these arguments (its summary), None when it is no such call."""
+        info = self.plain_class(instance.layer) if instance.kind is Kind.OTHER else None
+        fn = info.methods.get(method) if info is not None else None
+        if info is None or fn is None or fn in self.in_progress:
+            return None
+        return self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
 
     def _project_class(self, name: str) -> ClassSummary | None:
         """The summary of module class ``name`` imported from another project file."""
@@ -447,6 +481,9 @@ class FunctionWalk(AutocastWalk):
             )
         if name in NON_TENSOR_PARAMS:
             return Fact(Kind.OTHER, params=marks)
+        instance = self.annotated_instance(param, index)
+        if instance is not None:
+            return instance
         if ann is not None and "Tensor" not in ann_text and "tensor" not in ann_text:
             if ann_text in ("int", "float", "bool"):
                 return replace(SCALAR, params=marks)
@@ -510,9 +547,27 @@ class FunctionWalk(AutocastWalk):
                 return actual[0]
             if len(actual) == 1 and actual[0].kind is Kind.MODULE and fact.from_input:
                 return actual[0]  # ``apply_wd(nn.Linear(...))`` returns the module it was given
-            return promote(actual)
+            given = promote(actual)
+            if joined_with_arguments(fact) and given.prec in (Prec.MODEL, Prec.HALF):
+                return joined_default(fact, given, fn)
+            return given
 
         return sub(result)
+
+
+def joined_default(fact: Fact, given: Fact, fn: cst.FunctionDef) -> Fact:
+    """What a helper returns when it joined a factory's float32 of one of its paths (a cache
+    allocated without ``dtype=`` unless one is passed) with the activations it was given:
+    float32 on that path, whatever the model runs in."""
+    origin = fact.origin
+    assert origin is not None
+    when = "when no other value is passed" if fact.defaulted else "on one of its paths"
+    text = (
+        f"{origin.text} {when}, and returned by `{fn.name.value}` after joining it with "
+        "the tensors it is passed"
+    )
+    made = Origin(origin.node, origin.cause, text, origin.via)
+    return Fact(Kind.TENSOR, Prec.FULL, "float32", made, maybe=True, apart=given.apart)
 
 
 def _annotation_names(node: cst.CSTNode) -> list[str]:

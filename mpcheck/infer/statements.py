@@ -27,6 +27,7 @@ from mpcheck.facts import (
     none_tested,
     promote,
     seq_of,
+    tensor_or_none,
 )
 from mpcheck.infer.base import CallRecord, shorten
 from mpcheck.infer.branches import about_precision, float32_path, on_path
@@ -103,6 +104,10 @@ class StatementWalk(ExpressionWalk):
                 else self.training.assume(stmt.test, False, Frame(off.env, off.scope))
             )
             before = frame.env
+            tested = none_tested(stmt.test, negated=False)  # ``if x is None: x = zeros(...)``
+            if tested is not None and tested in then.env and tested in other.env:
+                kept = tensor_or_none(other.env[tested], then.env[tested], state=frame.in_init)
+                other = Frame({**other.env, tested: kept}, other.scope, other.returns)
             self.merge(frame, then, other)
             if half is not None:
                 self.half_path(stmt, frame, half, then, other)
@@ -113,7 +118,6 @@ class StatementWalk(ExpressionWalk):
             if guard is not None:  # ``if cache: vae = load()`` ... ``if not cache: vae = ...``
                 complete(before, frame.env, then.env, guard)
                 remember(before, frame.env, then.env, guard)
-            tested = none_tested(stmt.test, negated=False)  # ``if x is None: x = zeros(...)``
             if tested is not None and tested in frame.env:
                 frame.env[tested] = defaulted(frame.env[tested])
             converted = self.converted(stmt)
