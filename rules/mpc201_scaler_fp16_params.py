@@ -35,6 +35,13 @@ class ScalerFp16Params(Rule):
         `[p for p in model.parameters() if p.requires_grad]` are the half weights themselves.
         `scaler.unscale_(opt)`, `scaler.step(opt)`, accelerate's `clip_grad_norm_` and the
         prepared optimizer's `step()` all go through `unscale_`.
+
+        Parameters handed to the optimizer under a plain flag (`if args.train_text_encoder:`)
+        are read as the model is on that flag's paths: a text encoder cast to the working
+        dtype only under `if not args.train_text_encoder:` never brings float16 parameters to
+        the optimizer, and is not reported; cast under the same flag, it always does. The
+        flag is assumed to keep its value between the two tests, as a parsed command-line
+        argument does.
         """
     symptom = "`ValueError: Attempting to unscale FP16 gradients.` at the first step."
     how_to_fix = """

@@ -76,6 +76,18 @@ def _other_paths(before: Env, name: str, flag: str, polarity: bool) -> Fact:
     return before.get(name, UNKNOWN)
 
 
+def linked_module(
+    env: Env, path: str | None, module: Fact, flags: tuple[tuple[str, bool], ...]
+) -> Fact:
+    """The module a parameter link names (``path``, bound to ``module`` when the parameters
+    were taken under ``flags``) as it is now on those paths; ``module`` when ``path`` no
+    longer holds a module."""
+    now = env.get(path) if path else None
+    if path and flags:  # ``if not train_te: te.to(dtype)``, te trained only if train_te
+        now = on_flagged_path(env, path, flags) or now
+    return now if now is not None and now.kind is Kind.MODULE else module
+
+
 def on_flagged_path(env: Env, name: str, flags: tuple[tuple[str, bool], ...]) -> Fact | None:
     """What ``name`` holds on a path where ``flags`` hold (``(flag, value)`` pairs), when the
     last ``if`` that bound it tested one of them: what its body bound, or what the paths that

@@ -16,7 +16,7 @@ from mpcheck import training_api as api
 from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Prec, seq_of, tensor_of_dtype
 from mpcheck.infer.binding import passed
 from mpcheck.infer.frames import Frame, WalkApi
-from mpcheck.infer.guards import on_flagged_path
+from mpcheck.infer.guards import linked_module
 from mpcheck.names import dotted
 from mpcheck.sites import Autocast, Operand
 from mpcheck.training import (
@@ -268,10 +268,8 @@ class Tracker:
         if base is None or not isinstance(base.train, Params):
             return
         state = self.state(frame)
-        for path, module, _ in base.train.sources:
-            now = frame.env.get(path) if path else None
-            module = now if now is not None and now.kind is Kind.MODULE else module
-            state = with_trainable(state, module, value)
+        for path, module, flags in base.train.sources:
+            state = with_trainable(state, linked_module(frame.env, path, module, flags), value)
         self.set_state(frame, state)
 
     def cast_trainable(
@@ -430,10 +428,7 @@ class Tracker:
                 found.append(param)
                 continue
             for path, module, flags in link.sources:
-                now = frame.env.get(path) if path else None
-                if path and flags:  # ``if not train_te: te.to(dtype)``, te trained only if train_te
-                    now = on_flagged_path(frame.env, path, flags) or now
-                module = now if now is not None and now.kind is Kind.MODULE else module
+                module = linked_module(frame.env, path, module, flags)
                 found.append(state.trainable_of(module))
                 recast += [cast for m, cast in state.recasts if m == module]
         params = tuple(dict.fromkeys(found))
