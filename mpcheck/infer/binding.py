@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 import libcst as cst
 
-from mpcheck.facts import Fact
+from mpcheck.facts import Fact, Kind, Origin, Prec
 from mpcheck.names import children, dotted
 from mpcheck.sites import Operand
 
@@ -122,3 +122,18 @@ def passes(node: cst.Call, index: int, name: str) -> bool:
     positional = [arg for arg in node.args if arg.keyword is None]
     named = {arg.keyword.value for arg in node.args if arg.keyword is not None}
     return len(positional) > index or name in named
+
+
+def joined_default(fact: Fact, given: Fact, fn: cst.FunctionDef) -> Fact:
+    """What a helper returns when it joined a factory's float32 of one of its paths (a cache
+    allocated without ``dtype=`` unless one is passed) with the activations it was given:
+    float32 on that path, whatever the model runs in."""
+    origin = fact.origin
+    assert origin is not None
+    when = "when no other value is passed" if fact.defaulted else "on one of its paths"
+    text = (
+        f"{origin.text} {when}, and returned by `{fn.name.value}` after joining it with "
+        "the tensors it is passed"
+    )
+    made = Origin(origin.node, origin.cause, text, origin.via)
+    return Fact(Kind.TENSOR, Prec.FULL, "float32", made, maybe=True, apart=given.apart)

@@ -26,7 +26,13 @@ from mpcheck.facts import (
     promote,
 )
 from mpcheck.infer.autocast import AutocastWalk
-from mpcheck.infer.binding import bind_arguments, float32_default, parameters, passes
+from mpcheck.infer.binding import (
+    bind_arguments,
+    float32_default,
+    joined_default,
+    parameters,
+    passes,
+)
 from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
 from mpcheck.infer.frozen import frozen_dtypes
 from mpcheck.infer.imported import class_bases, inherit
@@ -553,21 +559,6 @@ class FunctionWalk(AutocastWalk):
             return given
 
         return sub(result)
-
-
-def joined_default(fact: Fact, given: Fact, fn: cst.FunctionDef) -> Fact:
-    """What a helper returns when it joined a factory's float32 of one of its paths (a cache
-    allocated without ``dtype=`` unless one is passed) with the activations it was given:
-    float32 on that path, whatever the model runs in."""
-    origin = fact.origin
-    assert origin is not None
-    when = "when no other value is passed" if fact.defaulted else "on one of its paths"
-    text = (
-        f"{origin.text} {when}, and returned by `{fn.name.value}` after joining it with "
-        "the tensors it is passed"
-    )
-    made = Origin(origin.node, origin.cause, text, origin.via)
-    return Fact(Kind.TENSOR, Prec.FULL, "float32", made, maybe=True, apart=given.apart)
 
 
 def _annotation_names(node: cst.CSTNode) -> list[str]:
