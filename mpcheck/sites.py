@@ -82,6 +82,9 @@ class Autocast:
         return autocast_ops.cited(self.torch_version)
 
 
+Flags = tuple[tuple[str, bool], ...]  # plain flags known on a path: ``(name, value)``
+
+
 @dataclass(frozen=True)
 class Scope:
     """Where a piece of code runs."""
@@ -104,7 +107,7 @@ class Scope:
     full_precision: cst.BaseExpression | None = None
     # The plain flags known on this path of the function, as ``(name, value)``: inside
     # ``if args.train_text_encoder:`` it is ``("args.train_text_encoder", True)``.
-    flags: tuple[tuple[str, bool], ...] = ()
+    flags: Flags = ()
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from mpcheck.facts import (
     join,
 )
 from mpcheck.names import dotted
-from mpcheck.sites import Autocast, Operand, Scope
+from mpcheck.sites import Autocast, Flags, Operand, Scope
 
 STATE = "<training>"  # environment key of the loop state; not a Python name
 TRAINING_KINDS = (Kind.SCALER, Kind.OPTIMIZER, Kind.ACCELERATOR)
@@ -159,9 +159,6 @@ class Optimizer:
             acc = self.accelerator.join(other.accelerator)  # type: ignore[assignment]
         params = tuple(dict.fromkeys(self.params + other.params))
         return replace(self, params=params, accelerator=acc)
-
-
-Flags = tuple[tuple[str, bool], ...]  # plain flags known on a path: ``(name, value)``
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import libcst as cst
 from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec, join, none_tested, seq_of
 from mpcheck.infer.frames import Env
 from mpcheck.names import dotted
+from mpcheck.sites import Flags
 
 _MEMO = "\0guarded\0"
 _OPTIONAL = "\0optional\0"
@@ -76,9 +77,7 @@ def _other_paths(before: Env, name: str, flag: str, polarity: bool) -> Fact:
     return before.get(name, UNKNOWN)
 
 
-def linked_module(
-    env: Env, path: str | None, module: Fact, flags: tuple[tuple[str, bool], ...]
-) -> Fact:
+def linked_module(env: Env, path: str | None, module: Fact, flags: Flags) -> Fact:
     """The module a parameter link names (``path``, bound to ``module`` when the parameters
     were taken under ``flags``) as it is now on those paths; ``module`` when ``path`` no
     longer holds a module."""
@@ -88,7 +87,7 @@ def linked_module(
     return now if now is not None and now.kind is Kind.MODULE else module
 
 
-def on_flagged_path(env: Env, name: str, flags: tuple[tuple[str, bool], ...]) -> Fact | None:
+def on_flagged_path(env: Env, name: str, flags: Flags) -> Fact | None:
     """What ``name`` holds on a path where ``flags`` hold (``(flag, value)`` pairs), when the
     last ``if`` that bound it tested one of them: what its body bound, or what the paths that
     skipped it held; None when nothing says so."""

@@ -18,12 +18,11 @@ from mpcheck.infer.binding import passed
 from mpcheck.infer.frames import Frame, WalkApi
 from mpcheck.infer.guards import linked_module
 from mpcheck.names import dotted
-from mpcheck.sites import Autocast, Operand
+from mpcheck.sites import Autocast, Flags, Operand
 from mpcheck.training import (
     STATE,
     Accelerator,
     Action,
-    Flags,
     Optimizer,
     OptimizerClass,
     OptimizerUse,
