@@ -33,6 +33,7 @@ from mpcheck.sites import (
     items,
 )
 from mpcheck.torch_api import (
+    AUTOGRAD_FUNCTIONS,
     CAST_METHODS,
     CHECKED_FILL_FACTORIES,
     CHECKED_SCALAR_WRITES,
@@ -63,6 +64,7 @@ Fix = NodeFix
 Edit = NodeEdit
 
 __all__ = [
+    "AUTOGRAD_FUNCTIONS",
     "input_names",
     "is_kernel",
     "children",

@@ -324,6 +324,11 @@ FLOAT_TENSOR_TYPES = frozenset(
     "Tensor FloatTensor HalfTensor BFloat16Tensor DoubleTensor Any".split()
 )
 
+# The bases of a custom autograd Function: its ``apply`` runs its static ``forward``.
+AUTOGRAD_FUNCTIONS = frozenset(
+    {"torch.autograd.Function", "torch.autograd.function.InplaceFunction"}
+)
+
 # The model components of a diffusers-style pipeline (``self.vae`` in a ``...Pipeline``
 # class): users load pipelines with ``torch_dtype=torch.float16``, so each may be half.
 PIPELINE_MODELS = frozenset(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from mpcheck.api import (
+    AUTOGRAD_FUNCTIONS,
     CallSite,
     ClassSite,
     Decorator,
@@ -21,7 +22,6 @@ from mpcheck.api import (
     is_kernel,
 )
 
-_FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.InplaceFunction"})
 # Ops that autocast recasts in forward and that refuse mixed dtypes in backward.
 _MIXING_OPS = frozenset({OpKind.LINEAR, OpKind.CONV, OpKind.MATMUL, OpKind.ATTENTION})
 _SCALERS = frozenset(
@@ -158,7 +158,7 @@ class CustomFunctionWithoutCustomFwd(Rule):
         self.blind_mixes: dict[cst.FunctionDef, CallSite] = {}
 
     def check_class(self, site: ClassSite) -> None:
-        if not any(b in _FUNCTION_BASES or b in self.functions for b in site.bases):
+        if not any(b in AUTOGRAD_FUNCTIONS or b in self.functions for b in site.bases):
             return
         self.functions.add(site.node.name.value)
         methods = {s.name.value: s for s in site.node.body.body if isinstance(s, cst.FunctionDef)}

@@ -59,20 +59,16 @@ class FileAnalysis(AmbientWalk):
         ``LycorisLayer`` of ``lycoris_utils.py``, whose ``BaseTunerLayer`` is in the file
         that defines the cast)."""
         here = adapter_casts(self.module) if b"cast_adapter_dtype" in self.source else None
+        if here is not None:
+            return dict.fromkeys(self.classes, here)
         found: dict[str, frozenset[str]] = {}
 
         def of(info: ClassInfo, depth: int = 0) -> frozenset[str] | None:
             name = info.node.name.value
-            if name in found or here is not None or depth > 8:
-                return found.get(name, here)
-            casts = next(
-                (
-                    frozenset(s.adapter_casts)
-                    for *_, s in info.elsewhere
-                    if s.adapter_casts is not None
-                ),
-                None,
-            )
+            if name in found or depth > 8:
+                return found.get(name)
+            summaries = (s.adapter_casts for *_, s in info.elsewhere)
+            casts = next((frozenset(c) for c in summaries if c is not None), None)
             for base in info.bases:
                 parent = self.classes.get(base)
                 if casts is None and parent is not None and parent is not info:
@@ -82,9 +78,7 @@ class FileAnalysis(AmbientWalk):
             return casts
 
         for info in self.classes.values():
-            casts = of(info)
-            if casts is not None:
-                found[info.node.name.value] = casts
+            of(info)
         return found
 
     def _collect(self, body: Sequence[cst.BaseStatement]) -> None:

@@ -125,7 +125,7 @@ class FunctionWalk(AutocastWalk):
     def _autograd_function(self, cls: ClassInfo, depth: int = 0) -> bool:
         """A subclass of ``torch.autograd.Function``, directly or through a class here."""
         for base in cls.bases:
-            if base == "torch.autograd.Function":
+            if base in T.AUTOGRAD_FUNCTIONS:
                 return True
             parent = self.classes.get(base)
             if parent is not None and parent is not cls and depth < 8:
