@@ -1,5 +1,6 @@
 """Which way a half-precision run goes through a test of a tensor's dtype
-(``mpcheck.infer.guards.half_run_takes``): the decision table, on facts given directly."""
+(``mpcheck.infer.guards.half_run_takes``, and ``fp16_run_takes`` where the two half dtypes
+go apart): the decision tables, on facts given directly."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import libcst as cst
 import pytest
 
 from mpcheck.facts import UNKNOWN, Fact, Kind, Prec, dtype_object
-from mpcheck.infer.guards import half_run_takes
+from mpcheck.infer.guards import fp16_run_takes, fp16_upcast, half_run_takes
 from mpcheck.names import dotted
 
 # What ``<name>.dtype`` is for each tensor name the tests use.
@@ -56,3 +57,38 @@ def fact_of(node: cst.BaseExpression) -> Fact:
 )
 def test_the_path_a_half_precision_run_takes(test: str, taken: bool | None) -> None:
     assert half_run_takes(cst.parse_expression(test), fact_of) is taken
+
+
+@pytest.mark.parametrize(
+    ("test", "taken"),
+    [
+        ("x.dtype == torch.float16", True),
+        ("x.dtype is torch.half", True),
+        ("x.dtype != torch.float16", False),
+        ("m.dtype == torch.bfloat16", False),
+        ("x.dtype in (torch.bfloat16,)", False),
+        # the runs agree (``half_run_takes`` decides), or nothing is known
+        ("x.dtype == torch.float32", None),
+        ("h.dtype == torch.float16", None),
+        ("b.dtype == torch.float16", None),
+        ("x.dtype == dtype", None),
+        ("flag", None),
+    ],
+)
+def test_the_path_the_float16_run_takes_when_the_half_runs_part(
+    test: str, taken: bool | None
+) -> None:
+    assert fp16_run_takes(cst.parse_expression(test), fact_of) is taken
+
+
+FLOAT32 = Fact(Kind.TENSOR, Prec.FULL, "float32")
+MODEL = Fact(Kind.TENSOR, Prec.MODEL)
+
+
+def test_an_upcast_in_the_float16_run_only_is_half_only_as_bfloat16() -> None:
+    split = fp16_upcast(FLOAT32, MODEL)
+    assert split is not None and (split.prec, split.dtype) == (Prec.HALF, "bfloat16")
+    # the float16 run keeps the model's dtype, or the upcast is in the bfloat16 run: no split
+    assert fp16_upcast(MODEL, FLOAT32) is None
+    assert fp16_upcast(FLOAT32, Fact(Kind.TENSOR, Prec.HALF, "float16")) is None
+    assert fp16_upcast(FLOAT32, UNKNOWN) is None

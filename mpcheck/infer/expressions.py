@@ -31,7 +31,7 @@ from mpcheck.facts import (
 )
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
-from mpcheck.infer.guards import half_run_takes
+from mpcheck.infer.guards import fp16_run_takes, fp16_upcast, half_run_takes
 from mpcheck.infer.imported import call_result
 from mpcheck.infer.modules import FP32_LAYER
 from mpcheck.infer.promotion import (
@@ -253,6 +253,12 @@ class ExpressionWalk(TensorWalk):
         taken = half_run_takes(node.test, lambda side: self.expr(side, frame))
         if taken is not None:
             return body if taken else orelse
+        fp16 = fp16_run_takes(node.test, lambda side: self.expr(side, frame))
+        split = (
+            fp16_upcast(*((body, orelse) if fp16 else (orelse, body))) if fp16 is not None else None
+        )
+        if split is not None:
+            return split
         tested = none_tested(node.test)
         if tested is not None:  # ``x if x is not None else torch.ones(...)``
             if dotted(node.body) == tested:

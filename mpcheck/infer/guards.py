@@ -23,7 +23,7 @@ from dataclasses import replace
 import libcst as cst
 
 from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec, join, none_tested, seq_of
-from mpcheck.infer.frames import Env
+from mpcheck.infer.frames import Env, Frame
 from mpcheck.names import dotted
 from mpcheck.sites import Flags
 
@@ -212,6 +212,7 @@ def model_rebound(env: Env, key: str) -> None:
 _EQUAL = (cst.Equal, cst.Is, cst.In)
 _UNEQUAL = (cst.NotEqual, cst.IsNot, cst.NotIn)
 _HALVES = frozenset({"float16", "bfloat16"})
+_RUNS = ("float16", "bfloat16")  # (float16 first: :func:`fp16_run_takes` reads it)
 
 
 def half_run_takes(
@@ -223,6 +224,25 @@ def half_run_takes(
     torch.float32`` and ``x.dtype in (torch.float16, torch.bfloat16)`` are true. None when
     the two half dtypes disagree (``x.dtype == torch.float16``) or the test is anything else.
     The rules reason about that run; the other path is the one float32 runs take."""
+    outcomes = _half_runs(test, fact_of)
+    return outcomes[0] if outcomes is not None and len(set(outcomes)) == 1 else None
+
+
+def fp16_run_takes(
+    test: cst.BaseExpression, fact_of: Callable[[cst.BaseExpression], Fact]
+) -> bool | None:
+    """Whether the float16 run takes the branch of a dtype test the two half dtypes decide
+    apart (``x.dtype == torch.float16``; the bfloat16 run takes the other); None when they
+    agree or the test decides nothing."""
+    outcomes = _half_runs(test, fact_of)
+    return outcomes[0] if outcomes is not None and len(set(outcomes)) == 2 else None
+
+
+def _half_runs(
+    test: cst.BaseExpression, fact_of: Callable[[cst.BaseExpression], Fact]
+) -> tuple[bool, ...] | None:
+    """Whether each half run the tested tensor can be in takes the branch of ``test`` (the
+    float16 run first)."""
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return None
     target = test.comparisons[0]
@@ -241,7 +261,7 @@ def half_run_takes(
     # (a tensor of unknown dtype, ``attn_mask``: the run where it is half, as for the model)
     if tested.kind is not Kind.DTYPE or tested.prec not in (Prec.MODEL, Prec.HALF, Prec.UNKNOWN):
         return None
-    runs = {tested.dtype} if tested.prec is Prec.HALF and tested.dtype else set(_HALVES)
+    runs = [tested.dtype] if tested.prec is Prec.HALF and tested.dtype else _RUNS
     named = (
         [e.value for e in dtypes.elements]
         if isinstance(target.operator, (cst.In, cst.NotIn))
@@ -254,5 +274,65 @@ def half_run_takes(
         if fact.kind is not Kind.DTYPE or fact.dtype is None or fact.prec is Prec.MODEL:
             return None
         values.add(fact.dtype)
-    outcomes = {(run in values) is equal for run in runs}
-    return outcomes.pop() if len(outcomes) == 1 else None
+    return tuple((run in values) is equal for run in runs)
+
+
+def fp16_upcast(fp16_side: Fact, other: Fact) -> Fact | None:
+    """``x.float() if x.dtype == torch.float16 else x``: float32 in the float16 run and the
+    model's dtype, bfloat16, in the other: half only as bfloat16 (``never_fp16``), so nothing
+    about it can overflow float16. None for other pairs."""
+    if not (fp16_side.is_tensor and other.is_tensor and fp16_side.prec is Prec.FULL):
+        return None
+    if other.prec not in (Prec.MODEL, Prec.UNKNOWN):
+        return None
+    return Fact(Kind.TENSOR, Prec.HALF, "bfloat16", other.origin, fp16_side.params | other.params)
+
+
+def split_by_run(env: Env, fp16_env: Env, other_env: Env) -> None:
+    """After ``if x.dtype == torch.float16: x = x.float()``, what :func:`fp16_upcast` makes of
+    each name the two runs' paths left apart (``fp16_env``: the path the float16 run took)."""
+    for name, fact in fp16_env.items():
+        other = other_env.get(name)
+        split = fp16_upcast(fact, other) if other is not None and other is not fact else None
+        if split is not None:
+            env[name] = split
+
+
+def half_path(stmt: cst.If, frame: Frame, half: bool, then: Frame, other: Frame) -> None:
+    """After an ``if`` on a dtype test, what the half-precision run has (the run the rules
+    reason about; ``half``: whether it took the ``if``'s own branch)."""
+    taken, skipped = (stmt.body, stmt.orelse) if half else (stmt.orelse, stmt.body)
+    if _last(taken) in _EXITS and _last(skipped) is None:
+        # ``if x.dtype != torch.float32: raise ...``: only float32 runs go on from here
+        frame.scope = replace(frame.scope, full_precision=stmt.test)
+    elif _last(taken) is None:
+        # ``if x.dtype == torch.float32: fill = -1e9 else: fill = -1e4``: that run's values
+        for name, fact in (then if half else other).env.items():
+            if not all(part.isidentifier() for part in name.split(".")):
+                continue  # the training state and the walk's memos: every run's
+            if name in then.env and name in other.env:  # (bound before or on both)
+                frame.env[name] = fact
+
+
+_EXITS = (cst.Return, cst.Raise)
+
+
+def _last(
+    block: cst.BaseSuite | cst.If | cst.Else | None,
+) -> type[cst.BaseSmallStatement] | type[cst.If] | None:
+    """How a branch of an ``if`` ends when the code after it does not follow it: its last
+    statement's ``return``, ``raise``, ``continue`` or ``break`` (``cst.If`` for an ``elif``,
+    whose paths are not looked into); None when it falls through (so does an absent ``else``)."""
+    if isinstance(block, cst.Else):
+        block = block.body
+    if block is None:
+        return None
+    if isinstance(block, cst.If):
+        return cst.If
+    body = block.body
+    last: cst.CSTNode | None = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    if isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+        return type(last)
+    return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 
 import libcst as cst
 
@@ -39,12 +40,15 @@ from mpcheck.infer.guards import (
     dtypes_tested,
     forget,
     found_apart,
+    fp16_run_takes,
     guard_of,
+    half_path,
     half_run_takes,
     model_rebound,
     narrowed,
     remember,
     remember_optional,
+    split_by_run,
 )
 from mpcheck.infer.promotion import is_advanced_index, iterate
 from mpcheck.infer.switches import (
@@ -87,7 +91,7 @@ class StatementWalk(ExpressionWalk):
         elif isinstance(stmt, cst.If):
             self.expr(stmt.test, frame)
             # ``if x.dtype == torch.float32:``: a branch a half-precision run never takes
-            half = half_run_takes(stmt.test, lambda side: self.expr(side, frame))
+            half = half_run_takes(stmt.test, fact_of := partial(self.expr, frame=frame))
             # each branch knows which way the test went (``if scaler is not None:``)
             on, off = self.narrowed(frame, stmt.test, True), self.narrowed(frame, stmt.test, False)
             if half is not None:
@@ -109,8 +113,11 @@ class StatementWalk(ExpressionWalk):
                 kept = tensor_or_none(other.env[tested], then.env[tested], state=frame.in_init)
                 other = Frame({**other.env, tested: kept}, other.scope, other.returns)
             self.merge(frame, then, other)
+            fp16 = None if half is not None else fp16_run_takes(stmt.test, fact_of)
             if half is not None:
-                self.half_path(stmt, frame, half, then, other)
+                half_path(stmt, frame, half, then, other)
+            elif fp16 is not None:  # ``if x.dtype == torch.float16: x = x.float()``
+                split_by_run(frame.env, *((then.env, other.env)[:: 1 if fp16 else -1]))
             self.one_path(stmt.test, frame, then, other)
             self.switched_paths(stmt, frame, then, other)
             remember_optional(frame.env, then.env, other.env)
@@ -156,21 +163,6 @@ class StatementWalk(ExpressionWalk):
             body = getattr(stmt, "body", None)
             if isinstance(body, cst.IndentedBlock):
                 self.block(body.body, frame)
-
-    def half_path(self, stmt: cst.If, frame: Frame, half: bool, then: Frame, other: Frame) -> None:
-        """After an ``if`` on a dtype test, what the half-precision run has (the run the rules
-        reason about; ``half``: whether it took the ``if``'s own branch)."""
-        taken, skipped = (stmt.body, stmt.orelse) if half else (stmt.orelse, stmt.body)
-        if _last(taken) in _EXITS and _last(skipped) is None:
-            # ``if x.dtype != torch.float32: raise ...``: only float32 runs go on from here
-            frame.scope = replace(frame.scope, full_precision=stmt.test)
-        elif _last(taken) is None:
-            # ``if x.dtype == torch.float32: fill = -1e9 else: fill = -1e4``: that run's values
-            for name, fact in (then if half else other).env.items():
-                if not all(part.isidentifier() for part in name.split(".")):
-                    continue  # the training state and the walk's memos: every run's
-                if name in then.env and name in other.env:  # (bound before or on both)
-                    frame.env[name] = fact
 
     def one_path(self, test: cst.BaseExpression, frame: Frame, then: Frame, other: Frame) -> None:
         """Keep a float32 value of one path where the test is not about precision (the test's
@@ -573,27 +565,3 @@ def _dict_class(
     found = {n.value for n in descendants(annotation) if isinstance(n, cst.Name)}
     kinds = sorted(found & ADAPTER_DICTS)
     return kinds[0] if len(kinds) == 1 else None
-
-
-_EXITS = (cst.Return, cst.Raise)
-
-
-def _last(
-    block: cst.BaseSuite | cst.If | cst.Else | None,
-) -> type[cst.BaseSmallStatement] | type[cst.If] | None:
-    """How a branch of an ``if`` ends when the code after it does not follow it: its last
-    statement's ``return``, ``raise``, ``continue`` or ``break`` (``cst.If`` for an ``elif``,
-    whose paths are not looked into); None when it falls through (so does an absent ``else``)."""
-    if isinstance(block, cst.Else):
-        block = block.body
-    if block is None:
-        return None
-    if isinstance(block, cst.If):
-        return cst.If
-    body = block.body
-    last: cst.CSTNode | None = body[-1] if body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1] if last.body else None
-    if isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
-        return type(last)
-    return None
