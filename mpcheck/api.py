@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from mpcheck.autocast_ops import policy as autocast_policy
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
-from mpcheck.data_api import media_input
 from mpcheck.diagnostics import Severity
 from mpcheck.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
 from mpcheck.hooks import HOOKS
@@ -117,7 +116,6 @@ __all__ = [
     "can_be_fp16",
     "dotted",
     "items",
-    "media_input",
     "never_fp16",
     "to_fp16",
 ]

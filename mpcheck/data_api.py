@@ -99,54 +99,6 @@ def picture(name: str) -> bool:
     return bool(words) and (words[-1] in _PICTURE_WORDS or name.endswith("pixel_values"))
 
 
-# What a model takes in as raw audio (transformers' ``input_values``, a ``waveform``).
-_SOUND_WORDS = frozenset({"audio", "audios", "waveform", "waveforms", "wav", "wavs", "speech"})
-
-
-def media(name: str) -> bool:
-    """A picture or a sound as it was loaded (``pixel_values``, ``image``, ``input_values``,
-    ``waveform``): values of about one, and 8-bit pixels at most 255."""
-    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w and not w.isdigit()]
-    return picture(name) or name == "input_values" or (bool(words) and words[-1] in _SOUND_WORDS)
-
-
-def media_input(fact: Fact) -> bool:
-    """Whether ``fact`` is what a function was handed, or a batch item, as raw media: its
-    origin is a parameter, a name or an item named like a picture or a sound (moved with
-    ``.to(device)`` or not)."""
-    origin = fact.origin
-    if origin is None or origin.cause not in (Cause.ACTIVATION, Cause.DATA):
-        return False
-    name = _held_as(origin.node)
-    return name is not None and media(name)
-
-
-# Calls that move a value without changing what it holds.
-_MOVES = frozenset({"to", "cuda", "contiguous", "detach", "clone"})
-
-
-def _held_as(node: cst.CSTNode) -> str | None:
-    """The name a value is held under: ``x``, ``batch.x``, ``batch["x"]``, ``x.to(device)``."""
-    while (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value in _MOVES
-    ):
-        node = node.func.value
-    if isinstance(node, cst.Param):
-        return node.name.value
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
-        key = node.slice[0].slice
-        value = key.value if isinstance(key, cst.Index) else None
-        name = value.evaluated_value if isinstance(value, cst.SimpleString) else None
-        return name if isinstance(name, str) else None
-    return None
-
-
 def picture_cast(func: cst.BaseExpression) -> bool:
     """``image.to`` of ``image.to(device, dtype=...)`` on a picture of unknown type, or on what
     an image or video processor's ``preprocess`` made of one: a tensor being cast."""

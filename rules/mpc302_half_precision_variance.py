@@ -16,7 +16,6 @@ from mpcheck.api import (
     RuleContext,
     Severity,
     can_be_fp16,
-    media_input,
 )
 
 # Reductions that turn elementwise squares into a mean square (``x.pow(2).mean(-1)``).
@@ -25,10 +24,6 @@ REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum"})
 # ``norm``/``std`` are not here: their kernels accumulate in float32 and the result (a root)
 # fits float16 (measured: |x|~300 over 64 values gives norm ~2400, std ~300).
 VARIANCES = frozenset({"var", "var_mean"})
-# Reductions whose result does not grow with the number of values: of a picture or a sound
-# as loaded (values about one, 8-bit pixels at most 255, whose squares fit float16), they
-# cannot overflow. A sum can, so sums of media are still reported.
-AVERAGES = VARIANCES | {"mean", "nanmean"}
 SQRTS = frozenset({"torch.rsqrt", "torch.sqrt"})
 ROOTS = frozenset({"rsqrt", "sqrt", "rsqrt_", "sqrt_"})
 DIVISIONS = frozenset({"div", "true_divide", "divide", "div_"})
@@ -110,11 +105,6 @@ class HalfPrecisionVariance(Rule):
         float32: the result does not fit. Nothing raises. `x.norm()` and `x.std()` are not
         reported: their kernels accumulate in float32 and return a root, which fits.
         bfloat16 has float32's range, so a tensor that is only ever bfloat16 is not reported.
-        Nor is a mean square or a variance of a picture or a sound as the model was handed it
-        (`pixel_values`, `image`, `input_values`, `waveform`): normalised pixels and audio
-        samples are about one and even 8-bit pixels square to at most 65025, while a mean
-        or a variance does not grow with the number of values (their sums still do, and are
-        reported).
         Inside a CUDA autocast region `pow`, `sum` and `rsqrt` run in float32, so
         `x.pow(2).mean()` is safe there while `(x * x).mean()` (`mul` is not on autocast's
         float32 list) is not; CPU autocast upcasts none of them.
@@ -187,8 +177,6 @@ class HalfPrecisionVariance(Rule):
         subject = call.receiver if call.method else (call.args[0] if call.args else None)
         if subject is None:
             return
-        if name in AVERAGES and media_input(subject.fact):
-            return  # ``pixel_values.var(...)``, ``input_values.pow(2).mean()``
         if name in VARIANCES:
             if _may_be_fp16(subject.fact):
                 self._pend(call, subject.node, subject.fact, "a variance")
