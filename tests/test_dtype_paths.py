@@ -92,3 +92,21 @@ def test_an_upcast_in_the_float16_run_only_is_half_only_as_bfloat16() -> None:
     assert fp16_upcast(MODEL, FLOAT32) is None
     assert fp16_upcast(FLOAT32, Fact(Kind.TENSOR, Prec.HALF, "float16")) is None
     assert fp16_upcast(FLOAT32, UNKNOWN) is None
+
+
+def test_after_an_upcast_only_the_float16_run_takes_the_value_is_never_float16() -> None:
+    from tests.test_analysis import probe
+
+    facts = probe(
+        """
+        class Net(nn.Module):
+            def forward(self, x, y, z):
+                if x.dtype == torch.float16:
+                    x = x.float()
+                y = y.float() if y.dtype is torch.half else y
+                z = z.float() if z.dtype == torch.bfloat16 else z
+                probe.at(x); probe.at(y); probe.at(z)
+        """
+    )
+    assert [(f.prec, f.dtype) for f in facts[:2]] == [(Prec.HALF, "bfloat16")] * 2
+    assert facts[2].prec is not Prec.HALF  # the float16 run keeps ``z`` half: no split

@@ -92,6 +92,8 @@ class StatementWalk(ExpressionWalk):
             self.expr(stmt.test, frame)
             # ``if x.dtype == torch.float32:``: a branch a half-precision run never takes
             half = half_run_takes(stmt.test, fact_of := partial(self.expr, frame=frame))
+            # ``if x.dtype == torch.float16:``: a branch only the float16 run takes
+            fp16 = None if half is not None else fp16_run_takes(stmt.test, fact_of)
             # each branch knows which way the test went (``if scaler is not None:``)
             on, off = self.narrowed(frame, stmt.test, True), self.narrowed(frame, stmt.test, False)
             if half is not None:
@@ -113,7 +115,6 @@ class StatementWalk(ExpressionWalk):
                 kept = tensor_or_none(other.env[tested], then.env[tested], state=frame.in_init)
                 other = Frame({**other.env, tested: kept}, other.scope, other.returns)
             self.merge(frame, then, other)
-            fp16 = None if half is not None else fp16_run_takes(stmt.test, fact_of)
             if half is not None:
                 half_path(stmt, frame, half, then, other)
             elif fp16 is not None:  # ``if x.dtype == torch.float16: x = x.float()``
