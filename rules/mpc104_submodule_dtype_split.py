@@ -18,6 +18,7 @@ from mpcheck.api import (
     OpKind,
     Owner,
     Prec,
+    Replacement,
     Rule,
     RuleContext,
     dotted,
@@ -114,6 +115,9 @@ class SubmoduleDtypeSplit(Rule):
         self._split_outputs: dict[int, tuple[str, Fact, Owner]] = {}
 
     def check_call(self, call: CallSite) -> None:
+        if call.replacement is not None:
+            self._replaced(call, call.replacement)
+            return
         if self._found_apart(call):
             return
         if not call.is_module_call or call.receiver is None:
@@ -164,6 +168,28 @@ class SubmoduleDtypeSplit(Rule):
         related += self._owner_related(owner.path, owner.fact)
         self.report(call.node, message, related=_unique(related), fix=self._fix(x, sub))
         return True
+
+    # -- ``setattr(module, name, HalfLinear(shape))`` beside ``dtype=child.weight.dtype`` ----
+    def _replaced(self, call: CallSite, found: Replacement) -> None:
+        """A model's child replaced by a part built in its class's fixed half default while
+        the same routine rebuilds the child in the dtype it reads from the model."""
+        part = found.part.fact
+        built, read = self.ctx.code(found.built), self.ctx.code(found.read)
+        how = part.origin.text if part.origin is not None else f"built in {_dtype(part)}"
+        message = (
+            f"`{built}` is {how}, and takes the place of a child of the model "
+            f"(`{self.ctx.code(call.node)}` at {self.line(call.node)}), while this routine "
+            f"builds the same child's other replacement in the dtype it reads from the model "
+            f"(`dtype={read}` at {self.line(found.sibling)}): in a model of any other dtype "
+            f"(bfloat16, float32) this part alone is {_dtype(part)}, and the first layer that "
+            f"meets the model's activations refuses them; pass `dtype={read}` here too"
+        )
+        related = [
+            (found.built, f"`{built}` {how}"),
+            (call.node, "the part takes the child's place in the model here"),
+            (found.sibling, f"`{self.ctx.code(found.sibling)}`: the child rebuilt in `{read}`"),
+        ]
+        self.report(found.built, message, related=related)
 
     # -- ``elif latents.dtype != self.vae.dtype:`` fixed on one platform only ---------------
     def _found_apart(self, call: CallSite) -> bool:
