@@ -54,7 +54,13 @@ class SubmoduleDtypeSplit(Rule):
         custom autograd Function). So is a head that a wrapper of a model it
         was handed (`self.pretrained_model = pretrained_model`) builds later, in a method its
         `__init__` does not call (trl's reward adapter `self.score`): float32, while the
-        wrapped model may have been loaded in half. Norm
+        wrapped model may have been loaded in half. So is a part a loader builds in place of
+        a model's child (`setattr(module, name, LinearLayer(shape))`, meta-device checkpoint
+        loading, layer injection) from a class whose `__init__` builds its weights in a fixed
+        `dtype=torch.half` default, not passed, while the same routine rebuilds that child's
+        other replacements in the dtype it reads from the model (`dtype=child.weight.dtype`):
+        in a bfloat16 or float32 model that part alone is float16 (found through the class
+        in another file too, import cycles included). Norm
         layers are the exception: torch's float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm accept
         a half input and return its dtype, so keeping them in float32 is fine -- but a float32
         input into a half norm raises, and apex's `FusedLayerNorm`/`FusedRMSNorm` read their
@@ -64,7 +70,9 @@ class SubmoduleDtypeSplit(Rule):
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float`
         (a float32 head fed half activations), `mixed dtype (CPU): expect parameter to have
-        scalar type of Float` (a float32 activation into a half norm), `Input type
+        scalar type of Float` (a float32 activation into a half norm), `expected m1 and m2 to
+        have the same dtype, but got: c10::BFloat16 != c10::Half` (a float16 part replacing a
+        child of a bfloat16 model), `Input type
         (c10::Half) and bias type (float) should be the same` (convolutions), `expected
         scalar type Half but found Float` (an apex fused norm kept in float32, on CUDA).
         """
@@ -75,7 +83,8 @@ class SubmoduleDtypeSplit(Rule):
         (`self.head(h.to(self.head.weight.dtype))`). Or drop the partial cast and run the whole
         model in one dtype under `torch.autocast`. mpcheck's fix, for a direct call of the
         split part, casts the input to the part's weights' dtype (an unsafe fix: it changes
-        the precision the call runs in).
+        the precision the call runs in). A part built in place of a child: pass it the dtype
+        the routine reads from the model (`dtype=child.weight.dtype`), as its siblings do.
         """
     bad = """
         class Classifier(nn.Module):
