@@ -137,7 +137,8 @@ def test_a_caller_casting_the_whole_model_keeps_it_quiet(tmp_path: Path) -> None
 def test_another_slot_is_no_sibling(tmp_path: Path) -> None:
     """The sibling must replace the same child (``setattr(module, name, ...)``)."""
     layers, text = loader()
-    text = text.replace("setattr(module, name, child)\n        elif", "setattr(other, name, child)\n        elif")
+    sibling = "setattr(module, name, child)\n        elif"
+    text = text.replace(sibling, sibling.replace("module", "other"))
     assert check_both(tmp_path, layers, text) == (set(), set())
 
 

@@ -80,10 +80,12 @@ def _setattrs(fn: cst.FunctionDef) -> Iterator[tuple[cst.Call, cst.Call | None]]
     stack: list[cst.CSTNode] = [fn.body]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+        if isinstance(node, cst.Assign):  # (a name bound to anything else is no part)
             for target in node.targets:
-                if isinstance(target.target, cst.Name):
+                if isinstance(target.target, cst.Name) and isinstance(node.value, cst.Call):
                     last[target.target.value] = node.value
+                elif isinstance(target.target, cst.Name):
+                    last.pop(target.target.value, None)
         if isinstance(node, cst.Call) and dotted(node.func) == "setattr" and len(node.args) == 3:
             value = node.args[2].value
             if isinstance(value, cst.Call):
