@@ -148,6 +148,9 @@ class CallSite:
     # (``self.output(context.float(), x)``): the calls its method makes whose dtypes differ
     # from a walk with the model's dtype for every argument, walked with the call's facts.
     through: tuple[InnerCall, ...] = ()
+    # ``setattr(module, name, part)`` putting a part built in its class's fixed low default
+    # dtype where the routine's other replacements follow the child's (mpcheck.infer.replacements)
+    replacement: Replacement | None = None
 
     @property
     def is_attention(self) -> bool:
@@ -255,6 +258,19 @@ class CallSite:
                 kwargs = {k: v for k, v in self.kwargs.items() if k != "input"}
                 return TensorOp(qual[6:], first, rest, kwargs)
         return None
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A model's child replaced (``setattr(module, name, part)``) by a part its class builds
+    in a fixed half-precision default (``dtype=torch.half``, not passed), while a replacement
+    of the same child in the same routine is built in the dtype it reads from the model
+    (``dtype=child.weight.dtype``): the routine serves models of other dtypes."""
+
+    part: Operand  # the new part, as ``setattr`` is given it: its fact says the dtype
+    built: cst.Call  # the part's constructor call, where ``dtype=`` is missing
+    sibling: cst.Call  # the replacement of the same child built in the dtype read
+    read: cst.BaseExpression  # what that replacement is given: ``child.weight.dtype``
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from mpcheck.api import (
     OpKind,
     Owner,
     Prec,
+    Replacement,
     Rule,
     RuleContext,
     dotted,
@@ -53,7 +54,13 @@ class SubmoduleDtypeSplit(Rule):
         custom autograd Function). So is a head that a wrapper of a model it
         was handed (`self.pretrained_model = pretrained_model`) builds later, in a method its
         `__init__` does not call (trl's reward adapter `self.score`): float32, while the
-        wrapped model may have been loaded in half. Norm
+        wrapped model may have been loaded in half. So is a part a loader builds in place of
+        a model's child (`setattr(module, name, LinearLayer(shape))`, meta-device checkpoint
+        loading, layer injection) from a class whose `__init__` builds its weights in a fixed
+        `dtype=torch.half` default, not passed, while the same routine rebuilds that child's
+        other replacements in the dtype it reads from the model (`dtype=child.weight.dtype`):
+        in a bfloat16 or float32 model that part alone is float16 (found through the class
+        in another file too, import cycles included). Norm
         layers are the exception: torch's float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm accept
         a half input and return its dtype, so keeping them in float32 is fine -- but a float32
         input into a half norm raises, and apex's `FusedLayerNorm`/`FusedRMSNorm` read their
@@ -63,7 +70,9 @@ class SubmoduleDtypeSplit(Rule):
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float`
         (a float32 head fed half activations), `mixed dtype (CPU): expect parameter to have
-        scalar type of Float` (a float32 activation into a half norm), `Input type
+        scalar type of Float` (a float32 activation into a half norm), `expected m1 and m2 to
+        have the same dtype, but got: c10::BFloat16 != c10::Half` (a float16 part replacing a
+        child of a bfloat16 model), `Input type
         (c10::Half) and bias type (float) should be the same` (convolutions), `expected
         scalar type Half but found Float` (an apex fused norm kept in float32, on CUDA).
         """
@@ -74,7 +83,8 @@ class SubmoduleDtypeSplit(Rule):
         (`self.head(h.to(self.head.weight.dtype))`). Or drop the partial cast and run the whole
         model in one dtype under `torch.autocast`. mpcheck's fix, for a direct call of the
         split part, casts the input to the part's weights' dtype (an unsafe fix: it changes
-        the precision the call runs in).
+        the precision the call runs in). A part built in place of a child: pass it the dtype
+        the routine reads from the model (`dtype=child.weight.dtype`), as its siblings do.
         """
     bad = """
         class Classifier(nn.Module):
@@ -114,6 +124,9 @@ class SubmoduleDtypeSplit(Rule):
         self._split_outputs: dict[int, tuple[str, Fact, Owner]] = {}
 
     def check_call(self, call: CallSite) -> None:
+        if call.replacement is not None:
+            self._replaced(call, call.replacement)
+            return
         if self._found_apart(call):
             return
         if not call.is_module_call or call.receiver is None:
@@ -164,6 +177,28 @@ class SubmoduleDtypeSplit(Rule):
         related += self._owner_related(owner.path, owner.fact)
         self.report(call.node, message, related=_unique(related), fix=self._fix(x, sub))
         return True
+
+    # -- ``setattr(module, name, HalfLinear(shape))`` beside ``dtype=child.weight.dtype`` ----
+    def _replaced(self, call: CallSite, found: Replacement) -> None:
+        """A model's child replaced by a part built in its class's fixed half default while
+        the same routine rebuilds the child in the dtype it reads from the model."""
+        part = found.part.fact
+        built, read = self.ctx.code(found.built), self.ctx.code(found.read)
+        how = part.origin.text if part.origin is not None else f"built in {_dtype(part)}"
+        message = (
+            f"`{built}` is {how}, and takes the place of a child of the model "
+            f"(`{self.ctx.code(call.node)}` at {self.line(call.node)}), while this routine "
+            f"builds the same child's other replacement in the dtype it reads from the model "
+            f"(`dtype={read}` at {self.line(found.sibling)}): in a model of any other dtype "
+            f"(bfloat16, float32) this part alone is {_dtype(part)}, and the first layer that "
+            f"meets the model's activations refuses them; pass `dtype={read}` here too"
+        )
+        related = [
+            (found.built, f"`{built}` {how}"),
+            (call.node, "the part takes the child's place in the model here"),
+            (found.sibling, f"`{self.ctx.code(found.sibling)}`: the child rebuilt in `{read}`"),
+        ]
+        self.report(found.built, message, related=related)
 
     # -- ``elif latents.dtype != self.vae.dtype:`` fixed on one platform only ---------------
     def _found_apart(self, call: CallSite) -> bool:

@@ -261,12 +261,13 @@ def test_class_summary_holds_its_float32_dtype_default(tmp_path: Path) -> None:
     package(tmp_path, {"cache.py": CACHE})
     summary = FileSummariser(tmp_path).summarise(tmp_path / "pkg" / "cache.py", lambda *a: None)
     assert summary is not None
-    default = summary.classes["KVCache"].float32_default
+    default = summary.classes["KVCache"].dtype_default
     assert default is not None
-    index, place = default
+    index, place, dtype, guards = default
     assert (index, place.path, place.line, place.text) == (2, "pkg/cache.py", 7, "torch.float32")
+    assert (dtype, guards) == ("float32", ())
     again = type(summary).from_json(summary.to_json())
-    assert again is not None and again.classes["KVCache"].float32_default == default
+    assert again is not None and again.classes["KVCache"].dtype_default == default
 
 
 def test_method_origin_decided_in_a_helper_above_the_class_has_its_line(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from mpcheck.infer.training_loop import Tracker
 from mpcheck.keep_fp32 import KeepFp32
 from mpcheck.names import ImportTable
 from mpcheck.project.summary import ClassSummary, Place, ProjectLookup
-from mpcheck.sites import CallSite, InnerCall, Operand, Owner
+from mpcheck.sites import CallSite, InnerCall, Operand, Owner, Replacement
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class CallRecord:
     owner: Owner | None = None
     inner: tuple[InnerCall, ...] = ()
     through: tuple[InnerCall, ...] = ()
+    replacement: Replacement | None = None
 
 
 class Walk(ABC):
@@ -136,6 +137,7 @@ class Walk(ABC):
                 owner=call.owner,
                 inner=call.inner,
                 through=call.through,
+                replacement=call.replacement,
             )
             self.reporting.call(site)
         return call.result

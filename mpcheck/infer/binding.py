@@ -8,11 +8,12 @@ with the caller's facts; all of them bind arguments the same way, here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import libcst as cst
 
 from mpcheck.facts import Fact, Kind, Origin, Prec
-from mpcheck.names import children, dotted
+from mpcheck.names import children, descendants, dotted
 from mpcheck.sites import Operand
 
 
@@ -75,40 +76,90 @@ def passed(
     return {p.name.value: f for p, f in zip(params, bound, strict=True) if f is not None}
 
 
+class FixedDefault(NamedTuple):
+    """``__init__(..., dtype=torch.half)`` building its parts with ``dtype``: the position
+    of ``dtype`` (``self`` excluded), its default, the dtype it names, and the parameters
+    tested by an ``if`` around every use of ``dtype`` (``if weight is None:``): a call
+    passing one of them may take a path that builds nothing in that dtype."""
+
+    position: int
+    default: cst.BaseExpression
+    dtype: str
+    guards: tuple[tuple[int, str], ...]  # (position, name) of each
+
+    def taken_by(self, node: cst.Call) -> bool:
+        return by_default(node, self.position, self.guards)
+
+
+def by_default(node: cst.Call, index: int, guards: tuple[tuple[int, str], ...]) -> bool:
+    """Whether ``node`` builds its class in the default ``dtype`` at ``index``: it passes
+    neither ``dtype`` nor a parameter (a guard) that may choose another path."""
+    if passes(node, index, "dtype"):
+        return False
+    return not any(passes(node, i, name) for i, name in guards)
+
+
+FIXED_DTYPES = {
+    "torch.float32": "float32",
+    "torch.float": "float32",
+    "torch.float16": "float16",
+    "torch.half": "float16",
+    "torch.bfloat16": "bfloat16",
+}
+
+
+def fixed_default(
+    init: cst.FunctionDef | None,
+    resolve: Callable[[cst.BaseExpression], str | None],
+) -> FixedDefault | None:
+    """A module's ``__init__(..., dtype=<a floating dtype>)`` whose parts and buffers are
+    built with ``dtype`` (``torch.zeros(shape, dtype=dtype)``, ``.to(dtype)``): a class
+    built without ``dtype`` is built in that dtype, as with a literal ``dtype=``."""
+    if init is None:
+        return None
+    params = parameters(init, skip_self=True)
+    for index, param in enumerate(params):
+        if param.name.value != "dtype" or param.default is None:
+            continue
+        dtype = FIXED_DTYPES.get(resolve(param.default) or "")
+        uses = _dtype_uses(init.body)
+        if dtype is None or not uses:
+            return None
+        tested = frozenset.intersection(*(frozenset(g) for g in uses))
+        guards = tuple((i, p.name.value) for i, p in enumerate(params) if p.name.value in tested)
+        return FixedDefault(index, param.default, dtype, guards)
+    return None
+
+
 def float32_default(
     init: cst.FunctionDef | None,
     resolve: Callable[[cst.BaseExpression], str | None],
 ) -> tuple[int, cst.BaseExpression] | None:
-    """The position (``self`` excluded) and default of a module's ``__init__(...,
-    dtype=torch.float32)`` that its parts and buffers are built with (``torch.zeros(shape,
-    dtype=dtype)``): a class built without ``dtype`` is built in float32, as with a literal
-    ``dtype=torch.float32``."""
-    if init is None:
-        return None
-    for index, param in enumerate(parameters(init, skip_self=True)):
-        if param.name.value != "dtype" or param.default is None:
-            continue
-        if resolve(param.default) not in ("torch.float32", "torch.float"):
-            return None
-        return (index, param.default) if _builds_with_dtype(init.body) else None
-    return None
+    """:func:`fixed_default` when it is float32: the position and default of ``dtype``."""
+    found = fixed_default(init, resolve)
+    return (found.position, found.default) if found and found.dtype == "float32" else None
 
 
-def _builds_with_dtype(body: cst.CSTNode) -> bool:
-    """``dtype=dtype`` or ``.to(dtype)`` somewhere in ``body`` (a tree search, no codegen)."""
-    stack = [body]
+def _dtype_uses(body: cst.CSTNode) -> list[tuple[str, ...]]:
+    """For each ``dtype=dtype`` or ``.to(dtype)`` in ``body`` (an iterative tree search, no
+    codegen), the names the ``if`` statements around it test."""
+    found: list[tuple[str, ...]] = []
+    stack: list[tuple[cst.CSTNode, tuple[str, ...]]] = [(body, ())]
     while stack:
-        node = stack.pop()
+        node, tested = stack.pop()
         if isinstance(node, cst.Arg) and _is_dtype_name(node.value):
             if node.keyword is not None and node.keyword.value == "dtype":
-                return True
+                found.append(tested)
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             only = node.args[0] if len(node.args) == 1 else None
             if node.func.attr.value == "to" and only is not None and only.keyword is None:
                 if _is_dtype_name(only.value):
-                    return True
-        stack.extend(children(node))
-    return False
+                    found.append(tested)
+        if isinstance(node, cst.If):
+            names = descendants(node.test)
+            tested = tested + tuple(n.value for n in names if isinstance(n, cst.Name))
+        stack.extend((child, tested) for child in children(node))
+    return found
 
 
 def _is_dtype_name(node: cst.BaseExpression) -> bool:

@@ -43,6 +43,7 @@ from mpcheck.infer.promotion import (
     one_dim_factory,
     op_result,
 )
+from mpcheck.infer.replacements import replacement
 from mpcheck.infer.switches import parts, switched
 from mpcheck.infer.tensors import TensorWalk
 from mpcheck.names import dotted
@@ -511,6 +512,11 @@ class ExpressionWalk(TensorWalk):
         if fn is None:
             if self.training.named_call(node, name, frame):  # a relatively imported clip helper
                 return UNKNOWN
+            if name == "setattr":  # a model's child replaced (mpcheck.infer.replacements)
+                fn, built = frame.scope.function, self.constructor_dtype
+                found = replacement(node, args, fn, self.module, built)
+                if found is not None:
+                    self.emit(CallRecord(node, UNKNOWN, args, kwargs, replacement=found), frame)
             listed = builtin(name, [a.fact for a in args])  # list(...), zip(...), next(...)
             if listed is not None:
                 return listed

@@ -28,10 +28,11 @@ from mpcheck.facts import (
 from mpcheck.infer.autocast import AutocastWalk
 from mpcheck.infer.binding import (
     bind_arguments,
+    by_default,
+    fixed_default,
     float32_default,
     joined_default,
     parameters,
-    passes,
 )
 from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
 from mpcheck.infer.frozen import frozen_dtypes
@@ -168,7 +169,7 @@ class FunctionWalk(AutocastWalk):
         return any(self.classes[b].pretrained for b in bases if b in self.classes)
 
     def _module_base(self, base: str) -> bool:
-        if _torch_module_base(base) or _quantized(base):
+        if torch_module(base) or _quantized(base):
             return True
         local = self.classes.get(base)
         if local is not None:
@@ -321,26 +322,25 @@ class FunctionWalk(AutocastWalk):
         return cls.frozen
 
     def constructor_dtype(self, node: cst.Call, layer: str | None) -> Operand | None:
-        """``KVCache(n, d)`` of a class whose ``__init__`` takes ``dtype=torch.float32`` and
-        builds its parts with it: that default, as if passed (the class here or elsewhere)."""
+        """``KVCache(n, d)`` of a class whose ``__init__`` takes ``dtype=torch.float32`` (or
+        ``torch.half``) and builds its parts with it: that default, as if passed (the class
+        here or elsewhere), unless the call passes it or an argument choosing another path."""
         info = self.classes.get(layer or "")
         if info is not None and info.is_module:
-            found = float32_default(info.methods.get("__init__"), self.imports.resolve)
-            if found is None or passes(node, found[0], "dtype"):
+            found = fixed_default(info.methods.get("__init__"), self.imports.resolve)
+            if found is None or not found.taken_by(node):
                 return None
-            default = found[1]
-            text = f"built in float32 by the default `dtype={self.code(default)}` of `{layer}`"
-            fact = Fact(Kind.DTYPE, Prec.FULL, "float32", Origin(default, Cause.LITERAL, text))
-            return Operand(default, fact)
-        imported = self.imported.get(layer or "")
-        kept = imported.float32_default if imported is not None else None
-        if kept is None or passes(node, kept[0], "dtype"):
-            return None
-        place = kept[1]
-        text = f"built in float32 by the default `dtype={place.text}` of `{layer}`"
-        self.elsewhere[node] = replace(place, text=f"`dtype` defaults to `{place.text}` here")
-        fact = Fact(Kind.DTYPE, Prec.FULL, "float32", Origin(node, Cause.LITERAL, text))
-        return Operand(node, fact)
+            at, dtype, code = found.default, found.dtype, self.code(found.default)
+        else:
+            imported = self.imported.get(layer or "")
+            kept = imported.dtype_default if imported is not None else None
+            if kept is None or not by_default(node, kept[0], kept[3]):
+                return None
+            at, dtype, code = node, kept[2], kept[1].text
+            self.elsewhere[node] = replace(kept[1], text=f"`dtype` defaults to `{code}` here")
+        text = f"built in {dtype} by the default `dtype={code}` of `{layer}`"
+        prec = Prec.FULL if dtype == "float32" else Prec.HALF
+        return Operand(at, Fact(Kind.DTYPE, prec, dtype, Origin(at, Cause.LITERAL, text)))
 
     def annotated_default(self, param: cst.Param) -> Fact | None:
         """``kv_cache: Optional[KVCache]`` of a class whose ``__init__`` defaults
@@ -358,7 +358,8 @@ class FunctionWalk(AutocastWalk):
                 text = f"`dtype={self.code(found[1])}`" if found is not None else ""
             else:
                 imported = self._project_class(layer)
-                kept = imported.float32_default if imported is not None else None
+                kept = imported.dtype_default if imported is not None else None
+                kept = kept if kept is not None and kept[2] == "float32" else None
                 if kept is not None:
                     self.elsewhere[param] = replace(
                         kept[1], text=f"`dtype` defaults to `{kept[1].text}` here"
@@ -423,7 +424,7 @@ class FunctionWalk(AutocastWalk):
             return False
         if name in self.helpers:
             return False  # called here: walked with what its callers pass
-        return any(not _torch_module_base(b) for b in cls.bases)
+        return any(not torch_module(b) for b in cls.bases)
 
     def _seed_params(self, fn: cst.FunctionDef, frame: Frame, call: Call) -> bool:
         """Walk with what ``call`` passes when it passes float32; whether it did.
@@ -581,7 +582,7 @@ def _annotation_names(node: cst.CSTNode) -> list[str]:
     return out
 
 
-def _torch_module_base(base: str) -> bool:
+def torch_module(base: str) -> bool:
     """``nn.Module`` and torch's own module classes, as a class's base resolves."""
     return base in T.MODULE_BASES or base.startswith("torch.nn.")
 

@@ -54,11 +54,19 @@ class Summaries:
     """Summaries of project files keyed by resolved path, computed lazily and cycle-safely."""
 
     def __init__(
-        self, index: ModuleIndex, summariser: Summariser, cached: Cached | None = None
+        self,
+        index: ModuleIndex,
+        summariser: Summariser,
+        cached: Cached | None = None,
+        *,
+        partner: Callable[[Path], ModuleSummary | None] | None = None,
     ) -> None:
         self._index = index
         self._engine = summariser
         self._cached = cached
+        # What a cycle partner may know of a module: what its text alone decides (no lookup)
+        self._partner = partner
+        self._partners: dict[Path, ModuleSummary | None] = {}
         self._done: dict[Path, ModuleSummary | None] = {}
         self._pool = Pool()  # what the kept summaries share
         self._deps: dict[Path, Dependencies] = {}  # what each summary consulted, transitively
@@ -247,6 +255,8 @@ class Summaries:
         if target is None:
             return None
         summary = self.of(target.path)
+        if summary is None and self._partner is not None and self._in_open_cycle(target.path):
+            summary = self._partner_view(target.path)
         if summary is None or not target.attr:
             return summary
         head, _, rest = target.attr.partition(".")
@@ -264,6 +274,18 @@ class Summaries:
         if rest:
             return None
         return summary.functions.get(head) or summary.constants.get(head)
+
+    def _in_open_cycle(self, path: Path) -> bool:
+        return self._component.get(self._index.resolved(path)) in self._open
+
+    def _partner_view(self, path: Path) -> ModuleSummary | None:
+        """A cycle partner's view of ``path`` (recorded as ``CYCLE`` by :meth:`of`, so a
+        change to the file invalidates what used it): the same whoever asks first."""
+        path = self._index.resolved(path)
+        if path not in self._partners and self._partner is not None:
+            found = self._partner(path)
+            self._partners[path] = None if found is None else self._pool.summary(found)
+        return self._partners[path]
 
     def _edges(self, path: Path) -> list[Path]:
         """The modules ``path`` imports that can be in an import cycle with it: those of its

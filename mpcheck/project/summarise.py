@@ -19,8 +19,9 @@ from mpcheck import torch_api as T
 from mpcheck.facts import Kind, Prec
 from mpcheck.hooks import Site, SiteKind
 from mpcheck.infer.analysis import FileAnalysis
-from mpcheck.infer.binding import float32_default
+from mpcheck.infer.binding import fixed_default
 from mpcheck.infer.frames import ClassInfo
+from mpcheck.infer.functions import torch_module
 from mpcheck.infer.imported import value_of
 from mpcheck.keep_fp32 import keep_patterns
 from mpcheck.names import ImportTable, children, dotted
@@ -114,6 +115,41 @@ class FileSummariser:
         finally:
             walk.release()
 
+    def partner(self, path: Path) -> ModuleSummary | None:
+        """What an import-cycle partner may know of ``path``: only what its text alone decides
+        (its imports are never looked up), so no summary depends on the order files are read.
+        That is its re-exports and its module classes built in a fixed half-precision
+        default (``__init__(..., dtype=torch.half)``, see :mod:`mpcheck.infer.replacements`)."""
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        if b"dtype" not in data or not parseable(data):
+            return None
+        module = parse(data)
+        if isinstance(module, Unparsable):
+            return None
+        table = ImportTable.of(module)
+        shown = _shown_path(path, self._root)
+        text = data.decode("utf-8", "replace")
+        classes = {}
+        for stmt in module.body:
+            if not isinstance(stmt, cst.ClassDef):
+                continue
+            bases = tuple(table.resolve(a.value) or "" for a in stmt.bases if not a.keyword)
+            init = next((f for f in _methods(stmt) if f.name.value == "__init__"), None)
+            found = fixed_default(init, table.resolve)
+            if found is None or found.dtype == "float32" or not any(map(torch_module, bases)):
+                continue
+            line, column = _placer(module, text, text.find(f"class {stmt.name.value}"))(
+                found.default
+            )
+            at = Place(shown, line, column, module.code_for_node(found.default))
+            default = (found.position, at, found.dtype, found.guards)
+            classes[stmt.name.value] = ClassSummary(bases, True, False, dtype_default=default)
+        reexports = _reexports(table)
+        return ModuleSummary("", shown, classes=classes, reexports=reexports)
+
     def summary_of(self, walk: FileAnalysis, path: Path) -> ModuleSummary:
         """The summary a finished walk of ``path`` gives (a check's walk gives the same)."""
         module, table = walk.module, walk.imports
@@ -144,6 +180,11 @@ class FileSummariser:
             constants=_constants(walk, _placer(module, text, 0), shown),
             reexports=_reexports(table) | _aliases(module, table),
         )
+
+
+def _methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return [f for f in body if isinstance(f, cst.FunctionDef)]
 
 
 def _placer(module: cst.Module, text: str, start: int) -> Placer:
@@ -201,11 +242,12 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
         and forward is not None
         and forward.returns.prec == Prec.FULL.value
     )
-    default = float32_default(info.methods.get("__init__"), walk.imports.resolve)
-    float32 = None
+    default = fixed_default(info.methods.get("__init__"), walk.imports.resolve)
+    fixed = None
     if default is not None and info.is_module:
-        line, column = place(default[1])
-        float32 = (default[0], Place(shown, line, column, walk.module.code_for_node(default[1])))
+        line, column = place(default.default)
+        at = Place(shown, line, column, walk.module.code_for_node(default.default))
+        fixed = (default.position, at, default.dtype, default.guards)
     return ClassSummary(
         bases=info.bases,
         is_module=info.is_module,
@@ -215,7 +257,7 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
         methods=methods,
         attrs=attrs,
         keep_patterns=tuple(patterns),
-        float32_default=float32,
+        dtype_default=fixed,
         feeds_weights=info.feeds_weights,
         adapter_casts=_sorted(walk.keep.casts.get(name)),
     )
@@ -329,7 +371,8 @@ def summaries_for(
             Path(root), module_half_capable=module_half_capable, target_torch=target_torch
         )
         index = ModuleIndex((Path(root),), site_roots() if site else ())
-        _STORES[key] = (Summaries(index, summariser, cached), summariser)
+        store = Summaries(index, summariser, cached, partner=summariser.partner)
+        _STORES[key] = (store, summariser)
     return _STORES[key]
 
 

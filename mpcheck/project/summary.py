@@ -31,7 +31,7 @@ __all__ = [
     "Value",
 ]
 
-FORMAT = 4  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 5  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +88,11 @@ class ClassSummary:
     attrs: dict[str, Value] = field(default_factory=dict)
     # its own ``_keep_in_fp32_modules`` names: they also keep a subclass's parts in float32
     keep_patterns: tuple[str, ...] = ()
-    # ``__init__(..., dtype=torch.float32)`` building its parts: the position of ``dtype``
-    # (``self`` excluded) and where the default is; built without it, the class is float32
-    float32_default: tuple[int, Place] | None = None
+    # ``__init__(..., dtype=torch.float32)`` (or ``torch.half``) building its parts: the
+    # position of ``dtype`` (``self`` excluded), where the default is, the dtype it names and
+    # the parameters an ``if`` around its every use tests; built without ``dtype`` or any of
+    # those, the class is in that dtype
+    dtype_default: tuple[int, Place, str, tuple[tuple[int, str], ...]] | None = None
     # ``forward`` hands its first input as it came to one of its own layers: a caller must
     # pass it in the module's dtype (``x_embedder(x.float())`` raises in a half model)
     feeds_weights: bool = False
@@ -206,7 +208,7 @@ class Pool:
 
     def _class(self, cls: ClassSummary) -> ClassSummary:
         one = self._one
-        default = cls.float32_default
+        default = cls.dtype_default
         return ClassSummary(
             bases=self._strings(cls.bases),
             is_module=cls.is_module,
@@ -216,7 +218,9 @@ class Pool:
             methods=self._names(cls.methods, self._function),
             attrs=self._names(cls.attrs, self._value),
             keep_patterns=self._strings(cls.keep_patterns),
-            float32_default=None if default is None else (default[0], self._place(default[1])),
+            dtype_default=None
+            if default is None
+            else (default[0], self._place(default[1]), one(default[2]), one(default[3])),
             feeds_weights=cls.feeds_weights,
             adapter_casts=None if cls.adapter_casts is None else self._strings(cls.adapter_casts),
         )
@@ -283,17 +287,18 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         methods={k: _function(v) for k, v in data["methods"].items()},
         attrs={k: _value(v) for k, v in data["attrs"].items()},
         keep_patterns=tuple(data["keep_patterns"]),
-        float32_default=_default(data["float32_default"]),
+        dtype_default=_default(data["dtype_default"]),
         feeds_weights=data["feeds_weights"],
         adapter_casts=None if data["adapter_casts"] is None else tuple(data["adapter_casts"]),
     )
 
 
-def _default(data: list[Any] | None) -> tuple[int, Place] | None:
+def _default(data: list[Any] | None) -> tuple[int, Place, str, tuple[tuple[int, str], ...]] | None:
     if data is None:
         return None
     place = _place(data[1])
-    return None if place is None else (int(data[0]), place)
+    guards = tuple((int(i), str(name)) for i, name in data[3])
+    return None if place is None else (int(data[0]), place, str(data[2]), guards)
 
 
 def _module(data: dict[str, Any]) -> ModuleSummary:
