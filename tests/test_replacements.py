@@ -173,6 +173,23 @@ def test_partner_view_holds_only_what_the_text_decides(tmp_path: Path) -> None:
     )
 
 
+def test_partner_view_of_a_file_without_half_dtypes_is_its_imports_alone(tmp_path: Path) -> None:
+    """No text names a half dtype, so no class can have a half default: CPython's parser
+    reads the re-exports (libcst's parse would cost many times more)."""
+    (tmp_path / "pkg").mkdir()
+    path = tmp_path / "pkg" / "norms.py"
+    path.write_text(
+        "import torch\nfrom torch.nn import LayerNorm\n\n\n"
+        "class Norm(torch.nn.Module):\n"
+        "    def __init__(self, n, dtype=torch.float32):\n"
+        "        super().__init__()\n"
+        "        self.w = torch.nn.Parameter(torch.ones(n, dtype=dtype))\n"
+    )
+    view = FileSummariser(tmp_path).partner(path)
+    assert view is not None and not view.classes
+    assert view.reexports["LayerNorm"][0] == "torch.nn.LayerNorm"
+
+
 @pytest.mark.parametrize(
     ("init", "expected"),
     [
