@@ -25,6 +25,7 @@ from mpcheck.infer.imported import value_of
 from mpcheck.keep_fp32 import keep_patterns
 from mpcheck.names import ImportTable, children, dotted
 from mpcheck.parsing import Unparsable, parse, parseable
+from mpcheck.project.exports import exported, exported_of_source
 from mpcheck.project.index import ModuleIndex, site_roots
 from mpcheck.project.store import Cached, Dependencies, Lookup, Summaries, Symbol
 from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Value
@@ -90,13 +91,23 @@ class FileSummariser:
         if b"torch" not in data:  # nothing to walk, but it may re-export what others define
             cheap = ImportTable.of_source(data) if parseable(data) else None
             if cheap is not None:  # (libcst's parse is many times the cost of CPython's)
-                return ModuleSummary("", _shown_path(path, self._root), reexports=_reexports(cheap))
+                names, public, stars = exported_of_source(ast.parse(data))
+                shown = _shown_path(path, self._root)
+                reexports = _reexports(cheap)
+                return ModuleSummary(
+                    "", shown, reexports=reexports, names=names, public=public, stars=stars
+                )
         module = parse(data)
         if isinstance(module, Unparsable):
             return None
         table = ImportTable.of(module)
         if b"torch" not in data:
-            return ModuleSummary("", _shown_path(path, self._root), reexports=_reexports(table))
+            names, public, stars = exported(module)
+            shown = _shown_path(path, self._root)
+            reexports = _reexports(table)
+            return ModuleSummary(
+                "", shown, reexports=reexports, names=names, public=public, stars=stars
+            )
         walk = FileAnalysis(
             module,
             table,
@@ -136,6 +147,7 @@ class FileSummariser:
                 start = text.find(f"class {stmt.name.value}")
                 place = _placer(module, text, start)
                 classes[stmt.name.value] = _class_summary(walk, info, place, shown)
+        names, public, stars = exported(module)
         return ModuleSummary(
             "",
             shown,
@@ -143,6 +155,9 @@ class FileSummariser:
             classes=classes,
             constants=_constants(walk, _placer(module, text, 0), shown),
             reexports=_reexports(table) | _aliases(module, table),
+            names=names,
+            public=public,
+            stars=stars,
         )
 
 
