@@ -31,6 +31,7 @@ from mpcheck.facts import (
 )
 from mpcheck.infer.base import CallRecord, shorten
 from mpcheck.infer.branches import about_precision, float32_path, on_path
+from mpcheck.infer.exits import EXITS, close_loop, last_exit, leave, merge_paths, settle
 from mpcheck.infer.expressions import ExpressionWalk
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.guards import (
@@ -57,7 +58,6 @@ from mpcheck.infer.switches import (
 from mpcheck.keep_fp32 import ADAPTER_DICTS
 from mpcheck.names import descendants, dotted
 from mpcheck.sites import Operand, ReturnSite, SetItemSite
-from mpcheck.training import STATE, State
 
 
 class StatementWalk(ExpressionWalk):
@@ -79,6 +79,9 @@ class StatementWalk(ExpressionWalk):
                     self.statement(stmt, frame)
         finally:
             self.script = outer
+        fn = frame.scope.function
+        if fn is not None and isinstance(fn.body, cst.IndentedBlock) and body is fn.body.body:
+            settle(frame)  # a function's end: the paths that returned meet the one that got here
 
     def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -103,6 +106,13 @@ class StatementWalk(ExpressionWalk):
                 if stmt.orelse
                 else self.training.assume(stmt.test, False, Frame(off.env, off.scope))
             )
+            if then.dead or other.dead:  # the code after it follows the other path only
+                self.merge(frame, then, other)
+                if half is not None:
+                    self.half_path(stmt, frame, half, then, other)
+                if not then.dead:  # what the test chose there (``else: raise ValueError``)
+                    self.switched_paths(stmt, frame, then, other)
+                return
             before = frame.env
             tested = none_tested(stmt.test, negated=False)  # ``if x is None: x = zeros(...)``
             if tested is not None and tested in then.env and tested in other.env:
@@ -161,10 +171,10 @@ class StatementWalk(ExpressionWalk):
         """After an ``if`` on a dtype test, what the half-precision run has (the run the rules
         reason about; ``half``: whether it took the ``if``'s own branch)."""
         taken, skipped = (stmt.body, stmt.orelse) if half else (stmt.orelse, stmt.body)
-        if _last(taken) in _EXITS and _last(skipped) is None:
+        if last_exit(taken) in EXITS and last_exit(skipped) is None:
             # ``if x.dtype != torch.float32: raise ...``: only float32 runs go on from here
             frame.scope = replace(frame.scope, full_precision=stmt.test)
-        elif _last(taken) is None:
+        elif last_exit(taken) is None:
             # ``if x.dtype == torch.float32: fill = -1e9 else: fill = -1e4``: that run's values
             for name, fact in (then if half else other).env.items():
                 if not all(part.isidentifier() for part in name.split(".")):
@@ -271,20 +281,7 @@ class StatementWalk(ExpressionWalk):
         return sub
 
     def merge(self, frame: Frame, a: Frame, b: Frame) -> None:
-        env = dict(a.env)
-        for key, fb in b.env.items():
-            fa = env.get(key)
-            if fa is not fb:
-                env[key] = fb if fa is None else join(fa, fb)
-        if (STATE in a.env) != (STATE in b.env):
-            # The training loop's state begun on one path only: the other path is the empty
-            # state (``if amp: scaler.scale(loss).backward()``: scaled on some paths).
-            empty = Fact(Kind.OTHER, train=State())
-            env[STATE] = join(a.env.get(STATE, empty), b.env.get(STATE, empty))
-        frame.env = env
-        for r in (a.returns, b.returns):
-            if r is not None:
-                frame.returns = r if frame.returns is None else join(frame.returns, r)
+        merge_paths(frame, a, b)
 
     def loop(self, stmt: cst.For | cst.While, frame: Frame) -> None:
         if isinstance(stmt, cst.For):
@@ -301,16 +298,14 @@ class StatementWalk(ExpressionWalk):
                 with self.reporting.muted():
                     for model in models:
                         self.bind(stmt.target, model, frame)
-                        each = self.branch(stmt.body, frame)
-                        self.merge(frame, Frame(frame.env, frame.scope), each)
+                        close_loop(frame, self.branch(stmt.body, frame))
             self.bind(stmt.target, iterate(items), frame)
         else:
             self.expr(stmt.test, frame)
         with self.reporting.muted():  # the first pass only carries facts round the loop
             first = self.branch(stmt.body, frame)
-        self.merge(frame, Frame(frame.env, frame.scope), first)
-        body = self.branch(stmt.body, frame)
-        self.merge(frame, Frame(frame.env, frame.scope), body)
+        close_loop(frame, first)
+        close_loop(frame, self.branch(stmt.body, frame))
         if stmt.orelse:
             self.block(stmt.orelse.body.body, frame)
 
@@ -381,8 +376,9 @@ class StatementWalk(ExpressionWalk):
                 self.reporting.listener.deliver(
                     "returns", ReturnSite(stmt, Operand(stmt.value, fact), frame.scope)
                 )
-        elif isinstance(stmt, (cst.Assert, cst.Raise)):
-            pass
+            leave(stmt, frame)
+        elif isinstance(stmt, (cst.Raise, cst.Continue, cst.Break)):
+            leave(stmt, frame)
 
     def module_by_use(self, call: cst.BaseExpression, frame: Frame) -> None:
         """``ae.to(device, dtype=weight_dtype)`` or ``ae.eval()`` as a statement: only a
@@ -573,27 +569,3 @@ def _dict_class(
     found = {n.value for n in descendants(annotation) if isinstance(n, cst.Name)}
     kinds = sorted(found & ADAPTER_DICTS)
     return kinds[0] if len(kinds) == 1 else None
-
-
-_EXITS = (cst.Return, cst.Raise)
-
-
-def _last(
-    block: cst.BaseSuite | cst.If | cst.Else | None,
-) -> type[cst.BaseSmallStatement] | type[cst.If] | None:
-    """How a branch of an ``if`` ends when the code after it does not follow it: its last
-    statement's ``return``, ``raise``, ``continue`` or ``break`` (``cst.If`` for an ``elif``,
-    whose paths are not looked into); None when it falls through (so does an absent ``else``)."""
-    if isinstance(block, cst.Else):
-        block = block.body
-    if block is None:
-        return None
-    if isinstance(block, cst.If):
-        return cst.If
-    body = block.body
-    last: cst.CSTNode | None = body[-1] if body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1] if last.body else None
-    if isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
-        return type(last)
-    return None
