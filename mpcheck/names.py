@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import libcst as cst
 
@@ -136,6 +136,9 @@ class ImportTable:
         # tail ``embeddings.Timesteps`` (the package itself is unknown without the path)
         self.relative: dict[str, str] = {}
         self.levels: dict[str, int] = {}  # its number of leading dots: 2 for ``from ..x``
+        # ``from pkg.utils import *``: ``(dotted module, level)`` of each, in source order;
+        # what they bind is known from the project (:meth:`add_starred`)
+        self.stars: list[tuple[str, int]] = []
 
     @classmethod
     def of(cls, module: cst.Module) -> ImportTable:
@@ -178,6 +181,8 @@ class ImportTable:
         return table
 
     def _collect_from(self, node: ast.ImportFrom) -> None:
+        if any(a.name == "*" for a in node.names):
+            self.stars.append((node.module or "", node.level))
         names = [(a.asname or a.name, a.name) for a in node.names if a.name != "*"]
         if node.level or node.module is None:
             for local, name in names:
@@ -203,15 +208,37 @@ class ImportTable:
                 self._collect_relative(node)
             else:
                 base = _module_name(node.module)
+                if base is not None and isinstance(node.names, cst.ImportStar):
+                    self.stars.append((base, 0))
                 if base is not None:
                     for local, name in _imported_names(node):
                         self.aliases[local] = f"{base}.{name}"
 
     def _collect_relative(self, node: cst.ImportFrom) -> None:
         base = _module_name(node.module) if node.module is not None else None
+        if isinstance(node.names, cst.ImportStar):
+            self.stars.append((base or "", len(node.relative)))
         for local, name in _imported_names(node):
             self.relative[local] = f"{base}.{name}" if base else name
             self.levels[local] = len(node.relative)
+
+    def add_starred(
+        self, module: str, level: int, names: Iterable[tuple[str, str | None]], keep: set[str]
+    ) -> None:
+        """Bind what ``from module import *`` (``level`` dots) brings: each name with the
+        library name it stands for (``torch``), or None for a name of that project module.
+        The file's own imports and the names in ``keep`` (bound by the file itself) win:
+        the table ignores order, as it ignores scopes."""
+        for name, library in names:
+            if name in keep or name in self.aliases or name in self.relative:
+                continue
+            if library is not None:
+                self.aliases[name] = library
+            elif level == 0:
+                self.aliases[name] = f"{module}.{name}"
+            else:
+                self.relative[name] = f"{module}.{name}" if module else name
+                self.levels[name] = level
 
     def resolve(self, expr: cst.BaseExpression) -> str | None:
         """The qualified name an expression refers to, if it starts at an import."""

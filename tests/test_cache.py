@@ -132,6 +132,37 @@ def test_a_helper_edit_that_keeps_its_summary_rechecks_only_the_helper(
     assert warm == cold
 
 
+STAR = FIXTURES / "xfile" / "bad_star_imported_torch"
+
+
+def test_a_star_exporter_whose_public_names_change_rechecks_its_star_importers(
+    tmp_path: Path, analysed: list[str]
+) -> None:
+    """``detect.py`` gets ``torch`` only by ``from utils.utils import *``: an ``__all__`` that
+    leaves it out re-checks the files that star-import it, and the finding goes."""
+    tree = copy_tree(STAR, tmp_path / "star")
+    status, before, _ = run(tree)
+    assert status == 1 and "MPC102" in before
+    utils = tree / "utils" / "utils.py"
+    utils.write_text(utils.read_text() + '\n__all__ = ["select_device", "ConvBN", "nn"]\n')
+    analysed.clear()
+    status, after, _ = run(tree)
+    assert sorted(analysed) == ["detect.py", "models.py", "utils.py"]
+    assert status == 0 and after == run(tree, "--no-cache")[1]
+
+
+def test_a_star_exporter_edit_that_keeps_its_summary_rechecks_only_it(
+    tmp_path: Path, analysed: list[str]
+) -> None:
+    tree = copy_tree(STAR, tmp_path / "star")
+    cold = run(tree)
+    utils = tree / "utils" / "utils.py"
+    utils.write_text(utils.read_text() + "\n# a comment: no line of the summary moves\n")
+    analysed.clear()
+    assert run(tree) == cold
+    assert analysed == ["utils.py"]
+
+
 def test_checking_one_file_uses_the_cached_summaries_of_its_imports(
     tmp_path: Path, analysed: list[str]
 ) -> None:

@@ -19,6 +19,7 @@ import libcst as cst
 
 from mpcheck.infer.ambient import AmbientWalk
 from mpcheck.infer.frames import ClassInfo, Frame
+from mpcheck.infer.starred import bind_starred
 from mpcheck.keep_fp32 import KeepFp32, adapter_casts
 from mpcheck.sites import Scope
 
@@ -30,6 +31,8 @@ class FileAnalysis(AmbientWalk):
     """Runs the pass over one module and reports sites to a listener."""
 
     def run(self) -> None:
+        if self.project is not None:
+            bind_starred(self.imports, self.module, self.project)
         called = _called_names(self.source)
         self.helpers = _self_called_names(self.source)
         self._collect(self.module.body)

@@ -7,7 +7,7 @@ the modules that walk code import this one, and it imports none of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
@@ -140,6 +140,11 @@ class Frame:
     env: Env
     scope: Scope
     returns: Fact | None = None
+    # a ``return``, ``raise``, ``continue`` or ``break`` ended this path (``exits.py``); the
+    # values at each ``continue``/``break`` (for the loop) and ``return`` (for the function)
+    dead: bool = False
+    jumps: list[Env] = field(default_factory=list)
+    exits: list[Env] = field(default_factory=list)
 
     @property
     def in_init(self) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import replace
 import libcst as cst
 
 from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec, join, none_tested, seq_of
+from mpcheck.infer.exits import EXITS, last_exit
 from mpcheck.infer.frames import Env, Frame
 from mpcheck.names import dotted
 from mpcheck.sites import Flags
@@ -302,37 +303,13 @@ def half_path(stmt: cst.If, frame: Frame, half: bool, then: Frame, other: Frame)
     """After an ``if`` on a dtype test, what the half-precision run has (the run the rules
     reason about; ``half``: whether it took the ``if``'s own branch)."""
     taken, skipped = (stmt.body, stmt.orelse) if half else (stmt.orelse, stmt.body)
-    if _last(taken) in _EXITS and _last(skipped) is None:
+    if last_exit(taken) in EXITS and last_exit(skipped) is None:
         # ``if x.dtype != torch.float32: raise ...``: only float32 runs go on from here
         frame.scope = replace(frame.scope, full_precision=stmt.test)
-    elif _last(taken) is None:
+    elif last_exit(taken) is None:
         # ``if x.dtype == torch.float32: fill = -1e9 else: fill = -1e4``: that run's values
         for name, fact in (then if half else other).env.items():
             if not all(part.isidentifier() for part in name.split(".")):
                 continue  # the training state and the walk's memos: every run's
             if name in then.env and name in other.env:  # (bound before or on both)
                 frame.env[name] = fact
-
-
-_EXITS = (cst.Return, cst.Raise)
-
-
-def _last(
-    block: cst.BaseSuite | cst.If | cst.Else | None,
-) -> type[cst.BaseSmallStatement] | type[cst.If] | None:
-    """How a branch of an ``if`` ends when the code after it does not follow it: its last
-    statement's ``return``, ``raise``, ``continue`` or ``break`` (``cst.If`` for an ``elif``,
-    whose paths are not looked into); None when it falls through (so does an absent ``else``)."""
-    if isinstance(block, cst.Else):
-        block = block.body
-    if block is None:
-        return None
-    if isinstance(block, cst.If):
-        return cst.If
-    body = block.body
-    last: cst.CSTNode | None = body[-1] if body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1] if last.body else None
-    if isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
-        return type(last)
-    return None

@@ -32,6 +32,7 @@ from mpcheck.facts import (
 )
 from mpcheck.infer.base import CallRecord, shorten
 from mpcheck.infer.branches import about_precision, float32_path, on_path
+from mpcheck.infer.exits import close_loop, leave, merge_paths, settle
 from mpcheck.infer.expressions import ExpressionWalk
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.guards import (
@@ -61,7 +62,6 @@ from mpcheck.infer.switches import (
 from mpcheck.keep_fp32 import ADAPTER_DICTS
 from mpcheck.names import descendants, dotted
 from mpcheck.sites import Operand, ReturnSite, SetItemSite
-from mpcheck.training import STATE, State
 
 
 class StatementWalk(ExpressionWalk):
@@ -83,6 +83,9 @@ class StatementWalk(ExpressionWalk):
                     self.statement(stmt, frame)
         finally:
             self.script = outer
+        fn = frame.scope.function
+        if fn is not None and isinstance(fn.body, cst.IndentedBlock) and body is fn.body.body:
+            settle(frame)  # a function's end: the paths that returned meet the one that got here
 
     def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -109,6 +112,13 @@ class StatementWalk(ExpressionWalk):
                 if stmt.orelse
                 else self.training.assume(stmt.test, False, Frame(off.env, off.scope))
             )
+            if then.dead or other.dead:  # the code after it follows the other path only
+                self.merge(frame, then, other)
+                if half is not None:
+                    half_path(stmt, frame, half, then, other)
+                if not then.dead:  # what the test chose there (``else: raise ValueError``)
+                    self.switched_paths(stmt, frame, then, other)
+                return
             before = frame.env
             tested = none_tested(stmt.test, negated=False)  # ``if x is None: x = zeros(...)``
             if tested is not None and tested in then.env and tested in other.env:
@@ -264,20 +274,7 @@ class StatementWalk(ExpressionWalk):
         return sub
 
     def merge(self, frame: Frame, a: Frame, b: Frame) -> None:
-        env = dict(a.env)
-        for key, fb in b.env.items():
-            fa = env.get(key)
-            if fa is not fb:
-                env[key] = fb if fa is None else join(fa, fb)
-        if (STATE in a.env) != (STATE in b.env):
-            # The training loop's state begun on one path only: the other path is the empty
-            # state (``if amp: scaler.scale(loss).backward()``: scaled on some paths).
-            empty = Fact(Kind.OTHER, train=State())
-            env[STATE] = join(a.env.get(STATE, empty), b.env.get(STATE, empty))
-        frame.env = env
-        for r in (a.returns, b.returns):
-            if r is not None:
-                frame.returns = r if frame.returns is None else join(frame.returns, r)
+        merge_paths(frame, a, b)
 
     def loop(self, stmt: cst.For | cst.While, frame: Frame) -> None:
         if isinstance(stmt, cst.For):
@@ -294,16 +291,14 @@ class StatementWalk(ExpressionWalk):
                 with self.reporting.muted():
                     for model in models:
                         self.bind(stmt.target, model, frame)
-                        each = self.branch(stmt.body, frame)
-                        self.merge(frame, Frame(frame.env, frame.scope), each)
+                        close_loop(frame, self.branch(stmt.body, frame))
             self.bind(stmt.target, iterate(items), frame)
         else:
             self.expr(stmt.test, frame)
         with self.reporting.muted():  # the first pass only carries facts round the loop
             first = self.branch(stmt.body, frame)
-        self.merge(frame, Frame(frame.env, frame.scope), first)
-        body = self.branch(stmt.body, frame)
-        self.merge(frame, Frame(frame.env, frame.scope), body)
+        close_loop(frame, first)
+        close_loop(frame, self.branch(stmt.body, frame))
         if stmt.orelse:
             self.block(stmt.orelse.body.body, frame)
 
@@ -374,8 +369,9 @@ class StatementWalk(ExpressionWalk):
                 self.reporting.listener.deliver(
                     "returns", ReturnSite(stmt, Operand(stmt.value, fact), frame.scope)
                 )
-        elif isinstance(stmt, (cst.Assert, cst.Raise)):
-            pass
+            leave(stmt, frame)
+        elif isinstance(stmt, (cst.Raise, cst.Continue, cst.Break)):
+            leave(stmt, frame)
 
     def module_by_use(self, call: cst.BaseExpression, frame: Frame) -> None:
         """``ae.to(device, dtype=weight_dtype)`` or ``ae.eval()`` as a statement: only a

@@ -17,11 +17,19 @@ from pathlib import Path
 from typing import Protocol
 
 from mpcheck.project.index import ModuleIndex
-from mpcheck.project.summary import ClassSummary, External, Function, ModuleSummary, Pool, Value
+from mpcheck.project.summary import (
+    ClassSummary,
+    Exports,
+    External,
+    Function,
+    ModuleSummary,
+    Pool,
+    Value,
+)
 
 __all__ = ["CYCLE", "Cached", "Lookup", "Summaries", "Summariser", "Symbol", "Walker"]
 
-Symbol = Function | Value | ClassSummary | ModuleSummary | External
+Symbol = Function | Value | ClassSummary | ModuleSummary | External | Exports
 Lookup = Callable[[Path, str, int], Symbol | None]
 # What a module's summary (or a check) consulted: each project file whose summary it used,
 # directly or through other summaries, with the digest it saw (CYCLE: seen as unknown
@@ -254,26 +262,81 @@ class Summaries:
         target = self._index.resolve(importer, dotted, level)
         if target is None:
             return None
+        if target.attr == "*":  # ``from module import *``: what it binds
+            return Exports(tuple(sorted(self._exports(target.path, hops, set()).items())))
         summary = self.of(target.path)
         if summary is None and self._partner is not None and self._in_open_cycle(target.path):
             summary = self._partner_view(target.path)
         if summary is None or not target.attr:
             return summary
-        head, _, rest = target.attr.partition(".")
+        return self._member(target.path, summary, target.attr, hops)
+
+    def _member(
+        self,
+        path: Path,
+        summary: ModuleSummary,
+        attr: str,
+        hops: int,
+        seen: set[Path] | None = None,
+    ) -> Symbol | None:
+        """What ``attr`` (``name`` or ``Class.method``) of the module at ``path`` is. ``seen``:
+        the modules a search through star imports looked in already (each is looked in once,
+        however many paths of star imports lead to it)."""
+        head, _, rest = attr.partition(".")
         if head in summary.reexports:
             if hops == 0:
                 return None
-            module, up, attr = summary.reexports[head]
-            onward = ".".join(p for p in (module, attr, rest) if p)
-            if not up and self._index.resolve(target.path, onward) is None:
+            module, up, name = summary.reexports[head]
+            onward = ".".join(p for p in (module, name, rest) if p)
+            if not up and self._index.resolve(path, onward) is None:
                 return External(onward)  # ``from torch.nn import BatchNorm2d``: it leaves here
-            return self._lookup(target.path, onward, up, hops - 1)
+            return self._lookup(path, onward, up, hops - 1)
         if head in summary.classes:
             cls = summary.classes[head]
             return cls if not rest else cls.methods.get(rest)
-        if rest:
-            return None
-        return summary.functions.get(head) or summary.constants.get(head)
+        if head in summary.functions or head in summary.constants:
+            return None if rest else summary.functions.get(head) or summary.constants.get(head)
+        if head in summary.names or head.startswith("_"):
+            return None  # bound here, unknown (or private: no star import brings it)
+        seen = {self._index.resolved(path)} if seen is None else seen
+        for module, up in reversed(summary.stars):  # (the last star import binding it wins)
+            target = self._index.resolve(path, f"{module}.*" if module else "*", up)
+            if hops == 0 or target is None or target.attr != "*":
+                continue
+            if self._index.resolved(target.path) in seen:
+                continue
+            seen.add(self._index.resolved(target.path))
+            there = self.of(target.path)
+            if there is None or (there.public is not None and head not in there.public):
+                continue
+            found = self._member(target.path, there, attr, hops - 1, seen)
+            if found is not None or head in there.names:
+                return found
+        return None
+
+    def _exports(self, path: Path, hops: int, seen: set[Path]) -> dict[str, str | None]:
+        """The names ``from <module at path> import *`` binds, each with the library name it
+        stands for (None: a project name). Its literal ``__all__``, else its public names and
+        those of the modules it star-imports in turn (each module once: a cycle of star
+        imports, or two ways to one module, reads it once)."""
+        path = self._index.resolved(path)
+        summary = self.of(path)
+        if summary is None or path in seen or hops == 0:
+            return {}
+        seen.add(path)
+        found: dict[str, str | None] = {}
+        if summary.public is None:
+            for module, up in summary.stars:
+                target = self._index.resolve(path, f"{module}.*" if module else "*", up)
+                if target is not None and target.attr == "*":
+                    found.update(self._exports(target.path, hops - 1, seen))
+        for name in summary.public if summary.public is not None else summary.names:
+            if name in summary.reexports or name not in summary.names:
+                symbol = self._member(path, summary, name, hops - 1)
+                found[name] = symbol.qualname if isinstance(symbol, External) else None
+            else:
+                found[name] = None
+        return found
 
     def _in_open_cycle(self, path: Path) -> bool:
         return self._component.get(self._index.resolved(path)) in self._open

@@ -26,6 +26,7 @@ from mpcheck.infer.imported import value_of
 from mpcheck.keep_fp32 import keep_patterns
 from mpcheck.names import ImportTable, children, dotted
 from mpcheck.parsing import Unparsable, parse, parseable
+from mpcheck.project.exports import exported, exported_of_source
 from mpcheck.project.index import ModuleIndex, site_roots
 from mpcheck.project.store import Cached, Dependencies, Lookup, Summaries, Symbol
 from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Value
@@ -33,6 +34,8 @@ from mpcheck.source import SourceError, SourceFile
 
 __all__ = ["FileSummariser", "ProjectSession", "forget", "summaries_for"]
 
+# ``from module import *``: a file that says no ``torch`` may still get it that way
+STAR_IMPORT = re.compile(rb"import[ \t]*\*")
 Placer = Callable[[cst.CSTNode], tuple[int, int]]  # a node's line and column, for messages
 
 
@@ -88,16 +91,27 @@ class FileSummariser:
             data = path.read_bytes()
         except OSError:
             return None
-        if b"torch" not in data:  # nothing to walk, but it may re-export what others define
+        walked = b"torch" in data or STAR_IMPORT.search(data) is not None  # (torch may come by one)
+        if not walked:  # nothing to walk, but it may re-export what others define
             cheap = ImportTable.of_source(data) if parseable(data) else None
             if cheap is not None:  # (libcst's parse is many times the cost of CPython's)
-                return ModuleSummary("", _shown_path(path, self._root), reexports=_reexports(cheap))
+                names, public, stars = exported_of_source(ast.parse(data))
+                shown = _shown_path(path, self._root)
+                reexports = _reexports(cheap)
+                return ModuleSummary(
+                    "", shown, reexports=reexports, names=names, public=public, stars=stars
+                )
         module = parse(data)
         if isinstance(module, Unparsable):
             return None
         table = ImportTable.of(module)
-        if b"torch" not in data:
-            return ModuleSummary("", _shown_path(path, self._root), reexports=_reexports(table))
+        if not walked:
+            names, public, stars = exported(module)
+            shown = _shown_path(path, self._root)
+            reexports = _reexports(table)
+            return ModuleSummary(
+                "", shown, reexports=reexports, names=names, public=public, stars=stars
+            )
         walk = FileAnalysis(
             module,
             table,
@@ -176,6 +190,7 @@ class FileSummariser:
                 start = text.find(f"class {stmt.name.value}")
                 place = _placer(module, text, start)
                 classes[stmt.name.value] = _class_summary(walk, info, place, shown)
+        names, public, stars = exported(module)
         return ModuleSummary(
             "",
             shown,
@@ -183,6 +198,9 @@ class FileSummariser:
             classes=classes,
             constants=_constants(walk, _placer(module, text, 0), shown),
             reexports=_reexports(table) | _aliases(module, table),
+            names=names,
+            public=public,
+            stars=stars,
         )
 
 

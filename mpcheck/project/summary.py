@@ -21,6 +21,7 @@ from mpcheck.hashing import hex_digest
 
 __all__ = [
     "ClassSummary",
+    "Exports",
     "External",
     "Function",
     "ModuleSummary",
@@ -31,7 +32,7 @@ __all__ = [
     "Value",
 ]
 
-FORMAT = 5  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 6  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,12 @@ class ClassSummary:
 class ModuleSummary:
     """Everything one file exports. ``reexports`` maps a name bound by an import to the
     ``(dotted module, level, attribute)`` it came from, so ``from .rope import apply_rope``
-    in a package ``__init__.py`` leads a lookup on to ``rope.py``."""
+    in a package ``__init__.py`` leads a lookup on to ``rope.py``.
+
+    What ``from module import *`` brings (:mod:`mpcheck.project.exports`): ``names``, its
+    public module-level names, or ``public``, its literal ``__all__``; and ``stars``, the
+    ``(dotted, level)`` of each module it star-imports in turn (whose public names it passes
+    on when it has no ``__all__``, and where a lookup of a name it does not bind goes on)."""
 
     module: str
     path: str
@@ -113,6 +119,9 @@ class ModuleSummary:
     classes: dict[str, ClassSummary] = field(default_factory=dict)
     constants: dict[str, Value] = field(default_factory=dict)
     reexports: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+    names: tuple[str, ...] = ()
+    public: tuple[str, ...] | None = None
+    stars: tuple[tuple[str, int], ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({"format": FORMAT, **_plain(self)}, sort_keys=True)
@@ -163,6 +172,9 @@ class Pool:
             classes=self._names(summary.classes, self._class),
             constants=self._names(summary.constants, self._value),
             reexports={one(k): (one(m), n, one(a)) for k, (m, n, a) in summary.reexports.items()},
+            names=self._strings(summary.names),
+            public=None if summary.public is None else self._strings(summary.public),
+            stars=one(tuple((one(m), n) for m, n in summary.stars)),
         )
 
     def _one(self, obj: _T) -> _T:
@@ -235,10 +247,19 @@ class External:
     qualname: str
 
 
+@dataclass(frozen=True, slots=True)
+class Exports:
+    """What ``from module import *`` binds: each name, with the library name it stands for
+    when it leads out of the project (``torch`` for a module's own ``import torch``; None:
+    defined in the project, looked up through the module). Made by lookups, not kept."""
+
+    names: tuple[tuple[str, str | None], ...]
+
+
 # What a file's walk asks of the project: the symbol ``dotted`` names when imported with
 # ``level`` leading dots from that file (None outside the project or unknown).
 ProjectLookup = Callable[
-    [str, int], "Function | Value | ClassSummary | ModuleSummary | External | None"
+    [str, int], "Function | Value | ClassSummary | ModuleSummary | External | Exports | None"
 ]
 
 
@@ -309,4 +330,7 @@ def _module(data: dict[str, Any]) -> ModuleSummary:
         classes={k: _class(v) for k, v in data["classes"].items()},
         constants={k: _value(v) for k, v in data["constants"].items()},
         reexports={k: (v[0], int(v[1]), v[2]) for k, v in data["reexports"].items()},
+        names=tuple(data["names"]),
+        public=None if data["public"] is None else tuple(data["public"]),
+        stars=tuple((m, int(n)) for m, n in data["stars"]),
     )
