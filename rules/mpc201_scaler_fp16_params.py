@@ -86,14 +86,20 @@ class ScalerFp16Params(Rule):
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self.recasts_seen: set[int] = set()  # recasts reported (one finding each)
+        self.reported: set[int] = set()  # optimizers whose first unscale was reported
 
     def check_training(self, site: TrainingSite) -> None:
         scaler = site.scaler
         if not site.unscales or scaler is None or not scaler.raises_on_fp16:
             return
         for use in site.optimizers:
-            if use.unscaled is not False:
+            if use.unscaled is True or (
+                use.unscaled is None and id(use.optimizer.node) in self.reported
+            ):
                 continue  # an earlier call unscaled them (and was reported)
+            # (unscaled on some paths only, and not reported: a path that skipped the step
+            # after a clip, ``continue``, comes round to this call with them unscaled; the
+            # first round does not)
             half = next((p for p in use.params if can_be_fp16(p)), None)
             if half is not None:
                 self._report(site, scaler, use, half)
@@ -142,6 +148,7 @@ class ScalerFp16Params(Rule):
         related += decided
         related.append((optimizer.node, f"the optimizer {optimizer.text} is built here"))
         related.append((scaler.node, _scaler_role(scaler)))
+        self.reported.add(id(optimizer.node))
         self.report(site.node, message, related=related)
 
 

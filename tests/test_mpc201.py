@@ -96,6 +96,29 @@ def main(args, loader):
 """  # lines 4-29
 
 
+def test_a_round_that_skips_the_step_after_its_clip_still_raises_in_the_first_round() -> None:
+    """``if not isfinite(grad_norm): continue`` brings the next round to the unscale with the
+    gradients unscaled; the first round does not, and raises there (reported once)."""
+    (d,) = findings(
+        """
+        def train(loader):
+            model = nn.Linear(8, 1).half()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler("cuda")
+            for x, y in loader:
+                scaler.scale(F.mse_loss(model(x).float(), y)).backward()
+                scaler.unscale_(optimizer)
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if not torch.isfinite(norm):
+                    optimizer.zero_grad()
+                    continue
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    )
+    assert span(d)[:2] == (11, 9)
+
+
 def test_lora_adapters_added_after_casting_to_weight_dtype() -> None:
     (d,) = findings(LORA_SCRIPT.format(upcast="pass"))
     assert span(d) == (27, 9, 27, 49)
