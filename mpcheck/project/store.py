@@ -266,7 +266,10 @@ class Summaries:
             return Exports(tuple(sorted(self._exports(target.path, hops, set()).items())))
         summary = self.of(target.path)
         if summary is None and self._partner is not None and self._in_open_cycle(target.path):
-            summary = self._partner_view(target.path)
+            # only for a class the view holds: any other name stays unknown, as it was
+            view = self._partner_view(target.path)
+            if view is not None and target.attr.partition(".")[0] in view.classes:
+                summary = view
         if summary is None or not target.attr:
             return summary
         return self._member(target.path, summary, target.attr, hops)
