@@ -29,9 +29,8 @@ if TYPE_CHECKING:
     from mpcheck.project.store import Dependencies, Symbol
     from mpcheck.project.summary import ModuleSummary, Place
 
-# A file that mentions none of these cannot hold a finding: it is not parsed. (A star import
-# may bring ``torch`` from a project module: ``from utils import *``.)
-PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex|import[ \t]*\*")
+# A file that mentions none of these cannot hold a finding: it is not parsed.
+PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
 _LINE_REF = re.compile("\x00(\\d+)\x00")
 # A ``noqa`` comment that may name one of our codes (a superset: MPC100 reports only those).
 _MPC_NOQA = re.compile(rb"noqa[^\r\n]*mpc", re.IGNORECASE)

@@ -34,8 +34,6 @@ from mpcheck.source import SourceError, SourceFile
 
 __all__ = ["FileSummariser", "ProjectSession", "forget", "summaries_for"]
 
-# ``from module import *``: a file that says no ``torch`` may still get it that way
-STAR_IMPORT = re.compile(rb"import[ \t]*\*")
 Placer = Callable[[cst.CSTNode], tuple[int, int]]  # a node's line and column, for messages
 
 
@@ -91,8 +89,7 @@ class FileSummariser:
             data = path.read_bytes()
         except OSError:
             return None
-        walked = b"torch" in data or STAR_IMPORT.search(data) is not None  # (torch may come by one)
-        if not walked:  # nothing to walk, but it may re-export what others define
+        if b"torch" not in data:  # nothing to walk, but it may re-export what others define
             cheap = ImportTable.of_source(data) if parseable(data) else None
             if cheap is not None:  # (libcst's parse is many times the cost of CPython's)
                 names, public, stars = exported_of_source(ast.parse(data))
@@ -105,7 +102,7 @@ class FileSummariser:
         if isinstance(module, Unparsable):
             return None
         table = ImportTable.of(module)
-        if not walked:
+        if b"torch" not in data:
             names, public, stars = exported(module)
             shown = _shown_path(path, self._root)
             reexports = _reexports(table)
