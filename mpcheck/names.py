@@ -159,9 +159,18 @@ class ImportTable:
             return None
         lines = data.splitlines()
         table = cls()
+        typing_only = {
+            id(line)
+            for stmt in tree.body
+            if isinstance(stmt, ast.If) and ast.unparse(stmt.test) in _TYPE_CHECKING
+            for line in stmt.body
+            if isinstance(line, ast.ImportFrom) and any(a.name == "*" for a in line.names)
+        }
         stack: list[ast.stmt] = list(reversed(tree.body))
         while stack:
             node = stack.pop()
+            if id(node) in typing_only:
+                continue  # ``if TYPE_CHECKING: from .x import *``: never runs
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname is not None:
@@ -193,7 +202,10 @@ class ImportTable:
                 self.aliases[local] = f"{node.module}.{name}"
 
     def _collect(self, module: cst.Module) -> None:
+        typing_only = _typing_only_stars(module)
         for node in _import_nodes(module):
+            if node in typing_only:
+                continue  # (its other names are none: a star import binds nothing else)
             if isinstance(node, cst.Import):
                 for alias in node.names:
                     name = _module_name(alias.name)
@@ -311,6 +323,23 @@ def _import_nodes(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
             stack.extend(_child_statements(node))
     found.reverse()
     return found
+
+
+def _typing_only_stars(module: cst.Module) -> set[cst.ImportFrom]:
+    """``from x import *`` in a top-level ``if TYPE_CHECKING:``: it never runs (transformers'
+    package ``__init__`` files star-import every submodule so, and bind them lazily)."""
+    found: set[cst.ImportFrom] = set()
+    for stmt in module.body:
+        if not (isinstance(stmt, cst.If) and dotted(stmt.test) in _TYPE_CHECKING):
+            continue
+        for line in stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ():
+            for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                    found.add(small)
+    return found
+
+
+_TYPE_CHECKING = frozenset({"TYPE_CHECKING", "typing.TYPE_CHECKING"})
 
 
 def _suites(node: ast.stmt) -> list[list[ast.stmt]]:

@@ -250,3 +250,17 @@ def test_a_script_star_importing_torch_and_its_model_is_checked(tmp_path: Path) 
     assert [(d.code, d.start.row) for d in found] == [("MPC102", 7)]
     alone = check_source(source, str(tmp_path / "detect.py"), all_rules())
     assert alone == []  # without the project, ``torch`` is nothing known
+
+
+def test_a_star_import_under_type_checking_binds_nothing(tmp_path: Path) -> None:
+    """transformers' package ``__init__`` files star-import every submodule under
+    ``if TYPE_CHECKING:`` and bind them lazily: following those cost a cold run twice its CPU."""
+    source = (
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .modeling import *\n"
+        "else:\n    from .runtime import *\n"
+    )
+    module = cst.parse_module(source)
+    assert ImportTable.of(module).stars == [("runtime", 1)]
+    table = ImportTable.of_source(source.encode())
+    assert table is not None and table.stars == [("runtime", 1)]
+    assert exported(module)[2] == exported_of_source(ast.parse(source))[2] == (("runtime", 1),)

@@ -24,6 +24,10 @@ __all__ = ["Exported", "exported", "exported_of_source"]
 Exported = tuple[tuple[str, ...], tuple[str, ...] | None, tuple[tuple[str, int], ...]]
 
 
+# Tests that are false when the code runs: what their body imports is never bound.
+TYPE_CHECKING = frozenset({"TYPE_CHECKING", "typing.TYPE_CHECKING"})
+
+
 def exported(module: cst.Module) -> Exported:
     """:data:`Exported` of a module parsed by libcst."""
     names: set[str] = set()
@@ -76,6 +80,11 @@ def exported(module: cst.Module) -> Exported:
                     if item.asname is not None:
                         names.update(_cst_targets(item.asname.name))
             stack.extend(reversed(_cst_suites(node)))
+        elif isinstance(node, cst.If) and dotted(node.test) in TYPE_CHECKING:
+            if isinstance(node.orelse, cst.If):  # (its body never runs: ``if TYPE_CHECKING:``)
+                stack.append(node.orelse)
+            elif node.orelse is not None and isinstance(node.orelse.body, cst.IndentedBlock):
+                stack.extend(reversed(node.orelse.body.body))
         elif isinstance(node, cst.BaseCompoundStatement):
             stack.extend(reversed(_cst_suites(node)))
     return _result(names, declared if literal and declared else None, stars)
@@ -114,6 +123,8 @@ def exported_of_source(tree: ast.Module) -> Exported:
                 stars.append((node.module or "", node.level))
                 continue
             names.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.If) and ast.unparse(node.test) in TYPE_CHECKING:
+            stack.extend(reversed(node.orelse))  # (its body never runs: ``if TYPE_CHECKING:``)
         else:
             if isinstance(node, (ast.For, ast.AsyncFor)):
                 names.update(_ast_targets(node.target))
