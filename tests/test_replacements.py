@@ -5,18 +5,14 @@ default crosses files, import cycles included (a cycle partner's text-only view)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
-from mpcheck.engine import Options, check_source
 from mpcheck.infer.binding import fixed_default
 from mpcheck.names import ImportTable
-from mpcheck.project import summarise
 from mpcheck.project.summarise import FileSummariser
-from mpcheck.rule import all_rules
 
 LAYERS = """
 import torch
@@ -62,18 +58,8 @@ def load(module):
 ROW = 13  # the line of ``LinearLayer(...)`` in LOADER
 
 
-@pytest.fixture(autouse=True)
-def _fresh() -> Iterator[None]:
-    summarise.forget()
-    yield
-    summarise.forget()
-
-
-def findings(root: Path, name: str, project: bool = True) -> set[tuple[int, str]]:
-    path = root / name
-    options = Options(project_root=str(root) if project else None)
-    found = check_source(path.read_text(), str(path), all_rules(), options)
-    return {(d.start.row, d.code) for d in found if not d.suppressed}
+# (the autouse fixture that forgets summaries between tests, and the project check)
+from tests.test_project_classes import _fresh, findings  # noqa: E402, F401
 
 
 def loader(
