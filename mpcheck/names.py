@@ -162,7 +162,7 @@ class ImportTable:
         typing_only = {
             id(line)
             for stmt in tree.body
-            if isinstance(stmt, ast.If) and ast.unparse(stmt.test) in _TYPE_CHECKING
+            if isinstance(stmt, ast.If) and ast.unparse(stmt.test) in TYPE_CHECKING_TESTS
             for line in stmt.body
             if isinstance(line, ast.ImportFrom) and any(a.name == "*" for a in line.names)
         }
@@ -330,7 +330,7 @@ def _typing_only_stars(module: cst.Module) -> set[cst.ImportFrom]:
     package ``__init__`` files star-import every submodule so, and bind them lazily)."""
     found: set[cst.ImportFrom] = set()
     for stmt in module.body:
-        if not (isinstance(stmt, cst.If) and dotted(stmt.test) in _TYPE_CHECKING):
+        if not (isinstance(stmt, cst.If) and dotted(stmt.test) in TYPE_CHECKING_TESTS):
             continue
         for line in stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ():
             for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
@@ -339,7 +339,8 @@ def _typing_only_stars(module: cst.Module) -> set[cst.ImportFrom]:
     return found
 
 
-_TYPE_CHECKING = frozenset({"TYPE_CHECKING", "typing.TYPE_CHECKING"})
+# Tests that are false when the code runs: what their body imports is never bound.
+TYPE_CHECKING_TESTS = frozenset({"TYPE_CHECKING", "typing.TYPE_CHECKING"})
 
 
 def _suites(node: ast.stmt) -> list[list[ast.stmt]]:

@@ -15,17 +15,13 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from mpcheck.names import dotted
+from mpcheck.names import TYPE_CHECKING_TESTS, dotted
 
 __all__ = ["Exported", "exported", "exported_of_source"]
 
 # The module's public names, its literal ``__all__`` (None: none, or not a literal), and
 # the modules it star-imports (``(dotted, level)``, in source order).
 Exported = tuple[tuple[str, ...], tuple[str, ...] | None, tuple[tuple[str, int], ...]]
-
-
-# Tests that are false when the code runs: what their body imports is never bound.
-TYPE_CHECKING = frozenset({"TYPE_CHECKING", "typing.TYPE_CHECKING"})
 
 
 def exported(module: cst.Module) -> Exported:
@@ -80,7 +76,7 @@ def exported(module: cst.Module) -> Exported:
                     if item.asname is not None:
                         names.update(_cst_targets(item.asname.name))
             stack.extend(reversed(_cst_suites(node)))
-        elif isinstance(node, cst.If) and dotted(node.test) in TYPE_CHECKING:
+        elif isinstance(node, cst.If) and dotted(node.test) in TYPE_CHECKING_TESTS:
             if isinstance(node.orelse, cst.If):  # (its body never runs: ``if TYPE_CHECKING:``)
                 stack.append(node.orelse)
             elif node.orelse is not None and isinstance(node.orelse.body, cst.IndentedBlock):
@@ -123,7 +119,7 @@ def exported_of_source(tree: ast.Module) -> Exported:
                 stars.append((node.module or "", node.level))
                 continue
             names.update(a.asname or a.name for a in node.names)
-        elif isinstance(node, ast.If) and ast.unparse(node.test) in TYPE_CHECKING:
+        elif isinstance(node, ast.If) and ast.unparse(node.test) in TYPE_CHECKING_TESTS:
             stack.extend(reversed(node.orelse))  # (its body never runs: ``if TYPE_CHECKING:``)
         else:
             if isinstance(node, (ast.For, ast.AsyncFor)):
