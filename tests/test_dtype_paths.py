@@ -1,6 +1,6 @@
 """Which way a half-precision run goes through a test of a tensor's dtype
-(``mpcheck.infer.guards.half_run_takes``, and ``fp16_run_takes`` where the two half dtypes
-go apart): the decision tables, on facts given directly."""
+(``mpcheck.infer.guards.runs_take``: both half runs, or the float16 run where the two half
+dtypes go apart): the decision tables, on facts given directly."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 
 from mpcheck.facts import UNKNOWN, Fact, Kind, Prec, dtype_object
-from mpcheck.infer.guards import fp16_run_takes, fp16_upcast, half_run_takes
+from mpcheck.infer.guards import fp16_upcast, runs_take
 from mpcheck.names import dotted
 
 # What ``<name>.dtype`` is for each tensor name the tests use.
@@ -56,7 +56,7 @@ def fact_of(node: cst.BaseExpression) -> Fact:
     ],
 )
 def test_the_path_a_half_precision_run_takes(test: str, taken: bool | None) -> None:
-    assert half_run_takes(cst.parse_expression(test), fact_of) is taken
+    assert runs_take(cst.parse_expression(test), fact_of)[0] is taken
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,7 @@ def test_the_path_a_half_precision_run_takes(test: str, taken: bool | None) -> N
         ("x.dtype != torch.float16", False),
         ("m.dtype == torch.bfloat16", False),
         ("x.dtype in (torch.bfloat16,)", False),
-        # the runs agree (``half_run_takes`` decides), or nothing is known
+        # the runs agree (the first answer decides), or nothing is known
         ("x.dtype == torch.float32", None),
         ("h.dtype == torch.float16", None),
         ("b.dtype == torch.float16", None),
@@ -78,7 +78,7 @@ def test_the_path_a_half_precision_run_takes(test: str, taken: bool | None) -> N
 def test_the_path_the_float16_run_takes_when_the_half_runs_part(
     test: str, taken: bool | None
 ) -> None:
-    assert fp16_run_takes(cst.parse_expression(test), fact_of) is taken
+    assert runs_take(cst.parse_expression(test), fact_of)[1] is taken
 
 
 FLOAT32 = Fact(Kind.TENSOR, Prec.FULL, "float32")

@@ -31,7 +31,7 @@ from mpcheck.facts import (
 )
 from mpcheck.infer.base import CallRecord
 from mpcheck.infer.frames import Frame
-from mpcheck.infer.guards import fp16_run_takes, fp16_upcast, half_run_takes
+from mpcheck.infer.guards import fp16_upcast, runs_take
 from mpcheck.infer.imported import call_result
 from mpcheck.infer.modules import FP32_LAYER
 from mpcheck.infer.promotion import (
@@ -251,10 +251,9 @@ class ExpressionWalk(TensorWalk):
         self.expr(node.test, frame)
         body, orelse = self.expr(node.body, frame), self.expr(node.orelse, frame)
         # ``-1e9 if x.dtype == torch.float32 else -1e4``: what a half-precision run gets
-        taken = half_run_takes(node.test, lambda side: self.expr(side, frame))
+        taken, fp16 = runs_take(node.test, lambda side: self.expr(side, frame))
         if taken is not None:
             return body if taken else orelse
-        fp16 = fp16_run_takes(node.test, lambda side: self.expr(side, frame))
         split = (
             fp16_upcast(*((body, orelse) if fp16 else (orelse, body))) if fp16 is not None else None
         )

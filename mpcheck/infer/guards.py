@@ -213,30 +213,26 @@ def model_rebound(env: Env, key: str) -> None:
 _EQUAL = (cst.Equal, cst.Is, cst.In)
 _UNEQUAL = (cst.NotEqual, cst.IsNot, cst.NotIn)
 _HALVES = frozenset({"float16", "bfloat16"})
-_RUNS = ("float16", "bfloat16")  # (float16 first: :func:`fp16_run_takes` reads it)
+_RUNS = ("float16", "bfloat16")  # (float16 first: :func:`runs_take` reads it)
 
 
-def half_run_takes(
+def runs_take(
     test: cst.BaseExpression, fact_of: Callable[[cst.BaseExpression], Fact]
-) -> bool | None:
-    """Whether a run with the model in half precision takes the branch of ``test``, when a
-    test of a tensor's dtype decides it: ``x.dtype == torch.float32`` is false for a tensor in
-    the model's dtype or of unknown dtype (float16 or bfloat16 in that run), ``x.dtype !=
-    torch.float32`` and ``x.dtype in (torch.float16, torch.bfloat16)`` are true. None when
-    the two half dtypes disagree (``x.dtype == torch.float16``) or the test is anything else.
-    The rules reason about that run; the other path is the one float32 runs take."""
-    outcomes = _half_runs(test, fact_of)
-    return outcomes[0] if outcomes is not None and len(set(outcomes)) == 1 else None
+) -> tuple[bool | None, bool | None]:
+    """Which way the half-precision runs go at a test of a tensor's dtype: ``(half, fp16)``.
 
-
-def fp16_run_takes(
-    test: cst.BaseExpression, fact_of: Callable[[cst.BaseExpression], Fact]
-) -> bool | None:
-    """Whether the float16 run takes the branch of a dtype test the two half dtypes decide
-    apart (``x.dtype == torch.float16``; the bfloat16 run takes the other); None when they
-    agree or the test decides nothing."""
+    ``half``: whether a run with the model in half precision takes the branch, when both half
+    dtypes go one way: ``x.dtype == torch.float32`` is false for a tensor in the model's dtype
+    or of unknown dtype (float16 or bfloat16 in that run), ``x.dtype != torch.float32`` and
+    ``x.dtype in (torch.float16, torch.bfloat16)`` are true. The rules reason about that run;
+    the other path is the one float32 runs take.
+    ``fp16``: whether the float16 run takes it when the two half dtypes part
+    (``x.dtype == torch.float16``; the bfloat16 run takes the other).
+    Each is None when the test does not decide it (or is anything else)."""
     outcomes = _half_runs(test, fact_of)
-    return outcomes[0] if outcomes is not None and len(set(outcomes)) == 2 else None
+    if outcomes is None:
+        return None, None
+    return (outcomes[0], None) if len(set(outcomes)) == 1 else (None, outcomes[0])
 
 
 def _half_runs(

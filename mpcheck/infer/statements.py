@@ -41,14 +41,13 @@ from mpcheck.infer.guards import (
     dtypes_tested,
     forget,
     found_apart,
-    fp16_run_takes,
     guard_of,
     half_path,
-    half_run_takes,
     model_rebound,
     narrowed,
     remember,
     remember_optional,
+    runs_take,
     split_by_run,
 )
 from mpcheck.infer.promotion import is_advanced_index, iterate
@@ -93,10 +92,9 @@ class StatementWalk(ExpressionWalk):
                 self.small(small, frame)
         elif isinstance(stmt, cst.If):
             self.expr(stmt.test, frame)
-            # ``if x.dtype == torch.float32:``: a branch a half-precision run never takes
-            half = half_run_takes(stmt.test, fact_of := partial(self.expr, frame=frame))
+            # ``if x.dtype == torch.float32:``: a branch a half-precision run never takes;
             # ``if x.dtype == torch.float16:``: a branch only the float16 run takes
-            fp16 = None if half is not None else fp16_run_takes(stmt.test, fact_of)
+            half, fp16 = runs_take(stmt.test, partial(self.expr, frame=frame))
             # each branch knows which way the test went (``if scaler is not None:``)
             on, off = self.narrowed(frame, stmt.test, True), self.narrowed(frame, stmt.test, False)
             if half is not None:
