@@ -147,14 +147,15 @@ class ImportTable:
         return table
 
     @classmethod
-    def of_source(cls, data: bytes) -> ImportTable | None:
+    def of_source(cls, data: bytes, tree: ast.Module | None = None) -> ImportTable | None:
         """The table :meth:`of` gives for the file, from CPython's parser (many times
-        cheaper than libcst's), for a file that is not walked; None when only libcst's
-        tree can tell (a one-line suite ``if x: import y``, which :meth:`of` does not
-        enter, a ``match``, or a file CPython rejects)."""
+        cheaper than libcst's; ``tree`` when the caller parsed ``data`` already), for a file
+        that is not walked; None when only libcst's tree can tell (a one-line suite
+        ``if x: import y``, which :meth:`of` does not enter, a ``match``, or a file CPython
+        rejects)."""
         try:
             data.decode("utf-8")  # (column offsets are in UTF-8 bytes)
-            tree = ast.parse(data)
+            tree = ast.parse(data) if tree is None else tree
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         lines = data.splitlines()

@@ -24,7 +24,7 @@ from mpcheck.keep_fp32 import KeepFp32, adapter_casts
 from mpcheck.sites import Scope
 
 _SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
-_NAME_CALL = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)\s*\(")
+_NAME_CALL = re.compile(rb"\b(?<!\.)([A-Za-z_]\w*)\s*\(")  # (``\b`` first: twice as fast)
 
 
 class FileAnalysis(AmbientWalk):

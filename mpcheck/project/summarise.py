@@ -90,9 +90,10 @@ class FileSummariser:
         except OSError:
             return None
         if b"torch" not in data:  # nothing to walk, but it may re-export what others define
-            cheap = ImportTable.of_source(data) if parseable(data) else None
-            if cheap is not None:  # (libcst's parse is many times the cost of CPython's)
-                names, public, stars = exported_of_source(ast.parse(data))
+            tree = _cpython_tree(data)  # (libcst's parse is many times the cost of CPython's)
+            cheap = ImportTable.of_source(data, tree) if tree is not None else None
+            if tree is not None and cheap is not None:
+                names, public, stars = exported_of_source(tree)
                 shown = _shown_path(path, self._root)
                 reexports = _reexports(cheap)
                 return ModuleSummary(
@@ -470,3 +471,14 @@ def _statement_end(data: bytes, start: int) -> int:
             return i
         i += 1
     return n
+
+
+def _cpython_tree(data: bytes) -> ast.Module | None:
+    """CPython's tree of a file that is not walked, parsed once for its imports and exports;
+    None when CPython cannot parse it (libcst then decides)."""
+    if not parseable(data):
+        return None
+    try:
+        return ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
