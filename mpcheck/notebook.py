@@ -1,10 +1,12 @@
 """Jupyter notebooks checked as ruff checks them: code cells joined, magics masked, cells mapped.
 
 The code cells are joined in order into one Python source (so a name defined in cell 1 is known
-in cell 3); IPython magics (``%``, ``%%`` cells) and shell lines (``!``) become blank lines, so
-every row of the joined source is one row of one cell. Findings are mapped back to
-``(cell, row)``; fixes are applied per cell and the notebook is written back with its own JSON
-layout (indent, key order, non-ASCII escaping, trailing newline), everything else untouched.
+in cell 3); IPython magics (``%``, ``%%`` cells), shell lines (``!``), help (``x?``) and their
+assignments (``files = !ls``), with the lines a trailing ``\\`` continues, become blank lines
+(``pass`` where indented, so a block keeps a statement), so every row of the joined source is
+one row of one cell. Findings are mapped back to ``(cell, row)``; fixes are applied per cell
+and the notebook is written back with its own JSON layout (indent, key order, non-ASCII
+escaping, trailing newline), everything else untouched.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from mpcheck.engine import Options, check_source
 from mpcheck.fixes import apply_fixes, write_fixed
 from mpcheck.rule import Rule
 
-_MAGIC = re.compile(r"^\s*(%|!|\?)|^\s*\w[\w.]*\?\s*$")
+_MAGIC = re.compile(r"^\s*(%|!|\?)|^\s*\w[\w.]*\?\??\s*$")
+# ``files = !ls``, ``t = %timeit -o f()``: IPython's system and magic assignments (never
+# Python: no Python expression starts with ``!``, or with ``%`` but not ``%=``)
+_ASSIGNED = re.compile(r"^\s*[\w.\[\](), *]+?\s*=\s*(!|%(?!=))")
 
 
 class NotebookError(Exception):
@@ -90,10 +95,24 @@ def _layout(text: str) -> tuple[int | None, bool, bool]:
 
 
 def _masked(lines: Sequence[str]) -> list[str]:
-    """Magics and shell lines as blank lines; a ``%%`` cell entirely."""
+    """Magics and shell lines as blank lines (``pass`` where indented: ``for f in files:
+    !rm {f}`` keeps its block), with the lines their trailing ``\\`` continues (``!python
+    train.py \\`` then ``--lr 1e-4``, as IPython reads them); a ``%%`` cell entirely."""
     if lines and lines[0].lstrip().startswith("%%"):
         return ["\n"] * len(lines)
-    return ["\n" if _MAGIC.match(line) else line for line in lines]
+    masked: list[str] = []
+    continued = False
+    for line in lines:
+        if continued:
+            masked.append("\n")
+        elif _MAGIC.match(line) or _ASSIGNED.match(line):
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+            masked.append(f"{indent}pass\n" if indent else "\n")
+        else:
+            masked.append(line)
+            continue
+        continued = line.rstrip("\r\n").endswith("\\")
+    return masked
 
 
 def check_notebook(

@@ -35,6 +35,35 @@ def test_magics_become_blank_lines() -> None:
     assert source.splitlines()[:3] == ["", "import torch", ""]
 
 
+def _notebook(*cells: str) -> str:
+    return json.dumps({"cells": [{"cell_type": "code", "source": c} for c in cells], "nbformat": 4})
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "version = !python --version\nfiles, = !ls\n",  # IPython's system assignment
+        "t = %timeit -o sum(range(9))\n",  # and its magic assignment
+        "!python train.py \\\n    --lr 1e-4 \\\n    --resume 'a b'\nx = 1\n",  # continued
+        "%run train.py \\\n  --fp16\n",
+        "for f in files:\n    !rm {f}\n",  # a block whose only statement is a shell line
+        "torch.autocast??\n",
+    ],
+)
+def test_ipython_forms_are_not_syntax_errors(cell: str) -> None:
+    text = _notebook("import torch\n", cell)
+    assert [d.code for d in check_notebook(text, "nb.ipynb", all_rules())] == []
+    assert len(load(text).source.splitlines()) == 1 + cell.count("\n")  # rows kept
+
+
+def test_python_is_not_taken_for_a_magic() -> None:
+    # ``!=``, ``%=`` and ``%`` as an operator stay Python (and a real error is still one)
+    cell = "import torch\na = 1\nb = a != 2\nb %= 3\nc = a % 2\nd = (\n"
+    source = load(_notebook(cell)).source
+    assert source == cell
+    assert [d.code for d in check_notebook(_notebook(cell), "nb.ipynb", all_rules())] == ["MPC001"]
+
+
 def test_fix_writes_cells_back_and_keeps_everything_else(tmp_path: Path) -> None:
     path = tmp_path / "train.ipynb"
     shutil.copy(FIXTURE, path)
