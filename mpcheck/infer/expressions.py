@@ -293,8 +293,7 @@ class ExpressionWalk(TensorWalk):
         for el in node.slice:
             if isinstance(el.slice, cst.Index):
                 fact = self.expr(el.slice.value, frame)
-                handed = fact.origin is not None and isinstance(fact.origin.node, cst.Param)
-                scalar_index = len(node.slice) == 1 and (not fact.is_tensor or handed)
+                scalar_index = len(node.slice) == 1 and self.scalar(el.slice.value, fact, frame)
                 if fact.kind is Kind.SCALAR and fact.value is not None and fact.value.is_integer():
                     index = int(fact.value)
         if base.kind is Kind.BATCH:
@@ -317,6 +316,25 @@ class ExpressionWalk(TensorWalk):
                 return replace(base, zero_dim=True)
             return replace(base, zero_dim=False)
         return UNKNOWN
+
+    def scalar(self, index: cst.BaseExpression, fact: Fact, frame: Frame) -> bool:
+        """An index with no dimensions of its own: no tensor, what a caller passes, or that
+        plus or minus a number (``sigmas[i + 1]``, the next step's sigma)."""
+        if not fact.is_tensor or (
+            fact.origin is not None and isinstance(fact.origin.node, cst.Param)
+        ):
+            return True
+        if not isinstance(index, cst.BinaryOperation):
+            return False
+        if not isinstance(index.operator, (cst.Add, cst.Subtract)):
+            return False
+        sides = [index.left, index.right]
+        if sum(isinstance(side, cst.Integer) for side in sides) != 1:
+            return False
+        other = next(side for side in sides if not isinstance(side, cst.Integer))
+        if dotted(other) is None:
+            return False  # (only names are looked at again: no call is walked twice)
+        return self.scalar(other, self.expr(other, frame), frame)
 
     def comprehension(self, node: cst.BaseComp, frame: Frame) -> Fact:
         sub = Frame(dict(frame.env), frame.scope)
