@@ -264,7 +264,7 @@ class TensorWalk(ModuleWalk):
                 tensors = [f for a in args[1:] for f in (a.fact, *(o.fact for o in items(a)))]
                 result = promote([f for f in tensors if f.is_tensor], node)
         if result.is_tensor and (
-            (qual in T.SHAPE_FACTORIES and _empty_shape(args))
+            (qual in T.SHAPE_FACTORIES and _empty_shape(args, kwargs))
             or (qual == f"torch.{leaf}" and _full_reduction(leaf, args[1:], kwargs))
             or (qual in T.LOSS_FUNCTIONS and _reduces(kwargs))
         ):
@@ -552,9 +552,10 @@ def _names_a_dtype(node: cst.CSTNode) -> bool:
     return name is not None and name.lower().endswith("dtype")
 
 
-def _empty_shape(args: tuple[Operand, ...]) -> bool:
-    """``torch.full((), v)`` / ``torch.zeros([])``: the shape is empty, the tensor 0-dim."""
-    shape = args[0].node if args else None
+def _empty_shape(args: tuple[Operand, ...], kwargs: dict[str, Operand]) -> bool:
+    """``torch.full((), v)``, ``torch.zeros([])``, ``zeros(size=())``: an empty shape, 0-dim."""
+    given = args[0] if args else kwargs.get("size")
+    shape = given.node if given is not None else None
     return isinstance(shape, (cst.Tuple, cst.List)) and not shape.elements
 
 
