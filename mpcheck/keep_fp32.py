@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from mpcheck.names import children, dotted
+from mpcheck.names import children, descendants, dotted
 
 KEEP_ATTRS = ("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict")
 # peft's tuner layers name their adapter containers (``lora_A``, ``lora_B``) here; peft keeps
@@ -76,7 +76,7 @@ class KeepFp32:
         casts: Mapping[str, frozenset[str]] | None = None,
     ) -> KeepFp32:
         # ``class LayerNormFp32(nn.LayerNorm)``: its name says its parameters stay float32
-        named = {name for name in classes if FP32_IN_NAME.search(name)}
+        named = {n for n, node in classes.items() if FP32_IN_NAME.search(n) and _name_holds(node)}
         adapters = _adapter_names(classes)
         moved = _adapter_names(classes, MOVED_ATTRS)
         casts = dict(casts or {})
@@ -186,6 +186,25 @@ def keep_patterns(node: cst.ClassDef, attrs: tuple[str, ...] = KEEP_ATTRS) -> It
                         text = el.value.evaluated_value
                         if isinstance(text, str):
                             yield text
+
+
+def _name_holds(node: cst.ClassDef) -> bool:
+    """Whether a class named float32 has code that agrees: its weights come from a torch
+    layer it subclasses (open_clip's ``LayerNormFp32(nn.LayerNorm)``, which its half
+    conversion leaves float32) or it names float32 (``torch.ones(d, dtype=torch.float32)``).
+    A plain ``nn.Module`` building its weights in the default dtype (``RMSNorm_FP32``'s
+    ``nn.Parameter(torch.ones(dim))``) follows the model: ``from_pretrained(torch_dtype=...)``
+    builds them in that dtype and ``.half()`` casts them; its name says where it computes."""
+    bases = [dotted(arg.value) or "" for arg in node.bases if arg.keyword is None]
+    if any(base.rsplit(".", 1)[-1] != "Module" for base in bases):
+        return True
+    return any(
+        isinstance(sub, cst.Attribute) and dotted(sub) in _FLOAT32_NAMES
+        for sub in descendants(node)
+    )
+
+
+_FLOAT32_NAMES = frozenset({"torch.float32", "torch.float"})
 
 
 def _self_constructions(node: cst.ClassDef) -> Iterator[tuple[str, str]]:
