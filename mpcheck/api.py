@@ -31,6 +31,7 @@ from mpcheck.sites import (
     Replacement,
     ReturnSite,
     SetItemSite,
+    StoreSite,
     items,
 )
 from mpcheck.torch_api import (
@@ -112,6 +113,7 @@ __all__ = [
     "RuleContext",
     "Scaler",
     "SetItemSite",
+    "StoreSite",
     "Severity",
     "TrainingSite",
     "autocast_policy",

@@ -10,13 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
+from mpcheck.sites import (
+    CallSite,
+    ClassSite,
+    FunctionSite,
+    ReturnSite,
+    SetItemSite,
+    StoreSite,
+)
 from mpcheck.training import TrainingSite
 
 __all__ = ["HOOKS", "Hook", "Site", "SiteKind"]
 
-SiteKind = Literal["calls", "setitems", "returns", "functions", "classes", "training", "ambient"]
-Site = CallSite | SetItemSite | ReturnSite | FunctionSite | ClassSite | TrainingSite
+SiteKind = Literal[
+    "calls", "setitems", "stores", "returns", "functions", "classes", "training", "ambient"
+]
+Site = CallSite | SetItemSite | StoreSite | ReturnSite | FunctionSite | ClassSite | TrainingSite
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,11 @@ class Hook:
 HOOKS: tuple[Hook, ...] = (
     Hook("check_call", "calls", "A call, `a @ b`, or `t += v` (as `t.add_(v)`), with its facts."),
     Hook("check_setitem", "setitems", "`t[index] = value`."),
+    Hook(
+        "check_store",
+        "stores",
+        "`p.data = value` or `m.weight = nn.Parameter(value)`: a tensor's storage replaced.",
+    ),
     Hook("check_class", "classes", "A class definition, with its resolved bases."),
     Hook("check_function", "functions", "A function or method, with its decorators resolved."),
     Hook("check_training", "training", "A training-loop step (backward, unscale, clip, step)."),

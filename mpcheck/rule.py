@@ -24,7 +24,14 @@ from mpcheck.hooks import HOOKS
 from mpcheck.names import ImportTable
 from mpcheck.plugins import load as load_entry_point
 from mpcheck.plugins import rule_entry_points
-from mpcheck.sites import CallSite, ClassSite, FunctionSite, ReturnSite, SetItemSite
+from mpcheck.sites import (
+    CallSite,
+    ClassSite,
+    FunctionSite,
+    ReturnSite,
+    SetItemSite,
+    StoreSite,
+)
 from mpcheck.training import TrainingSite
 
 
@@ -116,6 +123,10 @@ class Rule:
 
     def check_setitem(self, site: SetItemSite) -> None:
         """``t[index] = value``."""
+
+    def check_store(self, site: StoreSite) -> None:
+        """``p.data = value`` or ``m.weight = nn.Parameter(value)``: a tensor's storage
+        replaced (``site.widened``: made float32 by type promotion, see the site)."""
 
     def check_class(self, site: ClassSite) -> None:
         """A class definition."""

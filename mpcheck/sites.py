@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from mpcheck import autocast_ops
-from mpcheck.facts import Fact, Kind, Prec
+from mpcheck.facts import Fact, Kind, Origin, Prec
 from mpcheck.torch_api import (
     CASTING_ENCODERS,
     MODEL_CONDITIONING,
@@ -340,6 +340,22 @@ class SetItemSite:
     def augmented(self) -> bool:
         """``t[i] += v``: read, update in place (which casts), write back the same dtype."""
         return isinstance(self.node, cst.AugAssign)
+
+
+@dataclass(frozen=True)
+class StoreSite:
+    """``p.data = value`` or ``m.weight = nn.Parameter(value)``: a tensor's storage replaced,
+    dtype and all (nothing casts ``value``, unlike ``p.copy_(value)`` or ``p.data *= value``)."""
+
+    node: cst.CSTNode  # the assignment
+    target: Operand  # the tensor replaced (``p`` of ``p.data``, ``m.weight``), as it was
+    value: Operand  # what it holds from now on (the argument of ``nn.Parameter``)
+    scope: Scope
+    # Where ``value`` became float32 by type promotion of a value in the target's dtype (the
+    # model's, half when the model runs in half precision, or an explicit half) with one
+    # forced to float32, replacing a tensor in that dtype: from here on the target is float32
+    # apart from the rest of the model (see ``mpcheck.infer.storage``). None otherwise.
+    widened: Origin | None = None
 
 
 @dataclass(frozen=True)

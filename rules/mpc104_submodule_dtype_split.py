@@ -21,6 +21,7 @@ from mpcheck.api import (
     Replacement,
     Rule,
     RuleContext,
+    StoreSite,
     dotted,
 )
 
@@ -30,7 +31,8 @@ class SubmoduleDtypeSplit(Rule):
     name = "submodule-dtype-split"
     summary = (
         "A submodule cast apart from its model (`model.half(); model.head.float()`) is "
-        "called with activations in the model's other dtype, with no cast at the call."
+        "called with activations in the model's other dtype, with no cast at the call; or a "
+        "half weight's storage is replaced by its float32 promotion (`w.data = w.data * v32`)."
     )
     why = """
         `model.half()` / `model.to(torch.float16)` casts every parameter; casting one part back
@@ -66,13 +68,25 @@ class SubmoduleDtypeSplit(Rule):
         input into a half norm raises, and apex's `FusedLayerNorm`/`FusedRMSNorm` read their
         weights in the input's dtype, so a float32 apex norm refuses half inputs. Under
         `torch.autocast`, Linear/conv/matmul recast their inputs, so mpcheck stays quiet there.
+
+        A part is also split off through its own weights: `p.data = value` (and `m.weight =
+        nn.Parameter(value)`) replaces a parameter's tensor as it is, dtype included, where
+        `p.copy_(value)`, `p.data *= value` and `p.mul_(value)` cast. A merge that multiplies a
+        half weight by a float32 operand (peft's IA3 merge, `base_layer.weight.data =
+        torch.mul(base_layer.weight.data, ia3_l)` with the adapter kept float32; a mask or
+        noise made without `dtype=`) stores what type promotion made of them, float32, and from
+        then on that layer refuses the model's half activations. mpcheck reports the assignment
+        when the value is float32 by such an implicit promotion of a value in the model's dtype
+        (or a half one) and the weight is in that dtype; an explicit cast is deliberate and
+        stays quiet (`p.data = p.data.float()` upcasts trainable parameters for a GradScaler),
+        and so does a cast back after the product (`.to(orig_dtype)`) or a torch norm's weight.
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float`
-        (a float32 head fed half activations), `mixed dtype (CPU): expect parameter to have
-        scalar type of Float` (a float32 activation into a half norm), `expected m1 and m2 to
-        have the same dtype, but got: c10::BFloat16 != c10::Half` (a float16 part replacing a
-        child of a bfloat16 model), `Input type
+        (a float32 head fed half activations, or a layer a merge left float32), `mixed dtype
+        (CPU): expect parameter to have scalar type of Float` (a float32 activation into a half
+        norm), `expected m1 and m2 to have the same dtype, but got: c10::BFloat16 !=
+        c10::Half` (a float16 part replacing a child of a bfloat16 model), `Input type
         (c10::Half) and bias type (float) should be the same` (convolutions), `expected
         scalar type Half but found Float` (an apex fused norm kept in float32, on CUDA).
         """
@@ -85,6 +99,9 @@ class SubmoduleDtypeSplit(Rule):
         split part, casts the input to the part's weights' dtype (an unsafe fix: it changes
         the precision the call runs in). A part built in place of a child: pass it the dtype
         the routine reads from the model (`dtype=child.weight.dtype`), as its siblings do.
+        A weight's new storage: cast it back to the weight's dtype before storing it
+        (`torch.mul(w.data, v).to(w.dtype)`, what mpcheck's fix writes), or update the weight
+        in place (`w.data.mul_(v)`), which casts.
         """
     bad = """
         class Classifier(nn.Module):
@@ -177,6 +194,47 @@ class SubmoduleDtypeSplit(Rule):
         related += self._owner_related(owner.path, owner.fact)
         self.report(call.node, message, related=_unique(related), fix=self._fix(x, sub))
         return True
+
+    # -- ``base_layer.weight.data = torch.mul(base_layer.weight.data, ia3_l)`` ---------------
+    def check_store(self, site: StoreSite) -> None:
+        """A weight's storage replaced by what type promotion made of it and a float32
+        operand: that part of the model is float32 from here on, the rest half."""
+        met = site.widened
+        if met is None:
+            return
+        tensor, value = site.target, site.value.fact
+        name = self.ctx.code(tensor.node)
+        before = tensor.fact
+        if before.prec is Prec.HALF:
+            was, when = f"{_dtype(before)}{self._from(before)}", ""
+        else:
+            was, when = "in the model's dtype", "when the model runs in half precision, "
+        how = "assigning to `.data`" if _data_store(site) else "a new `nn.Parameter`"
+        message = (
+            f"`{name}` is {was}, but the value stored in it here is float32: "
+            f"`{self.ctx.code(met.node)}` at {self.line(met.node)} is promoted to float32 by a "
+            f"float32 operand{self._from(value)}, and {how} does not cast; {when}`{name}` is "
+            "float32 from here on, apart from the rest of the model, and a layer holding it "
+            f"refuses the model's half activations; cast the value back to `{name}.dtype`"
+        )
+        related: list[tuple[cst.CSTNode, str]] = [
+            (met.node, "promoted to float32 here, by type promotion with a float32 operand")
+        ]
+        if value.origin is not None:
+            related.append((value.origin.node, f"the float32 operand: {value.origin.text}"))
+        related += _via(value)
+        self.report(site.node, message, related=_unique(related), fix=self._cast_back(site))
+
+    def _cast_back(self, site: StoreSite) -> Fix | None:
+        """``.to(<tensor>.dtype)`` after the stored value (read before the store runs)."""
+        name = self.ctx.exact(site.target.node)
+        value = site.value.node
+        if name is None or not all(p.isidentifier() for p in name.split(".")):
+            return None
+        if self.ctx.exact(value) is None:
+            return None
+        cast = f"{self.ctx.atom(value)}.to({name}.dtype)"
+        return Fix(f"Cast the stored value to `{name}.dtype`", (Edit(value, cast),), "unsafe")
 
     # -- ``setattr(module, name, HalfLinear(shape))`` beside ``dtype=child.weight.dtype`` ----
     def _replaced(self, call: CallSite, found: Replacement) -> None:
@@ -363,6 +421,12 @@ def _via(fact: Fact) -> list[tuple[cst.CSTNode, str]]:
     """``.to(weight_dtype)``: where ``weight_dtype`` got the dtype of the cast."""
     via = fact.origin.via if fact.origin is not None else None
     return [(via.node, via.text)] if via is not None else []
+
+
+def _data_store(site: StoreSite) -> bool:
+    """``p.data = value``, where the value stored is the assignment's own (``m.weight =
+    nn.Parameter(value)`` stores the Parameter's argument)."""
+    return getattr(site.node, "value", None) is site.value.node
 
 
 def _cast_target(node: cst.CSTNode) -> str | None:

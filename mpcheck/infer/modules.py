@@ -29,6 +29,7 @@ from mpcheck.infer.buffers import registered
 from mpcheck.infer.frames import ClassInfo, Env, Frame
 from mpcheck.infer.functions import FunctionWalk
 from mpcheck.infer.imported import call_result, fact_of
+from mpcheck.infer.own_parts import inherited_method, own_part
 from mpcheck.infer.pipelines import shares
 from mpcheck.infer.scripts import feeds_its_weights, model_of, takes_half_input
 from mpcheck.infer.splits import changed_calls
@@ -472,7 +473,12 @@ class ModuleWalk(FunctionWalk):
                     self.reporting.record(sites)
                     return returned or UNKNOWN
                 summary = self.summary(fn, info, (args, kwargs, True))
-                return self.substitute(summary, fn, args, kwargs, skip_self=True)
+                return own_part(self.substitute(summary, fn, args, kwargs, skip_self=True), module)
+            inherited = inherited_method(self._class_of_frame(frame), method, self.classes)
+            if inherited is not None:  # ``self.get_base_layer()`` of a base in another file
+                returned = call_result(node, f"self.{method}", inherited, args, kwargs)
+                if returned.kind is Kind.MODULE:
+                    return own_part(returned, module)
         part = self.member_module(module, method, args, kwargs)
         if part is not None:  # ``self.model.get_decoder()``: a submodule, not an output
             return part

@@ -51,6 +51,7 @@ from mpcheck.infer.guards import (
     split_by_run,
 )
 from mpcheck.infer.promotion import is_advanced_index, iterate
+from mpcheck.infer.storage import replaced, widened
 from mpcheck.infer.switches import (
     chosen_by_precision,
     has_new_part,
@@ -60,7 +61,7 @@ from mpcheck.infer.switches import (
 )
 from mpcheck.keep_fp32 import ADAPTER_DICTS
 from mpcheck.names import descendants, dotted
-from mpcheck.sites import Operand, ReturnSite, SetItemSite
+from mpcheck.sites import Operand, ReturnSite, SetItemSite, StoreSite
 
 
 class StatementWalk(ExpressionWalk):
@@ -414,6 +415,8 @@ class StatementWalk(ExpressionWalk):
             return
         if isinstance(target, cst.Attribute) and target.attr.value == "data":
             self.training.store_data(target, value, frame)  # ``p.data = p.data.float()``
+        if isinstance(target, cst.Attribute) and self.reporting.takes("stores"):
+            self.storage(target, value, value_node, frame, stmt)
         annotation = stmt.annotation if isinstance(stmt, cst.AnnAssign) else None
         container = self._adapter_container(target, value_node, frame, annotation)
         if container is not None:
@@ -424,6 +427,33 @@ class StatementWalk(ExpressionWalk):
                 value = adapter_in_base_dtype(target, kind or "")
             # (an unlisted dict peft does not cast was not moved either: its own dtype)
         self.bind(target, value, frame)
+
+    def storage(
+        self,
+        target: cst.Attribute,
+        value: Fact,
+        value_node: cst.BaseExpression,
+        frame: Frame,
+        stmt: cst.CSTNode,
+    ) -> None:
+        """``p.data = value``, ``m.weight = nn.Parameter(v)``: a tensor's storage replaced
+        (:mod:`mpcheck.infer.storage`), with the tensor's fact as it was."""
+        found = replaced(target, value_node, self.imports.resolve)
+        if found is None:
+            return
+        tensor, new = found
+        holder = tensor.value if isinstance(tensor, cst.Attribute) else None
+        with self.reporting.muted():  # read for their facts (a Parameter's argument again)
+            before = self.expr(tensor, frame)
+            stored = value if new is value_node else self.expr(new, frame)
+            owner = self.expr(holder, frame) if holder is not None else UNKNOWN
+        if before.is_tensor:
+            layer = owner.layer if owner.kind is Kind.MODULE else None
+            grown = widened(before, stored, frame.scope, layer)
+            site = StoreSite(
+                stmt, Operand(tensor, before), Operand(new, stored), frame.scope, grown
+            )
+            self.reporting.listener.deliver("stores", site)
 
     def _adapter_container(
         self,
