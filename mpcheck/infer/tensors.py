@@ -24,24 +24,20 @@ from mpcheck.facts import (
     join,
     promote,
     seq_of,
-    tensor_of_dtype,
 )
 from mpcheck.infer.base import CallRecord
+from mpcheck.infer.casts import CastWalk
 from mpcheck.infer.frames import Frame
-from mpcheck.infer.modules import ModuleWalk
 from mpcheck.infer.pipelines import pipeline_cast, recasts
 from mpcheck.infer.promotion import (
-    cast_method,
     dimensioning,
-    legacy_type,
     op_result,
     tensor_of_numbers,
 )
-from mpcheck.names import dotted
 from mpcheck.sites import Operand, items
 
 
-class TensorWalk(ModuleWalk):
+class TensorWalk(CastWalk):
     """The layer that knows what torch calls and tensor methods return."""
 
     def method_call(
@@ -136,12 +132,9 @@ class TensorWalk(ModuleWalk):
     ) -> Fact:
         if recv.kind is not Kind.TENSOR:
             return UNKNOWN
-        if method in T.CAST_METHODS:
-            return cast_method(method, node, recv.prec)
-        if method in ("to", "type"):
-            return self.to_call(node, method, recv, args, kwargs)
-        if method == "type_as" and args:
-            return self.same_as(args[0].fact, node, f"`.type_as({self.code(args[0].node)})`")
+        cast = self.cast_call(node, method, recv, args, kwargs)
+        if cast is not None:
+            return cast
         if method in T.NEW_METHODS:
             if "dtype" in kwargs:
                 return as_tensor_of(kwargs["dtype"].fact, node, Cause.CAST, "explicit dtype=")
@@ -178,68 +171,6 @@ class TensorWalk(ModuleWalk):
             facts = [recv] + [a.fact for a in args]
             return op_result(*facts)
         return recv
-
-    def to_call(
-        self,
-        node: cst.Call,
-        method: str,
-        recv: Fact,
-        args: tuple[Operand, ...],
-        kwargs: dict[str, Operand],
-    ) -> Fact:
-        """``x.to(...)`` / ``x.type(...)``: dtype, other tensor, or only a device."""
-        cand = [kwargs["dtype"]] if "dtype" in kwargs else list(args)
-        for op in cand:
-            f = op.fact
-            if f.kind is Kind.DTYPE:
-                return self.dtype_arg(op, node, recv, verb=f".{method}")
-            if f.kind is Kind.TENSOR and method == "to":
-                return self.same_as(f, node, f"`.to({self.code(op.node)})`")
-            if isinstance(op.node, cst.SimpleString):
-                legacy = op.node.evaluated_value
-                if isinstance(legacy, str) and legacy.endswith("Tensor"):
-                    return legacy_type(legacy, node)
-            if method == "type" and f.kind is Kind.OTHER:
-                name = dotted(op.node) or ""
-                if name.endswith("Tensor"):
-                    return legacy_type(name, node)
-            if _names_a_dtype(op.node):
-                return UNKNOWN_TENSOR  # a dtype we cannot see: assume nothing
-        if method == "type" and not cand:
-            return UNKNOWN
-        if recv.cause is Cause.DATA and any(not _device_like(op) for op in cand):
-            return UNKNOWN_TENSOR  # ``embeds.to(hidden_states)``: may well take its dtype
-        return recv
-
-    def dtype_arg(self, op: Operand, node: cst.CSTNode, recv: Fact, verb: str = "dtype=") -> Fact:
-        f = op.fact
-        code = self.code(op.node)
-        if f.prec is Prec.FULL:  # ``via``: where a dtype held elsewhere (``self.dtype``) was set
-            how = f"upcast to {f.dtype} by `{verb}({code})`"
-            how = how if verb != "dtype=" else f"made {f.dtype} by `dtype={code}`"
-            made = tensor_of_dtype(f.dtype or "float32", node, Cause.UPCAST, how)
-            via = self.dtype_source(op)
-            if via is None or made.origin is None:
-                return made
-            return replace(made, origin=replace(made.origin, via=via))
-        if f.prec is Prec.HALF and not f.maybe:
-            return tensor_of_dtype(
-                f.dtype or "float16", node, Cause.CAST, f"cast to {f.dtype} by `{code}`"
-            )
-        if f.prec is Prec.UNKNOWN and not f.params:
-            return UNKNOWN_TENSOR
-        return self.same_as(replace(f, kind=Kind.TENSOR), node, f"`{code}`")
-
-    def same_as(self, other: Fact, node: cst.CSTNode, how: str) -> Fact:
-        """A value cast to another's dtype: it now shares that fact, not its own past."""
-        if other.kind not in (Kind.TENSOR, Kind.DTYPE):
-            return UNKNOWN_TENSOR
-        if other.prec is Prec.UNKNOWN and not other.params:
-            return UNKNOWN_TENSOR
-        origin = other.origin
-        if other.prec is Prec.MODEL:
-            origin = Origin(node, Cause.SAME_AS, f"cast back by {how}")
-        return Fact(Kind.TENSOR, other.prec, other.dtype, origin, other.params, maybe=other.maybe)
 
     def torch_call(
         self,
@@ -531,25 +462,6 @@ def _parameter_free_norm(layer: str, kwargs: dict[str, Operand]) -> bool:
         if flag is not None and isinstance(flag.node, cst.Name) and flag.node.value == "False":
             return "Norm" in layer
     return False
-
-
-def _device_like(op: Operand) -> bool:
-    """``.to(device)``, ``.to("cuda")``, ``.to(accelerator.device, non_blocking=True)``."""
-    if isinstance(op.node, cst.SimpleString) or op.fact.kind is Kind.SCALAR:
-        return True
-    name = (dotted(op.node) or "").lower()
-    return "device" in name or name.rsplit(".", 1)[-1] in ("dev", "cuda", "cpu", "rank")
-
-
-def _names_a_dtype(node: cst.CSTNode) -> bool:
-    """``compute_dtype``, ``self.dtype``, ``cfg.weight_dtype``: a dtype we cannot resolve.
-
-    Also a call of such a name: ``get_parameter_dtype(self.proj_in)``, ``self._get_dtype()``.
-    """
-    if isinstance(node, cst.Call):
-        node = node.func
-    name = dotted(node) if isinstance(node, cst.BaseExpression) else None
-    return name is not None and name.lower().endswith("dtype")
 
 
 def _empty_shape(args: tuple[Operand, ...], kwargs: dict[str, Operand]) -> bool:
