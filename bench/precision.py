@@ -13,8 +13,9 @@ Usage::
 
 Wheels come from the package index (``pip download``); repositories from local git mirrors
 (``--mirrors``, default ``/work/.mirror``, one ``owner+name/repo`` directory per repository,
-as the search tool's ``fetch`` leaves them). Only ``.py`` files are unpacked, and nothing
-from the corpora is ever committed here.
+as the search tool's ``fetch`` leaves them). Only ``.py`` files are unpacked (and a repository's
+notebooks, which mpcheck's directory walk checks too), and nothing from the corpora is ever
+committed here.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ import tomllib
 
 HERE = Path(__file__).resolve().parent
 REAL = {"bug", "latent bug", "real"}
+# What a repository corpus unpacks: named one by one, so a blob the mirror lacks (LFS, a large
+# binary) is never read, and a repository without notebooks is no pathspec error.
+SOURCES = (".py", ".ipynb")
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,9 @@ def materialise(corpus: Corpus, root: Path, mirrors: Path) -> Path | None:
     """The corpus unpacked under ``root``; None (with a message) when its mirror is missing."""
     target = root / corpus.name
     stamp = target / ".mpcheck-corpus"
-    spec = json.dumps(corpus.__dict__, sort_keys=True)
+    # a repository unpacked before notebooks were is unpacked again
+    sources = {"sources": SOURCES} if corpus.repo else {}
+    spec = json.dumps({**corpus.__dict__, **sources}, sort_keys=True)
     if stamp.is_file() and stamp.read_text() == spec:
         return target
     if corpus.wheel:
@@ -80,8 +86,15 @@ def materialise(corpus: Corpus, root: Path, mirrors: Path) -> Path | None:
         if not mirror.is_dir():
             print(f"missing mirror for {corpus.repo}: fetch it first ({mirror})", file=sys.stderr)
             return None
-        pattern = f"{corpus.subdir}/*.py" if corpus.subdir else "*.py"
-        archive = ["git", "-C", str(mirror), "archive", corpus.commit, "--", pattern]
+        listing = ["git", "-C", str(mirror), "ls-tree", "-r", "-z", "--name-only", corpus.commit]
+        names = subprocess.run(listing, check=True, capture_output=True).stdout.decode()
+        prefix = f"{corpus.subdir}/" if corpus.subdir else ""
+        paths = [n for n in names.split("\0") if n.startswith(prefix) and n.endswith(SOURCES)]
+        if not paths:  # (``git archive`` with no path would take every blob)
+            print(f"no sources in {corpus.repo}@{corpus.commit} {prefix}", file=sys.stderr)
+            return None
+        git = ["git", "--literal-pathspecs", "-C", str(mirror)]
+        archive = [*git, "archive", corpus.commit, "--", *paths]
         data = subprocess.run(archive, check=True, capture_output=True).stdout
         target.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile() as tmp:
@@ -106,6 +119,9 @@ def check(root: Path, corpus: str, jobs: int) -> list[Finding]:
         path = Path(item["filename"])
         row = item["location"]["row"]
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        if item.get("cell"):  # a notebook's row counts in its cell (1-based among all cells)
+            source = json.loads("\n".join(lines))["cells"][item["cell"] - 1]["source"]
+            lines = ("".join(source) if isinstance(source, list) else source).splitlines()
         anchor = normalise(lines[row - 1]) if row <= len(lines) else ""
         rel = path.relative_to(root).as_posix()
         findings.append(Finding(item["code"], rel, row, anchor, item["message"]))
