@@ -163,8 +163,8 @@ class StatementWalk(ExpressionWalk):
             # a module-level def is summarised on its own, with its params as inputs
         elif isinstance(stmt, cst.ClassDef):
             info = self.classes.get(stmt.name.value)
-            if info is None or info.node is not stmt:
-                info = self.register_class(stmt)
+            if info is None or info.node is not stmt:  # a later ``class X`` rebinds ``X``
+                info = self.classes[stmt.name.value] = self.register_class(stmt)
             self.analyse_class(info)
         elif isinstance(stmt, cst.Match):
             for case in stmt.cases:
