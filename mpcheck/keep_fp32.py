@@ -77,6 +77,7 @@ class KeepFp32:
     ) -> KeepFp32:
         # ``class LayerNormFp32(nn.LayerNorm)``: its name says its parameters stay float32
         named = {n for n, node in classes.items() if FP32_IN_NAME.search(n) and _name_holds(node)}
+        named |= {n for n, node in classes.items() if wholly_fp32(node)}
         adapters = _adapter_names(classes)
         moved = _adapter_names(classes, MOVED_ATTRS)
         casts = dict(casts or {})
@@ -207,8 +208,33 @@ def _name_holds(node: cst.ClassDef) -> bool:
 _FLOAT32_NAMES = frozenset({"torch.float32", "torch.float"})
 
 
+def wholly_fp32(node: cst.ClassDef) -> bool:
+    """Every part the class builds in ``__init__`` stays float32: listed in its own
+    ``_keep_in_fp32_modules`` (a VAE that lists all its children) or built with
+    ``dtype=torch.float32``. No part follows a half dtype, so there is no split to report:
+    the class is float32 as a whole."""
+    listed = {p for p in keep_patterns(node) if "." not in p}
+    parts = list(_self_calls(node))
+    return bool(parts) and all(attr in listed or _float32_kwarg(call) for attr, call in parts)
+
+
+def _float32_kwarg(call: cst.Call) -> bool:
+    return any(
+        arg.keyword is not None
+        and arg.keyword.value == "dtype"
+        and dotted(arg.value) in _FLOAT32_NAMES
+        for arg in call.args
+    )
+
+
 def _self_constructions(node: cst.ClassDef) -> Iterator[tuple[str, str]]:
     """``(attr, ClassName)`` for each ``self.attr = ClassName(...)`` in ``__init__``."""
+    for attr, call in _self_calls(node):
+        yield attr, (dotted(call.func) or "").rsplit(".", 1)[-1]
+
+
+def _self_calls(node: cst.ClassDef) -> Iterator[tuple[str, cst.Call]]:
+    """``(attr, call)`` for each ``self.attr = <call>`` of ``__init__``'s own lines."""
     for fn in node.body.body:
         if not (isinstance(fn, cst.FunctionDef) and fn.name.value == "__init__"):
             continue
@@ -219,6 +245,5 @@ def _self_constructions(node: cst.ClassDef) -> Iterator[tuple[str, str]]:
             for small in stmt.body:
                 if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
                     target = dotted(small.targets[0].target) or ""
-                    callee = dotted(small.value.func) or ""
                     if target.startswith("self.") and target.count(".") == 1:
-                        yield target[5:], callee.rsplit(".", 1)[-1]
+                        yield target[5:], small.value

@@ -37,6 +37,7 @@ from mpcheck.infer.binding import (
 from mpcheck.infer.frames import Call, ClassInfo, Env, Frame
 from mpcheck.infer.frozen import frozen_dtypes
 from mpcheck.infer.imported import class_bases, inherit
+from mpcheck.keep_fp32 import wholly_fp32
 from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary
 from mpcheck.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
@@ -69,7 +70,7 @@ class FunctionWalk(AutocastWalk):
         )
         methods = {s.name.value: s for s in node.body.body if isinstance(s, cst.FunctionDef)}
         info = ClassInfo(node, is_module, {}, methods, bases, elsewhere=elsewhere)
-        info.kept_fp32 = any(e[3].keep_fp32 for e in elsewhere)
+        info.kept_fp32 = any(e[3].keep_fp32 for e in elsewhere) or wholly_fp32(node)
         info.is_pipeline = not is_module and any(self._pipeline_base(b) for b in bases)
         names = (node.name.value, *(b.rsplit(".", 1)[-1] for b in bases))
         info.is_sampler = not is_module and any(n.endswith(T.SAMPLER_SUFFIXES) for n in names)
