@@ -143,3 +143,33 @@ def test_a_family_of_layers_meets_an_upcast() -> None:
     found = [d for d in check(HEADER + textwrap.dedent(body)) if d.code == "MPC101"]
     assert [(d.start.row, d.start.column) for d in found] == [(14, 17)]
     assert 'but `getattr(self, f"proj{i}")` has the model\'s weights' in found[0].message
+
+
+def test_the_family_a_subclass_stores_replaces_the_inherited_one() -> None:
+    """``__init__`` of a subclass storing the family anew: its members, not the base's."""
+    body = """
+        class Base:
+            def __init__(self, n):
+                for i in range(n):
+                    setattr(self, f"scaler{i}", torch.amp.GradScaler("cuda"))
+
+        class Off(Base):
+            def __init__(self, n):
+                setattr(self, f"scaler{n}", torch.amp.GradScaler("cuda", enabled=False))
+                self.model = None
+
+            def backward(self, loss, i):
+                getattr(self, f"scaler{i}").scale(loss).backward()
+
+            def step(self, i, optimizer):
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                getattr(self, f"scaler{i}").step(optimizer)
+        """
+    assert [d for d in check(HEADER + textwrap.dedent(body)) if d.code == "MPC202"] == []
+    # a second ``setattr`` of the family in the same walk adds a member: one of them scales
+    more = "self.model = None"
+    both = body.replace(
+        more, f"setattr(self, f'scaler{{n}}', torch.amp.GradScaler('cuda'))\n{' ' * 16}{more}"
+    )
+    (d,) = [d for d in check(HEADER + textwrap.dedent(both)) if d.code == "MPC202"]
+    assert d.start.row == 20 and "made in `__init__`" in d.message

@@ -169,6 +169,7 @@ class WalkApi(Protocol):
     """What the tracker may use of a file's walk."""
 
     module: cst.Module
+    classes: dict[str, ClassInfo]
     in_progress: set[cst.FunctionDef]
     reporting: Reporting
     target_torch: tuple[int, int] | None
