@@ -279,6 +279,10 @@ class State:
     # where each model ``accelerator.prepare`` returned came from (its origin node) -> the
     # autocast accelerate runs its ``forward`` in: kept only where every path prepared it
     autocast_models: tuple[tuple[cst.CSTNode, Autocast], ...] = ()
+    # a torch clip since the last step that followed no scaled backward (on some path), and
+    # the scalers known None where it ran: a step of another scaler after it steps gradients
+    # that scaler scaled, in another method or in the caller (see ``clip_before``)
+    clip: tuple[cst.Call, tuple[cst.CSTNode, ...]] | None = None
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, State) or other == self:
@@ -303,6 +307,7 @@ class State:
                 for node, region in self.autocast_models
                 if any(node is n for n, _ in other.autocast_models)
             ),
+            self.clip or other.clip,
         )
 
     def forward_region(self, module: Fact) -> Autocast | None:
@@ -318,6 +323,12 @@ class State:
         if region is None or region.enabled or module.maybe or module.prec is not Prec.HALF:
             return region
         return None
+
+    def clip_before(self, scaler: Scaler) -> cst.Call | None:
+        """The clip a step of ``scaler`` follows on some path, unless it was None there."""
+        if self.clip is None or any(n is scaler.node for n in self.clip[1]):
+            return None
+        return self.clip[0]
 
     def scaler_state(self, scaler: Scaler) -> ScalerState:
         """What ``scaler`` did on this path; a scaler used here exists here (not absent)."""
@@ -385,6 +396,13 @@ class TrainingSite:
     loss: Fact | None = None  # BACKWARD: the loss
     regions: tuple[Autocast, ...] = ()  # active autocast regions entered so far, this one too
     backward: cst.CSTNode | None = None  # CLIP/UNSCALE/STEP: the backward that scaled the grads
+    # STEP: a torch clip on this path since the last step, which followed no scaled backward
+    # of this function (``State.clip_before``): the gradients were scaled elsewhere
+    clip: cst.Call | None = None
+    # STEP after a ``clip``: the method of this class that made the scaler, when it is another
+    # one and the class never unscales: ``self`` holds the scaler, and the scaled backward ran
+    # in another method or in the caller (``mpcheck.infer.held``)
+    held: cst.FunctionDef | None = None
 
     @property
     def unscales(self) -> bool:

@@ -27,6 +27,14 @@ class ClipBeforeUnscale(Rule):
         with fp16 mixed precision; `accelerator.clip_grad_norm_` unscales first and is right.
         A clip where an optional scaler is None (the `else` of `if scaler is not None:`, or
         `if not scaler:`) follows a plain backward and is not reported.
+        A trainer may scale in one method and clip in another: `forward` returns
+        `self.scaler.scale(loss)` for the caller to backward, and `update` clips, then
+        `self.scaler.step(opt)`. An enabled scaler's `step` raises unless `scale` ran in that
+        iteration, and it divides the gradients by the scale: they were scaled. So a clip
+        followed on its path by the step of a scaler that came in as an argument, or that the
+        object holds (made in another method of a class that never unscales), in a function
+        that neither backwards nor unscales itself, is reported too; scalers kept under
+        computed names (`setattr(self, f"scaler{i}", ...)`, read back with `getattr`) count.
         """
     symptom = """
         No error. Measured with fp32 parameters and `GradScaler('cpu')`: true gradient norm
@@ -63,10 +71,9 @@ class ClipBeforeUnscale(Rule):
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
-        # A torch clip with no scaler known yet, per function: a GradScaler that comes in as
-        # an argument and steps afterwards had its scaled backward elsewhere.
-        self.pending: dict[int, TrainingSite] = {}
-        self.settled: set[int] = set()  # functions that scale or unscale themselves
+        # Functions that scale or unscale themselves: the main path judges their clips.
+        self.settled: set[int] = set()
+        self.reported: set[int] = set()  # clips reported before a step (one step may follow)
 
     def check_training(self, site: TrainingSite) -> None:
         self.check_passed_scaler(site)
@@ -100,34 +107,45 @@ class ClipBeforeUnscale(Rule):
 
     def check_passed_scaler(self, site: TrainingSite) -> None:
         """``def step(self, scaler): clip_grad_norm_(...); scaler.step(opt)`` with the scaled
-        backward in another method: the clip still sees scaled gradients."""
+        backward in another method, or the same with ``self.scaler`` made in ``__init__``
+        (in a class that never unscales): the clip still sees scaled gradients."""
         key = id(site.scope.function)
         if site.action in (Action.BACKWARD, Action.UNSCALE):
             self.settled.add(key)  # this function scales or unscales itself: not our case
-            self.pending.pop(key, None)
-        elif site.action is Action.CLIP and site.via == "torch" and site.scaler is None:
-            if key not in self.settled:
-                self.pending.setdefault(key, site)
-        elif site.action is Action.STEP and site.scaler is not None:
-            scaler = site.scaler
-            clip = self.pending.pop(key, None)
-            if clip is None or site.unscaled is not False or not scaler.may_scale:
-                return
-            if not isinstance(scaler.node, cst.Param):
-                return
+            return
+        scaler, clip = site.scaler, site.clip
+        if site.action is not Action.STEP or scaler is None or clip is None:
+            return
+        if key in self.settled or site.unscaled is not False or not scaler.may_scale:
+            return
+        if isinstance(scaler.node, cst.Param):
             name = scaler.node.name.value
-            message = (
-                f"`{self.ctx.code(clip.node)}` clips gradients that are still multiplied by the "
-                f"loss scale of the GradScaler `{name}`, which comes in as an argument and "
-                f"steps at {self.line(site.node)} with no `{name}.unscale_(...)` before the "
-                f"clip: the scaled backward ran elsewhere; {_effect(clip.node)}; call "
-                f"`{name}.unscale_(optimizer)` before the clip"
-            )
-            related = [
-                (scaler.node, "the GradScaler comes in as this argument"),
-                (site.node, "it steps here"),
-            ]
-            self.report(clip.node, message, related=related)
+            what = f"the GradScaler `{name}`, which comes in as an argument and"
+            made = "the GradScaler comes in as this argument"
+        elif site.held is not None:
+            func = site.node.func
+            name = self.ctx.code(func.value) if isinstance(func, cst.Attribute) else "scaler"
+            of = "of " if scaler.via == "accelerate" else ""
+            held = f"`{site.held.name.value}`"
+            what = f"the GradScaler {of}{scaler.text}, made in {held} and kept on `self`, which"
+            made = f"{scaler.text} is made here"
+        else:
+            return
+        if id(clip) in self.reported:
+            return
+        self.reported.add(id(clip))
+        if scaler.via == "accelerate":
+            fix = "use `accelerator.clip_grad_norm_`, which unscales first"
+            unscale = "`accelerator.unscale_gradients()`"
+        else:
+            fix = f"call `{name}.unscale_(optimizer)` before the clip"
+            unscale = f"`{name}.unscale_(...)`"
+        message = (
+            f"`{self.ctx.code(clip)}` clips gradients that are still multiplied by the loss "
+            f"scale of {what} steps at {self.line(site.node)} with no {unscale} before the "
+            f"clip: the scaled backward ran elsewhere; {_effect(clip)}; {fix}"
+        )
+        self.report(clip, message, related=[(scaler.node, made), (site.node, "it steps here")])
 
 
 def _effect(node: cst.Call) -> str:

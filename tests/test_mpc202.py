@@ -311,3 +311,170 @@ def test_optional_local_scaler() -> None:
         (16, 9, "the scaled backward is here"),
         (8, 18, '`torch.amp.GradScaler("cpu")` is made here'),
     ]
+
+
+PER_UNET = """
+class DecoderTrainer(nn.Module):
+    def __init__(self, unets, amp=False):
+        super().__init__()
+        for ind, unet in enumerate(unets):
+            setattr(self, f"optim{ind}", torch.optim.AdamW(unet.parameters()))
+            setattr(self, f"scaler{ind}", torch.amp.GradScaler("cuda", enabled=amp))
+        self.unets = unets
+
+    def update(self, unet_number):
+        index = unet_number - 1
+        torch.nn.utils.clip_grad_norm_(self.unets[index].parameters(), 1.0)
+        optimizer = getattr(self, f"optim{index}")
+        scaler = getattr(self, f"scaler{index}")
+        scaler.step(optimizer)
+        scaler.update()
+
+    def forward(self, loss, unet_number):
+        return getattr(self, f"scaler{unet_number - 1}").scale(loss)
+"""  # lines 4-23; the clip is on line 15, the step on line 18
+
+
+def test_scalers_under_computed_names_held_by_the_trainer() -> None:
+    """DALLE2's ``DecoderTrainer`` (before 1924c7c): ``forward`` hands the caller the scaled
+    loss, ``update`` clips and steps, and no method unscales."""
+    (d,) = findings(PER_UNET)
+    assert span(d) == (15, 9, 15, 76)
+    assert d.message == (
+        "`torch.nn.utils.clip_grad_norm_(self.unets[index].paramete...` clips gradients "
+        "that are still multiplied by the loss scale of the GradScaler "
+        '`torch.amp.GradScaler("cuda", enabled=amp)`, made in `__init__` and kept on `self`, '
+        "which steps at line 18 with no `scaler.unscale_(...)` before the clip: the scaled "
+        "backward ran elsewhere; the threshold applies to the scaled norm, so the true "
+        "gradients are shrunk by the scale (65536 by default); call "
+        "`scaler.unscale_(optimizer)` before the clip"
+    )
+    assert related(d) == [
+        (10, 43, '`torch.amp.GradScaler("cuda", enabled=amp)` is made here'),
+        (18, 9, "it steps here"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # DALLE2 after 1924c7c
+        (
+            "        torch.nn",
+            "        scaler = getattr(self, f'scaler{index}')\n"
+            "        scaler.unscale_(getattr(self, f'optim{index}'))\n        torch.nn",
+        ),
+        ('"cuda", enabled=amp', '"cuda", enabled=False'),  # no scaling at all
+        # another method unscales (a backward that unscales at once)
+        (
+            "    def forward(self, loss, unet_number):\n",
+            "    def unscale(self, i):\n"
+            "        getattr(self, f'scaler{i}').unscale_(self.optim0)\n\n"
+            "    def forward(self, loss, unet_number):\n",
+        ),
+        # a name the template also spells: ``getattr`` may read it
+        (
+            "        self.unets = unets\n",
+            "        self.unets = unets\n        self.scaler_off = None\n",
+        ),
+        # another template whose names may coincide (``f"scaler{index}"`` may be ``"scalers_0"``)
+        (
+            "        self.unets = unets\n",
+            "        self.unets = unets\n        setattr(self, f'scalers_{0}', None)\n",
+        ),
+        # a setattr of any name
+        (
+            "        self.unets = unets\n",
+            "        self.unets = unets\n        setattr(self, name, None)\n",
+        ),
+        # the clip on the path of a plain step only
+        (
+            "        torch.nn.utils.clip_grad_norm_(self.unets[index].parameters(), 1.0)\n",
+            "        if unet_number < 0:\n"
+            "            torch.nn.utils.clip_grad_norm_(self.unets[index].parameters(), 1.0)\n"
+            "            self.optim0.step()\n            return\n",
+        ),
+    ],
+)
+def test_silent_when_held_scalers_are_unscaled_off_or_unknown(old: str, new: str) -> None:
+    assert old in PER_UNET
+    assert findings(PER_UNET.replace(old, new, 1)) == []
+
+
+def test_plain_attribute_scaler_with_backward_in_another_method() -> None:
+    (d,) = findings(
+        """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                self.scaler = torch.amp.GradScaler("cuda")
+
+            def backward(self, loss):
+                self.scaler.scale(loss).backward()
+
+            def step(self, clip):
+                if clip:
+                    torch.nn.utils.clip_grad_value_(self.model.parameters(), 1.0)
+                if self.scaler is None:
+                    self.optimizer.step()
+                else:
+                    self.scaler.step(self.optimizer)
+        """
+    )
+    assert span(d) == (16, 13, 16, 74)
+    assert "made in `__init__` and kept on `self`, which steps at line 20" in d.message
+    assert "call `self.scaler.unscale_(optimizer)` before the clip" in d.message
+
+
+def test_held_accelerator_steps_after_a_torch_clip() -> None:
+    (d,) = findings(
+        """
+        from accelerate import Accelerator
+
+        class Trainer:
+            def __init__(self, model):
+                self.accelerator = Accelerator(mixed_precision="fp16")
+                optimizer = torch.optim.AdamW(model.parameters())
+                self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+
+            def backward(self, loss):
+                self.accelerator.backward(loss)
+
+            def step(self):
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                self.optimizer.step()
+        """
+    )
+    assert span(d) == (17, 9, 17, 69)
+    assert (
+        'the GradScaler of `Accelerator(mixed_precision="fp16")`, made in `__init__` and kept on '
+        "`self`, which steps at line 18 with no `accelerator.unscale_gradients()` before the clip"
+    ) in d.message
+    assert d.message.endswith("use `accelerator.clip_grad_norm_`, which unscales first")
+
+
+def test_passed_scaler_clip_on_the_plain_path_only() -> None:
+    """The clip runs where the optional scaler is None, before the plain step: not scaled;
+    a clip before the ``if`` precedes the scaler's step too."""
+    body = """
+        def step(model, optimizer, scaler):
+            if scaler is None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+            else:
+                scaler.step(optimizer)
+        """
+    assert findings(body) == []
+    (d,) = findings(
+        """
+        def step(model, optimizer, scaler):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if scaler is None:
+                optimizer.step()
+            else:
+                scaler.step(optimizer)
+        """
+    )
+    assert span(d) == (6, 5, 6, 60)
+    assert "which comes in as an argument and steps at line 10" in d.message

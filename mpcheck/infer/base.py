@@ -103,8 +103,11 @@ class Walk(ABC):
         """A frame for walking ``fn``: its parameters bound, in ``outer`` if nested."""
 
     @abstractmethod
-    def bind(self, target: cst.BaseExpression, value: Fact, frame: Frame) -> None:
-        """Assign ``value`` to a name, ``self.<attr>`` path or tuple of them."""
+    def bind(
+        self, target: cst.BaseExpression, value: Fact, frame: Frame, key: str | None = None
+    ) -> None:
+        """Assign ``value`` to a name, ``self.<attr>`` path or tuple of them (or to ``key``,
+        a family of attributes ``setattr`` stores under computed names: ``families.py``)."""
 
     def emit(self, call: CallRecord, frame: Frame) -> Fact:
         """Report a call to the rules (if the policy says so); returns its result."""

@@ -30,6 +30,7 @@ from mpcheck.facts import (
     tensor_or_none,
 )
 from mpcheck.infer.base import CallRecord
+from mpcheck.infer.families import computed_attribute
 from mpcheck.infer.frames import Frame
 from mpcheck.infer.guards import fp16_upcast, runs_take
 from mpcheck.infer.imported import call_result
@@ -529,6 +530,10 @@ class ExpressionWalk(TensorWalk):
         if fn is None:
             if self.training.named_call(node, name, frame):  # a relatively imported clip helper
                 return UNKNOWN
+            if name in ("setattr", "getattr"):  # ``getattr(self, f"scaler{i}")``: families.py
+                member = computed_attribute(self, name, args, frame)
+                if member is not None:
+                    return member
             if name == "setattr":  # a model's child replaced (mpcheck.infer.replacements)
                 fn, built = frame.scope.function, self.constructor_dtype
                 found = replacement(node, args, fn, self.module, built)

@@ -6,7 +6,7 @@ the modules that walk code import this one, and it imports none of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
@@ -133,6 +133,18 @@ class ClassInfo:
 LIGHTNING_STEPS = ("training_step", "validation_step", "test_step", "predict_step")
 
 
+def lineage(classes: dict[str, ClassInfo], info: ClassInfo) -> Iterator[ClassInfo]:
+    """``info`` and its bases defined in this file (``classes``), each once."""
+    seen: set[str] = set()
+    todo = [info]
+    while todo:
+        cls = todo.pop()
+        if cls.node.name.value not in seen:
+            seen.add(cls.node.name.value)
+            yield cls
+            todo.extend(classes[b] for b in cls.bases if b in classes)
+
+
 @dataclass
 class Frame:
     """Per-function walking state."""
@@ -157,6 +169,7 @@ class WalkApi(Protocol):
     """What the tracker may use of a file's walk."""
 
     module: cst.Module
+    classes: dict[str, ClassInfo]
     in_progress: set[cst.FunctionDef]
     reporting: Reporting
     target_torch: tuple[int, int] | None

@@ -496,7 +496,9 @@ class StatementWalk(ExpressionWalk):
                         self.expr(bound, frame)
         return found
 
-    def bind(self, target: cst.BaseExpression, value: Fact, frame: Frame) -> None:
+    def bind(
+        self, target: cst.BaseExpression, value: Fact, frame: Frame, key: str | None = None
+    ) -> None:
         if isinstance(target, (cst.Tuple, cst.List)) and value.kind is Kind.BATCH:
             for el in target.elements:  # ``for images, labels in loader``: named by name
                 key = dotted(el.value)
@@ -512,7 +514,7 @@ class StatementWalk(ExpressionWalk):
                 else:
                     self.bind(el.value, element(value, None if starred else i), frame)
             return
-        key = dotted(target)
+        key = key or dotted(target)
         if key is None:
             return
         attr = key.rsplit(".", 1)[-1]

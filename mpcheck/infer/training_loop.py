@@ -17,6 +17,7 @@ from mpcheck.facts import UNKNOWN, Cause, Fact, Kind, Prec, seq_of, tensor_of_dt
 from mpcheck.infer.binding import passed
 from mpcheck.infer.frames import Frame, WalkApi
 from mpcheck.infer.guards import linked_module
+from mpcheck.infer.held import held
 from mpcheck.names import dotted
 from mpcheck.sites import Autocast, Flags, Operand
 from mpcheck.training import (
@@ -452,19 +453,14 @@ class Tracker:
         scaled = current.scaled if current is not None else False
         unscaled = current.any_unscaled if current is not None else False
         backward = current.backward if current is not None else None
-        return TrainingSite(
-            node,
-            action,
-            frame.scope,
-            scaler,
-            optimizers,
-            scaled,
-            unscaled,
-            via,
-            loss,
-            regions,
-            backward,
+        site = TrainingSite(
+            node, action, frame.scope, scaler, optimizers, scaled, unscaled, via, loss, regions
         )
+        site = replace(site, backward=backward)
+        clip = self.state(frame).clip_before(scaler) if action is Action.STEP and scaler else None
+        if clip is None:
+            return site
+        return held(replace(site, clip=clip), self.analysis.classes)
 
     def backward(
         self, node: cst.Call, scaler: Scaler, loss: Fact, frame: Frame, via: str = "torch"
@@ -517,7 +513,9 @@ class Tracker:
             return
         pending = [s for s in state.scalers if s.scaled is not False and s.scaler.may_scale]
         pending.sort(key=lambda s: s.scaled is not True)
-        if not pending:
+        if not pending:  # scaled elsewhere, if a scaler steps next (``State.clip_before``)
+            absent = tuple(s.scaler.node for s in state.scalers if s.absent)
+            self.set_state(frame, replace(state, clip=(node, absent)))
             self.emit(self.site(node, Action.CLIP, frame, None, via=via))
             return
         first = pending[0]
@@ -533,7 +531,7 @@ class Tracker:
             node, Action.STEP, frame, scaler, optimizers=(use,), current=current, via=via
         )
         self.emit(site)
-        self.set_state(frame, state.with_scaler(ScalerState(current.scaler)))
+        self.set_state(frame, replace(state, clip=None).with_scaler(ScalerState(current.scaler)))
 
     def optimizer_step(self, node: cst.Call, optimizer: Optimizer, frame: Frame) -> None:
         if optimizer.accelerator is not None:  # AcceleratedOptimizer.step goes through the scaler
@@ -541,6 +539,8 @@ class Tracker:
             return
         use = self.use(optimizer, frame, None)
         self.emit(self.site(node, Action.STEP, frame, None, optimizers=(use,)))
+        if (state := self.state(frame)).clip is not None:  # the clip was for this step
+            self.set_state(frame, replace(state, clip=None))
 
     # -- helper functions -------------------------------------------------------------------
     def after_call(
@@ -594,6 +594,3 @@ class Tracker:
         if STATE in sub.env:
             frame.env[STATE] = sub.env[STATE]
         return pick(generic, sub.returns)
-
-
-# --- helpers -----------------------------------------------------------------------------------

@@ -245,8 +245,8 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
     patterns = sorted(p for p in keep_patterns(info.node) if "." not in p)
     for key, fact in info.attrs.items():
         attr = key[len("self.") :]
-        if fact.kind not in (Kind.MODULE, Kind.TENSOR) or fact.maybe:
-            continue
+        if fact.kind not in (Kind.MODULE, Kind.TENSOR) or fact.maybe or "{" in attr:
+            continue  # (``self.scaler{}``, a family under computed names, stays in its file)
         attrs[attr] = value_of(fact, place, shown)
         if fact.kind is Kind.MODULE:
             submodules[attr] = _kind(walk, fact.layer)
