@@ -214,8 +214,14 @@ def wholly_fp32(node: cst.ClassDef) -> bool:
     ``dtype=torch.float32``. No part follows a half dtype, so there is no split to report:
     the class is float32 as a whole."""
     listed = {p for p in keep_patterns(node) if "." not in p}
-    parts = list(_self_calls(node))
+    parts = [(attr, call) for attr, call in _self_calls(node) if _builds_a_part(call)]
     return bool(parts) and all(attr in listed or _float32_kwarg(call) for attr, call in parts)
+
+
+def _builds_a_part(call: cst.Call) -> bool:
+    """``nn.Conv3d(...)``, ``Decoder(...)``, ``torch.zeros(...)``: not ``math.ceil(...)``."""
+    name = dotted(call.func) or ""
+    return name.startswith("torch.") or name.rsplit(".", 1)[-1][:1].isupper()
 
 
 def _float32_kwarg(call: cst.Call) -> bool:
