@@ -356,6 +356,7 @@ class StoreSite:
     # forced to float32, replacing a tensor in that dtype: from here on the target is float32
     # apart from the rest of the model (see ``mpcheck.infer.storage``). None otherwise.
     widened: Origin | None = None
+    data: bool = False  # ``p.data = value`` (else ``m.weight = nn.Parameter(value)``)
 
 
 @dataclass(frozen=True)

@@ -209,7 +209,7 @@ class SubmoduleDtypeSplit(Rule):
             was, when = f"{_dtype(before)}{self._from(before)}", ""
         else:
             was, when = "in the model's dtype", "when the model runs in half precision, "
-        how = "assigning to `.data`" if _data_store(site) else "a new `nn.Parameter`"
+        how = "assigning to `.data`" if site.data else "a new `nn.Parameter`"
         message = (
             f"`{name}` is {was}, but the value stored in it here is float32: "
             f"`{self.ctx.code(met.node)}` at {self.line(met.node)} is promoted to float32 by a "
@@ -421,12 +421,6 @@ def _via(fact: Fact) -> list[tuple[cst.CSTNode, str]]:
     """``.to(weight_dtype)``: where ``weight_dtype`` got the dtype of the cast."""
     via = fact.origin.via if fact.origin is not None else None
     return [(via.node, via.text)] if via is not None else []
-
-
-def _data_store(site: StoreSite) -> bool:
-    """``p.data = value``, where the value stored is the assignment's own (``m.weight =
-    nn.Parameter(value)`` stores the Parameter's argument)."""
-    return getattr(site.node, "value", None) is site.value.node
 
 
 def _cast_target(node: cst.CSTNode) -> str | None:

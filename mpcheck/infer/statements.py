@@ -451,7 +451,12 @@ class StatementWalk(ExpressionWalk):
             layer = owner.layer if owner.kind is Kind.MODULE else None
             grown = widened(before, stored, frame.scope, layer)
             site = StoreSite(
-                stmt, Operand(tensor, before), Operand(new, stored), frame.scope, grown
+                stmt,
+                Operand(tensor, before),
+                Operand(new, stored),
+                frame.scope,
+                grown,
+                data=new is value_node,
             )
             self.reporting.listener.deliver("stores", site)
 
