@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -60,3 +61,85 @@ def test_every_verdict_is_one_of_the_three_and_says_why() -> None:
         given[(v["rule"], v["path"], " ".join(v["anchor"].split()))].add(v["verdict"])
     # the same line reported twice in a file shares one verdict
     assert not [key for key, kinds in given.items() if len(kinds) > 1]
+
+
+def _bench_module(name: str, path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCH / path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sealed_corpora_run_only_when_asked() -> None:
+    """Issue 36: the sealed corpora stay out of every tuning run, and --sealed runs only them."""
+    precision = _bench_module("bench_precision", "precision.py")
+    tuning = precision.load_corpora("all")
+    sealed = precision.load_corpora("all", sealed=True)
+    assert len(sealed) >= 8 and not any(c.sealed for c in tuning)
+    assert all(c.sealed and c.group == "sealed" for c in sealed)
+    for corpus in sealed:
+        assert COMMIT.fullmatch(corpus.commit), corpus.name
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+", corpus.repo), corpus.name
+    # never measured here before: neither a tuning corpus nor a real-bug case
+    known = {c.repo for c in tuning} | {c.repo for c in _score_module().load_cases()}
+    assert not known & {c.repo for c in sealed}
+
+
+def test_sealed_first_run_verdicts_are_well_formed() -> None:
+    sealed = _bench_module("bench_sealed_score", "sealed/score.py")
+    names = {c.name for c in sealed.precision.load_corpora("all", sealed=True)}
+    given: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for v in sealed.load_verdicts():
+        assert v.rule in CODES and v.verdict in ("bug", "latent bug", "false alarm"), v
+        assert v.why.strip() and v.anchor.strip() and v.path.split("/")[0] in names, v
+        given[v.key].add(v.verdict)
+    assert not [key for key, kinds in given.items() if len(kinds) > 1]
+
+
+def test_sealed_hazards_sit_at_the_pinned_commits() -> None:
+    sealed = _bench_module("bench_sealed_score", "sealed/score.py")
+    pinned = {c.repo: c.commit for c in sealed.precision.load_corpora("all", sealed=True)}
+    hazards = sealed.load_hazards()
+    assert len(hazards) >= 10 and len({h.id for h in hazards}) == len(hazards)
+    for h in hazards:
+        assert pinned.get(h.repo) == h.buggy, h.id
+        assert h.path.endswith(".py") and h.family in CODES and h.note.strip(), h.id
+        assert h.symptom in ("raises", "silent") and h.cross_file == bool(h.other_paths), h.id
+        assert h.buggy_lines and all(1 <= lo <= hi for lo, hi in h.buggy_lines), h.id
+
+
+def test_a_hazard_is_caught_only_by_its_family_at_its_lines() -> None:
+    sealed = _bench_module("bench_sealed_score", "sealed/score.py")
+    finding = sealed.precision.Finding
+    hazard = sealed.realbugs.Case(
+        id="h", repo="o/r", buggy="0" * 40, fixed="", path="m.py", buggy_lines=[[10, 12]],
+        fixed_lines=[], family="MPC302", note="n",
+    )  # fmt: skip
+    assert sealed.caught(hazard, "c", [finding("MPC301", "c/m.py", 11, "x", "m")]) == (True, False)
+    assert sealed.caught(hazard, "c", [finding("MPC302", "c/m.py", 12, "x", "m")]) == (True, True)
+    assert sealed.caught(hazard, "c", [finding("MPC101", "c/m.py", 11, "x", "m")]) == (False, False)
+    assert sealed.caught(hazard, "c", [finding("MPC302", "c/m.py", 13, "x", "m")]) == (False, False)
+    assert sealed.caught(hazard, "c", [finding("MPC302", "d/m.py", 11, "x", "m")]) == (False, False)
+
+
+def test_a_corpus_unpacks_without_the_blobs_its_mirror_lacks(tmp_path: Path) -> None:
+    """A snapshot lacks its largest files; one of them must not stop the whole corpus."""
+    precision = _bench_module("bench_precision", "precision.py")
+    repo = tmp_path / "mirrors" / "o+r" / "repo"
+    repo.mkdir(parents=True)
+    (repo / "kept.py").write_text("x = 1\n")
+    (repo / "big.ipynb").write_text('{"cells": []}\n')
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
+    blob = subprocess.run([*git, "rev-parse", "HEAD:big.ipynb"], check=True, capture_output=True)
+    oid = blob.stdout.decode().strip()
+    (repo / ".git" / "objects" / oid[:2] / oid[2:]).unlink()  # as a snapshot without it
+    corpus = precision.Corpus("c", "sealed", repo="o/r", commit=commit.stdout.strip(), sealed=True)
+    target = precision.materialise(corpus, tmp_path / "out", tmp_path / "mirrors")
+    assert target is not None
+    assert sorted(p.name for p in target.iterdir()) == [".mpcheck-corpus", "kept.py"]

@@ -1,0 +1,198 @@
+"""Score mpcheck on the sealed corpora (issue 36) and print only aggregate numbers.
+
+The sealed corpora of ``bench/corpora.toml`` are code nobody tuned mpcheck on. Their first run's
+findings and verdicts (``first-run.toml``) and the hazards found there by hand (``hazards.toml``)
+must stay unread while the engine changes, or they stop measuring anything. So this script
+never prints a repository, a path, a line or a message: it re-runs the mpcheck of the
+interpreter that runs it on every sealed corpus and prints counts only -- findings by severity
+and rule family, how many match a first-run verdict (by rule, file and flagged-line text, as
+``bench/precision.py`` matches) and their verdicts, how many are new, how many hazards are
+caught, the share of errors that are bugs or latent bugs, and the false alarms against the first
+run's. New findings (no verdict yet) go to a file (``--new-out``) for a later verdict pass.
+
+Usage (with the venv whose mpcheck is measured)::
+
+    python bench/sealed/score.py [--dir /tmp/mpcheck-sealed] [--mirrors /work/.mirror]
+                                 [--jobs 2] [--new-out /tmp/mpcheck-sealed-new.toml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import tomllib
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import precision  # noqa: E402  (bench/ is not a package; precision.py is its sibling module)
+
+DEPRECATED = "MPC404"  # the deprecated-API rule, counted apart from the dtype findings
+VERDICTS = ("bug", "latent bug", "false alarm")
+Key = tuple[str, str, str]  # (rule, path inside the corpus root, normalised flagged line)
+
+
+def _realbugs() -> ModuleType:
+    """``bench/realbugs/score.py`` (its ``Case`` and ``in_ranges``), loaded by path."""
+    spec = importlib.util.spec_from_file_location(
+        "realbugs_score", HERE.parent / "realbugs/score.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (dataclasses look their module up while building)
+    spec.loader.exec_module(module)
+    return module
+
+
+realbugs = _realbugs()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    rule: str
+    path: str
+    anchor: str
+    verdict: str
+    why: str
+    row: int = 0
+    severity: str = ""
+
+    @property
+    def key(self) -> Key:
+        return (self.rule, self.path, precision.normalise(self.anchor))
+
+
+def load_verdicts(path: Path = HERE / "first-run.toml") -> list[Verdict]:
+    return [Verdict(**entry) for entry in tomllib.loads(path.read_text())["verdict"]]
+
+
+def load_hazards(path: Path = HERE / "hazards.toml") -> list[Any]:
+    """The hand-found hazards as realbugs ``Case`` objects, with an empty fixed side."""
+    entries = tomllib.loads(path.read_text())["case"]
+    return [realbugs.Case(fixed="", fixed_lines=[], **entry) for entry in entries]
+
+
+def family(code: str) -> str:
+    return f"{code[3]}xx"
+
+
+def caught(hazard: Any, corpus: str, findings: list[precision.Finding]) -> tuple[bool, bool]:
+    """(caught at the hazard's lines by its family group, caught with its exact code)."""
+    where = f"{corpus}/{hazard.path}"
+    found = [(f.code, f.row) for f in findings if f.path == where]
+    hits = realbugs.in_ranges(found, hazard.family, hazard.buggy_lines)
+    return bool(hits), any(code == hazard.family for code, _ in hits)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/mpcheck-sealed"))
+    parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--new-out", type=Path, default=Path("/tmp/mpcheck-sealed-new.toml"))
+    args = parser.parse_args(argv)
+
+    corpora = precision.load_corpora("all", sealed=True)
+    verdicts = load_verdicts()
+    known = {v.key: v for v in verdicts}
+    by_repo = {c.repo: c.name for c in corpora}
+    findings: list[precision.Finding] = []
+    lines = 0
+    run: set[str] = set()  # the corpora checked (materialise says which mirror is missing)
+    for corpus in corpora:
+        root = precision.materialise(corpus, args.dir, args.mirrors)
+        if root is None:
+            continue
+        run.add(corpus.name)
+        lines += precision.lines_of(root)
+        findings += precision.check(args.dir, corpus.name, args.jobs)
+
+    severity = Counter(f.severity or "?" for f in findings)
+    families = Counter(family(f.code) for f in findings if f.code != DEPRECATED)
+    deprecated = sum(f.code == DEPRECATED for f in findings)
+    matched: Counter[tuple[bool, str]] = Counter()  # (is MPC404, verdict)
+    errors: Counter[str] = Counter()  # verdict (or "new") of each error
+    new = []
+    seen: set[Key] = set()
+    for f in findings:
+        v = known.get((f.code, f.path, f.anchor))
+        if v is None:
+            new.append(f)
+            errors["new"] += f.severity == "error"
+            continue
+        seen.add(v.key)
+        matched[(f.code == DEPRECATED, v.verdict)] += 1
+        errors[v.verdict] += f.severity == "error"
+    first_false = sum(v.verdict == "false alarm" and v.rule != DEPRECATED for v in verdicts)
+    gone = Counter(v.verdict for v in verdicts if v.key not in seen and v.path.split("/")[0] in run)
+
+    print(f"sealed corpora run: {len(run)} of {len(corpora)}, {lines:,} lines of Python")
+    sev = ", ".join(f"{name} {n}" for name, n in sorted(severity.items()))
+    print(f"findings: {len(findings)} ({sev})")
+    fam = ", ".join(f"{name} {n}" for name, n in sorted(families.items())) or "none"
+    print(f"  dtype findings by rule family: {fam}; {DEPRECATED} (deprecated API): {deprecated}")
+    for apart, label in ((False, "dtype findings"), (True, DEPRECATED)):
+        counts = ", ".join(f"{name} {matched[(apart, name)]}" for name in VERDICTS)
+        print(f"  matching a first-run verdict, {label}: {counts}")
+    print(f"  new (no verdict yet): {len(new)}")
+    print(f"  first-run findings gone: {sum(gone.values())} ({_counts(gone)})")
+    real = errors["bug"] + errors["latent bug"]
+    judged = real + errors["false alarm"]
+    share = f"{100 * real / judged:.0f} %" if judged else "n/a"
+    print(f"errors: {sum(errors.values())}; bugs or latent bugs among judged errors: {share}")
+    print(f"  ({real} of {judged}; {errors['new']} errors still without a verdict)")
+    now_false = matched[(False, "false alarm")]
+    drop = f"{100 * (first_false - now_false) / first_false:.0f} %" if first_false else "n/a"
+    print(
+        f"false alarms (dtype findings): {now_false} now vs {first_false} in the first run "
+        f"(fall: {drop}; new findings not counted until judged)"
+    )
+
+    hazards = load_hazards()
+    scored = [(h, by_repo.get(h.repo, "")) for h in hazards]
+    outcomes = [caught(h, corpus, findings) for h, corpus in scored if corpus in run]
+    print(
+        f"hand-found hazards caught at their lines: {sum(c for c, _ in outcomes)} / "
+        f"{len(outcomes)} (with the exact rule: {sum(e for _, e in outcomes)})"
+    )
+    if new:
+        args.new_out.write_text(_new_findings(new))
+        print(f"new findings written for a verdict pass: {args.new_out}")
+    return 0
+
+
+def _counts(counter: Counter[str]) -> str:
+    return ", ".join(f"{name} {counter[name]}" for name in VERDICTS)
+
+
+def _new_findings(new: list[precision.Finding]) -> str:
+    """New findings as ``first-run.toml`` entries whose verdict and why are still to be given."""
+    out = [
+        "# New sealed findings: give each a verdict, then add it to bench/sealed/first-run.toml.",
+        "",
+    ]
+    for f in new:
+        out += [
+            "[[verdict]]",
+            f"rule = {json.dumps(f.code)}",
+            f"path = {json.dumps(f.path)}",
+            f"row = {f.row}",
+            f"severity = {json.dumps(f.severity)}",
+            f"anchor = {json.dumps(f.anchor)}",
+            'verdict = ""',
+            f"why = {json.dumps('(to judge) ' + f.message)}",
+            "",
+        ]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
