@@ -139,8 +139,9 @@ def normalise(line: str) -> str:
     return " ".join(line.split())
 
 
-def check(root: Path, corpus: str, jobs: int) -> list[Finding]:
-    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", str(root / corpus)]
+def check(root: Path, corpus: str, jobs: int, python: str = sys.executable) -> list[Finding]:
+    """The findings of ``python -m mpcheck`` (another venv's engine when given) on one corpus."""
+    cmd = [python, "-m", "mpcheck", "check", "--no-cache", str(root / corpus)]
     cmd += ["--output-format", "json", "--exit-zero", "-j", str(jobs)]
     run = subprocess.run(cmd, capture_output=True, text=True, check=True)
     findings = []

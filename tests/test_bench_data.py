@@ -143,3 +143,14 @@ def test_a_corpus_unpacks_without_the_blobs_its_mirror_lacks(tmp_path: Path) -> 
     target = precision.materialise(corpus, tmp_path / "out", tmp_path / "mirrors")
     assert target is not None
     assert sorted(p.name for p in target.iterdir()) == [".mpcheck-corpus", "kept.py"]
+
+
+def test_new_sealed_findings_are_written_ready_for_a_verdict() -> None:
+    """New findings never reach the screen: they go to a file in first-run.toml's own schema."""
+    sealed = _bench_module("bench_sealed_score", "sealed/score.py")
+    found = sealed.precision.Finding("MPC102", 'c/a "b".py', 7, "x = torch.zeros(3)", "m", "error")
+    entries = tomllib.loads(sealed._new_findings([found]))["verdict"]
+    assert [sealed.Verdict(**e).key for e in entries] == [
+        ("MPC102", 'c/a "b".py', "x = torch.zeros(3)")
+    ]
+    assert entries[0]["verdict"] == "" and entries[0]["severity"] == "error"

@@ -3,17 +3,19 @@
 The sealed corpora of ``bench/corpora.toml`` are code nobody tuned mpcheck on. Their first run's
 findings and verdicts (``first-run.toml``) and the hazards found there by hand (``hazards.toml``)
 must stay unread while the engine changes, or they stop measuring anything. So this script
-never prints a repository, a path, a line or a message: it re-runs the mpcheck of the
-interpreter that runs it on every sealed corpus and prints counts only -- findings by severity
-and rule family, how many match a first-run verdict (by rule, file and flagged-line text, as
-``bench/precision.py`` matches) and their verdicts, how many are new, how many hazards are
-caught, the share of errors that are bugs or latent bugs, and the false alarms against the first
-run's. New findings (no verdict yet) go to a file (``--new-out``) for a later verdict pass.
+never prints a repository, a path, a line or a message: it re-runs the mpcheck of a given
+interpreter (``--python``, default: the one running it) on every sealed corpus and prints counts
+only -- findings by severity and rule family, how many match a first-run verdict (by rule, file
+and flagged-line text, as ``bench/precision.py`` matches) and their verdicts, how many are new,
+how many hazards are caught, the share of errors that are bugs or latent bugs, and the false
+alarms against the first run's. New findings (no verdict yet) go to a file (``--new-out``)
+for a later verdict pass.
 
-Usage (with the venv whose mpcheck is measured)::
+Usage::
 
-    python bench/sealed/score.py [--dir /tmp/mpcheck-sealed] [--mirrors /work/.mirror]
-                                 [--jobs 2] [--new-out /tmp/mpcheck-sealed-new.toml]
+    python bench/sealed/score.py [--python /path/to/venv/bin/python] [--dir /tmp/mpcheck-sealed]
+                                 [--mirrors /work/.mirror] [--jobs 2]
+                                 [--new-out /tmp/mpcheck-sealed-new.toml]
 """
 
 from __future__ import annotations
@@ -97,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/mpcheck-sealed"))
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--python", default=sys.executable, help="the interpreter whose mpcheck is measured"
+    )
     parser.add_argument("--new-out", type=Path, default=Path("/tmp/mpcheck-sealed-new.toml"))
     args = parser.parse_args(argv)
 
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         run.add(corpus.name)
         lines += precision.lines_of(root)
-        findings += precision.check(args.dir, corpus.name, args.jobs)
+        findings += precision.check(args.dir, corpus.name, args.jobs, args.python)
 
     severity = Counter(f.severity or "?" for f in findings)
     families = Counter(family(f.code) for f in findings if f.code != DEPRECATED)
