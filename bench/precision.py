@@ -82,7 +82,9 @@ def materialise(corpus: Corpus, root: Path, mirrors: Path) -> Path | None:
     stamp = target / ".mpcheck-corpus"
     # a repository unpacked before notebooks were is unpacked again
     sources = {"sources": SOURCES} if corpus.repo else {}
-    spec = json.dumps({**corpus.__dict__, **sources}, sort_keys=True)
+    # (``sealed`` changes what runs, not what is unpacked: corpora unpacked before it stay valid)
+    pinned = {k: v for k, v in corpus.__dict__.items() if k != "sealed"}
+    spec = json.dumps({**pinned, **sources}, sort_keys=True)
     if stamp.is_file() and stamp.read_text() == spec:
         return target
     if corpus.wheel:

@@ -4,6 +4,7 @@ silently drop out of the recall and precision figures of docs/real-world.md."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -143,6 +144,8 @@ def test_a_corpus_unpacks_without_the_blobs_its_mirror_lacks(tmp_path: Path) -> 
     target = precision.materialise(corpus, tmp_path / "out", tmp_path / "mirrors")
     assert target is not None
     assert sorted(p.name for p in target.iterdir()) == [".mpcheck-corpus", "kept.py"]
+    # the stamp names what was unpacked, as before: corpora unpacked earlier are not redone
+    assert "sealed" not in json.loads((target / ".mpcheck-corpus").read_text())
 
 
 def test_new_sealed_findings_are_written_ready_for_a_verdict() -> None:
