@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
 
 from lsprotocol import types as lsp
 
@@ -27,18 +26,6 @@ UTF8, UTF16, UTF32 = (
     lsp.PositionEncodingKind.Utf32,
 )
 _NEWLINE = re.compile(r"\r\n|\r|\n")
-
-
-def negotiate(capabilities: lsp.ClientCapabilities) -> lsp.PositionEncodingKind:
-    """The first encoding of the client's preference list that the server speaks; UTF-16
-    when it offers none (the protocol's default, which every client supports)."""
-    offered: Sequence[str] = ()
-    if capabilities.general is not None and capabilities.general.position_encodings:
-        offered = capabilities.general.position_encodings
-    for kind in offered:
-        if kind in (UTF8, UTF16, UTF32):
-            return lsp.PositionEncodingKind(kind)
-    return UTF16
 
 
 def split_lines(text: str) -> list[str]:
