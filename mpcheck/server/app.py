@@ -203,14 +203,16 @@ class MpcheckServer(LanguageServer):
                 return None
         return Text(data.decode("utf-8", "replace").removeprefix("\ufeff"), self.encoding)
 
-    async def analyse_all(self) -> None:
-        """Check every open document again (the configuration or another file changed)."""
+    async def analyse_all(self, but: str | None = None) -> None:
+        """Check every open document again (the configuration or another file changed),
+        except ``but`` (just checked); a notebook once, not once per cell."""
         self.overlay.forget()
-        notebooks = list(self.workspace.notebook_documents)
-        for uri in notebooks:
-            await self.analyse_notebook(uri)
+        skipped = self.workspace.get_notebook_document(cell_uri=but) if but else None
+        for uri in list(self.workspace.notebook_documents):
+            if skipped is None or uri != skipped.uri:
+                await self.analyse_notebook(uri)
         for uri in list(self.workspace.text_documents):
-            if self.workspace.get_notebook_document(cell_uri=uri) is None:
+            if uri != but and self.workspace.get_notebook_document(cell_uri=uri) is None:
                 await self.analyse(uri)
 
     def _log_settings(self, path: str, settings: Settings) -> None:
@@ -434,11 +436,13 @@ def create_server() -> MpcheckServer:
 
 
 async def _changed(ls: MpcheckServer, uri: str) -> None:
-    """An open buffer changed: it stands for its file in every check from now on."""
+    """An open buffer changed: it stands for its file in every check from now on, and the
+    other open documents, which may import it, are checked again."""
     if uri.startswith("file:") and ls.workspace.get_notebook_document(cell_uri=uri) is None:
         source = ls.workspace.get_text_document(uri).source
         ls.overlay.set_buffer(to_fs_path(uri) or uri, source.encode("utf-8", "surrogatepass"))
     await ls.analyse(uri)
+    await ls.analyse_all(but=uri)
 
 
 def serve() -> None:
