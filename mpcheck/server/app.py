@@ -59,7 +59,9 @@ class MpcheckServer(LanguageServer):
             text_document_sync_kind=lsp.TextDocumentSyncKind.Full,
             notebook_document_sync=lsp.NotebookDocumentSyncOptions(
                 notebook_selector=[
-                    lsp.NotebookDocumentFilterWithCells(cells=[lsp.NotebookCellLanguage("python")])
+                    lsp.NotebookDocumentFilterWithCells(
+                        notebook="jupyter-notebook", cells=[lsp.NotebookCellLanguage("python")]
+                    )
                 ]
             ),
         )
