@@ -83,11 +83,16 @@ def published_view(diag: lsp.Diagnostic) -> tuple[Any, ...]:
 
 
 async def published(client: LanguageClient, uri: str) -> list[lsp.Diagnostic]:
-    """The next diagnostics published for ``uri`` (others' are skipped)."""
-    while True:
-        params = await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-        if params.uri == uri:
-            return list(params.diagnostics)
+    """The next diagnostics published for ``uri`` (others' are skipped); a server that
+    never publishes them fails the test instead of hanging it."""
+
+    async def wait() -> list[lsp.Diagnostic]:
+        while True:
+            params = await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+            if params.uri == uri:
+                return list(params.diagnostics)
+
+    return await asyncio.wait_for(wait(), timeout=120)
 
 
 def open_file(client: LanguageClient, path: Path, text: str | None = None) -> str:
