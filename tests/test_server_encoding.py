@@ -206,3 +206,33 @@ async def test_fix_all_writes_what_the_cli_writes(client: LanguageClient, tmp_pa
     cli(path, "--fix")
     assert fixed.encode() == path.read_bytes()
     assert fixed != SOURCE
+
+
+async def test_range_without_diagnostics_read_in_client_units(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """A client that sends only its cursor gets the actions of the finding there: the
+    cursor's column is read in the client's units (after an emoji, 2 UTF-16 units or 4
+    UTF-8 bytes)."""
+    encoding = client.encoding  # type: ignore[attr-defined]
+    path = tmp_path / "block.py"
+    _, mpc404 = await _open(client, path)
+    line = mpc404.range.start.line
+
+    async def at(column: int) -> list[lsp.CodeAction]:
+        cursor = lsp.Position(line=line, character=column)
+        result = await client.text_document_code_action_async(
+            lsp.CodeActionParams(
+                text_document=lsp.TextDocumentIdentifier(uri=path.as_uri()),
+                range=lsp.Range(start=cursor, end=cursor),
+                context=lsp.CodeActionContext(diagnostics=[], only=[lsp.CodeActionKind.QuickFix]),
+            )
+        )
+        return [a for a in result or [] if isinstance(a, lsp.CodeAction)]
+
+    actions = await at(mpc404.range.start.character)
+    (fix,) = [a for a in actions if "noqa" not in a.title]
+    safe = SOURCE.replace("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")')
+    assert apply(SOURCE, _edits(fix), encoding).encode() == safe.encode()
+    before = units('s = "😀"; scaler =', encoding)  # on the line, before the finding
+    assert await at(before) == []

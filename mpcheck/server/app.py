@@ -245,11 +245,7 @@ class MpcheckServer(LanguageServer):
         only = params.context.only
         actions: list[lsp.CodeAction] = []
         if _wanted(only, lsp.CodeActionKind.QuickFix):
-            for shown in params.context.diagnostics:
-                data = shown.data if isinstance(shown.data, dict) else {}
-                diag = published.findings.get(str(data.get("key")))
-                if diag is None:
-                    continue
+            for diag, shown in self._asked(params, published):
                 for action in (
                     fix_action(diag, uri, published.version, shown, published.text),
                     noqa_action(diag, uri, published.version, shown, published.text),
@@ -262,6 +258,26 @@ class MpcheckServer(LanguageServer):
             if fixed is not None:
                 actions.append(fix_all_action(uri, published.version, published.text, fixed))
         return actions
+
+    def _asked(
+        self, params: lsp.CodeActionParams, published: _Published
+    ) -> list[tuple[Diagnostic, lsp.Diagnostic]]:
+        """The findings a request is about: the diagnostics it sends back, else (a client
+        that sends none) the published findings its range touches, read in its units."""
+        asked = []
+        for shown in params.context.diagnostics:
+            data = shown.data if isinstance(shown.data, dict) else {}
+            diag = published.findings.get(str(data.get("key")))
+            if diag is not None:
+                asked.append((diag, shown))
+        if params.context.diagnostics:
+            return asked
+        text = published.text
+        start, end = text.from_client(params.range.start), text.from_client(params.range.end)
+        for diag in published.findings.values():
+            if diag.start <= end and start <= diag.end:
+                asked.append((diag, to_lsp(diag, params.text_document.uri, text, self._other_text)))
+        return asked
 
     async def _fix_all(self, uri: str, published: _Published) -> str | None:
         """The document with every safe fix applied, round after round (None: it changed
