@@ -29,7 +29,9 @@ XFILE = Path(__file__).parent.parent / "fixtures" / "xfile"
 async def client(lsp_client: LanguageClient, tmp_path: Path):  # type: ignore[no-untyped-def]
     shutil.copytree(XFILE / "bad_rope_helper", tmp_path, dirs_exist_ok=True)
     (tmp_path / "pyproject.toml").write_text("[tool.mpcheck]\n")
-    lsp_client.feature(lsp.CLIENT_REGISTER_CAPABILITY)(lambda _params: None)
+    registered: list[lsp.RegistrationParams] = []
+    lsp_client.registered = registered  # type: ignore[attr-defined]
+    lsp_client.feature(lsp.CLIENT_REGISTER_CAPABILITY)(lambda params: registered.append(params))
     capabilities = client_capabilities("visual-studio-code")
     capabilities.notebook_document = lsp.NotebookDocumentClientCapabilities(
         synchronization=lsp.NotebookDocumentSyncClientCapabilities()
@@ -148,6 +150,10 @@ async def test_configuration_reloads(client: LanguageClient, tmp_path: Path) -> 
     target = tmp_path / "pkg" / "attention.py"
     uri = open_file(client, target)
     assert [d.code for d in await published(client, uri)] == ["MPC103"]
+    (registration,) = client.registered[0].registrations  # type: ignore[attr-defined]
+    assert registration.method == lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES
+    globs = [w["globPattern"] for w in registration.register_options["watchers"]]
+    assert "**/pyproject.toml" in globs and "**/mpcheck.toml" in globs and "**/*.py" in globs
     config = tmp_path / "pyproject.toml"
     config.write_text("[tool.mpcheck]\nignore = ['MPC103']\n")
     client.workspace_did_change_watched_files(

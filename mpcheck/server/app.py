@@ -403,6 +403,7 @@ def create_server() -> MpcheckServer:
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     async def did_save(ls: MpcheckServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        ls.overlay.forget()  # (files may have changed on disk too, in a client without watchers)
         await ls.analyse(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
