@@ -235,3 +235,29 @@ async def test_notebook_cells_as_the_cli(client: LanguageClient, tmp_path: Path)
             end = finding["end_location"]["column"] - 1
             span = (*span[:3], len(line[:end].encode("utf-16-le")) // 2)
         assert published_view(shown)[:3] == (code, span, message)
+
+    # source.fixAll in a cell: that cell's safe fixes, as `mpcheck check --fix` writes them
+    result = await client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=cell_uris[3]),
+            range=lsp.Range(start=lsp.Position(0, 0), end=lsp.Position(0, 0)),
+            context=lsp.CodeActionContext(diagnostics=[], only=[lsp.CodeActionKind.SourceFixAll]),
+        )
+    )
+    (fix_all,) = [a for a in result or [] if isinstance(a, lsp.CodeAction)]
+    assert fix_all.edit is not None and fix_all.edit.document_changes is not None
+    (change,) = fix_all.edit.document_changes
+    assert isinstance(change, lsp.TextDocumentEdit) and change.text_document.uri == cell_uris[3]
+    (edit,) = change.edits
+    assert isinstance(edit, lsp.TextEdit)
+    line = cells[3]
+    start = len(line.encode("utf-16-le")[: edit.range.start.character * 2].decode("utf-16-le"))
+    end = len(line.encode("utf-16-le")[: edit.range.end.character * 2].decode("utf-16-le"))
+    fixed_cell = line[:start] + edit.new_text + line[end:]
+    subprocess.run(
+        [sys.executable, "-m", "mpcheck", "check", "train.ipynb", "--no-cache", "--fix"],
+        cwd=tmp_path,
+        capture_output=True,
+        check=False,
+    )
+    assert nbformat.read(path, as_version=4).cells[3].source == fixed_cell

@@ -252,9 +252,12 @@ class MpcheckServer(LanguageServer):
                 ):
                     if action is not None:
                         actions.append(action)
-        notebook = self.workspace.get_notebook_document(cell_uri=uri)
-        if _wanted(only, FIX_ALL) and notebook is None:
-            fixed = await self._fix_all(uri, published)
+        if _wanted(only, FIX_ALL):
+            if self.workspace.get_notebook_document(cell_uri=uri) is None:
+                fixed = await self._fix_all(uri, published)
+            else:  # a cell: its own safe fixes, one round (the cells are checked together)
+                findings = list(published.findings.values())
+                fixed = apply_fixes(published.text.text, findings, unsafe=False)[0]
             if fixed is not None:
                 actions.append(fix_all_action(uri, published.version, published.text, fixed))
         return actions
