@@ -56,16 +56,18 @@ class FileSummariser:
         *,
         module_half_capable: bool = True,
         target_torch: tuple[int, int] | None = None,
+        read: Callable[[Path], bytes] = Path.read_bytes,
     ) -> None:
         self._root = root
         self._half = module_half_capable
         self._target = target_torch  # whose autocast lists the walks use
+        self._read = read  # (the language server reads an open editor buffer instead)
 
     def imports(self, path: Path) -> Iterable[tuple[str, int]]:
         """The module-level imports: the edges that order summaries (one found only inside
         a function is summarised when first asked for, which is as correct, if later)."""
         try:
-            data = path.read_bytes()
+            data = self._read(path)
         except OSError:
             return []
         found: list[tuple[str, int]] = []
@@ -86,7 +88,7 @@ class FileSummariser:
 
     def summarise(self, path: Path, lookup: Lookup) -> ModuleSummary | None:
         try:
-            data = path.read_bytes()
+            data = self._read(path)
         except OSError:
             return None
         if b"torch" not in data:  # nothing to walk, but it may re-export what others define
@@ -133,7 +135,7 @@ class FileSummariser:
         That is its re-exports and its module classes built in a fixed half-precision
         default (``__init__(..., dtype=torch.half)``, see :mod:`mpcheck.infer.replacements`)."""
         try:
-            data = path.read_bytes()
+            data = self._read(path)
         except OSError:
             return None
         if b"dtype" not in data or not parseable(data):
