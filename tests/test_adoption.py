@@ -100,6 +100,18 @@ def test_baseline_from_config_and_bad_baselines(
     assert "'baseline' in [tool.mpcheck] must be a path" in run(capsys, repo)[2]
 
 
+def test_a_baseline_entry_survives_reformatting_and_one_finding_is_singular(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fingerprint ignores whitespace, as documented: a formatter's pass changes nothing."""
+    (repo / "amp.py").unlink()
+    status, _, err = run(capsys, repo, "--write-baseline", "b.json")
+    assert status == 0 and "recorded 1 finding in b.json" in err
+    squeezed = TRAIN.replace(OVERFLOW, "y=x.masked_fill( x>0,-1e9 )\n")
+    (repo / "train.py").write_text(squeezed.replace("def step(x):", "def step( x ):"))
+    assert run(capsys, repo, "--baseline", "b.json", "-q")[:2] == (0, "")
+
+
 def test_a_baseline_after_add_noqa_adoption_is_empty(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
