@@ -258,3 +258,20 @@ def test_ruff_keeps_our_noqa_comments_with_lint_external(tmp_path: Path) -> None
     )
     done = subprocess.run([*ruff, "a.py"], cwd=tmp_path, capture_output=True, check=False)
     assert done.returncode == 0 and (tmp_path / "a.py").read_text() == source
+
+
+def test_fixing_a_warning_counts_a_finding_not_an_error(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (repo / "train.py").unlink()
+    status, _, err = run(capsys, repo, "--fix")  # MPC404 is a warning
+    assert status == 0 and err.strip() == "Fixed 1 finding.", err
+    assert "torch.cuda.amp" not in (repo / "amp.py").read_text()
+    assert run(capsys, repo, "--diff")[2].strip() == "No findings would be fixed."
+
+
+def test_one_file_is_singular_in_the_verbose_count(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = run(capsys, repo, "-v", "amp.py")[2]
+    assert "mpcheck: 1 file: 1 analysed" in err and "1 files" not in err
