@@ -75,6 +75,7 @@ def _options(project: Project, cache: Path | None) -> Options:
         follow_imports=settings.follow_imports,
         cache_dir=None if cache is None else str(cache),
         target_torch_version=settings.target_torch_version,
+        source_roots=tuple(map(str, settings.source_roots)),
     )
 
 
@@ -254,6 +255,8 @@ def _settings_text(project: Project, cwd: Path) -> str:
                 value = {k: list(v) for k, v in value.items()}
             elif field.name == "extends":
                 value = [display_path(str(p), cwd) for p in value]
+            elif field.name == "src":  # what it means: ``src/`` by default where it exists
+                value = [display_path(str(p), cwd) for p in settings.source_roots]
             elif isinstance(value, tuple):
                 value = list(value)
             lines.append(f"{field.name.replace('_', '-')}: {value}")
