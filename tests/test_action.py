@@ -266,8 +266,9 @@ def test_install_step_is_from_the_action_checkout(installed: dict[str, str]) -> 
     assert Path(proc.stdout.strip()).is_relative_to(venv / "lib")
 
 
-def test_version_input_installs_from_pypi(runner: Runner, tmp_path: Path) -> None:
-    """``version`` turns into a pip requirement (pip itself is stubbed: no index is asked)."""
+def test_version_input_installs_a_git_ref(runner: Runner, tmp_path: Path) -> None:
+    """``version`` is a git ref of the action's repository (mpcheck is not on PyPI); pip
+    itself is stubbed: nothing is fetched."""
     log = tmp_path / "pip.log"
     fake = tmp_path / "fakebin"
     fake.mkdir()
@@ -282,18 +283,20 @@ def test_version_input_installs_from_pypi(runner: Runner, tmp_path: Path) -> Non
     python.chmod(0o755)
     # Its own RUNNER_TEMP, so the stub venv does not replace the real one other tests use.
     path = {"PATH": f"{fake}{os.pathsep}{runner.base_env['PATH']}", "RUNNER_TEMP": str(tmp_path)}
+    url = "git+https://github.com/owner/fork@"
     cases = {
-        "1.2.3": "mpcheck==1.2.3",
-        " v1.2.3\n": "mpcheck==1.2.3",  # a release tag, stray whitespace
-        ">=0.1,<0.2": "mpcheck>=0.1,<0.2",  # a specifier
-        "latest": "mpcheck",
+        "main": f"mpcheck @ {url}main",
+        " v1.2.3\n": f"mpcheck @ {url}v1.2.3",  # a tag, stray whitespace
+        "3d0c5bb": f"mpcheck @ {url}3d0c5bb",  # a commit
     }
     for version, spec in cases.items():
-        result = runner.run_steps([STEPS[0]], tmp_path, {"version": version}, extra_env=path)
+        github = {"action_repository": "owner/fork"}
+        result = runner.run_steps(
+            [STEPS[0]], tmp_path, {"version": version}, extra_env=path, github=github
+        )
         assert result.returncode == 0, result.stderr
-        pip_args = log.read_text().splitlines()[-1].split()
-        assert pip_args[-1] == spec
-        assert ("--upgrade" in pip_args) == (version == "latest")  # a reused venv moves on
+        pip_args = log.read_text().splitlines()[-1]
+        assert pip_args.endswith(f" --upgrade {spec}")  # a reused venv moves to the ref
 
 
 def test_install_step_explains_a_python_without_venv(runner: Runner, tmp_path: Path) -> None:
