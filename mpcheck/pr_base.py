@@ -69,26 +69,40 @@ def _worktree(top: Path, base: str) -> Iterator[Path]:
     (SIGTERM, as CI sends on cancel, is turned into an exit so that ``finally`` runs)."""
     name = blake2b(os.fsencode(top), digest_size=6).hexdigest()
     stable = Path(tempfile.gettempdir()) / f"mpcheck-base-{name}-{base[:12]}"
-    parent: Path | None = None
-    tree = stable
-    if stable.exists():  # another run against the same base, or one killed with SIGKILL
-        parent = Path(tempfile.mkdtemp(prefix="mpcheck-base-"))
-        tree = parent / "tree"
     previous = _on_sigterm()
+    parent: Path | None = None
+    tree: Path | None = None
     try:
-        _git(["-c", "core.hooksPath=" + os.devnull, "worktree", "add", "--detach", "--quiet",
-              str(tree), base], top)  # fmt: skip
+        if not stable.exists():
+            tree = stable  # before it exists: an interrupted ``add`` is cleaned up too
+            try:
+                _add(top, stable, base)
+            except DiffError:
+                tree = None  # not ours to remove
+                if not stable.exists():
+                    raise
+        if tree is None:  # another run against this base holds it (or one killed left it)
+            parent = Path(tempfile.mkdtemp(prefix="mpcheck-base-"))
+            tree = parent / "tree"
+            _add(top, tree, base)
         yield Path(os.path.realpath(tree))
     finally:
-        try:
-            _git(["worktree", "remove", "--force", str(tree)], top)
-        except DiffError:
-            shutil.rmtree(tree, ignore_errors=True)
-            subprocess.run(["git", "worktree", "prune"], cwd=top, capture_output=True, check=False)
+        if tree is not None:
+            try:
+                _git(["worktree", "remove", "--force", str(tree)], top)
+            except DiffError:
+                shutil.rmtree(tree, ignore_errors=True)
+                subprocess.run(["git", "worktree", "prune"], cwd=top, capture_output=True)
         if parent is not None:
             shutil.rmtree(parent, ignore_errors=True)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _add(top: Path, tree: Path, base: str) -> None:
+    """``git worktree add`` without the repository's hooks (a checkout must not run them)."""
+    _git(["-c", "core.hooksPath=" + os.devnull, "worktree", "add", "--detach", "--quiet",
+          str(tree), base], top)  # fmt: skip
 
 
 def _on_sigterm() -> signal.Handlers | None:
@@ -107,7 +121,9 @@ def _base_findings(
 ) -> list[Diagnostic]:
     """The findings of the same check run in ``tree``, the base's checkout."""
     paths = []
-    for path in args.paths or [Path(".")]:
+    stdin = [str(p) for p in args.paths] == ["-"] or (not args.paths and args.stdin_filename)
+    given = [Path(args.stdin_filename or "-")] if stdin else args.paths or [Path(".")]
+    for path in given:
         where = _inside(Path(os.path.abspath(cwd / path)), top, tree)
         if where is not None and where.exists():  # a path the change added: nothing before
             paths.append(str(where))

@@ -225,3 +225,35 @@ def test_ctrl_c_during_the_base_check_removes_the_worktree(repo: Path) -> None:
     child.wait(timeout=60)
     assert child.returncode != 0 and len(worktrees(repo)) == 1 and leftovers() == before
     assert child.stderr is not None and b"Traceback" not in child.stderr.read()
+
+
+def test_a_base_worktree_another_run_holds_is_left_alone(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mpcheck.hashing import blake2b
+
+    commit(repo, {"block.py": BROKEN_BLOCK}, "drop the cast")
+    base = git(repo, "rev-parse", "main")
+    name = blake2b(os.fsencode(os.path.realpath(repo)), digest_size=6).hexdigest()
+    held = Path(tempfile.gettempdir()) / f"mpcheck-base-{name}-{base[:12]}"
+    held.mkdir()
+    try:
+        (held / "theirs").write_text("")
+        status, out, _ = check(capsys, repo, "--diff-base", "main")
+        assert status == 1 and out.startswith("block.py:15:16: MPC101"), out
+        assert [p.name for p in held.iterdir()] == ["theirs"] and len(worktrees(repo)) == 1
+    finally:
+        shutil.rmtree(held)
+
+
+def test_a_file_on_stdin_is_compared_with_its_base_version(repo: Path) -> None:
+    def stdin(text: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mpcheck", "check", "--output-format", "concise", "-q",
+             "--diff-base", "main", "--stdin-filename", "block.py", "-"],
+            cwd=repo, input=text, capture_output=True, text=True,
+        )  # fmt: skip
+
+    done = stdin(BROKEN_BLOCK)
+    assert done.returncode == 1 and done.stdout.startswith("block.py:15:16: MPC101"), done
+    assert stdin(BLOCK.replace("h = x.float()", "h =  x.float()")).stdout == ""
