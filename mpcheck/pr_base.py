@@ -53,8 +53,8 @@ def introduced(
         baseline.clear()  # the worktree's files are about to go
     kept = []
     for d in diagnostics:
-        if not d.suppressed:
-            key = baseline.key_of(d, top)
+        if not d.suppressed:  # (git names ``top`` by its real path: the key's must match)
+            key = baseline.key_of(replace(d, filename=os.path.realpath(d.filename)), top)
             if accepted[key] > 0:
                 accepted[key] -= 1
                 if not touches(d, diff.changed):

@@ -1,5 +1,5 @@
-"""Bringing mpcheck into a repository that already has findings: a baseline, changed lines
-only (``--diff-base``), severities and ``--fail-on``, and the CLI comforts around them."""
+"""Bringing mpcheck into a repository that already has findings: a baseline, what a change
+introduces (``--diff-base``), severities and ``--fail-on``, and the CLI comforts around them."""
 
 from __future__ import annotations
 
@@ -138,7 +138,8 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
 @needs_git
-def test_diff_base_reports_only_findings_on_changed_lines(
+@pytest.mark.integration  # the base is checked by a child mpcheck
+def test_diff_base_reports_only_the_findings_a_change_introduces(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     git(repo, "init", "-q", "-b", "main")

@@ -17,7 +17,11 @@ import pytest
 
 from mpcheck import baseline, cli
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+# git and a child mpcheck (the base's check) run in every test
+pytestmark = [
+    pytest.mark.skipif(shutil.which("git") is None, reason="needs git"),
+    pytest.mark.integration,
+]
 
 BLOCK = """import torch
 from torch import nn
