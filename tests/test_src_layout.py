@@ -81,3 +81,15 @@ def test_a_bad_src_setting_is_one_line(tmp_path: Path) -> None:
     done = mpcheck(root)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "'src' in [tool.mpcheck] must be a path" in done.stderr
+
+
+def test_the_flake8_plugin_follows_src_too(tmp_path: Path) -> None:
+    pytest.importorskip("flake8")
+    root = project(tmp_path, "src")
+    done = subprocess.run(
+        [sys.executable, "-m", "flake8", "--select", "MPC", "train.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and done.stdout.startswith("train.py:14:9: MPC201"), done
