@@ -4,9 +4,10 @@ A team adopting mpcheck on a repository with findings records them once
 (``--write-baseline``) and from then on sees only the findings that are not in the record
 (``--baseline``). A finding is keyed by its rule, its file (relative to the baseline file's
 directory), the qualified name of the function or class around it and a hash of its line's
-text with whitespace normalised. No row numbers: an edit elsewhere in the file moves a finding
-without making it new. The same key may occur several times (two identical lines in one
-function); the record keeps the count and hides at most that many.
+text without whitespace (so reformatting ``x=y`` to ``x = y`` keeps the key). No row numbers:
+an edit elsewhere in the file moves a finding without making it new. The same key may occur
+several times (two identical lines in one function); the record keeps the count and hides at
+most that many.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class Key:
     code: str
     path: str  # POSIX, relative to the baseline file's directory
     scope: str  # ``Trainer.step``, or ``""`` at module level
-    line: str  # sha256 of the flagged line, whitespace runs collapsed (16 hex digits)
+    line: str  # sha256 of the flagged line without its whitespace (16 hex digits)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def apply(
 def key_of(d: Diagnostic, base: Path) -> Key:
     lines, scopes = _anchors(d.filename, d.cell)
     text = lines[d.start.row - 1] if 1 <= d.start.row <= len(lines) else ""
-    digest = hashlib.sha256(" ".join(text.split()).encode("utf-8", "surrogateescape"))
+    digest = hashlib.sha256("".join(text.split()).encode("utf-8", "surrogateescape"))
     scope = _scope_at(scopes, d.start.row)
     return Key(d.code, _relative(d.filename, base), scope, digest.hexdigest()[:16])
 

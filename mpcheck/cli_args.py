@@ -150,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--diff-base",
         metavar="REF",
-        help="report only findings on lines changed since the git revision REF",
+        help="report only findings introduced since the git revision REF (A...B: their "
+        "merge base); the base is checked in a temporary worktree",
     )
     check.add_argument("--statistics", action="store_true", help="count findings per rule")
     check.add_argument(

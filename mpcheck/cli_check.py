@@ -75,6 +75,7 @@ def _options(project: Project, cache: Path | None) -> Options:
         follow_imports=settings.follow_imports,
         cache_dir=None if cache is None else str(cache),
         target_torch_version=settings.target_torch_version,
+        source_roots=tuple(map(str, settings.source_roots)),
     )
 
 
@@ -114,7 +115,8 @@ def _print_counts() -> None:
 
     total = sum(last_run.values())
     parts = [f"{last_run[k]} {k}" for k in ("analysed", "cached", "unreadable") if last_run[k]]
-    print(f"mpcheck: {total} files: {', '.join(parts) or 'none'}", file=sys.stderr)
+    files = "file" if total == 1 else "files"
+    print(f"mpcheck: {total} {files}: {', '.join(parts) or 'none'}", file=sys.stderr)
 
 
 def _fresh_run() -> None:
@@ -159,9 +161,16 @@ def run_check(args: argparse.Namespace) -> int:
         if any(str(p) == "-" for p in paths):
             raise UsageError("`-` (stdin) cannot be mixed with other paths")
         errors: list[str] = []
+        skipped: list[str] = []
         files = discover(
-            paths, resolver.settings_for, force_exclude=args.force_exclude, errors=errors
+            paths,
+            resolver.settings_for,
+            force_exclude=args.force_exclude,
+            errors=errors,
+            warnings=skipped,
         )
+        for message in skipped:
+            print(f"mpcheck: warning: {message}", file=sys.stderr)
         for message in errors:
             print(f"mpcheck: error: {message}", file=sys.stderr)
         failed = bool(errors)
@@ -212,16 +221,19 @@ def run_check(args: argparse.Namespace) -> int:
             recorded = baseline.write(args.write_baseline, diagnostics)
         except OSError as exc:
             raise UsageError(f"cannot write {args.write_baseline}: {exc.strerror}") from None
-        print(f"mpcheck: recorded {recorded} findings in {args.write_baseline}", file=sys.stderr)
+        s = "" if recorded == 1 else "s"
+        print(f"mpcheck: recorded {recorded} finding{s} in {args.write_baseline}", file=sys.stderr)
         return EXIT_ERROR if failed else EXIT_CLEAN
     baseline_file = args.baseline or settings.baseline
     if baseline_file is not None:
         diagnostics = _apply_baseline(args, diagnostics, list(project_of), baseline_file)
     if args.diff_base is not None:
-        from mpcheck.changed_lines import DiffError, changed_lines, only_changed
+        from mpcheck.changed_lines import DiffError
+        from mpcheck.pr_base import introduced
 
+        cache = None if args.no_cache else cache_directory(args, resolver, cwd)
         try:
-            diagnostics = only_changed(diagnostics, changed_lines(args.diff_base, cwd))
+            diagnostics = introduced(diagnostics, args, cwd, cache)
         except DiffError as exc:
             raise UsageError(str(exc)) from None
     status = emit(args, diagnostics, rules, cwd, args.fail_on or settings.fail_on)
@@ -243,6 +255,8 @@ def _settings_text(project: Project, cwd: Path) -> str:
                 value = {k: list(v) for k, v in value.items()}
             elif field.name == "extends":
                 value = [display_path(str(p), cwd) for p in value]
+            elif field.name == "src":  # what it means: ``src/`` by default where it exists
+                value = [display_path(str(p), cwd) for p in settings.source_roots]
             elif isinstance(value, tuple):
                 value = list(value)
             lines.append(f"{field.name.replace('_', '-')}: {value}")

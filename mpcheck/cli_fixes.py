@@ -82,7 +82,8 @@ def fix_files(
         fixed_total += count
         out += check_source(new, filename, rules, options)
     if fixed_total and not args.quiet:
-        print(f"Fixed {fixed_total} error{'s' if fixed_total != 1 else ''}.", file=sys.stderr)
+        # errors and warnings alike: "findings", not ruff's "errors"
+        print(f"Fixed {fixed_total} finding{'s' if fixed_total != 1 else ''}.", file=sys.stderr)
     return out, failed
 
 
@@ -157,9 +158,10 @@ def diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Pat
         sys.stdout.buffer.write(unified_diff(data, new, display_path(filename, cwd)))
     sys.stdout.flush()
     if not args.quiet:
-        noun = "error" if total == 1 else "errors"
+        noun = "finding" if total == 1 else "findings"
         print(
-            f"Would fix {total} {noun}." if total else "No errors would be fixed.", file=sys.stderr
+            f"Would fix {total} {noun}." if total else "No findings would be fixed.",
+            file=sys.stderr,
         )
     if failed:
         return EXIT_ERROR

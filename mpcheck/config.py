@@ -84,6 +84,7 @@ KNOWN_KEYS: tuple[str, ...] = (
     "target-torch-version",
     "extend",
     "follow-imports",
+    "src",
 )
 _ACCUMULATED_KEYS = ("extend-select", "extend-exclude")
 _EXTENDS = " extends"  # not a key anyone can write: the files ``extend`` led to, in order
@@ -146,6 +147,17 @@ class Settings:
     extends: tuple[Path, ...] = ()  # the files ``extend`` built this one on, nearest first
     # "site": summarise imported installed libraries too; "skip": each file alone
     follow_imports: str = "normal"
+    # Directories imports are resolved from besides the project root (absolute), as ruff's
+    # ``src``; None: ``src/`` under ``root`` where it exists (a src-layout project).
+    src: tuple[Path, ...] | None = None
+
+    @property
+    def source_roots(self) -> tuple[Path, ...]:
+        """The configured ``src`` directories, else ``<root>/src`` when there is one."""
+        if self.src is not None:
+            return self.src
+        default = self.root / "src"
+        return (default,) if default.is_dir() else ()
 
     @property
     def effective_exclude(self) -> tuple[str, ...]:
@@ -381,6 +393,7 @@ def load_settings(
         target_torch_source="target-torch-version" if "target-torch-version" in values else None,
         extends=values.get(_EXTENDS, ()),
         follow_imports=values.get("follow-imports", "normal"),
+        src=values.get("src"),
     )
     return settings if settings.target_torch_version else _with_declared_torch(settings)
 
@@ -433,6 +446,11 @@ def _values(
             values[key] = check.size(key, value)
         elif key in ("cache-dir", "baseline"):
             values[key] = path.parent / check.path(key, value)
+        elif key == "src":
+            paths = value if isinstance(value, list) else [value]
+            values[key] = tuple(
+                Path(os.path.abspath(path.parent / check.path(key, p))) for p in paths
+            )
         elif key == "fail-on":
             values[key] = check.choice(key, value, FAIL_ON)
         elif key == "target-torch-version":

@@ -282,12 +282,14 @@ def discover(
     *,
     force_exclude: bool = False,
     errors: list[str] | None = None,
+    warnings: list[str] | None = None,
 ) -> list[Path]:
     """The sorted, de-duplicated absolute paths of the files to check.
 
     ``settings`` is one configuration for everything, or a lookup giving the configuration
     that governs each directory (:meth:`mpcheck.resolver.Resolver.settings_for`).
-    Explicit files are returned whatever their suffix or exclusion (unless ``force_exclude``);
+    Explicit files are returned whatever their exclusion (unless ``force_exclude``) if they
+    are Python (``.py``, ``.pyi``, ``.ipynb``); others are skipped, named in ``warnings``;
     directories contribute their ``*.py``/``*.pyi`` (and ``*.ipynb`` unless
     ``include-notebooks = false``) files that are neither excluded nor gitignored. Raises
     :class:`MissingPathError` for a path that does not exist; a directory that cannot be
@@ -305,13 +307,15 @@ def discover(
     else:
         walker = _Walker(settings, True)
     found: set[str] = set()
-    for full in absolute:
+    for given, full in zip(paths, absolute, strict=True):
         if force_exclude and walker.force_excluded(full):
             continue
         if os.path.isdir(full):
             walker.walk(full, found)
-        else:
+        elif full.endswith(PYTHON_SUFFIXES):
             found.add(full)
+        elif warnings is not None:  # as ruff: a README.md named by a glob is not Python
+            warnings.append(f"{given}: not a Python file (.py, .pyi, .ipynb), skipped")
     if errors is not None:
         errors += walker.errors
     return sorted(Path(p) for p in found)

@@ -53,6 +53,8 @@ class Options:
     cache_dir: str | None = None
     # The oldest torch the project supports, (major, minor); None: the latest.
     target_torch_version: tuple[int, int] | None = None
+    # More directories imports resolve from (``src`` in the configuration).
+    source_roots: tuple[str, ...] = ()
 
 
 class ProjectLink(Protocol):
@@ -301,6 +303,7 @@ def _project(filename: str, options: Options) -> ProjectLink | None:
         options.module_half_capable,
         site=site,
         target_torch=options.target_torch_version,
+        roots=options.source_roots,
     )
 
 

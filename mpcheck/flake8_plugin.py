@@ -196,6 +196,7 @@ class MpcheckPlugin:
             project_root=os.getcwd(),
             target_torch_version=project.settings.target_torch_version,
             follow_imports=project.settings.follow_imports,
+            source_roots=tuple(map(str, project.settings.source_roots)),
         )
         diagnostics = check_source(_source_bytes(self.lines), self.filename, rules, options)
         wanted = [d for d in diagnostics if self._wanted(d, project)]

@@ -55,6 +55,7 @@ class _Run:
             "project_root": options.project_root,
             "target_torch_version": options.target_torch_version,
             "follow_imports": options.follow_imports,
+            "source_roots": list(options.source_roots),
             "rules": sorted(r.code for r in self.rules),
         }
         modules = {rule.__module__ for rule in self.rules}
@@ -70,7 +71,12 @@ class _Run:
             site = options.follow_imports == "site"
             target = options.target_torch_version
             self.summaries, summariser = summaries_for(
-                root, half, self._cached_summary, site=site, target_torch=target
+                root,
+                half,
+                self._cached_summary,
+                site=site,
+                target_torch=target,
+                roots=options.source_roots,
             )
             self._summariser = summariser
             if self.summaries.walker is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mpcheck.hashing import blake2b
 
-__all__ = ["load", "rule_entry_points"]
+__all__ = ["load", "load_all", "rule_entry_points"]
 
 GROUP = "mpcheck.rules"
 
@@ -75,3 +75,21 @@ def load(value: str) -> object:
     for part in filter(None, attrs.strip().split(".")):
         obj = getattr(obj, part)
     return obj
+
+
+def load_all() -> list[object]:
+    """What every ``mpcheck.rules`` entry point names. One that fails to load (a broken or
+    half-installed package) is named in one warning line and left out, as flake8 does, so
+    that the other rules still run."""
+    loaded = []
+    for name, value in rule_entry_points():
+        try:
+            loaded.append(load(value))
+        except Exception as exc:  # noqa: BLE001 - any error in third-party code at import
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            print(
+                f"mpcheck: warning: rule plugin `{name}` ({value}) failed to load and is "
+                f"skipped: {detail}",
+                file=sys.stderr,
+            )
+    return loaded

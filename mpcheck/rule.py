@@ -22,8 +22,7 @@ from mpcheck.diagnostics import RuleInfo, Severity
 from mpcheck.facts import Fact, Origin
 from mpcheck.hooks import HOOKS
 from mpcheck.names import ImportTable
-from mpcheck.plugins import load as load_entry_point
-from mpcheck.plugins import rule_entry_points
+from mpcheck.plugins import load_all as load_plugins
 from mpcheck.sites import (
     CallSite,
     ClassSite,
@@ -238,8 +237,7 @@ def all_rules() -> tuple[type[Rule], ...]:
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         for rule in _rules_in(vars(module).values()):
             found.setdefault(rule.code, rule)
-    for _name, value in rule_entry_points():
-        loaded = load_entry_point(value)
+    for loaded in load_plugins():
         candidates = (
             vars(loaded).values()
             if hasattr(loaded, "__path__") or hasattr(loaded, "__file__")

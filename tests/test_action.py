@@ -266,8 +266,9 @@ def test_install_step_is_from_the_action_checkout(installed: dict[str, str]) -> 
     assert Path(proc.stdout.strip()).is_relative_to(venv / "lib")
 
 
-def test_version_input_installs_from_pypi(runner: Runner, tmp_path: Path) -> None:
-    """``version`` turns into a pip requirement (pip itself is stubbed: no index is asked)."""
+def test_version_input_installs_a_git_ref(runner: Runner, tmp_path: Path) -> None:
+    """``version`` is a git ref of the action's repository (mpcheck is not on PyPI); pip
+    itself is stubbed: nothing is fetched."""
     log = tmp_path / "pip.log"
     fake = tmp_path / "fakebin"
     fake.mkdir()
@@ -282,18 +283,20 @@ def test_version_input_installs_from_pypi(runner: Runner, tmp_path: Path) -> Non
     python.chmod(0o755)
     # Its own RUNNER_TEMP, so the stub venv does not replace the real one other tests use.
     path = {"PATH": f"{fake}{os.pathsep}{runner.base_env['PATH']}", "RUNNER_TEMP": str(tmp_path)}
+    url = "git+https://github.com/owner/fork@"
     cases = {
-        "1.2.3": "mpcheck==1.2.3",
-        " v1.2.3\n": "mpcheck==1.2.3",  # a release tag, stray whitespace
-        ">=0.1,<0.2": "mpcheck>=0.1,<0.2",  # a specifier
-        "latest": "mpcheck",
+        "main": f"mpcheck @ {url}main",
+        " v1.2.3\n": f"mpcheck @ {url}v1.2.3",  # a tag, stray whitespace
+        "3d0c5bb": f"mpcheck @ {url}3d0c5bb",  # a commit
     }
     for version, spec in cases.items():
-        result = runner.run_steps([STEPS[0]], tmp_path, {"version": version}, extra_env=path)
+        github = {"action_repository": "owner/fork"}
+        result = runner.run_steps(
+            [STEPS[0]], tmp_path, {"version": version}, extra_env=path, github=github
+        )
         assert result.returncode == 0, result.stderr
-        pip_args = log.read_text().splitlines()[-1].split()
-        assert pip_args[-1] == spec
-        assert ("--upgrade" in pip_args) == (version == "latest")  # a reused venv moves on
+        pip_args = log.read_text().splitlines()[-1]
+        assert pip_args.endswith(f" --upgrade {spec}")  # a reused venv moves to the ref
 
 
 def test_install_step_explains_a_python_without_venv(runner: Runner, tmp_path: Path) -> None:
@@ -401,6 +404,50 @@ def test_a_pull_request_is_annotated_only_where_it_changed_code(
     everything = run_action(runner, installed, clone, {"diff-base": ""}, github=event)
     assert "new/" in everything.stdout and "models/" in everything.stdout
     assert "models/" in run_action(runner, installed, clone).stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_pull_request_is_held_to_what_it_introduces_off_its_lines(
+    runner: Runner, installed: dict[str, str], workspace: Path, tmp_path: Path
+) -> None:
+    """GitHub's checkout of a pull request: one merge commit, no history. A PR that deletes a
+    cast back (the finding is on the next, unchanged line) and one that adds ``.float()`` in
+    a helper (the finding is in its caller) both fail, in the annotations and in the SARIF;
+    the findings the base already had (``models/``) are not reported."""
+    from tests.test_pr_mode import ATTENTION, BLOCK, BROKEN_BLOCK, ROPE
+
+    files = {"block.py": BLOCK, "pkg/__init__.py": "", "pkg/rope.py": ROPE}
+    files["pkg/attention.py"] = ATTENTION
+    for name, text in files.items():
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(text)
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-qm", "base")
+    base = git(workspace, "rev-parse", "HEAD")
+    git(workspace, "switch", "-q", "-c", "pr")
+    (workspace / "block.py").write_text(BROKEN_BLOCK)
+    upcast = ROPE.replace("    return q * cos", "    q = q.float()\n    return q * cos")
+    (workspace / "pkg" / "rope.py").write_text(upcast)
+    git(workspace, "commit", "-qam", "the pull request")
+    git(workspace, "switch", "-q", "--detach", "main")
+    git(workspace, "merge", "-q", "--no-ff", "-m", "merge", "pr")
+    git(workspace, "branch", "pull-1-merge")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--depth=1", "-b", "pull-1-merge", workspace.as_uri(), str(clone))
+    event = {"event.pull_request.base.sha": base}
+    result = run_action(runner, installed, clone, {"sarif-file": "pr.sarif"}, github=event)
+    annotated = set(re.findall(r"::error [^:]*file=([^,]+),line=(\d+)", result.stdout))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert annotated == {("block.py", "15"), ("pkg/attention.py", "17")}, result.stdout
+    sarif = json.loads((clone / "pr.sarif").read_text())
+    reported = [
+        (r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
+        for r in sarif["runs"][0]["results"]
+        if not r.get("suppressions")
+    ]
+    assert sorted(reported) == [("MPC101", "block.py"), ("MPC103", "pkg/attention.py")]
+    assert git(clone, "worktree", "list").count("\n") == 0  # the base's checkout is gone
 
 
 def test_src_replaces_the_default_path(

@@ -1,5 +1,5 @@
-"""Bringing mpcheck into a repository that already has findings: a baseline, changed lines
-only (``--diff-base``), severities and ``--fail-on``, and the CLI comforts around them."""
+"""Bringing mpcheck into a repository that already has findings: a baseline, what a change
+introduces (``--diff-base``), severities and ``--fail-on``, and the CLI comforts around them."""
 
 from __future__ import annotations
 
@@ -100,6 +100,18 @@ def test_baseline_from_config_and_bad_baselines(
     assert "'baseline' in [tool.mpcheck] must be a path" in run(capsys, repo)[2]
 
 
+def test_a_baseline_entry_survives_reformatting_and_one_finding_is_singular(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fingerprint ignores whitespace, as documented: a formatter's pass changes nothing."""
+    (repo / "amp.py").unlink()
+    status, _, err = run(capsys, repo, "--write-baseline", "b.json")
+    assert status == 0 and "recorded 1 finding in b.json" in err
+    squeezed = TRAIN.replace(OVERFLOW, "y=x.masked_fill( x>0,-1e9 )\n")
+    (repo / "train.py").write_text(squeezed.replace("def step(x):", "def step( x ):"))
+    assert run(capsys, repo, "--baseline", "b.json", "-q")[:2] == (0, "")
+
+
 def test_a_baseline_after_add_noqa_adoption_is_empty(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -126,7 +138,8 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
 @needs_git
-def test_diff_base_reports_only_findings_on_changed_lines(
+@pytest.mark.integration  # the base is checked by a child mpcheck
+def test_diff_base_reports_only_the_findings_a_change_introduces(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     git(repo, "init", "-q", "-b", "main")
@@ -246,3 +259,20 @@ def test_ruff_keeps_our_noqa_comments_with_lint_external(tmp_path: Path) -> None
     )
     done = subprocess.run([*ruff, "a.py"], cwd=tmp_path, capture_output=True, check=False)
     assert done.returncode == 0 and (tmp_path / "a.py").read_text() == source
+
+
+def test_fixing_a_warning_counts_a_finding_not_an_error(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (repo / "train.py").unlink()
+    status, _, err = run(capsys, repo, "--fix")  # MPC404 is a warning
+    assert status == 0 and err.strip() == "Fixed 1 finding.", err
+    assert "torch.cuda.amp" not in (repo / "amp.py").read_text()
+    assert run(capsys, repo, "--diff")[2].strip() == "No findings would be fixed."
+
+
+def test_one_file_is_singular_in_the_verbose_count(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = run(capsys, repo, "-v", "amp.py")[2]
+    assert "mpcheck: 1 file: 1 analysed" in err and "1 files" not in err

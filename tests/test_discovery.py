@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mpcheck import cli
 from mpcheck.config import ConfigError, Settings
 from mpcheck.discovery import MissingPathError, discover, parse_pattern
 from mpcheck.resolver import Resolver
@@ -203,9 +204,21 @@ def test_force_exclude_does_not_exclude_the_root_itself(tmp_path: Path) -> None:
     assert rel(root, discover([root], Settings(root=root), force_exclude=True)) == ["a.py"]
 
 
-def test_explicit_file_of_any_suffix_is_checked(tmp_path: Path) -> None:
-    make(tmp_path, ["script", "notes.txt"])
-    assert run(tmp_path, ["script", "notes.txt"]) == ["notes.txt", "script"]
+def test_an_explicit_file_that_is_not_python_is_skipped_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As ruff: ``mpcheck check README.md`` (a glob's catch) says so instead of MPC001."""
+    make(tmp_path, ["script", "README.md", "a.pyi", "n.ipynb"])
+    assert run(tmp_path, ["script", "README.md", "a.pyi"]) == ["a.pyi"]
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        status = cli.main(["check", "--no-cache", "README.md", "a.pyi"])
+    finally:
+        os.chdir(cwd)
+    out, err = capsys.readouterr()
+    assert status == 0 and "MPC001" not in out
+    assert err == "mpcheck: warning: README.md: not a Python file (.py, .pyi, .ipynb), skipped\n"
 
 
 def test_missing_path_raises_with_the_given_spelling(tmp_path: Path) -> None:

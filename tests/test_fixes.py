@@ -74,7 +74,7 @@ def test_diff_prints_only_a_patch_and_writes_nothing(
     assert out.startswith("--- a/train.py\n+++ b/train.py\n@@ ")
     assert "MPC404" not in out.replace("# expect: MPC404", "")  # no report mixed into the patch
     assert '+    scaler = torch.amp.GradScaler("cuda", 2.0**14, growth_interval=500)' in out
-    assert err.strip() == "Would fix 3 errors."
+    assert err.strip() == "Would fix 3 findings."
     assert main(["check", "--fix", "-q", "train.py"]) == 0  # what --diff showed is what --fix does
     assert main(["check", "--diff", "train.py"]) == 0
     assert capsys.readouterr().out == ""

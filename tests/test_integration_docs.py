@@ -149,3 +149,61 @@ def test_every_output_format_is_listed() -> None:
     assert listed is not None
     names = {n.strip() for n in (listed.group(1) + "," + listed.group(2)).split(",")} - {""}
     assert names == set(FORMATS)
+
+
+ALL_DOCS = {p.relative_to(ROOT).as_posix(): p.read_text("utf-8") for p in ROOT.glob("docs/*.md")}
+ALL_DOCS["README.md"] = README
+GIT_URL = f"git+{HOMEPAGE}@"
+
+
+def refs_named(text: str) -> list[str]:
+    """Every ref an install line names: pip's git URLs, pre-commit ``rev:``, ``uses: …@``."""
+    found = re.findall(rf"{re.escape(GIT_URL)}([\w./-]+)", text)
+    found += re.findall(r"^\s*rev: *([^\s#]+)", text, re.M)
+    found += re.findall(rf"uses: *{re.escape(ACTION_REF)}@([\w./-]+)", text)
+    return found
+
+
+@pytest.mark.parametrize("where", sorted(ALL_DOCS))
+def test_every_install_line_works_without_pypi(where: str) -> None:
+    """mpcheck is not published: ``pip install mpcheck`` fails on a fresh machine. Install
+    lines use the repository's git URL, and each ref they name exists in this repository."""
+    text = ALL_DOCS[where]
+    for line in re.findall(r"pip install[^\n`&;|]*", text):
+        words = line.replace('"', " ").replace("'", " ").split()
+        assert "mpcheck" not in words[2:] or GIT_URL in line, f"{where}: {line}"
+    import subprocess
+
+    for ref in refs_named(text):
+        known = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+            cwd=ROOT,
+            capture_output=True,
+        )
+        assert known.returncode == 0, f"{where}: `{ref}` is not a ref of mpcheck"
+
+
+def test_install_lines_are_found() -> None:
+    named = [ref for text in ALL_DOCS.values() for ref in refs_named(text)]
+    assert len(named) >= 8 and set(named) == {"main"}
+
+
+@pytest.mark.integration
+def test_the_documented_pip_line_resolves_to_this_repository(tmp_path: Path) -> None:
+    """What a fresh machine runs, with the GitHub URL pointed at this checkout: pip builds the
+    package from the git ref and would install it."""
+    import json
+    import subprocess
+    import sys
+
+    (line,) = {m for m in re.findall(r'"(mpcheck @ git\+[^"]+)"', DOCS)}
+    local = line.replace(HOMEPAGE, ROOT.as_uri())
+    report = tmp_path / "report.json"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--quiet",
+         "--no-build-isolation", "--report", str(report), local],
+        check=True, capture_output=True, cwd=tmp_path,
+    )  # fmt: skip
+    (item,) = json.loads(report.read_text())["install"]
+    assert item["metadata"]["name"] == "mpcheck"
+    assert item["download_info"]["vcs_info"]["requested_revision"] == "main"

@@ -61,3 +61,24 @@ def test_an_installed_rule_package_runs_and_its_removal_is_noticed(tmp_path: Pat
     (site / "xmp_rules.py").unlink()
     after = mpcheck(site, cache, "rule", "--all", cwd=work)
     assert after.returncode == 0 and "XMP900" not in after.stdout
+
+
+def test_a_broken_rule_package_is_named_and_the_others_still_run(tmp_path: Path) -> None:
+    site, cache, work = tmp_path / "site", tmp_path / "cache", tmp_path / "work"
+    site.mkdir()
+    work.mkdir()
+    (work / "step.py").write_text("import torch\n\ntorch.cuda.empty_cache()\n")
+    install(site)
+    (site / "broken_rules.py").write_text("import no_such_dependency_of_broken_rules\n")
+    info = site / "broken_rules-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-rules\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[mpcheck.rules]\nbroken = broken_rules\n")
+    found = mpcheck(site, cache, "check", "--no-cache", "--output-format", "concise", ".", cwd=work)
+    assert found.returncode == 1 and "step.py:3:1: XMP900" in found.stdout, found.stderr
+    warnings = [line for line in found.stderr.splitlines() if "broken" in line]
+    assert len(warnings) == 1 and "internal error" not in found.stderr
+    assert warnings[0].startswith("mpcheck: warning: rule plugin `broken` (broken_rules)")
+    assert (
+        "ModuleNotFoundError: No module named 'no_such_dependency_of_broken_rules'" in warnings[0]
+    )

@@ -373,7 +373,8 @@ def _shown_path(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-_STORES: dict[tuple[str, bool, bool, tuple[int, int] | None], tuple[Summaries, FileSummariser]] = {}
+_Key = tuple[str, bool, bool, tuple[int, int] | None, tuple[str, ...]]
+_STORES: dict[_Key, tuple[Summaries, FileSummariser]] = {}
 
 
 def summaries_for(
@@ -383,16 +384,18 @@ def summaries_for(
     *,
     site: bool = False,
     target_torch: tuple[int, int] | None = None,
+    roots: tuple[str, ...] = (),
 ) -> tuple[Summaries, FileSummariser]:
     """The process's summaries of the project at ``root`` (made on first use; ``cached``
     serves summaries kept from earlier runs and must be given by that first use). ``site``:
-    imports of installed libraries are followed too (``follow-imports = "site"``)."""
-    key = (root, module_half_capable, site, target_torch)
+    imports of installed libraries are followed too (``follow-imports = "site"``); ``roots``:
+    more directories to import from (``src``)."""
+    key = (root, module_half_capable, site, target_torch, roots)
     if key not in _STORES:
         summariser = FileSummariser(
             Path(root), module_half_capable=module_half_capable, target_torch=target_torch
         )
-        index = ModuleIndex((Path(root),), site_roots() if site else ())
+        index = ModuleIndex((Path(root), *map(Path, roots)), site_roots() if site else ())
         store = Summaries(index, summariser, cached, partner=summariser.partner)
         _STORES[key] = (store, summariser)
     return _STORES[key]
@@ -415,9 +418,10 @@ class ProjectSession:
         *,
         site: bool = False,
         target_torch: tuple[int, int] | None = None,
+        roots: tuple[str, ...] = (),
     ) -> None:
         self._summaries, self._summariser = summaries_for(
-            root, module_half_capable, site=site, target_torch=target_torch
+            root, module_half_capable, site=site, target_torch=target_torch, roots=roots
         )
         self._path = Path(filename)
         self._summaries.begin(self._path)
