@@ -98,11 +98,12 @@ def add_noqa(
     """
     from mpcheck.add_noqa import NOT_SUPPRESSIBLE, with_noqa
     from mpcheck.fixes import FixError, write_fixed
-
-    job_of = {str(path): (rules, options) for path, rules, options in jobs}
     from mpcheck.notebook import check_notebook_bytes, with_noqa_notebook
 
-    pending = {d.filename for d in diagnostics if not d.suppressed and d.code not in NOT_SUPPRESSIBLE}
+    job_of = {str(path): (rules, options) for path, rules, options in jobs}
+    pending = {
+        d.filename for d in diagnostics if not d.suppressed and d.code not in NOT_SUPPRESSIBLE
+    }
     total, failed = 0, False
     for filename in sorted(pending):
         rules, options = job_of[filename]

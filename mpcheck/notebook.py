@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mpcheck.diagnostics import Diagnostic, Position, Related, Severity
+from mpcheck.diagnostics import Diagnostic, Position, Severity
 from mpcheck.engine import Options, check_source
 from mpcheck.notebook_json import ScanError, splice, split_lines
 from mpcheck.rule import Rule

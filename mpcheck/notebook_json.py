@@ -67,7 +67,8 @@ def _expect(text: str, i: int, char: str) -> int:
 
 def _string(text: str, i: int) -> Literal:
     _expect(text, i, '"')
-    value, end = json.decoder.scanstring(text, i + 1)
+    value, end = _DECODER.raw_decode(text, i)
+    assert isinstance(value, str)
     return Literal(i, end, value)
 
 

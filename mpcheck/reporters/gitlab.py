@@ -18,6 +18,7 @@ from .base import (
     absolute,
     display_path,
     fingerprints,
+    in_file,
     json_text,
     last_row,
     repository_root,
@@ -29,6 +30,7 @@ SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor"}
 def render_gitlab(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     """A JSON array of issues; ``[]`` when clean, which GitLab reads as "no findings"."""
     issues: list[dict[str, Any]] = []
+    diagnostics = [in_file(d, ctx) for d in diagnostics]  # notebooks: the file's own lines
     root = repository_root(ctx.root)
     # Fingerprints count suppressed findings too, so silencing one never renumbers the rest.
     for d, fingerprint in zip(diagnostics, fingerprints(diagnostics, ctx, root), strict=True):
