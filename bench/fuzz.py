@@ -7,7 +7,8 @@ this runs them with fresh randomness until the time is up::
 
 Properties: mpcheck never crashes on a valid program (``hypothesmith`` programs and
 torch-shaped ones), and ``--fix`` on generated files changes exactly the bytes of its edits,
-compiles and is idempotent. Prints programs tried and failures (with the failing input).
+compiles and is idempotent; a mutated notebook is checked and fixed without a crash, and a
+fix changes only cell sources. Prints programs tried and failures (with the failing input).
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ def main() -> int:
         ("torch-shaped programs", st.lists(st.sampled_from(runs.SNIPPETS)), _snippets),
         ("fix bytes", fixes.programs(), _fix),
     ]
+    # notebooks: generated in several layouts, then their bytes or cell values mutated
+    from tests.robustness import test_notebook_properties as notebooks
+
+    properties.append(("mutated notebooks", notebooks.mutated(), notebooks.checks_and_fixes))
     deadline = time.monotonic() + 60 * args.minutes
     counts = dict.fromkeys((name for name, _, _ in properties), 0)
     start = time.monotonic()

@@ -10,11 +10,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mpcheck import cli_check
 from mpcheck.cli import main
+from mpcheck.cli_fixes import fix_files
 
 nbformat = pytest.importorskip("nbformat")
 
@@ -22,7 +23,7 @@ LEGACY = "scaler = torch.cuda.amp.GradScaler()\n"
 FIXED_JSON = 'torch.amp.GradScaler(\\"cuda\\")'  # the fix as it reads inside a JSON string
 
 
-def _nb(*cells: str | tuple[str, str], **metadata: object) -> nbformat.NotebookNode:
+def _nb(*cells: str | tuple[str, str], **metadata: object) -> Any:
     """A notebook of code cells (a ``("markdown", text)`` pair for another kind)."""
     nb = nbformat.v4.new_notebook(metadata=metadata)
     for cell in cells:
@@ -193,7 +194,6 @@ def test_a_notebook_edited_after_the_check_is_fixed_where_it_is_now(
 ) -> None:
     path = tmp_path / "nb.ipynb"
     nbformat.write(_nb("import torch\n", LEGACY + "z = 3\n"), path)
-    fix_files = cli_check.fix_files
 
     def edited_meanwhile(*args: object) -> object:
         nb = nbformat.read(path, as_version=4)  # the user inserts a line above the finding
@@ -201,7 +201,7 @@ def test_a_notebook_edited_after_the_check_is_fixed_where_it_is_now(
         nbformat.write(nb, path)
         return fix_files(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cli_check, "fix_files", edited_meanwhile)
+    monkeypatch.setattr("mpcheck.cli_check.fix_files", edited_meanwhile)
     assert _run("check", "--fix", "--no-cache", str(path))[0] == 0
     cell = nbformat.read(path, as_version=4).cells[1].source
     assert cell == 'user_line = 1\nscaler = torch.amp.GradScaler("cuda")\nz = 3\n'
@@ -212,13 +212,12 @@ def test_a_notebook_broken_after_the_check_is_an_error_not_a_crash(
 ) -> None:
     path = tmp_path / "nb.ipynb"
     nbformat.write(_nb("import torch\n", LEGACY), path)
-    fix_files = cli_check.fix_files
 
     def broken_meanwhile(*args: object) -> object:
         path.write_text('{"cells": [')
         return fix_files(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cli_check, "fix_files", broken_meanwhile)
+    monkeypatch.setattr("mpcheck.cli_check.fix_files", broken_meanwhile)
     code, _, err = _run("check", "--fix", "--no-cache", str(path))
     assert code == 2 and "internal error" not in err, err
     assert "cannot fix the notebook: not valid JSON" in err
