@@ -39,7 +39,8 @@ _ASSIGNED = re.compile(r"^\s*[\w.\[\](), *]+?\s*=\s*(!|%(?!=))")
 # body is checked, their own first line masked.
 BODY_MAGICS = frozenset({"capture", "debug", "prun", "pypy", "python", "python3", "time", "timeit"})
 _CELL_MAGIC = re.compile(r"\s*%%(\w*)")
-_LINE_REF = re.compile(r"\bline (\d+)\b")
+# "line 41" in a message (the engine's row references), but not inside quoted `code`
+_LINE_REF = re.compile(r"(`[^`]*`)|\bline (\d+)\b")
 
 
 class NotebookError(Exception):
@@ -208,7 +209,9 @@ def _to_cell(notebook: Notebook, diag: Diagnostic) -> Diagnostic:
         """``line 41`` of the joined source as ``cell 3, line 2``."""
 
         def one(match: re.Match[str]) -> str:
-            where, in_cell = notebook.locate(int(match.group(1)))
+            if match.group(1):
+                return match.group(1)
+            where, in_cell = notebook.locate(int(match.group(2)))
             return f"cell {where.number}, line {in_cell}"
 
         return _LINE_REF.sub(one, text)

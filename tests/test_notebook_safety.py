@@ -296,3 +296,14 @@ def test_messages_cite_rows_of_cells(tmp_path: Path) -> None:
     (finding,) = json.loads(out)
     assert (finding["cell"], finding["location"]["row"]) == (3, 10)
     assert "`.to(torch.float32)` at cell 3, line 9)" in finding["message"]
+
+
+def test_quoted_code_in_a_message_is_not_renumbered(tmp_path: Path) -> None:
+    path = tmp_path / "nb.ipynb"
+    block = ENCODER.replace("self.norm(h)", 'self.norm(h + len("line 3"))')
+    imports = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
+    nbformat.write(_nb(imports, block), path)
+    _, out, _ = _run("check", "--output-format", "json", "--no-cache", str(path))
+    (finding,) = json.loads(out)
+    assert finding["message"].startswith('`h + len("line 3")` is float32')
+    assert "at cell 2, line 9)" in finding["message"]
