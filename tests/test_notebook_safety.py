@@ -307,3 +307,11 @@ def test_quoted_code_in_a_message_is_not_renumbered(tmp_path: Path) -> None:
     (finding,) = json.loads(out)
     assert finding["message"].startswith('`h + len("line 3")` is float32')
     assert "at cell 2, line 9)" in finding["message"]
+
+
+def test_full_output_frames_the_cells_own_lines(tmp_path: Path) -> None:
+    path = tmp_path / "nb.ipynb"
+    text = nbformat.writes(_nb("import torch\n", f"%%time\n{LEGACY}")).replace("\n", "\r\n")
+    path.write_bytes(text.encode())
+    _, out, _ = _run("check", "--output-format", "full", "--no-cache", str(path))
+    assert "1 | %%time\n2 | scaler = torch.cuda.amp.GradScaler()\n  |          ^^^" in out

@@ -187,6 +187,15 @@ def in_file(d: Diagnostic, ctx: ReportContext) -> Diagnostic:
     )
 
 
+def cell_lines(ctx: ReportContext, filename: str, cell: int) -> list[str]:
+    """The lines (without endings) of a notebook's cell, as the file holds them now."""
+    from mpcheck.notebook_json import split_lines
+
+    source_map = _source_map(ctx, filename)
+    value = source_map.sources.get(cell - 1) if source_map else None
+    return [line.rstrip("\r\n") for line in split_lines(value.text)] if value else []
+
+
 def _source_map(ctx: ReportContext, filename: str) -> SourceMap | None:
     from mpcheck.notebook_json import ScanError, SourceMap  # only notebooks pay for it
 
