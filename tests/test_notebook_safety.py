@@ -315,3 +315,26 @@ def test_full_output_frames_the_cells_own_lines(tmp_path: Path) -> None:
     path.write_bytes(text.encode())
     _, out, _ = _run("check", "--output-format", "full", "--no-cache", str(path))
     assert "1 | %%time\n2 | scaler = torch.cuda.amp.GradScaler()\n  |          ^^^" in out
+
+
+def test_diff_of_a_notebook_broken_after_the_check_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    from mpcheck.cli_fixes import diff_files
+
+    path = tmp_path / "nb.ipynb"
+    data = nbformat.writes(_nb("import torch\n", LEGACY)).encode()
+    path.write_bytes(b"\xef\xbb\xbf" + data)  # with a BOM, which the diff does not touch
+
+    assert main(["check", "--diff", "--no-cache", str(path)]) == 1
+    out = capsysbinary.readouterr().out
+    assert out.count(b"\n+ ") == 1 and out.count(b"\n- ") == 1 and FIXED_JSON.encode() in out
+
+    def broken_meanwhile(*args: Any) -> int:
+        path.write_text('{"cells": [')
+        return diff_files(*args)
+
+    monkeypatch.setattr("mpcheck.cli_check.diff_files", broken_meanwhile)
+    assert main(["check", "--diff", "--no-cache", str(path)]) == 2
+    err = capsysbinary.readouterr().err
+    assert b"internal error" not in err and b"not valid JSON" in err, err
