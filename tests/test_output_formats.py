@@ -589,3 +589,28 @@ def test_grouped_names_the_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     Path("nb.ipynb").write_text(_notebook_text("nbformat"), encoding="utf-8")
     rc, text = run("grouped", "--no-cache")
     assert re.search(r"^nb\.ipynb:\n  cell 3:2:10 MPC404 \[\*\] ", text, re.M), text
+
+
+@pytest.mark.parametrize("fmt", ["gitlab", "sarif"])
+def test_notebook_fingerprints_hash_the_cells_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    # As documented (code, path, the reported line's text, occurrence): the line is the
+    # cell's, so a string-source cell (one JSON line) edited elsewhere keeps the fingerprint.
+    from hashlib import sha256
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
+    text = _notebook_text("string source, ASCII")
+    payload = "\0".join(("MPC404", "nb.ipynb", "scaler = torch.cuda.amp.GradScaler()", "0"))
+    for edited in (text, text.replace("x = '\\u00e9'", "x = 'other'")):
+        assert edited.count("other") == (edited is not text)
+        Path("nb.ipynb").write_text(edited)
+        _, out = run(fmt, "--no-cache")
+        doc = json.loads(out)
+        prints = (
+            [i["fingerprint"] for i in doc]
+            if fmt == "gitlab"
+            else [r["partialFingerprints"]["mpcheck/v1"] for r in doc["runs"][0]["results"]]
+        )
+        assert prints == [sha256(payload.encode()).hexdigest()]

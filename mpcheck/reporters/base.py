@@ -140,7 +140,12 @@ def fingerprints(
     seen: Counter[tuple[str, str, str]] = Counter()
     result = []
     for d in diagnostics:
-        text = (source_line(ctx, d.filename, d.start.row) or "").strip()
+        if d.cell:  # a notebook's: the text of the cell's line (the JSON's may hold a cell)
+            lines = cell_lines(ctx, d.filename, d.cell)
+            line = lines[d.start.row - 1] if 1 <= d.start.row <= len(lines) else None
+        else:
+            line = source_line(ctx, d.filename, d.start.row)
+        text = (line or "").strip()
         key = (d.code, display_path(absolute(d.filename, ctx.root), base), text)
         occurrence = seen[key]
         seen[key] += 1

@@ -30,10 +30,11 @@ SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor"}
 def render_gitlab(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     """A JSON array of issues; ``[]`` when clean, which GitLab reads as "no findings"."""
     issues: list[dict[str, Any]] = []
-    diagnostics = [in_file(d, ctx) for d in diagnostics]  # notebooks: the file's own lines
     root = repository_root(ctx.root)
+    prints = fingerprints(diagnostics, ctx, root)  # a notebook's: from its cell's line
+    diagnostics = [in_file(d, ctx) for d in diagnostics]  # notebooks: the file's own lines
     # Fingerprints count suppressed findings too, so silencing one never renumbers the rest.
-    for d, fingerprint in zip(diagnostics, fingerprints(diagnostics, ctx, root), strict=True):
+    for d, fingerprint in zip(diagnostics, prints, strict=True):
         if d.suppressed:
             continue
         issues.append(
