@@ -7,8 +7,7 @@ this runs them with fresh randomness until the time is up::
 
 Properties: mpcheck never crashes on a valid program (``hypothesmith`` programs and
 torch-shaped ones), and ``--fix`` on generated files changes exactly the bytes of its edits,
-compiles and is idempotent; a mutated notebook is checked and fixed without a crash, and a
-fix changes only cell sources. Prints programs tried and failures (with the failing input).
+compiles and is idempotent. Prints programs tried and failures (with the failing input).
 """
 
 from __future__ import annotations

@@ -138,19 +138,20 @@ def diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Pat
     something to fix, 2 when a file could not be read.
     """
     from mpcheck.fixes import apply_fixes, unified_diff
-    from mpcheck.notebook import NotebookError, fix_notebook_bytes
+    from mpcheck.notebook import fix_notebook
 
     total, failed = 0, False
     for filename, diags in sorted(_fixable_files(args, diagnostics).items()):
         try:
             data = Path(filename).read_bytes()
             if filename.endswith(".ipynb"):
-                new, count = fix_notebook_bytes(data, diags, unsafe=args.unsafe_fixes)
+                text, count = fix_notebook(data.decode("utf-8"), diags, unsafe=args.unsafe_fixes)
+                new = text.encode("utf-8")
             else:
                 source = SourceFile.decode(data)
                 text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
                 new = source.encode(text)
-        except (SourceError, OSError, UnicodeDecodeError, NotebookError) as exc:
+        except (SourceError, OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             print(f"mpcheck: error: {filename}: {reason}", file=sys.stderr)
             failed = True

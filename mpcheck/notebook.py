@@ -30,6 +30,7 @@ from mpcheck.diagnostics import Diagnostic, Position, Severity
 from mpcheck.engine import Options, check_source
 from mpcheck.notebook_json import ScanError, splice, split_lines
 from mpcheck.rule import Rule
+from mpcheck.source import SourceError
 
 _MAGIC = re.compile(r"^\s*(%|!|\?)|^\s*\w[\w.]*\?\??\s*$")
 # ``files = !ls``, ``t = %timeit -o f()``: IPython's system and magic assignments (never
@@ -40,11 +41,13 @@ _ASSIGNED = re.compile(r"^\s*[\w.\[\](), *]+?\s*=\s*(!|%(?!=))")
 BODY_MAGICS = frozenset({"capture", "debug", "prun", "pypy", "python", "python3", "time", "timeit"})
 _CELL_MAGIC = re.compile(r"\s*%%(\w*)")
 # "line 41" in a message (the engine's row references), but not inside quoted `code`
+_BOM = "\ufeff"
 _LINE_REF = re.compile(r"(`[^`]*`)|\bline (\d+)\b")
 
 
-class NotebookError(Exception):
-    """The file is not a notebook mpcheck can read (bad JSON, no cells, a malformed cell)."""
+class NotebookError(SourceError):
+    """The file is not a notebook mpcheck can read (bad JSON, no cells, a malformed cell):
+    a kind of unreadable source, so whoever reports a file it cannot read reports this."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class Notebook:
 
 def load(text: str) -> Notebook:
     """The notebook in ``text``; NotebookError (one line, saying what) for anything else."""
+    text = text.removeprefix(_BOM)  # a UTF-8 BOM decoded as text (json.loads refuses it)
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, too deep
@@ -242,6 +246,8 @@ def _rewrite_cells(
 ) -> tuple[str, int]:
     """``text`` with ``edit`` applied to each code cell's source that has findings; only the
     changed ``source`` strings are replaced in the file's text."""
+    bom = _BOM if text.startswith(_BOM) else ""
+    text = text.removeprefix(bom)
     notebook = load(text)
     by_cell: dict[int, list[Diagnostic]] = {}
     for d in found:
@@ -262,9 +268,9 @@ def _rewrite_cells(
         if new != original:
             changed[cell.number - 1] = new
     if not changed:
-        return text, total
+        return bom + text, total
     try:
-        return splice(text, changed), total
+        return bom + splice(text, changed), total
     except (ScanError, KeyError) as exc:
         raise NotebookError(f"cannot place the edit: {exc}") from None
 
