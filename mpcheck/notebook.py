@@ -42,6 +42,7 @@ BODY_MAGICS = frozenset({"capture", "debug", "prun", "pypy", "python", "python3"
 _CELL_MAGIC = re.compile(r"\s*%%(\w*)")
 # "line 41" in a message (the engine's row references), but not inside quoted `code`
 _BOM = "\ufeff"
+MAX_ROUNDS = 10  # fix, check, fix again: overlapping fixes converge well before this
 _LINE_REF = re.compile(r"(`[^`]*`)|\bline (\d+)\b")
 
 
@@ -305,18 +306,26 @@ def fix_notebook_file(
     """Fix the notebook at ``path``; how many fixes went in.
 
     With ``rules``, the file is checked again from the bytes read here and those findings are
-    fixed (``diagnostics`` may be stale: the file may have changed since); ``write_fixed``
-    writes only if the file still holds these bytes. A file that is no longer a notebook
-    raises :class:`~mpcheck.fixes.FixError`.
+    fixed (``diagnostics`` may be stale: the file may have changed since), then checked and
+    fixed again until nothing is left (a fix overlapping another waits a round, as ruff's
+    loop), at most ``MAX_ROUNDS`` times; ``write_fixed`` writes only if the file still holds
+    the bytes read. A file that is no longer a notebook raises :class:`~mpcheck.fixes.FixError`.
     """
     from mpcheck.fixes import FixError, write_fixed
 
     data = path.read_bytes()
     try:
-        if rules is not None:
-            _decode(data)  # a file that stopped being a notebook is not "no findings"
-            diagnostics = check_notebook_bytes(data, str(path), rules, options)
-        fixed, applied = fix_notebook_bytes(data, diagnostics, unsafe=unsafe)
+        if rules is None:
+            fixed, applied = fix_notebook_bytes(data, diagnostics, unsafe=unsafe)
+        else:
+            fixed, applied, seen = data, 0, {data}
+            for _ in range(MAX_ROUNDS):
+                found = check_notebook_bytes(fixed, str(path), rules, options)
+                new, count = fix_notebook_bytes(fixed, found, unsafe=unsafe)
+                if not count or new in seen:  # nothing more, or fixes undoing each other
+                    break
+                fixed, applied = new, applied + count
+                seen.add(new)
     except NotebookError as exc:
         raise FixError(f"{path}: cannot fix the notebook: {exc}") from None
     if fixed != data:

@@ -338,3 +338,14 @@ def test_diff_of_a_notebook_broken_after_the_check_is_an_error(
     assert main(["check", "--diff", "--no-cache", str(path)]) == 2
     err = capsysbinary.readouterr().err
     assert b"internal error" not in err and b"not valid JSON" in err, err
+
+
+def test_overlapping_fixes_in_a_cell_converge_in_one_run(tmp_path: Path) -> None:
+    # the autocast's argument edit holds the scaler's: one --fix re-checks and fixes again
+    path = tmp_path / "nb.ipynb"
+    nested = "with torch.cuda.amp.autocast(enabled=torch.cuda.amp.GradScaler().is_enabled()):\n"
+    nbformat.write(_nb("import torch\n", nested + "    pass\n"), path)
+    code, _, err = _run("check", "--fix", "--no-cache", str(path))
+    assert code == 0 and "Fixed 2 errors." in err, err
+    cell = nbformat.read(path, as_version=4).cells[1].source
+    assert cell.startswith('with torch.amp.autocast("cuda", enabled=torch.amp.GradScaler("cuda")')
