@@ -75,6 +75,10 @@ def main() -> int:
         ("torch-shaped programs", st.lists(st.sampled_from(runs.SNIPPETS)), _snippets),
         ("fix bytes", fixes.programs(), _fix),
     ]
+    # notebooks: generated in several layouts, then their bytes or cell values mutated
+    from tests.robustness import test_notebook_properties as notebooks
+
+    properties.append(("mutated notebooks", notebooks.mutated(), notebooks.checks_and_fixes))
     deadline = time.monotonic() + 60 * args.minutes
     counts = dict.fromkeys((name for name, _, _ in properties), 0)
     start = time.monotonic()

@@ -16,7 +16,7 @@ from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Diagnostic
 from mpcheck.source import SourceFile
 
-__all__ = ["with_noqa"]
+__all__ = ["with_noqa", "with_noqa_text"]
 
 # Findings a directive cannot or should not silence: the file did not parse or was not
 # analysed (a directive would hide that forever), and unused directives themselves.
@@ -24,12 +24,26 @@ NOT_SUPPRESSIBLE = frozenset({INVALID_SYNTAX.code, INTERNAL_ERROR.code, UNUSED_N
 
 
 def with_noqa(data: bytes, diagnostics: Iterable[Diagnostic]) -> tuple[bytes, int]:
-    """``data`` with a directive for each unsuppressed finding, and how many were added."""
+    """``data`` with a directive for each unsuppressed finding, and how many were added.
+
+    Notebook findings (``cell`` set) are left out: ``mpcheck.notebook.with_noqa_notebook``
+    writes those into their cells.
+    """
     source = SourceFile.decode(data)
+    text, added = _with_noqa(source, [d for d in diagnostics if not d.cell])
+    return (source.encode(text) if text != source.text else data), added
+
+
+def with_noqa_text(text: str, diagnostics: Iterable[Diagnostic]) -> tuple[str, int]:
+    """``text`` (one file's, or one notebook cell's) with the directives, and how many."""
+    return _with_noqa(SourceFile.from_text(text), list(diagnostics))
+
+
+def _with_noqa(source: SourceFile, diagnostics: Iterable[Diagnostic]) -> tuple[str, int]:
     sup = noqa.scan(source.text)
     wanted: dict[int, list[str]] = {}
     for d in diagnostics:
-        if d.suppressed or d.code in NOT_SUPPRESSIBLE or d.cell:
+        if d.suppressed or d.code in NOT_SUPPRESSIBLE:
             continue
         row = noqa.noqa_row_for(d.start.row, sup)
         codes = wanted.setdefault(row, [])
@@ -60,4 +74,4 @@ def with_noqa(data: bytes, diagnostics: Iterable[Diagnostic]) -> tuple[bytes, in
         added += len(codes)
     for start, end, replacement in reversed(edits):
         text = text[:start] + replacement + text[end:]
-    return (source.encode(text) if edits else data), added
+    return text, added

@@ -153,7 +153,12 @@ def run_check(args: argparse.Namespace) -> int:
         filename = str(Path(name).resolve()) if args.stdin_filename else "-"
         project = resolver.project_for(Path(name))
         file_rules, options = project.rules_for(Path(name)), _options(project, None)
-        diagnostics = check_source(data, filename, file_rules, options)
+        if name.endswith(".ipynb"):  # a notebook on stdin is read as one, not as Python
+            from mpcheck.notebook import check_notebook_bytes
+
+            diagnostics = check_notebook_bytes(data, filename, file_rules, options)
+        else:
+            diagnostics = check_source(data, filename, file_rules, options)
         if args.fix or args.diff:
             return fix_stdin(args, data, filename, diagnostics, file_rules, options)
         project_of = {filename: project}

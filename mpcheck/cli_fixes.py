@@ -58,7 +58,9 @@ def fix_files(
         path = Path(filename)
         try:
             if filename.endswith(".ipynb"):  # cells: the notebook's own writer
-                fixed_total += fix_notebook_file(path, old, unsafe=args.unsafe_fixes)
+                fixed_total += fix_notebook_file(
+                    path, old, unsafe=args.unsafe_fixes, rules=rules, options=options
+                )  # checked again from the bytes it fixes, as below
                 out += check_files([(path, *job_of[filename])], processes=1)
                 continue
             data = path.read_bytes()
@@ -97,12 +99,11 @@ def add_noqa(
     """
     from mpcheck.add_noqa import NOT_SUPPRESSIBLE, with_noqa
     from mpcheck.fixes import FixError, write_fixed
+    from mpcheck.notebook import check_notebook_bytes, with_noqa_notebook
 
     job_of = {str(path): (rules, options) for path, rules, options in jobs}
     pending = {
-        d.filename
-        for d in diagnostics
-        if not d.suppressed and d.code not in NOT_SUPPRESSIBLE and not d.cell
+        d.filename for d in diagnostics if not d.suppressed and d.code not in NOT_SUPPRESSIBLE
     }
     total, failed = 0, False
     for filename in sorted(pending):
@@ -110,12 +111,14 @@ def add_noqa(
         project = project_of[filename]
         try:
             data = Path(filename).read_bytes()
+            notebook = filename.endswith(".ipynb")
+            check = check_notebook_bytes if notebook else check_source
             found = [
                 d
-                for d in check_source(data, filename, rules, replace(options, cache_dir=None))
+                for d in check(data, filename, rules, replace(options, cache_dir=None))
                 if project.reports(d.code)
             ]
-            new, count = with_noqa(data, found)
+            new, count = (with_noqa_notebook if notebook else with_noqa)(data, found)
             if count:
                 write_fixed(Path(filename), data, new)
         except (SourceError, OSError, FixError) as exc:
@@ -183,6 +186,8 @@ def fix_stdin(
     """
     from mpcheck.fixes import apply_fixes, unified_diff
 
+    if filename.endswith(".ipynb"):  # cells, written back as the notebook's own JSON
+        return _fix_stdin_notebook(args, data, filename, diagnostics, rules, options)
     try:
         source = SourceFile.decode(data)
         text, _ = apply_fixes(source, diagnostics, unsafe=args.unsafe_fixes)
@@ -196,4 +201,25 @@ def fix_stdin(
     sys.stdout.buffer.write(unified_diff(data, new, "-") if args.diff else new)
     sys.stdout.flush()
     left = [d for d in check_source(new, filename, rules, options) if not d.suppressed]
+    return EXIT_FINDINGS if left and not args.exit_zero else EXIT_CLEAN
+
+
+def _fix_stdin_notebook(
+    args: argparse.Namespace,
+    data: bytes,
+    filename: str,
+    diagnostics: list[Diagnostic],
+    rules: tuple[type[Rule], ...],
+    options: Options,
+) -> int:
+    from mpcheck.fixes import unified_diff
+    from mpcheck.notebook import NotebookError, check_notebook_bytes, fix_notebook_bytes
+
+    try:
+        new, _ = fix_notebook_bytes(data, diagnostics, unsafe=args.unsafe_fixes)
+    except NotebookError:
+        new = data  # not a notebook: echoed unchanged, its MPC001 reported below
+    sys.stdout.buffer.write(unified_diff(data, new, "-") if args.diff else new)
+    sys.stdout.flush()
+    left = [d for d in check_notebook_bytes(new, filename, rules, options) if not d.suppressed]
     return EXIT_FINDINGS if left and not args.exit_zero else EXIT_CLEAN

@@ -81,8 +81,9 @@ class Diagnostic:
     def url(self) -> str:
         return RULES_URL.format(code=self.code)
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.filename, self.start.row, self.start.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        # a notebook's rows restart in each cell: by cell first (0 for a .py file)
+        return (self.filename, self.cell, self.start.row, self.start.column, self.code)
 
     def with_suppressed(self) -> Diagnostic:
         return replace(self, suppressed=True)

@@ -190,21 +190,6 @@ def _unreadable(filename: str, exc: OSError) -> Diagnostic:
 def _check_notebook(
     data: bytes, filename: str, rules: tuple[type[Rule], ...], options: Options
 ) -> list[Diagnostic]:
-    from mpcheck.notebook import NotebookError, check_notebook
+    from mpcheck.notebook import check_notebook_bytes  # a bad notebook is its MPC001
 
-    try:
-        return check_notebook(data.decode("utf-8"), filename, rules, options)
-    except (UnicodeDecodeError, NotebookError) as exc:
-        message = f"cannot read the notebook: {exc}"
-        return [
-            Diagnostic(
-                "MPC001",
-                "invalid-syntax",
-                message,
-                Severity.ERROR,
-                filename,
-                Position(1, 1),
-                Position(1, 2),
-                noqa_row=1,
-            )
-        ]
+    return check_notebook_bytes(data, filename, rules, options)

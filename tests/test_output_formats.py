@@ -538,3 +538,79 @@ def test_paths_and_fingerprints_are_relative_to_the_repository(
     # The same repository checked out elsewhere: nothing absolute leaks into a fingerprint.
     os.chdir(checkout)
     assert located_prints(fmt) == at_root
+
+
+# -- notebooks: formats laid over the file itself name the .ipynb file's own lines ---------------
+
+# Cell rows mean nothing to a CI annotation, a review comment or code scanning: these formats
+# point at the JSON line (and column) holding the finding's source text, and name the cell in
+# the message; they offer no fix (a cell edit is not an edit of the JSON text).
+FILE_FORMATS = ("github", "pylint", "azure", "gitlab", "rdjson", "sarif")
+NOTEBOOK_CELLS = ["import torch\n", "x = 'é'\nscaler = torch.cuda.amp.GradScaler()\n"]
+
+
+def _notebook_text(layout: str) -> str:
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Ünïcode")]
+    nb.cells += [nbformat.v4.new_code_cell(source) for source in NOTEBOOK_CELLS]
+    text: str = nbformat.writes(nb) + "\n"
+    if layout == "nbformat":
+        return text
+    data = json.loads(text)
+    for cell in data["cells"]:
+        cell["source"] = "".join(cell["source"])
+    escaped = json.dumps(data, indent=2)  # one string per cell, non-ASCII as \u escapes
+    return escaped.replace("\n", "\r\n") if layout == "string source, CRLF" else escaped
+
+
+@pytest.mark.parametrize("layout", ["nbformat", "string source, ASCII", "string source, CRLF"])
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
+def test_notebook_findings_point_at_the_notebook_files_own_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, layout: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("nb.ipynb").write_bytes(_notebook_text(layout).encode())
+    rc, text = run(fmt, "--no-cache")
+    assert rc == 1
+    ((path, row, col, code),) = READERS[fmt](text)
+    assert (path, code) == ("nb.ipynb", "MPC404")
+    line = Path("nb.ipynb").read_text(encoding="utf-8").splitlines()[row - 1]
+    assert "torch.cuda.amp.GradScaler()" in line  # the JSON line holding the cell's line
+    if col:  # rdjson counts UTF-8 bytes, the others characters
+        rest = line.encode()[col - 1 :] if fmt == "rdjson" else line[col - 1 :].encode()
+        assert rest.startswith(b"torch.cuda.amp.GradScaler()")
+    assert "cell 3, line 2" in text
+    assert "suggestions" not in text and '"fixes"' not in text  # never over the JSON's bytes
+
+
+def test_grouped_names_the_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("nb.ipynb").write_text(_notebook_text("nbformat"), encoding="utf-8")
+    rc, text = run("grouped", "--no-cache")
+    assert re.search(r"^nb\.ipynb:\n  cell 3:2:10 MPC404 \[\*\] ", text, re.M), text
+
+
+@pytest.mark.parametrize("fmt", ["gitlab", "sarif"])
+def test_notebook_fingerprints_hash_the_cells_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    # As documented (code, path, the reported line's text, occurrence): the line is the
+    # cell's, so a string-source cell (one JSON line) edited elsewhere keeps the fingerprint.
+    from hashlib import sha256
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
+    text = _notebook_text("string source, ASCII")
+    payload = "\0".join(("MPC404", "nb.ipynb", "scaler = torch.cuda.amp.GradScaler()", "0"))
+    for edited in (text, text.replace("x = '\\u00e9'", "x = 'other'")):
+        assert edited.count("other") == (edited is not text)
+        Path("nb.ipynb").write_text(edited)
+        _, out = run(fmt, "--no-cache")
+        doc = json.loads(out)
+        prints = (
+            [i["fingerprint"] for i in doc]
+            if fmt == "gitlab"
+            else [r["partialFingerprints"]["mpcheck/v1"] for r in doc["runs"][0]["results"]]
+        )
+        assert prints == [sha256(payload.encode()).hexdigest()]

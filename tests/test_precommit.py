@@ -39,6 +39,7 @@ _ROW, _CODE = min(expected(BAD))
 BAD_FINDING = re.compile(rf"^bad\.py:{_ROW}:\d+: {_CODE} ", re.M)
 STUB_FINDING = re.compile(rf"^stub\.pyi:{_ROW}:\d+: {_CODE} ", re.M)
 WORKING_TREE_NAME = "mpcheck (working tree)"
+NOTEBOOK = ROOT / "tests" / "data" / "notebooks" / "train.ipynb"
 
 
 def _git(*args: str, cwd: Path, env: dict[str, str]) -> str:
@@ -166,6 +167,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> Pa
     (repo / "build").mkdir()
     (repo / "build" / "generated.py").write_text(BAD.read_text())  # excluded by default
     (repo / "README.md").write_text("not python\n")
+    (repo / "train.ipynb").write_text(NOTEBOOK.read_text())
     for i in range(50):
         (repo / f"plain_{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
     _git("add", "-A", cwd=repo, env=env)
@@ -190,7 +192,7 @@ def test_manifest_is_valid_for_pre_commit() -> None:
     assert hook["id"] == "mpcheck"
     assert hook["entry"] == "mpcheck check --force-exclude"
     assert hook["language"] == "python"
-    assert hook["types_or"] == ["python", "pyi"]
+    assert hook["types_or"] == ["python", "pyi", "jupyter"]
     assert hook["require_serial"] is True
     assert hook["pass_filenames"] is True  # so an empty selection skips the hook entirely
     raw = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
@@ -251,6 +253,13 @@ def test_pyi_files_are_checked(installed: Path, env: dict[str, str]) -> None:
     rc, out = run_hook(installed, env, "stub.pyi")
     assert rc == 1, out
     assert STUB_FINDING.search(out), out
+
+
+def test_notebooks_are_checked(installed: Path, env: dict[str, str]) -> None:
+    # pre-commit tags .ipynb `jupyter`, not `python`: the hook's types_or must name it
+    rc, out = run_hook(installed, env, "train.ipynb", "good.py")
+    assert rc == 1, out
+    assert re.search(r"^train\.ipynb:cell 3:2:10: MPC404 ", out, re.M), out
 
 
 def test_no_python_files_skips_the_hook(installed: Path, env: dict[str, str]) -> None:

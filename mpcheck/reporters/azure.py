@@ -10,13 +10,13 @@ from collections.abc import Sequence
 
 from mpcheck.diagnostics import Diagnostic
 
-from .base import AZURE_DATA, AZURE_PROPERTY, ReportContext, escape, visible
+from .base import AZURE_DATA, AZURE_PROPERTY, ReportContext, escape, in_file, visible
 
 
 def render_azure(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     """``##vso[task.logissue type=error;sourcepath=…;…;code=CODE;]message`` per finding."""
     lines = []
-    for d in visible(diagnostics):
+    for d in visible(in_file(d, ctx) for d in diagnostics):  # notebooks: the file's own lines
         properties = {
             "type": d.severity.value,
             "sourcepath": d.filename,

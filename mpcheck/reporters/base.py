@@ -12,12 +12,15 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from mpcheck.diagnostics import RULES_URL, Diagnostic, Position, RuleInfo
+
+if TYPE_CHECKING:
+    from mpcheck.notebook_json import SourceMap
 
 TOOL_NAME = "mpcheck"
 # The project home, derived from the rules URL so the two cannot drift apart.
@@ -137,13 +140,80 @@ def fingerprints(
     seen: Counter[tuple[str, str, str]] = Counter()
     result = []
     for d in diagnostics:
-        text = (source_line(ctx, d.filename, d.start.row) or "").strip()
+        if d.cell:  # a notebook's: the text of the cell's line (the JSON's may hold a cell)
+            lines = cell_lines(ctx, d.filename, d.cell)
+            line = lines[d.start.row - 1] if 1 <= d.start.row <= len(lines) else None
+        else:
+            line = source_line(ctx, d.filename, d.start.row)
+        text = (line or "").strip()
         key = (d.code, display_path(absolute(d.filename, ctx.root), base), text)
         occurrence = seen[key]
         seen[key] += 1
         payload = "\0".join((*key, str(occurrence)))
         result.append(sha256(payload.encode("utf-8", "surrogateescape")).hexdigest())
     return result
+
+
+# Formats that tools lay over the file itself (CI annotations, review comments, code scanning)
+# cannot use a notebook's cell rows: ``in_file`` moves such findings onto the ``.ipynb``
+# file's own lines. One source map per notebook, rebuilt when its lines are re-read.
+_SOURCE_MAPS: dict[str, tuple[Sequence[str], SourceMap | None]] = {}
+
+
+def in_file(d: Diagnostic, ctx: ReportContext) -> Diagnostic:
+    """A notebook finding placed on the ``.ipynb`` file's own line and column (the JSON line
+    holding that source line, the column of that character in the string literal); the cell
+    and its row go at the front of the message (``cell 3, line 2: ...``).
+
+    Its fix is dropped: a fix edits the cell's code, not the JSON text, so no format may offer
+    it as a replacement of the file's bytes. Where the file cannot be mapped (stdin, a file
+    changed since), the finding is placed on line 1, column 1, never on a wrong line.
+    """
+    if not d.cell:
+        return d
+    source_map = _source_map(ctx, d.filename)
+
+    def place(pos: Position) -> Position:
+        found = source_map.file_position(d.cell, pos.row, pos.column) if source_map else None
+        return Position(found.row, found.column) if found is not None else Position(1, 1)
+
+    start, end = place(d.start), place(d.end)
+    related = tuple(
+        r if r.filename else replace(r, start=place(r.start), end=place(r.end)) for r in d.related
+    )
+    return replace(
+        d,
+        message=f"cell {d.cell}, line {d.start.row}: {d.message}",
+        start=start,
+        end=max(start, end),
+        related=related,
+        fix=None,
+        cell=0,
+    )
+
+
+def cell_lines(ctx: ReportContext, filename: str, cell: int) -> list[str]:
+    """The lines (without endings) of a notebook's cell, as the file holds them now."""
+    from mpcheck.notebook_json import split_lines
+
+    source_map = _source_map(ctx, filename)
+    value = source_map.sources.get(cell - 1) if source_map else None
+    return [line.rstrip("\r\n") for line in split_lines(value.text)] if value else []
+
+
+def _source_map(ctx: ReportContext, filename: str) -> SourceMap | None:
+    from mpcheck.notebook_json import ScanError, SourceMap  # only notebooks pay for it
+
+    lines = ctx.source_lines(filename)
+    cached = _SOURCE_MAPS.get(filename)
+    if cached is not None and cached[0] is lines:
+        return cached[1]
+    try:
+        found: SourceMap | None = SourceMap("\n".join(lines)) if lines else None
+    except ScanError:
+        found = None
+    _SOURCE_MAPS[filename] = (lines, found)
+    return found
 
 
 def escape(text: str, table: Mapping[str, str]) -> str:

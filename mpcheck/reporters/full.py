@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from mpcheck.diagnostics import Diagnostic, Related
 
-from .base import ReportContext, display_path, last_row, one_line, summary_line, visible
+from .base import ReportContext, cell_lines, display_path, last_row, one_line, summary_line, visible
 
 CONTEXT = 2  # source lines shown above and below the reported range
 MAX_SPAN = 6  # ranges longer than this show their first and last two lines only
@@ -25,8 +25,9 @@ def render_full(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
 
 def _block(d: Diagnostic, ctx: ReportContext) -> str:
     path = display_path(d.filename, ctx.root)
-    # a notebook's rows are its cells' rows, not the JSON file's: no source frame for those
-    frame = None if d.cell else _Frame.build(d, ctx.source_lines(d.filename))
+    # a notebook's rows are its cells' rows: the frame shows the cell's own lines
+    source = cell_lines(ctx, d.filename, d.cell) if d.cell else ctx.source_lines(d.filename)
+    frame = _Frame.build(d, source)
     lines = [summary_line(d, ctx)]
     width = 1
     if frame is not None:

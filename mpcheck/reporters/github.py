@@ -38,6 +38,7 @@ from .base import (
     absolute,
     display_path,
     escape,
+    in_file,
     relative_to_root,
     source_line,
     summary_line,
@@ -107,7 +108,7 @@ def _annotated(shown: Sequence[Diagnostic]) -> list[Diagnostic]:
 
 def render_github(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     """Annotations in input order; past GitHub's cap, the most severe ones plus a full list."""
-    shown = visible(diagnostics)
+    shown = visible(in_file(d, ctx) for d in diagnostics)  # notebooks: the file's own lines
     chosen = _annotated(shown)
     if len(chosen) == len(shown):
         return "".join(annotation(d, ctx) + "\n" for d in shown)

@@ -18,6 +18,7 @@ from .base import (
     absolute,
     display_path,
     fingerprints,
+    in_file,
     json_text,
     last_row,
     repository_root,
@@ -30,8 +31,10 @@ def render_gitlab(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     """A JSON array of issues; ``[]`` when clean, which GitLab reads as "no findings"."""
     issues: list[dict[str, Any]] = []
     root = repository_root(ctx.root)
+    prints = fingerprints(diagnostics, ctx, root)  # a notebook's: from its cell's line
+    diagnostics = [in_file(d, ctx) for d in diagnostics]  # notebooks: the file's own lines
     # Fingerprints count suppressed findings too, so silencing one never renumbers the rest.
-    for d, fingerprint in zip(diagnostics, fingerprints(diagnostics, ctx, root), strict=True):
+    for d, fingerprint in zip(diagnostics, prints, strict=True):
         if d.suppressed:
             continue
         issues.append(

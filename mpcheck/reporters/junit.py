@@ -42,7 +42,8 @@ def _testcase(suite: ET.Element, d: Diagnostic, ctx: ReportContext, name: str) -
     )
     properties = ET.SubElement(case, "properties")
     ET.SubElement(properties, "property", name="severity", value=d.severity.value)
-    details = [f"line {d.start.row}, col {d.start.column}, {d.message}"]
+    cell = f"cell {d.cell}, " if d.cell else ""
+    details = [f"{cell}line {d.start.row}, col {d.start.column}, {d.message}"]
     details += [
         f"note: {display_path(r.filename, ctx.root) if r.filename else path}:"
         f"{r.start.row}:{r.start.column}: {one_line(r.message)}"

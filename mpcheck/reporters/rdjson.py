@@ -11,7 +11,16 @@ from typing import Any
 
 from mpcheck.diagnostics import Diagnostic, Position, Severity
 
-from .base import HOMEPAGE, TOOL_NAME, ReportContext, display_path, json_text, source_line, visible
+from .base import (
+    HOMEPAGE,
+    TOOL_NAME,
+    ReportContext,
+    display_path,
+    in_file,
+    json_text,
+    source_line,
+    visible,
+)
 
 SEVERITIES = {Severity.ERROR: "ERROR", Severity.WARNING: "WARNING"}
 
@@ -34,7 +43,8 @@ def render_rdjson(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
         }
 
     entries = []
-    for d in visible(diagnostics):
+    # notebooks: on the file's own lines, and no suggestion (a cell edit is no JSON edit)
+    for d in visible(in_file(d, ctx) for d in diagnostics):
         path = display_path(d.filename, ctx.root)
         entry: dict[str, Any] = {
             "message": d.message,

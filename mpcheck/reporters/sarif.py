@@ -25,6 +25,7 @@ from .base import (
     ReportContext,
     absolute,
     fingerprints,
+    in_file,
     json_text,
     relative_to_root,
     repository_root,
@@ -43,7 +44,9 @@ def render_sarif(diagnostics: Sequence[Diagnostic], ctx: ReportContext) -> str:
     rules = [ctx.rules[code] for code in sorted(ctx.rules)]
     rule_index = {rule.code: index for index, rule in enumerate(rules)}
     root = repository_root(ctx.root)
-    prints = fingerprints(diagnostics, ctx, root)
+    prints = fingerprints(diagnostics, ctx, root)  # a notebook's: from its cell's line
+    # notebooks: regions on the file's own lines, and no fix (a cell edit is no JSON edit)
+    diagnostics = [in_file(d, ctx) for d in diagnostics]
     results = [
         _result(d, fingerprint, rule_index, ctx, root)
         for d, fingerprint in zip(diagnostics, prints, strict=True)
