@@ -1,9 +1,11 @@
-"""The walk's state and the interface its layers share.
+"""The walk's state and the interface its parts share.
 
 :class:`Walk` holds what one file's walk knows (classes, function summaries, the
-reporting policy) and declares the entry points every layer recurses through:
-:meth:`Walk.expr`, :meth:`Walk.block`, :meth:`Walk.bind` and :meth:`Walk.function_frame`. The layers
-(:mod:`autocast` ... :mod:`statements`) each add one concern on top of the one below.
+reporting policy) and declares the entry points the parts recurse through:
+:meth:`Walk.expr`, :meth:`Walk.block`, :meth:`Walk.bind`, :meth:`Walk.function_frame` and
+:meth:`Walk.emit`. Each part (:mod:`autocast` ... :mod:`ambient`) holds it as ``file`` and
+asks the parts built before it directly; :class:`~mpcheck.infer.analysis.FileAnalysis`
+implements it by composing the parts.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ from mpcheck import torch_api as T
 from mpcheck.attention import AttentionRoles
 from mpcheck.facts import Cause, Fact, Kind, Origin
 from mpcheck.infer.frames import ClassInfo, Frame
-from mpcheck.infer.inputs import feeds_weights
 from mpcheck.infer.reporting import Listener, Reporting
 from mpcheck.infer.training_loop import Tracker
 from mpcheck.keep_fp32 import KeepFp32
 from mpcheck.names import ImportTable
 from mpcheck.project.summary import ClassSummary, Place, ProjectLookup
-from mpcheck.sites import CallSite, InnerCall, Operand, Owner, Replacement
+from mpcheck.sites import InnerCall, Operand, Owner, Replacement
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class CallRecord:
 
 
 class Walk(ABC):
-    """One file's walk: its state, the sites it reports, and its recursion points."""
+    """One file's walk: its state and its recursion points (the parts answer them)."""
 
     def __init__(
         self,
@@ -109,41 +110,9 @@ class Walk(ABC):
         """Assign ``value`` to a name, ``self.<attr>`` path or tuple of them (or to ``key``,
         a family of attributes ``setattr`` stores under computed names: ``families.py``)."""
 
+    @abstractmethod
     def emit(self, call: CallRecord, frame: Frame) -> Fact:
         """Report a call to the rules (if the policy says so); returns its result."""
-        module_call = call.receiver is not None and call.method is None and call.qual is None
-        if module_call and frame.scope.in_module:
-            owner = self.classes.get(frame.scope.class_name or "")
-            fn = frame.scope.function
-            if owner is not None and feeds_weights(fn, call.op, call.receiver, call.args):
-                owner.feeds_weights = True
-        if self.reporting.takes("calls"):
-            role = None
-            if call.op is T.OpKind.MATMUL:
-                name = call.method or (call.qual or "").rsplit(".", 1)[-1]
-                recv = call.receiver.node if call.method and call.receiver else None
-                nodes = [a.node for a in call.args]
-                role = self.attention.site_role(call.node, name, recv, nodes, frame.scope.function)
-            site = CallSite(
-                call.node,
-                call.qual,
-                call.method,
-                call.receiver,
-                call.args,
-                call.kwargs,
-                call.op,
-                call.aten,
-                frame.scope,
-                call.result,
-                call.path,
-                attention=role,
-                owner=call.owner,
-                inner=call.inner,
-                through=call.through,
-                replacement=call.replacement,
-            )
-            self.reporting.call(site)
-        return call.result
 
     def code(self, node: cst.CSTNode) -> str:
         """``node``'s source, cut to fit in a message."""
