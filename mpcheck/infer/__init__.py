@@ -9,7 +9,7 @@ part reaches the others through), then the parts, each given the parts it asks q
 - :mod:`functions` (``Definitions``): the file's classes and functions, their summaries;
 - :mod:`modules` (``Modules``): modules, what they are built as, cast to and return;
 - :mod:`casts` and :mod:`tensors` (``Casts``, ``Tensors``): what torch calls, casts and
-  tensor methods do to dtypes, reading the table of :mod:`mpcheck.ops`;
+  tensor methods do to dtypes, reading the table of :mod:`mpcheck.knowledge.ops`;
 - :mod:`expressions` (``Expressions``): the expression evaluator;
 - :mod:`statements` (``Statements``): the statement interpreter (frames, branches, loops, joins);
 - :mod:`ambient` (``Ambient``): module methods walked again under a trainer's autocast;
