@@ -107,7 +107,7 @@ class FileAnalysis(Walk):
         if self.project is not None:
             bind_starred(self.imports, self.module, self.project)
         called = _called_names(self.source)
-        self.helpers = _self_called_names(self.source)
+        self.definitions.helpers = _self_called_names(self.source)
         self._collect(self.module.body)
         self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()}, self._casts())
         for name in self.keep.kept_classes:

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from mpcheck import torch_api as T
-from mpcheck.attention import AttentionRoles
 from mpcheck.facts import Cause, Fact, Kind, Origin
 from mpcheck.infer.frames import ClassInfo, Frame
 from mpcheck.infer.reporting import Listener, Reporting
@@ -70,7 +69,6 @@ class Walk(ABC):
         # the place, so a finding's related locations can name that file.
         self.elsewhere: dict[cst.CSTNode, Place] = {}
         self.source = source
-        self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
         self.imports = imports
         self.reporting = Reporting(listener)
         self.half_capable = module_half_capable
@@ -82,8 +80,6 @@ class Walk(ABC):
         # Module classes of other project files built here, by the name they are built as
         # (their layer): calls of their instances go by the class's summary.
         self.imported: dict[str, ClassSummary] = {}
-        self.file_uses_torch_modules = False
-        self.attention = AttentionRoles(module)
         self.training = Tracker(self)  # the training loop: scalers, optimizers
         self.script: Frame | None = None  # the module's top level, as walked so far
 

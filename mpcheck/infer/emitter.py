@@ -8,6 +8,7 @@ facts (the attention role of a matmul, a module that feeds its own weights).
 from __future__ import annotations
 
 from mpcheck import torch_api as T
+from mpcheck.attention import AttentionRoles
 from mpcheck.facts import Fact
 from mpcheck.infer.base import CallRecord, Walk
 from mpcheck.infer.frames import Frame
@@ -20,6 +21,7 @@ class SiteEmitter:
 
     def __init__(self, file: Walk) -> None:
         self.file = file
+        self.attention = AttentionRoles(file.module)  # which matmuls are attention's
 
     def emit(self, call: CallRecord, frame: Frame) -> Fact:
         """Report ``call`` to the rules (if the policy says so); returns its result."""
@@ -35,9 +37,7 @@ class SiteEmitter:
                 name = call.method or (call.qual or "").rsplit(".", 1)[-1]
                 recv = call.receiver.node if call.method and call.receiver else None
                 nodes = [a.node for a in call.args]
-                role = self.file.attention.site_role(
-                    call.node, name, recv, nodes, frame.scope.function
-                )
+                role = self.attention.site_role(call.node, name, recv, nodes, frame.scope.function)
             site = CallSite(
                 call.node,
                 call.qual,

@@ -67,6 +67,8 @@ class Definitions:
     def __init__(self, file: Walk, regions: Regions) -> None:
         self.file = file
         self.regions = regions
+        self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
+        self.uses_torch_modules = False
 
     def register_class(self, node: cst.ClassDef) -> ClassInfo:
         bases, elsewhere = class_bases(node, self.file.imports, self.file.project)
@@ -85,7 +87,7 @@ class Definitions:
         info.quantized = is_module and any(_quantized(b) for b in bases)
         self.file.classes.setdefault(node.name.value, info)
         if is_module:
-            self.file.file_uses_torch_modules = True
+            self.uses_torch_modules = True
         return info
 
     def local_method(
@@ -205,7 +207,7 @@ class Definitions:
             # first call site first, with the arguments it passes (see ``summary``).
             ordered = ([init] if init else []) + sorted(
                 (m for n, m in info.methods.items() if n != "__init__"),
-                key=lambda m: m.name.value in self.file.helpers,
+                key=lambda m: m.name.value in self.helpers,
             )
             for method in ordered:
                 self.summary(method, info)
@@ -432,7 +434,7 @@ class Definitions:
         name = fn.name.value
         if cls is None or not name.startswith("_") or name.startswith("__"):
             return False
-        if name in self.file.helpers:
+        if name in self.helpers:
             return False  # called here: walked with what its callers pass
         return any(not torch_module(b) for b in cls.bases)
 
