@@ -62,7 +62,7 @@ class Ambient:
             return
         for name, fn in info.methods.items():
             blind = self.blind.get(fn) if name != "__init__" else None
-            if not blind or fn in self.file.in_progress:
+            if not blind or fn in self.definitions.in_progress:
                 continue
             frame = self.definitions.function_frame(fn, info, None)
             if frame.scope.autocast is not None:
@@ -72,14 +72,14 @@ class Ambient:
             )
             frame.scope = replace(frame.scope, autocast=region)
             recorded: list[CallSite] = []
-            self.file.in_progress.add(fn)
+            self.definitions.in_progress.add(fn)
             try:
                 with self.file.reporting.hypothetical(recorded):
                     self.statements.block(
                         fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame
                     )
             finally:
-                self.file.in_progress.discard(fn)
+                self.definitions.in_progress.discard(fn)
             for site in recorded:
                 if site.node in blind and site.scope.autocast is region:
                     self.file.reporting.listener.deliver("ambient", site)

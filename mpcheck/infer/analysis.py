@@ -81,6 +81,16 @@ class FileAnalysis(Walk):
         self.ambient = Ambient(self, self.definitions, self.statements)
         self.emitter = SiteEmitter(self)
 
+    @property
+    def summaries(self) -> dict[cst.FunctionDef, Fact]:
+        """What each function of the file returns (:class:`Definitions` keeps them)."""
+        return self.definitions.summaries
+
+    @property
+    def in_progress(self) -> set[cst.FunctionDef]:
+        """The functions being walked, which a call inside them does not walk again."""
+        return self.definitions.in_progress
+
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         return self.expressions.expr(node, frame)
 

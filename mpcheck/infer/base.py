@@ -74,14 +74,17 @@ class Walk(ABC):
         self.half_capable = module_half_capable
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
-        self.summaries: dict[cst.FunctionDef, Fact] = {}
-        self.in_progress: set[cst.FunctionDef] = set()
         self.keep = KeepFp32()
         # Module classes of other project files built here, by the name they are built as
         # (their layer): calls of their instances go by the class's summary.
         self.imported: dict[str, ClassSummary] = {}
         self.training = Tracker(self)  # the training loop: scalers, optimizers
         self.script: Frame | None = None  # the module's top level, as walked so far
+
+    @property
+    @abstractmethod
+    def in_progress(self) -> set[cst.FunctionDef]:
+        """The functions being walked: a call met inside one does not walk it again."""
 
     @abstractmethod
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:

@@ -68,6 +68,8 @@ class Definitions:
         self.file = file
         self.regions = regions
         self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
+        self.summaries: dict[cst.FunctionDef, Fact] = {}  # what each function returns
+        self.in_progress: set[cst.FunctionDef] = set()  # being walked: not again inside
         self.uses_torch_modules = False
 
     def register_class(self, node: cst.ClassDef) -> ClassInfo:
@@ -223,17 +225,17 @@ class Definitions:
         What it returns must hold for every caller, though, so that is taken from a second,
         quiet walk with plain parameters.
         """
-        if fn in self.file.summaries:
-            return self.file.summaries[fn]
-        if fn in self.file.in_progress:
+        if fn in self.summaries:
+            return self.summaries[fn]
+        if fn in self.in_progress:
             return UNKNOWN
-        self.file.in_progress.add(fn)
+        self.in_progress.add(fn)
         try:
             with self.file.reporting.live():
                 result = self._walk_function(fn, cls, call)
         finally:
-            self.file.in_progress.discard(fn)
-        self.file.summaries[fn] = result
+            self.in_progress.discard(fn)
+        self.summaries[fn] = result
         return result
 
     def _walk_function(self, fn: cst.FunctionDef, cls: ClassInfo | None, call: Call | None) -> Fact:
@@ -412,7 +414,7 @@ class Definitions:
         for these arguments (its summary), None when it is no such call."""
         info = self.plain_class(instance.layer) if instance.kind is Kind.OTHER else None
         fn = info.methods.get(method) if info is not None else None
-        if info is None or fn is None or fn in self.file.in_progress:
+        if info is None or fn is None or fn in self.in_progress:
             return None
         return self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
 

@@ -126,7 +126,7 @@ class Modules:
         """
         info = self.file.classes.get(module.layer or "")
         fn = info.methods.get(method) if info is not None and info.is_module else None
-        if info is None or fn is None or method == "forward" or fn in self.file.in_progress:
+        if info is None or fn is None or method == "forward" or fn in self.definitions.in_progress:
             return None
         self.definitions.analyse_class(info)
         made = self.definitions.substitute(
@@ -276,7 +276,7 @@ class Modules:
         if (
             info is None
             or fn is None
-            or fn in self.file.in_progress
+            or fn in self.definitions.in_progress
             or not self.file.reporting.may_rewalk
             or self.file.reporting.recording
             or not self.file.reporting.listener.wants("calls")
@@ -312,7 +312,7 @@ class Modules:
             or fn is None
             or path is None
             or module.prec not in (Prec.FULL, Prec.HALF, Prec.MODEL)
-            or fn in self.file.in_progress
+            or fn in self.definitions.in_progress
             or not self.file.reporting.may_rewalk
             or not (self.file.reporting.listener.wants("calls") or self.file.reporting.recording)
         ):
@@ -365,14 +365,14 @@ class Modules:
         if frame.scope.autocast is None and outer.scope.autocast is not None:
             frame.scope = replace(frame.scope, autocast=outer.scope.autocast)
         recorded: list[CallSite] = []
-        self.file.in_progress.add(fn)
+        self.definitions.in_progress.add(fn)
         try:
             with self.file.reporting.recording_into(recorded):
                 self.file.block(
                     fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame
                 )
         finally:
-            self.file.in_progress.discard(fn)
+            self.definitions.in_progress.discard(fn)
         return recorded, frame.returns
 
     def construct_imported(
@@ -481,7 +481,7 @@ class Modules:
             if found is not None:
                 info, fn = found
                 rewalk = self.file.reporting.recording and self.file.reporting.may_rewalk
-                if rewalk and fn not in self.file.in_progress:
+                if rewalk and fn not in self.definitions.in_progress:
                     # Re-walking a module cast apart (``split_call``): follow it into its helpers.
                     parts = {k: v for k, v in frame.env.items() if k.startswith("self.")}
                     me = frame.env.get("self", module)

@@ -342,7 +342,7 @@ class Statements:
         with self.file.reporting.unmuted():
             if isinstance(fn.body, cst.IndentedBlock):
                 self.block(fn.body.body, sub)
-        self.file.summaries[fn] = sub.returns or UNKNOWN
+        self.definitions.summaries[fn] = sub.returns or UNKNOWN
         frame.env[fn.name.value] = Fact(Kind.OTHER)
         self.file.functions.setdefault(fn.name.value, fn)
 
