@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import enum
 
+from mpcheck.knowledge.ops import METHODS, Does, functions_that, methods_that
+
 F = "torch.nn.functional."
 
 
@@ -48,125 +50,56 @@ MODEL_CONDITIONING = (
 
 # --- tensor methods ----------------------------------------------------------
 
-# Methods whose result has the receiver's dtype (shape ops, elementwise unary, reductions).
-SAME_DTYPE_METHODS = frozenset(
-    """view reshape view_as reshape_as transpose transpose_ permute contiguous unsqueeze
-    unsqueeze_ squeeze squeeze_ flatten unflatten expand expand_as repeat repeat_interleave
-    clone detach detach_ narrow select index_select gather roll flip fliplr flipud t t_
-    masked_fill masked_fill_ fill_ zero_ clamp clamp_ clip clip_ abs abs_ neg neg_ exp exp_
-    log log_ log1p expm1 sqrt sqrt_ rsqrt rsqrt_ sigmoid sigmoid_ tanh tanh_ relu relu_ sin
-    cos sum mean nansum nanmean amax amin norm square cumsum cumprod tril triu tril_ triu_
-    cpu cuda to_dense pin_memory requires_grad_ retain_grad softmax log_softmax sign floor
-    ceil round trunc frac reciprocal erf std var prod logsumexp diagonal diag movedim
-    moveaxis swapaxes swapdims as_strided unfold flatten_ copy_ scatter scatter_ div_ mul_
-    add_ sub_ pow_ logit nan_to_num nan_to_num_ type_as_ data_ptr_ half_ float_ normal_
-    uniform_ bernoulli_ exponential_ clamp_min clamp_max masked_select take broadcast_to
-    sum_to_size tile index_fill index_fill_ mean_ share_memory_ align_to rename refine_names
-    resize_ resize_as_ set_ storage_offset_ coalesce to_sparse gelu silu""".split()
-)
+# What each method does to dtypes is a row of :data:`mpcheck.knowledge.ops.METHODS`; these
+# are the views of it the engine asks.
+SAME_DTYPE_METHODS = methods_that(Does.SAME)
 # Shape methods whose result has at least one dimension, even from a 0-dim tensor:
 # ``alphas_cumprod[t].flatten().reshape(-1, 1, 1, 1)`` promotes the latents it multiplies
 # (a 0-dim tensor would not), so the float32 table value now decides their dtype.
-DIMENSIONING_METHODS = frozenset(
-    "flatten unsqueeze expand expand_as repeat view_as reshape_as broadcast_to tile".split()
-)
+DIMENSIONING_METHODS = methods_that(Does.KEEPS_DIMS)
 # ``x.reshape(-1, 1, 1, 1)`` / ``x.view(b, 1)``: dimensioned unless given an empty shape.
-RESHAPE_METHODS = frozenset({"reshape", "view"})
+RESHAPE_METHODS = methods_that(Does.RESHAPES)
 # Binary elementwise methods: the result promotes the receiver with the tensor argument.
 # (Not ``lerp``: it requires ``end`` in the receiver's dtype, see DTYPE_STRICT_WRITES.)
-PROMOTING_METHODS = frozenset(
-    """add sub mul div true_divide floor_divide pow maximum minimum fmod remainder atan2
-    hypot logaddexp addcmul addcdiv where rsub xlogy copysign""".split()
-)
-MATMUL_METHODS = frozenset("matmul mm bmm baddbmm addmm addbmm mv dot inner".split())
+PROMOTING_METHODS = methods_that(Does.PROMOTED)
+MATMUL_METHODS = methods_that(Does.MATCHED)
 # Elementwise functions/methods whose result is floating even for an integer input:
 # ``torch.exp(torch.arange(n))`` is float32 (the default dtype).
-FLOAT_VALUED = frozenset(
-    """exp exp2 log log2 log10 log1p expm1 sqrt rsqrt sin cos tan sinh cosh asin acos atan
-    sigmoid tanh erf erfc reciprocal""".split()
-)
+FLOAT_VALUED = methods_that(Does.FLOATING)
 # Methods that return (values, indices) when given a dim.
-VALUES_INDICES_METHODS = frozenset("max min topk sort median mode kthvalue cummax cummin".split())
-SPLIT_METHODS = frozenset("chunk split unbind tensor_split split_with_sizes hsplit vsplit".split())
-INT_METHODS = frozenset(
-    "argmax argmin argsort nonzero long int short byte char count_nonzero".split()
-)
-BOOL_METHODS = frozenset(
-    """eq ne lt le gt ge isnan isinf isfinite isneginf isposinf logical_and logical_or
-    logical_not logical_xor bool any all isclose signbit equal""".split()
-)
-NON_TENSOR_METHODS = frozenset(
-    """size dim numel item tolist stride is_contiguous data_ptr element_size get_device
-    is_floating_point is_complex nelement ndimension storage_offset __len__ numpy
-    register_hook backward untyped_storage""".split()
-)
+VALUES_INDICES_METHODS = methods_that(Does.VALUES_INDICES)
+SPLIT_METHODS = methods_that(Does.SPLIT)
+INT_METHODS = methods_that(Does.INTEGER)
+BOOL_METHODS = methods_that(Does.BOOL)
+NON_TENSOR_METHODS = methods_that(Does.NOT_TENSOR)
 NON_TENSOR_ATTRS = frozenset(
     "shape ndim device is_cuda requires_grad names layout is_leaf grad_fn itemsize".split()
 )
 # The cast methods and the dtype they force.
-CAST_METHODS = {
-    "float": "float32",
-    "double": "float64",
-    "half": "float16",
-    "bfloat16": "bfloat16",
-    "long": "int64",
-    "int": "int32",
-    "short": "int16",
-    "byte": "uint8",
-    "char": "int8",
-    "bool": "bool",
-}
-NEW_METHODS = frozenset("new_zeros new_ones new_full new_empty new_tensor".split())
+CAST_METHODS = {name: row.casts_to for name, row in METHODS.items() if row.casts_to}
+NEW_METHODS = methods_that(Does.NEW)
 
 # --- torch.* functions -----------------------------------------------------------
 
+# What each torch function does to dtypes is a row of :data:`mpcheck.knowledge.ops.FUNCTIONS`.
 # Factories that make float32 (the default dtype) unless given dtype=.
-FLOAT_FACTORIES = frozenset(
-    f"torch.{n}" for n in "ones zeros empty rand randn linspace logspace eye empty_strided".split()
-)
-INT_FACTORIES = frozenset(f"torch.{n}" for n in "randint randperm".split())
+FLOAT_FACTORIES = functions_that(Does.DEFAULT_DTYPE)
+INT_FACTORIES = functions_that(Does.INTEGER_FACTORY)
 # Every factory whose dtype a ``dtype=`` argument would set.
-FACTORIES = FLOAT_FACTORIES | frozenset(
-    f"torch.{n}" for n in "full arange tensor as_tensor Tensor FloatTensor".split()
-)
+FACTORIES = functions_that(Does.DTYPE_KEYWORD)
 # Factories whose first argument is the shape: ``torch.full((), v)`` is 0-dim.
-SHAPE_FACTORIES = frozenset(f"torch.{n}" for n in "ones zeros empty rand randn full".split())
+SHAPE_FACTORIES = functions_that(Does.SHAPE_FIRST)
 # Reductions that reduce every dim when called without ``dim``: ``x.mean()`` is 0-dim.
-FULL_REDUCTIONS = frozenset(
-    "sum mean nansum nanmean amax amin max min norm prod std var median".split()
-)
-LIKE_FACTORIES = frozenset(
-    f"torch.{n}_like" for n in "ones zeros empty rand randn full randint randn_like".split()
-)
-CONCAT = frozenset(
-    f"torch.{n}" for n in "cat concat concatenate stack hstack vstack dstack column_stack".split()
-)
-INT_FUNCTIONS = frozenset(
-    f"torch.{n}" for n in "argmax argmin argsort nonzero bucketize searchsorted".split()
-)
-BOOL_FUNCTIONS = frozenset(
-    f"torch.{n}"
-    for n in """eq ne lt le gt ge isnan isinf isfinite logical_and logical_or logical_not
-    logical_xor isin isclose""".split()
-)
-NON_TENSOR_FUNCTIONS = frozenset(
-    f"torch.{n}"
-    for n in """is_tensor numel finfo iinfo device Size get_default_dtype is_floating_point
-    is_autocast_enabled get_autocast_gpu_dtype get_autocast_dtype manual_seed no_grad
-    inference_mode enable_grad set_grad_enabled compile jit.script autocast cuda.amp.autocast
-    cpu.amp.autocast""".split()
-)
-SPLIT_FUNCTIONS = frozenset(f"torch.{n}" for n in "chunk split unbind tensor_split".split())
-# Functions of two floating tensors whose result has the first one's dtype: they require the
-# second to match it (on CPU, torch 2.13: "expected scalar type Half but found Float") rather
-# than promoting, so a float32 ``grid`` says nothing about the result. Also the functions
-# whose other tensors are indices (``torch.gather(x, 1, idx)``) or unused placeholders
-# (``F.multi_head_attention_forward``'s ``in_proj_weight=torch.empty([0])`` next to
-# ``q_proj_weight=``): they compute in the input's dtype.
-INPUT_DTYPE_FUNCTIONS = frozenset(
-    {F + "grid_sample", F + "multi_head_attention_forward"}
-    | {f"torch.{n}" for n in "gather index_select take_along_dim".split()}
-)
+FULL_REDUCTIONS = methods_that(Does.REDUCES_ALL)
+LIKE_FACTORIES = functions_that(Does.LIKE)
+CONCAT = functions_that(Does.CONCAT)
+INT_FUNCTIONS = functions_that(Does.INTEGER)
+BOOL_FUNCTIONS = functions_that(Does.BOOL)
+NON_TENSOR_FUNCTIONS = functions_that(Does.NOT_TENSOR)
+SPLIT_FUNCTIONS = functions_that(Does.SPLIT)
+# Functions of two floating tensors whose result has the first one's dtype (``grid_sample``
+# refuses a mismatched ``grid``), or whose other tensors are indices or placeholders.
+INPUT_DTYPE_FUNCTIONS = functions_that(Does.FIRST_INPUT)
 
 # Functional and torch-level ops with operands that must match, and which operands those are.
 OPS: dict[str, OpKind] = {
@@ -559,7 +492,7 @@ AUTOCAST_NAMES = {
 }
 
 # Functions of other libraries that move a tensor's elements around and keep its dtype.
-SAME_DTYPE_FUNCTIONS = frozenset({"einops.rearrange", "einops.repeat"})
+SAME_DTYPE_FUNCTIONS = functions_that(Does.SAME)
 
 # Packages whose functions are compiled kernels that take their tensors as they come: autocast
 # does not recast them (see mpcheck.infer.ambient).

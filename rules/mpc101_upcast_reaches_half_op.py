@@ -75,11 +75,10 @@ class UpcastReachesHalfOp(Rule):
         Scripts, samplers and trainers count too: a model they cast to a working dtype, or a
         pipeline's `unet`/`vae` reached through `pipe`, takes its input and its conditioning
         keywords (`encoder_hidden_states=`, `pooled_projections=`) in its own dtype.
-        So does a peft adapter dict that peft leaves in the base layer's dtype: when the
-        project's own `cast_adapter_dtype` upcasts only some dict classes
-        (`ModuleDict`/`ParameterDict` on peft's main before PR #1874), VeRA's shared
-        `BufferDict` projections stay half while an input cast to the float32 scaling
-        vectors' dtype is handed to them.
+        So does an adapter dict a tuner layer leaves in the base layer's dtype: when the
+        project's own upcast of adapters (`cast_adapter_dtype`) covers only some dict
+        classes, the dicts it skips stay half while an input cast to the upcast adapters'
+        float32 is handed to them.
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Float and Half`

@@ -47,22 +47,21 @@ class SubmoduleDtypeSplit(Rule):
         that is made half at construction: `_keep_in_fp32_modules`, or a layer built with a
         literal `dtype=torch.float32` (`from_pretrained(torch_dtype=torch.float16)` sets the
         default dtype while `__init__` runs, which leaves an explicit `dtype=` alone). Adapters
-        are such parts too: peft keeps the per-adapter dicts of a tuner layer (`lora_A`,
-        `lora_B`, named in `adapter_layer_names`) float32 beside a half base layer, and a
-        LoRA layer subclassing bitsandbytes' `Linear8bitLt` builds its adapters in float32
-        after the model was loaded; a functional `F.linear(x, self.lora_A[name])` refuses
-        the half `x` as a float32 `nn.Linear` does, and so does one given a delta weight built
-        from such factors (LoHa's `get_delta_weight`, in a base class of the layer, through a
-        custom autograd Function). So is a head that a wrapper of a model it
-        was handed (`self.pretrained_model = pretrained_model`) builds later, in a method its
-        `__init__` does not call (trl's reward adapter `self.score`): float32, while the
-        wrapped model may have been loaded in half. So is a part a loader builds in place of
-        a model's child (`setattr(module, name, LinearLayer(shape))`, meta-device checkpoint
-        loading, layer injection) from a class whose `__init__` builds its weights in a fixed
-        `dtype=torch.half` default, not passed, while the same routine rebuilds that child's
-        other replacements in the dtype it reads from the model (`dtype=child.weight.dtype`):
-        in a bfloat16 or float32 model that part alone is float16 (found through the class
-        in another file too, import cycles included). Norm
+        are such parts too: a tuner layer's per-adapter dicts (`lora_A`, `lora_B`, named in
+        `adapter_layer_names`) kept float32 beside a half base layer, and the adapters a
+        subclass of a quantized layer (bitsandbytes' `Linear8bitLt`) builds in float32 after
+        the model was loaded; a functional `F.linear(x, self.lora_A[name])` refuses the half
+        `x` as a float32 `nn.Linear` does, and so does one given a delta weight built from
+        such factors (in a base class of the layer, or through a custom autograd Function).
+        So is a head that a wrapper of a model it was handed (`self.pretrained_model =
+        pretrained_model`) builds later, in a method its `__init__` does not call: float32,
+        while the wrapped model may have been loaded in half. So is a part a loader builds in
+        place of a model's child (`setattr(module, name, LinearLayer(shape))`, meta-device
+        checkpoint loading, layer injection) from a class whose `__init__` builds its weights
+        in a fixed `dtype=torch.half` default, not passed, while the same routine rebuilds
+        that child's other replacements in the dtype it reads from the model
+        (`dtype=child.weight.dtype`): in a bfloat16 or float32 model that part alone is
+        float16. Norm
         layers are the exception: torch's float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm accept
         a half input and return its dtype, so keeping them in float32 is fine -- but a float32
         input into a half norm raises, and apex's `FusedLayerNorm`/`FusedRMSNorm` read their
@@ -72,10 +71,10 @@ class SubmoduleDtypeSplit(Rule):
         A part is also split off through its own weights: `p.data = value` (and `m.weight =
         nn.Parameter(value)`) replaces a parameter's tensor as it is, dtype included, where
         `p.copy_(value)`, `p.data *= value` and `p.mul_(value)` cast. A merge that multiplies a
-        half weight by a float32 operand (peft's IA3 merge, `base_layer.weight.data =
-        torch.mul(base_layer.weight.data, ia3_l)` with the adapter kept float32; a mask or
-        noise made without `dtype=`) stores what type promotion made of them, float32, and from
-        then on that layer refuses the model's half activations. mpcheck reports the assignment
+        half weight by a float32 operand (an adapter kept float32, `base_layer.weight.data =
+        torch.mul(base_layer.weight.data, scale)`; a mask or noise made without `dtype=`)
+        stores what type promotion made of them, float32, and from then on that layer refuses
+        the model's half activations. mpcheck reports the assignment
         when the value is float32 by such an implicit promotion of a value in the model's dtype
         (or a half one) and the weight is in that dtype; an explicit cast is deliberate and
         stays quiet (`p.data = p.data.float()` upcasts trainable parameters for a GradScaler),

@@ -81,12 +81,12 @@ class CustomFunctionWithoutCustomFwd(Rule):
         A Function whose `forward` hands its tensors to a compiled kernel (a package's `_C`
         extension) is also reported where a module method calls it with a half and a float32
         tensor as if under the CUDA autocast of mixed-precision training (a Linear's output
-        and a softmax's, detrex's deformable attention), as a warning: autocast does not
+        and a softmax's), as a warning: autocast does not
         recast the kernel, so it gets both. `custom_fwd(cast_inputs=torch.float32)` hands it
         float32 tensors. Likewise a `forward` that hands two of its inputs to a matmul with
         `out=` (autocast does not recast calls with `out=`) without casting them to one dtype:
-        under autocast a half activation meets a float32 weight there (trl's chunked LM head;
-        measured on CPU autocast: `expected m1 and m2 to have the same dtype`).
+        under autocast a half activation meets a float32 weight there (measured on CPU
+        autocast: `expected m1 and m2 to have the same dtype`).
         """
     symptom = """
         `RuntimeError: expected m1 and m2 to have the same dtype, but got: c10::Half != float`

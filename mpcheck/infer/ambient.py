@@ -20,64 +20,69 @@ from functools import cached_property
 import libcst as cst
 
 from mpcheck import torch_api as T
-from mpcheck.facts import Fact
-from mpcheck.infer.base import CallRecord
+from mpcheck.infer.base import CallRecord, Walk
 from mpcheck.infer.frames import ClassInfo, Frame
-from mpcheck.infer.statements import StatementWalk
+from mpcheck.infer.functions import Definitions
+from mpcheck.infer.statements import Statements
 from mpcheck.names import dotted
 from mpcheck.sites import Autocast, CallSite
 
-__all__ = ["AmbientWalk"]
+__all__ = ["Ambient"]
 
 
-class AmbientWalk(StatementWalk):
+class Ambient:
     """Walks the methods that hold ops autocast does not see as if autocast were on."""
+
+    def __init__(self, file: Walk, definitions: Definitions, statements: Statements) -> None:
+        self.file = file
+        self.definitions = definitions
+        self.statements = statements
 
     @cached_property
     def blind_in_source(self) -> bool:
         """Whether the file's text names any op autocast passes by (most files do not)."""
-        return _BLIND_TEXT.search(self.source) is not None
+        return _BLIND_TEXT.search(self.file.source) is not None
 
     @cached_property
     def blind(self) -> dict[cst.FunctionDef, set[cst.CSTNode]]:
         """The calls autocast passes by, by the function the plain walk met them in."""
         return {}
 
-    def emit(self, call: CallRecord, frame: Frame) -> Fact:
+    def note(self, call: CallRecord, frame: Frame) -> None:
+        """Remember ``call`` if autocast passes it by, for :meth:`ambient_pass` to walk again."""
         function = frame.scope.function
         if function is not None and self.blind_in_source and _blind(call):
             self.blind.setdefault(function, set()).add(call.node)
-        return super().emit(call, frame)
 
     def ambient_pass(self, info: ClassInfo) -> None:
         """Report the ops of ``info``'s methods autocast passes by, walked under autocast."""
-        if not (info.is_module and not info.kept_fp32 and self.half_capable):
+        if not (info.is_module and not info.kept_fp32 and self.file.half_capable):
             return
-        if not self.reporting.listener.wants("ambient") or not self.blind_in_source:
+        if not self.file.reporting.listener.wants("ambient") or not self.blind_in_source:
             return
         for name, fn in info.methods.items():
             blind = self.blind.get(fn) if name != "__init__" else None
-            if not blind or fn in self.in_progress:
+            if not blind or fn in self.definitions.in_progress:
                 continue
-            frame = self.function_frame(fn, info, None)
+            frame = self.definitions.function_frame(fn, info, None)
             if frame.scope.autocast is not None:
                 continue  # a region of its own (a decorator): the plain walk saw it
             region = Autocast(
-                fn, "cuda", None, True, torch_version=self.target_torch, implicit=True
+                fn, "cuda", None, True, torch_version=self.file.target_torch, implicit=True
             )
             frame.scope = replace(frame.scope, autocast=region)
             recorded: list[CallSite] = []
-            self.in_progress.add(fn)
+            self.definitions.in_progress.add(fn)
             try:
-                with self.reporting.hypothetical(recorded):
-                    self.block(
+                with self.file.reporting.hypothetical(recorded):
+                    self.statements.block(
                         fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame
                     )
             finally:
-                self.in_progress.discard(fn)
+                self.definitions.in_progress.discard(fn)
             for site in recorded:
                 if site.node in blind and site.scope.autocast is region:
-                    self.reporting.listener.deliver("ambient", site)
+                    self.file.reporting.listener.deliver("ambient", site)
 
 
 # What a file must contain for any call in it to be one autocast passes by.

@@ -17,24 +17,107 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from mpcheck.infer.ambient import AmbientWalk
+from mpcheck.facts import Fact
+from mpcheck.infer.ambient import Ambient
+from mpcheck.infer.autocast import Regions
+from mpcheck.infer.base import CallRecord, Walk
+from mpcheck.infer.casts import Casts
+from mpcheck.infer.emitter import SiteEmitter
+from mpcheck.infer.expressions import Expressions
 from mpcheck.infer.frames import ClassInfo, Frame
+from mpcheck.infer.functions import Definitions
+from mpcheck.infer.modules import Modules
+from mpcheck.infer.reporting import Listener
 from mpcheck.infer.starred import bind_starred
+from mpcheck.infer.statements import Statements
+from mpcheck.infer.tensors import Tensors
 from mpcheck.keep_fp32 import KeepFp32, adapter_casts
+from mpcheck.names import ImportTable
+from mpcheck.project.summary import ProjectLookup
 from mpcheck.sites import Scope
 
 _SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
 _NAME_CALL = re.compile(rb"\b(?<!\.)([A-Za-z_]\w*)\s*\(")  # (``\b`` first: twice as fast)
 
 
-class FileAnalysis(AmbientWalk):
-    """Runs the pass over one module and reports sites to a listener."""
+class FileAnalysis(Walk):
+    """Runs the pass over one module and reports sites to a listener.
+
+    It holds the file's state (:class:`Walk`) and the parts of the walk, each given the
+    parts it asks questions of; the recursion points (:meth:`expr`, :meth:`block`,
+    :meth:`bind`, :meth:`function_frame`, :meth:`emit`) are how a part reaches one built
+    after it, as mypy's ``ExpressionChecker`` reaches its ``TypeChecker``.
+    """
+
+    def __init__(
+        self,
+        module: cst.Module,
+        imports: ImportTable,
+        listener: Listener,
+        *,
+        module_half_capable: bool = True,
+        source: bytes = b"",
+        project: ProjectLookup | None = None,
+        target_torch: tuple[int, int] | None = None,
+    ) -> None:
+        super().__init__(
+            module,
+            imports,
+            listener,
+            module_half_capable=module_half_capable,
+            source=source,
+            project=project,
+            target_torch=target_torch,
+        )
+        self.regions = Regions(self)
+        self.definitions = Definitions(self, self.regions)
+        self.modules = Modules(self, self.regions, self.definitions)
+        self.casts = Casts(self)
+        self.tensors = Tensors(self, self.regions, self.definitions, self.modules, self.casts)
+        self.expressions = Expressions(
+            self, self.regions, self.definitions, self.modules, self.casts, self.tensors
+        )
+        self.statements = Statements(self, self.regions, self.definitions, self.expressions)
+        self.ambient = Ambient(self, self.definitions, self.statements)
+        self.emitter = SiteEmitter(self)
+
+    @property
+    def summaries(self) -> dict[cst.FunctionDef, Fact]:
+        """What each function of the file returns (:class:`Definitions` keeps them)."""
+        return self.definitions.summaries
+
+    @property
+    def in_progress(self) -> set[cst.FunctionDef]:
+        """The functions being walked, which a call inside them does not walk again."""
+        return self.definitions.in_progress
+
+    def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
+        return self.expressions.expr(node, frame)
+
+    def block(
+        self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
+    ) -> None:
+        self.statements.block(body, frame)
+
+    def bind(
+        self, target: cst.BaseExpression, value: Fact, frame: Frame, key: str | None = None
+    ) -> None:
+        self.statements.bind(target, value, frame, key)
+
+    def function_frame(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
+    ) -> Frame:
+        return self.definitions.function_frame(fn, cls, outer)
+
+    def emit(self, call: CallRecord, frame: Frame) -> Fact:
+        self.ambient.note(call, frame)
+        return self.emitter.emit(call, frame)
 
     def run(self) -> None:
         if self.project is not None:
             bind_starred(self.imports, self.module, self.project)
         called = _called_names(self.source)
-        self.helpers = _self_called_names(self.source)
+        self.definitions.helpers = _self_called_names(self.source)
         self._collect(self.module.body)
         self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()}, self._casts())
         for name in self.keep.kept_classes:
@@ -42,18 +125,21 @@ class FileAnalysis(AmbientWalk):
         script = self.script = Frame({}, Scope(None, None, False, None))
         self.block(self.module.body, script)
         for cls in list(self.classes.values()):
-            self.analyse_class(cls)
+            self.definitions.analyse_class(cls)
         functions = list(self.functions.values())
         for fn in sorted(functions, key=lambda f: f.name.value in called):
-            self.summary(fn)
+            self.definitions.summary(fn)
         # last: every helper it calls is summarised by then, with the file's own facts
         for cls in list(self.classes.values()):
-            self.ambient_pass(cls)
+            self.ambient.ambient_pass(cls)
 
     def release(self) -> None:
         """Drop what the finished walk holds. Its objects refer to each other (frames, class
         records, bound methods), so without this the file's tree lives on until the next
         full garbage collection, and a run holds several dead trees at a time."""
+        parts = (self.regions, self.definitions, self.modules, self.casts, self.tensors)
+        for part in (*parts, self.expressions, self.statements, self.ambient, self.emitter):
+            part.__dict__.clear()
         self.__dict__.clear()
 
     def _casts(self) -> dict[str, frozenset[str]]:
@@ -89,7 +175,7 @@ class FileAnalysis(AmbientWalk):
             if isinstance(stmt, cst.FunctionDef):
                 self.functions[stmt.name.value] = stmt
             elif isinstance(stmt, cst.ClassDef):
-                self.register_class(stmt)
+                self.definitions.register_class(stmt)
 
 
 def _self_called_names(source: bytes) -> frozenset[str]:

@@ -23,8 +23,11 @@ AUTOCAST_NAMES = {
 }
 
 
-class AutocastWalk(Walk):
-    """The layer that knows ``torch.autocast``: resolves regions and recasts op results."""
+class Regions:
+    """The part that knows ``torch.autocast``: resolves regions and recasts op results."""
+
+    def __init__(self, file: Walk) -> None:
+        self.file = file
 
     def autocast_result(self, node: cst.CSTNode, aten: str, region: Autocast, result: Fact) -> Fact:
         # An unknown device (``accelerator.autocast()``, ``device_type=x.device.type``):
@@ -73,7 +76,7 @@ class AutocastWalk(Walk):
             returned, chosen = helper
             region = self.autocast_region(returned, helpers=False)
             return replace(region, node=node, enabled=None) if region and chosen else region
-        qual = self.imports.resolve(func)
+        qual = self.file.imports.resolve(func)
         device: str | None
         if qual in AUTOCAST_NAMES:
             device = AUTOCAST_NAMES[qual]
@@ -110,13 +113,13 @@ class AutocastWalk(Walk):
                     enabled = arg.value.value == "True"
                 else:
                     enabled = None
-        return Autocast(node, device, dtype, enabled, dtype_known, self.target_torch)
+        return Autocast(node, device, dtype, enabled, dtype_known, self.file.target_torch)
 
     def _helper_context(self, call: cst.Call | None) -> tuple[cst.Call, bool] | None:
         """What a function of this file that only returns a context returns: the call, and
         whether a condition chooses it (``torch.autocast(...) if on else nullcontext()``)."""
         fn = (
-            self.functions.get(call.func.value)
+            self.file.functions.get(call.func.value)
             if call and isinstance(call.func, cst.Name)
             else None
         )
@@ -138,17 +141,17 @@ class AutocastWalk(Walk):
         ...``) runs in, when that branch is the one autocast is on in."""
         negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
         call = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
-        qual = self.imports.resolve(call.func) if isinstance(call, cst.Call) else None
+        qual = self.file.imports.resolve(call.func) if isinstance(call, cst.Call) else None
         if qual not in AUTOCAST_TESTS or went == negated:
             return None
         device = "cpu" if qual == "torch.is_autocast_cpu_enabled" else None
-        return Autocast(test, device, None, True, torch_version=self.target_torch)
+        return Autocast(test, device, None, True, torch_version=self.file.target_torch)
 
     def _region_dtype(self, node: cst.BaseExpression, frame: Frame | None) -> str | None:
         """``dtype=amp_dtype``: the half dtype the variable holds on every path, if one."""
         if frame is None or not isinstance(node, (cst.Name, cst.Attribute)):
             return None
-        fact = self.expr(node, frame)
+        fact = self.file.expr(node, frame)
         if fact.kind is Kind.DTYPE and fact.prec is Prec.HALF and not fact.maybe:
             return fact.dtype if fact.dtype in ("float16", "bfloat16") else None
         return None

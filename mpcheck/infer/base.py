@@ -1,9 +1,11 @@
-"""The walk's state and the interface its layers share.
+"""The walk's state and the interface its parts share.
 
 :class:`Walk` holds what one file's walk knows (classes, function summaries, the
-reporting policy) and declares the entry points every layer recurses through:
-:meth:`Walk.expr`, :meth:`Walk.block`, :meth:`Walk.bind` and :meth:`Walk.function_frame`. The layers
-(:mod:`autocast` ... :mod:`statements`) each add one concern on top of the one below.
+reporting policy) and declares the entry points the parts recurse through:
+:meth:`Walk.expr`, :meth:`Walk.block`, :meth:`Walk.bind`, :meth:`Walk.function_frame` and
+:meth:`Walk.emit`. Each part (:mod:`autocast` ... :mod:`ambient`) holds it as ``file`` and
+asks the parts built before it directly; :class:`~mpcheck.infer.analysis.FileAnalysis`
+implements it by composing the parts.
 """
 
 from __future__ import annotations
@@ -15,16 +17,14 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from mpcheck import torch_api as T
-from mpcheck.attention import AttentionRoles
 from mpcheck.facts import Cause, Fact, Kind, Origin
 from mpcheck.infer.frames import ClassInfo, Frame
-from mpcheck.infer.inputs import feeds_weights
 from mpcheck.infer.reporting import Listener, Reporting
 from mpcheck.infer.training_loop import Tracker
 from mpcheck.keep_fp32 import KeepFp32
 from mpcheck.names import ImportTable
 from mpcheck.project.summary import ClassSummary, Place, ProjectLookup
-from mpcheck.sites import CallSite, InnerCall, Operand, Owner, Replacement
+from mpcheck.sites import InnerCall, Operand, Owner, Replacement
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class CallRecord:
 
 
 class Walk(ABC):
-    """One file's walk: its state, the sites it reports, and its recursion points."""
+    """One file's walk: its state and its recursion points (the parts answer them)."""
 
     def __init__(
         self,
@@ -69,22 +69,22 @@ class Walk(ABC):
         # the place, so a finding's related locations can name that file.
         self.elsewhere: dict[cst.CSTNode, Place] = {}
         self.source = source
-        self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
         self.imports = imports
         self.reporting = Reporting(listener)
         self.half_capable = module_half_capable
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
-        self.summaries: dict[cst.FunctionDef, Fact] = {}
-        self.in_progress: set[cst.FunctionDef] = set()
         self.keep = KeepFp32()
         # Module classes of other project files built here, by the name they are built as
         # (their layer): calls of their instances go by the class's summary.
         self.imported: dict[str, ClassSummary] = {}
-        self.file_uses_torch_modules = False
-        self.attention = AttentionRoles(module)
         self.training = Tracker(self)  # the training loop: scalers, optimizers
         self.script: Frame | None = None  # the module's top level, as walked so far
+
+    @property
+    @abstractmethod
+    def in_progress(self) -> set[cst.FunctionDef]:
+        """The functions being walked: a call met inside one does not walk it again."""
 
     @abstractmethod
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
@@ -109,41 +109,9 @@ class Walk(ABC):
         """Assign ``value`` to a name, ``self.<attr>`` path or tuple of them (or to ``key``,
         a family of attributes ``setattr`` stores under computed names: ``families.py``)."""
 
+    @abstractmethod
     def emit(self, call: CallRecord, frame: Frame) -> Fact:
         """Report a call to the rules (if the policy says so); returns its result."""
-        module_call = call.receiver is not None and call.method is None and call.qual is None
-        if module_call and frame.scope.in_module:
-            owner = self.classes.get(frame.scope.class_name or "")
-            fn = frame.scope.function
-            if owner is not None and feeds_weights(fn, call.op, call.receiver, call.args):
-                owner.feeds_weights = True
-        if self.reporting.takes("calls"):
-            role = None
-            if call.op is T.OpKind.MATMUL:
-                name = call.method or (call.qual or "").rsplit(".", 1)[-1]
-                recv = call.receiver.node if call.method and call.receiver else None
-                nodes = [a.node for a in call.args]
-                role = self.attention.site_role(call.node, name, recv, nodes, frame.scope.function)
-            site = CallSite(
-                call.node,
-                call.qual,
-                call.method,
-                call.receiver,
-                call.args,
-                call.kwargs,
-                call.op,
-                call.aten,
-                frame.scope,
-                call.result,
-                call.path,
-                attention=role,
-                owner=call.owner,
-                inner=call.inner,
-                through=call.through,
-                replacement=call.replacement,
-            )
-            self.reporting.call(site)
-        return call.result
 
     def code(self, node: cst.CSTNode) -> str:
         """``node``'s source, cut to fit in a message."""

@@ -21,14 +21,17 @@ from mpcheck.facts import (
     Prec,
     tensor_of_dtype,
 )
-from mpcheck.infer.modules import ModuleWalk
+from mpcheck.infer.base import Walk
 from mpcheck.infer.promotion import cast_method, legacy_type
 from mpcheck.names import dotted
 from mpcheck.sites import Operand
 
 
-class CastWalk(ModuleWalk):
-    """The layer that knows what a cast of a tensor makes."""
+class Casts:
+    """The part that knows what a cast of a tensor makes."""
+
+    def __init__(self, file: Walk) -> None:
+        self.file = file
 
     def cast_call(
         self,
@@ -45,7 +48,7 @@ class CastWalk(ModuleWalk):
         elif method in ("to", "type"):
             cast = self.to_call(node, method, recv, args, kwargs)
         elif method == "type_as" and args:
-            cast = self.same_as(args[0].fact, node, f"`.type_as({self.code(args[0].node)})`")
+            cast = self.same_as(args[0].fact, node, f"`.type_as({self.file.code(args[0].node)})`")
         else:
             return None
         return replace(cast, zero_dim=recv.zero_dim) if cast.is_tensor else cast
@@ -65,7 +68,7 @@ class CastWalk(ModuleWalk):
             if f.kind is Kind.DTYPE:
                 return self.dtype_arg(op, node, recv, verb=f".{method}")
             if f.kind is Kind.TENSOR and method == "to":
-                return self.same_as(f, node, f"`.to({self.code(op.node)})`")
+                return self.same_as(f, node, f"`.to({self.file.code(op.node)})`")
             if isinstance(op.node, cst.SimpleString):
                 legacy = op.node.evaluated_value
                 if isinstance(legacy, str) and legacy.endswith("Tensor"):
@@ -84,12 +87,12 @@ class CastWalk(ModuleWalk):
 
     def dtype_arg(self, op: Operand, node: cst.CSTNode, recv: Fact, verb: str = "dtype=") -> Fact:
         f = op.fact
-        code = self.code(op.node)
+        code = self.file.code(op.node)
         if f.prec is Prec.FULL:  # ``via``: where a dtype held elsewhere (``self.dtype``) was set
             how = f"upcast to {f.dtype} by `{verb}({code})`"
             how = how if verb != "dtype=" else f"made {f.dtype} by `dtype={code}`"
             made = tensor_of_dtype(f.dtype or "float32", node, Cause.UPCAST, how)
-            via = self.dtype_source(op)
+            via = self.file.dtype_source(op)
             if via is None or made.origin is None:
                 return made
             return replace(made, origin=replace(made.origin, via=via))

@@ -29,12 +29,15 @@ from mpcheck.facts import (
     seq_of,
     tensor_or_none,
 )
-from mpcheck.infer.base import CallRecord
+from mpcheck.infer.autocast import Regions
+from mpcheck.infer.base import CallRecord, Walk
+from mpcheck.infer.casts import Casts
 from mpcheck.infer.families import computed_attribute
 from mpcheck.infer.frames import Frame
+from mpcheck.infer.functions import Definitions
 from mpcheck.infer.guards import fp16_upcast, runs_take
 from mpcheck.infer.imported import call_result
-from mpcheck.infer.modules import FP32_LAYER
+from mpcheck.infer.modules import FP32_LAYER, Modules
 from mpcheck.infer.promotion import (
     FINFO_MAX,
     FINFO_MIN,
@@ -46,14 +49,30 @@ from mpcheck.infer.promotion import (
 )
 from mpcheck.infer.replacements import replacement
 from mpcheck.infer.switches import parts, switched
-from mpcheck.infer.tensors import TensorWalk
+from mpcheck.infer.tensors import Tensors
 from mpcheck.names import dotted
 from mpcheck.project.summary import ClassSummary, Function
 from mpcheck.sites import Operand
 
 
-class ExpressionWalk(TensorWalk):
-    """The layer that evaluates expressions and dispatches calls."""
+class Expressions:
+    """The part that evaluates expressions and dispatches calls."""
+
+    def __init__(
+        self,
+        file: Walk,
+        regions: Regions,
+        definitions: Definitions,
+        modules: Modules,
+        casts: Casts,
+        tensors: Tensors,
+    ) -> None:
+        self.file = file
+        self.regions = regions
+        self.definitions = definitions
+        self.modules = modules
+        self.casts = casts
+        self.tensors = tensors
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         if node is None:
@@ -73,9 +92,9 @@ class ExpressionWalk(TensorWalk):
         return self.global_name(node)
 
     def global_name(self, node: cst.BaseExpression) -> Fact:
-        qual = self.imports.resolve(node)
-        if self.project is not None and not (qual or "").startswith("torch"):
-            made = self.project_value(node)  # ``DTYPE`` of another project file
+        qual = self.file.imports.resolve(node)
+        if self.file.project is not None and not (qual or "").startswith("torch"):
+            made = self.modules.project_value(node)  # ``DTYPE`` of another project file
             if made is not None:
                 return made
         if qual is None:
@@ -84,7 +103,7 @@ class ExpressionWalk(TensorWalk):
             attr = qual[6:]
             if attr in T.DTYPE_NAMES:
                 return dtype_object(attr, node)
-        return self.training.global_value(qual) or Fact(Kind.OTHER)
+        return self.file.training.global_value(qual) or Fact(Kind.OTHER)
 
     def attribute(self, node: cst.Attribute, frame: Frame) -> Fact:
         key = dotted(node)
@@ -93,7 +112,10 @@ class ExpressionWalk(TensorWalk):
             return own
         if key is not None and key in frame.env:
             return carried(frame.env[key], node, Cause.BUFFER)
-        if self.imports.resolve(node) is not None or dotted(node.value) in self.imports.relative:
+        if (
+            self.file.imports.resolve(node) is not None
+            or dotted(node.value) in self.file.imports.relative
+        ):
             return self.global_name(node)
         attr = node.attr.value
         component = self.pipeline_component(node, frame)
@@ -112,7 +134,9 @@ class ExpressionWalk(TensorWalk):
                 return UNKNOWN
             return base
         if base.kind is Kind.MODULE:
-            if dotted(node.value) == "self" and self.keep.param_kept(frame.scope.class_name, attr):
+            if dotted(node.value) == "self" and self.file.keep.param_kept(
+                frame.scope.class_name, attr
+            ):
                 return Fact(
                     Kind.TENSOR,
                     Prec.FULL,
@@ -127,10 +151,10 @@ class ExpressionWalk(TensorWalk):
                 return Fact(Kind.DTYPE)
             if attr in ("config", "device", "training"):
                 return UNKNOWN
-            return replace(base, layer=self.member_layer(base.layer, attr))
+            return replace(base, layer=self.modules.member_layer(base.layer, attr))
         if base.kind is Kind.OTHER and attr in ("min", "max", "eps", "tiny") and base.layer:
             return self.finfo_value(base, attr)
-        plain = self.plain_class(base.layer) if base.kind is Kind.OTHER else None
+        plain = self.definitions.plain_class(base.layer) if base.kind is Kind.OTHER else None
         if plain is not None:  # ``cache.k``: what its class set as ``self.k``
             return plain.attrs.get(f"self.{attr}", UNKNOWN)
         return UNKNOWN
@@ -168,7 +192,7 @@ class ExpressionWalk(TensorWalk):
         return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
 
     def _in_pipeline(self, frame: Frame) -> bool:
-        cls = self.classes.get(frame.scope.class_name or "")
+        cls = self.file.classes.get(frame.scope.class_name or "")
         return cls is not None and cls.is_pipeline
 
     def finfo_value(self, finfo: Fact, attr: str) -> Fact:
@@ -205,8 +229,8 @@ class ExpressionWalk(TensorWalk):
                 result = op_result(left, right)
             region = frame.scope.autocast
             if region is not None and region.recasts("matmul"):
-                result = self.autocast_result(node, "matmul", region, result)
-            return self.emit(
+                result = self.regions.autocast_result(node, "matmul", region, result)
+            return self.file.emit(
                 CallRecord(
                     node, result, args, qual="torch.matmul", op=T.OpKind.MATMUL, aten="matmul"
                 ),
@@ -229,8 +253,8 @@ class ExpressionWalk(TensorWalk):
             args = (Operand(node.left, left), Operand(node.right, right))
             region = frame.scope.autocast
             if region is not None and region.recasts(arith):  # ``x ** 2``: float32 on CUDA
-                result = self.autocast_result(node, arith, region, result)
-            return self.emit(
+                result = self.regions.autocast_result(node, arith, region, result)
+            return self.file.emit(
                 CallRecord(node, result, args, qual=f"torch.{arith}", aten=arith), frame
             )
         return result
@@ -341,7 +365,7 @@ class ExpressionWalk(TensorWalk):
         sub = Frame(dict(frame.env), frame.scope)
         for_in: cst.CompFor | None = node.for_in
         while for_in is not None:
-            self.bind(for_in.target, iterate(self.expr(for_in.iter, sub)), sub)
+            self.file.bind(for_in.target, iterate(self.expr(for_in.iter, sub)), sub)
             for cond in for_in.ifs:
                 self.expr(cond.test, sub)
             for_in = for_in.inner_for_in
@@ -350,16 +374,18 @@ class ExpressionWalk(TensorWalk):
         return UNKNOWN
 
     def dict_display(self, node: cst.Dict, frame: Frame) -> Fact:
-        return self.training.dict_display(node, frame)  # an optimizer's param group, or unknown
+        return self.file.training.dict_display(
+            node, frame
+        )  # an optimizer's param group, or unknown
 
     def named(self, node: cst.NamedExpr, frame: Frame) -> Fact:
         value = self.expr(node.value, frame)
-        self.bind(node.target, value, frame)
+        self.file.bind(node.target, value, frame)
         return value
 
     def call(self, node: cst.Call, frame: Frame) -> Fact:
         func = node.func
-        qual = self.imports.resolve(func)
+        qual = self.file.imports.resolve(func)
         args = tuple(
             Operand(a.value, self.expr(a.value, frame)) for a in node.args if not a.keyword
         )
@@ -379,42 +405,44 @@ class ExpressionWalk(TensorWalk):
             inner = {k: v for k, v in kwargs.items() if k not in T.CHECKPOINT_KEYWORDS}
             block = args[0]
             path = dotted(block.node)
-            return self.module_call(
+            return self.modules.module_call(
                 node, block.fact, path, args[1:], inner, frame, callee=block.node
             )
         if data_api.processor_output(node):  # ``feature_extractor(images, return_tensors="pt")``
-            return data_api.batch_of(node, f"returned by `{self.code(func)}`")
-        library = qual if qual is not None else self.imports.relative.get(dotted(func) or "")
+            return data_api.batch_of(node, f"returned by `{self.file.code(func)}`")
+        library = qual if qual is not None else self.file.imports.relative.get(dotted(func) or "")
         if library is not None and not library.startswith("torch."):
             made = self.library_call(node, library, args, kwargs, frame)
             if made is not None:
                 return made
-        if self.project is not None and not (qual or "").startswith("torch"):
+        if self.file.project is not None and not (qual or "").startswith("torch"):
             made = self.project_call(node, args, kwargs, frame)
             if made is not None:
                 return made
         if qual is not None:
-            return self.torch_call(node, qual, args, kwargs, frame)
+            return self.tensors.torch_call(node, qual, args, kwargs, frame)
         if isinstance(func, cst.Attribute):
             chosen = self.switched_call(node, dotted(func) or "", args, kwargs, frame)
             if chosen is not None:
                 return chosen
             known = frame.env.get(dotted(func) or "") or self.pipeline_component(func, frame)
             if known is not None and known.kind is Kind.MODULE:
-                return self.module_call(node, known, dotted(func), args, kwargs, frame)
+                return self.modules.module_call(node, known, dotted(func), args, kwargs, frame)
             path = dotted(func.value)
             receiver = self.expr(func.value, frame)
-            returned = self.instance_method(receiver, func.attr.value, args, kwargs)
+            returned = self.definitions.instance_method(receiver, func.attr.value, args, kwargs)
             if returned is not None:  # ``self.cache.get_kv(k, v)``: a method of a plain class
                 return returned
-            return self.method_call(node, func.attr.value, receiver, path, args, kwargs, frame)
+            return self.tensors.method_call(
+                node, func.attr.value, receiver, path, args, kwargs, frame
+            )
         callee = self.expr(func, frame)
         if callee.kind is Kind.MODULE:
-            return self.module_call(node, callee, dotted(func), args, kwargs, frame)
+            return self.modules.module_call(node, callee, dotted(func), args, kwargs, frame)
         if callee.train is not None:  # ``optimizer_cls(params, lr=...)``
-            made = self.training.call_value(node, callee, args, kwargs)
+            made = self.file.training.call_value(node, callee, args, kwargs)
             if made is not None:
-                return self.emit(CallRecord(node, made, args, kwargs), frame)
+                return self.file.emit(CallRecord(node, made, args, kwargs), frame)
         if isinstance(func, cst.Name):
             return self.local_call(node, func.value, args, kwargs, frame)
         return UNKNOWN
@@ -438,22 +466,24 @@ class ExpressionWalk(TensorWalk):
             part = next((p for s, p in choices if found and s == found[0]), None)
             if found is not None and part is not None:
                 given = (*args[:i], Operand(op.node, found[1]), *args[i + 1 :])
-                return self.module_call(node, part, path, given, kwargs, frame)
+                return self.modules.module_call(node, part, path, given, kwargs, frame)
         known = frame.env.get(path)
         if known is None or known.kind is not Kind.MODULE:
             return None
-        pointed = self.elsewhere.get(node)  # (a muted call may point the node elsewhere)
-        with self.reporting.muted():
-            made = [self.module_call(node, p, path, args, kwargs, frame) for _, p in choices]
+        pointed = self.file.elsewhere.get(node)  # (a muted call may point the node elsewhere)
+        with self.file.reporting.muted():
+            made = [
+                self.modules.module_call(node, p, path, args, kwargs, frame) for _, p in choices
+            ]
         if pointed is None:
-            self.elsewhere.pop(node, None)
+            self.file.elsewhere.pop(node, None)
         else:
-            self.elsewhere[node] = pointed
+            self.file.elsewhere[node] = pointed
         wide = [_float32(f) for f in made]
         if not any(wide) or all(wide) or _float32(made[0]) and choices[0][1] == known:
             return None
         switch, part = choices[wide.index(True)]
-        result = self.module_call(node, part, path, args, kwargs, frame)
+        result = self.modules.module_call(node, part, path, args, kwargs, frame)
         if not _float32(result) or result.origin is None:
             return result
         built = f'when `{switch[0]} == "{switch[1]}"`' if switch else "in some configurations"
@@ -469,20 +499,20 @@ class ExpressionWalk(TensorWalk):
     ) -> Fact | None:
         """A function of another file of the project (``from .rope import apply_rope``):
         what its summary says it returns for these arguments, or None when unknown."""
-        located = self.imports.locate(node.func) if self.project is not None else None
-        if located is None or self.project is None:
+        located = self.file.imports.locate(node.func) if self.file.project is not None else None
+        if located is None or self.file.project is None:
             return None
-        function = self.project(*located)
+        function = self.file.project(*located)
         name = dotted(node.func) or located[0]
         if isinstance(function, ClassSummary) and function.is_module:
-            return self.construct_imported(node, name, function, frame, kwargs)
+            return self.modules.construct_imported(node, name, function, frame, kwargs)
         if not isinstance(function, Function):
             return None
         result = call_result(node, name, function, args, kwargs)
         place = function.returns.origin
         if place is not None and result.origin is not None and result.origin.node is node:
-            self.elsewhere[node] = place  # a finding pointing here points there too
-        return self.emit(CallRecord(node, result, args, kwargs), frame)
+            self.file.elsewhere[node] = place  # a finding pointing here points there too
+        return self.file.emit(CallRecord(node, result, args, kwargs), frame)
 
     def library_call(
         self,
@@ -495,8 +525,8 @@ class ExpressionWalk(TensorWalk):
         """Library code we know (diffusers' ``Timesteps`` returns float32), or None."""
         if name.endswith("torch_utils.randn_tensor"):  # diffusers' ``torch.randn`` with generators
             dtype = kwargs.get("dtype") or (args[3] if len(args) > 3 else None)
-            made = self.dtype_arg(dtype, node, UNKNOWN_TENSOR) if dtype else None
-            return self.emit(CallRecord(node, made or UNKNOWN_TENSOR, args, kwargs), frame)
+            made = self.casts.dtype_arg(dtype, node, UNKNOWN_TENSOR) if dtype else None
+            return self.file.emit(CallRecord(node, made or UNKNOWN_TENSOR, args, kwargs), frame)
         module = T.library_fp32(name, T.FP32_OUTPUT_MODULES)
         if module is not None:
             return Fact(
@@ -504,13 +534,13 @@ class ExpressionWalk(TensorWalk):
             )
         layer = T.library_fp32(name, T.LIBRARY_LAYERS)
         if layer is not None:
-            return self.construct_module(node, layer, frame, kwargs)
+            return self.modules.construct_module(node, layer, frame, kwargs)
         function = T.library_fp32(name, T.FP32_OUTPUT_FUNCTIONS)
         if function is None:
             return None
         origin = Origin(node, Cause.UPCAST, f"returned in float32 by {function}")
         result = Fact(Kind.TENSOR, Prec.FULL, "float32", origin)
-        return self.emit(CallRecord(node, result, args, kwargs, qual=name), frame)
+        return self.file.emit(CallRecord(node, result, args, kwargs, qual=name), frame)
 
     def local_call(
         self,
@@ -520,25 +550,31 @@ class ExpressionWalk(TensorWalk):
         kwargs: dict[str, Operand],
         frame: Frame,
     ) -> Fact:
-        cls = self.classes.get(name)
+        cls = self.file.classes.get(name)
         if cls is not None:
             if cls.is_module:
-                return self.construct_module(node, name, frame, kwargs)
-            plain = self.plain_class(name)  # ``KVCache(...)``: its methods answer calls on it
+                return self.modules.construct_module(node, name, frame, kwargs)
+            plain = self.definitions.plain_class(
+                name
+            )  # ``KVCache(...)``: its methods answer calls on it
             return UNKNOWN if plain is None else Fact(Kind.OTHER, layer=name)
-        fn = self.functions.get(name)
+        fn = self.file.functions.get(name)
         if fn is None:
-            if self.training.named_call(node, name, frame):  # a relatively imported clip helper
+            if self.file.training.named_call(
+                node, name, frame
+            ):  # a relatively imported clip helper
                 return UNKNOWN
             if name in ("setattr", "getattr"):  # ``getattr(self, f"scaler{i}")``: families.py
-                member = computed_attribute(self, name, args, frame)
+                member = computed_attribute(self.file, name, args, frame)
                 if member is not None:
                     return member
             if name == "setattr":  # a model's child replaced (mpcheck.infer.replacements)
-                fn, built = frame.scope.function, self.constructor_dtype
-                found = replacement(node, args, fn, self.module, built)
+                fn, built = frame.scope.function, self.definitions.constructor_dtype
+                found = replacement(node, args, fn, self.file.module, built)
                 if found is not None:
-                    self.emit(CallRecord(node, UNKNOWN, args, kwargs, replacement=found), frame)
+                    self.file.emit(
+                        CallRecord(node, UNKNOWN, args, kwargs, replacement=found), frame
+                    )
             listed = builtin(name, [a.fact for a in args])  # list(...), zip(...), next(...)
             if listed is not None:
                 return listed
@@ -549,31 +585,31 @@ class ExpressionWalk(TensorWalk):
                 except ValueError:
                     return SCALAR
             return UNKNOWN
-        summary = self.summary(fn, call=(args, kwargs, False))
-        result = self.substitute(summary, fn, args, kwargs, skip_self=False)
-        return self.training.after_call(node, fn, args, kwargs, frame, result)
+        summary = self.definitions.summary(fn, call=(args, kwargs, False))
+        result = self.definitions.substitute(summary, fn, args, kwargs, skip_self=False)
+        return self.file.training.after_call(node, fn, args, kwargs, frame, result)
 
 
-_EXPR: dict[type, Callable[[ExpressionWalk, cst.BaseExpression, Frame], Fact]] = {
-    cst.Name: ExpressionWalk.name,  # type: ignore[dict-item]
-    cst.Attribute: ExpressionWalk.attribute,  # type: ignore[dict-item]
-    cst.Call: ExpressionWalk.call,  # type: ignore[dict-item]
-    cst.BinaryOperation: ExpressionWalk.binary,  # type: ignore[dict-item]
-    cst.UnaryOperation: ExpressionWalk.unary,  # type: ignore[dict-item]
-    cst.Comparison: ExpressionWalk.compare,  # type: ignore[dict-item]
-    cst.BooleanOperation: ExpressionWalk.boolean,  # type: ignore[dict-item]
-    cst.IfExp: ExpressionWalk.ifexp,  # type: ignore[dict-item]
-    cst.Tuple: ExpressionWalk.sequence,  # type: ignore[dict-item]
-    cst.List: ExpressionWalk.sequence,  # type: ignore[dict-item]
-    cst.Subscript: ExpressionWalk.subscript,  # type: ignore[dict-item]
-    cst.Integer: ExpressionWalk.literal,
-    cst.Float: ExpressionWalk.literal,
-    cst.ListComp: ExpressionWalk.comprehension,  # type: ignore[dict-item]
-    cst.GeneratorExp: ExpressionWalk.comprehension,  # type: ignore[dict-item]
-    cst.SetComp: ExpressionWalk.comprehension,  # type: ignore[dict-item]
-    cst.DictComp: ExpressionWalk.comprehension,  # type: ignore[dict-item]
-    cst.NamedExpr: ExpressionWalk.named,  # type: ignore[dict-item]
-    cst.Dict: ExpressionWalk.dict_display,  # type: ignore[dict-item]
+_EXPR: dict[type, Callable[[Expressions, cst.BaseExpression, Frame], Fact]] = {
+    cst.Name: Expressions.name,  # type: ignore[dict-item]
+    cst.Attribute: Expressions.attribute,  # type: ignore[dict-item]
+    cst.Call: Expressions.call,  # type: ignore[dict-item]
+    cst.BinaryOperation: Expressions.binary,  # type: ignore[dict-item]
+    cst.UnaryOperation: Expressions.unary,  # type: ignore[dict-item]
+    cst.Comparison: Expressions.compare,  # type: ignore[dict-item]
+    cst.BooleanOperation: Expressions.boolean,  # type: ignore[dict-item]
+    cst.IfExp: Expressions.ifexp,  # type: ignore[dict-item]
+    cst.Tuple: Expressions.sequence,  # type: ignore[dict-item]
+    cst.List: Expressions.sequence,  # type: ignore[dict-item]
+    cst.Subscript: Expressions.subscript,  # type: ignore[dict-item]
+    cst.Integer: Expressions.literal,
+    cst.Float: Expressions.literal,
+    cst.ListComp: Expressions.comprehension,  # type: ignore[dict-item]
+    cst.GeneratorExp: Expressions.comprehension,  # type: ignore[dict-item]
+    cst.SetComp: Expressions.comprehension,  # type: ignore[dict-item]
+    cst.DictComp: Expressions.comprehension,  # type: ignore[dict-item]
+    cst.NamedExpr: Expressions.named,  # type: ignore[dict-item]
+    cst.Dict: Expressions.dict_display,  # type: ignore[dict-item]
 }
 
 

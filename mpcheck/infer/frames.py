@@ -170,9 +170,11 @@ class WalkApi(Protocol):
 
     module: cst.Module
     classes: dict[str, ClassInfo]
-    in_progress: set[cst.FunctionDef]
     reporting: Reporting
     target_torch: tuple[int, int] | None
+
+    @property
+    def in_progress(self) -> set[cst.FunctionDef]: ...
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact: ...
 

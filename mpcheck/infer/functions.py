@@ -25,7 +25,8 @@ from mpcheck.facts import (
     joined_with_arguments,
     promote,
 )
-from mpcheck.infer.autocast import AutocastWalk
+from mpcheck.infer.autocast import Regions
+from mpcheck.infer.base import Walk
 from mpcheck.infer.binding import (
     bind_arguments,
     by_default,
@@ -60,11 +61,19 @@ NON_TENSOR_PARAMS = frozenset(
 )
 
 
-class FunctionWalk(AutocastWalk):
-    """The layer that walks a file's own classes and functions."""
+class Definitions:
+    """The part that walks a file's own classes and functions."""
+
+    def __init__(self, file: Walk, regions: Regions) -> None:
+        self.file = file
+        self.regions = regions
+        self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
+        self.summaries: dict[cst.FunctionDef, Fact] = {}  # what each function returns
+        self.in_progress: set[cst.FunctionDef] = set()  # being walked: not again inside
+        self.uses_torch_modules = False
 
     def register_class(self, node: cst.ClassDef) -> ClassInfo:
-        bases, elsewhere = class_bases(node, self.imports, self.project)
+        bases, elsewhere = class_bases(node, self.file.imports, self.file.project)
         is_module = any(self._module_base(b) for b in bases) or any(
             e[3].is_module for e in elsewhere
         )
@@ -78,9 +87,9 @@ class FunctionWalk(AutocastWalk):
         info.pretrained = is_module and self._pretrained(bases, others)
         info.lightning = any(_lightning(b) or self._local_lightning(b) for b in bases)
         info.quantized = is_module and any(_quantized(b) for b in bases)
-        self.classes.setdefault(node.name.value, info)
+        self.file.classes.setdefault(node.name.value, info)
         if is_module:
-            self.file_uses_torch_modules = True
+            self.uses_torch_modules = True
         return info
 
     def local_method(
@@ -94,7 +103,7 @@ class FunctionWalk(AutocastWalk):
         if name in info.methods:
             return info, info.methods[name]
         for base in info.bases:
-            parent = self.classes.get(base)
+            parent = self.file.classes.get(base)
             found = None if parent is info else self.local_method(parent, name, depth + 1)
             if found is not None:
                 return found
@@ -112,7 +121,7 @@ class FunctionWalk(AutocastWalk):
         arguments. A custom autograd Function's ``apply`` runs its ``forward`` with ``ctx``
         first, so ``HadaWeight.apply(w1, w2)`` returns what that ``forward`` makes of them
         (LoHa's delta weight is as float32 as its factors)."""
-        cls = self.classes.get(name)
+        cls = self.file.classes.get(name)
         if cls is None:
             return None
         if method in cls.methods:
@@ -129,20 +138,20 @@ class FunctionWalk(AutocastWalk):
         for base in cls.bases:
             if base in T.AUTOGRAD_FUNCTIONS:
                 return True
-            parent = self.classes.get(base)
+            parent = self.file.classes.get(base)
             if parent is not None and parent is not cls and depth < 8:
                 if self._autograd_function(parent, depth + 1):
                     return True
         return False
 
     def _local_lightning(self, base: str) -> bool:
-        local = self.classes.get(base)
+        local = self.file.classes.get(base)
         return local is not None and local.lightning
 
     def built_apart(self, frame: Frame) -> str | None:
         """Why a module built here without ``dtype=`` is float32 beside a half model: in a
         bitsandbytes layer's subclass, or in a method run after a wrapped model was built."""
-        owner = self.classes.get(frame.scope.class_name or "")
+        owner = self.file.classes.get(frame.scope.class_name or "")
         if owner is None or not frame.scope.in_module:
             return None
         if owner.quantized:
@@ -157,7 +166,7 @@ class FunctionWalk(AutocastWalk):
         return None
 
     def _pipeline_base(self, base: str) -> bool:
-        local = self.classes.get(base)
+        local = self.file.classes.get(base)
         if local is not None:
             return local.is_pipeline
         return base.rsplit(".", 1)[-1].endswith("Pipeline")
@@ -167,12 +176,12 @@ class FunctionWalk(AutocastWalk):
         leaves = [n.rsplit(".", 1)[-1] for n in (*bases, *others)]
         if any(leaf.endswith(T.PRETRAINED_SUFFIXES) for leaf in leaves):
             return True
-        return any(self.classes[b].pretrained for b in bases if b in self.classes)
+        return any(self.file.classes[b].pretrained for b in bases if b in self.file.classes)
 
     def _module_base(self, base: str) -> bool:
         if torch_module(base) or _quantized(base):
             return True
-        local = self.classes.get(base)
+        local = self.file.classes.get(base)
         if local is not None:
             return local.is_module
         return base.rsplit(".", 1)[-1].endswith(MODULE_BASE_SUFFIXES)
@@ -182,19 +191,19 @@ class FunctionWalk(AutocastWalk):
             return
         info.analysed = True
         # Also reached on demand (a submodule's layer, a split call): report it normally.
-        with self.reporting.live():
-            if self.reporting.takes("classes"):
-                self.reporting.listener.deliver(
+        with self.file.reporting.live():
+            if self.file.reporting.takes("classes"):
+                self.file.reporting.listener.deliver(
                     "classes", ClassSite(info.node, info.bases, info.is_module)
                 )
             for base in info.bases:  # attributes a local base class set up in its __init__
-                parent = self.classes.get(base)
+                parent = self.file.classes.get(base)
                 if parent is not None and parent is not info:
                     self.analyse_class(parent)
                     for key, fact in parent.attrs.items():
                         info.attrs.setdefault(key, fact)
             for outside in info.elsewhere:  # the same, from a base in another project file
-                inherit(self, info, *outside)
+                inherit(self.file, info, *outside)
             init = info.methods.get("__init__")
             # Helpers called as ``self.helper(...)`` come last: most are walked from their
             # first call site first, with the arguments it passes (see ``summary``).
@@ -222,7 +231,7 @@ class FunctionWalk(AutocastWalk):
             return UNKNOWN
         self.in_progress.add(fn)
         try:
-            with self.reporting.live():
+            with self.file.reporting.live():
                 result = self._walk_function(fn, cls, call)
         finally:
             self.in_progress.discard(fn)
@@ -234,7 +243,7 @@ class FunctionWalk(AutocastWalk):
         frame = self.function_frame(fn, cls, None)
         seeded = call is not None and self._seed_params(fn, frame, call)
         self.function_site(fn, frame)
-        self.block(body, frame)
+        self.file.block(body, frame)
         if cls is not None:
             for key, fact in frame.env.items():
                 if cls.is_pipeline and key[len("self.") :] in T.PIPELINE_MODELS:
@@ -246,34 +255,34 @@ class FunctionWalk(AutocastWalk):
                     )
         if not seeded:
             return frame.returns or UNKNOWN
-        with self.reporting.muted():
+        with self.file.reporting.muted():
             plain = self.function_frame(fn, cls, None)
-            self.block(body, plain)
+            self.file.block(body, plain)
         return plain.returns or UNKNOWN
 
     def function_site(self, fn: cst.FunctionDef, frame: Frame) -> None:
-        if not self.reporting.takes("functions"):
+        if not self.file.reporting.takes("functions"):
             return
         decorators = []
         for deco in fn.decorators:
             expr = deco.decorator
             call = expr if isinstance(expr, cst.Call) else None
             target = call.func if call is not None else expr
-            qual = self.imports.resolve(target) or dotted(target)
+            qual = self.file.imports.resolve(target) or dotted(target)
             decorators.append(Decorator(deco, qual, call))
-        self.reporting.listener.deliver(
+        self.file.reporting.listener.deliver(
             "functions", FunctionSite(fn, tuple(decorators), frame.scope)
         )
 
     def function_frame(
         self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
     ) -> Frame:
-        in_module = bool(cls and cls.is_module and not cls.kept_fp32 and self.half_capable)
+        in_module = bool(cls and cls.is_module and not cls.kept_fp32 and self.file.half_capable)
         if outer is not None and cls is None:
             in_module = outer.scope.in_module
         autocast = outer.scope.autocast if outer else None
         for deco in fn.decorators:
-            region = self.autocast_region(deco.decorator, outer)
+            region = self.regions.autocast_region(deco.decorator, outer)
             if region is not None:
                 autocast = region
         env: Env = dict(outer.env) if outer else self._module_globals()
@@ -289,7 +298,7 @@ class FunctionWalk(AutocastWalk):
         name = cls.node.name.value if cls else None
         scope = Scope(fn, name, in_module, autocast, sampler, lightning_step=step)
         tensor_params = (in_module and not self._called_by_base(fn, cls)) or (
-            cls is None and self.half_capable and outer is None
+            cls is None and self.file.half_capable and outer is None
         )
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)
@@ -314,7 +323,11 @@ class FunctionWalk(AutocastWalk):
         the methods of a model cast to half, while its weights follow the cast."""
         if cls.frozen is None:
             found = frozen_dtypes(
-                cls.node, cls.methods, self.imports.resolve, self.code, pretrained=cls.pretrained
+                cls.node,
+                cls.methods,
+                self.file.imports.resolve,
+                self.file.code,
+                pretrained=cls.pretrained,
             )
             cls.frozen = {
                 key: Fact(Kind.DTYPE, Prec.FULL, "float32", Origin(f.node, Cause.FROZEN, f.text))
@@ -326,19 +339,19 @@ class FunctionWalk(AutocastWalk):
         """``KVCache(n, d)`` of a class whose ``__init__`` takes ``dtype=torch.float32`` (or
         ``torch.half``) and builds its parts with it: that default, as if passed (the class
         here or elsewhere), unless the call passes it or an argument choosing another path."""
-        info = self.classes.get(layer or "")
+        info = self.file.classes.get(layer or "")
         if info is not None and info.is_module:
-            found = fixed_default(info.methods.get("__init__"), self.imports.resolve)
+            found = fixed_default(info.methods.get("__init__"), self.file.imports.resolve)
             if found is None or not found.taken_by(node):
                 return None
-            at, dtype, code = found.default, found.dtype, self.code(found.default)
+            at, dtype, code = found.default, found.dtype, self.file.code(found.default)
         else:
-            imported = self.imported.get(layer or "")
+            imported = self.file.imported.get(layer or "")
             kept = imported.dtype_default if imported is not None else None
             if kept is None or not by_default(node, kept[0], kept[3]):
                 return None
             at, dtype, code = node, kept[2], kept[1].text
-            self.elsewhere[node] = replace(kept[1], text=f"`dtype` defaults to `{code}` here")
+            self.file.elsewhere[node] = replace(kept[1], text=f"`dtype` defaults to `{code}` here")
         text = f"built in {dtype} by the default `dtype={code}` of `{layer}`"
         prec = Prec.FULL if dtype == "float32" else Prec.HALF
         return Operand(at, Fact(Kind.DTYPE, prec, dtype, Origin(at, Cause.LITERAL, text)))
@@ -353,16 +366,16 @@ class FunctionWalk(AutocastWalk):
         if param.annotation is None:
             return None
         for layer in _annotation_names(param.annotation.annotation):
-            info = self.classes.get(layer)
+            info = self.file.classes.get(layer)
             if info is not None and info.is_module:
-                found = float32_default(info.methods.get("__init__"), self.imports.resolve)
-                text = f"`dtype={self.code(found[1])}`" if found is not None else ""
+                found = float32_default(info.methods.get("__init__"), self.file.imports.resolve)
+                text = f"`dtype={self.file.code(found[1])}`" if found is not None else ""
             else:
                 imported = self._project_class(layer)
                 kept = imported.dtype_default if imported is not None else None
                 kept = kept if kept is not None and kept[2] == "float32" else None
                 if kept is not None:
-                    self.elsewhere[param] = replace(
+                    self.file.elsewhere[param] = replace(
                         kept[1], text=f"`dtype` defaults to `{kept[1].text}` here"
                     )
                 text = f"`dtype={kept[1].text}`" if kept is not None else ""
@@ -375,7 +388,7 @@ class FunctionWalk(AutocastWalk):
     def plain_class(self, name: str | None) -> ClassInfo | None:
         """A class of this file that is no module (a cache, a helper object), walked: its
         instances' attributes are what its methods set on ``self``."""
-        info = self.classes.get(name or "")
+        info = self.file.classes.get(name or "")
         if info is None or info.is_module or info.is_pipeline or info.is_sampler:
             return None
         self.analyse_class(info)
@@ -386,7 +399,7 @@ class FunctionWalk(AutocastWalk):
         if param.annotation is None:
             return None
         for name in _annotation_names(param.annotation.annotation):
-            if name in self.classes and self.plain_class(name) is not None:
+            if name in self.file.classes and self.plain_class(name) is not None:
                 return Fact(Kind.OTHER, layer=name, params=frozenset({index}))
         return None
 
@@ -407,13 +420,13 @@ class FunctionWalk(AutocastWalk):
 
     def _project_class(self, name: str) -> ClassSummary | None:
         """The summary of module class ``name`` imported from another project file."""
-        if name in self.imported or self.project is None or not name.isidentifier():
-            return self.imported.get(name)  # (``Literal["sde-dpmsolver++"]`` names no class)
-        located = self.imports.locate(cst.Name(name))
-        found = self.project(*located) if located is not None else None
+        if name in self.file.imported or self.file.project is None or not name.isidentifier():
+            return self.file.imported.get(name)  # (``Literal["sde-dpmsolver++"]`` names no class)
+        located = self.file.imports.locate(cst.Name(name))
+        found = self.file.project(*located) if located is not None else None
         if not isinstance(found, ClassSummary) or not found.is_module:
             return None
-        self.imported[name] = found  # its methods answer calls on the instance
+        self.file.imported[name] = found  # its methods answer calls on the instance
         return found
 
     def _called_by_base(self, fn: cst.FunctionDef, cls: ClassInfo | None) -> bool:
@@ -459,9 +472,11 @@ class FunctionWalk(AutocastWalk):
 
     def _module_globals(self) -> Env:
         """Modules bound at the top level (``criterion = nn.BCELoss()``): functions use them."""
-        if self.script is None:
+        if self.file.script is None:
             return {}
-        return {k: f for k, f in self.script.env.items() if f.kind is Kind.MODULE and "." not in k}
+        return {
+            k: f for k, f in self.file.script.env.items() if f.kind is Kind.MODULE and "." not in k
+        }
 
     def _param_fact(self, param: cst.Param, index: int, tensor_params: bool) -> Fact:
         name = param.name.value
@@ -472,7 +487,7 @@ class FunctionWalk(AutocastWalk):
         # ``KVCache = Tuple[torch.Tensor, torch.Tensor]`` at module level: ``Optional[KVCache]``
         ann_text = " ".join(m for n in ann_names for m in self.tensor_aliases.get(n, (n,)))
         default = param.default
-        trainer = self.training.param_fact(param, name, ann_text)
+        trainer = self.file.training.param_fact(param, name, ann_text)
         if trainer is not None:
             return replace(trainer, params=marks)
         if name.endswith("dtype"):
@@ -515,7 +530,7 @@ class FunctionWalk(AutocastWalk):
     def tensor_aliases(self) -> dict[str, tuple[str, ...]]:
         """Module-level type aliases that name tensors: ``KVCache = Tuple[Tensor, Tensor]``."""
         found: dict[str, tuple[str, ...]] = {}
-        for stmt in self.module.body:
+        for stmt in self.file.module.body:
             small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
             if not isinstance(small, cst.Assign) or len(small.targets) != 1:
                 continue

@@ -23,11 +23,12 @@ from mpcheck.facts import (
     promote,
     tensor_of_dtype,
 )
-from mpcheck.infer.base import CallRecord
+from mpcheck.infer.autocast import Regions
+from mpcheck.infer.base import CallRecord, Walk
 from mpcheck.infer.binding import passed
 from mpcheck.infer.buffers import registered
 from mpcheck.infer.frames import ClassInfo, Env, Frame
-from mpcheck.infer.functions import FunctionWalk
+from mpcheck.infer.functions import Definitions
 from mpcheck.infer.imported import call_result, fact_of
 from mpcheck.infer.own_parts import inherited_method, own_part
 from mpcheck.infer.pipelines import shares
@@ -42,8 +43,13 @@ NON_MODULE_HINTS = ("Tokenizer", "Processor", "Scheduler", "FeatureExtractor", "
 FP32_LAYER = "<float32 output>"  # the layer of a library module that returns float32
 
 
-class ModuleWalk(FunctionWalk):
-    """The layer that tracks modules: what they are built as, cast to and return."""
+class Modules:
+    """The part that tracks modules: what they are built as, cast to and return."""
+
+    def __init__(self, file: Walk, regions: Regions, definitions: Definitions) -> None:
+        self.file = file
+        self.regions = regions
+        self.definitions = definitions
 
     def construct_module(
         self, node: cst.Call, layer: str | None, frame: Frame, kwargs: dict[str, Operand]
@@ -54,8 +60,8 @@ class ModuleWalk(FunctionWalk):
         a model made half at construction (``from_pretrained(torch_dtype=torch.float16)``
         sets the default dtype while ``__init__`` runs) keeps that part in its own dtype.
         """
-        dtype = kwargs.get("dtype") or self.constructor_dtype(node, layer)
-        apart = self.built_apart(frame) if dtype is None else None
+        dtype = kwargs.get("dtype") or self.definitions.constructor_dtype(node, layer)
+        apart = self.definitions.built_apart(frame) if dtype is None else None
         if apart is not None:
             origin = Origin(node, Cause.MODEL_CAST, apart)
             return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
@@ -74,10 +80,10 @@ class ModuleWalk(FunctionWalk):
                 return Fact(Kind.MODULE, Prec.MODEL, None, None, layer=layer)
         if dtype is not None and dtype.fact.kind is Kind.DTYPE:
             f = dtype.fact
-            text = f"built with dtype={self.code(dtype.node)}"
+            text = f"built with dtype={self.file.code(dtype.node)}"
             if dtype is not kwargs.get("dtype") and f.origin is not None:
                 text = f.origin.text  # the class's own default: ``dtype=torch.float32``
-            origin = Origin(node, Cause.MODEL_CAST, text, self.dtype_source(dtype))
+            origin = Origin(node, Cause.MODEL_CAST, text, self.file.dtype_source(dtype))
             return Fact(Kind.MODULE, f.prec, f.dtype, origin, layer=layer, maybe=f.maybe)
         origin = Origin(node, Cause.LITERAL, "built in float32 (the default)")
         return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
@@ -90,8 +96,8 @@ class ModuleWalk(FunctionWalk):
         dtype = kwargs.get("torch_dtype") or kwargs.get("dtype")
         if dtype is not None and dtype.fact.kind is Kind.DTYPE:
             f = dtype.fact
-            text = f"loaded with {self.code(dtype.node)}"
-            origin = Origin(node, Cause.MODEL_CAST, text, self.dtype_source(dtype))
+            text = f"loaded with {self.file.code(dtype.node)}"
+            origin = Origin(node, Cause.MODEL_CAST, text, self.file.dtype_source(dtype))
             return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
         origin = Origin(node, Cause.LITERAL, "loaded in float32 (the default)")
         return Fact(Kind.MODULE, Prec.FULL, "float32", origin)
@@ -102,13 +108,13 @@ class ModuleWalk(FunctionWalk):
         ``model = Net(); model.head`` is the ``nn.Linear`` that ``Net.__init__`` built as
         ``self.head``; it has the model's dtype until something casts it on its own.
         """
-        info = self.classes.get(layer or "")
-        if info is None and layer in self.imported:  # a class of another project file
-            part = self.imported[layer].attrs.get(attr)
+        info = self.file.classes.get(layer or "")
+        if info is None and layer in self.file.imported:  # a class of another project file
+            part = self.file.imported[layer].attrs.get(attr)
             return part.layer if part is not None and part.kind == Kind.MODULE.value else None
         if info is None or not info.is_module:
             return None
-        self.analyse_class(info)
+        self.definitions.analyse_class(info)
         fact = info.attrs.get("self." + attr)
         return fact.layer if fact is not None and fact.kind is Kind.MODULE else None
 
@@ -118,12 +124,14 @@ class ModuleWalk(FunctionWalk):
         """What ``model.<method>(...)`` returns when that method of ``model``'s local class
         returns one of its modules (``get_decoder``, ``fuse``): the module, in ``model``'s dtype.
         """
-        info = self.classes.get(module.layer or "")
+        info = self.file.classes.get(module.layer or "")
         fn = info.methods.get(method) if info is not None and info.is_module else None
-        if info is None or fn is None or method == "forward" or fn in self.in_progress:
+        if info is None or fn is None or method == "forward" or fn in self.definitions.in_progress:
             return None
-        self.analyse_class(info)
-        made = self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
+        self.definitions.analyse_class(info)
+        made = self.definitions.substitute(
+            self.definitions.summary(fn, info), fn, args, kwargs, skip_self=True
+        )
         if made.kind is not Kind.MODULE:
             return None
         if made.prec is Prec.MODEL:
@@ -147,7 +155,7 @@ class ModuleWalk(FunctionWalk):
         layer = module.layer
         first = args[0].fact if args else UNKNOWN
         if frame.scope.autocast is None:  # a model ``accelerator.prepare`` wrapped in autocast
-            region = self.training.state(frame).forward_region(module)
+            region = self.file.training.state(frame).forward_region(module)
             if region is not None:
                 frame = Frame(frame.env, replace(frame.scope, autocast=region), frame.returns)
         if layer in T.PASS_THROUGH_LAYERS:
@@ -161,13 +169,13 @@ class ModuleWalk(FunctionWalk):
             text = f"returned in float32 by `{path or 'module'}`, {made},"
             result = Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.UPCAST, text))
             receiver = Operand(callee or node.func, module)
-            return self.emit(
+            return self.file.emit(
                 CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
             )
         op, aten = T.LAYERS.get(layer or "", (None, ""))
-        if op is None and takes_half_input(module, path, self.classes.get(layer or ""), frame):
+        if op is None and takes_half_input(module, path, self.file.classes.get(layer or ""), frame):
             op = T.OpKind.MODEL
-        elif op is None and feeds_its_weights(module, self.imported.get(layer or ""), frame):
+        elif op is None and feeds_its_weights(module, self.file.imported.get(layer or ""), frame):
             op = T.OpKind.MODEL  # ``self.x_embedder(x)``: a patch embedding of another file
         if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
             aten = T.LOSS_LAYERS[layer]
@@ -176,9 +184,9 @@ class ModuleWalk(FunctionWalk):
             result = replace(result, zero_dim=True)  # reduction="mean" (the default): 0-dim
         elif module.prec is Prec.UNKNOWN:
             result = UNKNOWN_TENSOR if layer is None else replace(first, params=frozenset())
-        elif layer in self.classes and "forward" in self.classes[layer].methods:
-            result = self.class_forward(self.classes[layer], args, kwargs)
-        elif layer in self.imported and "forward" in self.imported[layer].methods:
+        elif layer in self.file.classes and "forward" in self.file.classes[layer].methods:
+            result = self.class_forward(self.file.classes[layer], args, kwargs)
+        elif layer in self.file.imported and "forward" in self.file.imported[layer].methods:
             result = self.imported_forward(node, layer, args, kwargs)
         elif layer is None and first.prec is Prec.FULL and module.prec is Prec.MODEL:
             result = UNKNOWN_TENSOR  # a custom module fed float32 may well compute in float32
@@ -220,7 +228,7 @@ class ModuleWalk(FunctionWalk):
             and frame.scope.autocast.active
             and frame.scope.autocast.recasts(aten)
         ):
-            result = self.autocast_result(node, aten, frame.scope.autocast, result)
+            result = self.regions.autocast_result(node, aten, frame.scope.autocast, result)
         elif frame.scope.autocast and frame.scope.autocast.active and not aten and result.is_tensor:
             # A model or block whose ops we do not see: under autocast it computes in the
             # autocast dtype (its matmuls/convs are recast), whatever its weights are.
@@ -228,7 +236,7 @@ class ModuleWalk(FunctionWalk):
             result = Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.AUTOCAST, what))
         receiver = Operand(callee or node.func, module)
         owner = _owner(path, frame.env)
-        return self.emit(
+        return self.file.emit(
             CallRecord(
                 node,
                 result,
@@ -263,18 +271,18 @@ class ModuleWalk(FunctionWalk):
             o.fact.is_tensor and o.fact.prec is Prec.FULL for o in (*args, *kwargs.values())
         ):
             return (), None
-        info = self.classes.get(module.layer or "")
+        info = self.file.classes.get(module.layer or "")
         fn = info.methods.get("forward") if info is not None and info.is_module else None
         if (
             info is None
             or fn is None
-            or fn in self.in_progress
-            or not self.reporting.may_rewalk
-            or self.reporting.recording
-            or not self.reporting.listener.wants("calls")
+            or fn in self.definitions.in_progress
+            or not self.file.reporting.may_rewalk
+            or self.file.reporting.recording
+            or not self.file.reporting.listener.wants("calls")
         ):
             return (), None
-        self.analyse_class(info)
+        self.definitions.analyse_class(info)
         with_args, returned = self._walk_as(fn, info, module, {}, args, kwargs, frame)
         plain, _ = self._walk_as(fn, info, module, {}, (), {}, frame)
         return changed_calls(with_args, plain), returned
@@ -297,16 +305,16 @@ class ModuleWalk(FunctionWalk):
         between the two walks are what the split changed. Returns them and what the
         method returns with the split (None when there is no split to follow).
         """
-        info = self.classes.get(module.layer or "")
+        info = self.file.classes.get(module.layer or "")
         fn = info.methods.get(method) if info is not None and info.is_module else None
         if (
             info is None
             or fn is None
             or path is None
             or module.prec not in (Prec.FULL, Prec.HALF, Prec.MODEL)
-            or fn in self.in_progress
-            or not self.reporting.may_rewalk
-            or not (self.reporting.listener.wants("calls") or self.reporting.recording)
+            or fn in self.definitions.in_progress
+            or not self.file.reporting.may_rewalk
+            or not (self.file.reporting.listener.wants("calls") or self.file.reporting.recording)
         ):
             return (), None
         prefix = path + "."
@@ -315,11 +323,11 @@ class ModuleWalk(FunctionWalk):
             for key, fact in frame.env.items()
             if key.startswith(prefix) and fact.kind is Kind.MODULE
         }
-        self.analyse_class(info)
-        if self.reporting.recording:
+        self.definitions.analyse_class(info)
+        if self.file.reporting.recording:
             # Already re-walking a split module: walk this part of it in line.
             sites, returned = self._walk_as(fn, info, module, parts, args, kwargs, frame)
-            self.reporting.record(sites)
+            self.file.reporting.record(sites)
             return (), returned
         full = module.prec is Prec.FULL
         if not any(
@@ -342,7 +350,7 @@ class ModuleWalk(FunctionWalk):
         outer: Frame,
     ) -> tuple[list[CallSite], Fact | None]:
         """Walk ``fn`` as a method of ``module`` called with ``args``; record its calls."""
-        frame = self.function_frame(fn, info, None)
+        frame = self.definitions.function_frame(fn, info, None)
         for key, fact in list(frame.env.items()):
             if (key == "self" or key.startswith("self.")) and fact.prec is Prec.MODEL:
                 if fact.kind is Kind.MODULE:
@@ -357,12 +365,14 @@ class ModuleWalk(FunctionWalk):
         if frame.scope.autocast is None and outer.scope.autocast is not None:
             frame.scope = replace(frame.scope, autocast=outer.scope.autocast)
         recorded: list[CallSite] = []
-        self.in_progress.add(fn)
+        self.definitions.in_progress.add(fn)
         try:
-            with self.reporting.recording_into(recorded):
-                self.block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame)
+            with self.file.reporting.recording_into(recorded):
+                self.file.block(
+                    fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame
+                )
         finally:
-            self.in_progress.discard(fn)
+            self.definitions.in_progress.discard(fn)
         return recorded, frame.returns
 
     def construct_imported(
@@ -375,34 +385,38 @@ class ModuleWalk(FunctionWalk):
     ) -> Fact:
         """An instance of a module class of another project file (``RMSNormFp32(dim)``): built
         like one of this file's; its calls go by the class's summary."""
-        self.imported[name] = cls
+        self.file.imported[name] = cls
         return self.construct_module(node, name, frame, kwargs)
 
     def project_value(self, node: cst.BaseExpression) -> Fact | None:
         """A module-level value of another project file (``DTYPE = torch.float16``, a model
         cast at its top level), or None when the project knows none."""
-        located = self.imports.locate(node) if self.project is not None else None
+        located = self.file.imports.locate(node) if self.file.project is not None else None
         leaf = located[0].rpartition(".")[2] if located is not None else ""
         if leaf[:1].isupper() and not leaf.isupper():
             return None  # ``norm_layer=LayerNorm``: a class, never a value worth a summary
-        value = self.project(*located) if located is not None and self.project else None
+        value = self.file.project(*located) if located is not None and self.file.project else None
         if located is None or not isinstance(value, Value):
             return None
-        fact = fact_of(value, node, self.code(node))
+        fact = fact_of(value, node, self.file.code(node))
         if value.origin is not None:
-            self.elsewhere[node] = value.origin  # a finding pointing here points there too
-        if fact.kind is Kind.MODULE and fact.layer and fact.layer not in self.classes:
+            self.file.elsewhere[node] = value.origin  # a finding pointing here points there too
+        if fact.kind is Kind.MODULE and fact.layer and fact.layer not in self.file.classes:
             module = located[0].rpartition(".")[0]
-            made = self.project(f"{module}.{fact.layer}", located[1]) if self.project else None
+            made = (
+                self.file.project(f"{module}.{fact.layer}", located[1])
+                if self.file.project
+                else None
+            )
             if isinstance(made, ClassSummary) and made.is_module:
-                self.imported.setdefault(fact.layer, made)
+                self.file.imported.setdefault(fact.layer, made)
         return fact
 
     def imported_forward(
         self, node: cst.Call, layer: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
     ) -> Fact:
         """Calling an instance of a class of another project file: its ``forward``'s summary."""
-        forward = self.imported[layer].methods["forward"]
+        forward = self.file.imported[layer].methods["forward"]
         result = call_result(node, f"{layer}.forward", forward, args, kwargs)
         place = forward.returns.origin
         decided = result.prec in (Prec.FULL, Prec.HALF)  # not "the model's", which is no news
@@ -412,7 +426,7 @@ class ModuleWalk(FunctionWalk):
             and result.origin is not None
             and result.origin.node is node
         ):
-            self.elsewhere[node] = place  # a finding pointing here points there too
+            self.file.elsewhere[node] = place  # a finding pointing here points there too
         return result if result.kind in (Kind.TENSOR, Kind.SEQ) else UNKNOWN_TENSOR
 
     def class_forward(
@@ -420,7 +434,9 @@ class ModuleWalk(FunctionWalk):
     ) -> Fact:
         """Calling an instance of a class defined in this file: its ``forward``'s summary."""
         fn = info.methods["forward"]
-        result = self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
+        result = self.definitions.substitute(
+            self.definitions.summary(fn, info), fn, args, kwargs, skip_self=True
+        )
         return result if result.kind in (Kind.TENSOR, Kind.SEQ) else UNKNOWN_TENSOR
 
     def module_method(
@@ -443,14 +459,14 @@ class ModuleWalk(FunctionWalk):
                 self._rebind(path, new, frame)
             return new
         if method == "upcast_vae" and path is not None:  # diffusers: the VAE runs in float32
-            text = f"upcast to float32 by `{self.code(node)}`"
+            text = f"upcast to float32 by `{self.file.code(node)}`"
             upcast = tensor_of_dtype("float32", node, Cause.UPCAST, text)
             frame.env[f"{path}.vae"] = replace(upcast, kind=Kind.MODULE)
             return UNKNOWN
         if method in ("register_buffer", "register_parameter") and path is not None:
             self.register_tensor(node, method, path, args, kwargs, frame)
             return UNKNOWN
-        params = self.training.parameters(method, module, path, frame.scope.flags)
+        params = self.file.training.parameters(method, module, path, frame.scope.flags)
         if params is not None:  # linked back to the module, for the optimizers built from them
             return params
         if method in ("parameters", "named_parameters", "buffers", "modules", "children"):
@@ -461,20 +477,22 @@ class ModuleWalk(FunctionWalk):
         if method in ("eval", "train", "requires_grad_", "cuda", "cpu", "apply", "zero_grad", "to"):
             return module  # ``.to(device)``: a dtype cast was handled above
         if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == "self":
-            found = self.local_method(self._class_of_frame(frame), method)
+            found = self.definitions.local_method(self._class_of_frame(frame), method)
             if found is not None:
                 info, fn = found
-                rewalk = self.reporting.recording and self.reporting.may_rewalk
-                if rewalk and fn not in self.in_progress:
+                rewalk = self.file.reporting.recording and self.file.reporting.may_rewalk
+                if rewalk and fn not in self.definitions.in_progress:
                     # Re-walking a module cast apart (``split_call``): follow it into its helpers.
                     parts = {k: v for k, v in frame.env.items() if k.startswith("self.")}
                     me = frame.env.get("self", module)
                     sites, returned = self._walk_as(fn, info, me, parts, args, kwargs, frame)
-                    self.reporting.record(sites)
+                    self.file.reporting.record(sites)
                     return returned or UNKNOWN
-                summary = self.summary(fn, info, (args, kwargs, True))
-                return own_part(self.substitute(summary, fn, args, kwargs, skip_self=True), module)
-            inherited = inherited_method(self._class_of_frame(frame), method, self.classes)
+                summary = self.definitions.summary(fn, info, (args, kwargs, True))
+                return own_part(
+                    self.definitions.substitute(summary, fn, args, kwargs, skip_self=True), module
+                )
+            inherited = inherited_method(self._class_of_frame(frame), method, self.file.classes)
             if inherited is not None:  # ``self.get_base_layer()`` of a base in another file
                 returned = call_result(node, f"self.{method}", inherited, args, kwargs)
                 if returned.kind is Kind.MODULE:
@@ -531,7 +549,7 @@ class ModuleWalk(FunctionWalk):
 
     def _class_of_frame(self, frame: Frame) -> ClassInfo | None:
         name = frame.scope.class_name
-        return self.classes.get(name) if name else None
+        return self.file.classes.get(name) if name else None
 
     def module_cast(
         self,
@@ -556,12 +574,12 @@ class ModuleWalk(FunctionWalk):
             cand = [kwargs["dtype"]] if "dtype" in kwargs else list(args)
             for op in cand:
                 if op.fact.kind is Kind.DTYPE and op.fact.prec is not Prec.UNKNOWN:
-                    text = f"cast by `.{method}({self.code(op.node)})`"
+                    text = f"cast by `.{method}({self.file.code(op.node)})`"
                     f = op.fact
-                    origin = Origin(node, Cause.MODEL_CAST, text, self.dtype_source(op))
+                    origin = Origin(node, Cause.MODEL_CAST, text, self.file.dtype_source(op))
                     return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
                 if script and self.working_dtype(op, "dtype" in kwargs):
-                    code = self.code(op.node)
+                    code = self.file.code(op.node)
                     text = f"cast to the working dtype `{code}` (half when that is float16)"
                     origin = Origin(node, Cause.MODEL_CAST, text)
                     return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
@@ -576,7 +594,7 @@ class ModuleWalk(FunctionWalk):
             return bool(fact.params)  # ``.to(dtype=x.dtype)`` follows ``x``, not a setting
         if fact != UNKNOWN:
             return False
-        return keyword or "dtype" in self.code(op.node).lower()
+        return keyword or "dtype" in self.file.code(op.node).lower()
 
 
 def _owner(path: str | None, env: Env) -> Owner | None:

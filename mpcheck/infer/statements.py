@@ -30,11 +30,13 @@ from mpcheck.facts import (
     seq_of,
     tensor_or_none,
 )
-from mpcheck.infer.base import CallRecord, shorten
+from mpcheck.infer.autocast import Regions
+from mpcheck.infer.base import CallRecord, Walk, shorten
 from mpcheck.infer.branches import about_precision, float32_path, on_path
 from mpcheck.infer.exits import close_loop, leave, merge_paths, settle
-from mpcheck.infer.expressions import ExpressionWalk
+from mpcheck.infer.expressions import Expressions
 from mpcheck.infer.frames import Frame
+from mpcheck.infer.functions import Definitions
 from mpcheck.infer.guards import (
     aligned,
     complete,
@@ -64,17 +66,25 @@ from mpcheck.names import descendants, dotted
 from mpcheck.sites import Operand, ReturnSite, SetItemSite, StoreSite
 
 
-class StatementWalk(ExpressionWalk):
-    """The layer that walks statements in order."""
+class Statements:
+    """The part that walks statements in order."""
+
+    def __init__(
+        self, file: Walk, regions: Regions, definitions: Definitions, expressions: Expressions
+    ) -> None:
+        self.file = file
+        self.regions = regions
+        self.definitions = definitions
+        self.expressions = expressions
 
     def block(
         self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
     ) -> None:
-        outer = self.script
+        outer = self.file.script
         if frame.scope.function is None and frame.scope.class_name is None:
             # the top level, or a branch of it (``if __name__ == "__main__":``): what a
             # function called from here sees as the module's models
-            self.script = frame
+            self.file.script = frame
         try:
             for stmt in body:
                 if isinstance(stmt, cst.BaseSmallStatement):
@@ -82,7 +92,7 @@ class StatementWalk(ExpressionWalk):
                 else:
                     self.statement(stmt, frame)
         finally:
-            self.script = outer
+            self.file.script = outer
         fn = frame.scope.function
         if fn is not None and isinstance(fn.body, cst.IndentedBlock) and body is fn.body.body:
             settle(frame)  # a function's end: the paths that returned meet the one that got here
@@ -92,10 +102,10 @@ class StatementWalk(ExpressionWalk):
             for small in stmt.body:
                 self.small(small, frame)
         elif isinstance(stmt, cst.If):
-            self.expr(stmt.test, frame)
+            self.expressions.expr(stmt.test, frame)
             # ``if x.dtype == torch.float32:``: a branch a half-precision run never takes;
             # ``if x.dtype == torch.float16:``: a branch only the float16 run takes
-            half, fp16 = runs_take(stmt.test, partial(self.expr, frame=frame))
+            half, fp16 = runs_take(stmt.test, partial(self.expressions.expr, frame=frame))
             # each branch knows which way the test went (``if scaler is not None:``)
             on, off = self.narrowed(frame, stmt.test, True), self.narrowed(frame, stmt.test, False)
             if half is not None:
@@ -109,7 +119,7 @@ class StatementWalk(ExpressionWalk):
             other = (
                 self.branch(stmt.orelse, off, (stmt.test, False))
                 if stmt.orelse
-                else self.training.assume(stmt.test, False, Frame(off.env, off.scope))
+                else self.file.training.assume(stmt.test, False, Frame(off.env, off.scope))
             )
             if then.dead or other.dead:  # the code after it follows the other path only
                 self.merge(frame, then, other)
@@ -159,13 +169,13 @@ class StatementWalk(ExpressionWalk):
             if frame.scope.function is not None:
                 self.nested_function(stmt, frame)
             else:  # also under ``if __name__ == "__main__":``, where scripts define helpers
-                self.functions.setdefault(stmt.name.value, stmt)
+                self.file.functions.setdefault(stmt.name.value, stmt)
             # a module-level def is summarised on its own, with its params as inputs
         elif isinstance(stmt, cst.ClassDef):
-            info = self.classes.get(stmt.name.value)
+            info = self.file.classes.get(stmt.name.value)
             if info is None or info.node is not stmt:  # a later ``class X`` rebinds ``X``
-                info = self.classes[stmt.name.value] = self.register_class(stmt)
-            self.analyse_class(info)
+                info = self.file.classes[stmt.name.value] = self.definitions.register_class(stmt)
+            self.definitions.analyse_class(info)
         elif isinstance(stmt, cst.Match):
             for case in stmt.cases:
                 self.merge(frame, Frame(frame.env, frame.scope), self.branch(case.body, frame))
@@ -186,7 +196,7 @@ class StatementWalk(ExpressionWalk):
                     found.append((name, *side))
         if not found:
             return
-        source = self.module.code_for_node(test)
+        source = self.file.module.code_for_node(test)
         if about_precision(source):
             return
         shown = shorten(source)
@@ -209,7 +219,7 @@ class StatementWalk(ExpressionWalk):
         ]
         if not values and not has_new_part(then.env, other.env):
             return
-        source = self.module.code_for_node(stmt.test)
+        source = self.file.module.code_for_node(stmt.test)
         if about_precision(source):
             chosen_by_precision(frame.env, then.env, other.env)
             return
@@ -226,9 +236,9 @@ class StatementWalk(ExpressionWalk):
         env = narrowed(frame.env, test, polarity)
         tested = dtypes_tested(test)
         if tested is not None:
-            sides = [(dotted(n), self.expr(n, frame)) for n in tested[:2]]
+            sides = [(dotted(n), self.expressions.expr(n, frame)) for n in tested[:2]]
             if tested[2] is polarity:  # the branch where the dtypes differ
-                env = found_apart(env, sides, test, f"found different by `{self.code(test)}`")
+                env = found_apart(env, sides, test, f"found different by `{self.file.code(test)}`")
             else:  # equal to the dtype it is compared with now: the code aligns them
                 env = aligned(env, sides)
         return frame if env is frame.env else Frame(env, frame.scope, frame.returns)
@@ -244,7 +254,7 @@ class StatementWalk(ExpressionWalk):
         if dotted(call.func) != "isinstance" or len(call.args) != 2:
             return None
         name, kind = call.args[0].value, call.args[1].value
-        if not isinstance(name, cst.Name) or self.imports.resolve(kind) != "torch.Tensor":
+        if not isinstance(name, cst.Name) or self.file.imports.resolve(kind) != "torch.Tensor":
             return None
         return name.value
 
@@ -258,8 +268,8 @@ class StatementWalk(ExpressionWalk):
             if flag is not None:  # ``if not args.train_text_encoder:``: known on this path
                 known = (flag[0], flag[1] == guard[1])
                 sub.scope = replace(sub.scope, flags=(*sub.scope.flags, known))
-            sub = self.training.assume(*guard, sub)
-            region = self.tested_region(*guard)
+            sub = self.file.training.assume(*guard, sub)
+            region = self.regions.tested_region(*guard)
             if region is not None:
                 sub.scope = replace(sub.scope, autocast=region)
         if isinstance(node, cst.If):
@@ -277,7 +287,7 @@ class StatementWalk(ExpressionWalk):
 
     def loop(self, stmt: cst.For | cst.While, frame: Frame) -> None:
         if isinstance(stmt, cst.For):
-            items = self.expr(stmt.iter, frame)
+            items = self.expressions.expr(stmt.iter, frame)
             loaded = data_api.loader_items(stmt.iter)
             if loaded is not None:  # ``for step, batch in enumerate(train_dataloader)``
                 name, counted = loaded
@@ -287,14 +297,14 @@ class StatementWalk(ExpressionWalk):
             if 1 < len(models) <= 8 and all(m.kind is Kind.MODULE for m in models):
                 # ``for model in [unet, text_encoder]: ...param.data = param.float()``: what
                 # the body does to each model, kept apart (a joined model is neither)
-                with self.reporting.muted():
+                with self.file.reporting.muted():
                     for model in models:
                         self.bind(stmt.target, model, frame)
                         close_loop(frame, self.branch(stmt.body, frame))
             self.bind(stmt.target, iterate(items), frame)
         else:
-            self.expr(stmt.test, frame)
-        with self.reporting.muted():  # the first pass only carries facts round the loop
+            self.expressions.expr(stmt.test, frame)
+        with self.file.reporting.muted():  # the first pass only carries facts round the loop
             first = self.branch(stmt.body, frame)
         close_loop(frame, first)
         close_loop(frame, self.branch(stmt.body, frame))
@@ -304,12 +314,14 @@ class StatementWalk(ExpressionWalk):
     def with_stmt(self, stmt: cst.With, frame: Frame) -> None:
         region = None
         for item in stmt.items:
-            found = self.autocast_region(item.item, frame)
+            found = self.regions.autocast_region(item.item, frame)
             if found is not None:
                 region = found
-                self.expr(item.item, frame)  # the autocast call itself is a call site too
+                self.expressions.expr(
+                    item.item, frame
+                )  # the autocast call itself is a call site too
             else:
-                value = self.expr(item.item, frame)
+                value = self.expressions.expr(item.item, frame)
                 if item.asname is not None:
                     self.bind(item.asname.name, value, frame)
         if region is None:
@@ -317,7 +329,7 @@ class StatementWalk(ExpressionWalk):
             return
         saved = frame.scope
         frame.scope = replace(saved, autocast=region)
-        self.training.enter_region(frame, region)
+        self.file.training.enter_region(frame, region)
         try:
             if isinstance(stmt.body, cst.IndentedBlock):
                 self.block(stmt.body.body, frame)
@@ -325,47 +337,49 @@ class StatementWalk(ExpressionWalk):
             frame.scope = saved
 
     def nested_function(self, fn: cst.FunctionDef, frame: Frame) -> None:
-        sub = self.function_frame(fn, None, frame)
-        self.function_site(fn, sub)
-        with self.reporting.unmuted():
+        sub = self.definitions.function_frame(fn, None, frame)
+        self.definitions.function_site(fn, sub)
+        with self.file.reporting.unmuted():
             if isinstance(fn.body, cst.IndentedBlock):
                 self.block(fn.body.body, sub)
-        self.summaries[fn] = sub.returns or UNKNOWN
+        self.definitions.summaries[fn] = sub.returns or UNKNOWN
         frame.env[fn.name.value] = Fact(Kind.OTHER)
-        self.functions.setdefault(fn.name.value, fn)
+        self.file.functions.setdefault(fn.name.value, fn)
 
     def small(self, stmt: cst.BaseSmallStatement, frame: Frame) -> None:
         if isinstance(stmt, cst.Assign):
-            value = self.expr(stmt.value, frame)
+            value = self.expressions.expr(stmt.value, frame)
             for target in stmt.targets:
                 self.store(target.target, value, stmt.value, frame, stmt)
         elif isinstance(stmt, cst.AnnAssign):
             if stmt.value is not None:
-                self.store(stmt.target, self.expr(stmt.value, frame), stmt.value, frame, stmt)
+                self.store(
+                    stmt.target, self.expressions.expr(stmt.value, frame), stmt.value, frame, stmt
+                )
         elif isinstance(stmt, cst.AugAssign):
-            value = self.expr(stmt.value, frame)
+            value = self.expressions.expr(stmt.value, frame)
             if isinstance(stmt.target, cst.Subscript):
                 self.store(stmt.target, value, stmt.value, frame, stmt)
                 return
-            current = self.expr(stmt.target, frame)
+            current = self.expressions.expr(stmt.target, frame)
             if current.kind is Kind.TENSOR:  # in-place: the tensor keeps its dtype
                 method = T.INPLACE_OPERATORS.get(type(stmt.operator).__name__)
                 if method is not None:
                     tensor = Operand(stmt.target, current)
                     args = (Operand(stmt.value, value),)
-                    self.emit(
+                    self.file.emit(
                         CallRecord(stmt, current, args, method=method, receiver=tensor), frame
                     )
                 return
             self.bind(stmt.target, promote([current, value], stmt), frame)
         elif isinstance(stmt, cst.Expr):
             self.module_by_use(stmt.value, frame)
-            self.expr(stmt.value, frame)
+            self.expressions.expr(stmt.value, frame)
         elif isinstance(stmt, cst.Return):
-            fact = self.expr(stmt.value, frame) if stmt.value is not None else UNKNOWN
+            fact = self.expressions.expr(stmt.value, frame) if stmt.value is not None else UNKNOWN
             frame.returns = fact if frame.returns is None else join(frame.returns, fact)
-            if stmt.value is not None and self.reporting.takes("returns"):
-                self.reporting.listener.deliver(
+            if stmt.value is not None and self.file.reporting.takes("returns"):
+                self.file.reporting.listener.deliver(
                     "returns", ReturnSite(stmt, Operand(stmt.value, fact), frame.scope)
                 )
             leave(stmt, frame)
@@ -382,7 +396,7 @@ class StatementWalk(ExpressionWalk):
         if method not in T.MODULE_STATEMENTS or (method == "to" and not call.args):
             return
         key = dotted(call.func.value)
-        if key is not None and self.expr(call.func.value, frame) == UNKNOWN:
+        if key is not None and self.expressions.expr(call.func.value, frame) == UNKNOWN:
             text = f"a model (`{key}.{method}(...)` changes it in place)"
             frame.env[key] = Fact(Kind.MODULE, origin=Origin(call, Cause.LITERAL, text))
 
@@ -395,13 +409,13 @@ class StatementWalk(ExpressionWalk):
         stmt: cst.CSTNode,
     ) -> None:
         if isinstance(target, cst.Subscript):
-            base = self.expr(target.value, frame)
+            base = self.expressions.expr(target.value, frame)
             key = data_api.item_key(target)
             if base.kind is Kind.BATCH and key is not None:
                 frame.env[key] = value  # ``batch["pixel_values"] = batch[...].to(dtype=...)``
                 return
             advanced = self.advanced_index(target, frame)
-            if self.reporting.takes("setitems"):
+            if self.file.reporting.takes("setitems"):
                 index = target.slice[0].slice if len(target.slice) == 1 else None
                 site = SetItemSite(
                     stmt,
@@ -411,19 +425,19 @@ class StatementWalk(ExpressionWalk):
                     frame.scope,
                     advanced=advanced,
                 )
-                self.reporting.listener.deliver("setitems", site)
+                self.file.reporting.listener.deliver("setitems", site)
             return
         if isinstance(target, cst.Attribute) and target.attr.value == "data":
-            self.training.store_data(target, value, frame)  # ``p.data = p.data.float()``
-        if isinstance(target, cst.Attribute) and self.reporting.takes("stores"):
+            self.file.training.store_data(target, value, frame)  # ``p.data = p.data.float()``
+        if isinstance(target, cst.Attribute) and self.file.reporting.takes("stores"):
             self.storage(target, value, value_node, frame, stmt)
         annotation = stmt.annotation if isinstance(stmt, cst.AnnAssign) else None
         container = self._adapter_container(target, value_node, frame, annotation)
         if container is not None:
             kind = container or None
-            if self.keep.upcast(frame.scope.class_name, kind):
+            if self.file.keep.upcast(frame.scope.class_name, kind):
                 value = adapter_fp32(value, target, kind in TENSOR_DICTS)
-            elif self.keep.listed(frame.scope.class_name, (dotted(target) or "")[5:]):
+            elif self.file.keep.listed(frame.scope.class_name, (dotted(target) or "")[5:]):
                 value = adapter_in_base_dtype(target, kind or "")
             # (an unlisted dict peft does not cast was not moved either: its own dtype)
         self.bind(target, value, frame)
@@ -438,15 +452,15 @@ class StatementWalk(ExpressionWalk):
     ) -> None:
         """``p.data = value``, ``m.weight = nn.Parameter(v)``: a tensor's storage replaced
         (:mod:`mpcheck.infer.storage`), with the tensor's fact as it was."""
-        found = replaced(target, value_node, self.imports.resolve)
+        found = replaced(target, value_node, self.file.imports.resolve)
         if found is None:
             return
         tensor, new = found
         holder = tensor.value if isinstance(tensor, cst.Attribute) else None
-        with self.reporting.muted():  # read for their facts (a Parameter's argument again)
-            before = self.expr(tensor, frame)
-            stored = value if new is value_node else self.expr(new, frame)
-            owner = self.expr(holder, frame) if holder is not None else UNKNOWN
+        with self.file.reporting.muted():  # read for their facts (a Parameter's argument again)
+            before = self.expressions.expr(tensor, frame)
+            stored = value if new is value_node else self.expressions.expr(new, frame)
+            owner = self.expressions.expr(holder, frame) if holder is not None else UNKNOWN
         if before.is_tensor:
             layer = owner.layer if owner.kind is Kind.MODULE else None
             grown = widened(before, stored, frame.scope, layer)
@@ -458,7 +472,7 @@ class StatementWalk(ExpressionWalk):
                 grown,
                 data=new is value_node,
             )
-            self.reporting.listener.deliver("stores", site)
+            self.file.reporting.listener.deliver("stores", site)
 
     def _adapter_container(
         self,
@@ -478,11 +492,13 @@ class StatementWalk(ExpressionWalk):
             return None
         owner, attr = frame.scope.class_name, key[5:]
         kind = _dict_class(value, frame.scope.function, annotation)
-        if self.keep.adapter(owner, attr):
+        if self.file.keep.adapter(owner, attr):
             return kind or ""
         if kind is None:
             return None
-        if self.keep.adapters.get(owner or "") or attr in self.keep.moved.get(owner or "", ()):
+        if self.file.keep.adapters.get(owner or "") or attr in self.file.keep.moved.get(
+            owner or "", ()
+        ):
             return kind
         return None
 
@@ -492,13 +508,13 @@ class StatementWalk(ExpressionWalk):
         for el in target.slice:
             part = el.slice
             if isinstance(part, cst.Index):
-                fact = self.expr(part.value, frame)
+                fact = self.expressions.expr(part.value, frame)
                 if found is None and is_advanced_index(part.value, fact):
                     found = Operand(part.value, fact)
             elif isinstance(part, cst.Slice):
                 for bound in (part.lower, part.upper, part.step):
                     if bound is not None:
-                        self.expr(bound, frame)
+                        self.expressions.expr(bound, frame)
         return found
 
     def bind(
@@ -526,7 +542,10 @@ class StatementWalk(ExpressionWalk):
         if (
             value.kind in (Kind.MODULE, Kind.TENSOR)
             and key.startswith("self.")
-            and (attr in self.keep.names or self.keep.param_kept(frame.scope.class_name, attr))
+            and (
+                attr in self.file.keep.names
+                or self.file.keep.param_kept(frame.scope.class_name, attr)
+            )
         ):
             text = "kept in float32 by `_keep_in_fp32_modules`"
             value = replace(

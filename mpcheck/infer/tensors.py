@@ -25,9 +25,12 @@ from mpcheck.facts import (
     promote,
     seq_of,
 )
-from mpcheck.infer.base import CallRecord
-from mpcheck.infer.casts import CastWalk
+from mpcheck.infer.autocast import Regions
+from mpcheck.infer.base import CallRecord, Walk
+from mpcheck.infer.casts import Casts
 from mpcheck.infer.frames import Frame
+from mpcheck.infer.functions import Definitions
+from mpcheck.infer.modules import Modules
 from mpcheck.infer.pipelines import pipeline_cast, recasts
 from mpcheck.infer.promotion import (
     dimensioning,
@@ -37,8 +40,17 @@ from mpcheck.infer.promotion import (
 from mpcheck.sites import Operand, items
 
 
-class TensorWalk(CastWalk):
-    """The layer that knows what torch calls and tensor methods return."""
+class Tensors:
+    """The part that knows what torch calls and tensor methods return."""
+
+    def __init__(
+        self, file: Walk, regions: Regions, definitions: Definitions, modules: Modules, casts: Casts
+    ) -> None:
+        self.file = file
+        self.regions = regions
+        self.definitions = definitions
+        self.modules = modules
+        self.casts = casts
 
     def method_call(
         self,
@@ -62,13 +74,13 @@ class TensorWalk(CastWalk):
                     return promote([sample.fact, noise.fact], node)
             return sample.fact
         if recv.kind is Kind.MODULE:
-            return self.module_method(node, method, recv, path, args, kwargs, frame)
+            return self.modules.module_method(node, method, recv, path, args, kwargs, frame)
         if method == "pop" and len(args) == 2 and args[1].fact.is_tensor:
             return args[1].fact  # ``callback_outputs.pop("latents", latents)``: a step callback
         if recv.kind is Kind.BATCH:  # ``batch.to(device)`` moves it; nothing else is known
             if method == "to" and (args or kwargs):  # ``.to(device, torch.float16)`` casts
                 probe = Fact(Kind.TENSOR, Prec.FULL, "float32", recv.origin)
-                items = self.to_call(node, method, probe, args, kwargs)
+                items = self.casts.to_call(node, method, probe, args, kwargs)
                 return recv if items is probe else replace(recv, elem=items)
             return recv if method in ("to", "cuda", "pin_memory") else UNKNOWN
         if recv.kind is Kind.SEQ and path is not None and method in ("append", "extend"):
@@ -86,20 +98,22 @@ class TensorWalk(CastWalk):
             frame.env[path] = grown
             return UNKNOWN
         if recasts(recv, method):
-            cast = self.module_cast(node, method, args, kwargs, script=not frame.scope.in_module)
-            return pipeline_cast(self.training, recv, cast, frame)
-        trained = self.training.method(node, method, receiver, args, kwargs, frame)
+            cast = self.modules.module_cast(
+                node, method, args, kwargs, script=not frame.scope.in_module
+            )
+            return pipeline_cast(self.file.training, recv, cast, frame)
+        trained = self.file.training.method(node, method, receiver, args, kwargs, frame)
         if trained is not None:  # scaler.step(opt), accelerator.backward(loss), ...
-            return self.emit(
+            return self.file.emit(
                 CallRecord(node, trained, args, kwargs, method=method, receiver=receiver), frame
             )
         if method in ("from_pretrained", "from_single_file", "from_config"):
-            return self.loaded_model(node, path or "", kwargs)
+            return self.modules.loaded_model(node, path or "", kwargs)
         if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
-            called = self.class_call(node, node.func.value.value, method, args, kwargs)
+            called = self.definitions.class_call(node, node.func.value.value, method, args, kwargs)
             if called is not None and method == "apply":  # a call the rules see too (MPC402)
                 record = CallRecord(node, called, args, kwargs, method=method, receiver=receiver)
-                return self.emit(record, frame)
+                return self.file.emit(record, frame)
             if called is not None:  # ``Helper.build(x)``
                 return called
         dtype = kwargs.get("dtype") or next((a for a in args if a.fact.kind is Kind.DTYPE), None)
@@ -113,8 +127,8 @@ class TensorWalk(CastWalk):
         region = frame.scope.autocast
         # ``x.pow(2)`` in a CUDA autocast region computes in float32, ``x.bmm(y)`` in half
         if region is not None and region.recasts(method):
-            result = self.autocast_result(node, method, region, result)
-        return self.emit(
+            result = self.regions.autocast_result(node, method, region, result)
+        return self.file.emit(
             CallRecord(
                 node, result, args, kwargs, method=method, receiver=receiver, op=op, aten=aten
             ),
@@ -132,7 +146,7 @@ class TensorWalk(CastWalk):
     ) -> Fact:
         if recv.kind is not Kind.TENSOR:
             return UNKNOWN
-        cast = self.cast_call(node, method, recv, args, kwargs)
+        cast = self.casts.cast_call(node, method, recv, args, kwargs)
         if cast is not None:
             return cast
         if method in T.NEW_METHODS:
@@ -140,7 +154,7 @@ class TensorWalk(CastWalk):
                 return as_tensor_of(kwargs["dtype"].fact, node, Cause.CAST, "explicit dtype=")
             return replace(recv, zero_dim=False)
         if method in ("softmax", "log_softmax") and "dtype" in kwargs:
-            return self.dtype_arg(kwargs["dtype"], node, recv)
+            return self.casts.dtype_arg(kwargs["dtype"], node, recv)
         if recv.zero_dim and dimensioning(method, args):
             return replace(recv, zero_dim=False)  # ``sigma.flatten()``: promotes from now on
         if method in T.SPLIT_METHODS:
@@ -187,7 +201,7 @@ class TensorWalk(CastWalk):
         if op is T.OpKind.MATMUL and "out_dtype" in kwargs:
             # ``torch.addmm(bias.float(), a, b, out_dtype=torch.float32)``: mixed by design
             op = None
-            result = self.dtype_arg(kwargs["out_dtype"], node, result, "out_dtype=")
+            result = self.casts.dtype_arg(kwargs["out_dtype"], node, result, "out_dtype=")
         spec = args[0].node if qual == "torch.einsum" and args else None
         if isinstance(spec, cst.SimpleString) and isinstance(spec.evaluated_value, str):
             if not T.einsum_contracts(spec.evaluated_value):
@@ -200,11 +214,15 @@ class TensorWalk(CastWalk):
             or (qual in T.LOSS_FUNCTIONS and _reduces(kwargs))
         ):
             result = replace(result, zero_dim=True)  # ``torch.full((), 1e4)``, ``torch.sum(x)``
-        trained = self.training.torch_call(node, qual, args, kwargs, frame)
+        trained = self.file.training.torch_call(node, qual, args, kwargs, frame)
         if trained is not None:  # GradScaler(...), torch.optim.AdamW(...), clip_grad_norm_(...)
             result = trained
-        result = self.torch_in_region(node, qual, aten if op is not None else None, frame, result)
-        return self.emit(CallRecord(node, result, args, kwargs, qual=qual, op=op, aten=aten), frame)
+        result = self.regions.torch_in_region(
+            node, qual, aten if op is not None else None, frame, result
+        )
+        return self.file.emit(
+            CallRecord(node, result, args, kwargs, qual=qual, op=op, aten=aten), frame
+        )
 
     def torch_result(
         self,
@@ -217,7 +235,7 @@ class TensorWalk(CastWalk):
     ) -> Fact:
 
         def code() -> str:
-            return self.code(node.func)
+            return self.file.code(node.func)
 
         if qual in T.SAME_DTYPE_FUNCTIONS and args and args[0].fact.is_tensor:
             return args[0].fact  # ``rearrange(qkv, "b n (t h d) -> t b h n d", t=3)``
@@ -228,7 +246,9 @@ class TensorWalk(CastWalk):
                 if name in T.CONTAINER_LAYERS and args:
                     first = args[0].fact
                     layer = first.layer if first.kind is Kind.MODULE else None
-                    return replace(self.construct_module(node, layer, frame, kwargs), layer=layer)
+                    return replace(
+                        self.modules.construct_module(node, layer, frame, kwargs), layer=layer
+                    )
                 if name in ("Parameter", "Buffer", "ParameterList", "ParameterDict"):
                     inner = args[0].fact if args else UNKNOWN_TENSOR
                     if frame.scope.in_module:
@@ -245,7 +265,7 @@ class TensorWalk(CastWalk):
                     return inner
                 if _parameter_free_norm(name, kwargs):
                     name = "ParameterFreeNorm"
-                return self.construct_module(node, name, frame, kwargs)
+                return self.modules.construct_module(node, name, frame, kwargs)
         if "dtype" in kwargs and (
             leaf
             in (
@@ -264,7 +284,7 @@ class TensorWalk(CastWalk):
             )
             or leaf.endswith("_like")
         ):
-            made = self.dtype_arg(kwargs["dtype"], node, UNKNOWN_TENSOR)
+            made = self.casts.dtype_arg(kwargs["dtype"], node, UNKNOWN_TENSOR)
             if leaf in ("tensor", "as_tensor") and args and _scalar_data(args[0]):
                 # ``torch.tensor(d_k, dtype=torch.float32)`` is 0-dim: it does not promote
                 # a dimensioned tensor of its category, so ``scores / sqrt(it)`` stays half.
@@ -337,19 +357,19 @@ class TensorWalk(CastWalk):
                     Kind.OTHER,
                     arg.prec,
                     arg.dtype,
-                    Origin(node, Cause.LITERAL, self.code(node)),
+                    Origin(node, Cause.LITERAL, self.file.code(node)),
                     layer="finfo",
                 )
             return Fact(Kind.OTHER, layer="finfo")
         if qual in T.EXTERNAL_LAYERS:  # apex.normalization.FusedRMSNorm(...)
-            return self.construct_module(node, T.EXTERNAL_LAYERS[qual], frame, kwargs)
+            return self.modules.construct_module(node, T.EXTERNAL_LAYERS[qual], frame, kwargs)
         if qual in T.NON_TENSOR_FUNCTIONS or not qual.startswith("torch"):
             if leaf == "from_pretrained":
-                return self.loaded_model(node, qual, kwargs)
+                return self.modules.loaded_model(node, qual, kwargs)
             return UNKNOWN
         if leaf.endswith("_like") and args:
             return (
-                self.same_as(args[0].fact, node, f"`{code()}`")
+                self.casts.same_as(args[0].fact, node, f"`{code()}`")
                 if args[0].fact.kind is Kind.TENSOR
                 else UNKNOWN_TENSOR
             )
@@ -377,7 +397,7 @@ class TensorWalk(CastWalk):
         if qual in T.SPLIT_FUNCTIONS and args:
             return Fact(Kind.SEQ, elem=args[0].fact)
         if leaf in ("softmax", "log_softmax") and "dtype" in kwargs:
-            return self.dtype_arg(kwargs["dtype"], node, args[0].fact if args else UNKNOWN)
+            return self.casts.dtype_arg(kwargs["dtype"], node, args[0].fact if args else UNKNOWN)
         if qual == f"torch.{leaf}" and leaf in T.VALUES_INDICES_METHODS and args:
             rest, first = args[1:], args[0].fact
             by_dim = "dim" in kwargs or bool(rest and rest[0].fact.kind is Kind.SCALAR)
