@@ -23,10 +23,10 @@ from pyflakes.api import check as pyflakes_check
 from pyflakes.reporter import Reporter
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.engine import check_source
-from mpcheck.fixes import apply_fixes
-from mpcheck.rule import all_rules
-from mpcheck.source import SourceError, SourceFile
+from mpcheck.files.source import SourceError, SourceFile
+from mpcheck.output.fixes import apply_fixes
+from mpcheck.pipeline.one_file import check_source
+from mpcheck.ruleset.rule import all_rules
 
 RULES = tuple(all_rules())
 _LINE = re.compile(r"\bline \d+")

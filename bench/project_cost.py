@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from mpcheck.engine import Options, check_source
+from mpcheck.pipeline.one_file import Options, check_source
 from mpcheck.project import summarise
-from mpcheck.rule import all_rules
+from mpcheck.ruleset.rule import all_rules
 
 
 def run(files: list[Path], root: str | None) -> tuple[float, int]:

@@ -20,7 +20,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterable
 
-from mpcheck.cli import main as mpcheck
+from mpcheck.cli.app import main as mpcheck
 from mpcheck.project import summarise
 
 PARTS = ("_done", "_pool", "_deps", "_digests", "_component", "_importers", "_index")

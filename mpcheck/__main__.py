@@ -2,6 +2,6 @@
 
 import sys
 
-from mpcheck.cli import main
+from mpcheck.cli.app import main
 
 sys.exit(main())

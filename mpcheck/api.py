@@ -11,15 +11,11 @@ learns it. Third-party rules (entry point group ``mpcheck.rules``) use the same 
 
 from __future__ import annotations
 
-from mpcheck.autocast_ops import policy as autocast_policy
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Severity
-from mpcheck.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
-from mpcheck.hooks import HOOKS
-from mpcheck.infer.binding import input_names
-from mpcheck.names import CANONICAL, children, descendants, dotted
-from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
-from mpcheck.sites import (
+from mpcheck.engine.binding import input_names
+from mpcheck.engine.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
+from mpcheck.engine.sites import (
     Autocast,
     CallSite,
     ClassSite,
@@ -34,7 +30,20 @@ from mpcheck.sites import (
     StoreSite,
     items,
 )
-from mpcheck.torch_api import (
+from mpcheck.engine.training import (
+    FP16_MIN_NORMAL,
+    FP16_TINY,
+    Action,
+    Optimizer,
+    OptimizerUse,
+    Scaler,
+    TrainingSite,
+    can_be_fp16,
+    never_fp16,
+    to_fp16,
+)
+from mpcheck.knowledge.autocast_ops import policy as autocast_policy
+from mpcheck.knowledge.torch_api import (
     AUTOGRAD_FUNCTIONS,
     CAST_METHODS,
     CHECKED_FILL_FACTORIES,
@@ -48,18 +57,9 @@ from mpcheck.torch_api import (
     OpKind,
     is_kernel,
 )
-from mpcheck.training import (
-    FP16_MIN_NORMAL,
-    FP16_TINY,
-    Action,
-    Optimizer,
-    OptimizerUse,
-    Scaler,
-    TrainingSite,
-    can_be_fp16,
-    never_fp16,
-    to_fp16,
-)
+from mpcheck.project.names import CANONICAL, children, descendants, dotted
+from mpcheck.ruleset.hooks import HOOKS
+from mpcheck.ruleset.rule import NodeEdit, NodeFix, Rule, RuleContext
 
 # A fix replaces nodes' source: the rule-side names of what reporters see as positioned edits.
 Fix = NodeFix

@@ -15,7 +15,7 @@ convention. Division of labour with flake8:
   lower-case codes). ``--disable-noqa`` turns these off too.
 * ``[tool.mpcheck]`` decides the enabled rules (``select``/``extend-select``/``ignore``/
   ``per-file-ignores``) and the analysis options, with the configuration chosen for each file
-  by :class:`mpcheck.resolver.Resolver`, exactly as ``mpcheck check`` chooses it;
+  by :class:`mpcheck.settings.resolver.Resolver`, exactly as ``mpcheck check`` chooses it;
   ``--mpcheck-module-half-capable`` (or ``mpcheck-module-half-capable`` in flake8's config)
   overrides the analysis option.
 * Nothing raised inside mpcheck aborts flake8: a file libcst cannot parse is ``MPC001``, an
@@ -38,7 +38,7 @@ from mpcheck.codes import INTERNAL_ERROR, UNUSED_NOQA
 
 if TYPE_CHECKING:  # the engine (libcst, the rules) is imported only to check a file
     from mpcheck.diagnostics import Diagnostic
-    from mpcheck.resolver import Project, Resolver
+    from mpcheck.settings.resolver import Project, Resolver
 
 __all__ = ["MpcheckPlugin"]
 
@@ -72,7 +72,7 @@ def _project_for(filename: str) -> Project:
     cwd = Path.cwd()
     resolver = _resolvers.get(cwd)
     if resolver is None:
-        from mpcheck.resolver import Resolver
+        from mpcheck.settings.resolver import Resolver
 
         resolver = _resolvers[cwd] = Resolver(cwd)
     return resolver.project_for(filename)
@@ -172,7 +172,7 @@ class MpcheckPlugin:
         """Yield ``(row, col, "MPCxxx message", type)`` with flake8's 0-based column."""
         if not self.reports_mpc:
             return
-        from mpcheck.config import ConfigError
+        from mpcheck.settings.config import ConfigError
 
         try:
             found = self._check()
@@ -184,7 +184,7 @@ class MpcheckPlugin:
             yield row, col, _one_line(text), type(self)
 
     def _check(self) -> list[tuple[int, int, str]]:
-        from mpcheck.engine import Options, check_source
+        from mpcheck.pipeline.one_file import Options, check_source
 
         project = _project_for(self.filename)
         rules = project.rules_for(self.filename)

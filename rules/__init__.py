@@ -1,1 +1,2 @@
-"""mpcheck's built-in rules: one module per rule, discovered by :func:`mpcheck.rule.all_rules`."""
+"""mpcheck's built-in rules: one module per rule, discovered by
+:func:`mpcheck.ruleset.rule.all_rules`."""

@@ -12,9 +12,9 @@ from pathlib import Path
 import libcst as cst
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.engine import check_source
-from mpcheck.fixes import apply_fixes
-from mpcheck.rule import all_rules
+from mpcheck.output.fixes import apply_fixes
+from mpcheck.pipeline.one_file import check_source
+from mpcheck.ruleset.rule import all_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

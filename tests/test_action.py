@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 import mpcheck
-from mpcheck import cli
+from mpcheck.cli import app as cli
 from mpcheck.diagnostics import Diagnostic, Position, RuleInfo, Severity
-from mpcheck.summary import ENV_VAR, MAX_LISTED, render_summary, write_step_summary
+from mpcheck.output.job_summary import ENV_VAR, MAX_LISTED, render_summary, write_step_summary
 from tests.support import FIXTURES, ROOT
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
@@ -523,7 +523,7 @@ def test_configuration_errors_fail_even_without_fail_on_findings(
     assert result.summary == ""
 
 
-# -- the step summary (mpcheck.summary) -----------------------------------------------------------
+# -- the step summary (mpcheck.output.job_summary) ---------------------------------------------
 
 
 def _diag(code: str, row: int, message: str = "msg", **kw: Any) -> Diagnostic:

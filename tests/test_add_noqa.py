@@ -7,8 +7,8 @@ import os
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from mpcheck import cli
-from mpcheck.add_noqa import with_noqa
+from mpcheck.cli import app as cli
+from mpcheck.output.add_noqa import with_noqa
 from tests.support import check
 
 BAD = "import torch\n\nx = torch.ones(3).half()\ny = x.masked_fill(x > 0, -1e9)\n"

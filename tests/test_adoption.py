@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import baseline, cli
+from mpcheck.cli import app as cli
+from mpcheck.output import baseline
 
 OVERFLOW = "y = x.masked_fill(x > 0, -1e9)\n"  # MPC301, an error
 DEPRECATED = "scaler = torch.cuda.amp.GradScaler()\n"  # MPC404, a warning

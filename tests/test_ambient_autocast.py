@@ -1,4 +1,4 @@
-"""The autocast a trainer wraps around a module (mpcheck.infer.ambient): which ops are checked
+"""The autocast a trainer wraps around a module (mpcheck.engine.ambient): which ops are checked
 as if under it, what they see there, and where it stays out of the way."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mpcheck.diagnostics import Diagnostic, Severity
-from mpcheck.fixes import apply_fixes
+from mpcheck.output.fixes import apply_fixes
 from tests.support import FIXTURES, check, run_fixed_fixture, span
 
 HEADER = "import natten\nimport torch\nfrom torch import nn\n"  # lines 1-3
@@ -223,8 +223,8 @@ def test_function_inputs_cast_to_one_dtype_or_forward_in_float32() -> None:
 
 
 def test_interpolate_is_an_upsample_op_for_autocast() -> None:
-    from mpcheck import autocast_ops
-    from mpcheck.torch_api import AUTOCAST_NAMES
+    from mpcheck.knowledge import autocast_ops
+    from mpcheck.knowledge.torch_api import AUTOCAST_NAMES
 
     for device in ("cuda", "cpu"):
         kinds = {autocast_ops.policy(op, device, None) for op in _upsample_ops()}

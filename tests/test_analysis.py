@@ -11,10 +11,10 @@ from typing import ClassVar
 
 import libcst as cst
 
-from mpcheck.engine import Options, check_source
-from mpcheck.facts import Cause, Fact, Kind, Prec
-from mpcheck.rule import Rule
-from mpcheck.sites import CallSite
+from mpcheck.engine.facts import Cause, Fact, Kind, Prec
+from mpcheck.engine.sites import CallSite
+from mpcheck.pipeline.one_file import Options, check_source
+from mpcheck.ruleset.rule import Rule
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
 

@@ -6,7 +6,7 @@ facts are checked with the ``probe`` rule of ``tests.test_analysis``.
 
 from __future__ import annotations
 
-from mpcheck.facts import Kind, Prec
+from mpcheck.engine.facts import Kind, Prec
 from tests.test_analysis import probe
 
 

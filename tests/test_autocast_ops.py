@@ -1,4 +1,4 @@
-"""mpcheck.autocast_ops and the generated table behind it (tools/gen_autocast_ops.py)."""
+"""mpcheck.knowledge.autocast_ops and the generated table behind it (tools/gen_autocast_ops.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mpcheck.autocast_ops import lower_precision_ops, policy
+from mpcheck.knowledge.autocast_ops import lower_precision_ops, policy
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "mpcheck" / "data" / "autocast_ops.json"
@@ -280,7 +280,7 @@ def test_rebase_keeps_every_version_when_the_base_changes() -> None:
 
 
 def test_nearest_measured_version_at_or_below() -> None:
-    from mpcheck import autocast_ops
+    from mpcheck.knowledge import autocast_ops
 
     measured = autocast_ops.measured_versions()
     base = autocast_ops.base_version()
@@ -317,8 +317,8 @@ def test_policy_of_torch_2_1(op: str, device: str, old: str | None, new: str | N
 
 def test_target_torch_changes_a_finding() -> None:
     """CPU autocast leaves SDPA alone in torch 2.1 (it raises on mixed dtypes there)."""
-    from mpcheck.engine import Options, check_source
-    from mpcheck.rule import all_rules
+    from mpcheck.pipeline.one_file import Options, check_source
+    from mpcheck.ruleset.rule import all_rules
 
     source = (
         "import torch\n"
@@ -349,7 +349,7 @@ def test_target_torch_changes_a_finding() -> None:
 
 
 def test_cited() -> None:
-    from mpcheck.autocast_ops import cited
+    from mpcheck.knowledge.autocast_ops import cited
 
     assert cited(None) == "autocast"
     assert cited((2, 1)) == "autocast (torch 2.1)"

@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from mpcheck.rule import all_rules
+from mpcheck.ruleset.rule import all_rules
 
 # (the bench scripts read TOML with the standard library's parser: Python 3.11 and later)
 tomllib = pytest.importorskip("tomllib")

@@ -1,4 +1,4 @@
-"""Values float32 on one path of an ``if`` (mpcheck/infer/branches.py): reported when the
+"""Values float32 on one path of an ``if`` (mpcheck/engine/branches.py): reported when the
 test has nothing to do with precision, left alone when it picks one or when the other path
 is a helper's argument, whose dtype the caller decides."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck.engine import Options, check_source
-from mpcheck.infer.branches import about_precision
-from mpcheck.rule import all_rules
+from mpcheck.engine.branches import about_precision
+from mpcheck.pipeline.one_file import Options, check_source
+from mpcheck.ruleset.rule import all_rules
 from tests.support import check
 
 ATTENTION = """

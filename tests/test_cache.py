@@ -1,7 +1,7 @@
 """The persistent cache: warm results equal cold ones, and it re-analyses exactly what changed.
 
 Runs happen in this process (``-j 1``), so the analyses a run performs can be counted by
-wrapping :func:`mpcheck.incremental.analyse_source`.
+wrapping :func:`mpcheck.pipeline.incremental.analyse_source`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import cli, incremental, runner
-from mpcheck.cache import FORMAT
+from mpcheck.cli import app as cli
+from mpcheck.pipeline import incremental
+from mpcheck.pipeline import pool as runner
+from mpcheck.pipeline.cache import FORMAT
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

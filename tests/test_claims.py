@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from mpcheck import incremental, runner
-from mpcheck.claims import DONE, FREE, Board, _Worker
-from mpcheck.engine import Options
-from mpcheck.rule import all_rules
+from mpcheck.pipeline import incremental
+from mpcheck.pipeline import pool as runner
+from mpcheck.pipeline.claims import DONE, FREE, Board, _Worker
+from mpcheck.pipeline.one_file import Options
+from mpcheck.ruleset.rule import all_rules
 
 FILES = ["/p/a.py", "/p/b.py", "/p/c.py"]
 

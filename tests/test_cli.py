@@ -1,6 +1,6 @@
 """``mpcheck`` end to end: exit codes, options, configuration, suppressions, ``rule``.
 
-Most tests call :func:`mpcheck.cli.main` in-process (fast); the ones about what reaches a
+Most tests call :func:`mpcheck.cli.app.main` in-process (fast); the ones about what reaches a
 terminal (no traceback, ``--version``, stdin) run ``python -m mpcheck`` as a subprocess.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import mpcheck
-from mpcheck import cli
-from mpcheck.rule import all_rules
+from mpcheck.cli import app as cli
+from mpcheck.ruleset.rule import all_rules
 
 BAD = """\
 import torch

@@ -1,4 +1,4 @@
-"""Config discovery, validation and CLI overrides (mpcheck.config)."""
+"""Config discovery, validation and CLI overrides (mpcheck.settings.config)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import config
-from mpcheck.config import (
+from mpcheck.ruleset.selection import RuleSelection, resolve_codes, resolve_layers
+from mpcheck.settings import config
+from mpcheck.settings.config import (
     DEFAULT_EXCLUDE,
     ConfigError,
     Settings,
@@ -19,8 +20,7 @@ from mpcheck.config import (
     selector_covers,
     with_overrides,
 )
-from mpcheck.resolver import Resolver
-from mpcheck.selection import RuleSelection, resolve_codes, resolve_layers
+from mpcheck.settings.resolver import Resolver
 
 
 def write(path: Path, text: str) -> Path:
@@ -589,7 +589,7 @@ def test_configs_are_found_and_read_once(tmp_path: Path, monkeypatch: pytest.Mon
         read.append(path)
         return real_read(path, shown)
 
-    monkeypatch.setattr("mpcheck.resolver.config_in", counting_config_in)
+    monkeypatch.setattr("mpcheck.settings.resolver.config_in", counting_config_in)
     monkeypatch.setattr(config, "_read_toml", counting_read)
     resolver = resolver_for(tmp_path)
     files = [tmp_path / f"d{i}" / "e" / f"m{j}.py" for i in range(3) for j in range(4)]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import cli
-from mpcheck.config import ConfigError, load_settings
+from mpcheck.cli import app as cli
+from mpcheck.settings.config import ConfigError, load_settings
 
 
 def write(path: Path, text: str) -> Path:

@@ -12,15 +12,18 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from mpcheck.cst_nodes import ORIGINAL_INITS, install_constructors
-from mpcheck.parsing import parse
+from mpcheck.files.cst_nodes import ORIGINAL_INITS, install_constructors
+from mpcheck.files.parsing import parse
 from tests.support import every_node
 
 ROOT = Path(__file__).resolve().parent.parent
 install_constructors()  # (a run of many files does; idempotent)
 SOURCES = [
     *sorted((ROOT / "fixtures").rglob("*.py")),
-    *(ROOT / "mpcheck" / name for name in ("cst_nodes.py", "parsing.py", "noqa.py")),
+    *(
+        ROOT / "mpcheck" / name
+        for name in ("files/cst_nodes.py", "files/parsing.py", "output/noqa.py")
+    ),
 ]
 EXTRA = (
     "match p:\n    case [1, *r] if r:\n        pass\n    case {'k': v, **kw}:\n        pass\n"
@@ -128,9 +131,10 @@ def test_nodes_built_outside_the_parse_thread_are_validated() -> None:
 _RUN = (
     "import sys\n"
     "from pathlib import Path\n"
-    "from mpcheck import cst_nodes, runner\n"
-    "from mpcheck.engine import Options\n"
-    "from mpcheck.rule import all_rules\n"
+    "from mpcheck.files import cst_nodes\n"
+    "from mpcheck.pipeline import pool as runner\n"
+    "from mpcheck.pipeline.one_file import Options\n"
+    "from mpcheck.ruleset.rule import all_rules\n"
     "root = Path(sys.argv[1])\n"
     "options = Options(project_root=str(root), cache_dir=str(root / 'cache'))\n"
     "paths = sorted(root.glob('*.py'))\n"
@@ -161,7 +165,7 @@ def test_a_run_of_many_files_installs_them_and_others_do_not(tmp_path: Path) -> 
 
 def test_a_process_that_wants_them_installs_them_at_its_first_parse() -> None:
     script = (
-        "from mpcheck import cst_nodes, parsing\n"
+        "from mpcheck.files import cst_nodes, parsing\n"
         "cst_nodes.want_constructors()\n"
         "print(len(cst_nodes.ORIGINAL_INITS))\n"
         "parsing.parse(b'x = 1\\n')\n"

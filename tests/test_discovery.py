@@ -1,4 +1,4 @@
-"""File discovery: excludes, .gitignore, explicit paths, --force-exclude (mpcheck.discovery)."""
+"""File discovery: excludes, .gitignore, explicit paths, --force-exclude (files.discovery)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import cli
-from mpcheck.config import ConfigError, Settings
-from mpcheck.discovery import MissingPathError, discover, parse_pattern
-from mpcheck.resolver import Resolver
+from mpcheck.cli import app as cli
+from mpcheck.files.discovery import MissingPathError, discover, parse_pattern
+from mpcheck.settings.config import ConfigError, Settings
+from mpcheck.settings.resolver import Resolver
 
 
 def make(root: Path, files: Iterable[str]) -> None:

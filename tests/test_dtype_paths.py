@@ -1,5 +1,5 @@
 """Which way a half-precision run goes through a test of a tensor's dtype
-(``mpcheck.infer.guards.runs_take``: both half runs, or the float16 run where the two half
+(``mpcheck.engine.guards.runs_take``: both half runs, or the float16 run where the two half
 dtypes go apart): the decision tables, on facts given directly."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from mpcheck.facts import UNKNOWN, Fact, Kind, Prec, dtype_object
-from mpcheck.infer.guards import fp16_upcast, runs_take
-from mpcheck.names import dotted
+from mpcheck.engine.facts import UNKNOWN, Fact, Kind, Prec, dtype_object
+from mpcheck.engine.guards import fp16_upcast, runs_take
+from mpcheck.project.names import dotted
 
 # What ``<name>.dtype`` is for each tensor name the tests use.
 TENSORS = {

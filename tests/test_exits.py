@@ -1,4 +1,4 @@
-"""Paths that leave a block (mpcheck/infer/exits.py): the code after an ``if`` sees only the
+"""Paths that leave a block (mpcheck/engine/exits.py): the code after an ``if`` sees only the
 paths that fall through it; ``continue``/``break`` carry their values to the loop and
 ``return`` to the function's end."""
 
@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-from mpcheck.facts import Fact, Kind, Prec, join
-from mpcheck.infer.exits import close_loop, merge_paths, settle
-from mpcheck.infer.frames import Frame
-from mpcheck.sites import Scope
+from mpcheck.engine.exits import close_loop, merge_paths, settle
+from mpcheck.engine.facts import Fact, Kind, Prec, join
+from mpcheck.engine.frames import Frame
+from mpcheck.engine.sites import Scope
 from tests.support import check
 
 SCOPE = Scope(None, None, False, None)
@@ -148,8 +148,8 @@ def test_init_attributes_bound_before_an_early_return_are_the_objects() -> None:
     # join of both paths, not only the one that fell off the end
     import libcst as cst
 
-    from mpcheck.infer.analysis import FileAnalysis
-    from mpcheck.names import ImportTable
+    from mpcheck.engine.analysis import FileAnalysis
+    from mpcheck.project.names import ImportTable
 
     class Quiet:
         def wants(self, kind: str) -> bool:

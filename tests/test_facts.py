@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.facts import (
+from mpcheck.engine.facts import (
     SCALAR,
     Cause,
     Fact,

@@ -1,4 +1,4 @@
-"""Attributes under computed names (``mpcheck.infer.families``): ``setattr(self, f"x{i}", v)``
+"""Attributes under computed names (``mpcheck.engine.families``): ``setattr(self, f"x{i}", v)``
 read back by ``getattr(self, f"x{j}")`` is one family whose fact is ``v``'s."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from mpcheck.infer.families import family_key, shapes, template
-from mpcheck.infer.frames import ClassInfo
+from mpcheck.engine.families import family_key, shapes, template
+from mpcheck.engine.frames import ClassInfo
 from tests.support import check
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3

@@ -6,7 +6,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, ScopeProvider
 
-from mpcheck.fix_names import Scopes, unbound
+from mpcheck.output.fix_names import Scopes, unbound
 
 SOURCE = """import torch
 import torch.nn.functional as F

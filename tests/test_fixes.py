@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck.cli import main
+from mpcheck.cli.app import main
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Severity
-from mpcheck.fixes import apply_fixes, write_fixed
+from mpcheck.output.fixes import apply_fixes, write_fixed
 from tests.support import FIXTURES, run_fixed_fixture, runtime
 
 

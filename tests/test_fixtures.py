@@ -24,7 +24,7 @@ def test_fixture_declares_runtime(path: Path) -> None:
 
 
 def test_every_rule_has_bad_and_good_fixtures() -> None:
-    from mpcheck.rule import all_rules
+    from mpcheck.ruleset.rule import all_rules
 
     engine_level = {"MPC001", "MPC002", "MPC100"}
     for rule in all_rules():

@@ -12,7 +12,13 @@ from flake8.api import legacy
 
 from mpcheck.flake8_plugin import MpcheckPlugin, _reports_mpc
 
-ENGINE = ("libcst", "mpcheck.engine", "mpcheck.rule", "mpcheck.resolver", "mpcheck.config")
+ENGINE = (
+    "libcst",
+    "mpcheck.pipeline.one_file",
+    "mpcheck.ruleset.rule",
+    "mpcheck.settings.resolver",
+    "mpcheck.settings.config",
+)
 SOURCE = "import torch\nscaler = torch.cuda.amp.GradScaler()\n"
 
 

@@ -22,10 +22,12 @@ from typing import Any
 import pytest
 
 import mpcheck
-from mpcheck import cli, config, flake8_plugin, resolver
-from mpcheck.engine import check_source
+from mpcheck import flake8_plugin
+from mpcheck.cli import app as cli
 from mpcheck.flake8_plugin import MpcheckPlugin
-from mpcheck.rule import all_rules
+from mpcheck.pipeline.one_file import check_source
+from mpcheck.ruleset.rule import all_rules
+from mpcheck.settings import config, resolver
 from tests.support import FIXTURES, ROOT, expected, fixture_files
 
 Finding = tuple[str, int, int, str, str]  # real path, row, 1-based column, code, message
@@ -193,7 +195,7 @@ def test_plugin_reads_flake8s_lines_and_parses_them_once(
 ) -> None:
     import libcst
 
-    from mpcheck import engine
+    from mpcheck.pipeline import one_file as engine
 
     parses: list[str] = []
     real_parse = libcst.parse_module
@@ -397,7 +399,9 @@ def test_internal_error_is_mpc002_and_flake8_carries_on(
     def boom(*args: object, **kwargs: object) -> list[object]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("mpcheck.engine.check_source", boom)  # imported when a file is checked
+    monkeypatch.setattr(
+        "mpcheck.pipeline.one_file.check_source", boom
+    )  # imported when a file is checked
     source = SCRIPT_SOURCE + "import os\n"
     (tmp_path / "model.py").write_text(source)
     monkeypatch.chdir(tmp_path)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck.engine import Options, check_source
+from mpcheck.pipeline.one_file import Options, check_source
 from mpcheck.project import summarise
 from mpcheck.project.index import ModuleIndex, site_roots
-from mpcheck.rule import all_rules
+from mpcheck.ruleset.rule import all_rules
 from tests.support import FP32_NORM_SOURCE
 
 NORMS = FP32_NORM_SOURCE

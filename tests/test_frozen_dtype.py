@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.engine import Options, check_source
+from mpcheck.pipeline.one_file import Options, check_source
 from mpcheck.project import summarise
 from mpcheck.project.summarise import FileSummariser
-from mpcheck.rule import all_rules
+from mpcheck.ruleset.rule import all_rules
 from tests.support import check
 
 # lines 1-3

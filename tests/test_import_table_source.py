@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck.names import ImportTable
-from mpcheck.parsing import Unparsable, parse
+from mpcheck.files.parsing import Unparsable, parse
+from mpcheck.project.names import ImportTable
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*(ROOT / "fixtures").rglob("*.py"), *(ROOT / "mpcheck").rglob("*.py")])

@@ -6,11 +6,11 @@ from contextlib import ExitStack
 
 import libcst as cst
 
-from mpcheck.facts import SCALAR, UNKNOWN_TENSOR, Fact
-from mpcheck.hooks import Site, SiteKind
-from mpcheck.infer.binding import bind_arguments, parameters, passed
-from mpcheck.infer.reporting import Reporting
-from mpcheck.sites import CallSite, Operand, Scope
+from mpcheck.engine.binding import bind_arguments, parameters, passed
+from mpcheck.engine.facts import SCALAR, UNKNOWN_TENSOR, Fact
+from mpcheck.engine.reporting import Reporting
+from mpcheck.engine.sites import CallSite, Operand, Scope
+from mpcheck.ruleset.hooks import Site, SiteKind
 
 
 class Recorder:

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from mpcheck.flake8_plugin import MpcheckPlugin
-from mpcheck.reporters import FORMATS
-from mpcheck.reporters.base import HOMEPAGE
+from mpcheck.output.reporters import FORMATS
+from mpcheck.output.reporters.base import HOMEPAGE
 from tests.support import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.fixes import apply_fixes
+from mpcheck.output.fixes import apply_fixes
 from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.training import to_fp16
+from mpcheck.engine.training import to_fp16
 from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3

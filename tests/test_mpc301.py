@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.fixes import apply_fixes
+from mpcheck.output.fixes import apply_fixes
 from tests.support import FIXTURES, check, run_fixed_fixture, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3

@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.fixes import apply_fixes
+from mpcheck.output.fixes import apply_fixes
 from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
@@ -265,8 +265,8 @@ def test_lightning_step_with_autocast_disabled_or_a_plain_module_is_quiet() -> N
 
 
 def test_the_message_names_the_target_torch() -> None:
-    from mpcheck.engine import Options, check_source
-    from mpcheck.rule import all_rules
+    from mpcheck.pipeline.one_file import Options, check_source
+    from mpcheck.ruleset.rule import all_rules
 
     def messages(target: tuple[int, int] | None) -> list[str]:
         found = check_source(source(GAN), "t.py", all_rules(), Options(target_torch_version=target))

@@ -167,8 +167,8 @@ def test_decorators_kept_in_variables_are_not_second_guessed() -> None:
 
 
 def test_the_message_names_what_the_target_torch_has() -> None:
-    from mpcheck.engine import Options, check_source
-    from mpcheck.rule import all_rules
+    from mpcheck.pipeline.one_file import Options, check_source
+    from mpcheck.ruleset.rule import all_rules
 
     def message(target: tuple[int, int] | None) -> str:
         options = Options(target_torch_version=target)

@@ -11,7 +11,7 @@ import libcst as cst
 import pytest
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.fixes import apply_fixes
+from mpcheck.output.fixes import apply_fixes
 from tests.support import FIXTURES, check
 
 
@@ -416,8 +416,8 @@ class Twice(torch.autograd.Function):
 
 
 def on_target(version: tuple[int, int] | None) -> tuple[list[Diagnostic], str]:
-    from mpcheck.engine import Options, check_source
-    from mpcheck.rule import all_rules
+    from mpcheck.pipeline.one_file import Options, check_source
+    from mpcheck.ruleset.rule import all_rules
 
     options = Options(target_torch_version=version)
     found = [d for d in check_source(LEGACY, "t.py", all_rules(), options) if d.code == "MPC404"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from mpcheck.names import _LEAVES, _TRIVIA, ImportTable, children, descendants
+from mpcheck.project.names import _LEAVES, _TRIVIA, ImportTable, children, descendants
 from tests.support import every_node
 
 

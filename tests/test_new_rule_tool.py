@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck.rule import Rule
+from mpcheck.ruleset.rule import Rule
 from tests.support import expected_at
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "new_rule.py"

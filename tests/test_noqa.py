@@ -1,4 +1,4 @@
-"""noqa comments: parsing, logical lines, file-level exemption, unused reporting (mpcheck.noqa)."""
+"""noqa comments: parsing, logical lines, file-level exemption, unused reporting (output.noqa)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from mpcheck.diagnostics import Diagnostic, Position, Severity
-from mpcheck.noqa import (
+from mpcheck.output.noqa import (
     FileSuppressions,
     NoqaComment,
     apply,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck.cli import main
-from mpcheck.notebook import NotebookError, check_notebook, fix_notebook_file, load
-from mpcheck.rule import all_rules
+from mpcheck.cli.app import main
+from mpcheck.files.notebook import NotebookError, check_notebook, fix_notebook_file, load
+from mpcheck.ruleset.rule import all_rules
 
 nbformat = pytest.importorskip("nbformat")
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from mpcheck.cli import main
-from mpcheck.cli_fixes import fix_files
+from mpcheck.cli.app import main
+from mpcheck.cli.fixes import fix_files
 
 nbformat = pytest.importorskip("nbformat")
 
@@ -173,7 +173,7 @@ def test_fix_changes_only_the_fixed_string(tmp_path: Path, name: str) -> None:
 
 
 def test_fix_that_adds_a_line_keeps_the_list_layout(tmp_path: Path) -> None:
-    from mpcheck.notebook_json import splice
+    from mpcheck.files.notebook_json import splice
 
     for text in _variants().values():
         data = json.loads(text)
@@ -201,7 +201,7 @@ def test_a_notebook_edited_after_the_check_is_fixed_where_it_is_now(
         nbformat.write(nb, path)
         return fix_files(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("mpcheck.cli_check.fix_files", edited_meanwhile)
+    monkeypatch.setattr("mpcheck.cli.check.fix_files", edited_meanwhile)
     assert _run("check", "--fix", "--no-cache", str(path))[0] == 0
     cell = nbformat.read(path, as_version=4).cells[1].source
     assert cell == 'user_line = 1\nscaler = torch.amp.GradScaler("cuda")\nz = 3\n'
@@ -217,7 +217,7 @@ def test_a_notebook_broken_after_the_check_is_an_error_not_a_crash(
         path.write_text('{"cells": [')
         return fix_files(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("mpcheck.cli_check.fix_files", broken_meanwhile)
+    monkeypatch.setattr("mpcheck.cli.check.fix_files", broken_meanwhile)
     code, _, err = _run("check", "--fix", "--no-cache", str(path))
     assert code == 2 and "internal error" not in err, err
     assert "cannot fix the notebook: not valid JSON" in err
@@ -320,7 +320,7 @@ def test_full_output_frames_the_cells_own_lines(tmp_path: Path) -> None:
 def test_diff_of_a_notebook_broken_after_the_check_is_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
-    from mpcheck.cli_fixes import diff_files
+    from mpcheck.cli.fixes import diff_files
 
     path = tmp_path / "nb.ipynb"
     data = nbformat.writes(_nb("import torch\n", LEGACY)).encode()
@@ -334,7 +334,7 @@ def test_diff_of_a_notebook_broken_after_the_check_is_an_error(
         path.write_text('{"cells": [')
         return diff_files(*args)
 
-    monkeypatch.setattr("mpcheck.cli_check.diff_files", broken_meanwhile)
+    monkeypatch.setattr("mpcheck.cli.check.diff_files", broken_meanwhile)
     assert main(["check", "--diff", "--no-cache", str(path)]) == 2
     err = capsysbinary.readouterr().err
     assert b"internal error" not in err and b"not valid JSON" in err, err
@@ -346,6 +346,6 @@ def test_overlapping_fixes_in_a_cell_converge_in_one_run(tmp_path: Path) -> None
     nested = "with torch.cuda.amp.autocast(enabled=torch.cuda.amp.GradScaler().is_enabled()):\n"
     nbformat.write(_nb("import torch\n", nested + "    pass\n"), path)
     code, _, err = _run("check", "--fix", "--no-cache", str(path))
-    assert code == 0 and "Fixed 2 errors." in err, err
+    assert code == 0 and "Fixed 2 findings." in err, err
     cell = nbformat.read(path, as_version=4).cells[1].source
     assert cell.startswith('with torch.amp.autocast("cuda", enabled=torch.amp.GradScaler("cuda")')

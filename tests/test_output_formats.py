@@ -24,8 +24,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from mpcheck import cli
-from mpcheck.reporters import FORMATS
+from mpcheck.cli import app as cli
+from mpcheck.output.reporters import FORMATS
 from tests.support import FIXTURES, ROOT
 
 SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"

@@ -6,7 +6,7 @@ Each snippet calls ``probe.at(x)``; the test reads the fact the engine holds for
 
 from __future__ import annotations
 
-from mpcheck.facts import Cause, Kind, Prec
+from mpcheck.engine.facts import Cause, Kind, Prec
 from tests.test_analysis import one, probe
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from mpcheck.facts import (
+from mpcheck.engine.facts import (
     Cause,
     Fact,
     Kind,

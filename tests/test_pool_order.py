@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from mpcheck import runner
-from mpcheck.engine import Options
-from mpcheck.rule import all_rules
+from mpcheck.pipeline import pool as runner
+from mpcheck.pipeline.one_file import Options
+from mpcheck.ruleset.rule import all_rules
 
 
 class InProcess:

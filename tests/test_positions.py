@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from mpcheck.positions import positions
+from mpcheck.files.positions import positions
 
 ROOT = Path(__file__).resolve().parent.parent
 

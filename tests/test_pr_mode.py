@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import baseline, cli
+from mpcheck.cli import app as cli
+from mpcheck.output import baseline
 
 # git and a child mpcheck (the base's check) run in every test
 pytestmark = [
@@ -234,7 +235,7 @@ def test_ctrl_c_during_the_base_check_removes_the_worktree(repo: Path) -> None:
 def test_a_base_worktree_another_run_holds_is_left_alone(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mpcheck.hashing import blake2b
+    from mpcheck.files.hashing import blake2b
 
     commit(repo, {"block.py": BROKEN_BLOCK}, "drop the cast")
     base = git(repo, "rev-parse", "main")

@@ -7,8 +7,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from mpcheck.names import ImportTable
 from mpcheck.project.index import ModuleIndex, Target
+from mpcheck.project.names import ImportTable
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:

@@ -222,9 +222,9 @@ def test_foreign_or_corrupt_summaries_are_not_read(text: str) -> None:
 
 def test_a_package_init_without_torch_still_reexports(tmp_path: Path) -> None:
     """``pkg/__init__.py`` that only re-exports (no ``torch`` in it) leads lookups on."""
-    from mpcheck.engine import Options, check_source
+    from mpcheck.pipeline.one_file import Options, check_source
     from mpcheck.project import summarise
-    from mpcheck.rule import all_rules
+    from mpcheck.ruleset.rule import all_rules
 
     write(
         tmp_path,

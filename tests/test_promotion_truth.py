@@ -1,7 +1,7 @@
 """The engine's type promotion, case by case, against what torch itself computes.
 
 Each case builds real tensors (dimensioned or 0-dim, of a given dtype) or Python scalars,
-adds them under torch, and compares the result's dtype with :func:`mpcheck.facts.promote`
+adds them under torch, and compares the result's dtype with :func:`mpcheck.engine.facts.promote`
 on the matching facts, with the model running in float16.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from mpcheck.facts import SCALAR, Fact, Kind, Prec, promote
+from mpcheck.engine.facts import SCALAR, Fact, Kind, Prec, promote
 from tests.test_autocast_ops import _need_torch as require_torch
 
 # (description, operands): an operand is (dtype, zero_dim) for a tensor or a Python number

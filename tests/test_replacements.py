@@ -1,5 +1,5 @@
 """A model's children replaced by parts built in their class's fixed half default
-(``mpcheck.infer.replacements``): reported where the same routine rebuilds the child in the
+(``mpcheck.engine.replacements``): reported where the same routine rebuilds the child in the
 dtype it reads from the model, quiet for every correct idiom of the family; the class's
 default crosses files, import cycles included (a cycle partner's text-only view)."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from mpcheck.infer.binding import fixed_default
-from mpcheck.names import ImportTable
+from mpcheck.engine.binding import fixed_default
+from mpcheck.project.names import ImportTable
 from mpcheck.project.summarise import FileSummariser
 
 LAYERS = """

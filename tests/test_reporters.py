@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, RuleInfo, Severity
-from mpcheck.reporters import FORMATS, ReportContext, render
+from mpcheck.output.reporters import FORMATS, ReportContext, render
 
 SARIF_SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 ROOT = Path("/repo")
@@ -394,7 +394,7 @@ def test_github_caps_each_level_separately() -> None:
 
 
 def test_github_every_severity_has_a_level() -> None:
-    from mpcheck.reporters.github import LEVELS
+    from mpcheck.output.reporters.github import LEVELS
 
     assert set(LEVELS) == set(Severity)
     assert set(LEVELS.values()) <= {"error", "warning", "notice"}
@@ -733,8 +733,8 @@ def test_junit_case_names_are_unique() -> None:
 
 
 def test_sarif_full_description_is_one_sentence() -> None:
-    from mpcheck.reporters.sarif import first_sentence
-    from mpcheck.rule import all_rules
+    from mpcheck.output.reporters.sarif import first_sentence
+    from mpcheck.ruleset.rule import all_rules
 
     assert first_sentence("One, e.g. this. Two.") == "One, e.g. this."
     assert first_sentence("A `x.float()` call\n  wraps. `b` too.") == "A `x.float()` call wraps."

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from mpcheck import api
-from mpcheck.hooks import HOOKS
-from mpcheck.rule import Rule, all_rules
+from mpcheck.ruleset.hooks import HOOKS
+from mpcheck.ruleset.rule import Rule, all_rules
 from tests.support import ROOT
 
 RULE_FILES = sorted((ROOT / "rules").glob("mpc*.py"))

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from mpcheck.rule import Rule, all_rules
+from mpcheck.ruleset.rule import Rule, all_rules
 from tests.support import ROOT
 
 ENGINE_LEVEL = {"MPC001", "MPC002", "MPC100"}

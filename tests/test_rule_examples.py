@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from mpcheck.engine import check_source
-from mpcheck.rule import Rule, all_rules
+from mpcheck.pipeline.one_file import check_source
+from mpcheck.ruleset.rule import Rule, all_rules
 
 PREAMBLE = (
     "import torch\n"

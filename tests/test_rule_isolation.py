@@ -4,8 +4,8 @@ rules' findings on the file are kept (one rule's bug must not cost a file its fi
 from __future__ import annotations
 
 from mpcheck.api import CallSite, Rule
-from mpcheck.engine import check_source
-from mpcheck.rule import all_rules
+from mpcheck.pipeline.one_file import check_source
+from mpcheck.ruleset.rule import all_rules
 
 SOURCE = """\
 import torch

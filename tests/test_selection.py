@@ -1,4 +1,4 @@
-"""Rule selection with ruff's semantics and per-file-ignores (mpcheck.selection)."""
+"""Rule selection with ruff's semantics and per-file-ignores (mpcheck.ruleset.selection)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck.config import Settings
-from mpcheck.selection import (
+from mpcheck.ruleset.selection import (
     PerFileIgnores,
     RuleSelection,
     SelectionError,
@@ -17,6 +16,7 @@ from mpcheck.selection import (
     resolve_codes,
     resolve_layers,
 )
+from mpcheck.settings.config import Settings
 
 CODES = ("MPC001", "MPC002", "MPC100", "MPC101", "MPC102", "MPC103", "MPC110", "MPC201")
 

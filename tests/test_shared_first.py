@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import incremental, runner
-from mpcheck.engine import Options
+from mpcheck.pipeline import incremental
+from mpcheck.pipeline import pool as runner
+from mpcheck.pipeline.one_file import Options
 from mpcheck.project.summarise import FileSummariser
-from mpcheck.rule import all_rules
+from mpcheck.ruleset.rule import all_rules
 
 HELPER = """\
 import torch

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from mpcheck import __version__
-from mpcheck.reporters import render
-from mpcheck.reporters.base import ReportContext
-from mpcheck.rule import all_rules
-from mpcheck.source import SourceFile
+from mpcheck.files.source import SourceFile
+from mpcheck.output.reporters import render
+from mpcheck.output.reporters.base import ReportContext
+from mpcheck.ruleset.rule import all_rules
 from tests.support import FIXTURES, check_fixture, fixture_files
 
 UPDATE = os.environ.get("MPCHECK_UPDATE_SNAPSHOTS") == "1"

@@ -1,5 +1,5 @@
 """``from module import *`` of a project module (mpcheck/project/exports.py, the store's
-``module.*`` lookups, mpcheck/infer/starred.py): what it binds, through chains and cycles,
+``module.*`` lookups, mpcheck/engine/starred.py): what it binds, through chains and cycles,
 and what the importing file then depends on."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from mpcheck.engine import Options, check_source
-from mpcheck.infer.starred import bind_starred
-from mpcheck.names import ImportTable
+from mpcheck.engine.starred import bind_starred
+from mpcheck.pipeline.one_file import Options, check_source
 from mpcheck.project.exports import exported, exported_of_source
+from mpcheck.project.names import ImportTable
 from mpcheck.project.store import CYCLE
 from mpcheck.project.summarise import forget, summaries_for
 from mpcheck.project.summary import ClassSummary, Exports, ModuleSummary
-from mpcheck.rule import all_rules
+from mpcheck.ruleset.rule import all_rules
 
 
 @pytest.fixture(autouse=True)

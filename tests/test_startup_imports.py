@@ -30,22 +30,22 @@ def test_one_file_run_loads_no_matchers_and_one_renderer(tmp_path: Path) -> None
     )
     loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
     assert "libcst.matchers" not in loaded
-    renderers = {m for m in loaded if m.startswith("mpcheck.reporters.")} - {
-        "mpcheck.reporters.base"
+    renderers = {m for m in loaded if m.startswith("mpcheck.output.reporters.")} - {
+        "mpcheck.output.reporters.base"
     }
-    assert renderers == {"mpcheck.reporters.text"}
+    assert renderers == {"mpcheck.output.reporters.text"}
 
 
 # What a one-file check with nothing to fix, no notebook, no configuration file and no
 # ``noqa`` comment must not import (each was made lazy for start-up time, issue 12).
 NOT_LOADED = {
-    "mpcheck.fixes": "fix machinery",
-    "mpcheck.notebook": "notebooks",
-    "mpcheck.noqa": "noqa tokenizing, only for files with a directive",
-    "mpcheck.summary": "the GitHub step summary, only with GITHUB_STEP_SUMMARY",
-    "mpcheck.baseline": "baselines",
-    "mpcheck.cache": "the cache, with --no-cache",
-    "mpcheck.incremental": "the cache, with --no-cache",
+    "mpcheck.output.fixes": "fix machinery",
+    "mpcheck.files.notebook": "notebooks",
+    "mpcheck.output.noqa": "noqa tokenizing, only for files with a directive",
+    "mpcheck.output.job_summary": "the GitHub step summary, only with GITHUB_STEP_SUMMARY",
+    "mpcheck.output.baseline": "baselines",
+    "mpcheck.pipeline.cache": "the cache, with --no-cache",
+    "mpcheck.pipeline.incremental": "the cache, with --no-cache",
     "tomllib": "TOML, with no configuration file",
     "difflib": "diffs and did-you-mean suggestions",
     "tempfile": "temporary files (importlib.resources imports it too)",
@@ -84,7 +84,7 @@ def test_terminal_width_is_what_shutil_says(
 ) -> None:
     import shutil
 
-    from mpcheck.cli import terminal_width
+    from mpcheck.cli.app import terminal_width
 
     if columns is None:
         monkeypatch.delenv("COLUMNS", raising=False)

@@ -1,8 +1,8 @@
-"""A tensor's storage replaced by what type promotion made of it (``mpcheck.infer.storage``):
+"""A tensor's storage replaced by what type promotion made of it (``mpcheck.engine.storage``):
 ``p.data = p.data * v32`` and ``m.weight = nn.Parameter(m.weight * v32)`` leave that part of a
 half model float32 (MPC104), while every explicit cast, a cast back after the product and the
 writes that cast (``mul_``, ``copy_``, ``*=``) stay quiet. Also the parts a module's methods
-return (``self.get_base_layer()``, ``mpcheck.infer.own_parts``), which the merges write into.
+return (``self.get_base_layer()``, ``mpcheck.engine.own_parts``), which the merges write into.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import libcst as cst
 import pytest
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.facts import Cause, Fact, Kind, Origin, Prec
-from mpcheck.infer.own_parts import own_part
-from mpcheck.infer.storage import replaced, widened
-from mpcheck.sites import Scope
+from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec
+from mpcheck.engine.own_parts import own_part
+from mpcheck.engine.sites import Scope
+from mpcheck.engine.storage import replaced, widened
 from tests.support import FIXTURES, check, run_fixed_fixture, span
 
 HEADER = "import torch\nfrom torch import nn\n"  # lines 1-2

@@ -1,4 +1,4 @@
-"""Parts chosen by a config switch (mpcheck/infer/switches.py): the part of the path where a
+"""Parts chosen by a config switch (mpcheck/engine/switches.py): the part of the path where a
 value is float32 under the same switch, and a part one of whose classes returns float32."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from mpcheck.infer.switches import switch_of
+from mpcheck.engine.switches import switch_of
 from tests.support import check, span
 
 PROJECTIONS = """

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import cli
-from mpcheck.terminal import Progress, colorize, use_color
+from mpcheck.cli import app as cli
+from mpcheck.cli.terminal import Progress, colorize, use_color
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[mK]")
 BAD = """\
@@ -114,7 +114,7 @@ def test_progress_in_a_run_only_on_a_terminal(
     monkeypatch.chdir(tmp_path)
     for i in range(3):
         Path(f"m{i}.py").write_text(BAD)
-    monkeypatch.setattr("mpcheck.terminal.PROGRESS_DELAY", 0.0)  # as if the run were slow
+    monkeypatch.setattr("mpcheck.cli.terminal.PROGRESS_DELAY", 0.0)  # as if the run were slow
     _, _, err = run(capsys, "check", "--no-cache")
     assert "Checking files" not in err  # stderr is not a terminal
     tty = Tty()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck import cli
-from mpcheck.config import ConfigError, load_settings
-from mpcheck.torch_target import declared_torch, lowest_allowed, parse_version
+from mpcheck.cli import app as cli
+from mpcheck.settings.config import ConfigError, load_settings
+from mpcheck.settings.torch_target import declared_torch, lowest_allowed, parse_version
 
 LEGACY = """\
 import torch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from mpcheck.training import none_when
+from mpcheck.engine.training import none_when
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mpcheck.rule import Rule, all_rules
+from mpcheck.ruleset.rule import Rule, all_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "rules"

@@ -1,14 +1,14 @@
 """What each torch function and tensor method does to dtypes: one line per callable.
 
-The engine (:mod:`mpcheck.infer.tensors`) reads these tables through the sets
-:mod:`mpcheck.torch_api` derives from them. A row names a callable and the behaviours
+The engine (:mod:`mpcheck.engine.tensors`) reads these tables through the sets
+:mod:`mpcheck.knowledge.torch_api` derives from them. A row names a callable and the behaviours
 (:class:`Does`) that hold for it; ``tests/test_ops_table.py`` calls every row under torch on
 float16 and bfloat16 inputs and checks its claim. To teach the engine one more callable, add
 its line (CONTRIBUTING, "Teaching the engine one more torch function").
 
 What autocast does to an op is not here: its lists come from torch itself
 (``mpcheck/data/autocast_ops.json``, ``tools/gen_autocast_ops.py``). What a table cannot say
-stays code in :mod:`mpcheck.infer.tensors`: ``torch.full``'s dtype from its fill value,
+stays code in :mod:`mpcheck.engine.tensors`: ``torch.full``'s dtype from its fill value,
 ``torch.arange``'s from its bounds, ``torch.where``'s Python-number branches, an ``einsum``
 that contracts, a norm's or embedding's output following its weight.
 """
@@ -338,7 +338,7 @@ METHODS: dict[str, Op] = {
     "new_tensor": op(NEW),
 }
 
-# torch functions, by qualified name (as :mod:`mpcheck.names` resolves them), and other
+# torch functions, by qualified name (as :mod:`mpcheck.project.names` resolves them), and other
 # libraries' functions that keep their input's dtype.
 FUNCTIONS: dict[str, Op] = {
     "torch.empty": op(DEFAULT_DTYPE, DTYPE_KEYWORD, SHAPE_FIRST),

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from mpcheck.names import TYPE_CHECKING_TESTS, dotted
+from mpcheck.project.names import TYPE_CHECKING_TESTS, dotted
 
 __all__ = ["Exported", "exported", "exported_of_source"]
 

@@ -15,22 +15,22 @@ from pathlib import Path
 
 import libcst as cst
 
-from mpcheck import torch_api as T
-from mpcheck.facts import Kind, Prec
-from mpcheck.hooks import Site, SiteKind
-from mpcheck.infer.analysis import FileAnalysis
-from mpcheck.infer.binding import fixed_default
-from mpcheck.infer.frames import ClassInfo
-from mpcheck.infer.functions import torch_module
-from mpcheck.infer.imported import value_of
-from mpcheck.keep_fp32 import keep_patterns
-from mpcheck.names import ImportTable, children, dotted
-from mpcheck.parsing import Unparsable, parse, parseable
+from mpcheck.engine.analysis import FileAnalysis
+from mpcheck.engine.binding import fixed_default
+from mpcheck.engine.facts import Kind, Prec
+from mpcheck.engine.frames import ClassInfo
+from mpcheck.engine.functions import torch_module
+from mpcheck.engine.imported import value_of
+from mpcheck.engine.keep_fp32 import keep_patterns
+from mpcheck.files.parsing import Unparsable, parse, parseable
+from mpcheck.files.source import SourceError, SourceFile
+from mpcheck.knowledge import torch_api as T
 from mpcheck.project.exports import exported, exported_of_source
 from mpcheck.project.index import ModuleIndex, site_roots
+from mpcheck.project.names import ImportTable, children, dotted
 from mpcheck.project.store import Cached, Dependencies, Lookup, Summaries, Symbol
 from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Value
-from mpcheck.source import SourceError, SourceFile
+from mpcheck.ruleset.hooks import Site, SiteKind
 
 __all__ = ["FileSummariser", "ProjectSession", "forget", "summaries_for"]
 
@@ -133,7 +133,7 @@ class FileSummariser:
         """What an import-cycle partner may know of ``path``: only what its text alone decides
         (its imports are never looked up), so no summary depends on the order files are read.
         That is its re-exports and its module classes built in a fixed half-precision
-        default (``__init__(..., dtype=torch.half)``, see :mod:`mpcheck.infer.replacements`)."""
+        default (``__init__(..., dtype=torch.half)``, see :mod:`mpcheck.engine.replacements`)."""
         try:
             data = self._read(path)
         except OSError:

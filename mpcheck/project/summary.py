@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from mpcheck.hashing import hex_digest
+from mpcheck.files.hashing import hex_digest
 
 __all__ = [
     "ClassSummary",

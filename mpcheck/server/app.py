@@ -24,18 +24,18 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mpcheck import __version__
-from mpcheck import notebook as nb
 from mpcheck.codes import INVALID_SYNTAX
-from mpcheck.config import CONFIG_FILENAMES, ConfigError, Settings
 from mpcheck.diagnostics import Diagnostic, Position, Severity
-from mpcheck.discovery import discover
-from mpcheck.engine import Options, analyse_source, suppress
-from mpcheck.fixes import apply_fixes
-from mpcheck.resolver import Project, Resolver
+from mpcheck.files import notebook as nb
+from mpcheck.files.discovery import discover
+from mpcheck.output.fixes import apply_fixes
+from mpcheck.pipeline.one_file import Options, analyse_source, suppress
 from mpcheck.server.convert import FIX_ALL, fix_action, fix_all_action, key_of, noqa_action, to_lsp
 from mpcheck.server.encoding import Text, split_lines
 from mpcheck.server.project import Overlay
 from mpcheck.server.stdio import GuardedStdin
+from mpcheck.settings.config import CONFIG_FILENAMES, ConfigError, Settings
+from mpcheck.settings.resolver import Project, Resolver
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _FIX_ROUNDS = 10  # as ruff: fixes that make room for others apply in later rounds

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mpcheck.engine import Options, ProjectLink
-from mpcheck.infer.analysis import FileAnalysis
+from mpcheck.engine.analysis import FileAnalysis
+from mpcheck.pipeline.one_file import Options, ProjectLink
 from mpcheck.project.index import ModuleIndex, site_roots
 from mpcheck.project.store import Dependencies, Summaries, Symbol
 from mpcheck.project.summarise import FileSummariser

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-import mpcheck.cli
-import mpcheck.fixes
-from mpcheck.cli import main
+import mpcheck.cli.app
+import mpcheck.output.fixes
+from mpcheck.cli.app import main
 
 OLD = b"scaler = torch.cuda.amp.GradScaler()"
 NEW = b'scaler = torch.amp.GradScaler("cuda")'
@@ -182,7 +182,7 @@ def test_unwritable_file_is_reported_not_replaced(
     def refuse(*args: object, **kwargs: object) -> io.BufferedRandom:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("mpcheck.fixes.open", refuse, raising=False)
+    monkeypatch.setattr("mpcheck.output.fixes.open", refuse, raising=False)
     assert fix(target) == 2
     assert target.read_bytes() == before
     err = capsys.readouterr().err
@@ -201,14 +201,14 @@ def test_read_only_file_is_reported_not_replaced(tmp_path: Path) -> None:
 
 def edit_during_fix(monkeypatch: pytest.MonkeyPatch, action: object) -> None:
     """Run ``action`` after the fixer read the file and before it writes."""
-    real = mpcheck.fixes.apply_fixes
+    real = mpcheck.output.fixes.apply_fixes
 
     def patched(*args: object, **kwargs: object) -> tuple[str, int]:
         result = real(*args, **kwargs)  # type: ignore[arg-type]
         action()  # type: ignore[operator]
         return result
 
-    monkeypatch.setattr(mpcheck.fixes, "apply_fixes", patched)  # the CLI imports it late
+    monkeypatch.setattr(mpcheck.output.fixes, "apply_fixes", patched)  # the CLI imports it late
 
 
 def test_user_edit_during_the_fix_is_not_overwritten(

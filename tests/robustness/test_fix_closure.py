@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mpcheck.engine import check_source
-from mpcheck.rule import all_rules
+from mpcheck.pipeline.one_file import check_source
+from mpcheck.ruleset.rule import all_rules
 from tests.support import ROOT, check_fixture, fixture_files
 
 _spec = importlib.util.spec_from_file_location("fix_closure", ROOT / "bench" / "fix_closure.py")

@@ -14,10 +14,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpcheck.engine import check_source
-from mpcheck.fixes import apply_fixes
-from mpcheck.rule import rules_by_code
-from mpcheck.source import SourceFile
+from mpcheck.files.source import SourceFile
+from mpcheck.output.fixes import apply_fixes
+from mpcheck.pipeline.one_file import check_source
+from mpcheck.ruleset.rule import rules_by_code
 from tests.robustness.budget import examples
 
 RULES = (rules_by_code()["MPC404"],)

@@ -16,9 +16,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpcheck.notebook import check_notebook_bytes, fix_notebook_bytes
-from mpcheck.notebook_json import scan
-from mpcheck.rule import all_rules
+from mpcheck.files.notebook import check_notebook_bytes, fix_notebook_bytes
+from mpcheck.files.notebook_json import scan
+from mpcheck.ruleset.rule import all_rules
 from tests.robustness.budget import examples
 from tests.robustness.test_run_properties import SNIPPETS
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-import mpcheck.cli_check
-from mpcheck.cli import main
-from mpcheck.reporters import FORMATS
+import mpcheck.cli.check
+from mpcheck.cli.app import main
+from mpcheck.output.reporters import FORMATS
 
 FINDING = "import torch\nscaler = torch.cuda.amp.GradScaler()\n"
 SCHEMA = Path(__file__).resolve().parents[3] / "shared" / "reference" / "sarif-schema-2.1.0.json"
@@ -97,7 +97,7 @@ def test_unreadable_directory_is_an_error_and_the_rest_is_checked(
             raise PermissionError(13, "Permission denied", path)
         return real(path)
 
-    monkeypatch.setattr("mpcheck.discovery.os.scandir", scandir)
+    monkeypatch.setattr("mpcheck.files.discovery.os.scandir", scandir)
     assert main(["check", "--output-format", "concise", "."]) == 2
     out, err = capsys.readouterr()
     assert "locked: cannot read the directory" in one_line_error(err)
@@ -165,7 +165,7 @@ def test_internal_error_is_one_line_and_traceback_with_verbose(
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("something broke")
 
-    monkeypatch.setattr(mpcheck.cli_check, "check_files", boom)
+    monkeypatch.setattr(mpcheck.cli.check, "check_files", boom)
     assert main(["check", "."]) == 2
     err = capsys.readouterr().err
     assert one_line_error(err) == "mpcheck: error: internal error: RuntimeError: something broke"

@@ -1,7 +1,7 @@
 """No input takes the process down: deep but valid code is MPC002, never a segfault.
 
 Each case crashed libcst's native parser (SIGSEGV: no output, a broken ``-j`` pool, a dead
-flake8) before the pre-checks in :mod:`mpcheck.parsing`. They run in subprocesses, since
+flake8) before the pre-checks in :mod:`mpcheck.files.parsing`. They run in subprocesses, since
 the failure being guarded against is the death of the process.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from mpcheck.engine import check_source
-from mpcheck.parsing import Unparsable, parse
-from mpcheck.rule import all_rules
+from mpcheck.files.parsing import Unparsable, parse
+from mpcheck.pipeline.one_file import check_source
+from mpcheck.ruleset.rule import all_rules
 
 # Valid grammar; CPython 3.11's own parser gives up on some of them (RecursionError), which
 # is no reason for mpcheck to die.

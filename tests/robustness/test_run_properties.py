@@ -14,8 +14,8 @@ import hypothesmith
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpcheck.engine import check_source
-from mpcheck.rule import all_rules
+from mpcheck.pipeline.one_file import check_source
+from mpcheck.ruleset.rule import all_rules
 from tests.robustness.budget import examples
 
 RULES = tuple(all_rules())

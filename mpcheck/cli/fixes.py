@@ -1,0 +1,225 @@
+"""``mpcheck check --fix``, ``--diff`` and ``--add-noqa``: changing files (or stdin) and saying
+what changed. The fix machinery is imported only when one of them is asked for."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from mpcheck.cli.args import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS
+from mpcheck.cli.report import display_path
+from mpcheck.diagnostics import Diagnostic
+from mpcheck.files.source import SourceError, SourceFile
+from mpcheck.pipeline.one_file import Options, check_source
+from mpcheck.pipeline.pool import Job, check_files
+from mpcheck.ruleset.rule import Rule
+from mpcheck.settings.resolver import Project
+
+# Imported where used, not here: a one-file check loads none of fixes (difflib, tempfile),
+# notebooks, tracebacks or the step summary (tests/test_startup_imports.py holds this).
+
+
+def _fixable_files(
+    args: argparse.Namespace, diagnostics: list[Diagnostic]
+) -> dict[str, list[Diagnostic]]:
+    """The findings of each file that has at least one fix to apply."""
+    from mpcheck.output.fixes import applicable
+
+    by_file: dict[str, list[Diagnostic]] = {}
+    for d in diagnostics:
+        by_file.setdefault(d.filename, []).append(d)
+    return {
+        f: ds
+        for f, ds in by_file.items()
+        if any(applicable(d, unsafe=args.unsafe_fixes) for d in ds)
+    }
+
+
+def fix_files(
+    args: argparse.Namespace, diagnostics: list[Diagnostic], jobs: Sequence[Job]
+) -> tuple[list[Diagnostic], bool]:
+    """Apply fixes file by file; re-check what changed. Also says whether a file failed.
+
+    Each file is read again and checked again, so the fixes fit exactly the bytes that are
+    written over (``write_fixed`` only writes if the file still holds them).
+    """
+    from mpcheck.files.notebook import fix_notebook_file
+    from mpcheck.output.fixes import FileChanged, FixError, apply_fixes, write_fixed
+
+    job_of = {str(path): (rules, options) for path, rules, options in jobs}
+    fixable = _fixable_files(args, diagnostics)
+    out = [d for d in diagnostics if d.filename not in fixable]
+    fixed_total, failed = 0, False
+    for filename, old in fixable.items():
+        rules, options = job_of[filename]
+        path = Path(filename)
+        try:
+            if filename.endswith(".ipynb"):  # cells: the notebook's own writer
+                fixed_total += fix_notebook_file(
+                    path, old, unsafe=args.unsafe_fixes, rules=rules, options=options
+                )  # checked again from the bytes it fixes, as below
+                out += check_files([(path, *job_of[filename])], processes=1)
+                continue
+            data = path.read_bytes()
+            source = SourceFile.decode(data)
+            current = check_source(data, filename, rules, options)
+            text, count = apply_fixes(source, current, unsafe=args.unsafe_fixes)
+            new = source.encode(text)
+            if new != data:
+                write_fixed(path, data, new)
+        except FileChanged as exc:
+            print(f"mpcheck: warning: {exc}", file=sys.stderr)
+            out += old
+            continue
+        except (FixError, SourceError, OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            prefix = "" if isinstance(exc, FixError) else f"{filename}: "
+            print(f"mpcheck: error: {prefix}{reason}", file=sys.stderr)
+            out += old
+            failed = True
+            continue
+        fixed_total += count
+        out += check_source(new, filename, rules, options)
+    if fixed_total and not args.quiet:
+        # errors and warnings alike: "findings", not ruff's "errors"
+        print(f"Fixed {fixed_total} finding{'s' if fixed_total != 1 else ''}.", file=sys.stderr)
+    return out, failed
+
+
+def add_noqa(
+    diagnostics: list[Diagnostic], jobs: Sequence[Job], project_of: dict[str, Project]
+) -> int:
+    """``--add-noqa`` (as ruff): a directive for every finding, written in place; exit 0.
+
+    Each file is read and checked again, so the directives fit exactly the bytes that are
+    written over (``write_fixed`` only writes if the file still holds them).
+    """
+    from mpcheck.files.notebook import check_notebook_bytes, with_noqa_notebook
+    from mpcheck.output.add_noqa import NOT_SUPPRESSIBLE, with_noqa
+    from mpcheck.output.fixes import FixError, write_fixed
+
+    job_of = {str(path): (rules, options) for path, rules, options in jobs}
+    pending = {
+        d.filename for d in diagnostics if not d.suppressed and d.code not in NOT_SUPPRESSIBLE
+    }
+    total, failed = 0, False
+    for filename in sorted(pending):
+        rules, options = job_of[filename]
+        project = project_of[filename]
+        try:
+            data = Path(filename).read_bytes()
+            notebook = filename.endswith(".ipynb")
+            check = check_notebook_bytes if notebook else check_source
+            found = [
+                d
+                for d in check(data, filename, rules, replace(options, cache_dir=None))
+                if project.reports(d.code)
+            ]
+            new, count = (with_noqa_notebook if notebook else with_noqa)(data, found)
+            if count:
+                write_fixed(Path(filename), data, new)
+        except (SourceError, OSError, FixError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            print(f"mpcheck: error: {filename}: {reason}", file=sys.stderr)
+            failed = True
+            continue
+        total += count
+    noun = "directive" if total == 1 else "directives"
+    print(f"Added {total} noqa {noun}.", file=sys.stderr)
+    return EXIT_ERROR if failed else EXIT_CLEAN
+
+
+def diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Path) -> int:
+    """``--diff`` (as ruff): print what ``--fix`` would change, write nothing.
+
+    Only the diff goes to stdout, so it can be piped to ``git apply``; exit 1 when there is
+    something to fix, 2 when a file could not be read.
+    """
+    from mpcheck.files.notebook import fix_notebook
+    from mpcheck.output.fixes import apply_fixes, unified_diff
+
+    total, failed = 0, False
+    for filename, diags in sorted(_fixable_files(args, diagnostics).items()):
+        try:
+            data = Path(filename).read_bytes()
+            if filename.endswith(".ipynb"):
+                text, count = fix_notebook(data.decode("utf-8"), diags, unsafe=args.unsafe_fixes)
+                new = text.encode("utf-8")
+            else:
+                source = SourceFile.decode(data)
+                text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
+                new = source.encode(text)
+        except (SourceError, OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            print(f"mpcheck: error: {filename}: {reason}", file=sys.stderr)
+            failed = True
+            continue
+        total += count
+        sys.stdout.buffer.write(unified_diff(data, new, display_path(filename, cwd)))
+    sys.stdout.flush()
+    if not args.quiet:
+        noun = "finding" if total == 1 else "findings"
+        print(
+            f"Would fix {total} {noun}." if total else "No findings would be fixed.",
+            file=sys.stderr,
+        )
+    if failed:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if total else EXIT_CLEAN
+
+
+def fix_stdin(
+    args: argparse.Namespace,
+    data: bytes,
+    filename: str,
+    diagnostics: list[Diagnostic],
+    rules: tuple[type[Rule], ...],
+    options: Options,
+) -> int:
+    """With stdin, --fix prints the fixed source (as ruff does) and reports what is left.
+
+    The output is the input's bytes with the edits in them; input that cannot be decoded is
+    echoed unchanged (the pipe must not lose it) with an error.
+    """
+    from mpcheck.output.fixes import apply_fixes, unified_diff
+
+    if filename.endswith(".ipynb"):  # cells, written back as the notebook's own JSON
+        return _fix_stdin_notebook(args, data, filename, diagnostics, rules, options)
+    try:
+        source = SourceFile.decode(data)
+        text, _ = apply_fixes(source, diagnostics, unsafe=args.unsafe_fixes)
+        new = source.encode(text)
+    except SourceError as exc:
+        if not args.diff:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        print(f"mpcheck: error: {filename}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.buffer.write(unified_diff(data, new, "-") if args.diff else new)
+    sys.stdout.flush()
+    left = [d for d in check_source(new, filename, rules, options) if not d.suppressed]
+    return EXIT_FINDINGS if left and not args.exit_zero else EXIT_CLEAN
+
+
+def _fix_stdin_notebook(
+    args: argparse.Namespace,
+    data: bytes,
+    filename: str,
+    diagnostics: list[Diagnostic],
+    rules: tuple[type[Rule], ...],
+    options: Options,
+) -> int:
+    from mpcheck.files.notebook import NotebookError, check_notebook_bytes, fix_notebook_bytes
+    from mpcheck.output.fixes import unified_diff
+
+    try:
+        new, _ = fix_notebook_bytes(data, diagnostics, unsafe=args.unsafe_fixes)
+    except NotebookError:
+        new = data  # not a notebook: echoed unchanged, its MPC001 reported below
+    sys.stdout.buffer.write(unified_diff(data, new, "-") if args.diff else new)
+    sys.stdout.flush()
+    left = [d for d in check_notebook_bytes(new, filename, rules, options) if not d.suppressed]
+    return EXIT_FINDINGS if left and not args.exit_zero else EXIT_CLEAN

@@ -1,0 +1,189 @@
+"""The dtype-provenance pass over one file: the driver of the walk.
+
+Every expression gets a :class:`~mpcheck.engine.facts.Fact`; names, ``self.<attr>``
+paths and module objects are bound in an environment that is copied at
+branches and joined after them. Rules are called back with :mod:`mpcheck.engine.sites`
+as the walk reaches calls, item assignments and classes, so they see the facts
+that hold at that point. Functions defined in the file are summarised by the
+fact of what they return, with ``params`` marking what is derived from which
+argument, so a call site can substitute its own arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import libcst as cst
+
+from mpcheck.engine.ambient import Ambient
+from mpcheck.engine.autocast import Regions
+from mpcheck.engine.base import CallRecord, Walk
+from mpcheck.engine.casts import Casts
+from mpcheck.engine.emitter import SiteEmitter
+from mpcheck.engine.expressions import Expressions
+from mpcheck.engine.facts import Fact
+from mpcheck.engine.frames import ClassInfo, Frame
+from mpcheck.engine.functions import Definitions
+from mpcheck.engine.keep_fp32 import KeepFp32, adapter_casts
+from mpcheck.engine.modules import Modules
+from mpcheck.engine.reporting import Listener
+from mpcheck.engine.sites import Scope
+from mpcheck.engine.starred import bind_starred
+from mpcheck.engine.statements import Statements
+from mpcheck.engine.tensors import Tensors
+from mpcheck.project.names import ImportTable
+from mpcheck.project.summary import ProjectLookup
+
+_SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
+_NAME_CALL = re.compile(rb"\b(?<!\.)([A-Za-z_]\w*)\s*\(")  # (``\b`` first: twice as fast)
+
+
+class FileAnalysis(Walk):
+    """Runs the pass over one module and reports sites to a listener.
+
+    It holds the file's state (:class:`Walk`) and the parts of the walk, each given the
+    parts it asks questions of; the recursion points (:meth:`expr`, :meth:`block`,
+    :meth:`bind`, :meth:`function_frame`, :meth:`emit`) are how a part reaches one built
+    after it, as mypy's ``ExpressionChecker`` reaches its ``TypeChecker``.
+    """
+
+    def __init__(
+        self,
+        module: cst.Module,
+        imports: ImportTable,
+        listener: Listener,
+        *,
+        module_half_capable: bool = True,
+        source: bytes = b"",
+        project: ProjectLookup | None = None,
+        target_torch: tuple[int, int] | None = None,
+    ) -> None:
+        super().__init__(
+            module,
+            imports,
+            listener,
+            module_half_capable=module_half_capable,
+            source=source,
+            project=project,
+            target_torch=target_torch,
+        )
+        self.regions = Regions(self)
+        self.definitions = Definitions(self, self.regions)
+        self.modules = Modules(self, self.regions, self.definitions)
+        self.casts = Casts(self)
+        self.tensors = Tensors(self, self.regions, self.definitions, self.modules, self.casts)
+        self.expressions = Expressions(
+            self, self.regions, self.definitions, self.modules, self.casts, self.tensors
+        )
+        self.statements = Statements(self, self.regions, self.definitions, self.expressions)
+        self.ambient = Ambient(self, self.definitions, self.statements)
+        self.emitter = SiteEmitter(self)
+
+    @property
+    def summaries(self) -> dict[cst.FunctionDef, Fact]:
+        """What each function of the file returns (:class:`Definitions` keeps them)."""
+        return self.definitions.summaries
+
+    @property
+    def in_progress(self) -> set[cst.FunctionDef]:
+        """The functions being walked, which a call inside them does not walk again."""
+        return self.definitions.in_progress
+
+    def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
+        return self.expressions.expr(node, frame)
+
+    def block(
+        self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
+    ) -> None:
+        self.statements.block(body, frame)
+
+    def bind(
+        self, target: cst.BaseExpression, value: Fact, frame: Frame, key: str | None = None
+    ) -> None:
+        self.statements.bind(target, value, frame, key)
+
+    def function_frame(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
+    ) -> Frame:
+        return self.definitions.function_frame(fn, cls, outer)
+
+    def emit(self, call: CallRecord, frame: Frame) -> Fact:
+        self.ambient.note(call, frame)
+        return self.emitter.emit(call, frame)
+
+    def run(self) -> None:
+        if self.project is not None:
+            bind_starred(self.imports, self.module, self.project)
+        called = _called_names(self.source)
+        self.definitions.helpers = _self_called_names(self.source)
+        self._collect(self.module.body)
+        self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()}, self._casts())
+        for name in self.keep.kept_classes:
+            self.classes[name].kept_fp32 = True
+        script = self.script = Frame({}, Scope(None, None, False, None))
+        self.block(self.module.body, script)
+        for cls in list(self.classes.values()):
+            self.definitions.analyse_class(cls)
+        functions = list(self.functions.values())
+        for fn in sorted(functions, key=lambda f: f.name.value in called):
+            self.definitions.summary(fn)
+        # last: every helper it calls is summarised by then, with the file's own facts
+        for cls in list(self.classes.values()):
+            self.ambient.ambient_pass(cls)
+
+    def release(self) -> None:
+        """Drop what the finished walk holds. Its objects refer to each other (frames, class
+        records, bound methods), so without this the file's tree lives on until the next
+        full garbage collection, and a run holds several dead trees at a time."""
+        parts = (self.regions, self.definitions, self.modules, self.casts, self.tensors)
+        for part in (*parts, self.expressions, self.statements, self.ambient, self.emitter):
+            part.__dict__.clear()
+        self.__dict__.clear()
+
+    def _casts(self) -> dict[str, frozenset[str]]:
+        """Each class's dict classes that peft's ``cast_adapter_dtype`` upcasts, when the
+        project's code says: read in this file, else through its bases (a LoHa layer's
+        ``LycorisLayer`` of ``lycoris_utils.py``, whose ``BaseTunerLayer`` is in the file
+        that defines the cast)."""
+        here = adapter_casts(self.module) if b"cast_adapter_dtype" in self.source else None
+        if here is not None:
+            return dict.fromkeys(self.classes, here)
+        found: dict[str, frozenset[str]] = {}
+
+        def of(info: ClassInfo, depth: int = 0) -> frozenset[str] | None:
+            name = info.node.name.value
+            if name in found or depth > 8:
+                return found.get(name)
+            summaries = (s.adapter_casts for *_, s in info.elsewhere)
+            casts = next((frozenset(c) for c in summaries if c is not None), None)
+            for base in info.bases:
+                parent = self.classes.get(base)
+                if casts is None and parent is not None and parent is not info:
+                    casts = of(parent, depth + 1)
+            if casts is not None:
+                found[name] = casts
+            return casts
+
+        for info in self.classes.values():
+            of(info)
+        return found
+
+    def _collect(self, body: Sequence[cst.BaseStatement]) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.FunctionDef):
+                self.functions[stmt.name.value] = stmt
+            elif isinstance(stmt, cst.ClassDef):
+                self.definitions.register_class(stmt)
+
+
+def _self_called_names(source: bytes) -> frozenset[str]:
+    """Methods called as ``self.name(...)`` somewhere in the file."""
+    return frozenset(m.decode() for m in _SELF_CALL.findall(source))
+
+
+def _called_names(source: bytes) -> frozenset[str]:
+    """Names called somewhere besides their own ``def name(`` line."""
+    counts = Counter(_NAME_CALL.findall(source))
+    return frozenset(name.decode() for name, n in counts.items() if n > 1)

@@ -1,0 +1,157 @@
+"""Autocast regions: the region a ``with`` or decorator opens, and what an op computes in it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck.engine.base import Walk
+from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec
+from mpcheck.engine.frames import Frame
+from mpcheck.engine.sites import Autocast
+from mpcheck.knowledge import torch_api as T
+from mpcheck.project.names import dotted
+
+# ``if torch.is_autocast_enabled():``: the branch that runs with autocast on
+AUTOCAST_TESTS = frozenset({"torch.is_autocast_enabled", "torch.is_autocast_cpu_enabled"})
+AUTOCAST_NAMES = {
+    "torch.autocast": None,
+    "torch.cuda.amp.autocast": "cuda",
+    "torch.cpu.amp.autocast": "cpu",
+    "torch.cuda.amp.autocast_mode.autocast": "cuda",
+}
+
+
+class Regions:
+    """The part that knows ``torch.autocast``: resolves regions and recasts op results."""
+
+    def __init__(self, file: Walk) -> None:
+        self.file = file
+
+    def autocast_result(self, node: cst.CSTNode, aten: str, region: Autocast, result: Fact) -> Fact:
+        # An unknown device (``accelerator.autocast()``, ``device_type=x.device.type``):
+        # the result is known when every device's policy agrees.
+        devices = [region.device] if region.device in ("cuda", "cpu") else ["cuda", "cpu"]
+        policies = {region.policy(aten, d) for d in devices}
+        if policies == {"lower_precision"}:
+            low = region.low_dtype
+            text = f"computed in {low or 'half precision'} by {region.cited}"
+            return Fact(Kind.TENSOR, Prec.HALF, low, Origin(node, Cause.AUTOCAST, text))
+        if policies == {"fp32"}:
+            text = f"computed in float32 by {region.cited}"
+            return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.AUTOCAST, text))
+        return (
+            replace(result, prec=Prec.UNKNOWN, origin=None)
+            if result.kind is Kind.TENSOR
+            else result
+        )
+
+    def torch_in_region(
+        self, node: cst.CSTNode, qual: str, aten: str | None, frame: Frame, result: Fact
+    ) -> Fact:
+        """What torch function ``qual`` computes in the region it runs in: an op of a known
+        family (``aten``) when autocast recasts it, any other on autocast's lower or fp32 list
+        (``torch.softmax`` on CUDA: float32); ``result`` outside a region."""
+        region = frame.scope.autocast
+        if region is None:
+            return result
+        if aten is not None:
+            return (
+                self.autocast_result(node, aten, region, result) if region.recasts(aten) else result
+            )
+        known = T.AUTOCAST_NAMES.get(qual, qual.rpartition(".")[2])
+        if qual.startswith("torch.") and region.casts_to_one_dtype(known):
+            return self.autocast_result(node, known, region, result)
+        return result
+
+    def autocast_region(
+        self, node: cst.BaseExpression, frame: Frame | None = None, *, helpers: bool = True
+    ) -> Autocast | None:
+        """The region ``node`` opens; ``frame`` resolves ``dtype=amp_dtype`` (a variable)."""
+        call = node if isinstance(node, cst.Call) else None
+        func = call.func if call else node
+        helper = self._helper_context(call) if helpers else None
+        if helper is not None:  # ``with amp_context(args):``, a function of this file
+            returned, chosen = helper
+            region = self.autocast_region(returned, helpers=False)
+            return replace(region, node=node, enabled=None) if region and chosen else region
+        qual = self.file.imports.resolve(func)
+        device: str | None
+        if qual in AUTOCAST_NAMES:
+            device = AUTOCAST_NAMES[qual]
+        elif isinstance(func, cst.Attribute) and func.attr.value == "autocast" and qual is None:
+            device = None  # accelerator.autocast()
+        else:
+            return None
+        dtype: str | None = None
+        dtype_known = True
+        enabled: bool | None = True
+        args = call.args if call else ()
+        for i, arg in enumerate(args):
+            key = (
+                arg.keyword.value
+                if arg.keyword
+                else ("device_type" if i == 0 and qual == "torch.autocast" else None)
+            )
+            if key == "device_type":
+                if isinstance(arg.value, cst.SimpleString) and isinstance(
+                    arg.value.evaluated_value, str
+                ):
+                    device = arg.value.evaluated_value.split(":")[0]
+            elif key == "dtype":
+                name = dotted(arg.value) or ""
+                leaf = name.rsplit(".", 1)[-1]
+                dtype = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16"}.get(leaf)
+                if dtype is None:
+                    dtype = self._region_dtype(arg.value, frame)
+                    dtype_known = dtype is not None
+            elif key == "enabled" or (
+                key is None and i == 0 and device is not None and qual != "torch.autocast"
+            ):
+                if isinstance(arg.value, cst.Name) and arg.value.value in ("True", "False"):
+                    enabled = arg.value.value == "True"
+                else:
+                    enabled = None
+        return Autocast(node, device, dtype, enabled, dtype_known, self.file.target_torch)
+
+    def _helper_context(self, call: cst.Call | None) -> tuple[cst.Call, bool] | None:
+        """What a function of this file that only returns a context returns: the call, and
+        whether a condition chooses it (``torch.autocast(...) if on else nullcontext()``)."""
+        fn = (
+            self.file.functions.get(call.func.value)
+            if call and isinstance(call.func, cst.Name)
+            else None
+        )
+        body = fn.body.body if fn is not None and isinstance(fn.body, cst.IndentedBlock) else ()
+        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+            return None
+        ret = body[0].body[0]
+        value = ret.value if isinstance(ret, cst.Return) else None
+        if isinstance(value, cst.Call):
+            return value, False
+        if isinstance(value, cst.IfExp):
+            calls = [v for v in (value.body, value.orelse) if isinstance(v, cst.Call)]
+            found = next((c for c in calls if self.autocast_region(c, helpers=False)), None)
+            return (found, True) if found is not None else None
+        return None
+
+    def tested_region(self, test: cst.BaseExpression, went: bool) -> Autocast | None:
+        """The autocast region a branch of ``if torch.is_autocast_enabled():`` (or of ``if not
+        ...``) runs in, when that branch is the one autocast is on in."""
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        call = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+        qual = self.file.imports.resolve(call.func) if isinstance(call, cst.Call) else None
+        if qual not in AUTOCAST_TESTS or went == negated:
+            return None
+        device = "cpu" if qual == "torch.is_autocast_cpu_enabled" else None
+        return Autocast(test, device, None, True, torch_version=self.file.target_torch)
+
+    def _region_dtype(self, node: cst.BaseExpression, frame: Frame | None) -> str | None:
+        """``dtype=amp_dtype``: the half dtype the variable holds on every path, if one."""
+        if frame is None or not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        fact = self.file.expr(node, frame)
+        if fact.kind is Kind.DTYPE and fact.prec is Prec.HALF and not fact.maybe:
+            return fact.dtype if fact.dtype in ("float16", "bfloat16") else None
+        return None

@@ -1,0 +1,133 @@
+"""The walk's state and the interface its parts share.
+
+:class:`Walk` holds what one file's walk knows (classes, function summaries, the
+reporting policy) and declares the entry points the parts recurse through:
+:meth:`Walk.expr`, :meth:`Walk.block`, :meth:`Walk.bind`, :meth:`Walk.function_frame` and
+:meth:`Walk.emit`. Each part (:mod:`autocast` ... :mod:`ambient`) holds it as ``file`` and
+asks the parts built before it directly; :class:`~mpcheck.engine.analysis.FileAnalysis`
+implements it by composing the parts.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from mpcheck.engine.facts import Cause, Fact, Kind, Origin
+from mpcheck.engine.frames import ClassInfo, Frame
+from mpcheck.engine.keep_fp32 import KeepFp32
+from mpcheck.engine.reporting import Listener, Reporting
+from mpcheck.engine.sites import InnerCall, Operand, Owner, Replacement
+from mpcheck.engine.training_loop import Tracker
+from mpcheck.knowledge import torch_api as T
+from mpcheck.project.names import ImportTable
+from mpcheck.project.summary import ClassSummary, Place, ProjectLookup
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """What the walk knows of one call (or operator standing for one) when it reports it."""
+
+    node: cst.Call | cst.BinaryOperation | cst.AugAssign
+    result: Fact
+    args: tuple[Operand, ...] = ()
+    kwargs: dict[str, Operand] = field(default_factory=dict)
+    qual: str | None = None  # ``torch.matmul``: the resolved function
+    method: str | None = None  # ``x.float()``: the method called on ``receiver``
+    receiver: Operand | None = None
+    op: T.OpKind | None = None
+    aten: str = ""  # the op's name in autocast's tables
+    path: str | None = None  # ``self.proj``: the called module's path
+    owner: Owner | None = None
+    inner: tuple[InnerCall, ...] = ()
+    through: tuple[InnerCall, ...] = ()
+    replacement: Replacement | None = None
+
+
+class Walk(ABC):
+    """One file's walk: its state and its recursion points (the parts answer them)."""
+
+    def __init__(
+        self,
+        module: cst.Module,
+        imports: ImportTable,
+        listener: Listener,
+        *,
+        module_half_capable: bool = True,
+        source: bytes = b"",
+        project: ProjectLookup | None = None,
+        target_torch: tuple[int, int] | None = None,
+    ) -> None:
+        self.module = module
+        # ``target-torch-version``: autocast regions answer with that torch's lists.
+        self.target_torch = target_torch
+        self.project = project  # what the other files of the project export
+        # Calls to another file's function whose result's dtype was decided over there:
+        # the place, so a finding's related locations can name that file.
+        self.elsewhere: dict[cst.CSTNode, Place] = {}
+        self.source = source
+        self.imports = imports
+        self.reporting = Reporting(listener)
+        self.half_capable = module_half_capable
+        self.classes: dict[str, ClassInfo] = {}
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.keep = KeepFp32()
+        # Module classes of other project files built here, by the name they are built as
+        # (their layer): calls of their instances go by the class's summary.
+        self.imported: dict[str, ClassSummary] = {}
+        self.training = Tracker(self)  # the training loop: scalers, optimizers
+        self.script: Frame | None = None  # the module's top level, as walked so far
+
+    @property
+    @abstractmethod
+    def in_progress(self) -> set[cst.FunctionDef]:
+        """The functions being walked: a call met inside one does not walk it again."""
+
+    @abstractmethod
+    def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
+        """The fact ``node`` evaluates to; reports the calls inside it."""
+
+    @abstractmethod
+    def block(
+        self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
+    ) -> None:
+        """Walk statements in order, updating ``frame``."""
+
+    @abstractmethod
+    def function_frame(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
+    ) -> Frame:
+        """A frame for walking ``fn``: its parameters bound, in ``outer`` if nested."""
+
+    @abstractmethod
+    def bind(
+        self, target: cst.BaseExpression, value: Fact, frame: Frame, key: str | None = None
+    ) -> None:
+        """Assign ``value`` to a name, ``self.<attr>`` path or tuple of them (or to ``key``,
+        a family of attributes ``setattr`` stores under computed names: ``families.py``)."""
+
+    @abstractmethod
+    def emit(self, call: CallRecord, frame: Frame) -> Fact:
+        """Report a call to the rules (if the policy says so); returns its result."""
+
+    def code(self, node: cst.CSTNode) -> str:
+        """``node``'s source, cut to fit in a message."""
+        return shorten(self.module.code_for_node(node))
+
+    def dtype_source(self, op: Operand) -> Origin | None:
+        """Where a dtype variable (``.to(weight_dtype)``) got its value, if elsewhere."""
+        origin = op.fact.origin
+        if origin is None or origin.node is op.node or op.fact.kind is not Kind.DTYPE:
+            return None
+        if origin.cause is Cause.FROZEN:  # ``self.dtype``: what casting the model leaves stale
+            return replace(origin, text=f"`{self.code(op.node)}` is {origin.text} here")
+        value = self.code(origin.node)
+        return replace(origin, text=f"`{self.code(op.node)}` is `{value}` here")
+
+
+def shorten(text: str) -> str:
+    """Source text cut to fit in a message."""
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,82 @@
+"""``self.register_buffer(...)`` / ``register_parameter``: the dtype of what was registered.
+
+``model.half()``/``.to(dtype)`` casts every floating buffer (persistent or not), so a float
+buffer has the model's dtype whatever it was built with, and an integer or bool buffer keeps
+its own. One exception matters in practice: ``from_pretrained(torch_dtype=...)`` loads the
+checkpoint in that dtype without casting the module, so a non-persistent buffer (not in the
+checkpoint) keeps the dtype it was built with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck.engine.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec
+from mpcheck.engine.promotion import cast_method
+from mpcheck.engine.sites import Operand
+from mpcheck.knowledge import torch_api as T
+
+
+def registered(
+    node: cst.Call,
+    method: str,
+    args: tuple[Operand, ...],
+    kwargs: dict[str, Operand],
+    in_module: bool,
+    pretrained: bool,
+) -> tuple[str, Fact] | None:
+    """The attribute ``register_buffer("name", t)`` binds and its fact, or None if unclear.
+
+    ``pretrained``: the class is one that ``from_pretrained`` loads (``T.PRETRAINED_SUFFIXES``).
+    """
+    name = args[0] if args else kwargs.get("name")
+    if name is None or not isinstance(name.node, cst.SimpleString):
+        return None
+    attr = name.node.evaluated_value
+    if not isinstance(attr, str) or not attr.isidentifier():
+        return None
+    tensor = args[1] if len(args) > 1 else kwargs.get("tensor", kwargs.get("param"))
+    if tensor is not None and not tensor.fact.is_tensor:
+        # ``helper(...).float().unsqueeze(0)``: a buffer is a tensor, so its last cast holds
+        tensor = replace(tensor, fact=_cast_chain(tensor.node))
+    if tensor is None or not tensor.fact.is_tensor:
+        return None  # ``None`` or unknown: leave ``self.name`` as it was
+    value = tensor.fact
+    if not (value.floating and in_module):
+        return attr, value
+    kind = "buffer" if method == "register_buffer" else "parameter"
+    if kind == "buffer" and pretrained and _left_float32(value, args, kwargs):
+        text = (
+            "a float32 non-persistent buffer, which `from_pretrained(torch_dtype=...)` "
+            "does not cast (it is not in the checkpoint)"
+        )
+        return attr, Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.BUFFER, text))
+    origin = Origin(node, Cause.PARAMETER, f"a {kind} of the model")
+    return attr, Fact(Kind.TENSOR, Prec.MODEL, None, origin)
+
+
+def _left_float32(value: Fact, args: tuple[Operand, ...], kwargs: dict[str, Operand]) -> bool:
+    """An explicitly float32 buffer kept out of the checkpoint (``persistent=False``).
+
+    (transformers builds a model with ``torch_dtype`` as the default dtype, so a buffer made
+    by a factory without ``dtype=`` follows it: only an explicit float32 is left behind.)
+    """
+    flag = args[2] if len(args) > 2 else kwargs.get("persistent")
+    if flag is None or not (isinstance(flag.node, cst.Name) and flag.node.value == "False"):
+        return False
+    return value.prec is Prec.FULL and value.dtype == "float32" and not value.default_float32
+
+
+def _cast_chain(node: cst.BaseExpression) -> Fact:
+    """The dtype of a tensor expression ending in a cast and shape methods, whatever the cast
+    was applied to: ``emb.float().unsqueeze(0)`` is float32."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        method = node.func.attr.value
+        if method in T.CAST_METHODS and not node.args:
+            return cast_method(method, node)
+        if method not in T.SAME_DTYPE_METHODS:
+            break
+        node = node.func.value
+    return UNKNOWN

@@ -1,0 +1,60 @@
+"""The production of sites for the rules: a call the walk met becomes a :class:`CallSite`.
+
+The walk describes each call it evaluates as a :class:`CallRecord`; this part decides, with
+the reporting policy, whether the rules see it, and adds what a site says beyond the walk's
+facts (the attention role of a matmul, a module that feeds its own weights).
+"""
+
+from __future__ import annotations
+
+from mpcheck.engine.attention import AttentionRoles
+from mpcheck.engine.base import CallRecord, Walk
+from mpcheck.engine.facts import Fact
+from mpcheck.engine.frames import Frame
+from mpcheck.engine.inputs import feeds_weights
+from mpcheck.engine.sites import CallSite
+from mpcheck.knowledge import torch_api as T
+
+
+class SiteEmitter:
+    """Turns the calls the walk meets into sites for the rules."""
+
+    def __init__(self, file: Walk) -> None:
+        self.file = file
+        self.attention = AttentionRoles(file.module)  # which matmuls are attention's
+
+    def emit(self, call: CallRecord, frame: Frame) -> Fact:
+        """Report ``call`` to the rules (if the policy says so); returns its result."""
+        module_call = call.receiver is not None and call.method is None and call.qual is None
+        if module_call and frame.scope.in_module:
+            owner = self.file.classes.get(frame.scope.class_name or "")
+            fn = frame.scope.function
+            if owner is not None and feeds_weights(fn, call.op, call.receiver, call.args):
+                owner.feeds_weights = True
+        if self.file.reporting.takes("calls"):
+            role = None
+            if call.op is T.OpKind.MATMUL:
+                name = call.method or (call.qual or "").rsplit(".", 1)[-1]
+                recv = call.receiver.node if call.method and call.receiver else None
+                nodes = [a.node for a in call.args]
+                role = self.attention.site_role(call.node, name, recv, nodes, frame.scope.function)
+            site = CallSite(
+                call.node,
+                call.qual,
+                call.method,
+                call.receiver,
+                call.args,
+                call.kwargs,
+                call.op,
+                call.aten,
+                frame.scope,
+                call.result,
+                call.path,
+                attention=role,
+                owner=call.owner,
+                inner=call.inner,
+                through=call.through,
+                replacement=call.replacement,
+            )
+            self.file.reporting.call(site)
+        return call.result

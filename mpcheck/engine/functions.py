@@ -1,0 +1,614 @@
+"""Classes and functions defined in the file: summaries, frames, parameters.
+
+A function is walked once for its own sites and summarised by what it returns;
+``substitute`` puts a call's arguments in place of the parameters in a summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cached_property
+
+import libcst as cst
+
+from mpcheck.engine.autocast import Regions
+from mpcheck.engine.base import Walk
+from mpcheck.engine.binding import (
+    bind_arguments,
+    by_default,
+    fixed_default,
+    float32_default,
+    joined_default,
+    parameters,
+)
+from mpcheck.engine.facts import (
+    SCALAR,
+    UNKNOWN,
+    UNKNOWN_TENSOR,
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    join,
+    joined_with_arguments,
+    promote,
+)
+from mpcheck.engine.frames import Call, ClassInfo, Env, Frame
+from mpcheck.engine.frozen import frozen_dtypes
+from mpcheck.engine.imported import class_bases, inherit
+from mpcheck.engine.keep_fp32 import wholly_fp32
+from mpcheck.engine.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
+from mpcheck.knowledge import torch_api as T
+from mpcheck.project.names import dotted
+from mpcheck.project.summary import ClassSummary
+
+MODULE_BASE_SUFFIXES = (
+    "Module",
+    "Model",
+    "ModelMixin",
+    "Layer",
+    "Block",
+    "Attention",
+    "Encoder",
+    "Decoder",
+    "Embedding",
+    "Embeddings",
+    "MLP",
+)
+NON_TENSOR_PARAMS = frozenset(
+    "self cls args kwargs config cfg opt hparams accelerator device dtype".split()
+)
+
+
+class Definitions:
+    """The part that walks a file's own classes and functions."""
+
+    def __init__(self, file: Walk, regions: Regions) -> None:
+        self.file = file
+        self.regions = regions
+        self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
+        self.summaries: dict[cst.FunctionDef, Fact] = {}  # what each function returns
+        self.in_progress: set[cst.FunctionDef] = set()  # being walked: not again inside
+        self.uses_torch_modules = False
+
+    def register_class(self, node: cst.ClassDef) -> ClassInfo:
+        bases, elsewhere = class_bases(node, self.file.imports, self.file.project)
+        is_module = any(self._module_base(b) for b in bases) or any(
+            e[3].is_module for e in elsewhere
+        )
+        methods = {s.name.value: s for s in node.body.body if isinstance(s, cst.FunctionDef)}
+        info = ClassInfo(node, is_module, {}, methods, bases, elsewhere=elsewhere)
+        info.kept_fp32 = any(e[3].keep_fp32 for e in elsewhere) or wholly_fp32(node)
+        info.is_pipeline = not is_module and any(self._pipeline_base(b) for b in bases)
+        names = (node.name.value, *(b.rsplit(".", 1)[-1] for b in bases))
+        info.is_sampler = not is_module and any(n.endswith(T.SAMPLER_SUFFIXES) for n in names)
+        others = tuple(dotted(e[0]) or "" for e in elsewhere)
+        info.pretrained = is_module and self._pretrained(bases, others)
+        info.lightning = any(_lightning(b) or self._local_lightning(b) for b in bases)
+        info.quantized = is_module and any(_quantized(b) for b in bases)
+        self.file.classes.setdefault(node.name.value, info)
+        if is_module:
+            self.uses_torch_modules = True
+        return info
+
+    def local_method(
+        self, info: ClassInfo | None, name: str, depth: int = 0
+    ) -> tuple[ClassInfo, cst.FunctionDef] | None:
+        """``self.name`` of ``info``: its own method, else the one a base class of this file
+        defines (a LoHa ``Linear`` calling its ``LoHaLayer``'s ``get_delta_weight``), with
+        the class that defines it (whose ``__init__`` set up the attributes it reads)."""
+        if info is None or depth > 8:
+            return None
+        if name in info.methods:
+            return info, info.methods[name]
+        for base in info.bases:
+            parent = self.file.classes.get(base)
+            found = None if parent is info else self.local_method(parent, name, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def class_call(
+        self,
+        node: cst.Call,
+        name: str,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+    ) -> Fact | None:
+        """``Cls.method(...)`` of a class of this file: what its summary returns for these
+        arguments. A custom autograd Function's ``apply`` runs its ``forward`` with ``ctx``
+        first, so ``HadaWeight.apply(w1, w2)`` returns what that ``forward`` makes of them
+        (LoHa's delta weight is as float32 as its factors)."""
+        cls = self.file.classes.get(name)
+        if cls is None:
+            return None
+        if method in cls.methods:
+            fn = cls.methods[method]
+        elif method == "apply" and "forward" in cls.methods and self._autograd_function(cls):
+            fn = cls.methods["forward"]
+            args = (Operand(node, UNKNOWN), *args)  # ``ctx``: input 0 of the static forward
+        else:
+            return None
+        return self.substitute(self.summary(fn, cls), fn, args, kwargs, skip_self=False)
+
+    def _autograd_function(self, cls: ClassInfo, depth: int = 0) -> bool:
+        """A subclass of ``torch.autograd.Function``, directly or through a class here."""
+        for base in cls.bases:
+            if base in T.AUTOGRAD_FUNCTIONS:
+                return True
+            parent = self.file.classes.get(base)
+            if parent is not None and parent is not cls and depth < 8:
+                if self._autograd_function(parent, depth + 1):
+                    return True
+        return False
+
+    def _local_lightning(self, base: str) -> bool:
+        local = self.file.classes.get(base)
+        return local is not None and local.lightning
+
+    def built_apart(self, frame: Frame) -> str | None:
+        """Why a module built here without ``dtype=`` is float32 beside a half model: in a
+        bitsandbytes layer's subclass, or in a method run after a wrapped model was built."""
+        owner = self.file.classes.get(frame.scope.class_name or "")
+        if owner is None or not frame.scope.in_module:
+            return None
+        if owner.quantized:
+            return "built in float32 (the default) beside a bitsandbytes quantized base layer"
+        fn = frame.scope.function
+        # (``__init__`` builds most parts and is never late: the walk behind that is skipped)
+        if fn is not None and fn.name.value != "__init__" and fn.name.value in owner.late_methods:
+            return (
+                f"built in float32 (the default) by `{fn.name.value}`, after the model "
+                "it wraps was built or loaded"
+            )
+        return None
+
+    def _pipeline_base(self, base: str) -> bool:
+        local = self.file.classes.get(base)
+        if local is not None:
+            return local.is_pipeline
+        return base.rsplit(".", 1)[-1].endswith("Pipeline")
+
+    def _pretrained(self, bases: tuple[str, ...], others: tuple[str, ...]) -> bool:
+        """A model class that ``from_pretrained`` loads (``class Net(ModelMixin)``)."""
+        leaves = [n.rsplit(".", 1)[-1] for n in (*bases, *others)]
+        if any(leaf.endswith(T.PRETRAINED_SUFFIXES) for leaf in leaves):
+            return True
+        return any(self.file.classes[b].pretrained for b in bases if b in self.file.classes)
+
+    def _module_base(self, base: str) -> bool:
+        if torch_module(base) or _quantized(base):
+            return True
+        local = self.file.classes.get(base)
+        if local is not None:
+            return local.is_module
+        return base.rsplit(".", 1)[-1].endswith(MODULE_BASE_SUFFIXES)
+
+    def analyse_class(self, info: ClassInfo) -> None:
+        if info.analysed:
+            return
+        info.analysed = True
+        # Also reached on demand (a submodule's layer, a split call): report it normally.
+        with self.file.reporting.live():
+            if self.file.reporting.takes("classes"):
+                self.file.reporting.listener.deliver(
+                    "classes", ClassSite(info.node, info.bases, info.is_module)
+                )
+            for base in info.bases:  # attributes a local base class set up in its __init__
+                parent = self.file.classes.get(base)
+                if parent is not None and parent is not info:
+                    self.analyse_class(parent)
+                    for key, fact in parent.attrs.items():
+                        info.attrs.setdefault(key, fact)
+            for outside in info.elsewhere:  # the same, from a base in another project file
+                inherit(self.file, info, *outside)
+            init = info.methods.get("__init__")
+            # Helpers called as ``self.helper(...)`` come last: most are walked from their
+            # first call site first, with the arguments it passes (see ``summary``).
+            ordered = ([init] if init else []) + sorted(
+                (m for n, m in info.methods.items() if n != "__init__"),
+                key=lambda m: m.name.value in self.helpers,
+            )
+            for method in ordered:
+                self.summary(method, info)
+
+    def summary(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None = None, call: Call | None = None
+    ) -> Fact:
+        """The fact a function returns, analysing it (once) if needed.
+
+        A helper first reached from a call is walked with the float32 arguments that call
+        passes (``self._delta(name, factor_fp32)``): its parameters are not the model's
+        activations then, and assuming they were would cry wolf on deliberate fp32 math.
+        What it returns must hold for every caller, though, so that is taken from a second,
+        quiet walk with plain parameters.
+        """
+        if fn in self.summaries:
+            return self.summaries[fn]
+        if fn in self.in_progress:
+            return UNKNOWN
+        self.in_progress.add(fn)
+        try:
+            with self.file.reporting.live():
+                result = self._walk_function(fn, cls, call)
+        finally:
+            self.in_progress.discard(fn)
+        self.summaries[fn] = result
+        return result
+
+    def _walk_function(self, fn: cst.FunctionDef, cls: ClassInfo | None, call: Call | None) -> Fact:
+        body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else []
+        frame = self.function_frame(fn, cls, None)
+        seeded = call is not None and self._seed_params(fn, frame, call)
+        self.function_site(fn, frame)
+        self.file.block(body, frame)
+        if cls is not None:
+            for key, fact in frame.env.items():
+                if cls.is_pipeline and key[len("self.") :] in T.PIPELINE_MODELS:
+                    continue  # ``self.upcast_vae()`` in one method says nothing of another
+                if key.startswith("self.") and key.count(".") == 1:
+                    old = cls.attrs.get(key)
+                    cls.attrs[key] = (
+                        fact if old is None or fn.name.value == "__init__" else join(old, fact)
+                    )
+        if not seeded:
+            return frame.returns or UNKNOWN
+        with self.file.reporting.muted():
+            plain = self.function_frame(fn, cls, None)
+            self.file.block(body, plain)
+        return plain.returns or UNKNOWN
+
+    def function_site(self, fn: cst.FunctionDef, frame: Frame) -> None:
+        if not self.file.reporting.takes("functions"):
+            return
+        decorators = []
+        for deco in fn.decorators:
+            expr = deco.decorator
+            call = expr if isinstance(expr, cst.Call) else None
+            target = call.func if call is not None else expr
+            qual = self.file.imports.resolve(target) or dotted(target)
+            decorators.append(Decorator(deco, qual, call))
+        self.file.reporting.listener.deliver(
+            "functions", FunctionSite(fn, tuple(decorators), frame.scope)
+        )
+
+    def function_frame(
+        self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
+    ) -> Frame:
+        in_module = bool(cls and cls.is_module and not cls.kept_fp32 and self.file.half_capable)
+        if outer is not None and cls is None:
+            in_module = outer.scope.in_module
+        autocast = outer.scope.autocast if outer else None
+        for deco in fn.decorators:
+            region = self.regions.autocast_region(deco.decorator, outer)
+            if region is not None:
+                autocast = region
+        env: Env = dict(outer.env) if outer else self._module_globals()
+        if cls is not None:
+            env.update(cls.attrs)
+            if in_module and fn.name.value != "__init__":
+                env.update(self.frozen_attrs(cls))
+            env["self"] = Fact(Kind.MODULE, Prec.MODEL if in_module else Prec.UNKNOWN)
+        sampler = bool(cls and cls.is_sampler) or bool(outer and outer.scope.sampler)
+        step = cls.lightning_steps.get(fn.name.value) if cls is not None else None
+        if outer is not None and cls is None:
+            step = outer.scope.lightning_step
+        name = cls.node.name.value if cls else None
+        scope = Scope(fn, name, in_module, autocast, sampler, lightning_step=step)
+        tensor_params = (in_module and not self._called_by_base(fn, cls)) or (
+            cls is None and self.file.half_capable and outer is None
+        )
+        params = list(fn.params.posonly_params) + list(fn.params.params)
+        params += list(fn.params.kwonly_params)
+        index = 0
+        for param in params:
+            name = param.name.value
+            if cls is not None and index == 0 and name in ("self", "cls"):
+                continue
+            if fn.name.value == "__init__":
+                built = self.annotated_default(param) or self.annotated_instance(param, index)
+                env[name] = built or Fact(Kind.OTHER, params=frozenset({index}))
+            else:
+                sample = sampler and name in T.SAMPLE_PARAMS
+                env[name] = self._param_fact(param, index, tensor_params or sample)
+                if sampler and name in T.INT_PARAM_NAMES:
+                    env[name] = Fact(Kind.OTHER, params=frozenset({index}))  # continuous t
+            index += 1
+        return Frame(env, scope)
+
+    def frozen_attrs(self, cls: ClassInfo) -> Env:
+        """``self.dtype`` that ``__init__`` fixed in float32 and casts leave stale: float32 in
+        the methods of a model cast to half, while its weights follow the cast."""
+        if cls.frozen is None:
+            found = frozen_dtypes(
+                cls.node,
+                cls.methods,
+                self.file.imports.resolve,
+                self.file.code,
+                pretrained=cls.pretrained,
+            )
+            cls.frozen = {
+                key: Fact(Kind.DTYPE, Prec.FULL, "float32", Origin(f.node, Cause.FROZEN, f.text))
+                for key, f in found.items()
+            }
+        return cls.frozen
+
+    def constructor_dtype(self, node: cst.Call, layer: str | None) -> Operand | None:
+        """``KVCache(n, d)`` of a class whose ``__init__`` takes ``dtype=torch.float32`` (or
+        ``torch.half``) and builds its parts with it: that default, as if passed (the class
+        here or elsewhere), unless the call passes it or an argument choosing another path."""
+        info = self.file.classes.get(layer or "")
+        if info is not None and info.is_module:
+            found = fixed_default(info.methods.get("__init__"), self.file.imports.resolve)
+            if found is None or not found.taken_by(node):
+                return None
+            at, dtype, code = found.default, found.dtype, self.file.code(found.default)
+        else:
+            imported = self.file.imported.get(layer or "")
+            kept = imported.dtype_default if imported is not None else None
+            if kept is None or not by_default(node, kept[0], kept[3]):
+                return None
+            at, dtype, code = node, kept[2], kept[1].text
+            self.file.elsewhere[node] = replace(kept[1], text=f"`dtype` defaults to `{code}` here")
+        text = f"built in {dtype} by the default `dtype={code}` of `{layer}`"
+        prec = Prec.FULL if dtype == "float32" else Prec.HALF
+        return Operand(at, Fact(Kind.DTYPE, prec, dtype, Origin(at, Cause.LITERAL, text)))
+
+    def annotated_default(self, param: cst.Param) -> Fact | None:
+        """``kv_cache: Optional[KVCache]`` of a class whose ``__init__`` defaults
+        ``dtype=torch.float32``: built elsewhere, float32 unless built with ``dtype=``.
+
+        torchtune's attention takes its cache this way; the model builder made it without
+        ``dtype`` (under a bfloat16 default dtype), so its buffers stayed float32.
+        """
+        if param.annotation is None:
+            return None
+        for layer in _annotation_names(param.annotation.annotation):
+            info = self.file.classes.get(layer)
+            if info is not None and info.is_module:
+                found = float32_default(info.methods.get("__init__"), self.file.imports.resolve)
+                text = f"`dtype={self.file.code(found[1])}`" if found is not None else ""
+            else:
+                imported = self._project_class(layer)
+                kept = imported.dtype_default if imported is not None else None
+                kept = kept if kept is not None and kept[2] == "float32" else None
+                if kept is not None:
+                    self.file.elsewhere[param] = replace(
+                        kept[1], text=f"`dtype` defaults to `{kept[1].text}` here"
+                    )
+                text = f"`dtype={kept[1].text}`" if kept is not None else ""
+            if text:
+                what = f"a `{layer}`: float32 unless built with `dtype=`, its default is {text}"
+                origin = Origin(param, Cause.MODEL_CAST, what)
+                return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
+        return None
+
+    def plain_class(self, name: str | None) -> ClassInfo | None:
+        """A class of this file that is no module (a cache, a helper object), walked: its
+        instances' attributes are what its methods set on ``self``."""
+        info = self.file.classes.get(name or "")
+        if info is None or info.is_module or info.is_pipeline or info.is_sampler:
+            return None
+        self.analyse_class(info)
+        return info
+
+    def annotated_instance(self, param: cst.Param, index: int) -> Fact | None:
+        """``cache: KVCache | None``: an instance of a plain class of this file."""
+        if param.annotation is None:
+            return None
+        for name in _annotation_names(param.annotation.annotation):
+            if name in self.file.classes and self.plain_class(name) is not None:
+                return Fact(Kind.OTHER, layer=name, params=frozenset({index}))
+        return None
+
+    def instance_method(
+        self,
+        instance: Fact,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+    ) -> Fact | None:
+        """``cache.get_kv(k, v)`` on an instance of a plain class: what that method returns
+        for these arguments (its summary), None when it is no such call."""
+        info = self.plain_class(instance.layer) if instance.kind is Kind.OTHER else None
+        fn = info.methods.get(method) if info is not None else None
+        if info is None or fn is None or fn in self.in_progress:
+            return None
+        return self.substitute(self.summary(fn, info), fn, args, kwargs, skip_self=True)
+
+    def _project_class(self, name: str) -> ClassSummary | None:
+        """The summary of module class ``name`` imported from another project file."""
+        if name in self.file.imported or self.file.project is None or not name.isidentifier():
+            return self.file.imported.get(name)  # (``Literal["sde-dpmsolver++"]`` names no class)
+        located = self.file.imports.locate(cst.Name(name))
+        found = self.file.project(*located) if located is not None else None
+        if not isinstance(found, ClassSummary) or not found.is_module:
+            return None
+        self.file.imported[name] = found  # its methods answer calls on the instance
+        return found
+
+    def _called_by_base(self, fn: cst.FunctionDef, cls: ClassInfo | None) -> bool:
+        """``_norm`` overridden in a subclass of another model class and called nowhere in
+        this file: the base's ``forward`` calls it (Llama's ``self._norm(x.float())``), with
+        arguments we do not see, so its parameters are not known to be activations."""
+        name = fn.name.value
+        if cls is None or not name.startswith("_") or name.startswith("__"):
+            return False
+        if name in self.helpers:
+            return False  # called here: walked with what its callers pass
+        return any(not torch_module(b) for b in cls.bases)
+
+    def _seed_params(self, fn: cst.FunctionDef, frame: Frame, call: Call) -> bool:
+        """Walk with what ``call`` passes when it passes float32; whether it did.
+
+        Then every tensor parameter takes the call's fact, not only the float32 ones: a
+        model-dtype default beside a real float32 argument would invent a mix. Parameters
+        the walk does not take for tensors (a ``dtype``, an ``image: PipelineImageInput``)
+        take only a float32 tensor or dtype passed to them.
+        """
+        args, kwargs, skip_self = call
+        bound = bind_arguments(fn, args, kwargs, skip_self=skip_self)
+        seeds: dict[str, Fact] = {}
+        for param, actual in zip(parameters(fn, skip_self=skip_self), bound, strict=True):
+            name = param.name.value
+            default = frame.env.get(name)
+            if default is None or actual is None:
+                continue
+            if not default.is_tensor:
+                # ``self.prepare_latents(image, ..., torch.float32)``: a picture or a dtype the
+                # helper's signature does not call a tensor, passed in float32
+                if actual.prec is Prec.FULL and actual.kind in (Kind.TENSOR, Kind.DTYPE):
+                    seeds[name] = replace(actual, params=default.params)
+                continue
+            if not actual.is_tensor:
+                actual = UNKNOWN_TENSOR  # a value we know nothing about
+            seeds[name] = replace(actual, params=default.params)
+        if not any(f.prec is Prec.FULL for f in seeds.values()):
+            return False
+        frame.env.update(seeds)
+        return True
+
+    def _module_globals(self) -> Env:
+        """Modules bound at the top level (``criterion = nn.BCELoss()``): functions use them."""
+        if self.file.script is None:
+            return {}
+        return {
+            k: f for k, f in self.file.script.env.items() if f.kind is Kind.MODULE and "." not in k
+        }
+
+    def _param_fact(self, param: cst.Param, index: int, tensor_params: bool) -> Fact:
+        name = param.name.value
+        origin = Origin(param, Cause.ACTIVATION, f"`{name}`, an input of the function")
+        marks = frozenset({index})
+        ann = param.annotation.annotation if param.annotation else None
+        ann_names = _annotation_names(ann) if ann is not None else []
+        # ``KVCache = Tuple[torch.Tensor, torch.Tensor]`` at module level: ``Optional[KVCache]``
+        ann_text = " ".join(m for n in ann_names for m in self.tensor_aliases.get(n, (n,)))
+        default = param.default
+        trainer = self.file.training.param_fact(param, name, ann_text)
+        if trainer is not None:
+            return replace(trainer, params=marks)
+        if name.endswith("dtype"):
+            return Fact(Kind.DTYPE, params=marks)
+        if ann is None and (name in T.MODEL_PARAM_NAMES or name.endswith(T.MODEL_PARAM_SUFFIXES)):
+            # a model handed to a training or inference helper: it runs in the model's dtype
+            prec = Prec.MODEL if tensor_params else Prec.UNKNOWN
+            return Fact(
+                Kind.MODULE,
+                prec,
+                None,
+                Origin(param, Cause.ACTIVATION, f"`{name}`, a model handed to the function"),
+                marks,
+            )
+        if name in NON_TENSOR_PARAMS:
+            return Fact(Kind.OTHER, params=marks)
+        instance = self.annotated_instance(param, index)
+        if instance is not None:
+            return instance
+        if ann is not None and "Tensor" not in ann_text and "tensor" not in ann_text:
+            if ann_text in ("int", "float", "bool"):
+                return replace(SCALAR, params=marks)
+            return Fact(Kind.OTHER, params=marks)
+        if isinstance(default, (cst.Integer, cst.Float, cst.SimpleString, cst.Tuple)) or (
+            isinstance(default, cst.Name) and default.value in ("True", "False")
+        ):
+            return replace(SCALAR, params=marks)
+        if name in T.INT_PARAM_NAMES or name.endswith("_ids"):
+            return Fact(Kind.TENSOR, Prec.INT, "int64", origin, marks)
+        if any(h in name for h in T.MASK_PARAM_HINTS):
+            return Fact(Kind.TENSOR, Prec.UNKNOWN, None, origin, marks)
+        names = set(ann_text.split())
+        if names & {"LongTensor", "IntTensor", "BoolTensor"} and not names & T.FLOAT_TENSOR_TYPES:
+            # ``lengths: torch.LongTensor``: an integer tensor, not an activation
+            return Fact(Kind.TENSOR, Prec.INT, None, None, marks)
+        prec = Prec.MODEL if tensor_params else Prec.UNKNOWN
+        return Fact(Kind.TENSOR, prec, None, origin, marks)
+
+    @cached_property
+    def tensor_aliases(self) -> dict[str, tuple[str, ...]]:
+        """Module-level type aliases that name tensors: ``KVCache = Tuple[Tensor, Tensor]``."""
+        found: dict[str, tuple[str, ...]] = {}
+        for stmt in self.file.module.body:
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+            if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+                continue
+            target, value = small.targets[0].target, small.value
+            if isinstance(target, cst.Name) and isinstance(value, (cst.Subscript, cst.Attribute)):
+                names = tuple(_annotation_names(value))
+                if "Tensor" in names:
+                    found[target.value] = names
+        return found
+
+    def substitute(
+        self,
+        result: Fact,
+        fn: cst.FunctionDef,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        *,
+        skip_self: bool,
+    ) -> Fact:
+        """Replace a summary's parameter-derived parts by the call's argument facts."""
+        bound = bind_arguments(fn, args, kwargs, skip_self=skip_self)
+
+        def sub(fact: Fact) -> Fact:
+            if fact.kind is Kind.SEQ:
+                items = tuple(sub(f) for f in fact.items) if fact.items is not None else None
+                return replace(fact, items=items, elem=sub(fact.elem) if fact.elem else None)
+            if not fact.params or fact.prec not in (Prec.MODEL, Prec.UNKNOWN):
+                return replace(fact, params=frozenset())
+            passed = (bound[i] for i in sorted(fact.params) if i < len(bound))
+            actual = [f for f in passed if f is not None]
+            if not actual:
+                return replace(fact, params=frozenset())
+            if fact.kind is Kind.DTYPE:
+                base = actual[0]
+                return replace(base, kind=Kind.DTYPE) if base.kind is Kind.TENSOR else base
+            if fact.kind is not Kind.TENSOR:
+                return actual[0]
+            if len(actual) == 1 and actual[0].kind is Kind.MODULE and fact.from_input:
+                return actual[0]  # ``apply_wd(nn.Linear(...))`` returns the module it was given
+            given = promote(actual)
+            if joined_with_arguments(fact) and given.prec in (Prec.MODEL, Prec.HALF):
+                return joined_default(fact, given, fn)
+            return given
+
+        return sub(result)
+
+
+def _annotation_names(node: cst.CSTNode) -> list[str]:
+    """The identifiers in an annotation (``Optional[torch.Tensor]`` -> Optional torch Tensor)."""
+    out: list[str] = []
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cst.Name):
+            out.append(cur.value)
+        elif isinstance(cur, cst.SimpleString):
+            out.append(cur.value.strip("'\""))
+        elif isinstance(cur, cst.Attribute):
+            stack += [cur.value, cur.attr]
+        elif isinstance(cur, cst.Subscript):
+            stack.append(cur.value)
+            stack += [e.slice.value for e in cur.slice if isinstance(e.slice, cst.Index)]
+        elif isinstance(cur, cst.BinaryOperation):
+            stack += [cur.left, cur.right]
+    return out
+
+
+def torch_module(base: str) -> bool:
+    """``nn.Module`` and torch's own module classes, as a class's base resolves."""
+    return base in T.MODULE_BASES or base.startswith("torch.nn.")
+
+
+def _lightning(base: str) -> bool:
+    """``L.LightningModule``, ``pl.LightningModule``, ``lightning.pytorch.LightningModule``."""
+    root = base.partition(".")[0]
+    return base.endswith("LightningModule") and root in ("lightning", "pytorch_lightning")
+
+
+def _quantized(base: str) -> bool:
+    """``bnb.nn.Linear8bitLt``: a bitsandbytes quantized layer."""
+    return base.startswith("bitsandbytes.") and base.rsplit(".", 1)[-1] in T.QUANTIZED_LAYERS

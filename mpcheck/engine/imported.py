@@ -1,0 +1,169 @@
+"""Facts that cross a file boundary: a summary's plain values to and from the walk's facts.
+
+The project phase stores what a function returns as a :class:`~mpcheck.project.summary.Value`
+(no syntax tree, serialisable); a call in another file turns it back into a fact whose
+origin is that call, worded with where the dtype was really decided
+(``upcast to float32 by `.float()` in `apply_rope` (layers/rope.py:11)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import libcst as cst
+
+from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec, promote
+from mpcheck.engine.frames import ClassInfo
+from mpcheck.engine.keep_fp32 import KeepFp32
+from mpcheck.engine.sites import Operand
+from mpcheck.project.names import ImportTable, dotted
+from mpcheck.project.summary import (
+    ClassSummary,
+    External,
+    Function,
+    Place,
+    ProjectLookup,
+    Value,
+)
+
+__all__ = ["call_result", "class_bases", "fact_of", "inherit", "value_of"]
+
+
+def value_of(fact: Fact, place: Callable[[cst.CSTNode], tuple[int, int]], path: str) -> Value:
+    """``fact`` (a function's return) as plain data; ``place`` gives a node's line and column."""
+    origin = None
+    if fact.origin is not None:
+        line, column = place(fact.origin.node)
+        origin = Place(path, line, column, fact.origin.text)
+    items = None
+    if fact.kind is Kind.SEQ and fact.items is not None:
+        items = tuple(value_of(item, place, path) for item in fact.items)
+    return Value(
+        kind=fact.kind.value,
+        prec=fact.prec.value,
+        dtype=fact.dtype,
+        cause=fact.cause.value if fact.cause else None,
+        origin=origin,
+        same_as=tuple(sorted(fact.params)),
+        zero_dim=fact.zero_dim,
+        maybe=fact.maybe,
+        layer=fact.layer,
+        items=items,
+    )
+
+
+def call_result(
+    node: cst.Call,
+    name: str,
+    function: Function,
+    args: tuple[Operand, ...],
+    kwargs: Mapping[str, Operand],
+) -> Fact:
+    """What calling ``function`` (imported as ``name``) with these arguments returns."""
+
+    def argument(index: int) -> Fact | None:
+        if index < len(args):
+            return args[index].fact
+        if index < len(function.params) and function.params[index] in kwargs:
+            return kwargs[function.params[index]].fact
+        return None
+
+    return fact_of(function.returns, node, name, argument)
+
+
+def fact_of(
+    value: Value,
+    node: cst.CSTNode,
+    name: str,
+    argument: Callable[[int], Fact | None] = lambda _: None,
+) -> Fact:
+    """``value`` as a fact of this file: its origin is ``node`` (the call, the base class),
+    worded with where it was decided (``... in `apply_rope` (layers/rope.py:11)``)."""
+    kind = Kind(value.kind)
+    if kind is Kind.SEQ:
+        items = None
+        if value.items is not None:
+            items = tuple(fact_of(v, node, name, argument) for v in value.items)
+        return Fact(Kind.SEQ, items=items)
+    if value.same_as and Prec(value.prec) in (Prec.MODEL, Prec.UNKNOWN):
+        actual = [f for f in map(argument, value.same_as) if f is not None]
+        if actual:
+            return promote(actual, node) if kind is Kind.TENSOR else actual[0]
+        return Fact(kind)
+    origin = None
+    if value.origin is not None:
+        where = f"{value.origin.path}:{value.origin.line}"
+        text = f"{value.origin.text} in `{name}` ({where})"
+        origin = Origin(node, Cause(value.cause) if value.cause else Cause.LITERAL, text)
+    return Fact(
+        kind,
+        Prec(value.prec),
+        value.dtype,
+        origin,
+        zero_dim=value.zero_dim,
+        maybe=value.maybe,
+        layer=value.layer,
+    )
+
+
+Elsewhere = tuple[cst.BaseExpression, str, int, ClassSummary]
+
+
+def class_bases(
+    node: cst.ClassDef, imports: ImportTable, project: ProjectLookup | None
+) -> tuple[tuple[str, ...], tuple[Elsewhere, ...]]:
+    """The qualified name of each base of ``node`` (through the imports, and through another
+    project file that binds it to a library's class: ``from .wrappers import BatchNorm2d``
+    where wrappers.py says ``BatchNorm2d = torch.nn.BatchNorm2d``), and the bases defined in
+    other project files, with the module each is in. One project lookup per base."""
+    names: list[str] = []
+    found: list[Elsewhere] = []
+    for arg in node.bases:
+        if arg.keyword:
+            continue
+        qual = imports.resolve(arg.value)
+        located = None if (qual or "").startswith("torch.") else imports.locate(arg.value)
+        # (``nn.Module``: the engine knows torch's classes)
+        symbol = project(*located) if project is not None and located is not None else None
+        if isinstance(symbol, External):
+            qual = symbol.qualname
+        elif isinstance(symbol, ClassSummary) and located is not None:
+            found.append((arg.value, located[0].rpartition(".")[0], located[1], symbol))
+        names.append(qual or dotted(arg.value) or "")
+    return tuple(names), tuple(found)
+
+
+class Inheriting(Protocol):
+    """What :func:`inherit` needs of the walk."""
+
+    classes: dict[str, ClassInfo]
+    imported: dict[str, ClassSummary]
+    keep: KeepFp32
+    project: ProjectLookup | None
+
+    def code(self, node: cst.CSTNode) -> str: ...
+
+
+def inherit(
+    walk: Inheriting,
+    info: ClassInfo,
+    base: cst.BaseExpression,
+    module: str,
+    level: int,
+    cls: ClassSummary,
+) -> None:
+    """What ``info`` gets from its base ``cls`` of another project file (``module``): the
+    ``self.<attr>`` facts of its ``__init__`` (and the classes those parts are instances of)
+    and its ``_keep_in_fp32_modules`` names, which keep a subclass's parts float32 too."""
+    if cls.keep_patterns:
+        walk.keep.kept_params.setdefault(info.node.name.value, set()).update(cls.keep_patterns)
+    name = walk.code(base)
+    for attr, value in sorted(cls.attrs.items()):
+        fact = fact_of(value, base, name)
+        layer = fact.layer or ""
+        if fact.kind is Kind.MODULE and layer and layer not in walk.classes and walk.project:
+            found = walk.project(f"{module}.{layer}", level)
+            if isinstance(found, ClassSummary) and found.is_module:
+                walk.imported.setdefault(layer, found)
+        info.attrs.setdefault(f"self.{attr}", fact)

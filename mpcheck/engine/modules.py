@@ -1,0 +1,608 @@
+"""``nn.Module`` objects: construction, calls, casts, submodules, and modules cast apart.
+
+A module fact carries its dtype and layer; calling it yields its output's fact. When a
+part is cast apart from its model (``model.half(); model.head.float()``) the class is
+walked again with the caller's facts to find the calls the split changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck.engine.autocast import Regions
+from mpcheck.engine.base import CallRecord, Walk
+from mpcheck.engine.binding import passed
+from mpcheck.engine.buffers import registered
+from mpcheck.engine.facts import (
+    UNKNOWN,
+    UNKNOWN_TENSOR,
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    promote,
+    tensor_of_dtype,
+)
+from mpcheck.engine.frames import ClassInfo, Env, Frame
+from mpcheck.engine.functions import Definitions
+from mpcheck.engine.imported import call_result, fact_of
+from mpcheck.engine.own_parts import inherited_method, own_part
+from mpcheck.engine.pipelines import shares
+from mpcheck.engine.scripts import feeds_its_weights, model_of, takes_half_input
+from mpcheck.engine.sites import CallSite, InnerCall, Operand, Owner
+from mpcheck.engine.splits import changed_calls
+from mpcheck.knowledge import torch_api as T
+from mpcheck.project.names import dotted
+from mpcheck.project.summary import ClassSummary, Value
+
+MODULE_CASTS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
+NON_MODULE_HINTS = ("Tokenizer", "Processor", "Scheduler", "FeatureExtractor", "Config", "Pipeline")
+FP32_LAYER = "<float32 output>"  # the layer of a library module that returns float32
+
+
+class Modules:
+    """The part that tracks modules: what they are built as, cast to and return."""
+
+    def __init__(self, file: Walk, regions: Regions, definitions: Definitions) -> None:
+        self.file = file
+        self.regions = regions
+        self.definitions = definitions
+
+    def construct_module(
+        self, node: cst.Call, layer: str | None, frame: Frame, kwargs: dict[str, Operand]
+    ) -> Fact:
+        """A freshly built nn.Module: in a model's __init__ it follows the model's dtype.
+
+        Unless it is built with a literal dtype (``nn.LayerNorm(d, dtype=torch.float32)``):
+        a model made half at construction (``from_pretrained(torch_dtype=torch.float16)``
+        sets the default dtype while ``__init__`` runs) keeps that part in its own dtype.
+        """
+        dtype = kwargs.get("dtype") or self.definitions.constructor_dtype(node, layer)
+        apart = self.definitions.built_apart(frame) if dtype is None else None
+        if apart is not None:
+            origin = Origin(node, Cause.MODEL_CAST, apart)
+            return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
+        if frame.scope.in_module:
+            f = dtype.fact if dtype is not None else None
+            if (
+                dtype is None
+                or f is None
+                or f.kind is not Kind.DTYPE
+                or f.prec not in (Prec.FULL, Prec.HALF)
+                or f.maybe
+                or f.params
+                or f.origin is None
+                or f.origin.node is not dtype.node
+            ):
+                return Fact(Kind.MODULE, Prec.MODEL, None, None, layer=layer)
+        if dtype is not None and dtype.fact.kind is Kind.DTYPE:
+            f = dtype.fact
+            text = f"built with dtype={self.file.code(dtype.node)}"
+            if dtype is not kwargs.get("dtype") and f.origin is not None:
+                text = f.origin.text  # the class's own default: ``dtype=torch.float32``
+            origin = Origin(node, Cause.MODEL_CAST, text, self.file.dtype_source(dtype))
+            return Fact(Kind.MODULE, f.prec, f.dtype, origin, layer=layer, maybe=f.maybe)
+        origin = Origin(node, Cause.LITERAL, "built in float32 (the default)")
+        return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
+
+    def loaded_model(self, node: cst.Call, path: str, kwargs: dict[str, Operand]) -> Fact:
+        if any(h in path for h in NON_MODULE_HINTS):
+            # ``Pipeline.from_pretrained(..., unet=unet)`` holds ``unet`` itself (not recast)
+            shared = shares(kwargs) if "Pipeline" in path else None
+            return UNKNOWN if shared is None else Fact(Kind.OTHER, train=shared)
+        dtype = kwargs.get("torch_dtype") or kwargs.get("dtype")
+        if dtype is not None and dtype.fact.kind is Kind.DTYPE:
+            f = dtype.fact
+            text = f"loaded with {self.file.code(dtype.node)}"
+            origin = Origin(node, Cause.MODEL_CAST, text, self.file.dtype_source(dtype))
+            return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
+        origin = Origin(node, Cause.LITERAL, "loaded in float32 (the default)")
+        return Fact(Kind.MODULE, Prec.FULL, "float32", origin)
+
+    def member_layer(self, layer: str | None, attr: str) -> str | None:
+        """The layer of ``model.<attr>`` when ``model``'s class is defined in this file.
+
+        ``model = Net(); model.head`` is the ``nn.Linear`` that ``Net.__init__`` built as
+        ``self.head``; it has the model's dtype until something casts it on its own.
+        """
+        info = self.file.classes.get(layer or "")
+        if info is None and layer in self.file.imported:  # a class of another project file
+            part = self.file.imported[layer].attrs.get(attr)
+            return part.layer if part is not None and part.kind == Kind.MODULE.value else None
+        if info is None or not info.is_module:
+            return None
+        self.definitions.analyse_class(info)
+        fact = info.attrs.get("self." + attr)
+        return fact.layer if fact is not None and fact.kind is Kind.MODULE else None
+
+    def member_module(
+        self, module: Fact, method: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact | None:
+        """What ``model.<method>(...)`` returns when that method of ``model``'s local class
+        returns one of its modules (``get_decoder``, ``fuse``): the module, in ``model``'s dtype.
+        """
+        info = self.file.classes.get(module.layer or "")
+        fn = info.methods.get(method) if info is not None and info.is_module else None
+        if info is None or fn is None or method == "forward" or fn in self.definitions.in_progress:
+            return None
+        self.definitions.analyse_class(info)
+        made = self.definitions.substitute(
+            self.definitions.summary(fn, info), fn, args, kwargs, skip_self=True
+        )
+        if made.kind is not Kind.MODULE:
+            return None
+        if made.prec is Prec.MODEL:
+            return replace(made, prec=module.prec, dtype=module.dtype, origin=module.origin)
+        return made
+
+    def module_call(
+        self,
+        node: cst.Call,
+        module: Fact,
+        path: str | None,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+        *,
+        split: tuple[tuple[InnerCall, ...], Fact | None] | None = None,
+        callee: cst.BaseExpression | None = None,
+    ) -> Fact:
+        """``self.proj(x)``; ``callee`` names the module when it is not ``node.func``
+        (``checkpoint(block, x)``)."""
+        layer = module.layer
+        first = args[0].fact if args else UNKNOWN
+        if frame.scope.autocast is None:  # a model ``accelerator.prepare`` wrapped in autocast
+            region = self.file.training.state(frame).forward_region(module)
+            if region is not None:
+                frame = Frame(frame.env, replace(frame.scope, autocast=region), frame.returns)
+        if layer in T.PASS_THROUGH_LAYERS:
+            return first
+        held = callee or node.func  # ``self.lora_dropout[name](x)``: a dropout, as named
+        held = held.value if isinstance(held, cst.Subscript) else held
+        if layer is None and first.is_tensor and T.dropout_named(dotted(held)):
+            return first
+        if layer == FP32_LAYER and module.origin is not None:
+            made = module.origin.text  # ``self.time_proj(t)``: sinusoids computed in float32
+            text = f"returned in float32 by `{path or 'module'}`, {made},"
+            result = Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.UPCAST, text))
+            receiver = Operand(callee or node.func, module)
+            return self.file.emit(
+                CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
+            )
+        op, aten = T.LAYERS.get(layer or "", (None, ""))
+        if op is None and takes_half_input(module, path, self.file.classes.get(layer or ""), frame):
+            op = T.OpKind.MODEL
+        elif op is None and feeds_its_weights(module, self.file.imported.get(layer or ""), frame):
+            op = T.OpKind.MODEL  # ``self.x_embedder(x)``: a patch embedding of another file
+        if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
+            aten = T.LOSS_LAYERS[layer]
+            tensors = [a.fact for a in args if a.fact.is_tensor]
+            result = promote(tensors, node) if tensors else UNKNOWN_TENSOR
+            result = replace(result, zero_dim=True)  # reduction="mean" (the default): 0-dim
+        elif module.prec is Prec.UNKNOWN:
+            result = UNKNOWN_TENSOR if layer is None else replace(first, params=frozenset())
+        elif layer in self.file.classes and "forward" in self.file.classes[layer].methods:
+            result = self.class_forward(self.file.classes[layer], args, kwargs)
+        elif layer in self.file.imported and "forward" in self.file.imported[layer].methods:
+            result = self.imported_forward(node, layer, args, kwargs)
+        elif layer is None and first.prec is Prec.FULL and module.prec is Prec.MODEL:
+            result = UNKNOWN_TENSOR  # a custom module fed float32 may well compute in float32
+        elif (
+            op is T.OpKind.NORM
+            and first.floating
+            and (
+                (module.prec is Prec.FULL and first.prec is not Prec.FULL)
+                # autocast made it half, so the model (and this norm) is float32, or half too
+                or (first.prec is Prec.HALF and first.cause is Cause.AUTOCAST)
+            )
+        ):
+            # Measured: a float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm returns a half
+            # input's dtype.
+            what = f"the output of `{path or 'module'}`"
+            origin = Origin(node, Cause.ACTIVATION, what)
+            if first.origin is not None and first.cause is Cause.AUTOCAST:
+                text = f"{what} on an input {first.origin.text}"  # it keeps that dtype
+                origin = Origin(node, Cause.AUTOCAST, text)
+            result = Fact(
+                Kind.TENSOR, first.prec, first.dtype, origin, first.params, maybe=first.maybe
+            )
+        else:
+            what = f"the output of `{path or 'module'}`"
+            if module.origin is not None and isinstance(module.origin.node, cst.Param):
+                what += f" ({module.origin.text})"  # a module handed in: say what it is
+            origin = Origin(node, Cause.ACTIVATION, what)
+            result = Fact(Kind.TENSOR, module.prec, module.dtype, origin, maybe=module.maybe)
+        if split is None:
+            split = self.split_call(module, path, "forward", args, kwargs, frame)
+        inner, returned = split
+        through: tuple[InnerCall, ...] = ()
+        if not inner and returned is None:
+            through, returned = self.follow_float32(module, args, kwargs, frame)
+        if returned is not None and returned.floating:
+            result = returned
+        if (
+            frame.scope.autocast
+            and frame.scope.autocast.active
+            and frame.scope.autocast.recasts(aten)
+        ):
+            result = self.regions.autocast_result(node, aten, frame.scope.autocast, result)
+        elif frame.scope.autocast and frame.scope.autocast.active and not aten and result.is_tensor:
+            # A model or block whose ops we do not see: under autocast it computes in the
+            # autocast dtype (its matmuls/convs are recast), whatever its weights are.
+            what = f"the output of `{path or 'module'}` under autocast"
+            result = Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.AUTOCAST, what))
+        receiver = Operand(callee or node.func, module)
+        owner = _owner(path, frame.env)
+        return self.file.emit(
+            CallRecord(
+                node,
+                result,
+                args,
+                kwargs,
+                receiver=receiver,
+                op=op,
+                aten=aten,
+                path=path,
+                owner=owner,
+                inner=inner,
+                through=through,
+            ),
+            frame,
+        )
+
+    def follow_float32(
+        self,
+        module: Fact,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> tuple[tuple[InnerCall, ...], Fact | None]:
+        """``self.output(context.float(), x)``: where the float32 arguments go inside.
+
+        A module's ``forward`` is summarised once, with its inputs in the model's dtype, so an
+        upcast argument that meets a half layer inside would go unseen. When the class is in
+        this file, its ``forward`` is walked again with the call's facts and once with plain
+        inputs; the calls that differ are returned, with what it returns for these inputs.
+        """
+        if not any(
+            o.fact.is_tensor and o.fact.prec is Prec.FULL for o in (*args, *kwargs.values())
+        ):
+            return (), None
+        info = self.file.classes.get(module.layer or "")
+        fn = info.methods.get("forward") if info is not None and info.is_module else None
+        if (
+            info is None
+            or fn is None
+            or fn in self.definitions.in_progress
+            or not self.file.reporting.may_rewalk
+            or self.file.reporting.recording
+            or not self.file.reporting.listener.wants("calls")
+        ):
+            return (), None
+        self.definitions.analyse_class(info)
+        with_args, returned = self._walk_as(fn, info, module, {}, args, kwargs, frame)
+        plain, _ = self._walk_as(fn, info, module, {}, (), {}, frame)
+        return changed_calls(with_args, plain), returned
+
+    def split_call(
+        self,
+        module: Fact,
+        path: str | None,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> tuple[tuple[InnerCall, ...], Fact | None]:
+        """Calling ``path``'s ``method`` after parts of it were cast apart from it.
+
+        ``model.half(); model.head.float(); model(x)``: when ``model``'s class is in this
+        file, its method is walked again with the caller's facts -- ``self`` and its parts
+        in ``model``'s dtype, ``self.head`` as ``model.head`` is bound here, the call's
+        arguments -- and once more with no part cast apart. The calls whose facts differ
+        between the two walks are what the split changed. Returns them and what the
+        method returns with the split (None when there is no split to follow).
+        """
+        info = self.file.classes.get(module.layer or "")
+        fn = info.methods.get(method) if info is not None and info.is_module else None
+        if (
+            info is None
+            or fn is None
+            or path is None
+            or module.prec not in (Prec.FULL, Prec.HALF, Prec.MODEL)
+            or fn in self.definitions.in_progress
+            or not self.file.reporting.may_rewalk
+            or not (self.file.reporting.listener.wants("calls") or self.file.reporting.recording)
+        ):
+            return (), None
+        prefix = path + "."
+        parts = {
+            "self." + key[len(prefix) :]: fact
+            for key, fact in frame.env.items()
+            if key.startswith(prefix) and fact.kind is Kind.MODULE
+        }
+        self.definitions.analyse_class(info)
+        if self.file.reporting.recording:
+            # Already re-walking a split module: walk this part of it in line.
+            sites, returned = self._walk_as(fn, info, module, parts, args, kwargs, frame)
+            self.file.reporting.record(sites)
+            return (), returned
+        full = module.prec is Prec.FULL
+        if not any(
+            f.prec in (Prec.FULL, Prec.HALF, Prec.MODEL) and (f.prec is Prec.FULL) != full
+            for f in parts.values()
+        ):
+            return (), None
+        split_sites, returned = self._walk_as(fn, info, module, parts, args, kwargs, frame)
+        plain_sites, _ = self._walk_as(fn, info, module, {}, args, kwargs, frame)
+        return changed_calls(split_sites, plain_sites), returned
+
+    def _walk_as(
+        self,
+        fn: cst.FunctionDef,
+        info: ClassInfo,
+        module: Fact,
+        parts: Env,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        outer: Frame,
+    ) -> tuple[list[CallSite], Fact | None]:
+        """Walk ``fn`` as a method of ``module`` called with ``args``; record its calls."""
+        frame = self.definitions.function_frame(fn, info, None)
+        for key, fact in list(frame.env.items()):
+            if (key == "self" or key.startswith("self.")) and fact.prec is Prec.MODEL:
+                if fact.kind is Kind.MODULE:
+                    frame.env[key] = replace(module, layer=fact.layer)
+                elif fact.kind is Kind.TENSOR:
+                    frame.env[key] = replace(
+                        fact, prec=module.prec, dtype=module.dtype, maybe=module.maybe
+                    )
+        frame.env["self"] = module
+        frame.env.update(parts)
+        frame.env.update(passed(fn, args, kwargs, skip_self=True))
+        if frame.scope.autocast is None and outer.scope.autocast is not None:
+            frame.scope = replace(frame.scope, autocast=outer.scope.autocast)
+        recorded: list[CallSite] = []
+        self.definitions.in_progress.add(fn)
+        try:
+            with self.file.reporting.recording_into(recorded):
+                self.file.block(
+                    fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], frame
+                )
+        finally:
+            self.definitions.in_progress.discard(fn)
+        return recorded, frame.returns
+
+    def construct_imported(
+        self,
+        node: cst.Call,
+        name: str,
+        cls: ClassSummary,
+        frame: Frame,
+        kwargs: dict[str, Operand],
+    ) -> Fact:
+        """An instance of a module class of another project file (``RMSNormFp32(dim)``): built
+        like one of this file's; its calls go by the class's summary."""
+        self.file.imported[name] = cls
+        return self.construct_module(node, name, frame, kwargs)
+
+    def project_value(self, node: cst.BaseExpression) -> Fact | None:
+        """A module-level value of another project file (``DTYPE = torch.float16``, a model
+        cast at its top level), or None when the project knows none."""
+        located = self.file.imports.locate(node) if self.file.project is not None else None
+        leaf = located[0].rpartition(".")[2] if located is not None else ""
+        if leaf[:1].isupper() and not leaf.isupper():
+            return None  # ``norm_layer=LayerNorm``: a class, never a value worth a summary
+        value = self.file.project(*located) if located is not None and self.file.project else None
+        if located is None or not isinstance(value, Value):
+            return None
+        fact = fact_of(value, node, self.file.code(node))
+        if value.origin is not None:
+            self.file.elsewhere[node] = value.origin  # a finding pointing here points there too
+        if fact.kind is Kind.MODULE and fact.layer and fact.layer not in self.file.classes:
+            module = located[0].rpartition(".")[0]
+            made = (
+                self.file.project(f"{module}.{fact.layer}", located[1])
+                if self.file.project
+                else None
+            )
+            if isinstance(made, ClassSummary) and made.is_module:
+                self.file.imported.setdefault(fact.layer, made)
+        return fact
+
+    def imported_forward(
+        self, node: cst.Call, layer: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact:
+        """Calling an instance of a class of another project file: its ``forward``'s summary."""
+        forward = self.file.imported[layer].methods["forward"]
+        result = call_result(node, f"{layer}.forward", forward, args, kwargs)
+        place = forward.returns.origin
+        decided = result.prec in (Prec.FULL, Prec.HALF)  # not "the model's", which is no news
+        if (
+            place is not None
+            and decided
+            and result.origin is not None
+            and result.origin.node is node
+        ):
+            self.file.elsewhere[node] = place  # a finding pointing here points there too
+        return result if result.kind in (Kind.TENSOR, Kind.SEQ) else UNKNOWN_TENSOR
+
+    def class_forward(
+        self, info: ClassInfo, args: tuple[Operand, ...], kwargs: dict[str, Operand]
+    ) -> Fact:
+        """Calling an instance of a class defined in this file: its ``forward``'s summary."""
+        fn = info.methods["forward"]
+        result = self.definitions.substitute(
+            self.definitions.summary(fn, info), fn, args, kwargs, skip_self=True
+        )
+        return result if result.kind in (Kind.TENSOR, Kind.SEQ) else UNKNOWN_TENSOR
+
+    def module_method(
+        self,
+        node: cst.Call,
+        method: str,
+        module: Fact,
+        path: str | None,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        """``model.half()``, ``model.to(dtype)``, ``self.helper(x)``, ``vae.encode(x)``."""
+        cast = self.module_cast(node, method, args, kwargs, script=not frame.scope.in_module)
+        if cast is not None:
+            new = replace(
+                module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe
+            )
+            if path is not None:
+                self._rebind(path, new, frame)
+            return new
+        if method == "upcast_vae" and path is not None:  # diffusers: the VAE runs in float32
+            text = f"upcast to float32 by `{self.file.code(node)}`"
+            upcast = tensor_of_dtype("float32", node, Cause.UPCAST, text)
+            frame.env[f"{path}.vae"] = replace(upcast, kind=Kind.MODULE)
+            return UNKNOWN
+        if method in ("register_buffer", "register_parameter") and path is not None:
+            self.register_tensor(node, method, path, args, kwargs, frame)
+            return UNKNOWN
+        params = self.file.training.parameters(method, module, path, frame.scope.flags)
+        if params is not None:  # linked back to the module, for the optimizers built from them
+            return params
+        if method in ("parameters", "named_parameters", "buffers", "modules", "children"):
+            return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, module.prec, module.dtype, module.origin))
+        if method == "to" and "dtype" in kwargs and module.prec is Prec.FULL:
+            return replace(module, prec=Prec.UNKNOWN, dtype=None, origin=None)  # to a dtype we
+            # do not know (``.to(dtype=self.pretrained_model.dtype)``): no longer float32
+        if method in ("eval", "train", "requires_grad_", "cuda", "cpu", "apply", "zero_grad", "to"):
+            return module  # ``.to(device)``: a dtype cast was handled above
+        if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == "self":
+            found = self.definitions.local_method(self._class_of_frame(frame), method)
+            if found is not None:
+                info, fn = found
+                rewalk = self.file.reporting.recording and self.file.reporting.may_rewalk
+                if rewalk and fn not in self.definitions.in_progress:
+                    # Re-walking a module cast apart (``split_call``): follow it into its helpers.
+                    parts = {k: v for k, v in frame.env.items() if k.startswith("self.")}
+                    me = frame.env.get("self", module)
+                    sites, returned = self._walk_as(fn, info, me, parts, args, kwargs, frame)
+                    self.file.reporting.record(sites)
+                    return returned or UNKNOWN
+                summary = self.definitions.summary(fn, info, (args, kwargs, True))
+                return own_part(
+                    self.definitions.substitute(summary, fn, args, kwargs, skip_self=True), module
+                )
+            inherited = inherited_method(self._class_of_frame(frame), method, self.file.classes)
+            if inherited is not None:  # ``self.get_base_layer()`` of a base in another file
+                returned = call_result(node, f"self.{method}", inherited, args, kwargs)
+                if returned.kind is Kind.MODULE:
+                    return own_part(returned, module)
+        part = self.member_module(module, method, args, kwargs)
+        if part is not None:  # ``self.model.get_decoder()``: a submodule, not an output
+            return part
+        sub = self.member_layer(module.layer, method)
+        if sub is not None and path is not None:  # ``model.head(x)``: a submodule, not a method
+            return self.module_call(
+                node, replace(module, layer=sub), f"{path}.{method}", args, kwargs, frame
+            )
+        if any(o.fact.kind is Kind.DTYPE for o in (*args, *kwargs.values())):
+            # ``self._cast_input_dtype(x, torch.float32)``: a helper we cannot see, handed a
+            # dtype, may well cast to it
+            return UNKNOWN_TENSOR
+        if method in ("forward", "__call__", "encode", "decode", "sample") or (
+            module.prec is not Prec.UNKNOWN and not T.helper_method(method)
+        ):
+            split = self.split_call(module, path, method, args, kwargs, frame)
+            return self.module_call(
+                node,
+                replace(module, layer=None),
+                f"{path}.{method}" if path else method,
+                args,
+                kwargs,
+                frame,
+                split=split,
+                callee=model_of(node, method),
+            )
+        return UNKNOWN
+
+    def register_tensor(
+        self,
+        node: cst.Call,
+        method: str,
+        path: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> None:
+        """``self.register_buffer("name", t)``: bind ``self.name`` (see :mod:`buffers`)."""
+        info = self._class_of_frame(frame)
+        pretrained = info is not None and info.pretrained
+        bound = registered(node, method, args, kwargs, frame.scope.in_module, pretrained)
+        if bound is not None:
+            frame.env[f"{path}.{bound[0]}"] = bound[1]
+
+    def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
+        frame.env[path] = new
+        prefix = path + "."
+        for k in [k for k in frame.env if k.startswith(prefix)]:
+            del frame.env[k]
+
+    def _class_of_frame(self, frame: Frame) -> ClassInfo | None:
+        name = frame.scope.class_name
+        return self.file.classes.get(name) if name else None
+
+    def module_cast(
+        self,
+        node: cst.Call,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        *,
+        script: bool = False,
+    ) -> Fact | None:
+        """The model's new dtype after ``.half()``/``.to(dtype)``; None if not a cast.
+
+        In a script or trainer (``script``), a cast to a dtype that is not a float32 literal
+        (``unet.to(dtype=weight_dtype)`` with a ``weight_dtype`` parameter) is a cast to the
+        working dtype, which may be half: the model is half on some paths.
+        """
+        if method in MODULE_CASTS:
+            dt = MODULE_CASTS[method]
+            cause = Cause.MODEL_CAST
+            return tensor_of_dtype(dt, node, cause, f"cast to {dt} by `.{method}()`")
+        if method in ("to", "type"):
+            cand = [kwargs["dtype"]] if "dtype" in kwargs else list(args)
+            for op in cand:
+                if op.fact.kind is Kind.DTYPE and op.fact.prec is not Prec.UNKNOWN:
+                    text = f"cast by `.{method}({self.file.code(op.node)})`"
+                    f = op.fact
+                    origin = Origin(node, Cause.MODEL_CAST, text, self.file.dtype_source(op))
+                    return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
+                if script and self.working_dtype(op, "dtype" in kwargs):
+                    code = self.file.code(op.node)
+                    text = f"cast to the working dtype `{code}` (half when that is float16)"
+                    origin = Origin(node, Cause.MODEL_CAST, text)
+                    return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
+        return None
+
+    def working_dtype(self, op: Operand, keyword: bool) -> bool:
+        """A dtype a script casts to that it does not spell: a parameter (``dtype``), or a
+        value it cannot see (``weight_dtype = prepare_dtype(args)``, ``self.train_dtype``)
+        passed as ``dtype=`` or under a name that says it is one. Half on some runs."""
+        fact = op.fact
+        if fact.kind is Kind.DTYPE:
+            return bool(fact.params)  # ``.to(dtype=x.dtype)`` follows ``x``, not a setting
+        if fact != UNKNOWN:
+            return False
+        return keyword or "dtype" in self.file.code(op.node).lower()
+
+
+def _owner(path: str | None, env: Env) -> Owner | None:
+    """The nearest module bound above ``path`` (``model`` for ``model.block.proj``)."""
+    parts = path.split(".") if path else []
+    for end in range(len(parts) - 1, 0, -1):
+        key = ".".join(parts[:end])
+        fact = env.get(key)
+        if fact is not None and fact.kind is Kind.MODULE:
+            return Owner(key, fact)
+    return None

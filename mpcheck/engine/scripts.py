@@ -1,0 +1,48 @@
+"""Models as scripts and trainers run them: whole, through ``model(x)`` or ``vae.encode(x)``.
+
+Inside a model's own code its layers are checked one by one; a script only sees the model,
+so the model's dtype decides what its input must be.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mpcheck.engine.facts import Fact, Kind, Prec
+from mpcheck.engine.frames import ClassInfo, Frame
+from mpcheck.project.summary import ClassSummary
+
+
+def takes_half_input(module: Fact, path: str | None, own: ClassInfo | None, frame: Frame) -> bool:
+    """A model a script cast to half, whose input must be half too.
+
+    Not under autocast (its layers recast their input), not when the file's own class casts
+    what it is given, and not when a part of it was cast apart (MPC104 follows that).
+    """
+    if module.prec is not Prec.HALF or frame.scope.in_module:
+        return False
+    region = frame.scope.autocast
+    if region is not None and region.active:
+        return False
+    parts = [f for k, f in frame.env.items() if path is not None and k.startswith(f"{path}.")]
+    if any(f.kind is Kind.MODULE and f.prec is not module.prec for f in parts):
+        return False
+    return own is None or not own.casts_input
+
+
+def model_of(node: cst.Call, method: str) -> cst.BaseExpression | None:
+    """``vae`` of ``vae.encode(x)``: the model whose weights a method runs (not for
+    ``self.proj(x)``, where the attribute is the module)."""
+    if method in ("forward", "encode", "decode", "sample") and isinstance(node.func, cst.Attribute):
+        return node.func.value
+    return None
+
+
+def feeds_its_weights(module: Fact, summary: ClassSummary | None, frame: Frame) -> bool:
+    """A module of another project file whose ``forward`` hands its input as it came to its
+    own layers (its summary says so): the input must be in the module's dtype, as a whole
+    model's is. Not under autocast, which recasts what those layers take."""
+    if summary is None or not summary.feeds_weights or module.prec is not Prec.MODEL:
+        return False
+    region = frame.scope.autocast
+    return region is None or not region.active

@@ -1,0 +1,508 @@
+"""What the engine knows about PyTorch's API: which calls keep, set or mix dtypes.
+
+Names here are the qualified names produced by :mod:`mpcheck.project.names`
+(``torch.nn.functional.linear``), or bare tensor-method names (``view``).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from mpcheck.knowledge.ops import METHODS, Does, functions_that, methods_that
+
+F = "torch.nn.functional."
+
+
+class OpKind(enum.Enum):
+    """Families of ops whose operands must share a dtype outside autocast."""
+
+    LINEAR = "linear"
+    CONV = "conv"
+    MATMUL = "matmul"
+    ATTENTION = "attention"
+    NORM = "norm"
+    EMBEDDING = "embedding"
+    RECURRENT = "recurrent"
+    # A whole model run from a script or a trainer after a cast to half (``unet.to(dtype=
+    # weight_dtype)``; ``vae.encode(x)``): its first layer takes the input in its dtype.
+    MODEL = "model"
+
+
+# The keywords a model's main input goes by, when it is not passed first.
+MODEL_INPUTS = ("sample", "x", "input", "hidden_states", "pixel_values", "inputs_embeds", "latents")
+# Methods that, called as a statement (result discarded), only make sense on an nn.Module:
+# ``vae.to(device, dtype=weight_dtype)`` casts in place, a tensor's ``.to`` returns a copy.
+MODULE_STATEMENTS = frozenset({"to", "half", "bfloat16", "float", "cuda", "eval", "train"})
+# Keyword inputs that a whole model feeds to its own layers (cross-attention projections,
+# pooled-embedding Linears, a safety checker's CLIP tower), so they must be in its dtype too.
+# Timesteps, sigmas and masks are not here: models cast or embed those themselves.
+MODEL_CONDITIONING = (
+    "encoder_hidden_states",
+    "pooled_projections",
+    "pooled_prompt_embeds",
+    "controlnet_cond",
+    "clip_input",
+    "image_embeds",
+    "text_embeds",
+    "prompt_embeds",
+)
+
+
+# --- tensor methods ----------------------------------------------------------
+
+# What each method does to dtypes is a row of :data:`mpcheck.knowledge.ops.METHODS`; these
+# are the views of it the engine asks.
+SAME_DTYPE_METHODS = methods_that(Does.SAME)
+# Shape methods whose result has at least one dimension, even from a 0-dim tensor:
+# ``alphas_cumprod[t].flatten().reshape(-1, 1, 1, 1)`` promotes the latents it multiplies
+# (a 0-dim tensor would not), so the float32 table value now decides their dtype.
+DIMENSIONING_METHODS = methods_that(Does.KEEPS_DIMS)
+# ``x.reshape(-1, 1, 1, 1)`` / ``x.view(b, 1)``: dimensioned unless given an empty shape.
+RESHAPE_METHODS = methods_that(Does.RESHAPES)
+# Binary elementwise methods: the result promotes the receiver with the tensor argument.
+# (Not ``lerp``: it requires ``end`` in the receiver's dtype, see DTYPE_STRICT_WRITES.)
+PROMOTING_METHODS = methods_that(Does.PROMOTED)
+MATMUL_METHODS = methods_that(Does.MATCHED)
+# Elementwise functions/methods whose result is floating even for an integer input:
+# ``torch.exp(torch.arange(n))`` is float32 (the default dtype).
+FLOAT_VALUED = methods_that(Does.FLOATING)
+# Methods that return (values, indices) when given a dim.
+VALUES_INDICES_METHODS = methods_that(Does.VALUES_INDICES)
+SPLIT_METHODS = methods_that(Does.SPLIT)
+INT_METHODS = methods_that(Does.INTEGER)
+BOOL_METHODS = methods_that(Does.BOOL)
+NON_TENSOR_METHODS = methods_that(Does.NOT_TENSOR)
+NON_TENSOR_ATTRS = frozenset(
+    "shape ndim device is_cuda requires_grad names layout is_leaf grad_fn itemsize".split()
+)
+# The cast methods and the dtype they force.
+CAST_METHODS = {name: row.casts_to for name, row in METHODS.items() if row.casts_to}
+NEW_METHODS = methods_that(Does.NEW)
+
+# --- torch.* functions -----------------------------------------------------------
+
+# What each torch function does to dtypes is a row of :data:`mpcheck.knowledge.ops.FUNCTIONS`.
+# Factories that make float32 (the default dtype) unless given dtype=.
+FLOAT_FACTORIES = functions_that(Does.DEFAULT_DTYPE)
+INT_FACTORIES = functions_that(Does.INTEGER_FACTORY)
+# Every factory whose dtype a ``dtype=`` argument would set.
+FACTORIES = functions_that(Does.DTYPE_KEYWORD)
+# Factories whose first argument is the shape: ``torch.full((), v)`` is 0-dim.
+SHAPE_FACTORIES = functions_that(Does.SHAPE_FIRST)
+# Reductions that reduce every dim when called without ``dim``: ``x.mean()`` is 0-dim.
+FULL_REDUCTIONS = methods_that(Does.REDUCES_ALL)
+LIKE_FACTORIES = functions_that(Does.LIKE)
+CONCAT = functions_that(Does.CONCAT)
+INT_FUNCTIONS = functions_that(Does.INTEGER)
+BOOL_FUNCTIONS = functions_that(Does.BOOL)
+NON_TENSOR_FUNCTIONS = functions_that(Does.NOT_TENSOR)
+SPLIT_FUNCTIONS = functions_that(Does.SPLIT)
+# Functions of two floating tensors whose result has the first one's dtype (``grid_sample``
+# refuses a mismatched ``grid``), or whose other tensors are indices or placeholders.
+INPUT_DTYPE_FUNCTIONS = functions_that(Does.FIRST_INPUT)
+
+# Functional and torch-level ops with operands that must match, and which operands those are.
+OPS: dict[str, OpKind] = {
+    F + "linear": OpKind.LINEAR,
+    F + "bilinear": OpKind.LINEAR,
+    F + "conv1d": OpKind.CONV,
+    F + "conv2d": OpKind.CONV,
+    F + "conv3d": OpKind.CONV,
+    F + "conv_transpose1d": OpKind.CONV,
+    F + "conv_transpose2d": OpKind.CONV,
+    F + "conv_transpose3d": OpKind.CONV,
+    F + "layer_norm": OpKind.NORM,
+    F + "group_norm": OpKind.NORM,
+    F + "batch_norm": OpKind.NORM,
+    F + "instance_norm": OpKind.NORM,
+    F + "rms_norm": OpKind.NORM,
+    F + "embedding": OpKind.EMBEDDING,
+    F + "scaled_dot_product_attention": OpKind.ATTENTION,
+    "torch.matmul": OpKind.MATMUL,
+    "torch.mm": OpKind.MATMUL,
+    "torch.bmm": OpKind.MATMUL,
+    "torch.baddbmm": OpKind.MATMUL,
+    "torch.addmm": OpKind.MATMUL,
+    "torch.addbmm": OpKind.MATMUL,
+    "torch.mv": OpKind.MATMUL,
+    "torch.dot": OpKind.MATMUL,
+    "torch.tensordot": OpKind.MATMUL,
+    "torch.einsum": OpKind.MATMUL,
+    "torch.chain_matmul": OpKind.MATMUL,
+    "torch.linalg.multi_dot": OpKind.MATMUL,
+    "flash_attn.flash_attn_func": OpKind.ATTENTION,
+    "flash_attn.flash_attn_varlen_func": OpKind.ATTENTION,
+    "flash_attn.flash_attn_interface.flash_attn_func": OpKind.ATTENTION,
+    "flash_attn.flash_attn_interface.flash_attn_varlen_func": OpKind.ATTENTION,
+    "xformers.ops.memory_efficient_attention": OpKind.ATTENTION,
+    "xformers.ops.fmha.memory_efficient_attention": OpKind.ATTENTION,
+}
+# The aten op autocast sees for each call, where the name differs from the last component.
+ATEN_NAMES = {
+    "flash_attn.flash_attn_func": "",
+    "flash_attn.flash_attn_varlen_func": "",
+    "xformers.ops.memory_efficient_attention": "",
+}
+
+# torch.nn layers: the op each runs, or None for layers without parameters (pass-through).
+LAYERS: dict[str, tuple[OpKind | None, str]] = {
+    "Linear": (OpKind.LINEAR, "linear"),
+    "LazyLinear": (OpKind.LINEAR, "linear"),
+    "Bilinear": (OpKind.LINEAR, "bilinear"),
+    "Conv1d": (OpKind.CONV, "conv1d"),
+    "Conv2d": (OpKind.CONV, "conv2d"),
+    "Conv3d": (OpKind.CONV, "conv3d"),
+    "ConvTranspose1d": (OpKind.CONV, "conv_transpose1d"),
+    "ConvTranspose2d": (OpKind.CONV, "conv_transpose2d"),
+    "ConvTranspose3d": (OpKind.CONV, "conv_transpose3d"),
+    "LayerNorm": (OpKind.NORM, "layer_norm"),
+    "GroupNorm": (OpKind.NORM, "group_norm"),
+    "RMSNorm": (OpKind.NORM, "rms_norm"),
+    "BatchNorm1d": (OpKind.NORM, "batch_norm"),
+    "BatchNorm2d": (OpKind.NORM, "batch_norm"),
+    "BatchNorm3d": (OpKind.NORM, "batch_norm"),
+    "SyncBatchNorm": (OpKind.NORM, "batch_norm"),
+    "Embedding": (OpKind.EMBEDDING, "embedding"),
+    "MultiheadAttention": (OpKind.LINEAR, "linear"),
+    "LSTM": (OpKind.RECURRENT, "lstm"),
+    "GRU": (OpKind.RECURRENT, "gru"),
+    "RNN": (OpKind.RECURRENT, "rnn"),
+    "LSTMCell": (OpKind.RECURRENT, "lstm_cell"),
+    "GRUCell": (OpKind.RECURRENT, "gru_cell"),
+    "RNNCell": (OpKind.RECURRENT, "rnn_tanh_cell"),
+    "PReLU": (OpKind.LINEAR, "prelu"),
+}
+# apex's fused norms (their CUDA kernels run in the input's dtype and cast the input and
+# weights to the autocast dtype themselves: ``layer_norm`` is on CUDA autocast's list).
+LAYERS["TimestepEmbedding"] = LAYERS["Linear"]
+LAYERS["FusedLayerNorm"] = (OpKind.NORM, "layer_norm")
+LAYERS["FusedRMSNorm"] = (OpKind.NORM, "layer_norm")
+# Norms that refuse a half input with float32 weights, unlike torch's: apex's kernels read
+# the weights as the input's dtype (``gamma->data_ptr<scalar_t_out>()``), which raises
+# "expected scalar type Half but found Float". Its ``MixedFused*`` norms accept the mix and
+# return the weights' dtype, like any layer (no LAYERS entry: the output follows them).
+STRICT_NORMS = frozenset({"FusedLayerNorm", "FusedRMSNorm"})
+# Layer classes outside ``torch.nn``, by qualified name: the name they go by in LAYERS.
+EXTERNAL_LAYERS: dict[str, str] = {
+    f"apex.normalization.{path}{name}": name
+    for path in ("", "fused_layer_norm.")
+    for name in ("FusedLayerNorm", "FusedRMSNorm", "MixedFusedLayerNorm", "MixedFusedRMSNorm")
+}
+
+# Loss modules: no weights of their own (the loss follows its inputs); the aten op each runs.
+LOSS_LAYERS: dict[str, str] = {
+    "BCELoss": "binary_cross_entropy",
+    "BCEWithLogitsLoss": "binary_cross_entropy_with_logits",
+    "CrossEntropyLoss": "cross_entropy_loss",
+    "NLLLoss": "nll_loss",
+    "MSELoss": "mse_loss",
+    "L1Loss": "l1_loss",
+    "SmoothL1Loss": "smooth_l1_loss",
+    "HuberLoss": "huber_loss",
+    "KLDivLoss": "kl_div",
+    "PoissonNLLLoss": "poisson_nll_loss",
+    "SoftMarginLoss": "soft_margin_loss",
+    "MarginRankingLoss": "margin_ranking_loss",
+    "HingeEmbeddingLoss": "hinge_embedding_loss",
+    "CosineEmbeddingLoss": "cosine_embedding_loss",
+    "TripletMarginLoss": "triplet_margin_loss",
+    "MultiMarginLoss": "multi_margin_loss",
+    "MultiLabelMarginLoss": "multilabel_margin_loss",
+}
+# Functional losses: 0-dim with their default ``reduction="mean"``.
+LOSS_FUNCTIONS = frozenset(
+    F + n
+    for n in """cross_entropy nll_loss mse_loss l1_loss smooth_l1_loss huber_loss kl_div
+    binary_cross_entropy binary_cross_entropy_with_logits poisson_nll_loss gaussian_nll_loss
+    soft_margin_loss margin_ranking_loss hinge_embedding_loss cosine_embedding_loss
+    triplet_margin_loss multi_margin_loss multilabel_margin_loss multilabel_soft_margin_loss
+    ctc_loss""".split()
+)
+PASS_THROUGH_LAYERS = frozenset(
+    """Dropout Dropout1d Dropout2d Dropout3d AlphaDropout ReLU ReLU6 GELU SiLU Tanh Sigmoid
+    Softmax LogSoftmax Identity Flatten Unflatten MaxPool1d MaxPool2d MaxPool3d AvgPool1d
+    AvgPool2d AvgPool3d AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d
+    AdaptiveMaxPool1d AdaptiveMaxPool2d Upsample PixelShuffle PixelUnshuffle Mish Hardswish
+    Hardsigmoid LeakyReLU ELU SELU CELU Softplus Softsign ZeroPad2d ConstantPad2d
+    ReflectionPad2d ReplicationPad2d GLU Tanhshrink Hardtanh ParameterFreeNorm""".split()
+)
+CONTAINER_LAYERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+
+# Every ``torch.<name>`` that is a dtype object.
+DTYPE_NAMES = frozenset(
+    """float16 half bfloat16 float32 float float64 double bool uint8 int8 int16 short int32 int
+    int64 long uint16 uint32 uint64 complex32 chalf complex64 cfloat complex128 cdouble
+    float8_e4m3fn float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz float8_e8m0fnu
+    float4_e2m1fn_x2 qint8 quint8 qint32 quint4x2""".split()
+)
+
+MODULE_BASES = frozenset(
+    {"torch.nn.Module", "torch.nn.modules.module.Module", "torch.nn.Sequential"}
+)
+# Argument names that hold integer or boolean tensors, not activations.
+INT_PARAM_NAMES = frozenset(
+    """input_ids ids token_ids position_ids positions labels label targets target indices
+    index idx timestep timesteps t seq_len seqlen cu_seqlens cu_seqlens_q cu_seqlens_k
+    max_seqlen lengths token_type_ids cache_position step steps class_labels pos ids""".split()
+)
+MASK_PARAM_HINTS = ("mask", "bias")
+# Argument names that hold a model: ``def training_step(unet, latents)`` calls ``unet(...)``.
+MODEL_PARAM_NAMES = frozenset(
+    """model unet vae net network backbone encoder decoder transformer text_encoder
+    text_encoder_2 controlnet generator discriminator denoiser prior""".split()
+)
+MODEL_PARAM_SUFFIXES = ("_model", "_unet", "_net", "_encoder", "_decoder", "_transformer")
+# Annotations that allow a floating tensor (``lengths: torch.LongTensor`` does not).
+FLOAT_TENSOR_TYPES = frozenset(
+    "Tensor FloatTensor HalfTensor BFloat16Tensor DoubleTensor Any".split()
+)
+
+# The bases of a custom autograd Function: its ``apply`` runs its static ``forward``.
+AUTOGRAD_FUNCTIONS = frozenset(
+    {"torch.autograd.Function", "torch.autograd.function.InplaceFunction"}
+)
+
+# The model components of a diffusers-style pipeline (``self.vae`` in a ``...Pipeline``
+# class): users load pipelines with ``torch_dtype=torch.float16``, so each may be half.
+PIPELINE_MODELS = frozenset(
+    """unet vae transformer transformer_2 text_encoder text_encoder_2 text_encoder_3
+    controlnet safety_checker image_encoder prior decoder depth_estimator movq vqvae
+    audio_vae vocoder unet_2 brushnet adapter""".split()
+)
+
+# Pipeline components that are transformers encoders: their vision embeddings cast
+# ``pixel_values`` to their own dtype (CLIP, SigLIP, Qwen-VL), so a processor's float32
+# pixel values may go in as they are.
+CASTING_ENCODERS = frozenset(
+    f"{holder}.{name}"
+    for holder in ("self", "pipe", "pipeline", "components")
+    for name in (
+        "text_encoder",
+        "text_encoder_2",
+        "text_encoder_3",
+        "image_encoder",
+        "safety_checker",
+    )
+) | {"text_encoder", "text_encoder_2", "image_encoder", "safety_checker"}
+
+
+def helper_method(name: str) -> bool:
+    """``decoder.create_attention_mask(...)``, ``model.get_input_embeddings()``,
+    ``transformer.patchify(latents)``: a method that builds, fetches or rearranges something,
+    not a pass of the model over its inputs."""
+    return any(word in name for word in _HELPER_WORDS) or name.startswith(
+        ("get_", "create_", "prepare_", "build_", "make_", "set_", "compute_", "_")
+    )
+
+
+_HELPER_WORDS = ("mask", "patchify", "pack", "rearrange", "reshape")
+
+
+# Components no other kind of model has: ``model.vae`` / ``model.unet`` of a trainer's model
+# holder (OneTrainer's ``StableDiffusionModel``) are a diffusion pipeline's models too.
+DIFFUSION_ONLY_MODELS = frozenset("unet vae vqvae movq unet_2 brushnet".split())
+
+
+def holds_models(holder: str, attr: str = "") -> bool:
+    """``pipe``, ``self.pipeline``, ``components``, ``sd_pipe``: a name whose ``.unet``,
+    ``.vae`` & co. are a diffusion pipeline's models (not ``model``: a GPT has a
+    ``.transformer`` too; but only a diffusion model holder has a ``.vae``)."""
+    leaf = holder.rsplit(".", 1)[-1].lower()
+    if attr in DIFFUSION_ONLY_MODELS:
+        return True
+    return leaf in ("pipe", "pipeline", "components") or leaf.endswith(("_pipe", "pipeline"))
+
+
+# A scheduler's or sampler's class (``DDIMScheduler``, ``KarrasSampler``, bases like
+# ``SchedulerMixin``), and the parameters of its methods that hold the model's activations.
+# Activation checkpointing runs ``fn(*args)``: ``checkpoint(block, h, temb, use_reentrant=False)``
+# and transformers'/diffusers' ``self._gradient_checkpointing_func(block, h, ...)``.
+CHECKPOINT_FUNCTIONS = frozenset(
+    {"torch.utils.checkpoint.checkpoint", "deepspeed.checkpointing.checkpoint"}
+)
+CHECKPOINT_METHODS = frozenset({"_gradient_checkpointing_func", "gradient_checkpointing_func"})
+CHECKPOINT_KEYWORDS = frozenset(
+    {"use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug"}
+)
+SAMPLER_SUFFIXES = ("Scheduler", "SchedulerMixin", "Sampler")
+# Bases whose ``from_pretrained(torch_dtype=...)`` loads the checkpoint's tensors in that dtype
+# but does not cast the module: a non-persistent buffer (not in the checkpoint) keeps the
+# dtype it was built with. (transformers builds under ``torch_dtype`` as default dtype, so
+# only an explicitly float32 buffer is left behind there; diffusers leaves every one.)
+PRETRAINED_SUFFIXES = ("ModelMixin", "PreTrainedModel", "PretrainedModel")
+# A sampler's record of the model's past outputs (``self.model_outputs[-1]`` of a multistep
+# solver): tensors in the model's dtype, whatever ``__init__`` filled the list with.
+SAMPLER_HISTORY = frozenset({"model_outputs"})
+# bitsandbytes' quantized layers: a subclass (an old peft LoRA layer) replaces a layer of an
+# already loaded model, so what its ``__init__`` builds without ``dtype=`` is float32 while
+# the activations it gets are the half model's (8-bit matmuls take float16 activations).
+QUANTIZED_LAYERS = frozenset({"Linear8bitLt", "Linear4bit", "LinearFP4", "LinearNF4"})
+SAMPLE_PARAMS = frozenset(
+    "sample samples model_output model_outputs latents x x_t denoised noise_pred".split()
+)
+
+# A diffusers scheduler's noise tables: 1-D float32 tensors, whatever the model runs in.
+SCHEDULER_TABLES = frozenset(
+    """alphas alphas_cumprod betas sigmas sqrt_alphas_cumprod sqrt_one_minus_alphas_cumprod
+    alphas_cumprod_prev""".split()
+)
+
+
+# Linear algebra has no half kernels (torch-truth: ``linalg.inv: Low precision dtypes not
+# supported``), so its float32 result is where a cast back belongs.
+def is_linalg(qual: str) -> bool:
+    return qual.startswith("torch.linalg.") or qual in ("torch.inverse", "torch.cholesky_solve")
+
+
+def is_scheduler(holder: str | None) -> bool:
+    """``noise_scheduler``, ``self.pipeline.scheduler``: a diffusers-style noise scheduler."""
+    return "scheduler" in (holder or "").rsplit(".", 1)[-1].lower()
+
+
+# Scheduler methods that return their sample in its own dtype (diffusers casts its float32
+# tables to the sample's dtype), by the position and name of that sample argument.
+SCHEDULER_SAMPLES = {
+    "scale_model_input": (0, "sample"),
+    "add_noise": (0, "original_samples"),
+    "step": (2, "sample"),
+}
+
+# Library modules and functions that return float32 whatever the model's dtype, with what
+# to call them. Matched on the dotted tail, so diffusers' own relative imports count too.
+FP32_OUTPUT_MODULES = {"embeddings.Timesteps": "a diffusers `Timesteps`"}
+# Library modules that open with a torch layer: to its input, diffusers' ``TimestepEmbedding``
+# is a ``Linear`` (its ``linear_1``). They have no ``.weight`` of their own.
+LIBRARY_LAYERS = {"embeddings.TimestepEmbedding": "TimestepEmbedding"}
+FP32_OUTPUT_FUNCTIONS = {
+    "embeddings.get_timestep_embedding": "diffusers' `get_timestep_embedding`",
+}
+
+
+def library_fp32(name: str, table: dict[str, str]) -> str | None:
+    """What to call ``name`` if it is in ``table`` (``diffusers.models.embeddings.Timesteps``)."""
+    for tail, text in table.items():
+        if name == tail or name.endswith("." + tail):
+            return text
+    return None
+
+
+# ``t += v`` on a tensor is ``t.add_(v)``: it writes into ``t`` and keeps its dtype.
+INPLACE_OPERATORS = {
+    "AddAssign": "add_",
+    "SubtractAssign": "sub_",
+    "MultiplyAssign": "mul_",
+    "DivideAssign": "div_",
+}
+
+# Arithmetic operators on tensors and the torch function each one is (libcst operator class).
+ARITHMETIC_OPERATORS = {
+    "Add": "add",
+    "Subtract": "sub",
+    "Multiply": "mul",
+    "Divide": "div",
+    "FloorDivide": "floor_divide",
+    "Modulo": "remainder",
+    "Power": "pow",
+}
+
+# Writes that require their source tensors to have ``self``'s dtype: they never cast them
+# (unlike ``copy_``, ``add_`` or slice assignment), and autocast leaves in-place ops alone.
+# Method name (``x.name(...)`` spelling) -> (positional index, keyword) of each such source.
+# Measured on torch 2.13: "Index put requires the source and destination dtypes match".
+_SOURCE = {
+    "index_put": ((1, "values"),),
+    "index_add": ((2, "source"),),
+    "index_copy": ((2, "source"),),
+    "index_reduce": ((2, "source"),),
+    "scatter": ((2, "src"),),
+    "scatter_add": ((2, "src"),),
+    "scatter_reduce": ((2, "src"),),
+    "masked_scatter": ((1, "source"),),
+    "put": ((1, "source"),),
+    "lerp": ((0, "end"), (1, "weight")),
+}
+DTYPE_STRICT_WRITES: dict[str, tuple[tuple[int, str], ...]] = {
+    **_SOURCE,
+    **{f"{name}_": slots for name, slots in _SOURCE.items()},
+}
+
+# Ops that convert a Python scalar to ``self``'s dtype with an overflow check: a value
+# beyond the dtype's range raises "value cannot be converted to type c10::Half without
+# overflow". Method name -> (positional index, keyword) of each such scalar.
+_CHECKED = {
+    "masked_fill": ((1, "value"),),
+    "fill": ((0, "value"),),
+    "index_fill": ((2, "value"),),
+    "scatter": ((2, "value"),),
+    "clamp": ((0, "min"), (1, "max")),
+    "clip": ((0, "min"), (1, "max")),
+    "clamp_min": ((0, "min"),),
+    "clamp_max": ((0, "max"),),
+    "new_full": ((1, "fill_value"),),
+}
+CHECKED_SCALAR_WRITES: dict[str, tuple[tuple[int, str], ...]] = {
+    **_CHECKED,
+    **{f"{name}_": slots for name, slots in _CHECKED.items() if name != "new_full"},
+}
+# Factories whose fill value is checked against the dtype they create: qualname -> slot.
+CHECKED_FILL_FACTORIES = {
+    "torch.full": (1, "fill_value"),
+    "torch.full_like": (1, "fill_value"),
+    F + "pad": (3, "value"),
+}
+# Elementwise ops that combine a Python scalar with ``self`` in ``self``'s dtype, unchecked:
+# an out-of-range scalar silently yields inf. Method name -> (positional index, keyword).
+_UNCHECKED = {"add": ((0, "other"),), "sub": ((0, "other"),), "mul": ((0, "other"),)}
+UNCHECKED_SCALAR_OPS: dict[str, tuple[tuple[int, str], ...]] = {
+    **_UNCHECKED,
+    **{f"{name}_": slots for name, slots in _UNCHECKED.items()},
+    "where": ((1, "other"),),
+}
+
+
+def einsum_contracts(spec: str) -> bool:
+    """Whether an einsum sums over an index (``"bij,bjk->bik"``): then it runs as a bmm, which
+    refuses mixed dtypes. Without one (``"d,bthw->dbthw"``) it is a broadcast product, which
+    promotes like ``*``. Implicit-output and malformed equations count as contracting."""
+    text = spec.replace(" ", "").replace("...", "")
+    if "->" not in text:
+        return True
+    inputs, out = text.split("->", 1)
+    return any(ch not in out for ch in inputs.replace(",", "") if ch.isalpha())
+
+
+def op_name(qualname: str) -> str:
+    """The aten op name autocast dispatches on for a qualified function name."""
+    if qualname in ATEN_NAMES:
+        return ATEN_NAMES[qualname]
+    return qualname.rsplit(".", 1)[-1]
+
+
+def dropout_named(name: str | None) -> bool:
+    """``dropout``, ``self.attn_drop``, ``self.lora_dropout``: a module named as a dropout."""
+    leaf = (name or "").rsplit(".", 1)[-1].lower()
+    return leaf.endswith(("dropout", "_drop")) or leaf == "drop"
+
+
+# Functions autocast knows by another name: ``F.interpolate`` dispatches to one of the
+# ``upsample_*`` ops by mode and rank, and each list holds all of them or none (CUDA: fp32).
+AUTOCAST_NAMES = {
+    "torch.nn.functional.interpolate": "upsample_nearest2d",
+    "torch.nn.functional.upsample": "upsample_nearest2d",
+}
+
+# Functions of other libraries that move a tensor's elements around and keep its dtype.
+SAME_DTYPE_FUNCTIONS = functions_that(Does.SAME)
+
+# Packages whose functions are compiled kernels that take their tensors as they come: autocast
+# does not recast them (see mpcheck.engine.ambient).
+KERNEL_PACKAGES = frozenset({"natten"})
+
+
+def is_kernel(qualname: str | None) -> bool:
+    """A compiled kernel: ``natten.functional.natten2dav``, ``detrex._C.ms_deform_attn_forward``
+    (a package's ``_C`` extension module)."""
+    if not qualname or qualname.startswith("torch."):
+        return False
+    parts = qualname.split(".")
+    return parts[0] in KERNEL_PACKAGES or "_C" in parts[:-1]

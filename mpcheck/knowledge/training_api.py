@@ -1,0 +1,96 @@
+"""What torch, accelerate, diffusers and peft offer for training: the names we recognise.
+
+Gradient scalers, accelerators, optimizers and their ``eps`` defaults, gradient clipping
+functions and helpers that cast trainable parameters. :mod:`mpcheck.engine.training_loop`
+looks calls up here; :mod:`mpcheck.engine.training` holds what it learns about them.
+"""
+
+from __future__ import annotations
+
+# GradScaler classes: (device when not given, index of a positional ``enabled``, device arg?)
+SCALER_CLASSES: dict[str, tuple[str, int, bool]] = {
+    "torch.amp.GradScaler": ("cuda", 5, True),
+    "torch.GradScaler": ("cuda", 5, True),
+    "torch.cuda.amp.GradScaler": ("cuda", 4, False),
+    "torch.cuda.amp.grad_scaler.GradScaler": ("cuda", 4, False),
+    "torch.cpu.amp.GradScaler": ("cpu", 4, False),
+    "torch.cpu.amp.grad_scaler.GradScaler": ("cpu", 4, False),
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": ("cuda", 5, True),
+    "torch.distributed.fsdp.ShardedGradScaler": ("cuda", 5, True),
+}
+# ShardedGradScaler unscales float16 gradients (FSDP may train in fp16): no raise.
+FP16_TOLERANT_SCALERS = frozenset(
+    {
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+        "torch.distributed.fsdp.ShardedGradScaler",
+    }
+)
+ACCELERATORS = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
+OPTIMIZER_PACKAGES = (
+    "torch.optim.",
+    "bitsandbytes.optim.",
+    "transformers.optimization.",
+    "timm.optim.",
+    "apex.optimizers.",
+    "torchao.optim.",
+)
+NOT_OPTIMIZERS = ("lr_scheduler", "swa_utils", "Schedule", "Lookahead")
+OPTIMIZER_FACTORIES = frozenset(
+    {
+        "timm.optim.create_optimizer_v2",
+        "timm.optim.create_optimizer",
+        "timm.optim.optim_factory.create_optimizer_v2",
+        "timm.optim.optim_factory.create_optimizer",
+        "timm.optim._optim_factory.create_optimizer_v2",
+    }
+)
+# torch.optim optimizers whose for-loop/foreach update adds ``eps`` in the parameters'
+# dtype: default eps and the positional index of ``eps``. (``fused=True`` computes in
+# float32; bitsandbytes' 8-bit optimizers do too, in their kernels.)
+EPS_OPTIMIZERS: dict[str, tuple[float, int]] = {
+    "Adam": (1e-8, 3),
+    "AdamW": (1e-8, 3),
+    "Adamax": (1e-8, 3),
+    "NAdam": (1e-8, 3),
+    "RAdam": (1e-8, 3),
+    "SparseAdam": (1e-8, 3),
+    "RMSprop": (1e-8, 3),
+    "Adagrad": (1e-10, 5),
+}
+CLIP_FUNCTIONS = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_",
+        "torch.nn.utils.clip_grad_norm",
+        "torch.nn.utils.clip_grad_value_",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "torch.nn.utils.clip_grad.clip_grad_norm",
+        "torch.nn.utils.clip_grad.clip_grad_value_",
+        "torch.nn.utils.clip_grads_with_norm_",  # scales by max_norm / a norm computed apart
+        "torch.nn.utils.clip_grad.clip_grads_with_norm_",
+        "timm.utils.dispatch_clip_grad",
+        "timm.utils.clip_grad.dispatch_clip_grad",
+    }
+)
+# Clip helpers known by their name where the import table cannot resolve them: inside
+# their own package (timm's ``from .clip_grad import dispatch_clip_grad``).
+CLIP_NAMES = frozenset({"dispatch_clip_grad"})
+# Helpers that cast the trainable (``requires_grad``) parameters of models in place.
+TRAINABLE_CASTS = frozenset({"diffusers.training_utils.cast_training_params"})
+# ... also by name: training scripts copy diffusers' helper into their own utilities (its
+# ``if not isinstance(model, list): model = [model]`` defeats following its body).
+TRAINABLE_CAST_NAMES = frozenset({"cast_training_params"})
+PEFT_WRAPPERS = frozenset(
+    {"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"}
+)
+SCALER_PARAM_NAMES = frozenset({"scaler", "grad_scaler", "amp_scaler", "gradient_scaler"})
+
+
+def is_optimizer_class(qual: str) -> bool:
+    if qual in ("transformers.Adafactor", "transformers.AdamW"):
+        return True
+    if not qual.startswith(OPTIMIZER_PACKAGES):
+        return False
+    leaf = qual.rsplit(".", 1)[-1]
+    if not leaf[:1].isupper() or any(n in qual for n in NOT_OPTIMIZERS):
+        return False
+    return leaf not in ("Optimizer", "ParamGroup")

@@ -1,0 +1,1 @@
+"""Step 6: suppressions, baselines and PR mode (what to report), reporters, and fixes."""

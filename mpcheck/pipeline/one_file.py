@@ -1,0 +1,385 @@
+"""One file in, diagnostics out: prefilter, parse once, analyse, report, suppress.
+
+Positions are the expensive libcst metadata, so they are computed only for
+files that have something to report, and only then.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import libcst as cst
+
+from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
+from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
+from mpcheck.engine.analysis import FileAnalysis
+from mpcheck.files.parsing import Unparsable, parse
+from mpcheck.files.source import SourceError, SourceFile
+from mpcheck.output.fix_names import Scopes, unbound
+from mpcheck.project.names import ImportTable
+from mpcheck.ruleset.hooks import HOOKS, Site, SiteKind
+from mpcheck.ruleset.rule import Report, Rule, RuleContext
+from mpcheck.settings.config import DEFAULT_MAX_FILE_SIZE
+
+if TYPE_CHECKING:
+    from mpcheck.project.store import Dependencies, Symbol
+    from mpcheck.project.summary import ModuleSummary, Place
+
+# A file that mentions none of these cannot hold a finding: it is not parsed.
+PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
+_LINE_REF = re.compile("\x00(\\d+)\x00")
+# A ``noqa`` comment that may name one of our codes (a superset: MPC100 reports only those).
+_MPC_NOQA = re.compile(rb"noqa[^\r\n]*mpc", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Analysis switches that come from configuration."""
+
+    module_half_capable: bool = True
+    unused_noqa: bool = True
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    # Where the project's modules are imported from (the run's root): imports of other
+    # project files are followed through their summaries. None: each file alone.
+    project_root: str | None = None
+    # "site": imports of installed libraries are followed too (summarised like project
+    # files); "normal": the project's own files only, as mypy and pyright do by default.
+    follow_imports: str = "normal"
+    # The persistent cache's directory (None: no cache); see :mod:`mpcheck.pipeline.incremental`.
+    cache_dir: str | None = None
+    # The oldest torch the project supports, (major, minor); None: the latest.
+    target_torch_version: tuple[int, int] | None = None
+    # More directories imports resolve from (``src`` in the configuration).
+    source_roots: tuple[str, ...] = ()
+
+
+class ProjectLink(Protocol):
+    """A check's view of the project (:class:`mpcheck.project.summarise.ProjectSession`):
+    the lookups its walk makes, then the walk's summary and what it consulted."""
+
+    def lookup(self, dotted: str, level: int) -> Symbol | None: ...
+
+    def end(self, walk: FileAnalysis | None) -> tuple[ModuleSummary | None, Dependencies]: ...
+
+
+@dataclass
+class Analysed:
+    """What analysing a file gives before selection and suppression: its findings, and for
+    the project phase its summary and the summaries it consulted."""
+
+    diagnostics: list[Diagnostic]
+    summary: ModuleSummary | None = None
+    dependencies: Dependencies = field(default_factory=dict)
+
+
+class _Dispatch:
+    """Fans the walk's sites out to the rules that implement the matching hook.
+
+    A rule that raises is switched off for the rest of the file and remembered: one rule's
+    bug must not take the other rules' findings on the file with it.
+    """
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self._handlers: dict[str, list[tuple[Rule, Callable[[Any], None]]]] = {
+            hook.kind: [(r, getattr(r, hook.method)) for r in rules if hook.method in r.hooks()]
+            for hook in HOOKS
+        }
+        self.failed: dict[str, Exception] = {}  # rule code -> what it raised first
+
+    def wants(self, kind: SiteKind) -> bool:
+        return bool(self._handlers[kind])
+
+    def deliver(self, kind: SiteKind, site: Site) -> None:
+        for rule, handler in self._handlers[kind]:
+            if rule.code not in self.failed:
+                self.guarded(rule, handler, site)
+
+    def guarded(self, rule: Rule, handler: Callable[..., None], *args: Any) -> None:
+        try:
+            handler(*args)
+        except RecursionError:
+            raise  # the file is too deep for every rule: the caller says so once
+        except Exception as exc:  # noqa: BLE001 - isolated per rule, reported below
+            self.failed.setdefault(rule.code, exc)
+
+    def failures(self, filename: str) -> list[Diagnostic]:
+        return [
+            _file_level(
+                INTERNAL_ERROR,
+                f"rule {code} failed on this file ({type(exc).__name__}: {exc}); its findings "
+                "here may be incomplete, the other rules' are not; please report it",
+                filename,
+                Position(1, 1),
+            )
+            for code, exc in sorted(self.failed.items())
+        ]
+
+
+def check_source(
+    source: bytes | str,
+    filename: str,
+    rules: Sequence[type[Rule]],
+    options: Options = Options(),
+) -> list[Diagnostic]:
+    """All diagnostics for one file, suppressed ones included (marked ``suppressed``)."""
+    data = source.encode("utf-8") if isinstance(source, str) else source
+    found = analyse_source(data, filename, rules, options).diagnostics
+    return suppress(found, data, filename, rules, options)
+
+
+def analyse_source(
+    data: bytes,
+    filename: str,
+    rules: Sequence[type[Rule]],
+    options: Options = Options(),
+    *,
+    link: ProjectLink | None = None,
+) -> Analysed:
+    """The findings of ``rules`` on one file, before ``noqa`` is applied. ``link``: the
+    project as the walk sees it (default: a session of ``options.project_root``'s project)."""
+    if len(data) > options.max_file_size:
+        message = (
+            f"the file is {_size(len(data))}, above max-file-size ({_size(options.max_file_size)})"
+            "; it was not analysed (raise max-file-size to check it)"
+        )
+        return Analysed([_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))])
+    if not PREFILTER.search(data):
+        return Analysed(_undecodable(data, filename))
+    return _analyse(data, filename, rules, options, link)
+
+
+def suppress(
+    diagnostics: Sequence[Diagnostic],
+    data: bytes,
+    filename: str,
+    rules: Sequence[type[Rule]],
+    options: Options = Options(),
+) -> list[Diagnostic]:
+    """The findings of the selected ``rules``, marked where a ``noqa`` comment suppresses
+    them, with unused ``noqa`` comments reported (MPC100)."""
+    enabled = {r.code for r in rules} | {INVALID_SYNTAX.code, INTERNAL_ERROR.code}
+    selected = [d for d in diagnostics if d.code in enabled]
+    unused_noqa = options.unused_noqa and UNUSED_NOQA.code in enabled
+    if not might_noqa(data):  # (the cache passes no bytes for a file it knows has none)
+        return sorted(selected, key=Diagnostic.sort_key)  # no directive: nothing to scan for
+    if not selected and not (unused_noqa and _MPC_NOQA.search(data)):
+        return []  # nothing to suppress, and no directive naming our codes to find unused
+    if selected and selected[0].code == INVALID_SYNTAX.code:
+        return selected
+    from mpcheck.output import noqa  # only files with a directive pay for tokenizing
+
+    text = data.decode("utf-8", errors="replace")
+    sup = noqa.scan(text)
+    marked = noqa.apply(
+        selected,
+        sup,
+        filename=filename,
+        unused_noqa=unused_noqa,
+        enabled_codes=enabled,
+    )
+    return sorted(marked, key=Diagnostic.sort_key)
+
+
+def might_noqa(data: bytes) -> bool:
+    """Whether the bytes hold ``noqa`` in any case: a directive may be among them."""
+    return b"noqa" in data.lower()  # (bytes.lower is ASCII-only, and many times a regex's speed)
+
+
+def _undecodable(data: bytes, filename: str) -> list[Diagnostic]:
+    """A file the prefilter skips must still be readable Python: say so when it is not."""
+    if data.isascii():
+        return []
+    try:
+        SourceFile.decode(data)
+    except SourceError as exc:
+        return [_file_level(INVALID_SYNTAX, str(exc), filename, Position(1, 1))]
+    return []
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024**2:.1f} MiB" if n >= 1024**2 else f"{n / 1024:.0f} KiB"
+
+
+def _analyse(
+    data: bytes,
+    filename: str,
+    rules: Sequence[type[Rule]],
+    options: Options,
+    link: ProjectLink | None,
+) -> Analysed:
+    parsed = parse(data)
+    if isinstance(parsed, Unparsable):
+        code = INVALID_SYNTAX if parsed.syntax else INTERNAL_ERROR
+        return Analysed([_file_level(code, parsed.message, filename, parsed.position)])
+    try:
+        return _run_rules(parsed, data, filename, rules, options, link)
+    except RecursionError:
+        message = "the file is nested too deeply to analyse; it was skipped"
+        return Analysed([_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))])
+    except Exception as exc:  # noqa: BLE001 - one bad file must not stop a run
+        message = f"mpcheck failed on this file ({type(exc).__name__}: {exc}); please report it"
+        return Analysed([_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))])
+
+
+def _run_rules(
+    module: cst.Module,
+    source: bytes,
+    filename: str,
+    rules: Sequence[type[Rule]],
+    options: Options,
+    link: ProjectLink | None,
+) -> Analysed:
+    reports: list[Report] = []
+    imports = ImportTable.of(module)
+    ctx = RuleContext(
+        module,
+        filename,
+        reports.append,
+        imports=imports,
+        target_torch=options.target_torch_version,
+    )
+    instances = [rule(ctx) for rule in rules]
+    session = link if link is not None else _project(filename, options)
+    dispatch = _Dispatch(instances)
+    analysis = FileAnalysis(
+        module,
+        imports,
+        dispatch,
+        module_half_capable=options.module_half_capable,
+        source=source,
+        project=None if session is None else session.lookup,
+        target_torch=options.target_torch_version,
+    )
+    try:
+        try:
+            analysis.run()
+        except BaseException:
+            if session is not None:
+                session.end(None)
+            raise
+        done = Analysed([])
+        if session is not None:
+            done.summary, done.dependencies = session.end(analysis)
+        for instance in instances:
+            if instance.code not in dispatch.failed:
+                dispatch.guarded(instance, instance.finish)
+        if reports:
+            elsewhere = _elsewhere(analysis.elsewhere, options.project_root)
+            done.diagnostics = _to_diagnostics(
+                module, filename, _unique(reports), ctx.line_refs, elsewhere
+            )
+        done.diagnostics += dispatch.failures(filename)
+        return done
+    finally:
+        analysis.release()
+
+
+def _elsewhere(places: Mapping[cst.CSTNode, Place], root: str | None) -> dict[cst.CSTNode, Related]:
+    """For a call whose result's dtype was decided in another file: that place, as a
+    related location in that file."""
+    out = {}
+    for node, place in places.items():
+        where = Position(place.line, place.column)
+        path = os.path.join(root, place.path) if root else place.path
+        end = Position(place.line, place.column + 1)
+        out[node] = Related(place.text, where, end, path)
+    return out
+
+
+def _project(filename: str, options: Options) -> ProjectLink | None:
+    """The check of ``filename`` against the files it imports (loaded only when used)."""
+    if options.project_root is None or filename == "-" or options.follow_imports == "skip":
+        return None
+    from mpcheck.project.summarise import ProjectSession
+
+    site = options.follow_imports == "site"
+    return ProjectSession(
+        options.project_root,
+        filename,
+        options.module_half_capable,
+        site=site,
+        target_torch=options.target_torch_version,
+        roots=options.source_roots,
+    )
+
+
+def _unique(reports: Iterable[Report]) -> list[Report]:
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for report in reports:
+        key = (report.rule.code, id(report.node))
+        if key not in seen:
+            seen.add(key)
+            out.append(report)
+    return out
+
+
+def _to_diagnostics(
+    module: cst.Module,
+    filename: str,
+    reports: Sequence[Report],
+    refs: Sequence[cst.CSTNode],
+    elsewhere: Mapping[cst.CSTNode, Related],
+) -> list[Diagnostic]:
+    # positions are only paid for by files with something to report: imported here, too
+    from mpcheck.files.positions import positions as place
+
+    wanted = [r.node for r in reports] + list(refs)
+    for report in reports:
+        wanted += (node for node, _ in report.related)
+        wanted += (e.node for e in report.fix.edits) if report.fix is not None else ()
+    positions = place(module, wanted)
+
+    def span(node: cst.CSTNode) -> tuple[Position, Position]:
+        r = positions[node]
+        return Position(r.start.line, r.start.column + 1), Position(r.end.line, r.end.column + 1)
+
+    def fill(message: str) -> str:
+        return _LINE_REF.sub(
+            lambda m: f"line {positions[refs[int(m.group(1))]].start.line}", message
+        )
+
+    scopes = Scopes(module)
+    out = []
+    for report in reports:
+        start, end = span(report.node)
+        related = tuple(
+            found
+            for node, text in report.related
+            for found in (Related(fill(text), *span(node)), elsewhere.get(node))
+            if found is not None
+        )
+        fix = None
+        if report.fix is not None and not any(
+            unbound(e.code, e.node, scopes.of) for e in report.fix.edits
+        ):
+            edits = tuple(Edit(e.code, *span(e.node)) for e in report.fix.edits)
+            fix = Fix(fill(report.fix.message), edits, report.fix.applicability)
+        rule = report.rule
+        out.append(
+            Diagnostic(
+                rule.code,
+                rule.name,
+                fill(report.message),
+                report.severity or rule.severity,
+                filename,
+                start,
+                end,
+                related,
+                fix,
+                noqa_row=start.row,
+            )
+        )
+    return out
+
+
+def _file_level(
+    code_name: tuple[str, str], message: str, filename: str, pos: Position
+) -> Diagnostic:
+    code, name = code_name
+    end = Position(pos.row, pos.column + 1)
+    return Diagnostic(code, name, message, Severity.ERROR, filename, pos, end, noqa_row=pos.row)

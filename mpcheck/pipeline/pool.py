@@ -1,0 +1,198 @@
+"""Check many files, in worker processes when there are enough to pay for them."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mpcheck.codes import INVALID_SYNTAX
+from mpcheck.diagnostics import Diagnostic, Position, Severity
+from mpcheck.files.cst_nodes import want_constructors
+from mpcheck.pipeline import claims
+from mpcheck.pipeline.one_file import Options, check_source
+from mpcheck.ruleset.rule import Rule, rules_by_code
+
+if TYPE_CHECKING:
+    from mpcheck.pipeline.claims import Board
+
+# Below this many files a pool costs more (interpreter start-up, imports) than it saves.
+POOL_THRESHOLD = 64
+# From this many files on, libcst's cheaper node constructors (``cst_nodes``) pay for the
+# 25 ms they take to install (at the first parse: a warm run parses nothing).
+CONSTRUCTORS_PAY_OFF = 8
+
+# A file, its rules and its options: each file has those of the configuration governing it.
+Job = tuple[Path, tuple[type[Rule], ...], Options]
+_Work = tuple[str, tuple[str, ...], Options]
+# What happened to one file: "analysed", "cached" (its findings taken from the persistent
+# cache) or "unreadable".
+_Outcome = tuple[list[Diagnostic], str]
+
+# How the files of the last ``check_files`` in this process fared, by outcome (``--verbose``
+# prints it; ``bench/cache_runs.py`` reads it to count what a warm run re-analysed).
+last_run: Counter[str] = Counter()
+
+
+def check_files(
+    jobs: Sequence[Job], *, processes: int = 0, progress: Callable[[], None] | None = None
+) -> list[Diagnostic]:
+    """Diagnostics for every file; ``processes=0`` picks a count from the CPUs.
+
+    ``progress`` is called once per file checked (in order, as results arrive).
+    """
+    work = [(str(path), tuple(r.code for r in rules), opts) for path, rules, opts in jobs]
+    # More processes than CPUs cannot speed up CPU-bound work; they only cost memory.
+    cpus = os.cpu_count() or 1
+    workers = min(processes, cpus) if processes else min(cpus, 8)
+    last_run.clear()
+    # Files checked through the cache are checked when another file first needs them
+    # summarised (:mod:`~mpcheck.pipeline.incremental`): each process is told which files the
+    # run has.
+    planned = {
+        os.path.abspath(name): opts
+        for name, _, opts in work
+        if opts.cache_dir is not None and opts.project_root is not None
+    }
+    token = os.urandom(8).hex()  # this run's mark on the cache entries it writes
+    many = len(work) >= CONSTRUCTORS_PAY_OFF
+    if workers <= 1 or len(work) < POOL_THRESHOLD:
+        _plan(planned, token, many)
+        return _collect(map(_check_one, work), progress)
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
+
+    _plan(planned, token, many)
+    by_name = {os.path.abspath(item[0]): item for item in work}
+    first = [by_name[name] for name in _shared_first(planned) if name in by_name]
+    checked = {item[0] for item in first}
+    # Largest files first: the last chunks are then short, so no worker runs on long after
+    # the other, and the largest syntax trees are built while the store is still small.
+    work = sorted((item for item in work if item[0] not in checked), key=_size, reverse=True)
+    chunk = max(1, len(work) // (workers * 8))
+    board = None
+    if planned:  # each file walked by one worker, whichever needs it first (:mod:`.claims`)
+        from mpcheck.pipeline.claims import Board
+
+        board = Board(sorted(planned), workers)
+    init = (planned, token, many, board)
+    with ProcessPoolExecutor(max_workers=workers, initializer=_plan, initargs=init) as pool:
+        dealt = pool.map(_check_one, first)  # one at a time, in their order
+        rest = pool.map(_check_one, work, chunksize=chunk)
+        return _collect(dealt, progress) + _collect(rest, progress)
+
+
+# A module imported by at least this many others is dealt to the workers first and walked
+# by one of them (the others read its summary from the cache) instead of by each.
+SHARED_IMPORTERS = 10
+
+
+def _shared_first(planned: dict[str, Options]) -> list[str]:
+    """The files of the run the workers check first, in order (see
+    ``incremental.shared_first``). With the cache only: it hands their summaries over."""
+    if not planned:
+        return []
+    from mpcheck.pipeline.incremental import shared_first
+
+    return shared_first(SHARED_IMPORTERS)
+
+
+def tune_collector() -> None:
+    """Make the garbage collector fit a run that builds millions of syntax-tree nodes.
+
+    The nodes hold no reference cycles (they are freed as soon as a file is done), yet with
+    the default thresholds the collector scans the growing heap again and again: a fifth of
+    the CPU of a cold run on transformers. What start-up built is frozen out of collections,
+    and each generation is collected less often (mypy does the same for the same reason);
+    5,000 measured faster than 100,000, whose young generation no longer fits the caches.
+    Only for a batch run (the CLI and its workers); a host such as flake8, which checks file
+    by file, keeps its own settings.
+    """
+    gc.freeze()
+    gc.set_threshold(5000, 50, 100)
+
+
+def _plan(
+    planned: dict[str, Options],
+    token: str,
+    many: bool,
+    board: Board | None = None,
+) -> None:
+    """Prepare a process (the main one, or a worker) for the run; ``board``, in a worker:
+    the claims on the run's files it takes part in (:mod:`mpcheck.pipeline.claims`)."""
+    if board is not None:
+        from mpcheck.pipeline.claims import join
+
+        join(board)
+    tune_collector()  # in the main process and in each worker (a spawned one inherits nothing)
+    if many:
+        want_constructors()
+    if (
+        planned or "mpcheck.pipeline.incremental" in sys.modules
+    ):  # (a run without the cache: not loaded)
+        from mpcheck.pipeline.incremental import plan
+
+        plan(planned, token)
+
+
+def _size(item: _Work) -> int:
+    try:
+        return os.path.getsize(item[0])
+    except OSError:  # reported when it is checked
+        return 0
+
+
+def _collect(results: Iterable[_Outcome], progress: Callable[[], None] | None) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for found, outcome in results:
+        out += found
+        last_run[outcome] += 1
+        if progress is not None:
+            progress()
+    return out
+
+
+def _check_one(item: _Work) -> _Outcome:
+    filename, codes, options = item
+    by_code = rules_by_code()
+    rules = tuple(by_code[c] for c in codes if c in by_code)
+    try:
+        if options.cache_dir is not None and not filename.endswith(".ipynb"):
+            from mpcheck.pipeline.incremental import check_cached
+
+            try:
+                return check_cached(filename, rules, options)  # reads the file only if it must
+            finally:
+                claims.release_all()
+        data = Path(filename).read_bytes()
+    except OSError as exc:
+        return [_unreadable(filename, exc)], "unreadable"
+    if filename.endswith(".ipynb"):  # (notebooks are not cached)
+        return _check_notebook(data, filename, rules, options), "analysed"
+    return check_source(data, filename, rules, options), "analysed"
+
+
+def _unreadable(filename: str, exc: OSError) -> Diagnostic:
+    message = f"cannot read the file: {exc.strerror or exc}"
+    pos = Position(1, 1)
+    return Diagnostic(
+        INVALID_SYNTAX.code,
+        INVALID_SYNTAX.name,
+        message,
+        Severity.ERROR,
+        filename,
+        pos,
+        Position(1, 2),
+        noqa_row=1,
+    )
+
+
+def _check_notebook(
+    data: bytes, filename: str, rules: tuple[type[Rule], ...], options: Options
+) -> list[Diagnostic]:
+    from mpcheck.files.notebook import check_notebook_bytes  # a bad notebook is its MPC001
+
+    return check_notebook_bytes(data, filename, rules, options)
