@@ -95,12 +95,18 @@ def _usable_cache(args: argparse.Namespace, resolver: Resolver, cwd: Path) -> Pa
     if args.no_cache:
         return None
     directory = cache_directory(args, resolver, cwd)
+    from mpcheck.cache_dir import CacheDirError, claim
+
     # a file of this process's own (not ``tempfile``: it imports shutil, random, bz2, lzma)
     probe = directory / f".probe-{os.getpid()}"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        claim(directory)  # never a directory that held anything but mpcheck's cache
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        os.close(os.open(probe, flags, 0o600))
         os.unlink(probe)
+    except CacheDirError as exc:
+        print(f"mpcheck: warning: cannot use the cache: {exc}", file=sys.stderr)
+        return None
     except OSError as exc:
         reason = exc.strerror or str(exc)
         print(f"mpcheck: warning: cannot use the cache {directory} ({reason})", file=sys.stderr)
