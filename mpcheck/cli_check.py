@@ -114,6 +114,20 @@ def _usable_cache(args: argparse.Namespace, resolver: Resolver, cwd: Path) -> Pa
     return directory
 
 
+def _refuse_output_onto_input(args: argparse.Namespace, files: Sequence[Path]) -> None:
+    """``-o a.py``, ``--extra-output json:a.py`` or ``--write-baseline a.py`` where ``a.py``
+    is being checked would overwrite the source with a report: a usage error, before the run."""
+    outputs = [("-o", args.output_file), ("--write-baseline", args.write_baseline)]
+    outputs += [("--extra-output", path) for _, path in extra_outputs(args.extra_output)]
+    wanted = {os.path.realpath(path): option for option, path in outputs if path is not None}
+    if not wanted:
+        return
+    for file in files:
+        option = wanted.get(os.path.realpath(file))
+        if option is not None:
+            raise UsageError(f"{option} {file}: it is one of the files being checked")
+
+
 def _print_counts() -> None:
     """``--verbose``: how many files were analysed and how many came from the cache."""
     from mpcheck.runner import last_run
@@ -138,6 +152,9 @@ def run_check(args: argparse.Namespace) -> int:
             f"expected one of: {', '.join(FORMATS)}"
         )
     extra_outputs(args.extra_output)  # a mistake there is reported before the run
+    if args.add_noqa and (args.fix or args.diff):  # each would edit what the other reads
+        option = "--fix" if args.fix else "--diff"
+        raise UsageError(f"--add-noqa cannot be combined with {option}")
     try:
         cwd = Path.cwd()
     except FileNotFoundError:
@@ -178,6 +195,7 @@ def run_check(args: argparse.Namespace) -> int:
         if args.show_files:
             write_stdout("".join(f"{display_path(str(f), cwd)}\n" for f in files))
             return EXIT_ERROR if failed else EXIT_CLEAN
+        _refuse_output_onto_input(args, files)
         project_of = {str(f): resolver.project_for(f) for f in files}
         cache_dir = _usable_cache(args, resolver, cwd)
         _fresh_run()
