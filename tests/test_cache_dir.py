@@ -231,3 +231,29 @@ def test_links_fifos_and_huge_files_in_the_cache_are_damage(home: Path) -> None:
     assert bucket.is_dir() and not shard.is_symlink()
     assert main("clean", "--cache-dir", str(cache))[0] == 0 and not cache.exists()
     assert snapshot(outside) == before
+
+
+def test_diff_checks_again_instead_of_trusting_a_crafted_entry(home: Path) -> None:
+    """An entry that still matches the file's stamp but whose fixes were rewritten: ``--diff``
+    shows the fixes of the file as it is, as ``--fix`` would apply them."""
+    project, cache = home / "parent" / "project", home / "cache"
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--unsafe-fixes", "--diff", "model.py"]
+    env = {**os.environ, "MPCHECK_CACHE_DIR": str(cache)}
+
+    def diff() -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(cmd, cwd=project, env=env, capture_output=True, timeout=120)
+
+    honest = diff()
+    assert honest.returncode == 1 and honest.stdout.startswith(b"---")
+    (entry,) = cache.rglob("*.json")
+    data = json.loads(entry.read_text())
+    crafted = 0
+    for diagnostic in data["diagnostics"]:
+        for edit in diagnostic.get("fix", ["", []])[1]:
+            edit[0] = "__import__('os').system('evil')"
+            crafted += 1
+    assert crafted
+    entry.write_text(json.dumps(data))
+    again = diff()
+    assert again.returncode == 1 and again.stdout == honest.stdout
+    assert b"evil" not in again.stdout
