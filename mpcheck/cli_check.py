@@ -152,6 +152,8 @@ def run_check(args: argparse.Namespace) -> int:
             f"expected one of: {', '.join(FORMATS)}"
         )
     extra_outputs(args.extra_output)  # a mistake there is reported before the run
+    if sys.stdout is None and (args.output_file is None or args.diff):  # ``>&-``
+        raise UsageError("standard output is closed; redirect it, or write the report with -o")
     if args.add_noqa and (args.fix or args.diff):  # each would edit what the other reads
         option = "--fix" if args.fix else "--diff"
         raise UsageError(f"--add-noqa cannot be combined with {option}")

@@ -62,13 +62,15 @@ def test_output_through_a_link_onto_an_input_is_refused(
     assert main(["check", "--no-cache", "-o", "out.txt", "."]) == 1  # any other file is fine
 
 
-def test_closed_stdout(project: Path) -> None:
-    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "."]
+@pytest.mark.parametrize("args", [[], ["--diff"], ["--statistics"]])
+def test_closed_stdout(project: Path, args: list[str]) -> None:
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", *args, "."]
     done = subprocess.run(
         cmd, cwd=project, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), timeout=120
     )
     assert done.returncode == 2
     assert "standard output is closed" in only_error(done.stderr.decode())
+    assert (project / "a.py").read_bytes() == FIXTURE.read_bytes()
 
 
 def test_a_bad_per_file_ignores_glob(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
