@@ -198,6 +198,7 @@ def run_check(project: Path, cache: Path) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(cmd, cwd=project, env=env, capture_output=True, timeout=120)
 
 
+@pytest.mark.integration  # (starts mpcheck in a process of its own)
 def test_links_fifos_and_huge_files_in_the_cache_are_damage(home: Path) -> None:
     """Planted in place of entries and directories: never followed, read or hung on;
     the findings stay those of a run without the cache."""

@@ -42,6 +42,7 @@ def check(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.integration  # (starts mpcheck in a process of its own)
 @pytest.mark.parametrize(
     ("copies", "args"),
     [(3, ["--no-cache"]), (3, []), (70, ["--no-cache", "-j", "2"])],

@@ -87,6 +87,7 @@ def test_a_deeply_nested_baseline(project: Path, capsys: pytest.CaptureFixture[s
     assert "nested too deeply" in only_error(capsys.readouterr().err)
 
 
+@pytest.mark.integration  # (starts mpcheck in a process of its own)
 @pytest.mark.parametrize("option", [[], ["--baseline"]])
 def test_special_files_are_refused_not_read(project: Path, option: list[str]) -> None:
     """``/dev/zero`` would be read until memory runs out; a FIFO would block forever."""
@@ -97,6 +98,7 @@ def test_special_files_are_refused_not_read(project: Path, option: list[str]) ->
         assert "not a regular file" in only_error(done.stderr.decode())
 
 
+@pytest.mark.integration  # (starts mpcheck in a process of its own)
 def test_a_narrow_stdout_encoding_gets_escapes(project: Path) -> None:
     """A name or a line the encoding cannot hold is escaped (JSON escapes it itself)."""
     name = "caf\u00e9.py"
@@ -121,6 +123,7 @@ def test_fix_and_add_noqa_together_are_a_usage_error(
     assert (project / "a.py").read_bytes() == before
 
 
+@pytest.mark.integration  # (starts mpcheck in a process of its own)
 def test_control_characters_never_reach_the_terminal_raw(project: Path) -> None:
     """An ESC, BEL or C1 CSI in a reported line or a file name shows as its picture, as ruff
     shows it, in every text format; the JSON keeps the text exact (escaped by JSON)."""
