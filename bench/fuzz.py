@@ -7,7 +7,9 @@ this runs them with fresh randomness until the time is up::
 
 Properties: mpcheck never crashes on a valid program (``hypothesmith`` programs and
 torch-shaped ones), and ``--fix`` on generated files changes exactly the bytes of its edits,
-compiles and is idempotent. Prints programs tried and failures (with the failing input).
+compiles and is idempotent, and whatever the cache directory holds (links, FIFOs, truncated,
+huge or garbage entries) the findings are those of a run without it. Prints inputs tried and
+failures (with the failing input).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.robustness import test_cache_properties as caches  # noqa: E402
 from tests.robustness import test_fix_properties as fixes  # noqa: E402
 from tests.robustness import test_run_properties as runs  # noqa: E402
 
@@ -64,6 +67,11 @@ def _fix(example: object) -> None:
     fixes.fix_is_exact(example)
 
 
+def _cache(example: object) -> None:
+    assert isinstance(example, list)
+    caches.cache_survives(example)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
@@ -74,6 +82,7 @@ def main() -> int:
         ("valid programs", hypothesmith.from_grammar() | hypothesmith.from_node(), _program),
         ("torch-shaped programs", st.lists(st.sampled_from(runs.SNIPPETS)), _snippets),
         ("fix bytes", fixes.programs(), _fix),
+        ("cache contents", caches.MUTATIONS, _cache),
     ]
     # notebooks: generated in several layouts, then their bytes or cell values mutated
     from tests.robustness import test_notebook_properties as notebooks

@@ -96,17 +96,37 @@ def _usable_cache(args: argparse.Namespace, resolver: Resolver, cwd: Path) -> Pa
     if args.no_cache:
         return None
     directory = cache_directory(args, resolver, cwd)
+    from mpcheck.pipeline.cache_dir import CacheDirError, claim
+
     # a file of this process's own (not ``tempfile``: it imports shutil, random, bz2, lzma)
     probe = directory / f".probe-{os.getpid()}"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        claim(directory)  # never a directory that held anything but mpcheck's cache
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        os.close(os.open(probe, flags, 0o600))
         os.unlink(probe)
+    except CacheDirError as exc:
+        print(f"mpcheck: warning: cannot use the cache: {exc}", file=sys.stderr)
+        return None
     except OSError as exc:
         reason = exc.strerror or str(exc)
         print(f"mpcheck: warning: cannot use the cache {directory} ({reason})", file=sys.stderr)
         return None
     return directory
+
+
+def _refuse_output_onto_input(args: argparse.Namespace, files: Sequence[Path]) -> None:
+    """``-o a.py``, ``--extra-output json:a.py`` or ``--write-baseline a.py`` where ``a.py``
+    is being checked would overwrite the source with a report: a usage error, before the run."""
+    outputs = [("-o", args.output_file), ("--write-baseline", args.write_baseline)]
+    outputs += [("--extra-output", path) for _, path in extra_outputs(args.extra_output)]
+    wanted = {os.path.realpath(path): option for option, path in outputs if path is not None}
+    if not wanted:
+        return
+    for file in files:
+        option = wanted.get(os.path.realpath(file))
+        if option is not None:
+            raise UsageError(f"{option} {file}: it is one of the files being checked")
 
 
 def _print_counts() -> None:
@@ -134,6 +154,11 @@ def run_check(args: argparse.Namespace) -> int:
             f"expected one of: {', '.join(FORMATS)}"
         )
     extra_outputs(args.extra_output)  # a mistake there is reported before the run
+    if sys.stdout is None and (args.output_file is None or args.diff):  # ``>&-``
+        raise UsageError("standard output is closed; redirect it, or write the report with -o")
+    if args.add_noqa and (args.fix or args.diff):  # each would edit what the other reads
+        option = "--fix" if args.fix else "--diff"
+        raise UsageError(f"--add-noqa cannot be combined with {option}")
     try:
         cwd = Path.cwd()
     except FileNotFoundError:
@@ -186,6 +211,7 @@ def run_check(args: argparse.Namespace) -> int:
         if args.show_files:
             write_stdout("".join(f"{display_path(str(f), cwd)}\n" for f in files))
             return EXIT_ERROR if failed else EXIT_CLEAN
+        _refuse_output_onto_input(args, files)
         project_of = {str(f): resolver.project_for(f) for f in files}
         cache_dir = _usable_cache(args, resolver, cwd)
         _fresh_run()
@@ -212,7 +238,7 @@ def run_check(args: argparse.Namespace) -> int:
         if args.add_noqa:
             return add_noqa(diagnostics, jobs, project_of)
         if args.diff:
-            return diff_files(args, diagnostics, cwd)
+            return diff_files(args, diagnostics, cwd, jobs)
         if args.fix:
             diagnostics, fix_failed = fix_files(args, diagnostics, jobs)
             failed = failed or fix_failed

@@ -29,13 +29,17 @@ def run_server() -> int:
 
 
 def run_clean(args: argparse.Namespace) -> int:
-    """``mpcheck clean``: remove the cache (only a directory that mpcheck tagged as its own)."""
+    """``mpcheck clean``: remove the cache (only mpcheck's own layout, see ``cache_dir``)."""
     cwd = Path.cwd()
     resolver = Resolver(cwd, config=args.config)
-    from mpcheck.pipeline.cache import clean
+    from mpcheck.pipeline.cache_dir import CacheDirError, clean
 
     directory = cache_directory(args, resolver, cwd)
-    if clean(directory):
+    try:
+        removed = clean(directory)
+    except CacheDirError as exc:
+        raise UsageError(str(exc)) from None
+    if removed:
         print(f"Removed {directory}", file=sys.stderr)
     return EXIT_CLEAN
 

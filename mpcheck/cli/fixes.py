@@ -132,12 +132,16 @@ def add_noqa(
     return EXIT_ERROR if failed else EXIT_CLEAN
 
 
-def diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Path) -> int:
+def diff_files(
+    args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Path, jobs: Sequence[Job]
+) -> int:
     """``--diff`` (as ruff): print what ``--fix`` would change, write nothing.
 
     Only the diff goes to stdout, so it can be piped to ``git apply``; exit 1 when there is
-    something to fix, 2 when a file could not be read.
+    something to fix, 2 when a file could not be read. As with ``--fix``, each file is checked
+    again on the bytes read: the edits never come from a stale or crafted cache entry.
     """
+    job_of = {str(path): (rules, options) for path, rules, options in jobs}
     from mpcheck.files.notebook import fix_notebook
     from mpcheck.output.fixes import apply_fixes, unified_diff
 
@@ -150,6 +154,7 @@ def diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Pat
                 new = text.encode("utf-8")
             else:
                 source = SourceFile.decode(data)
+                diags = check_source(data, filename, *job_of[filename])
                 text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
                 new = source.encode(text)
         except (SourceError, OSError, UnicodeDecodeError) as exc:

@@ -4,6 +4,7 @@ files), the summary line and ``--statistics``."""
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from mpcheck import __version__
 from mpcheck.cli.args import EXIT_CLEAN, EXIT_FINDINGS, UsageError
-from mpcheck.cli.terminal import colorize, use_color
+from mpcheck.cli.terminal import colorize, printable, use_color
 from mpcheck.diagnostics import Diagnostic, RuleInfo, Severity
 from mpcheck.files.source import SourceError, SourceFile
 from mpcheck.output.reporters import FORMATS, render
@@ -25,14 +26,31 @@ from mpcheck.ruleset.rule import Rule
 
 
 def write_stdout(text: str) -> None:
-    """A file name's undecodable bytes go out as the bytes they were, whatever the locale."""
+    """A file name's undecodable bytes go out as the bytes they were, whatever the locale;
+    a character the output's encoding lacks (``PYTHONIOENCODING=ascii``) as its escape."""
+    if sys.stdout is None:  # ``>&-``: Python found no standard output at start-up
+        raise UsageError("standard output is closed; redirect it, or write the report with -o")
     sys.stdout.flush()
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:  # a replaced stream (tests, embedding): it takes text
         sys.stdout.write(text)
     else:
-        buffer.write(text.encode(sys.stdout.encoding or "utf-8", "surrogateescape"))
+        buffer.write(text.encode(sys.stdout.encoding or "utf-8", _ESCAPE))
         buffer.flush()
+
+
+def _escape(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """``surrogateescape`` for a name's undecodable bytes, ``backslashreplace`` otherwise."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    chunk = exc.object[exc.start : exc.end]
+    if all("\udc80" <= c <= "\udcff" for c in chunk):
+        return bytes(ord(c) - 0xDC00 for c in chunk), exc.end
+    return codecs.backslashreplace_errors(exc)
+
+
+_ESCAPE = "mpcheck-escape"
+codecs.register_error(_ESCAPE, _escape)
 
 
 def display_path(filename: str, cwd: Path) -> str:
@@ -55,8 +73,10 @@ def emit(
         text = _statistics(shown, rules, as_json=args.output_format == "json")
     else:
         text = render(args.output_format, diagnostics, _report_context(rules, cwd))
-        if args.output_format in ("full", "concise", "grouped") and not args.quiet:
-            text += ("\n" if text else "") + _summary(shown)
+        if args.output_format in ("full", "concise", "grouped"):
+            text = printable(text)
+            if not args.quiet:
+                text += ("\n" if text else "") + _summary(shown)
     if args.output_file is not None:
         _write_report(args.output_file, text)
     else:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
-__all__ = ["COLOR_CHOICES", "Progress", "colorize", "use_color"]
+__all__ = ["COLOR_CHOICES", "Progress", "colorize", "printable", "use_color"]
 
 COLOR_CHOICES = ("auto", "always", "never")
 PROGRESS_DELAY = 3.0  # seconds a run goes on before the progress line appears
@@ -31,6 +31,18 @@ _GUTTER = re.compile(r"^(?P<gutter> *\d* +\|)(?P<rest>.*)$")
 _CARETS = re.compile(r"^(?P<lead>[ |]*)(?P<carets>_*\^+)(?P<code> [A-Z]+\d+)?$")
 _NOTE = re.compile(r"^(?P<pad> += )(?P<label>note|help):(?P<rest>.*)$")
 _SUMMARY = re.compile(r"^(Found \d+ .*|All checks passed!|\[\*\] \d+ fixable.*)$")
+
+
+# A control character from a source line or a file name, shown as its one-column picture as
+# ruff does (U+2400 + code, DEL as U+2421; C1 controls as U+FFFD): never raw to a terminal,
+# where ESC or CSI would restyle, move or rewrite the screen, and carets stay aligned.
+_CONTROLS = {c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)}
+_CONTROLS |= {0x7F: "\u2421"} | {c: "\ufffd" for c in range(0x80, 0xA0)}
+
+
+def printable(text: str) -> str:
+    """``text`` (a text report) with its control characters replaced but tabs and newlines."""
+    return text.translate(_CONTROLS)
 
 
 def use_color(choice: str, stream: TextIO, environ: Mapping[str, str]) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -298,8 +299,12 @@ def discover(
     absolute: list[str] = []
     for path in paths:
         full = os.path.abspath(path)
-        if not os.path.exists(full):
-            raise MissingPathError(f"{path}: No such file or directory")
+        try:
+            mode = os.stat(full).st_mode
+        except OSError:
+            raise MissingPathError(f"{path}: No such file or directory") from None
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):  # ``/dev/zero`` would never end
+            raise MissingPathError(f"{path}: not a regular file or directory")
         absolute.append(full)
     if isinstance(settings, Settings):
         fixed = settings

@@ -62,11 +62,13 @@ def write(path: Path, diagnostics: Iterable[Diagnostic]) -> int:
 
 def load(path: Path) -> Counter[Key]:
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(_read_regular(path))
     except OSError as exc:
         raise BaselineError(f"cannot read baseline {path}: {exc.strerror}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BaselineError(f"baseline {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BaselineError(f"baseline {path} is nested too deeply to be a baseline") from None
     if not isinstance(data, dict) or data.get("mpcheck-baseline") != FORMAT:
         raise BaselineError(
             f"{path} is not an mpcheck baseline (format {FORMAT}); "
@@ -82,6 +84,16 @@ def load(path: Path) -> Counter[Key]:
     except (KeyError, TypeError, ValueError):
         raise BaselineError(f"baseline {path} has a malformed entry") from None
     return counts
+
+
+def _read_regular(path: Path) -> bytes:
+    """A regular file's bytes: ``/dev/zero``, a FIFO or a terminal would never end (or block)."""
+    import stat
+
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise BaselineError(f"baseline {path} is not a regular file")
+        return f.read()
 
 
 def apply(

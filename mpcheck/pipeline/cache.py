@@ -15,14 +15,17 @@ would go unseen.
 Entries live under ``<dir>/<fingerprint>/``: the fingerprint covers mpcheck's version, the
 code of the engine and of every rule module (an editable install or a plugin upgrade is a new
 cache), and the settings that change analysis. Every write is a temporary file renamed into
-place; anything unreadable, truncated or foreign is ignored and rewritten. The cache never
-stores source code.
+place; anything unreadable, truncated or foreign (a symbolic link, a FIFO, a device, an
+oversized file) is ignored and rewritten, and no link inside the cache is followed. Whose
+directory the cache may use is :mod:`mpcheck.pipeline.cache_dir`'s concern. The cache never stores
+source code.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -33,8 +36,9 @@ from typing import Any
 from mpcheck import __version__
 from mpcheck.diagnostics import Diagnostic, Edit, Fix, Position, Related, Severity
 from mpcheck.files.hashing import blake2b, hex_digest
+from mpcheck.pipeline.cache_dir import claim, read_small
 
-__all__ = ["CACHE_DIR_NAME", "Entry", "FileCache", "clean", "content_hash"]
+__all__ = ["CACHE_DIR_NAME", "Entry", "FileCache", "content_hash"]
 
 CACHE_DIR_NAME = ".mpcheck_cache"
 FORMAT = 3
@@ -42,11 +46,8 @@ RACY_NS = 2_000_000_000  # a file modified this recently is known by its hash on
 
 # A file's (st_mtime_ns, st_size) when it was read; None when it is not to be trusted.
 Stamp = tuple[int, int]
-_TAG = (
-    "Signature: 8a477f597d28d172789f06886806bc55\n"
-    "# This file is a cache directory tag created by mpcheck.\n"
-    "# For information about cache directory tags, see https://bford.info/cachedir/\n"
-)
+# An entry larger than this is damage (or a planted file), not a result: it is not read.
+MAX_ENTRY = 32 << 20
 
 
 def content_hash(data: bytes) -> str:
@@ -128,15 +129,24 @@ class FileCache:
 
     def has(self, path: Path) -> bool:
         """Whether an entry for ``path`` exists (valid or not: it is not read)."""
-        return self._file(path).is_file()
+        try:
+            return stat.S_ISREG(os.lstat(self._file(path)).st_mode)
+        except OSError:
+            return False
 
     def load(self, path: Path) -> Entry | None:
+        target = self._file(path)
+        if not _real_dirs(self.directory, target.parent):
+            return None
+        raw = read_small(target, MAX_ENTRY)
+        if raw is None:
+            return None
         try:
-            data = json.loads(self._file(path).read_text("utf-8"))
+            data = json.loads(raw.decode("utf-8"))
             if data.get("format") != FORMAT or data.get("path") != str(path):
                 return None
             return _entry(data)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
 
     def store(self, path: Path, entry: Entry) -> None:
@@ -168,28 +178,39 @@ class FileCache:
         return self._bucket / name[:2] / f"{name[2:]}.json"
 
     def _prepare(self, bucket: Path) -> None:
-        """Make the directories, and tag the cache's root as ruff and pytest do."""
-        if bucket.is_dir():
+        """Make the entry's directories; one that is not a real directory (a link planted in
+        the cache, a file) is removed first, so no write lands outside the cache."""
+        if _real_dirs(self.directory, bucket):
             return
-        first = not self.directory.is_dir()
-        bucket.mkdir(parents=True, exist_ok=True)
-        if first or not (self.directory / "CACHEDIR.TAG").exists():
-            (self.directory / "CACHEDIR.TAG").write_text(_TAG)
-            (self.directory / ".gitignore").write_text("# Automatically created by mpcheck.\n*\n")
+        if not self.directory.is_dir():  # removed under a running check: made (and tagged) anew
+            claim(self.directory)
+        path = self.directory
+        for part in bucket.relative_to(self.directory).parts:
+            path = path / part
+            try:
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    continue
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            try:
+                path.mkdir()
+            except FileExistsError:  # (another run made it meanwhile)
+                if not _real_dirs(path, path):
+                    raise
 
 
-def clean(directory: Path) -> bool:
-    """Remove the cache at ``directory``; False when there was none. Refuses a directory
-    that is not tagged as mpcheck's cache, so a mistyped path cannot wipe a project."""
-    if not directory.exists():
+def _real_dirs(root: Path, directory: Path) -> bool:
+    """Whether every directory from ``root`` (exclusive) down to ``directory`` is a real one."""
+    path = root
+    try:
+        for part in directory.relative_to(root).parts:
+            path = path / part
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                return False
+        return stat.S_ISDIR(os.lstat(directory).st_mode)
+    except OSError:
         return False
-    tag = directory / "CACHEDIR.TAG"
-    if not tag.is_file() or "created by mpcheck" not in tag.read_text(errors="replace"):
-        raise OSError(f"{directory} is not an mpcheck cache (no CACHEDIR.TAG of ours); not removed")
-    import shutil
-
-    shutil.rmtree(directory)
-    return True
 
 
 def _remove(path: str) -> None:

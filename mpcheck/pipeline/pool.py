@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mpcheck.codes import INVALID_SYNTAX
+from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX
 from mpcheck.diagnostics import Diagnostic, Position, Severity
 from mpcheck.files.cst_nodes import want_constructors
 from mpcheck.pipeline import claims
@@ -62,8 +64,16 @@ def check_files(
     many = len(work) >= CONSTRUCTORS_PAY_OFF
     if workers <= 1 or len(work) < POOL_THRESHOLD:
         _plan(planned, token, many)
-        return _collect(map(_check_one, work), progress)
+        # a file large enough to exhaust a memory limit is parsed in a process of its own:
+        # the parser aborts the process it runs in (issue 34), and that must not be this one
+        large = {item[0] for item in work if _size(item) > ISOLATE_BYTES}
+        found = []
+        if large:
+            alone = [item for item in work if item[0] in large]
+            found = _collect(_isolated(alone, (planned, token, many, None)), progress)
+        return found + _collect(map(_check_one, [w for w in work if w[0] not in large]), progress)
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
+    from concurrent.futures.process import BrokenProcessPool
 
     _plan(planned, token, many)
     by_name = {os.path.abspath(item[0]): item for item in work}
@@ -79,10 +89,110 @@ def check_files(
 
         board = Board(sorted(planned), workers)
     init = (planned, token, many, board)
-    with ProcessPoolExecutor(max_workers=workers, initializer=_plan, initargs=init) as pool:
-        dealt = pool.map(_check_one, first)  # one at a time, in their order
-        rest = pool.map(_check_one, work, chunksize=chunk)
-        return _collect(dealt, progress) + _collect(rest, progress)
+    outcomes: list[_Outcome] = []
+    ordered = first + work
+    try:
+        with ProcessPoolExecutor(
+            max_workers=workers, initializer=_worker, initargs=(os.getpid(), *init)
+        ) as pool:
+            dealt = pool.map(_check_one, first)  # one at a time, in their order
+            rest = pool.map(_check_one, work, chunksize=chunk)
+            for outcome in itertools.chain(dealt, rest):
+                outcomes.append(outcome)
+                if progress is not None:
+                    progress()
+    except BrokenProcessPool:  # a worker died (out of memory): the rest, one by one
+        outcomes += _collect_progress(
+            _isolated(ordered[len(outcomes) :], (planned, token, many, None)), progress
+        )
+    return _collect(outcomes, None)
+
+
+# A file above this size is checked in a process of its own when the main process would
+# check it (see ``check_files``): a megabyte of source can take a gigabyte to parse.
+ISOLATE_BYTES = 512 * 1024
+
+
+_Init = tuple[dict[str, Options], str, bool, "Board | None"]
+
+
+def _isolated(items: Sequence[_Work], init: _Init) -> list[_Outcome]:
+    """Each file in turn in a one-worker pool; a file whose worker dies while it is the
+    pool's first task (the parser aborts when memory runs out) gets MPC002, and the files
+    after it go on in a new worker. (A file that was not first is retried first: a result
+    lost with the worker then never blames the wrong file.)"""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    out: list[_Outcome] = []
+    left = list(items)
+    while left:
+        with ProcessPoolExecutor(1, initializer=_worker, initargs=(os.getpid(), *init)) as pool:
+            futures = [pool.submit(_check_one, item) for item in left]
+            try:
+                for future in futures:
+                    out.append(future.result())
+                left = []
+            except BrokenProcessPool:
+                done = len(out) - (len(items) - len(left))
+                if done == 0:
+                    out.append(([_crashed(left[0][0])], "unreadable"))
+                    done = 1
+                left = left[done:]
+    return out
+
+
+def _worker(
+    parent: int, planned: dict[str, Options], token: str, many: bool, board: Board | None
+) -> None:
+    """A worker's start: it dies with the main process (a SIGTERM or SIGHUP to ``mpcheck``
+    must not leave workers behind), then prepares as :func:`_plan` says."""
+    _die_with(parent)
+    _plan(planned, token, many, board)
+
+
+def _die_with(parent: int) -> None:
+    """Linux: the kernel kills this process when its parent ends (``PR_SET_PDEATHSIG``);
+    elsewhere a thread watches the parent. Either way, a parent already gone ends it now."""
+    if os.getpid() == parent:  # (an executor that runs its tasks in this process)
+        return
+    import signal
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        armed = False
+    if not armed:
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:  # (it ended before the signal was armed)
+        os._exit(1)
+
+
+def _crashed(filename: str) -> Diagnostic:
+    message = (
+        "mpcheck's process ended while analysing this file (out of memory?); it was not "
+        "analysed, the other files were"
+    )
+    return Diagnostic(
+        INTERNAL_ERROR.code,
+        INTERNAL_ERROR.name,
+        message,
+        Severity.ERROR,
+        filename,
+        Position(1, 1),
+        Position(1, 2),
+        noqa_row=1,
+    )
 
 
 # A module imported by at least this many others is dealt to the workers first and walked
@@ -143,6 +253,16 @@ def _size(item: _Work) -> int:
         return os.path.getsize(item[0])
     except OSError:  # reported when it is checked
         return 0
+
+
+def _collect_progress(
+    outcomes: list[_Outcome], progress: Callable[[], None] | None
+) -> list[_Outcome]:
+    """``outcomes`` (all arrived at once), each counted on the progress line."""
+    if progress is not None:
+        for _ in outcomes:
+            progress()
+    return outcomes
 
 
 def _collect(results: Iterable[_Outcome], progress: Callable[[], None] | None) -> list[Diagnostic]:

@@ -357,6 +357,9 @@ class _Validator:
             label = f"'{key}' entry '{pattern}'{self.where}"
             if not pattern.strip() or pattern == "!":
                 raise self.error(f"empty pattern in {self.key(key)}")
+            problem = glob_problem(pattern.removeprefix("!"))
+            if problem:
+                raise self.error(f"invalid pattern '{pattern}' in {self.key(key)}: {problem}")
             result[pattern] = self.codes(key, codes, label)
         return MappingProxyType(result)
 
