@@ -352,7 +352,7 @@ def _to_diagnostics(
         )
         fix = None
         if report.fix is not None and not any(
-            unbound(e.code, e.node, scopes.of) for e in report.fix.edits
+            unbound(e.code, e.node, scopes.of, scopes.path) for e in report.fix.edits
         ):
             edits = tuple(Edit(e.code, *span(e.node)) for e in report.fix.edits)
             fix = Fix(fill(report.fix.message), edits, report.fix.applicability)
