@@ -17,6 +17,7 @@ from mpcheck.diagnostics import Severity
 from mpcheck.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
 from mpcheck.hooks import HOOKS
 from mpcheck.infer.binding import input_names
+from mpcheck.module_dtype import module_dtype
 from mpcheck.names import CANONICAL, children, descendants, dotted
 from mpcheck.rule import NodeEdit, NodeFix, Rule, RuleContext
 from mpcheck.sites import (
@@ -44,6 +45,7 @@ from mpcheck.torch_api import (
     LIBRARY_LAYERS,
     LOSS_LAYERS,
     PASS_THROUGH_LAYERS,
+    TAKES_DTYPE,
     UNCHECKED_SCALAR_OPS,
     OpKind,
     is_kernel,
@@ -69,6 +71,7 @@ __all__ = [
     "AUTOGRAD_FUNCTIONS",
     "input_names",
     "is_kernel",
+    "module_dtype",
     "children",
     "descendants",
     "CANONICAL",
@@ -87,6 +90,7 @@ __all__ = [
     "LIBRARY_LAYERS",
     "LOSS_LAYERS",
     "PASS_THROUGH_LAYERS",
+    "TAKES_DTYPE",
     "UNCHECKED_SCALAR_OPS",
     "Action",
     "Autocast",

@@ -138,6 +138,13 @@ FULL_REDUCTIONS = frozenset(
 LIKE_FACTORIES = frozenset(
     f"torch.{n}_like" for n in "ones zeros empty rand randn full randint randn_like".split()
 )
+# Factories that take a ``dtype=`` keyword (``torch.where``, ``torch.Tensor(n)`` do not).
+TAKES_DTYPE = (
+    FLOAT_FACTORIES
+    | INT_FACTORIES
+    | LIKE_FACTORIES
+    | frozenset(f"torch.{n}" for n in "full arange tensor as_tensor".split())
+)
 CONCAT = frozenset(
     f"torch.{n}" for n in "cat concat concatenate stack hstack vstack dstack column_stack".split()
 )
@@ -294,6 +301,7 @@ PASS_THROUGH_LAYERS = frozenset(
     ReflectionPad2d ReplicationPad2d GLU Tanhshrink Hardtanh ParameterFreeNorm""".split()
 )
 CONTAINER_LAYERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+
 
 # Every ``torch.<name>`` that is a dtype object.
 DTYPE_NAMES = frozenset(
