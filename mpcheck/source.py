@@ -20,9 +20,22 @@ from functools import cached_property
 
 from mpcheck.diagnostics import Position
 
-__all__ = ["SourceError", "SourceFile"]
+__all__ = ["SourceError", "SourceFile", "split_lines"]
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str, *, keepends: bool = False) -> list[str]:
+    """``text``'s lines where Python's tokenizer breaks them: at ``\\n``, ``\\r\\n`` and
+    ``\\r`` only. ``str.splitlines`` also breaks at form feeds, ``\\x1c``-``\\x1e``,
+    ``\\x85``, U+2028 and U+2029, which shifts every row after one of them."""
+    out, start = [], 0
+    for found in _LINE_BREAK.finditer(text):
+        out.append(text[start : found.end() if keepends else found.start()])
+        start = found.end()
+    if start < len(text):
+        out.append(text[start:])
+    return out
 
 
 class SourceError(Exception):

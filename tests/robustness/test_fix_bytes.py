@@ -71,6 +71,30 @@ def test_characters_python_does_not_break_lines_at(tmp_path: Path, char: str) ->
     assert target.read_bytes() == after
 
 
+FORM_FEEDS = {
+    "statement": b"import torch\n\x0c" + OLD + b"\n",
+    "two": b"import torch\n\x0c\x0c" + OLD + b"  # \x0c\n",
+    "indented": b"import torch\n\n\ndef f():\n\x0c    " + OLD + b"\n    return scaler\n",
+    "crlf": b"import torch\r\n\x0c" + OLD + b"\r\n",
+    "mid-line": b"import torch\nscaler =\x0c " + OLD.split(b"= ")[1] + b"\n",
+    "after-u2028": "import torch\ns = '\u2028'; ".encode() + OLD + b"\n",
+    "second-line": b"import torch\n\x0c" + OLD + b"\nother = torch.cuda.amp.GradScaler()\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORM_FEEDS))
+def test_a_form_feed_before_a_statement_keeps_its_columns(tmp_path: Path, case: str) -> None:
+    """libcst drops a form feed at the start of a statement's line, so its columns there
+    were one short: the fix landed a character early (``scaler =torch...)``, a SyntaxError)."""
+    before = FORM_FEEDS[case]
+    target = tmp_path / "train.py"
+    target.write_bytes(before)
+    assert fix(target) == 0
+    after = before.replace(b"torch.cuda.amp.GradScaler()", b'torch.amp.GradScaler("cuda")')
+    assert target.read_bytes() == after
+    compile(after, str(target), "exec")
+
+
 def test_pep263_encoding_is_read_and_written_in_it(tmp_path: Path) -> None:
     middle = "s = 'café'".encode("latin-1")
     before, after = source(b"\n", middle)
