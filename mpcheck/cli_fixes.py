@@ -16,7 +16,7 @@ from mpcheck.engine import Options, check_source
 from mpcheck.resolver import Project
 from mpcheck.rule import Rule
 from mpcheck.runner import Job, check_files
-from mpcheck.source import SourceError, SourceFile
+from mpcheck.source import SourceError, SourceFile, UnsafeEncoding
 
 # Imported where used, not here: a one-file check loads none of fixes (difflib, tempfile),
 # notebooks, tracebacks or the step summary (tests/test_startup_imports.py holds this).
@@ -70,6 +70,10 @@ def fix_files(
                 write_fixed(path, data, new)
         except FileChanged as exc:
             print(f"mpcheck: warning: {exc}", file=sys.stderr)
+            out += old
+            continue
+        except UnsafeEncoding as exc:  # left byte-identical: a warning, not a failure
+            print(f"mpcheck: warning: {filename}: {exc}", file=sys.stderr)
             out += old
             continue
         except (FixError, SourceError, OSError, UnicodeDecodeError) as exc:
@@ -148,6 +152,9 @@ def diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Pat
                 source = SourceFile.decode(data)
                 text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
                 new = source.encode(text)
+        except UnsafeEncoding as exc:
+            print(f"mpcheck: warning: {filename}: {exc}", file=sys.stderr)
+            continue
         except (SourceError, OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             print(f"mpcheck: error: {filename}: {reason}", file=sys.stderr)

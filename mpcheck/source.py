@@ -20,7 +20,7 @@ from functools import cached_property
 
 from mpcheck.diagnostics import Position
 
-__all__ = ["SourceError", "SourceFile", "split_lines"]
+__all__ = ["SourceError", "SourceFile", "UnsafeEncoding", "split_lines"]
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -40,6 +40,12 @@ def split_lines(text: str, *, keepends: bool = False) -> list[str]:
 
 class SourceError(Exception):
     """The file cannot be decoded, or an edit cannot be encoded, in the file's encoding."""
+
+
+class UnsafeEncoding(SourceError):
+    """The file's encoding does not give back the bytes it was read from (``unicode_escape``
+    turns line breaks into ``\\n``, ``utf-7`` shifts differently): an edit would change
+    bytes it does not mean to, so the file is not fixed."""
 
 
 @dataclass(frozen=True)
@@ -82,14 +88,32 @@ class SourceFile:
         return [self.text[a:b].rstrip("\r\n") for a, b in zip(starts, ends, strict=True)]
 
     def encode(self, text: str) -> bytes:
-        """``text`` (an edited ``self.text``) as bytes, with this file's BOM and encoding."""
+        """``text`` (an edited ``self.text``) as bytes, with this file's BOM and encoding.
+
+        Only where the encoding writes back exactly the bytes that were read, and reads back
+        exactly ``text``: otherwise bytes outside the edits would change (UnsafeEncoding)."""
+        if text == self.text:
+            return self.data
         try:
-            return self.bom + text.encode(self.encoding)
+            new = self.bom + text.encode(self.encoding)
         except UnicodeEncodeError as exc:
             bad = exc.object[exc.start : exc.end]
             raise SourceError(
                 f"a fix writes {bad!r}, which {self.encoding} cannot encode"
             ) from None
+        if not self._round_trips or new[len(self.bom) :].decode(self.encoding) != text:
+            raise UnsafeEncoding(
+                f"its encoding ({self.encoding}) does not write back the bytes it was read "
+                "from, so a fix would change other bytes; not fixed"
+            )
+        return new
+
+    @cached_property
+    def _round_trips(self) -> bool:
+        try:
+            return self.bom + self.text.encode(self.encoding) == self.data
+        except UnicodeEncodeError:
+            return False
 
     @cached_property
     def line_starts(self) -> tuple[int, ...]:

@@ -95,6 +95,28 @@ def test_a_form_feed_before_a_statement_keeps_its_columns(tmp_path: Path, case: 
     compile(after, str(target), "exec")
 
 
+@pytest.mark.parametrize("codec", ["unicode_escape", "raw_unicode_escape", "utf-7"])
+def test_an_encoding_that_does_not_round_trip_is_left_alone(
+    tmp_path: Path, codec: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--fix`` wrote ``unicode_escape`` files back as one comment line (every line break
+    became ``\\n``) and re-shifted ``utf-7``: only the edit may change, or nothing."""
+    before = (
+        f"# -*- coding: {codec} -*-\nimport torch\n".encode()
+        + b's = "caf\\xe9 \\\\u00e9 +AOk-"\n'
+        + OLD
+        + b"\n"
+    )
+    target = tmp_path / "train.py"
+    target.write_bytes(before)
+    fix(target)
+    after = target.read_bytes()
+    if after == before:
+        assert f"{target}: its encoding ({codec}" in capsys.readouterr().err
+    else:
+        assert after == before.replace(OLD, NEW)
+
+
 def test_pep263_encoding_is_read_and_written_in_it(tmp_path: Path) -> None:
     middle = "s = 'café'".encode("latin-1")
     before, after = source(b"\n", middle)
