@@ -198,7 +198,7 @@ def run_check(args: argparse.Namespace) -> int:
         if args.add_noqa:
             return add_noqa(diagnostics, jobs, project_of)
         if args.diff:
-            return diff_files(args, diagnostics, cwd)
+            return diff_files(args, diagnostics, cwd, jobs)
         if args.fix:
             diagnostics, fix_failed = fix_files(args, diagnostics, jobs)
             failed = failed or fix_failed

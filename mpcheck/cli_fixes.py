@@ -38,6 +38,42 @@ def _fixable_files(
     }
 
 
+MAX_ROUNDS = 10  # fix, re-check, fix again: overlapping fixes converge well before this
+
+
+def fixed_until_stable(
+    data: bytes,
+    filename: str,
+    rules: tuple[type[Rule], ...],
+    options: Options,
+    *,
+    unsafe: bool,
+    found: list[Diagnostic] | None = None,
+) -> tuple[bytes, int, list[Diagnostic]]:
+    """The file's bytes with every fix in, how many went in, and the findings left.
+
+    A fix that overlaps another waits for the next round (as ruff's ``--fix`` loop), so the
+    fixed text is checked again and fixed again until nothing changes, at most
+    ``MAX_ROUNDS`` times: one ``--fix`` leaves nothing a second one would fix. ``found``
+    are the findings of ``data`` when the caller has them.
+    """
+    from mpcheck.fixes import apply_fixes
+
+    if found is None:
+        found = check_source(data, filename, rules, options)
+    total, seen = 0, {data}
+    for _ in range(MAX_ROUNDS):
+        source = SourceFile.decode(data)
+        text, count = apply_fixes(source, found, unsafe=unsafe)
+        new = source.encode(text)
+        if not count or new in seen:  # nothing more, or fixes undoing each other
+            break
+        data, total = new, total + count
+        seen.add(data)
+        found = check_source(data, filename, rules, options)
+    return data, total, found
+
+
 def fix_files(
     args: argparse.Namespace, diagnostics: list[Diagnostic], jobs: Sequence[Job]
 ) -> tuple[list[Diagnostic], bool]:
@@ -46,7 +82,7 @@ def fix_files(
     Each file is read again and checked again, so the fixes fit exactly the bytes that are
     written over (``write_fixed`` only writes if the file still holds them).
     """
-    from mpcheck.fixes import FileChanged, FixError, apply_fixes, write_fixed
+    from mpcheck.fixes import FileChanged, FixError, write_fixed
     from mpcheck.notebook import fix_notebook_file
 
     job_of = {str(path): (rules, options) for path, rules, options in jobs}
@@ -62,10 +98,9 @@ def fix_files(
                 out += check_files([(path, *job_of[filename])], processes=1)
                 continue
             data = path.read_bytes()
-            source = SourceFile.decode(data)
-            current = check_source(data, filename, rules, options)
-            text, count = apply_fixes(source, current, unsafe=args.unsafe_fixes)
-            new = source.encode(text)
+            new, count, left = fixed_until_stable(
+                data, filename, rules, options, unsafe=args.unsafe_fixes
+            )
             if new != data:
                 write_fixed(path, data, new)
         except FileChanged as exc:
@@ -76,6 +111,12 @@ def fix_files(
             print(f"mpcheck: warning: {filename}: {exc}", file=sys.stderr)
             out += old
             continue
+        except FileNotFoundError:  # (re-checking a fixed round reads the project around it)
+            gone = "was removed before its fixes could be written"
+            print(f"mpcheck: error: {filename}: {gone}", file=sys.stderr)
+            out += old
+            failed = True
+            continue
         except (FixError, SourceError, OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             prefix = "" if isinstance(exc, FixError) else f"{filename}: "
@@ -84,7 +125,7 @@ def fix_files(
             failed = True
             continue
         fixed_total += count
-        out += check_source(new, filename, rules, options)
+        out += left
     if fixed_total and not args.quiet:
         print(f"Fixed {fixed_total} error{'s' if fixed_total != 1 else ''}.", file=sys.stderr)
     return out, failed
@@ -132,7 +173,12 @@ def add_noqa(
     return EXIT_ERROR if failed else EXIT_CLEAN
 
 
-def diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Path) -> int:
+def diff_files(
+    args: argparse.Namespace,
+    diagnostics: list[Diagnostic],
+    cwd: Path,
+    jobs: Sequence[Job] = (),
+) -> int:
     """``--diff`` (as ruff): print what ``--fix`` would change, write nothing.
 
     Only the diff goes to stdout, so it can be piped to ``git apply``; exit 1 when there is
@@ -141,6 +187,7 @@ def diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Pat
     from mpcheck.fixes import apply_fixes, unified_diff
     from mpcheck.notebook import fix_notebook
 
+    job_of = {str(path): (rules, options) for path, rules, options in jobs}
     total, failed = 0, False
     for filename, diags in sorted(_fixable_files(args, diagnostics).items()):
         try:
@@ -148,6 +195,10 @@ def diff_files(args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Pat
             if filename.endswith(".ipynb"):
                 text, count = fix_notebook(data.decode("utf-8"), diags, unsafe=args.unsafe_fixes)
                 new = text.encode("utf-8")
+            elif filename in job_of:  # as --fix writes it: until no fix is left
+                new, count, _ = fixed_until_stable(
+                    data, filename, *job_of[filename], unsafe=args.unsafe_fixes
+                )
             else:
                 source = SourceFile.decode(data)
                 text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
@@ -186,12 +237,12 @@ def fix_stdin(
     The output is the input's bytes with the edits in them; input that cannot be decoded is
     echoed unchanged (the pipe must not lose it) with an error.
     """
-    from mpcheck.fixes import apply_fixes, unified_diff
+    from mpcheck.fixes import unified_diff
 
     try:
-        source = SourceFile.decode(data)
-        text, _ = apply_fixes(source, diagnostics, unsafe=args.unsafe_fixes)
-        new = source.encode(text)
+        new, _, left = fixed_until_stable(
+            data, filename, rules, options, unsafe=args.unsafe_fixes, found=diagnostics
+        )
     except SourceError as exc:
         if not args.diff:
             sys.stdout.buffer.write(data)
@@ -200,5 +251,5 @@ def fix_stdin(
         return EXIT_ERROR
     sys.stdout.buffer.write(unified_diff(data, new, "-") if args.diff else new)
     sys.stdout.flush()
-    left = [d for d in check_source(new, filename, rules, options) if not d.suppressed]
+    left = [d for d in left if not d.suppressed]
     return EXIT_FINDINGS if left and not args.exit_zero else EXIT_CLEAN
