@@ -299,3 +299,51 @@ def test_two_fixers_at_once_apply_each_fix_once(tmp_path: Path) -> None:
         assert b"Traceback" not in err
     for i in range(80):
         assert (tmp_path / f"m{i}.py").read_bytes() == expected, i
+
+
+def _xattrs_work(path: Path) -> bool:
+    try:
+        os.setxattr(path, "user.mpcheck-probe", b"1")
+    except (AttributeError, OSError):
+        return False
+    os.removexattr(path, "user.mpcheck-probe")
+    return True
+
+
+def test_extended_attributes_survive_a_fix(tmp_path: Path) -> None:
+    """A rename put a fresh file in place and dropped the file's xattrs (and its ACLs, which
+    are xattrs too); the copy now carries them, and no stray file is left."""
+    before, after = source()
+    target = tmp_path / "train.py"
+    target.write_bytes(before)
+    if not _xattrs_work(target):
+        pytest.skip("no user xattrs on this file system")
+    os.setxattr(target, "user.origin", b"checked-out")
+    assert fix(target) == 0
+    assert target.read_bytes() == after
+    assert os.getxattr(target, "user.origin") == b"checked-out"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_attributes_that_cannot_be_copied_mean_writing_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the copy cannot carry an attribute (a security label), the file is rewritten in
+    place: same inode, so everything attached to it stays; the saved original is removed."""
+    before, after = source()
+    target = tmp_path / "train.py"
+    target.write_bytes(before)
+    if not _xattrs_work(target):
+        pytest.skip("no user xattrs on this file system")
+    os.setxattr(target, "user.origin", b"checked-out")
+    inode = target.stat().st_ino
+
+    def refuse(*args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "setxattr", refuse)
+    assert fix(target) == 0
+    assert target.read_bytes() == after
+    assert target.stat().st_ino == inode
+    assert os.getxattr(target, "user.origin") == b"checked-out"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
