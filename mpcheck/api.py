@@ -53,10 +53,12 @@ from mpcheck.knowledge.torch_api import (
     LIBRARY_LAYERS,
     LOSS_LAYERS,
     PASS_THROUGH_LAYERS,
+    TAKES_DTYPE,
     UNCHECKED_SCALAR_OPS,
     OpKind,
     is_kernel,
 )
+from mpcheck.output.module_dtype import module_dtype
 from mpcheck.project.names import CANONICAL, children, descendants, dotted
 from mpcheck.ruleset.hooks import HOOKS
 from mpcheck.ruleset.rule import NodeEdit, NodeFix, Rule, RuleContext
@@ -69,6 +71,7 @@ __all__ = [
     "AUTOGRAD_FUNCTIONS",
     "input_names",
     "is_kernel",
+    "module_dtype",
     "children",
     "descendants",
     "CANONICAL",
@@ -87,6 +90,7 @@ __all__ = [
     "LIBRARY_LAYERS",
     "LOSS_LAYERS",
     "PASS_THROUGH_LAYERS",
+    "TAKES_DTYPE",
     "UNCHECKED_SCALAR_OPS",
     "Action",
     "Autocast",

@@ -17,6 +17,7 @@ from mpcheck.api import (
     Rule,
     Severity,
     is_kernel,
+    module_dtype,
 )
 
 LIBRARY_LAYER_NAMES = frozenset(LIBRARY_LAYERS.values())  # no ``.weight`` to cast to
@@ -134,8 +135,12 @@ class UpcastReachesHalfOp(Rule):
                 or call.receiver.fact.layer in CONTAINER_LAYERS
                 or not call.scope.in_module  # a script calls models, not bare layers
             )
-            pattern = "next({}.parameters()).dtype" if whole else "{}.weight.dtype"
-            dtype_of = pattern.format(module) if module is not None else None
+            fact = call.receiver.fact
+            dtype_of = (
+                module_dtype(module, fact.layer, whole=whole, container=fact.container)
+                if module is not None
+                else None
+            )
         else:
             where = f"`{self.ctx.code(half.node)}` has the model's dtype"
             source = self.ctx.exact(half.node)
@@ -194,7 +199,7 @@ class UpcastReachesHalfOp(Rule):
             )
             related = self.related_for(what, outer.fact) + decided
             related.append((item.site.node, f"`{inner_text}` gets `{what}` in float32 here"))
-            fix = None
+            fix, dtype_of = None, None
             weights = site.receiver.fact.layer if site.is_module_call and site.receiver else None
             inner_exact = self.ctx.exact(inner.func if isinstance(inner, cst.Call) else inner)
             module_exact = self.ctx.exact(call.receiver.node)
@@ -205,7 +210,12 @@ class UpcastReachesHalfOp(Rule):
                 and weights
                 and weights not in LIBRARY_LAYER_NAMES
             ):
-                dtype_of = f"{module_exact}{inner_exact[4:]}.weight.dtype"  # self.output.dense
+                assert site.receiver is not None
+                container = site.receiver.fact.container
+                dtype_of = module_dtype(
+                    f"{module_exact}{inner_exact[4:]}", weights, container=container
+                )
+            if dtype_of is not None:  # ``self.output.dense``: of a layer with ``.weight``
                 fix = Fix(
                     f"Cast `{what}` to `{dtype_of}`",
                     (Edit(outer.node, f"{self.ctx.atom(outer.node)}.to({dtype_of})"),),

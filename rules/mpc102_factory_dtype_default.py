@@ -9,6 +9,7 @@ import libcst as cst
 from mpcheck.api import (
     LOSS_LAYERS,
     PASS_THROUGH_LAYERS,
+    TAKES_DTYPE,
     Autocast,
     CallSite,
     Cause,
@@ -23,6 +24,7 @@ from mpcheck.api import (
     RuleContext,
     children,
     items,
+    module_dtype,
 )
 
 
@@ -357,8 +359,8 @@ class FactoryDtypeDefault(Rule):
         function = call.scope.function
         if not isinstance(factory, cst.Call) or function is None:
             return None
-        if not (self.ctx.imports.resolve(factory.func) or "").startswith("torch."):
-            return None  # a helper (of another file) made it: its factory is not here
+        if self.ctx.imports.resolve(factory.func) not in TAKES_DTYPE:
+            return None  # a helper made it, or a call without ``dtype=`` (``torch.where``)
         if not _contains(function, factory):
             return None
         if any(a.star == "**" for a in factory.args):
@@ -367,7 +369,10 @@ class FactoryDtypeDefault(Rule):
         if isinstance(low.node, cst.Name) and _is_param_of(low, function):
             dtype = f"{low.node.value}.dtype"
         elif call.is_module_call and (self.ctx.exact(low.node) or "").startswith("self."):
-            dtype = f"{self.ctx.exact(low.node)}.weight.dtype"
+            receiver = call.receiver
+            layer = receiver.fact.layer if receiver is not None else None
+            whole = call.op is OpKind.MODEL or (receiver is not None and receiver.fact.container)
+            dtype = module_dtype(self.ctx.exact(low.node) or "", layer, whole=whole)
         if dtype is None:
             return None
         if not factory.args:

@@ -23,6 +23,7 @@ from mpcheck.api import (
     RuleContext,
     StoreSite,
     dotted,
+    module_dtype,
 )
 
 
@@ -191,7 +192,12 @@ class SubmoduleDtypeSplit(Rule):
             )
         related = self._split_related(sub, module) + self._input_related(what, x.fact)
         related += self._owner_related(owner.path, owner.fact)
-        self.report(call.node, message, related=_unique(related), fix=self._fix(x, sub))
+        self.report(
+            call.node,
+            message,
+            related=_unique(related),
+            fix=self._fix(x, sub, call.receiver.fact),
+        )
         return True
 
     # -- ``base_layer.weight.data = torch.mul(base_layer.weight.data, ia3_l)`` ---------------
@@ -333,7 +339,12 @@ class SubmoduleDtypeSplit(Rule):
         related = self._split_related(part, module)
         related += self.related_for(what, x.fact)
         related += self._owner_related(owner.path, owner.fact)
-        self.report(call.node, message, related=_unique(related), fix=self._fix(x, sub))
+        self.report(
+            call.node,
+            message,
+            related=_unique(related),
+            fix=self._fix(x, sub, call.receiver.fact),
+        )
         return True
 
     # -- ``model(x)`` whose forward calls the split part --------------------------------
@@ -397,9 +408,11 @@ class SubmoduleDtypeSplit(Rule):
             return []
         return [(owner.origin.node, f"`{path}` {owner.origin.text}")] + _via(owner)
 
-    def _fix(self, x: Operand, sub: str) -> Fix | None:
-        dtype_of = f"{sub}.weight.dtype"
-        if "\n" in sub or len(dtype_of) > 60 or not all(p.isidentifier() for p in sub.split(".")):
+    def _fix(self, x: Operand, sub: str, part: Fact) -> Fix | None:
+        dtype_of = module_dtype(sub, part.layer, container=part.container)
+        if dtype_of is None or len(dtype_of) > 60:
+            return None
+        if "\n" in sub or not all(p.isidentifier() for p in sub.split(".")):
             return None
         what = self.ctx.code(x.node)
         return Fix(

@@ -151,3 +151,111 @@ def test_scopes_are_computed_once_per_statement(monkeypatch: pytest.MonkeyPatch)
     for node in (in_forward, in_later, in_forward):
         scopes.of(node)
     assert len(resolved) == 2
+
+
+FLOW = """import torch
+t = torch.zeros(1)
+
+def assigned_later(x):
+    a = 1e4
+    t = x * 2
+    return t
+
+def in_a_loop(x):
+    for i in range(3):
+        a = 1e4
+        kv = x @ x
+    return kv
+
+def one_branch(x, flag):
+    if flag:
+        logit = x
+    a = 1e4
+    return logit
+
+def both_branches(x, flag):
+    if flag:
+        logit = x
+    else:
+        logit = -x
+    a = 1e4
+    return logit
+
+def other_branch_raises(x, flag):
+    if flag:
+        logit = x
+    else:
+        raise ValueError(flag)
+    a = 1e4
+    return logit
+
+def loop_target_and_earlier(xs):
+    for x in xs:
+        h = x + 1
+        a = 1e4
+
+def try_body(x):
+    try:
+        h = x.float()
+    except ValueError:
+        pass
+    a = 1e4
+    return h
+
+def closure(x):
+    def inner():
+        return 1e4
+    h = x
+    return inner
+
+def global_declared(x):
+    global t
+    a = 1e4
+    t = x
+
+def comprehension(xs):
+    return [1e4 for y in xs]
+
+a = 1e4
+late = 1
+"""
+
+
+@pytest.mark.parametrize(
+    ("holder", "code", "missing"),
+    [
+        ("assigned_later", "t.dtype", {"t"}),  # local to the whole function: the global hides
+        ("assigned_later", "x.dtype", set()),
+        ("in_a_loop", "kv.dtype", {"kv"}),  # bound on the second pass, not the first
+        ("one_branch", "logit.dtype", {"logit"}),
+        ("both_branches", "logit.dtype", set()),
+        ("other_branch_raises", "logit.dtype", set()),
+        ("loop_target_and_earlier", "h + x", set()),
+        ("try_body", "h.dtype", {"h"}),  # the try body may stop before it
+        ("closure", "h.dtype", {"h"}),  # inner() could run before ``h = x``
+        ("global_declared", "t.dtype", set()),
+        ("comprehension", "y * 2", set()),
+        ("<module>", "t.dtype", set()),
+        ("<module>", "late", {"late"}),  # the module runs top to bottom
+    ],
+)
+def test_a_fix_reads_only_names_bound_on_every_path(
+    holder: str, code: str, missing: set[str]
+) -> None:
+    """A name in scope is not enough: it must hold a value when the edited code runs
+    (transformers' nystromformer got ``dtype=key_value.dtype`` above the loop binding it)."""
+    module = cst.parse_module(FLOW)
+    node = _float_in(module, holder)
+    scopes = Scopes(module)
+    assert unbound(code, node, scopes.of, scopes.path) == missing
+
+
+def _float_in(module: cst.Module, holder: str) -> cst.CSTNode:
+    """The ``1e4`` of function ``holder`` (or of the module's own top level)."""
+    for stmt in module.body:
+        name = stmt.name.value if isinstance(stmt, cst.FunctionDef) else "<module>"
+        if name == holder:
+            floats = _floats(module.with_changes(body=[stmt]))
+            if floats:
+                return floats[0]
+    raise AssertionError(holder)

@@ -92,3 +92,43 @@ def test_mpc101_fix_makes_the_bad_fixture_run(name: str, tmp_path: Path) -> None
     """The fix is not cosmetic: the fixed program runs under real torch."""
     pytest.importorskip("torch")
     run_fixed_fixture("MPC101", FIXTURES / "mpc101" / name, tmp_path)
+
+
+NESTED = b"""import torch
+
+with torch.cuda.amp.autocast(enabled=torch.cuda.amp.GradScaler().is_enabled()):
+    pass
+"""
+NESTED_FIXED = b"""import torch
+
+with torch.amp.autocast("cuda", enabled=torch.amp.GradScaler("cuda").is_enabled()):
+    pass
+"""
+
+
+def test_overlapping_fixes_converge_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The autocast's argument edit holds the scaler's: the second went in only on a second
+    ``--fix``. Now one run re-checks and fixes again until nothing is left (and --diff shows
+    the same)."""
+    target = tmp_path / "train.py"
+    target.write_bytes(NESTED)
+    assert main(["check", "--no-cache", "--diff", str(target)]) == 1
+    diff = capsys.readouterr().out
+    assert '+with torch.amp.autocast("cuda", enabled=torch.amp.GradScaler("cuda")' in diff
+    assert main(["check", "--no-cache", "--fix", str(target)]) == 0
+    assert target.read_bytes() == NESTED_FIXED
+    assert "Fixed 2 findings." in capsys.readouterr().err
+
+
+def test_overlapping_fixes_converge_on_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(NESTED)))
+    code = main(["check", "--no-cache", "--fix", "--stdin-filename", "train.py", "-"])
+    assert capsysbinary.readouterr().out == NESTED_FIXED
+    assert code == 0

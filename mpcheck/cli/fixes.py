@@ -12,7 +12,7 @@ from pathlib import Path
 from mpcheck.cli.args import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS
 from mpcheck.cli.report import display_path
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.files.source import SourceError, SourceFile
+from mpcheck.files.source import SourceError, SourceFile, UnsafeEncoding
 from mpcheck.pipeline.one_file import Options, check_source
 from mpcheck.pipeline.pool import Job, check_files
 from mpcheck.ruleset.rule import Rule
@@ -38,6 +38,42 @@ def _fixable_files(
     }
 
 
+MAX_ROUNDS = 10  # fix, re-check, fix again: overlapping fixes converge well before this
+
+
+def fixed_until_stable(
+    data: bytes,
+    filename: str,
+    rules: tuple[type[Rule], ...],
+    options: Options,
+    *,
+    unsafe: bool,
+    found: list[Diagnostic] | None = None,
+) -> tuple[bytes, int, list[Diagnostic]]:
+    """The file's bytes with every fix in, how many went in, and the findings left.
+
+    A fix that overlaps another waits for the next round (as ruff's ``--fix`` loop), so the
+    fixed text is checked again and fixed again until nothing changes, at most
+    ``MAX_ROUNDS`` times: one ``--fix`` leaves nothing a second one would fix. ``found``
+    are the findings of ``data`` when the caller has them.
+    """
+    from mpcheck.output.fixes import apply_fixes
+
+    if found is None:
+        found = check_source(data, filename, rules, options)
+    total, seen = 0, {data}
+    for _ in range(MAX_ROUNDS):
+        source = SourceFile.decode(data)
+        text, count = apply_fixes(source, found, unsafe=unsafe)
+        new = source.encode(text)
+        if not count or new in seen:  # nothing more, or fixes undoing each other
+            break
+        data, total = new, total + count
+        seen.add(data)
+        found = check_source(data, filename, rules, options)
+    return data, total, found
+
+
 def fix_files(
     args: argparse.Namespace, diagnostics: list[Diagnostic], jobs: Sequence[Job]
 ) -> tuple[list[Diagnostic], bool]:
@@ -47,7 +83,7 @@ def fix_files(
     written over (``write_fixed`` only writes if the file still holds them).
     """
     from mpcheck.files.notebook import fix_notebook_file
-    from mpcheck.output.fixes import FileChanged, FixError, apply_fixes, write_fixed
+    from mpcheck.output.fixes import FileChanged, FixError, write_fixed
 
     job_of = {str(path): (rules, options) for path, rules, options in jobs}
     fixable = _fixable_files(args, diagnostics)
@@ -64,15 +100,24 @@ def fix_files(
                 out += check_files([(path, *job_of[filename])], processes=1)
                 continue
             data = path.read_bytes()
-            source = SourceFile.decode(data)
-            current = check_source(data, filename, rules, options)
-            text, count = apply_fixes(source, current, unsafe=args.unsafe_fixes)
-            new = source.encode(text)
+            new, count, left = fixed_until_stable(
+                data, filename, rules, options, unsafe=args.unsafe_fixes
+            )
             if new != data:
                 write_fixed(path, data, new)
         except FileChanged as exc:
             print(f"mpcheck: warning: {exc}", file=sys.stderr)
             out += old
+            continue
+        except UnsafeEncoding as exc:  # left byte-identical: a warning, not a failure
+            print(f"mpcheck: warning: {filename}: {exc}", file=sys.stderr)
+            out += old
+            continue
+        except FileNotFoundError:  # (re-checking a fixed round reads the project around it)
+            gone = "was removed before its fixes could be written"
+            print(f"mpcheck: error: {filename}: {gone}", file=sys.stderr)
+            out += old
+            failed = True
             continue
         except (FixError, SourceError, OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
@@ -82,7 +127,7 @@ def fix_files(
             failed = True
             continue
         fixed_total += count
-        out += check_source(new, filename, rules, options)
+        out += left
     if fixed_total and not args.quiet:
         # errors and warnings alike: "findings", not ruff's "errors"
         print(f"Fixed {fixed_total} finding{'s' if fixed_total != 1 else ''}.", file=sys.stderr)
@@ -133,7 +178,10 @@ def add_noqa(
 
 
 def diff_files(
-    args: argparse.Namespace, diagnostics: list[Diagnostic], cwd: Path, jobs: Sequence[Job]
+    args: argparse.Namespace,
+    diagnostics: list[Diagnostic],
+    cwd: Path,
+    jobs: Sequence[Job] = (),
 ) -> int:
     """``--diff`` (as ruff): print what ``--fix`` would change, write nothing.
 
@@ -145,6 +193,7 @@ def diff_files(
     from mpcheck.files.notebook import fix_notebook
     from mpcheck.output.fixes import apply_fixes, unified_diff
 
+    job_of = {str(path): (rules, options) for path, rules, options in jobs}
     total, failed = 0, False
     for filename, diags in sorted(_fixable_files(args, diagnostics).items()):
         try:
@@ -152,11 +201,18 @@ def diff_files(
             if filename.endswith(".ipynb"):
                 text, count = fix_notebook(data.decode("utf-8"), diags, unsafe=args.unsafe_fixes)
                 new = text.encode("utf-8")
+            elif filename in job_of:  # as --fix writes it: until no fix is left
+                new, count, _ = fixed_until_stable(
+                    data, filename, *job_of[filename], unsafe=args.unsafe_fixes
+                )
             else:
                 source = SourceFile.decode(data)
                 diags = check_source(data, filename, *job_of[filename])
                 text, count = apply_fixes(source, diags, unsafe=args.unsafe_fixes)
                 new = source.encode(text)
+        except UnsafeEncoding as exc:
+            print(f"mpcheck: warning: {filename}: {exc}", file=sys.stderr)
+            continue
         except (SourceError, OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             print(f"mpcheck: error: {filename}: {reason}", file=sys.stderr)
@@ -189,14 +245,14 @@ def fix_stdin(
     The output is the input's bytes with the edits in them; input that cannot be decoded is
     echoed unchanged (the pipe must not lose it) with an error.
     """
-    from mpcheck.output.fixes import apply_fixes, unified_diff
+    from mpcheck.output.fixes import unified_diff
 
     if filename.endswith(".ipynb"):  # cells, written back as the notebook's own JSON
         return _fix_stdin_notebook(args, data, filename, diagnostics, rules, options)
     try:
-        source = SourceFile.decode(data)
-        text, _ = apply_fixes(source, diagnostics, unsafe=args.unsafe_fixes)
-        new = source.encode(text)
+        new, _, left = fixed_until_stable(
+            data, filename, rules, options, unsafe=args.unsafe_fixes, found=diagnostics
+        )
     except SourceError as exc:
         if not args.diff:
             sys.stdout.buffer.write(data)
@@ -205,7 +261,7 @@ def fix_stdin(
         return EXIT_ERROR
     sys.stdout.buffer.write(unified_diff(data, new, "-") if args.diff else new)
     sys.stdout.flush()
-    left = [d for d in check_source(new, filename, rules, options) if not d.suppressed]
+    left = [d for d in left if not d.suppressed]
     return EXIT_FINDINGS if left and not args.exit_zero else EXIT_CLEAN
 
 

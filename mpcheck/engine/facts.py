@@ -97,6 +97,7 @@ class Fact:
     items: tuple[Fact, ...] | None = None  # SEQ of known length
     elem: Fact | None = None  # SEQ element when the length is unknown; BATCH: its float items, cast
     layer: str | None = None  # MODULE: the torch.nn class name, when known
+    container: bool = False  # MODULE: an nn.Sequential (ModuleList, ...); ``layer`` is its first
     maybe: bool = False  # DTYPE/MODULE: holds on some paths only; TENSOR: origin on some
     value: float | None = None  # SCALAR: the number, when it is a literal
     # TENSOR: a forced float32 value that absorbed a model-dtype one (``mask`` + ``latents``):

@@ -246,9 +246,8 @@ class Tensors:
                 if name in T.CONTAINER_LAYERS and args:
                     first = args[0].fact
                     layer = first.layer if first.kind is Kind.MODULE else None
-                    return replace(
-                        self.modules.construct_module(node, layer, frame, kwargs), layer=layer
-                    )
+                    built = self.modules.construct_module(node, layer, frame, kwargs)
+                    return replace(built, layer=layer, container=True)
                 if name in ("Parameter", "Buffer", "ParameterList", "ParameterDict"):
                     inner = args[0].fact if args else UNKNOWN_TENSOR
                     if frame.scope.in_module:

@@ -19,21 +19,74 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import CodePosition, CodeRange
 
+from mpcheck.files.source import split_lines
+
 __all__ = ["positions"]
 
 _NEWLINE = re.compile(r"\r\n?|\n")  # (libcst's own, for the same counts)
 
 
-def positions(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
+def positions(
+    module: cst.Module, nodes: Iterable[cst.CSTNode], source: str | None = None
+) -> dict[cst.CSTNode, CodeRange]:
     """The range libcst's ``PositionProvider`` gives each of ``nodes`` (and their
-    descendants) in ``module``; a node not in the module has none."""
+    descendants) in ``module``; a node not in the module has none.
+
+    With ``source`` (the text ``module`` was parsed from), the ranges are in that text:
+    libcst drops a form feed at the start of a statement's line, so its columns there are
+    short by one, and a fix would land one character early."""
     state = _PlacingState(
         default_indent=module.default_indent,
         default_newline=module.default_newline,
         wanted=set(nodes),
     )
     module._codegen(state)
+    if source is not None:
+        generated = "".join(state.tokens)
+        if generated != source:
+            return _realigned(state.placed, generated, source)
     return state.placed
+
+
+def _realigned(
+    placed: dict[cst.CSTNode, CodeRange], generated: str, source: str
+) -> dict[cst.CSTNode, CodeRange]:
+    """``placed`` (in ``generated``) moved into ``source``, which holds the same lines with
+    some characters more (the form feeds libcst dropped); unchanged where they disagree
+    otherwise."""
+    ours, theirs = split_lines(generated), split_lines(source)
+    if len(ours) != len(theirs):
+        return placed
+    maps: dict[int, list[int]] = {}
+    for row, (mine, original) in enumerate(zip(ours, theirs, strict=True), start=1):
+        if mine != original:
+            columns = _column_map(mine, original)
+            if columns is None:
+                return placed
+            maps[row] = columns
+
+    def moved(pos: CodePosition) -> CodePosition:
+        columns = maps.get(pos.line)
+        if columns is None or pos.column >= len(columns):
+            return pos
+        return CodePosition(pos.line, columns[pos.column])
+
+    return {node: CodeRange(moved(r.start), moved(r.end)) for node, r in placed.items()}
+
+
+def _column_map(mine: str, original: str) -> list[int] | None:
+    """For each column of ``mine`` (and its end), the column of the same character in
+    ``original``, which has only extra characters; None if it does not."""
+    columns, j = [], 0
+    for char in mine:
+        while j < len(original) and original[j] != char:
+            j += 1
+        if j == len(original):
+            return None
+        columns.append(j)
+        j += 1
+    columns.append(len(original) if j == len(original) else j)
+    return columns
 
 
 @dataclass

@@ -20,13 +20,32 @@ from functools import cached_property
 
 from mpcheck.diagnostics import Position
 
-__all__ = ["SourceError", "SourceFile"]
+__all__ = ["SourceError", "SourceFile", "UnsafeEncoding", "split_lines"]
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
+def split_lines(text: str, *, keepends: bool = False) -> list[str]:
+    """``text``'s lines where Python's tokenizer breaks them: at ``\\n``, ``\\r\\n`` and
+    ``\\r`` only. ``str.splitlines`` also breaks at form feeds, ``\\x1c``-``\\x1e``,
+    ``\\x85``, U+2028 and U+2029, which shifts every row after one of them."""
+    out, start = [], 0
+    for found in _LINE_BREAK.finditer(text):
+        out.append(text[start : found.end() if keepends else found.start()])
+        start = found.end()
+    if start < len(text):
+        out.append(text[start:])
+    return out
+
+
 class SourceError(Exception):
     """The file cannot be decoded, or an edit cannot be encoded, in the file's encoding."""
+
+
+class UnsafeEncoding(SourceError):
+    """The file's encoding does not give back the bytes it was read from (``unicode_escape``
+    turns line breaks into ``\\n``, ``utf-7`` shifts differently): an edit would change
+    bytes it does not mean to, so the file is not fixed."""
 
 
 @dataclass(frozen=True)
@@ -69,14 +88,32 @@ class SourceFile:
         return [self.text[a:b].rstrip("\r\n") for a, b in zip(starts, ends, strict=True)]
 
     def encode(self, text: str) -> bytes:
-        """``text`` (an edited ``self.text``) as bytes, with this file's BOM and encoding."""
+        """``text`` (an edited ``self.text``) as bytes, with this file's BOM and encoding.
+
+        Only where the encoding writes back exactly the bytes that were read, and reads back
+        exactly ``text``: otherwise bytes outside the edits would change (UnsafeEncoding)."""
+        if text == self.text:
+            return self.data
         try:
-            return self.bom + text.encode(self.encoding)
+            new = self.bom + text.encode(self.encoding)
         except UnicodeEncodeError as exc:
             bad = exc.object[exc.start : exc.end]
             raise SourceError(
                 f"a fix writes {bad!r}, which {self.encoding} cannot encode"
             ) from None
+        if not self._round_trips or new[len(self.bom) :].decode(self.encoding) != text:
+            raise UnsafeEncoding(
+                f"its encoding ({self.encoding}) does not write back the bytes it was read "
+                "from, so a fix would change other bytes; not fixed"
+            )
+        return new
+
+    @cached_property
+    def _round_trips(self) -> bool:
+        try:
+            return self.bom + self.text.encode(self.encoding) == self.data
+        except UnicodeEncodeError:
+            return False
 
     @cached_property
     def line_starts(self) -> tuple[int, ...]:

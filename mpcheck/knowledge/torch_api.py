@@ -92,6 +92,13 @@ SHAPE_FACTORIES = functions_that(Does.SHAPE_FIRST)
 # Reductions that reduce every dim when called without ``dim``: ``x.mean()`` is 0-dim.
 FULL_REDUCTIONS = methods_that(Does.REDUCES_ALL)
 LIKE_FACTORIES = functions_that(Does.LIKE)
+# Factories that take a ``dtype=`` keyword (``torch.where``, ``torch.Tensor(n)`` do not).
+TAKES_DTYPE = (
+    FLOAT_FACTORIES
+    | INT_FACTORIES
+    | LIKE_FACTORIES
+    | frozenset(f"torch.{n}" for n in "full arange tensor as_tensor".split())
+)
 CONCAT = functions_that(Does.CONCAT)
 INT_FUNCTIONS = functions_that(Does.INTEGER)
 BOOL_FUNCTIONS = functions_that(Does.BOOL)
@@ -227,6 +234,7 @@ PASS_THROUGH_LAYERS = frozenset(
     ReflectionPad2d ReplicationPad2d GLU Tanhshrink Hardtanh ParameterFreeNorm""".split()
 )
 CONTAINER_LAYERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+
 
 # Every ``torch.<name>`` that is a dtype object.
 DTYPE_NAMES = frozenset(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from mpcheck.output.bound_before import bound_on_every_path, path_to
 from mpcheck.project.names import children
 
 if TYPE_CHECKING:
@@ -66,10 +67,16 @@ def _parse(code: str) -> cst.CSTNode | None:
 
 
 def unbound(
-    code: str, replaced: cst.CSTNode, scope_of: Callable[[cst.CSTNode], Scope | None]
+    code: str,
+    replaced: cst.CSTNode,
+    scope_of: Callable[[cst.CSTNode], Scope | None],
+    path_of: Callable[[cst.CSTNode], Sequence[cst.CSTNode] | None] | None = None,
 ) -> set[str]:
-    """Names ``code`` reads that are not visible where it replaces ``replaced``
-    (``scope_of`` is asked only when ``code`` reads a name ``replaced`` does not)."""
+    """Names ``code`` reads that are not bound where it replaces ``replaced``
+    (``scope_of`` is asked only when ``code`` reads a name ``replaced`` does not).
+
+    With ``path_of`` (the nodes from the module down to a node), a name in scope must also
+    be bound on every path to the edit: a local assigned further down is not."""
     new = _parse(code)
     if new is None:
         return set()  # a fragment we cannot read: nothing to judge
@@ -84,7 +91,13 @@ def unbound(
             return set()
     if scope is None:
         return missing
-    return {name for name in missing if name not in scope}
+    out = {name for name in missing if name not in scope}
+    path = None if path_of is None or out == missing else path_of(replaced)
+    if path is not None:
+        out |= {name for name in missing if not bound_on_every_path(name, path)}
+    elif path_of is not None:
+        out = missing  # not found in the module: nothing can be proven bound
+    return out
 
 
 class Scopes:
@@ -116,6 +129,10 @@ class Scopes:
             wrapper = MetadataWrapper(part, unsafe_skip_copy=True)
             self._by_statement[key] = wrapper.resolve(ScopeProvider)
         return self._by_statement[key].get(node)
+
+    def path(self, node: cst.CSTNode) -> list[cst.CSTNode] | None:
+        """The nodes from the module down to ``node``, for the bound-on-every-path check."""
+        return path_to(self._module, node)
 
 
 _EMPTY = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Pass()])])

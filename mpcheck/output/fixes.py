@@ -101,25 +101,24 @@ def _split_lf(data: bytes) -> list[bytes]:
 def write_fixed(path: Path, expected: bytes, new: bytes) -> None:
     """Replace the contents of ``path`` with ``new`` if it still holds ``expected``.
 
-    Symlinks are followed, so the target is fixed and the link stays. A file with one link
-    is replaced atomically (a temporary file in its directory, then a rename) with its mode
-    and, where permitted, its owner; a file with several hard links is rewritten in place,
-    since a rename would split it from its other names. The compare and the write happen
-    under an exclusive lock on the file, which a concurrent ``mpcheck --fix`` also takes.
+    Symlinks are followed, so the target is fixed and the link stays. A file is replaced
+    atomically (a temporary file in its directory with the same mode, owner and extended
+    attributes, ACLs included, then a rename) wherever the copy can carry all of them.
+    Otherwise it is rewritten in place: a file with several hard links (a rename would split
+    it from its other names), one owned by another user, or one whose attributes cannot be
+    copied (a security label). In place, the original bytes are first kept in a sibling
+    file, removed once the new ones are on disk, and SIGINT/SIGTERM/SIGHUP wait until the
+    write is done: an interruption never leaves a file that is neither version.
+    The compare and the write happen under an exclusive lock on the file, which a
+    concurrent ``mpcheck --fix`` also takes.
     """
     real = Path(os.path.realpath(path))
     with _open_locked(path, real) as handle:
         if handle.read() != expected or _replaced(handle, real):
             raise FileChanged(f"{path}: changed while mpcheck was checking it; not fixed")
         info = os.fstat(handle.fileno())
-        if info.st_nlink > 1:
-            handle.seek(0)
-            handle.write(new)
-            handle.truncate()
-            handle.flush()
-            os.fsync(handle.fileno())
-            return
-        _replace_atomically(real, new, info)
+        if info.st_nlink > 1 or not _replace_atomically(real, new, info):
+            _rewrite_in_place(handle, real, expected, new)
 
 
 @contextmanager
@@ -146,23 +145,93 @@ def _replaced(handle: IO[bytes], real: Path) -> bool:
         return True
 
 
-def _replace_atomically(real: Path, data: bytes, info: os.stat_result) -> None:
+def _replace_atomically(real: Path, data: bytes, info: os.stat_result) -> bool:
+    """Rename a complete copy over ``real``; False (nothing done) when the copy cannot have
+    its owner or extended attributes."""
     fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".mpcheck", dir=real.parent)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
             os.fchmod(out.fileno(), info.st_mode & 0o7777)
-            if hasattr(os, "fchown"):
+            if hasattr(os, "fchown") and (info.st_uid, info.st_gid) != _owner(out.fileno()):
                 try:
                     os.fchown(out.fileno(), info.st_uid, info.st_gid)
-                except PermissionError:  # only root may give a file away; keep ours
-                    pass
+                except PermissionError:  # only root may give a file away: write in place
+                    Path(tmp).unlink(missing_ok=True)
+                    return False
+            if not _copy_xattrs(real, out.fileno()):
+                Path(tmp).unlink(missing_ok=True)
+                return False
             os.fsync(out.fileno())
         os.replace(tmp, real)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return True
+
+
+def _owner(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_uid, info.st_gid
+
+
+def _copy_xattrs(real: Path, fd: int) -> bool:
+    """Copy every extended attribute (POSIX ACLs are ``system.posix_acl_*`` ones) of
+    ``real`` onto ``fd``; False when one cannot be read or set."""
+    if not hasattr(os, "listxattr"):
+        return True  # (no xattrs on this platform)
+    try:
+        names = os.listxattr(real)
+    except OSError:
+        return True  # a file system without them
+    try:
+        for name in names:
+            os.setxattr(fd, name, os.getxattr(real, name))
+    except OSError:
+        return False
+    return True
+
+
+def _rewrite_in_place(handle: IO[bytes], real: Path, old: bytes, new: bytes) -> None:
+    """Overwrite the open file, keeping its inode (and so links, owner and attributes),
+    with the original bytes saved beside it until the new ones are on disk."""
+    import signal
+
+    fd, backup = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".mpcheck-orig", dir=real.parent)
+    with os.fdopen(fd, "wb") as out:
+        out.write(old)
+        out.flush()
+        os.fsync(out.fileno())
+    blocked = None
+    if hasattr(signal, "pthread_sigmask"):
+        held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        try:
+            _overwrite(handle, new)
+        except OSError as exc:  # a full disk: put the original back
+            try:
+                _overwrite(handle, old)
+            except OSError:
+                raise FixError(
+                    f"{real}: could not be written ({exc.strerror}); its original bytes are "
+                    f"in {backup}"
+                ) from None
+            Path(backup).unlink(missing_ok=True)
+            raise FixError(f"{real}: could not be written ({exc.strerror}); not fixed") from None
+        Path(backup).unlink(missing_ok=True)
+    finally:
+        if blocked is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _overwrite(handle: IO[bytes], data: bytes) -> None:
+    handle.seek(0)
+    handle.write(data)
+    handle.truncate()
+    handle.flush()
+    os.fsync(handle.fileno())
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from mpcheck.codes import UNUSED_NOQA
 from mpcheck.diagnostics import Diagnostic, Position, Severity
+from mpcheck.files.source import split_lines
 
 __all__ = [
     "UNUSED_NOQA_NAME",
@@ -174,7 +175,7 @@ def _scan_tokens(source: str) -> FileSuppressions:
 def _scan_lines(source: str) -> FileSuppressions:
     """Fallback for sources tokenize rejects: every physical line stands alone."""
     builder = _Builder()
-    for row, line in enumerate(source.split("\n"), start=1):
+    for row, line in enumerate(split_lines(source), start=1):
         hash_at = line.find("#")
         if hash_at >= 0:
             own_line = not line[:hash_at].strip()

@@ -270,7 +270,7 @@ def _run_rules(
         if reports:
             elsewhere = _elsewhere(analysis.elsewhere, options.project_root)
             done.diagnostics = _to_diagnostics(
-                module, filename, _unique(reports), ctx.line_refs, elsewhere
+                module, filename, _unique(reports), ctx.line_refs, elsewhere, source
             )
         done.diagnostics += dispatch.failures(filename)
         return done
@@ -324,6 +324,7 @@ def _to_diagnostics(
     reports: Sequence[Report],
     refs: Sequence[cst.CSTNode],
     elsewhere: Mapping[cst.CSTNode, Related],
+    source: bytes | None = None,
 ) -> list[Diagnostic]:
     # positions are only paid for by files with something to report: imported here, too
     from mpcheck.files.positions import positions as place
@@ -332,7 +333,7 @@ def _to_diagnostics(
     for report in reports:
         wanted += (node for node, _ in report.related)
         wanted += (e.node for e in report.fix.edits) if report.fix is not None else ()
-    positions = place(module, wanted)
+    positions = place(module, wanted, _text(source))
 
     def span(node: cst.CSTNode) -> tuple[Position, Position]:
         r = positions[node]
@@ -355,7 +356,7 @@ def _to_diagnostics(
         )
         fix = None
         if report.fix is not None and not any(
-            unbound(e.code, e.node, scopes.of) for e in report.fix.edits
+            unbound(e.code, e.node, scopes.of, scopes.path) for e in report.fix.edits
         ):
             edits = tuple(Edit(e.code, *span(e.node)) for e in report.fix.edits)
             fix = Fix(fill(report.fix.message), edits, report.fix.applicability)
@@ -375,6 +376,16 @@ def _to_diagnostics(
             )
         )
     return out
+
+
+def _text(source: bytes | None) -> str | None:
+    """The text positions count in (as :class:`SourceFile` decodes it), when it decodes."""
+    if source is None:
+        return None
+    try:
+        return SourceFile.decode(source).text
+    except SourceError:
+        return None
 
 
 def _file_level(

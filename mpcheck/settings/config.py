@@ -365,15 +365,20 @@ class _Validator:
 
 
 def load_settings(
-    config_path: Path | None, *, cwd: Path, known_codes: Collection[str] | None = None
+    config_path: Path | None,
+    *,
+    cwd: Path,
+    known_codes: Collection[str] | None = None,
+    project: Path | None = None,
 ) -> Settings:
-    """Read and validate ``config_path``; without one, defaults rooted at ``cwd``.
+    """Read and validate ``config_path``; without one, defaults rooted at ``cwd``, with the
+    torch that ``project`` (the checked file's project; else the cwd's) declares.
 
     With ``known_codes``, a selector matching none of them is an error naming the file and key.
     """
     cwd = Path(os.path.abspath(cwd))
-    if config_path is None:  # the requirement files of the project the cwd is in
-        return _with_declared_torch(Settings(root=cwd), project_root(cwd))
+    if config_path is None:  # the requirement files of the project the file is in
+        return _with_declared_torch(Settings(root=cwd), project or project_root(cwd))
     path = Path(os.path.abspath(cwd / config_path))
     values = _values(path, cwd, known_codes, (path,))
     settings = Settings(

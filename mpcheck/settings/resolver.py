@@ -18,6 +18,7 @@ from mpcheck.codes import ENGINE_CODES
 from mpcheck.ruleset.rule import Rule, all_rules
 from mpcheck.ruleset.selection import PerFileIgnores, enabled_codes
 from mpcheck.settings.config import ConfigError, Settings, config_in, load_settings
+from mpcheck.settings.torch_target import project_root
 
 __all__ = ["ENGINE_CODES", "Project", "Resolver"]
 
@@ -64,7 +65,8 @@ class Resolver:
         self._overrides = overrides
         self._rules = tuple(all_rules() if rules is None else rules)
         self._config_of: dict[str, Path | ConfigError | None] = {}
-        self._projects: dict[Path | None, Project | ConfigError] = {}
+        self._projects: dict[tuple[Path | None, Path | None], Project | ConfigError] = {}
+        self._declaring: dict[str, Path] = {}
 
     def project_for(self, path: Path | str) -> Project:
         """The project governing the file ``path``."""
@@ -76,18 +78,20 @@ class Resolver:
 
     def project_for_dir(self, directory: str) -> Project:
         """The project of the closest config at or above ``directory``, else the cwd's."""
-        config = self._forced
+        config, declaring = self._forced, None
         if config is None:
             config = self._closest(os.path.abspath(directory))
             if config is None:
                 config = self._closest(str(self.cwd))
-        project = self._projects.get(config)
+            if config is None:  # defaults, with the torch the file's own project declares
+                declaring = self._declaring_root(os.path.abspath(directory))
+        project = self._projects.get((config, declaring))
         if project is None:
             try:
-                project = self._load(config)
+                project = self._load(config, declaring)
             except ConfigError as exc:
                 project = exc
-            self._projects[config] = project
+            self._projects[(config, declaring)] = project
         if isinstance(project, ConfigError):
             raise project
         return project
@@ -115,9 +119,16 @@ class Resolver:
             raise found
         return found
 
-    def _load(self, config: Path | None) -> Project:
+    def _declaring_root(self, directory: str) -> Path:
+        """The project directory at or above ``directory`` (``project_root``), cached."""
+        found = self._declaring.get(directory)
+        if found is None:
+            found = self._declaring[directory] = project_root(Path(directory))
+        return found
+
+    def _load(self, config: Path | None, declaring: Path | None = None) -> Project:
         codes = [r.code for r in self._rules]
-        settings = load_settings(config, cwd=self.cwd, known_codes=codes)
+        settings = load_settings(config, cwd=self.cwd, known_codes=codes, project=declaring)
         if config is not None and config == self._forced:
             # as in ruff: the paths in a ``--config`` file are relative to the working directory
             settings = replace(settings, root=self.cwd)

@@ -71,6 +71,52 @@ def test_characters_python_does_not_break_lines_at(tmp_path: Path, char: str) ->
     assert target.read_bytes() == after
 
 
+FORM_FEEDS = {
+    "statement": b"import torch\n\x0c" + OLD + b"\n",
+    "two": b"import torch\n\x0c\x0c" + OLD + b"  # \x0c\n",
+    "indented": b"import torch\n\n\ndef f():\n\x0c    " + OLD + b"\n    return scaler\n",
+    "crlf": b"import torch\r\n\x0c" + OLD + b"\r\n",
+    "mid-line": b"import torch\nscaler =\x0c " + OLD.split(b"= ")[1] + b"\n",
+    "after-u2028": "import torch\ns = '\u2028'; ".encode() + OLD + b"\n",
+    "second-line": b"import torch\n\x0c" + OLD + b"\nother = torch.cuda.amp.GradScaler()\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORM_FEEDS))
+def test_a_form_feed_before_a_statement_keeps_its_columns(tmp_path: Path, case: str) -> None:
+    """libcst drops a form feed at the start of a statement's line, so its columns there
+    were one short: the fix landed a character early (``scaler =torch...)``, a SyntaxError)."""
+    before = FORM_FEEDS[case]
+    target = tmp_path / "train.py"
+    target.write_bytes(before)
+    assert fix(target) == 0
+    after = before.replace(b"torch.cuda.amp.GradScaler()", b'torch.amp.GradScaler("cuda")')
+    assert target.read_bytes() == after
+    compile(after, str(target), "exec")
+
+
+@pytest.mark.parametrize("codec", ["unicode_escape", "raw_unicode_escape", "utf-7"])
+def test_an_encoding_that_does_not_round_trip_is_left_alone(
+    tmp_path: Path, codec: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--fix`` wrote ``unicode_escape`` files back as one comment line (every line break
+    became ``\\n``) and re-shifted ``utf-7``: only the edit may change, or nothing."""
+    before = (
+        f"# -*- coding: {codec} -*-\nimport torch\n".encode()
+        + b's = "caf\\xe9 \\\\u00e9 +AOk-"\n'
+        + OLD
+        + b"\n"
+    )
+    target = tmp_path / "train.py"
+    target.write_bytes(before)
+    fix(target)
+    after = target.read_bytes()
+    if after == before:
+        assert f"{target}: its encoding ({codec}" in capsys.readouterr().err
+    else:
+        assert after == before.replace(OLD, NEW)
+
+
 def test_pep263_encoding_is_read_and_written_in_it(tmp_path: Path) -> None:
     middle = "s = 'café'".encode("latin-1")
     before, after = source(b"\n", middle)
@@ -253,3 +299,51 @@ def test_two_fixers_at_once_apply_each_fix_once(tmp_path: Path) -> None:
         assert b"Traceback" not in err
     for i in range(80):
         assert (tmp_path / f"m{i}.py").read_bytes() == expected, i
+
+
+def _xattrs_work(path: Path) -> bool:
+    try:
+        os.setxattr(path, "user.mpcheck-probe", b"1")
+    except (AttributeError, OSError):
+        return False
+    os.removexattr(path, "user.mpcheck-probe")
+    return True
+
+
+def test_extended_attributes_survive_a_fix(tmp_path: Path) -> None:
+    """A rename put a fresh file in place and dropped the file's xattrs (and its ACLs, which
+    are xattrs too); the copy now carries them, and no stray file is left."""
+    before, after = source()
+    target = tmp_path / "train.py"
+    target.write_bytes(before)
+    if not _xattrs_work(target):
+        pytest.skip("no user xattrs on this file system")
+    os.setxattr(target, "user.origin", b"checked-out")
+    assert fix(target) == 0
+    assert target.read_bytes() == after
+    assert os.getxattr(target, "user.origin") == b"checked-out"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_attributes_that_cannot_be_copied_mean_writing_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the copy cannot carry an attribute (a security label), the file is rewritten in
+    place: same inode, so everything attached to it stays; the saved original is removed."""
+    before, after = source()
+    target = tmp_path / "train.py"
+    target.write_bytes(before)
+    if not _xattrs_work(target):
+        pytest.skip("no user xattrs on this file system")
+    os.setxattr(target, "user.origin", b"checked-out")
+    inode = target.stat().st_ino
+
+    def refuse(*args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "setxattr", refuse)
+    assert fix(target) == 0
+    assert target.read_bytes() == after
+    assert target.stat().st_ino == inode
+    assert os.getxattr(target, "user.origin") == b"checked-out"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]

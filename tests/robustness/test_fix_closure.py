@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from mpcheck.diagnostics import Edit
+from mpcheck.files.source import SourceFile
 from mpcheck.pipeline.one_file import check_source
 from mpcheck.ruleset.rule import all_rules
 from tests.support import ROOT, check_fixture, fixture_files
@@ -43,3 +45,61 @@ class Attention(torch.nn.Module):
 """
     found = check_source(source, "attention.py", all_rules())
     assert [(d.code, d.start.row, d.fix) for d in found] == [("MPC301", 5, None)]
+
+
+BLOCK = """import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Sequential(nn.Linear(4, 4))
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        scale = torch.ones(4)
+        mask = torch.where(x > 0, 0.0, 1.0)
+        t = x * 2
+        return self.head(t * scale + mask)
+
+
+scaler = torch.cuda.amp.GradScaler()
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "target", "problem"),
+    [
+        (
+            "torch.ones(4)",
+            "torch.ones(4, dtype=t.dtype)",
+            None,
+            "reads `t` where it may be unbound",
+        ),
+        ("torch.ones(4)", "torch.ones(4, dtype=x.dtype)", None, None),
+        (
+            "self.head(t",
+            "self.head.weight.dtype; self.head(t",
+            None,
+            "`.weight` of a `torch.nn.Sequential`",
+        ),
+        ("torch.ones(4)", "torch.ones(4, dtype=self.proj.weight.dtype)", None, None),
+        ("1.0)", "1.0, dtype=x.dtype)", None, "passes `dtype=` to `torch.where`"),
+        ("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")', (2, 1), "(torch (2, 3))"),
+        ("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")', (2, 4), None),
+    ],
+)
+def test_the_closure_check_finds_a_fix_that_cannot_run(
+    old: str, new: str, target: tuple[int, int] | None, problem: str | None
+) -> None:
+    """The shapes of the fixes that failed on public repositories (issue 34 item 8, issue 38
+    item 6): the check over the corpora must catch each of them."""
+    source = SourceFile.from_text(BLOCK)
+    start = BLOCK.index(old)
+    edit = Edit(new, source.position(start), source.position(start + len(old)))
+    found = closure.fix_problems(source, [edit], target)
+    if problem is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and problem in found[0], found
