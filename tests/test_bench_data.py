@@ -21,6 +21,8 @@ tomllib = pytest.importorskip("tomllib")
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 CODES = {rule.code for rule in all_rules()}
+# Families of rules being built (issue 37): their real-bug cases land before the rules do.
+PENDING_CODES = {"MPC205", "MPC303"}
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -42,7 +44,7 @@ def test_every_real_bug_case_has_usable_coordinates() -> None:
         assert case.buggy != case.fixed, case.id
         assert re.fullmatch(r"[\w.-]+/[\w.-]+", case.repo), case.id
         assert case.path.endswith(".py"), case.id
-        assert case.family in CODES, case.id
+        assert case.family in CODES | PENDING_CODES, case.id
         assert case.symptom in ("raises", "silent"), case.id
         assert case.source == "" or case.source.startswith("https://"), case.id
         assert case.cross_file == bool(case.other_paths), case.id
