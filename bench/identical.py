@@ -254,8 +254,9 @@ def compare_all(args: argparse.Namespace) -> int:
             print("  " + line)
         if diff:
             differ.append(target.key)
-    if stored and not only:  # a target the baseline has and this run lacks is a difference too
-        gone = sorted(stored.keys() - {t.key for t in targets})
+    if stored:  # a target the baseline has and this run lacks is a difference too
+        wanted = {k for k in stored.keys() if not only or any(k.startswith(o) for o in only)}
+        gone = sorted(wanted - {t.key for t in targets})
         for key in gone:
             print(f"{key}: stored, but not run now (its corpus or checkout is missing)")
         differ += gone
