@@ -111,3 +111,40 @@ def test_a_quantity_named_by_its_unit_is_a_python_number(tmp_path: Path) -> None
     assert rc == 0
     rows = [f["location"]["row"] for f in json.loads(out.read_text())]
     assert rows == [9]
+
+
+MODEL = """import torch
+from torch import nn
+
+from pkg.utils import NEAR_INF
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x, mask):
+        return self.proj(x).masked_fill(mask, -NEAR_INF)
+"""
+
+
+@pytest.mark.parametrize(
+    ("utils", "rows"),
+    [
+        ("NEAR_INF = 1e20\n", [13]),  # a file without torch: read without a walk
+        ("import torch\n\nNEAR_INF = 1e20\n", [13]),  # walked: the module's own numbers
+        ("NEAR_INF = 1e20\nNEAR_INF = 1e4\n", []),  # bound twice: which one is unknown
+        ("NEAR_INF = 1e4\n", []),  # fits float16
+    ],
+)
+def test_a_module_number_crosses_files(tmp_path: Path, utils: str, rows: list[int]) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "utils.py").write_text(utils)
+    (tmp_path / "pkg" / "model.py").write_text(MODEL)
+    out = tmp_path / "out.json"
+    argv = ["check", "--no-cache", "--exit-zero", "--output-format", "json", "-o", str(out)]
+    assert cli.main([*argv, str(tmp_path)]) == 0
+    found = [(f["code"], f["location"]["row"]) for f in json.loads(out.read_text())]
+    assert found == [("MPC301", r) for r in rows]
