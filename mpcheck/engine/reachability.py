@@ -9,7 +9,7 @@ would compute is not a hazard of the program, so the walk skips it.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import libcst as cst
 
@@ -22,9 +22,10 @@ _BUILTIN_CALLABLES = frozenset(
 )
 
 
-def never_taken(test: cst.BaseExpression, bound: Collection[str]) -> bool:
-    """Whether ``test`` is false whenever the program runs; ``bound`` holds the names the
-    file binds itself (a parameter or assignment named ``type`` is no builtin)."""
+def never_taken(test: cst.BaseExpression, bound: Callable[[], Collection[str]]) -> bool:
+    """Whether ``test`` is false whenever the program runs; ``bound()`` gives the names the
+    file binds itself (a parameter or assignment named ``type`` is no builtin), asked only
+    when a builtin is compared (a pass over the file)."""
     if isinstance(test, cst.Name):
         return test.value in ("False", "None", "TYPE_CHECKING")
     if isinstance(test, cst.Attribute):
@@ -40,7 +41,7 @@ def never_taken(test: cst.BaseExpression, bound: Collection[str]) -> bool:
         if not isinstance(target.operator, cst.Equal):
             return False
         sides = (test.left, target.comparator)
-        return any(_builtin(a, bound) and _literal(b) for a, b in (sides, sides[::-1]))
+        return any(_literal(b) and _builtin(a, bound) for a, b in (sides, sides[::-1]))
     return False
 
 
@@ -83,9 +84,11 @@ def _names(node: cst.BaseExpression) -> list[str]:
     return []
 
 
-def _builtin(node: cst.BaseExpression, bound: Collection[str]) -> bool:
+def _builtin(node: cst.BaseExpression, bound: Callable[[], Collection[str]]) -> bool:
     return (
-        isinstance(node, cst.Name) and node.value in _BUILTIN_CALLABLES and node.value not in bound
+        isinstance(node, cst.Name)
+        and node.value in _BUILTIN_CALLABLES
+        and node.value not in bound()
     )
 
 

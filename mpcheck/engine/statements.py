@@ -108,7 +108,7 @@ class Statements:
             for small in stmt.body:
                 self.small(small, frame)
         elif isinstance(stmt, cst.If):
-            if never_taken(stmt.test, self.bound):  # ``if False:``: only the ``else`` runs
+            if never_taken(stmt.test, lambda: self.bound):  # ``if False:``: only the ``else`` runs
                 if isinstance(stmt.orelse, cst.If):
                     self.statement(stmt.orelse, frame)
                 elif stmt.orelse is not None:
