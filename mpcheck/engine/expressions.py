@@ -426,6 +426,8 @@ class Expressions:
             if chosen is not None:
                 return chosen
             known = frame.env.get(dotted(func) or "") or self.pipeline_component(func, frame)
+            if known is not None and known.layer == data_api.TRANSFORM:  # ``self.to_tensor(img)``
+                return data_api.transformed(node, self.file.code(func))
             if known is not None and known.kind is Kind.MODULE:
                 return self.modules.module_call(node, known, dotted(func), args, kwargs, frame)
             path = dotted(func.value)
@@ -437,6 +439,8 @@ class Expressions:
                 node, func.attr.value, receiver, path, args, kwargs, frame
             )
         callee = self.expr(func, frame)
+        if callee.layer == data_api.TRANSFORM:  # ``to_tensor = transforms.ToTensor()``
+            return data_api.transformed(node, self.file.code(func))
         if callee.kind is Kind.MODULE:
             return self.modules.module_call(node, callee, dotted(func), args, kwargs, frame)
         if callee.train is not None:  # ``optimizer_cls(params, lr=...)``
@@ -522,7 +526,11 @@ class Expressions:
         kwargs: dict[str, Operand],
         frame: Frame,
     ) -> Fact | None:
-        """Library code we know (diffusers' ``Timesteps`` returns float32), or None."""
+        """Library code we know (diffusers' ``Timesteps`` returns float32, ``torchaudio.load``
+        loads float32 data), or None."""
+        made = data_api.loaded(name, node) or data_api.transform(name, tuple(a.fact for a in args))
+        if made is not None:
+            return self.file.emit(CallRecord(node, made, args, kwargs, qual=name), frame)
         if name.endswith("torch_utils.randn_tensor"):  # diffusers' ``torch.randn`` with generators
             dtype = kwargs.get("dtype") or (args[3] if len(args) > 3 else None)
             made = self.casts.dtype_arg(dtype, node, UNKNOWN_TENSOR) if dtype else None

@@ -40,6 +40,7 @@ from mpcheck.engine.imported import class_bases, inherit
 from mpcheck.engine.keep_fp32 import wholly_fp32
 from mpcheck.engine.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
 from mpcheck.knowledge import torch_api as T
+from mpcheck.knowledge.numbers import number_name
 from mpcheck.project.names import dotted
 from mpcheck.project.summary import ClassSummary
 
@@ -504,6 +505,8 @@ class Definitions:
             )
         if name in NON_TENSOR_PARAMS:
             return Fact(Kind.OTHER, params=marks)
+        if ann is None and number_name(name):  # ``gpu_capacity_gb``: a Python number
+            return replace(SCALAR, params=marks)
         instance = self.annotated_instance(param, index)
         if instance is not None:
             return instance

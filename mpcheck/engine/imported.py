@@ -50,6 +50,7 @@ def value_of(fact: Fact, place: Callable[[cst.CSTNode], tuple[int, int]], path: 
         maybe=fact.maybe,
         layer=fact.layer,
         items=items,
+        number=fact.value if fact.kind is Kind.SCALAR else None,
     )
 
 
@@ -104,6 +105,7 @@ def fact_of(
         zero_dim=value.zero_dim,
         maybe=value.maybe,
         layer=value.layer,
+        value=value.number,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import partial
+from functools import cached_property, partial
 
 import libcst as cst
 
@@ -52,6 +52,7 @@ from mpcheck.engine.guards import (
 )
 from mpcheck.engine.keep_fp32 import ADAPTER_DICTS
 from mpcheck.engine.promotion import is_advanced_index, iterate
+from mpcheck.engine.reachability import bound_names, never_taken
 from mpcheck.engine.sites import Operand, ReturnSite, SetItemSite, StoreSite
 from mpcheck.engine.storage import replaced, widened
 from mpcheck.engine.switches import (
@@ -97,11 +98,22 @@ class Statements:
         if fn is not None and isinstance(fn.body, cst.IndentedBlock) and body is fn.body.body:
             settle(frame)  # a function's end: the paths that returned meet the one that got here
 
+    @cached_property
+    def bound(self) -> frozenset[str]:
+        """The names this file binds (a builtin it shadows is no builtin)."""
+        return bound_names(self.file.module)
+
     def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 self.small(small, frame)
         elif isinstance(stmt, cst.If):
+            if never_taken(stmt.test, lambda: self.bound):  # ``if False:``: only the ``else`` runs
+                if isinstance(stmt.orelse, cst.If):
+                    self.statement(stmt.orelse, frame)
+                elif stmt.orelse is not None:
+                    self.block(stmt.orelse.body.body, frame)
+                return
             self.expressions.expr(stmt.test, frame)
             # ``if x.dtype == torch.float32:``: a branch a half-precision run never takes;
             # ``if x.dtype == torch.float16:``: a branch only the float16 run takes

@@ -362,7 +362,9 @@ class Tensors:
             return Fact(Kind.OTHER, layer="finfo")
         if qual in T.EXTERNAL_LAYERS:  # apex.normalization.FusedRMSNorm(...)
             return self.modules.construct_module(node, T.EXTERNAL_LAYERS[qual], frame, kwargs)
-        if qual in T.NON_TENSOR_FUNCTIONS or not qual.startswith("torch"):
+        if qual in T.NON_TENSOR_FUNCTIONS or not (qual == "torch" or qual.startswith("torch.")):
+            # (``torchaudio.load``, ``torchvision.ops.nms``: another library's function gives
+            # its result no argument's dtype unless a table says so)
             if leaf == "from_pretrained":
                 return self.modules.loaded_model(node, qual, kwargs)
             return UNKNOWN

@@ -170,3 +170,56 @@ def item(batch: Fact, name: str | None, node: cst.CSTNode) -> Fact:
     where = batch.origin.text if batch.origin else "loaded data"
     text = f"float32 as loaded ({where}, float32 unless cast)"
     return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.DATA, text))
+
+
+# Functions that load or convert data, by qualified name: the dtype of what they return and,
+# for a tuple, which item is the tensor (``wav, sr = torchaudio.load(p)``). A decoder gives
+# float32 whatever the model runs in: a waveform or a picture is not an activation of the
+# model, so it is float32 where it meets ops, never "half when the model runs in half".
+LOADERS: dict[str, tuple[str, int | None]] = {
+    "torchaudio.load": ("float32", 0),  # (waveform, sample_rate): float32 in [-1, 1]
+    "torchaudio.load_with_torchcodec": ("float32", 0),
+    "torchvision.transforms.functional.to_tensor": ("float32", None),  # PIL -> [0, 1]
+}
+# Transforms whose instances turn a picture into a float32 tensor when called
+# (``transforms.ToTensor()(img)``); a ``Compose`` holding one ends in float32 too (the
+# ``Normalize`` after it keeps the dtype).
+TO_TENSOR_TRANSFORMS = frozenset({"ToTensor"})
+TRANSFORM = "data-transform"  # the ``layer`` of a fact holding such a transform
+
+
+def loaded(name: str, node: cst.CSTNode) -> Fact | None:
+    """What ``name(...)`` returns when it is a known loader, or None."""
+    if name not in LOADERS:
+        return None
+    dtype, index = LOADERS[name]
+    return _loaded_value(node, dtype, index, f"`{name.rsplit('.', 1)[-1]}`")
+
+
+def transform(name: str, args: tuple[Fact, ...]) -> Fact | None:
+    """A to-tensor transform built by ``name(...)`` (``ToTensor()``, a ``Compose([...])``
+    holding one), or None."""
+    if not name.startswith("torchvision.transforms."):
+        return None
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf in TO_TENSOR_TRANSFORMS:
+        return Fact(Kind.OTHER, layer=TRANSFORM)
+    if leaf == "Compose" and args and args[0].kind is Kind.SEQ:
+        items = args[0].items or ((args[0].elem,) if args[0].elem else ())
+        if any(f.layer == TRANSFORM for f in items):
+            return Fact(Kind.OTHER, layer=TRANSFORM)
+    return None
+
+
+def transformed(node: cst.CSTNode, code: str) -> Fact:
+    """The output of a to-tensor transform called on a picture."""
+    return _loaded_value(node, "float32", None, f"`{code}`")
+
+
+def _loaded_value(node: cst.CSTNode, dtype: str, index: int | None, what: str) -> Fact:
+    text = f"{dtype} as loaded by {what} (data, not the model's activation)"
+    tensor = Fact(Kind.TENSOR, Prec.FULL, dtype, Origin(node, Cause.DATA, text))
+    if index is None:
+        return tensor
+    items = tuple(tensor if i == index else UNKNOWN for i in range(2))
+    return Fact(Kind.SEQ, items=items)

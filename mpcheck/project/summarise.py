@@ -99,7 +99,13 @@ class FileSummariser:
                 shown = _shown_path(path, self._root)
                 reexports = _reexports(cheap)
                 return ModuleSummary(
-                    "", shown, reexports=reexports, names=names, public=public, stars=stars
+                    "",
+                    shown,
+                    constants=_numbers(tree, shown),
+                    reexports=reexports,
+                    names=names,
+                    public=public,
+                    stars=stars,
                 )
         module = parse(data)
         if isinstance(module, Unparsable):
@@ -303,13 +309,17 @@ def _kind(walk: FileAnalysis, layer: str | None) -> str:
 
 
 def _constants(walk: FileAnalysis, place: Placer, shown: str) -> dict[str, Value]:
-    """Module-level dtypes (``DTYPE = torch.float16``) and models cast at the top level."""
+    """Module-level dtypes (``DTYPE = torch.float16``), models cast at the top level, and
+    Python numbers (``NEAR_INF = 1e20``: whether a fill value fits float16 is known only
+    with its value, wherever it is imported)."""
     env = walk.script.env if walk.script is not None else {}
     found = {}
     for name, fact in env.items():
-        if "." in name or fact.maybe or fact.prec not in (Prec.FULL, Prec.HALF):
+        if "." in name or fact.maybe:
             continue
-        if fact.kind in (Kind.DTYPE, Kind.MODULE):
+        if fact.kind is Kind.SCALAR and fact.value is not None:
+            found[name] = value_of(fact, place, shown)
+        elif fact.kind in (Kind.DTYPE, Kind.MODULE) and fact.prec in (Prec.FULL, Prec.HALF):
             found[name] = value_of(fact, place, shown)
     return found
 
@@ -477,6 +487,34 @@ def _statement_end(data: bytes, start: int) -> int:
             return i
         i += 1
     return n
+
+
+def _numbers(tree: ast.Module, shown: str) -> dict[str, Value]:
+    """Python numbers bound once at the top of a file without torch (``NEAR_INF = 1e20`` in a
+    utils module): an importing file needs the value to tell whether it fits float16."""
+    found: dict[str, Value] = {}
+    bound: Counter[str] = Counter()
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.Assign):
+            continue
+        names = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+        bound.update(names)
+        number = _number(stmt.value)
+        if number is not None and len(names) == len(stmt.targets) == 1:
+            text = f"`{names[0]} = {ast.unparse(stmt.value)}`"
+            at = Place(shown, stmt.lineno, stmt.value.col_offset + 1, text)
+            found[names[0]] = Value("scalar", origin=at, cause="literal", number=number)
+    return {name: value for name, value in found.items() if bound[name] == 1}
+
+
+def _number(node: ast.expr) -> float | None:
+    negated = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+    inner = node.operand if isinstance(node, ast.UnaryOp) and negated else node
+    if not isinstance(inner, ast.Constant) or isinstance(inner.value, bool):
+        return None
+    if not isinstance(inner.value, (int, float)):
+        return None
+    return -float(inner.value) if negated else float(inner.value)
 
 
 def _cpython_tree(data: bytes) -> ast.Module | None:

@@ -64,6 +64,7 @@ class Value:
     maybe: bool = False  # holds on some paths only
     layer: str | None = None  # a module value: its torch.nn class name, when known
     items: tuple[Value, ...] | None = None  # a tuple of known length (``return q, k``)
+    number: float | None = None  # a Python number bound at module level (``NEAR_INF = 1e20``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +213,7 @@ class Pool:
                 maybe=value.maybe,
                 layer=value.layer and one(value.layer),
                 items=None if items is None else one(tuple(self._value(i) for i in items)),
+                number=value.number,
             )
         )
 
@@ -291,6 +293,7 @@ def _value(data: dict[str, Any]) -> Value:
         maybe=data["maybe"],
         layer=data["layer"],
         items=None if items is None else tuple(_value(i) for i in items),
+        number=data.get("number"),
     )
 
 
