@@ -167,6 +167,8 @@ def run_check(args: argparse.Namespace) -> int:
         return EXIT_CLEAN
     if [str(p) for p in paths] == ["-"] or (not args.paths and args.stdin_filename):
         name = args.stdin_filename or "-"
+        if args.stdin_filename:  # stdin stands for that file: a report must not replace it
+            _refuse_output_onto_input(args, [Path(name)])
         data = sys.stdin.buffer.read()
         filename = str(Path(name).resolve()) if args.stdin_filename else "-"
         project = resolver.project_for(Path(name))
