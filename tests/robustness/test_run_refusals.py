@@ -168,3 +168,22 @@ def test_stdin_named_as_the_output_is_refused(
     assert main(["check", "--no-cache", "--stdin-filename", "a.py", "-o", "a.py", "-"]) == 2
     assert "it is one of the files being checked" in only_error(capsys.readouterr().err)
     assert (project / "a.py").read_bytes() == before
+
+
+@pytest.mark.integration  # (starts mpcheck in a process of its own)
+@pytest.mark.parametrize("args", [["MPC101"], ["--all"], ["MPC101", "--output-format", "json"]])
+def test_rule_docs_to_a_closed_or_narrow_stdout(tmp_path: Path, args: list[str]) -> None:
+    """``mpcheck rule`` writes as ``check`` does: a closed stdout is one line, exit 2 (it was
+    "internal error: AttributeError"), and ASCII gets escapes (it was UnicodeEncodeError)."""
+    cmd = [sys.executable, "-m", "mpcheck", "rule", *args]
+    done = subprocess.run(
+        cmd, cwd=tmp_path, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), timeout=120
+    )
+    assert done.returncode == 2
+    assert "standard output is closed" in only_error(done.stderr.decode())
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, env=env, timeout=120)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert done.stdout.isascii()
+    if args == ["MPC101"]:
+        assert b"\\xb7" in done.stdout  # the docs' middle dot, escaped
