@@ -188,15 +188,11 @@ class MpcheckPlugin:
 
         project = _project_for(self.filename)
         rules = project.rules_for(self.filename)
-        half = self.module_half_capable
-        options = Options(
-            module_half_capable=project.settings.module_half_capable if half is None else half,
+        options = Options.from_settings(
+            project.settings,
+            os.getcwd(),
             unused_noqa=False,
-            max_file_size=project.settings.max_file_size,
-            project_root=os.getcwd(),
-            target_torch_version=project.settings.target_torch_version,
-            follow_imports=project.settings.follow_imports,
-            source_roots=tuple(map(str, project.settings.source_roots)),
+            module_half_capable=self.module_half_capable,
         )
         diagnostics = check_source(_source_bytes(self.lines), self.filename, rules, options)
         wanted = [d for d in diagnostics if self._wanted(d, project)]

@@ -139,6 +139,20 @@ def test_deleting_a_cast_back_is_reported_on_the_next_unchanged_line(
     assert check(capsys, repo, "--diff-base", "main")[:2] == (status, out)
 
 
+def test_the_job_summary_is_the_heads_only(
+    repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the Action, the base's check inherited ``GITHUB_STEP_SUMMARY`` and appended a table
+    of the base's findings to the job page, next to the head's."""
+    summary = repo.parent / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    commit(repo, {"block.py": BROKEN_BLOCK}, "drop the cast")
+    status, out, _ = check(capsys, repo, "--diff-base", "main")
+    assert status == 1 and out.startswith("block.py:15:16: MPC101"), out
+    text = summary.read_text()
+    assert text.count("### mpcheck") == 1 and "1 finding in 1 file" in text, text
+
+
 def test_a_float_added_in_a_helper_is_reported_in_its_caller_in_sarif(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -122,6 +122,18 @@ async def test_cross_file_findings_as_the_cli(client: LanguageClient, tmp_path: 
     )
 
 
+async def test_src_layout_findings_as_the_cli(client: LanguageClient, tmp_path: Path) -> None:
+    """A root script importing its package from ``src/`` shows the CLI's cross-file MPC201
+    (the server built its options by hand and forgot the source roots: no finding)."""
+    from tests.test_src_layout import project
+
+    project(tmp_path, "src")
+    cli = cli_json(tmp_path, "train.py")
+    assert [f["code"] for f in cli] == ["MPC201"]
+    shown = await published(client, open_file(client, tmp_path / "train.py"))
+    assert [published_view(d) for d in shown] == [lsp_view(f, tmp_path) for f in cli]
+
+
 async def test_unsaved_buffer_stands_for_its_file(client: LanguageClient, tmp_path: Path) -> None:
     target = tmp_path / "pkg" / "attention.py"
     uri = open_file(client, target)

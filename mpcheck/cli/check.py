@@ -67,15 +67,8 @@ def _target_torch(value: str | None) -> tuple[int, int] | None:
 
 
 def _options(project: Project, cache: Path | None) -> Options:
-    settings = project.settings
-    return Options(
-        module_half_capable=settings.module_half_capable,
-        max_file_size=settings.max_file_size,
-        project_root=str(Path.cwd()),
-        follow_imports=settings.follow_imports,
-        cache_dir=None if cache is None else str(cache),
-        target_torch_version=settings.target_torch_version,
-        source_roots=tuple(map(str, settings.source_roots)),
+    return Options.from_settings(
+        project.settings, str(Path.cwd()), cache_dir=None if cache is None else str(cache)
     )
 
 
@@ -174,6 +167,8 @@ def run_check(args: argparse.Namespace) -> int:
         return EXIT_CLEAN
     if [str(p) for p in paths] == ["-"] or (not args.paths and args.stdin_filename):
         name = args.stdin_filename or "-"
+        if args.stdin_filename:  # stdin stands for that file: a report must not replace it
+            _refuse_output_onto_input(args, [Path(name)])
         data = sys.stdin.buffer.read()
         filename = str(Path(name).resolve()) if args.stdin_filename else "-"
         project = resolver.project_for(Path(name))

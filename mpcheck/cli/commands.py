@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mpcheck.cli.args import EXIT_CLEAN, UsageError
 from mpcheck.cli.check import cache_directory
+from mpcheck.cli.report import write_stdout
 from mpcheck.ruleset.rule import Rule, all_rules
 from mpcheck.settings.resolver import Resolver
 
@@ -45,14 +46,18 @@ def run_clean(args: argparse.Namespace) -> int:
 
 
 def run_rule(args: argparse.Namespace) -> int:
+    """Written through :func:`write_stdout`, as reports are: a closed stdout is one line and
+    a character the output's encoding lacks (the docs' ``·``) goes out as its escape."""
     rules = all_rules()
     if args.all or not args.code:
         if args.output_format == "json":
-            data = [_rule_json(r) for r in rules]
-            print(json.dumps(data, indent=2))
+            write_stdout(json.dumps([_rule_json(r) for r in rules], indent=2) + "\n")
         else:
-            for r in rules:
-                print(f"{r.code}  {r.name:<36} {r.severity.value:<8} {r.summary}")
+            write_stdout(
+                "".join(
+                    f"{r.code}  {r.name:<36} {r.severity.value:<8} {r.summary}\n" for r in rules
+                )
+            )
         return EXIT_CLEAN
     by_code = {r.code: r for r in rules}
     by_name = {r.name: r for r in rules}
@@ -60,9 +65,9 @@ def run_rule(args: argparse.Namespace) -> int:
     if rule is None:
         raise UsageError(f"unknown rule `{args.code}` (see `mpcheck rule --all`)")
     if args.output_format == "json":
-        print(json.dumps(_rule_json(rule), indent=2))
+        write_stdout(json.dumps(_rule_json(rule), indent=2) + "\n")
     else:
-        sys.stdout.write(rule.docs())
+        write_stdout(rule.docs())
     return EXIT_CLEAN
 
 

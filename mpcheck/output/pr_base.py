@@ -133,8 +133,10 @@ def _base_findings(
     child_cwd = here if here is not None and here.is_dir() else tree
     argv = [sys.executable, "-m", "mpcheck", "check", "--output-format", "json", "-q"]
     argv += _options(args, top, tree, cache)
+    # the job summary is the head's to write: the base's check must not add its own table
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     done = subprocess.run(
-        [*argv, "--", *paths], cwd=child_cwd, capture_output=True, text=True, check=False
+        [*argv, "--", *paths], cwd=child_cwd, env=env, capture_output=True, text=True, check=False
     )
     if done.returncode not in (0, 1):
         lines = done.stderr.strip().splitlines()

@@ -28,6 +28,7 @@ from mpcheck.settings.config import DEFAULT_MAX_FILE_SIZE
 if TYPE_CHECKING:
     from mpcheck.project.store import Dependencies, Symbol
     from mpcheck.project.summary import ModuleSummary, Place
+    from mpcheck.settings.config import Settings
 
 # A file that mentions none of these cannot hold a finding: it is not parsed.
 PREFILTER = re.compile(rb"torch|flash_attn|xformers|accelerate|apex")
@@ -55,6 +56,32 @@ class Options:
     target_torch_version: tuple[int, int] | None = None
     # More directories imports resolve from (``src`` in the configuration).
     source_roots: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        project_root: str | None,
+        *,
+        cache_dir: str | None = None,
+        unused_noqa: bool = True,
+        module_half_capable: bool | None = None,
+    ) -> Options:
+        """The options ``settings`` give: one constructor for the CLI, the flake8 plugin and
+        the server, so no client forgets a setting (the server once dropped ``src``).
+
+        ``module_half_capable`` overrides the setting (flake8's own option) when given."""
+        half = settings.module_half_capable if module_half_capable is None else module_half_capable
+        return cls(
+            module_half_capable=half,
+            unused_noqa=unused_noqa,
+            max_file_size=settings.max_file_size,
+            project_root=project_root,
+            follow_imports=settings.follow_imports,
+            cache_dir=cache_dir,
+            target_torch_version=settings.target_torch_version,
+            source_roots=tuple(map(str, settings.source_roots)),
+        )
 
 
 class ProjectLink(Protocol):

@@ -110,13 +110,8 @@ class MpcheckServer(LanguageServer):
 
     def _options(self, project: Project, local: bool) -> Options:
         settings = project.settings
-        return Options(
-            module_half_capable=settings.module_half_capable,
-            max_file_size=settings.max_file_size,
-            project_root=str(self.root) if local and settings.follow_imports != "skip" else None,
-            follow_imports=settings.follow_imports,
-            target_torch_version=settings.target_torch_version,
-        )
+        root = str(self.root) if local and settings.follow_imports != "skip" else None
+        return Options.from_settings(settings, root)
 
     def check(self, source: str, path: str, project: Project, local: bool) -> list[Diagnostic]:
         """The shown findings of ``source`` (runs in the analysis thread)."""

@@ -19,7 +19,7 @@ from mpcheck.project.store import Dependencies, Summaries, Symbol
 from mpcheck.project.summarise import FileSummariser
 from mpcheck.project.summary import ModuleSummary
 
-_Key = tuple[str, bool, bool, tuple[int, int] | None]
+_Key = tuple[str, bool, bool, tuple[int, int] | None, tuple[str, ...]]
 
 
 class _Session:
@@ -70,7 +70,8 @@ class Overlay:
         if root is None or options.follow_imports == "skip":
             return None
         site = options.follow_imports == "site"
-        key = (root, options.module_half_capable, site, options.target_torch_version)
+        roots = options.source_roots
+        key = (root, options.module_half_capable, site, options.target_torch_version, roots)
         if key not in self._stores:
             summariser = FileSummariser(
                 Path(root),
@@ -78,7 +79,7 @@ class Overlay:
                 target_torch=options.target_torch_version,
                 read=self.read,
             )
-            index = ModuleIndex((Path(root),), site_roots() if site else ())
+            index = ModuleIndex((Path(root), *map(Path, roots)), site_roots() if site else ())
             self._stores[key] = (
                 Summaries(index, summariser, partner=summariser.partner),
                 summariser,

@@ -144,3 +144,46 @@ def test_control_characters_never_reach_the_terminal_raw(project: Path) -> None:
             assert lines[row + 1].index("^") == lines[row].index("self.proj(h)")
     done = run("--output-format", "json", name, cwd=project)
     assert "evil\\u001b]0;title\\u0007.py" in done.stdout.decode()
+
+
+@pytest.mark.parametrize("fmt", ["full", "concise", "grouped", "pylint"])
+def test_a_newline_in_a_file_name_keeps_the_header_one_line(
+    project: Path, fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The name shows ``\\n`` as its picture: raw, it split the finding's header line."""
+    (project / "evil\nname.py").write_bytes(FIXTURE.read_bytes())
+    assert main(["check", "--no-cache", "--output-format", fmt, "evil\nname.py"]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("evil\u240aname.py:"), out
+    assert not any(line.startswith("name.py") for line in out.splitlines()), out
+
+
+def test_stdin_named_as_the_output_is_refused(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--stdin-filename a.py -o a.py`` would write the report over the file stdin stands
+    for (an editor's buffer of it), as ``-o a.py`` with ``a.py`` checked would."""
+    before = (project / "a.py").read_bytes()
+    monkeypatch.setattr(sys, "stdin", open(project / "b.py"))  # noqa: SIM115 - closed by pytest
+    assert main(["check", "--no-cache", "--stdin-filename", "a.py", "-o", "a.py", "-"]) == 2
+    assert "it is one of the files being checked" in only_error(capsys.readouterr().err)
+    assert (project / "a.py").read_bytes() == before
+
+
+@pytest.mark.integration  # (starts mpcheck in a process of its own)
+@pytest.mark.parametrize("args", [["MPC101"], ["--all"], ["MPC101", "--output-format", "json"]])
+def test_rule_docs_to_a_closed_or_narrow_stdout(tmp_path: Path, args: list[str]) -> None:
+    """``mpcheck rule`` writes as ``check`` does: a closed stdout is one line, exit 2 (it was
+    "internal error: AttributeError"), and ASCII gets escapes (it was UnicodeEncodeError)."""
+    cmd = [sys.executable, "-m", "mpcheck", "rule", *args]
+    done = subprocess.run(
+        cmd, cwd=tmp_path, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), timeout=120
+    )
+    assert done.returncode == 2
+    assert "standard output is closed" in only_error(done.stderr.decode())
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, env=env, timeout=120)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert done.stdout.isascii()
+    if args == ["MPC101"]:
+        assert b"\\xb7" in done.stdout  # the docs' middle dot, escaped

@@ -65,11 +65,14 @@ def relative_to_root(filename: str, root: Path) -> str | None:
 
 
 def display_path(filename: str, root: Path) -> str:
-    """Path as shown to people: relative to the root when under it, else as given."""
+    """Path as shown to people: relative to the root when under it, else as given.
+
+    A newline in the name is shown as its picture (U+240A), as the text reports show the
+    other control characters: raw, it would split a finding's header line in two."""
     relative = relative_to_root(filename, root)
-    if relative is not None:
-        return relative
-    return filename if filename == STDIN else PurePath(filename).as_posix()
+    if relative is None:
+        relative = filename if filename == STDIN else PurePath(filename).as_posix()
+    return relative.replace("\n", "\u240a")
 
 
 def absolute(filename: str, root: Path) -> str:
