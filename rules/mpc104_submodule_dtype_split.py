@@ -14,6 +14,7 @@ from mpcheck.api import (
     Fact,
     Fix,
     InnerCall,
+    KeptResidualLoad,
     Operand,
     OpKind,
     Owner,
@@ -21,6 +22,7 @@ from mpcheck.api import (
     Replacement,
     Rule,
     RuleContext,
+    Severity,
     StoreSite,
     dotted,
     module_dtype,
@@ -144,6 +146,9 @@ class SubmoduleDtypeSplit(Rule):
         if call.replacement is not None:
             self._replaced(call, call.replacement)
             return
+        if call.kept_residual is not None:
+            self._kept_residual(call, call.kept_residual)
+            return
         if self._found_apart(call):
             return
         if not call.is_module_call or call.receiver is None:
@@ -242,6 +247,25 @@ class SubmoduleDtypeSplit(Rule):
         return Fix(f"Cast the stored value to `{name}.dtype`", (Edit(value, cast),), "unsafe")
 
     # -- ``setattr(module, name, HalfLinear(shape))`` beside ``dtype=child.weight.dtype`` ----
+    def _kept_residual(self, call: CallSite, found: KeptResidualLoad) -> None:
+        """A model loaded in half whose class keeps a part float32 that turns the residual
+        stream float32 ahead of a norm that a fused one is (or replaces): a warning with its
+        premise, since torch's own norms accept the mix."""
+        premise = (
+            f"raises if apex is installed (`{found.norm}` then replaces the model's norm)"
+            if found.substituted
+            else f"raises where `{found.norm}` runs its fused kernel (CUDA)"
+        )
+        message = (
+            f"latent: {premise}: `{found.model}` keeps `{found.kept}` float32 "
+            f"(`_keep_in_fp32_modules`) while `torch_dtype={self.ctx.code(found.cast.node)}` "
+            f"loads the rest in half, so the residual stream is float32 after "
+            f"`{found.kept}` and the next layer's half norm gets a float32 input; `{found.norm}` refuses it "
+            f"(`expected scalar type Float but found Half`); load in float32 and run under "
+            f"`torch.autocast`, or cast the stream to the norm's dtype"
+        )
+        self.report(call.node, message, related=found.evidence, severity=Severity.WARNING)
+
     def _replaced(self, call: CallSite, found: Replacement) -> None:
         """A model's child replaced by a part built in its class's fixed half default while
         the same routine rebuilds the child in the dtype it reads from the model."""
