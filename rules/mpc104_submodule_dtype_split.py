@@ -260,7 +260,8 @@ class SubmoduleDtypeSplit(Rule):
             f"latent: {premise}: `{found.model}` keeps `{found.kept}` float32 "
             f"(`_keep_in_fp32_modules`) while `torch_dtype={self.ctx.code(found.cast.node)}` "
             f"loads the rest in half, so the residual stream is float32 after "
-            f"`{found.kept}` and the next layer's half norm gets a float32 input; `{found.norm}` refuses it "
+            f"`{found.kept}` and the next layer's half norm gets a float32 input; "
+            f"`{found.norm}` refuses it "
             f"(`expected scalar type Float but found Half`); load in float32 and run under "
             f"`torch.autocast`, or cast the stream to the norm's dtype"
         )
