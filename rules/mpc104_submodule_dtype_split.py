@@ -251,19 +251,29 @@ class SubmoduleDtypeSplit(Rule):
         """A model loaded in half whose class keeps a part float32 that turns the residual
         stream float32 ahead of a norm that a fused one is (or replaces): a warning with its
         premise, since torch's own norms accept the mix."""
+        cast = f"torch_dtype={self.ctx.code(found.cast.node)}"
+        story = (
+            f"`{found.model}` keeps `{found.kept}` float32 (`_keep_in_fp32_modules`) while "
+            f"`{cast}` loads the rest in half, so the residual stream is float32 after "
+            f"`{found.kept}` and the next layer's half norm gets a float32 input"
+        )
+        if not found.fused:  # torch's own norm: it raises wherever the model runs
+            message = (
+                f"{story}; `{found.norm}` refuses it (`mixed dtype (CPU): expect parameter to "
+                f"have scalar type of Float`); cast the stream to the norm's dtype before it, "
+                f"or load in float32 and run under `torch.autocast`"
+            )
+            self.report(call.node, message, related=found.evidence)
+            return
         premise = (
             f"raises if apex is installed (`{found.norm}` then replaces the model's norm)"
             if found.substituted
             else f"raises where `{found.norm}` runs its fused kernel (CUDA)"
         )
         message = (
-            f"latent: {premise}: `{found.model}` keeps `{found.kept}` float32 "
-            f"(`_keep_in_fp32_modules`) while `torch_dtype={self.ctx.code(found.cast.node)}` "
-            f"loads the rest in half, so the residual stream is float32 after "
-            f"`{found.kept}` and the next layer's half norm gets a float32 input; "
-            f"`{found.norm}` refuses it "
-            f"(`expected scalar type Float but found Half`); load in float32 and run under "
-            f"`torch.autocast`, or cast the stream to the norm's dtype"
+            f"latent: {premise}: {story}; `{found.norm}` refuses it (`expected scalar type "
+            f"Float but found Half`), where torch's norm would cast it back; load in float32 "
+            f"and run under `torch.autocast`, or cast the stream to the norm's dtype"
         )
         self.report(call.node, message, related=found.evidence, severity=Severity.WARNING)
 

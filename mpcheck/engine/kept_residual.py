@@ -128,18 +128,39 @@ def _substitutions(
     return out
 
 
+# torch's norms that refuse a float32 input with half parameters (measured, CPU and CUDA:
+# "mixed dtype (CPU): expect parameter to have scalar type of Float"); ``rms_norm`` runs it
+TORCH_STRICT = frozenset({"torch.nn.LayerNorm", "torch.nn.GroupNorm"})
+STRICT_FUNCTIONS = frozenset({"torch.nn.functional.layer_norm", "torch.nn.functional.group_norm"})
+
+
 def _strict_norm(
     call: cst.Call,
     strict: Mapping[str, tuple[str, cst.CSTNode]],
     resolve: Callable[[cst.BaseExpression], str | None],
+    classes: Mapping[str, cst.ClassDef],
 ) -> tuple[str, cst.CSTNode | None] | None:
-    """The fused norm a constructor call builds: one substituted for a class name, or one
-    named directly (``FusedRMSNorm(d)``)."""
+    """The norm a constructor call builds when it refuses a float32 input with half weights:
+    a fused norm substituted for a class name or named directly (``FusedRMSNorm(d)``), torch's
+    ``nn.LayerNorm``/``nn.GroupNorm``, or a class of the file handing its own weight with the
+    input to ``F.layer_norm``/``F.group_norm``."""
     name = dotted(call.func) or ""
     if name in strict:
         return strict[name][0], strict[name][1]
-    leaf = (resolve(call.func) or name).rsplit(".", 1)[-1]
-    return (leaf, None) if leaf in STRICT_NORMS else None
+    qual = resolve(call.func) or name
+    leaf = qual.rsplit(".", 1)[-1]
+    if leaf in STRICT_NORMS or qual in TORCH_STRICT:
+        return leaf, None
+    node = classes.get(name)
+    forward = _method(node, "forward") if node is not None else None
+    if forward is not None and any(
+        isinstance(sub, cst.Call)
+        and resolve(sub.func) in STRICT_FUNCTIONS
+        and any(dotted(a.value) == "self.weight" for a in sub.args)
+        for sub in _walk(forward.body)
+    ):
+        return name, None
+    return None
 
 
 def _hazard(
@@ -159,7 +180,7 @@ def _hazard(
         norms = {
             attr: found
             for attr, call in built.items()
-            if (found := _strict_norm(call, strict, resolve)) is not None
+            if (found := _strict_norm(call, strict, resolve, classes)) is not None
         }
         if not parts or not norms:
             continue
@@ -282,7 +303,8 @@ def load_hazard(
                 (local.substituted, f"`{local.strict}` replaces the norm when importable"),
             )
         sub = local.substituted is not None
-        return KeptResidualLoad(leaf, local.kept, local.strict, sub, cast, evidence)
+        fused = local.strict in STRICT_NORMS
+        return KeptResidualLoad(leaf, local.kept, local.strict, sub, fused, cast, evidence)
     cls = summary_of(name)
     if cls is None or cls.kept_residual is None:
         return None
@@ -293,4 +315,5 @@ def load_hazard(
     for anchor, place in zip(anchors, places, strict=False):
         elsewhere[anchor] = place
         pointed.append((anchor, ""))
-    return KeptResidualLoad(leaf, kept, norm, len(places) > 3, cast, tuple(pointed))
+    fused = norm in STRICT_NORMS
+    return KeptResidualLoad(leaf, kept, norm, len(places) > 3, fused, cast, tuple(pointed))

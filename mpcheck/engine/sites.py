@@ -279,14 +279,15 @@ class Replacement:
 @dataclass(frozen=True)
 class KeptResidualLoad:
     """A model loaded in half whose class keeps ``kept`` float32; that part's output turns the
-    residual stream float32 ahead of a norm that ``norm`` (a fused norm refusing mixed input)
-    is, or replaces when importable. ``evidence``: related nodes of this file and their words
-    (a node pointed at another file carries no words of its own)."""
+    residual stream float32 ahead of a norm that ``norm`` (a norm refusing a float32 input
+    with half weights) is, or replaces when importable. ``evidence``: related nodes of this
+    file and their words (a node pointed at another file carries no words of its own)."""
 
     model: str  # ``T5EncoderModel``
     kept: str  # ``wo``
     norm: str  # ``FusedRMSNorm``
     substituted: bool  # the library swaps ``norm`` in at import time, when it is importable
+    fused: bool  # apex's fused norm (it refuses the mix in its CUDA kernel), not torch's
     cast: Operand  # the ``torch_dtype=`` given
     evidence: tuple[tuple[cst.CSTNode, str], ...]
 
