@@ -71,6 +71,18 @@ class SubmoduleDtypeSplit(Rule):
         weights in the input's dtype, so a float32 apex norm refuses half inputs. Under
         `torch.autocast`, Linear/conv/matmul recast their inputs, so mpcheck stays quiet there.
 
+        A kept part can also split the residual stream. T5 keeps its feed-forward output
+        projection `wo` float32 (`_keep_in_fp32_modules = ["wo"]`); loaded with
+        `torch_dtype=torch.float16`, its block adds `wo`'s float32 output to the half stream
+        (`h = h + self.dropout(ff(x))`), which is float32 from then on and reaches the next
+        layer's half norm. T5's own `T5LayerNorm` upcasts and casts back to its weight's dtype,
+        so it runs; torch's `nn.LayerNorm`/`nn.GroupNorm` (and a norm calling `F.layer_norm`
+        with its own weight) refuse a float32 input with half weights, an error; apex's
+        `FusedRMSNorm`, which transformers' modeling file puts in T5LayerNorm's place when apex
+        is importable, refuses it too, a warning whose premise is apex. mpcheck reads this from
+        the model's class, in the project or, with `follow-imports = "site"`, in an installed
+        library, and reports the `from_pretrained` that loads it in half.
+
         A part is also split off through its own weights: `p.data = value` (and `m.weight =
         nn.Parameter(value)`) replaces a parameter's tensor as it is, dtype included, where
         `p.copy_(value)`, `p.data *= value` and `p.mul_(value)` cast. A merge that multiplies a
