@@ -148,13 +148,13 @@ class Tensors:
         """``Model.from_pretrained(...)``: the loaded model; reported to the rules when its
         class keeps a part float32 ahead of a fused norm (a half load's latent hazard)."""
         loaded = self.modules.loaded_model(node, path, kwargs)
-        hazard = self._kept_residual(node, kwargs, loaded)
+        hazard = self.kept_residual(node, kwargs, loaded)
         if hazard is None:
             return loaded
         record = CallRecord(node, loaded, args, kwargs, method="from_pretrained")
         return self.file.emit(replace(record, kept_residual=hazard), frame)
 
-    def _kept_residual(
+    def kept_residual(
         self, node: cst.Call, kwargs: dict[str, Operand], loaded: Fact
     ) -> KeptResidualLoad | None:
         """A half load of a class keeping a part float32 ahead of a fused norm."""
