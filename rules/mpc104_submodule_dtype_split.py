@@ -14,6 +14,7 @@ from mpcheck.api import (
     Fact,
     Fix,
     InnerCall,
+    KeptResidualLoad,
     Operand,
     OpKind,
     Owner,
@@ -21,6 +22,7 @@ from mpcheck.api import (
     Replacement,
     Rule,
     RuleContext,
+    Severity,
     StoreSite,
     dotted,
     module_dtype,
@@ -68,6 +70,18 @@ class SubmoduleDtypeSplit(Rule):
         input into a half norm raises, and apex's `FusedLayerNorm`/`FusedRMSNorm` read their
         weights in the input's dtype, so a float32 apex norm refuses half inputs. Under
         `torch.autocast`, Linear/conv/matmul recast their inputs, so mpcheck stays quiet there.
+
+        A kept part can also split the residual stream. T5 keeps its feed-forward output
+        projection `wo` float32 (`_keep_in_fp32_modules = ["wo"]`); loaded with
+        `torch_dtype=torch.float16`, its block adds `wo`'s float32 output to the half stream
+        (`h = h + self.dropout(ff(x))`), which is float32 from then on and reaches the next
+        layer's half norm. T5's own `T5LayerNorm` upcasts and casts back to its weight's dtype,
+        so it runs; torch's `nn.LayerNorm`/`nn.GroupNorm` (and a norm calling `F.layer_norm`
+        with its own weight) refuse a float32 input with half weights, an error; apex's
+        `FusedRMSNorm`, which transformers' modeling file puts in T5LayerNorm's place when apex
+        is importable, refuses it too, a warning whose premise is apex. mpcheck reads this from
+        the model's class, in the project or, with `follow-imports = "site"`, in an installed
+        library, and reports the `from_pretrained` that loads it in half.
 
         A part is also split off through its own weights: `p.data = value` (and `m.weight =
         nn.Parameter(value)`) replaces a parameter's tensor as it is, dtype included, where
@@ -143,6 +157,9 @@ class SubmoduleDtypeSplit(Rule):
     def check_call(self, call: CallSite) -> None:
         if call.replacement is not None:
             self._replaced(call, call.replacement)
+            return
+        if call.kept_residual is not None:
+            self._kept_residual(call, call.kept_residual)
             return
         if self._found_apart(call):
             return
@@ -242,6 +259,36 @@ class SubmoduleDtypeSplit(Rule):
         return Fix(f"Cast the stored value to `{name}.dtype`", (Edit(value, cast),), "unsafe")
 
     # -- ``setattr(module, name, HalfLinear(shape))`` beside ``dtype=child.weight.dtype`` ----
+    def _kept_residual(self, call: CallSite, found: KeptResidualLoad) -> None:
+        """A model loaded in half whose class keeps a part float32 that turns the residual
+        stream float32 ahead of a norm that a fused one is (or replaces): a warning with its
+        premise, since torch's own norms accept the mix."""
+        cast = f"torch_dtype={self.ctx.code(found.cast.node)}"
+        story = (
+            f"`{found.model}` keeps `{found.kept}` float32 (`_keep_in_fp32_modules`) while "
+            f"`{cast}` loads the rest in half, so the residual stream is float32 after "
+            f"`{found.kept}` and the next layer's half norm gets a float32 input"
+        )
+        if not found.fused:  # torch's own norm: it raises wherever the model runs
+            message = (
+                f"{story}; `{found.norm}` refuses it (`mixed dtype (CPU): expect parameter to "
+                f"have scalar type of Float`); cast the stream to the norm's dtype before it, "
+                f"or load in float32 and run under `torch.autocast`"
+            )
+            self.report(call.node, message, related=found.evidence)
+            return
+        premise = (
+            f"raises if apex is installed (`{found.norm}` then replaces the model's norm)"
+            if found.substituted
+            else f"raises where `{found.norm}` runs its fused kernel (CUDA)"
+        )
+        message = (
+            f"latent: {premise}: {story}; `{found.norm}` refuses it (`expected scalar type "
+            f"Float but found Half`), where torch's norm would cast it back; load in float32 "
+            f"and run under `torch.autocast`, or cast the stream to the norm's dtype"
+        )
+        self.report(call.node, message, related=found.evidence, severity=Severity.WARNING)
+
     def _replaced(self, call: CallSite, found: Replacement) -> None:
         """A model's child replaced by a part built in its class's fixed half default while
         the same routine rebuilds the child in the dtype it reads from the model."""

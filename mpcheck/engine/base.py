@@ -20,7 +20,7 @@ from mpcheck.engine.facts import Cause, Fact, Kind, Origin
 from mpcheck.engine.frames import ClassInfo, Frame
 from mpcheck.engine.keep_fp32 import KeepFp32
 from mpcheck.engine.reporting import Listener, Reporting
-from mpcheck.engine.sites import InnerCall, Operand, Owner, Replacement
+from mpcheck.engine.sites import InnerCall, KeptResidualLoad, Operand, Owner, Replacement
 from mpcheck.engine.training_loop import Tracker
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.names import ImportTable
@@ -45,6 +45,7 @@ class CallRecord:
     inner: tuple[InnerCall, ...] = ()
     through: tuple[InnerCall, ...] = ()
     replacement: Replacement | None = None
+    kept_residual: KeptResidualLoad | None = None
 
 
 class Walk(ABC):

@@ -55,6 +55,7 @@ class SiteEmitter:
                 inner=call.inner,
                 through=call.through,
                 replacement=call.replacement,
+                kept_residual=call.kept_residual,
             )
             self.file.reporting.call(site)
         return call.result

@@ -516,7 +516,11 @@ class Expressions:
         place = function.returns.origin
         if place is not None and result.origin is not None and result.origin.node is node:
             self.file.elsewhere[node] = place  # a finding pointing here points there too
-        return self.file.emit(CallRecord(node, result, args, kwargs), frame)
+        hazard = None
+        if located[0].endswith(".from_pretrained"):  # the project's own loader, a library's too
+            loaded = self.modules.loaded_model(node, name, kwargs)
+            hazard = self.tensors.kept_residual(node, kwargs, loaded)
+        return self.file.emit(CallRecord(node, result, args, kwargs, kept_residual=hazard), frame)
 
     def library_call(
         self,

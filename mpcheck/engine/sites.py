@@ -151,6 +151,9 @@ class CallSite:
     # ``setattr(module, name, part)`` putting a part built in its class's fixed low default
     # dtype where the routine's other replacements follow the child's (mpcheck.engine.replacements)
     replacement: Replacement | None = None
+    # ``Model.from_pretrained(..., torch_dtype=half)`` of a class keeping a part float32 whose
+    # output joins the residual stream ahead of a fused norm (mpcheck.engine.kept_residual)
+    kept_residual: KeptResidualLoad | None = None
 
     @property
     def is_attention(self) -> bool:
@@ -271,6 +274,22 @@ class Replacement:
     built: cst.Call  # the part's constructor call, where ``dtype=`` is missing
     sibling: cst.Call  # the replacement of the same child built in the dtype read
     read: cst.BaseExpression  # what that replacement is given: ``child.weight.dtype``
+
+
+@dataclass(frozen=True)
+class KeptResidualLoad:
+    """A model loaded in half whose class keeps ``kept`` float32; that part's output turns the
+    residual stream float32 ahead of a norm that ``norm`` (a norm refusing a float32 input
+    with half weights) is, or replaces when importable. ``evidence``: related nodes of this
+    file and their words (a node pointed at another file carries no words of its own)."""
+
+    model: str  # ``T5EncoderModel``
+    kept: str  # ``wo``
+    norm: str  # ``FusedRMSNorm``
+    substituted: bool  # the library swaps ``norm`` in at import time, when it is importable
+    fused: bool  # apex's fused norm (it refuses the mix in its CUDA kernel), not torch's
+    cast: Operand  # the ``torch_dtype=`` given
+    evidence: tuple[tuple[cst.CSTNode, str], ...]
 
 
 @dataclass(frozen=True)

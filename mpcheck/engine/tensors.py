@@ -28,6 +28,7 @@ from mpcheck.engine.facts import (
 )
 from mpcheck.engine.frames import Frame
 from mpcheck.engine.functions import Definitions
+from mpcheck.engine.kept_residual import load_hazard
 from mpcheck.engine.modules import Modules
 from mpcheck.engine.pipelines import pipeline_cast, recasts
 from mpcheck.engine.promotion import (
@@ -35,9 +36,10 @@ from mpcheck.engine.promotion import (
     op_result,
     tensor_of_numbers,
 )
-from mpcheck.engine.sites import Operand, items
+from mpcheck.engine.sites import KeptResidualLoad, Operand, items
 from mpcheck.knowledge import data_api
 from mpcheck.knowledge import torch_api as T
+from mpcheck.project.summary import ClassSummary
 
 
 class Tensors:
@@ -108,7 +110,7 @@ class Tensors:
                 CallRecord(node, trained, args, kwargs, method=method, receiver=receiver), frame
             )
         if method in ("from_pretrained", "from_single_file", "from_config"):
-            return self.modules.loaded_model(node, path or "", kwargs)
+            return self._load(node, path or "", args, kwargs, frame)
         if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
             called = self.definitions.class_call(node, node.func.value.value, method, args, kwargs)
             if called is not None and method == "apply":  # a call the rules see too (MPC402)
@@ -133,6 +135,39 @@ class Tensors:
                 node, result, args, kwargs, method=method, receiver=receiver, op=op, aten=aten
             ),
             frame,
+        )
+
+    def _load(
+        self,
+        node: cst.Call,
+        path: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        """``Model.from_pretrained(...)``: the loaded model; reported to the rules when its
+        class keeps a part float32 ahead of a fused norm (a half load's latent hazard)."""
+        loaded = self.modules.loaded_model(node, path, kwargs)
+        hazard = self.kept_residual(node, kwargs, loaded)
+        if hazard is None:
+            return loaded
+        record = CallRecord(node, loaded, args, kwargs, method="from_pretrained")
+        return self.file.emit(replace(record, kept_residual=hazard), frame)
+
+    def kept_residual(
+        self, node: cst.Call, kwargs: dict[str, Operand], loaded: Fact
+    ) -> KeptResidualLoad | None:
+        """A half load of a class keeping a part float32 ahead of a fused norm."""
+
+        def summary_of(name: str) -> ClassSummary | None:
+            located = self.file.imports.locate(cst.parse_expression(name))
+            project = self.file.project
+            found = project(*located) if project is not None and located is not None else None
+            return found if isinstance(found, ClassSummary) else None
+
+        file = self.file
+        return load_hazard(
+            node, kwargs, loaded, file.module, file.imports.resolve, summary_of, file.elsewhere
         )
 
     def tensor_method(
@@ -366,7 +401,7 @@ class Tensors:
             # (``torchaudio.load``, ``torchvision.ops.nms``: another library's function gives
             # its result no argument's dtype unless a table says so)
             if leaf == "from_pretrained":
-                return self.modules.loaded_model(node, qual, kwargs)
+                return self._load(node, qual, args, kwargs, frame)
             return UNKNOWN
         if leaf.endswith("_like") and args:
             return (

@@ -378,7 +378,8 @@ def _to_diagnostics(
         related = tuple(
             found
             for node, text in report.related
-            for found in (Related(fill(text), *span(node)), elsewhere.get(node))
+            # (a node pointed at another file with no words of its own shows that file only)
+            for found in (Related(fill(text), *span(node)) if text else None, elsewhere.get(node))
             if found is not None
         )
         fix = None

@@ -11,6 +11,7 @@ import ast
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import libcst as cst
@@ -22,6 +23,7 @@ from mpcheck.engine.frames import ClassInfo
 from mpcheck.engine.functions import torch_module
 from mpcheck.engine.imported import value_of
 from mpcheck.engine.keep_fp32 import keep_patterns
+from mpcheck.engine.kept_residual import kept_residuals
 from mpcheck.files.parsing import Unparsable, parse, parseable
 from mpcheck.files.source import SourceError, SourceFile
 from mpcheck.knowledge import torch_api as T
@@ -190,12 +192,16 @@ class FileSummariser:
             place = _placer(module, text, text.find(f"def {name}("))
             functions[name] = Function(_params(fn, method=False), value_of(fact, place, shown))
         classes = {}
+        residual = _kept_residuals(walk, text, shown)
         for stmt in module.body:
             info = walk.classes.get(stmt.name.value) if isinstance(stmt, cst.ClassDef) else None
             if info is not None and info.node is stmt:
                 start = text.find(f"class {stmt.name.value}")
                 place = _placer(module, text, start)
-                classes[stmt.name.value] = _class_summary(walk, info, place, shown)
+                summary = _class_summary(walk, info, place, shown)
+                if stmt.name.value in residual:
+                    summary = replace(summary, kept_residual=residual[stmt.name.value])
+                classes[stmt.name.value] = summary
         names, public, stars = exported(module)
         return ModuleSummary(
             "",
@@ -208,6 +214,33 @@ class FileSummariser:
             public=public,
             stars=stars,
         )
+
+
+def _kept_residuals(
+    walk: FileAnalysis, text: str, shown: str
+) -> dict[str, tuple[str, str, tuple[Place, ...]]]:
+    """Each class's kept-float32 part joining a residual stream ahead of a fused norm, as
+    places (see :mod:`mpcheck.engine.kept_residual`); only files that keep parts float32."""
+    if "_keep_in_fp32_modules" not in text:
+        return {}
+    module = walk.module
+
+    def at(owner: str, node: cst.CSTNode, words: str) -> Place:
+        line, column = _placer(module, text, text.find(f"class {owner}"))(node)
+        return Place(shown, line, column, words)
+
+    out = {}
+    for name, found in kept_residuals(module, walk.imports.resolve).items():
+        places = [
+            at(*found.keep, f"`_keep_in_fp32_modules` keeps `{found.kept}` float32"),
+            at(*found.join, f"`{found.kept}`'s float32 output joins the residual stream here"),
+            at(*found.norm, "the next layer's norm, half, is given that float32 stream"),
+        ]
+        if found.substituted is not None:
+            text_of = module.code_for_node(found.substituted).strip()
+            places.append(at("", found.substituted, f"`{text_of}` when apex is importable"))
+        out[name] = (found.strict, found.kept, tuple(places))
+    return out
 
 
 def _methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:

@@ -32,7 +32,7 @@ __all__ = [
     "Value",
 ]
 
-FORMAT = 6  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 7  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +101,11 @@ class ClassSummary:
     # the dict classes whose entries peft's ``cast_adapter_dtype`` upcasts, read in this
     # class's file or its bases' (None: not seen), for the tuner layers built on it
     adapter_casts: tuple[str, ...] | None = None
+    # a part it keeps float32 joins the residual stream ahead of a fused norm that refuses
+    # mixed input (:mod:`mpcheck.engine.kept_residual`): that norm's name, the kept part's,
+    # and the places of the ``_keep_in_fp32_modules`` entry, the residual add, the norm and
+    # its substitution
+    kept_residual: tuple[str, str, tuple[Place, ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +242,7 @@ class Pool:
             else (default[0], self._place(default[1]), one(default[2]), one(default[3])),
             feeds_weights=cls.feeds_weights,
             adapter_casts=None if cls.adapter_casts is None else self._strings(cls.adapter_casts),
+            kept_residual=cls.kept_residual,
         )
 
 
@@ -314,7 +320,14 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         dtype_default=_default(data["dtype_default"]),
         feeds_weights=data["feeds_weights"],
         adapter_casts=None if data["adapter_casts"] is None else tuple(data["adapter_casts"]),
+        kept_residual=_kept_residual(data.get("kept_residual")),
     )
+
+
+def _kept_residual(data: list[Any] | None) -> tuple[str, str, tuple[Place, ...]] | None:
+    if data is None:
+        return None
+    return str(data[0]), str(data[1]), tuple(Place(**p) for p in data[2])
 
 
 def _default(data: list[Any] | None) -> tuple[int, Place, str, tuple[tuple[int, str], ...]] | None:
