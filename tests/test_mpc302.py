@@ -182,3 +182,18 @@ def test_bounded_values_are_quiet(body: str) -> None:
 )
 def test_unbounded_or_too_wide_values_are_still_reported(body: str) -> None:
     assert found(body) != []
+
+
+def test_a_bound_a_loop_grows_is_widened_away() -> None:
+    """``g = g * 2`` in a loop: one walked round would say |g| <= 2; the loop head drops the
+    bound, so the mean of squares inside and after the loop is reported."""
+    body = (
+        "g = torch.tanh(x)\n"
+        "for _ in range(20):\n"
+        "    g = g * 2\n"
+        "    y = g * torch.rsqrt(g.pow(2).mean(-1) + 1e-6)\n"
+        "return g * torch.rsqrt(g.pow(2).mean(-1) + 1e-6)"
+    )
+    assert found(body) == [4, 5]
+    bounded = "g = torch.tanh(x)\nfor _ in range(20):\n    g = torch.tanh(g * 2)\n"
+    assert found(bounded + "return g * torch.rsqrt(g.pow(2).mean(-1) + 1e-6)") == []

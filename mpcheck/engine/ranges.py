@@ -3,8 +3,8 @@
 The domain is one number per tensor, ``Fact.bound`` (None: nothing bounds it), joined at
 branches by the larger bound (``facts.join``). It is the coarsest interval domain that still
 answers the question rules ask of a half value -- can it leave float16's range (65504), can
-its square (above 256)? -- so it costs one float per fact and no fixpoint: loops only ever
-see the bound of their first pass, and a value a loop grows (``x = x * 2``) has none, since
+its square (above 256)? -- so it costs one float per fact and no fixpoint: a bound a loop's
+round changes (``x = x * 2``) is widened to none at the loop head (``exits.widen``), and
 arithmetic on an unbounded operand is unbounded. Sources and transfer functions are the rows
 of :mod:`mpcheck.knowledge.ranges`; the walk applies them to every call it reports
 (:meth:`ranged`), so a bound follows a value through names, branches and attributes.
