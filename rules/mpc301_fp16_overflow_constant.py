@@ -79,6 +79,8 @@ class Fp16OverflowConstant(Rule):
         index arithmetic far more often than masks. A constant a dtype test keeps for float32
         runs (`-1e9 if x.dtype == torch.float32 else -1e4`, or written under
         `if x.dtype == torch.float32:`) is not reported: a half-precision run never gets it.
+        A product with a factor whose values the engine bounds (`0.5 * torch.sigmoid(x) * 1e5`
+        is at most 5e4) is not reported when the bound times the constant fits float16.
         """
     symptom = """
         `RuntimeError: value cannot be converted to type c10::Half without overflow` (or
@@ -258,6 +260,12 @@ class Fp16OverflowConstant(Rule):
         over = self._overflows(target, abs(number))
         if not over:
             return
+        if how == "product" and target.bound is not None:
+            # ``gate * 1e5`` of a gate the engine bounds: inf only where a product can pass
+            # the range (mpcheck/engine/ranges.py), never for a factor below 65504 / 1e5
+            over = [low for low in over if target.bound * abs(number) > LIMITS[low]]
+            if not over:
+                return
         text = self.ctx.code(value.node)
         shown = f"`{text}`" if _is_literal(value.node) else f"`{text}` ({number:g})"
         bound = "min" if number < 0 else "max"

@@ -35,6 +35,10 @@ CARRIERS = frozenset(
 # E[x²] - E[x]²); something minus a mean square (``1 - x.pow(2).sum()``) is not, nor a mean
 # square minus a scaled square (a scale-invariant loss, ``d2.mean() - lam * d.mean() ** 2``).
 SUBTRACTIONS = frozenset({"sub", "subtract", "sub_"})
+# float16's largest finite value.
+FP16_MAX = 65504.0
+# Reductions whose result is bounded by their input's bound (a mean of bounded squares).
+MEANS = frozenset({"mean", "nanmean"})
 
 
 def _square_base(node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -77,6 +81,15 @@ def _is_torch(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "torch"
 
 
+def _fits(call: CallSite, name: str, squares: Operand) -> bool:
+    """The engine bounds the squares and their reduction within float16's range
+    (``wav.pow(2).mean()`` of a waveform in [-1, 1]): nothing can overflow."""
+    inside = squares.fact.bound is not None and squares.fact.bound <= FP16_MAX
+    if name in MEANS:
+        return inside
+    return inside and call.result.bound is not None and call.result.bound <= FP16_MAX
+
+
 def _may_be_fp16(fact: Fact) -> bool:
     """In the model's dtype (float16 when the model is), or half and not bfloat16-only."""
     if not fact.is_tensor:
@@ -104,7 +117,10 @@ class HalfPrecisionVariance(Rule):
         own when the standard deviation passes 256, even though its kernel accumulates in
         float32: the result does not fit. Nothing raises. `x.norm()` and `x.std()` are not
         reported: their kernels accumulate in float32 and return a root, which fits.
-        bfloat16 has float32's range, so a tensor that is only ever bfloat16 is not reported.
+        bfloat16 has float32's range, so a tensor that is only ever bfloat16 is not reported,
+        nor one whose values the engine bounds below 256 (a waveform in [-1, 1] from
+        `torchaudio.load`, a `softmax`, `tanh` or `sin` output, pixels after `/ 255`, and what
+        shape-only ops, `clamp` and arithmetic with numbers make of them): their squares fit.
         Inside a CUDA autocast region `pow`, `sum` and `rsqrt` run in float32, so
         `x.pow(2).mean()` is safe there while `(x * x).mean()` (`mul` is not on autocast's
         float32 list) is not; CPU autocast upcasts none of them.
@@ -178,11 +194,13 @@ class HalfPrecisionVariance(Rule):
         if subject is None:
             return
         if name in VARIANCES:
-            if _may_be_fp16(subject.fact):
+            bound = subject.fact.bound
+            fits = bound is not None and bound * bound <= FP16_MAX  # var <= max(|x|)²
+            if _may_be_fp16(subject.fact) and not fits:
                 self._pend(call, subject.node, subject.fact, "a variance")
             return
         base = _square_base(subject.node) if name in REDUCTIONS else None
-        if base is not None and _may_be_fp16(subject.fact):
+        if base is not None and _may_be_fp16(subject.fact) and not _fits(call, name, subject):
             self._pend(call, base, subject.fact, "a mean of squares")
 
     def finish(self) -> None:

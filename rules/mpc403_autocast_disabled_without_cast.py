@@ -35,6 +35,13 @@ class AutocastDisabledWithoutCast(Rule):
         ops only promote, and a norm accepts a half input with float32 parameters, so those
         are not reported.) Measured with torch 2.13 on CPU autocast (torch-truth `c06b`).
 
+        The float32 side may be autocast's own: ops on its float32 list (`softmax`,
+        `log_softmax`, `layer_norm`, `sum`, `pow` under CUDA autocast; `cdist`, `prod`, the
+        losses under CPU autocast) return float32 even from half inputs. Such a value meeting
+        a half one in a `matmul`, `bmm` or `einsum` inside the disabled region raises too
+        ("expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16"), and
+        the message names the op whose policy made it float32.
+
         mpcheck follows the autocast-produced tensor across the `with` boundary (names keep
         their facts) and reports it when it meets a float32 module, an explicit float32
         operand (`.float()`, a factory without `dtype=`), or the model's own weights or
@@ -97,7 +104,11 @@ class AutocastDisabledWithoutCast(Rule):
         else:
             return
         for low, wide in pairs:
-            if low is None or wide is None or not _from_autocast(low.fact) or not _wide(wide.fact):
+            if low is None or wide is None or not _wide(wide.fact):
+                continue
+            # a half value of any origin (``v.half()``) against autocast's own float32
+            half = low.fact.is_tensor and low.fact.prec is Prec.HALF
+            if not _from_autocast(low.fact) and not (half and _policy_op(wide.fact)):
                 continue
             self.report_pair(call, low, wide)
             return
@@ -107,9 +118,13 @@ class AutocastDisabledWithoutCast(Rule):
         assert region is not None
         what = self.ctx.code(low.node)
         name = f"`{self.ctx.code(wide.node)}`"
+        policy = _policy_op(wide.fact)
         if wide.fact.prec is Prec.MODEL:
             whose = "weights" if call.is_module_call else "dtype"
             other = f"{name} has the model's {whose} (float32 under autocast)"
+        elif policy is not None and wide.fact.origin is not None:
+            line = self.line(wide.fact.origin.node)
+            other = f"{name} is float32: `{policy}` runs in float32 under autocast ({line})"
         elif wide.fact.origin is not None:
             other = f"{name} is {self.where(wide.fact)}"
         else:
@@ -143,6 +158,25 @@ class AutocastDisabledWithoutCast(Rule):
         return Fix(
             f"Cast `{self.ctx.code(low.node)}` with `{cast}`", (Edit(low.node, base + cast),)
         )
+
+
+def _policy_op(fact: Fact) -> str | None:
+    """``cdist`` when ``fact`` is float32 because autocast's policy runs that op in float32
+    (its float32 list: ``softmax``, ``layer_norm``, ``sum``, ``pow`` on CUDA; ``cdist``,
+    ``prod``, the losses on CPU), None otherwise."""
+    origin = fact.origin
+    if fact.prec is not Prec.FULL or origin is None or origin.cause is not Cause.AUTOCAST:
+        return None
+    node = origin.node
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            return func.attr.value
+        if isinstance(func, cst.Name):
+            return func.value
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power):
+        return "pow"
+    return None
 
 
 def _from_autocast(fact: Fact) -> bool:

@@ -422,3 +422,19 @@ def test_the_half_path_of_a_dtype_test_is_still_checked(body: str) -> None:
     text = guarded(body)
     (d,) = findings(text)
     assert source(text).splitlines()[span(d)[0] - 1].strip() == "return x.masked_fill(mask, fill)"
+
+
+def test_a_product_with_a_bounded_factor_that_fits_is_quiet() -> None:
+    """``t * 1e5`` gives inf only where |t| > 0.655: a factor the engine bounds below that
+    (a scaled ``sigmoid``) never reaches it; one bounded by 1 (a mask) still does."""
+    body = """
+        class Gate(nn.Module):
+            def forward(self, x):
+                x = x.half()
+                small = torch.sigmoid(x) * 0.5
+                fits = small * 1e5
+                mask = torch.sigmoid(x)
+                over = mask * -1e9
+                return fits, over
+        """
+    assert [d.start.row for d in findings(body)] == [11]

@@ -10,13 +10,14 @@ import pytest
 from tests.support import FIXTURES, check, run_fixed_fixture
 
 HEADER = (
-    "import torch\nfrom torch import nn\n\n\nclass Norm(nn.Module):\n    def forward(self, x, y):\n"
+    "import torch\nimport torchaudio\nfrom torch import nn\n\n\n"
+    "class Norm(nn.Module):\n    def forward(self, x, y):\n"
 )
 
 
 def found(body: str) -> list[int]:
     source = HEADER + "".join(f"        {line}\n" for line in body.splitlines())
-    return [d.start.row - 6 for d in check(source) if d.code == "MPC302"]
+    return [d.start.row - 7 for d in check(source) if d.code == "MPC302"]
 
 
 @pytest.mark.parametrize(
@@ -110,7 +111,7 @@ def test_no_fix_when_the_variance_is_a_variable() -> None:
 def spans(body: str) -> list[tuple[int, int, int]]:
     source = HEADER + "".join(f"        {line}\n" for line in body.splitlines())
     found = [d for d in check(source) if d.code == "MPC302"]
-    return [(d.start.row - 6, d.start.column, d.end.column) for d in found]
+    return [(d.start.row - 7, d.start.column, d.end.column) for d in found]
 
 
 @pytest.mark.parametrize(
@@ -141,3 +142,58 @@ def test_linear_attention_context_divided_by_its_sum_is_reported(body: str) -> N
 )
 def test_matmuls_that_are_not_linear_attention_are_quiet(body: str) -> None:
     assert spans(body) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # values the engine bounds (mpcheck/engine/ranges.py): their squares fit float16
+        "g = torch.tanh(x)\nreturn g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + 1e-6)",
+        "p = x.softmax(-1)\nreturn p / torch.sqrt(p.var(-1, keepdim=True) + 1e-6)",
+        "s = torch.sin(x) * 0.5 + 0.5\nreturn s / (s * s).mean(-1, keepdim=True).sqrt()",
+        "c = x.clamp(-150.0, 150.0)\nreturn c * torch.rsqrt(c.pow(2).mean(-1) + 1e-6)",
+        "i = (y.to(torch.uint8).half() / 255.0) * 2 - 1\n"
+        "return i * torch.rsqrt(i.flatten(1).square().mean(-1) + 1e-6)",
+        "w, sr = torchaudio.load('a.wav')\nw = w.half()\n"
+        "return w / w.pow(2).mean(dim=-1, keepdim=True).sqrt()",
+        # one path tanh, the other sigmoid: bounded by 1 after the join
+        "g = torch.tanh(x) if y else torch.sigmoid(x)\n"
+        "return g * torch.rsqrt(g.pow(2).mean(-1) + 1e-6)",
+    ],
+)
+def test_bounded_values_are_quiet(body: str) -> None:
+    assert found(body) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a bound above 256 does not help: 300² overflows float16
+        "c = x.clamp(-300.0, 300.0)\nreturn c * torch.rsqrt(c.pow(2).mean(-1) + 1e-6)",
+        # the bound is lost on one path of a join
+        "g = torch.tanh(x) if y else x\nreturn g * torch.rsqrt(g.pow(2).mean(-1) + 1e-6)",
+        # a sum over a size the engine does not know: bounded squares, unbounded sum
+        "g = torch.tanh(x)\nreturn g / g.pow(2).sum(-1, keepdim=True)",
+        # a product with an unbounded tensor is unbounded
+        "g = torch.tanh(x) * y\nreturn g * torch.rsqrt(g.pow(2).mean(-1) + 1e-6)",
+        # a division by a tensor (it may be tiny) is unbounded
+        "g = torch.tanh(x) / y\nreturn g * torch.rsqrt(g.pow(2).mean(-1) + 1e-6)",
+    ],
+)
+def test_unbounded_or_too_wide_values_are_still_reported(body: str) -> None:
+    assert found(body) != []
+
+
+def test_a_bound_a_loop_grows_is_widened_away() -> None:
+    """``g = g * 2`` in a loop: one walked round would say |g| <= 2; the loop head drops the
+    bound, so the mean of squares inside and after the loop is reported."""
+    body = (
+        "g = torch.tanh(x)\n"
+        "for _ in range(20):\n"
+        "    g = g * 2\n"
+        "    y = g * torch.rsqrt(g.pow(2).mean(-1) + 1e-6)\n"
+        "return g * torch.rsqrt(g.pow(2).mean(-1) + 1e-6)"
+    )
+    assert found(body) == [4, 5]
+    bounded = "g = torch.tanh(x)\nfor _ in range(20):\n    g = torch.tanh(g * 2)\n"
+    assert found(bounded + "return g * torch.rsqrt(g.pow(2).mean(-1) + 1e-6)") == []

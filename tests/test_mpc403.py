@@ -188,3 +188,38 @@ def test_norm_keeps_the_half_dtype_and_a_float32_parameter_promotes() -> None:
         "`.to(self.head.weight.dtype)`"
     )
     assert "self.head(self.norm(h).to(self.head.weight.dtype))" in fixed(READOUT)
+
+
+def test_autocast_policy_float32_meets_half_in_a_matmul() -> None:
+    """``softmax`` is on CUDA autocast's float32 list: its output meets the half values."""
+    body = """
+        class Attention(nn.Module):
+            def forward(self, q, k, v, w):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    attn = (q @ k.transpose(-1, -2)).softmax(-1)
+                    v = v @ w
+                    h = w.half()
+                    with torch.autocast("cuda", enabled=False):
+                        a = torch.einsum("bij,bjd->bid", attn, v)
+                        b = torch.bmm(attn, h)
+                        c = attn.to(v.dtype) @ v
+                return a, b, c
+        """
+    found = findings(body)
+    assert [d.start.row for d in found] == [12, 13]
+    policy = "`attn` is float32: `softmax` runs in float32 under autocast (line 8)"
+    assert all(policy in d.message for d in found), found[0].message
+
+
+def test_autocast_policy_float32_on_cpu_follows_the_cpu_lists() -> None:
+    """CPU autocast runs ``softmax`` in bfloat16 (not on its float32 list): no clash."""
+    body = """
+        class Attention(nn.Module):
+            def forward(self, q, k, v):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    attn = (q @ k.transpose(-1, -2)).softmax(-1)
+                    v = v @ k
+                    with torch.autocast("cpu", enabled=False):
+                        return attn @ v
+        """
+    assert findings(body) == []

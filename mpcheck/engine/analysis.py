@@ -28,6 +28,7 @@ from mpcheck.engine.frames import ClassInfo, Frame
 from mpcheck.engine.functions import Definitions
 from mpcheck.engine.keep_fp32 import KeepFp32, adapter_casts
 from mpcheck.engine.modules import Modules
+from mpcheck.engine.ranges import ranged
 from mpcheck.engine.reporting import Listener
 from mpcheck.engine.sites import Scope
 from mpcheck.engine.starred import bind_starred
@@ -110,6 +111,7 @@ class FileAnalysis(Walk):
         return self.definitions.function_frame(fn, cls, outer)
 
     def emit(self, call: CallRecord, frame: Frame) -> Fact:
+        call = ranged(call)  # the result's value range, before rules read it
         self.ambient.note(call, frame)
         return self.emitter.emit(call, frame)
 

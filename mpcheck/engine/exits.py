@@ -15,6 +15,8 @@ block after one that leaves are walked anyway (their calls are still sites), on 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from mpcheck.engine.facts import Fact, Kind, join
@@ -70,9 +72,20 @@ def close_loop(frame: Frame, body: Frame) -> None:
     """``frame`` after a round of a loop whose body was walked as ``body``: the paths that
     reached the body's end, and those that left it by ``continue`` or ``break``."""
     jumps, body.jumps = body.jumps, []
+    before = dict(frame.env)
     merge_paths(frame, Frame(frame.env, frame.scope), body)
     for env in jumps:
         merge_paths(frame, Frame(frame.env, frame.scope), Frame(env, frame.scope))
+    widen(frame, before)
+
+
+def widen(frame: Frame, before: dict[str, Fact]) -> None:
+    """A value range a round of the loop grew (``x = x * 2``) has no bound: the walk takes
+    one round, and the next ones would grow it again (interval analysis's widening)."""
+    for key, fact in frame.env.items():
+        old = before.get(key)
+        if fact.bound is not None and (old is None or old.bound != fact.bound):
+            frame.env[key] = replace(fact, bound=None)
 
 
 def settle(frame: Frame) -> None:

@@ -45,12 +45,14 @@ from mpcheck.engine.promotion import (
     one_dim_factory,
     op_result,
 )
+from mpcheck.engine.ranges import waveform
 from mpcheck.engine.replacements import replacement
 from mpcheck.engine.sites import Operand
 from mpcheck.engine.switches import parts, switched
 from mpcheck.engine.tensors import Tensors
 from mpcheck.knowledge import data_api
 from mpcheck.knowledge import torch_api as T
+from mpcheck.knowledge.ranges import WAVEFORM_LOADERS
 from mpcheck.project.names import dotted
 from mpcheck.project.summary import ClassSummary, Function
 
@@ -539,6 +541,8 @@ class Expressions:
             dtype = kwargs.get("dtype") or (args[3] if len(args) > 3 else None)
             made = self.casts.dtype_arg(dtype, node, UNKNOWN_TENSOR) if dtype else None
             return self.file.emit(CallRecord(node, made or UNKNOWN_TENSOR, args, kwargs), frame)
+        if name in WAVEFORM_LOADERS:
+            return self.file.emit(CallRecord(node, waveform(node, name), args, kwargs), frame)
         module = T.library_fp32(name, T.FP32_OUTPUT_MODULES)
         if module is not None:
             return Fact(

@@ -111,6 +111,9 @@ class Fact:
     # at this path (``elif latents.dtype != self.vae.dtype:`` without a cast on every path):
     # the model's path and where that was tested.
     apart: tuple[str, Origin] | None = None
+    # TENSOR: an upper bound on |x| over its elements (mpcheck.engine.ranges), None when
+    # nothing bounds it. Coarse on purpose: it only has to tell 1 and 255 from 65504.
+    bound: float | None = None
 
     # -- questions rules ask -------------------------------------------------
     @property
@@ -164,6 +167,12 @@ class Fact:
     def from_input(self) -> bool:
         """The value a function was handed (its origin is the parameter)."""
         return self.origin is not None and isinstance(self.origin.node, cst.Param)
+
+    def position_bound(self) -> float | None:
+        """An integer position or timestep bounded by N (``arange(n)``, ``len(...)``): N."""
+        if self.kind is Kind.TENSOR and self.prec is Prec.INT:
+            return self.bound
+        return None
 
     @property
     def cause(self) -> Cause | None:
@@ -345,6 +354,9 @@ def join(a: Fact, b: Fact) -> Fact:
     if a == b or a is b:
         return a
     joined = _join(a, b)
+    bound = None if a.bound is None or b.bound is None else max(a.bound, b.bound)
+    if joined.bound != bound and joined.kind is Kind.TENSOR:
+        joined = replace(joined, bound=bound)
     apart = a.apart or b.apart  # found apart from a model on one path: apart on some
     if apart is not None and joined.is_tensor and joined.apart is None:
         return replace(joined, apart=apart)

@@ -1,0 +1,137 @@
+"""Value ranges: an upper bound on ``|x|`` carried with each tensor fact.
+
+The domain is one number per tensor, ``Fact.bound`` (None: nothing bounds it), joined at
+branches by the larger bound (``facts.join``). It is the coarsest interval domain that still
+answers the question rules ask of a half value -- can it leave float16's range (65504), can
+its square (above 256)? -- so it costs one float per fact and no fixpoint: a bound a loop's
+round changes (``x = x * 2``) is widened to none at the loop head (``exits.widen``), and
+arithmetic on an unbounded operand is unbounded. Sources and transfer functions are the rows
+of :mod:`mpcheck.knowledge.ranges`; the walk applies them to every call it reports
+(:meth:`ranged`), so a bound follows a value through names, branches and attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from mpcheck.engine.base import CallRecord
+from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec, seq_of
+from mpcheck.engine.sites import Operand
+from mpcheck.knowledge import ranges as R
+
+# Integer dtypes whose every value is bounded by the dtype itself (pixels as loaded).
+_DTYPE_BOUNDS = {"uint8": 255.0, "int8": 128.0, "bool": 1.0}
+
+
+def magnitude(fact: Fact) -> float | None:
+    """An upper bound on ``|x|``: a tensor's bound, a literal number's magnitude."""
+    if fact.kind is Kind.SCALAR:
+        return abs(fact.value) if fact.value is not None else None
+    if fact.kind is not Kind.TENSOR:
+        return None
+    if fact.bound is not None:
+        return fact.bound
+    return _DTYPE_BOUNDS.get(fact.dtype or "")
+
+
+def waveform(node: cst.CSTNode, name: str) -> Fact:
+    """``torchaudio.load(path)``: a float32 waveform in [-1, 1] and its sample rate."""
+    origin = Origin(node, Cause.DATA, f"a waveform in [-1, 1] loaded by `{name}`")
+    return seq_of((Fact(Kind.TENSOR, Prec.FULL, "float32", origin, bound=1.0), Fact(Kind.SCALAR)))
+
+
+def ranged(call: CallRecord) -> CallRecord:
+    """``call`` with the bound of its result set from its operands (unchanged when none)."""
+    result = call.result
+    if result.kind is not Kind.TENSOR:
+        return call
+    bound = _bound(call)
+    if bound == result.bound:
+        return call
+    return replace(call, result=replace(result, bound=bound))
+
+
+def _operand(call: CallRecord, index: int, keyword: str) -> Operand | None:
+    """The ``index``-th operand of a function, counting the receiver of a method first."""
+    operands = [call.receiver, *call.args] if call.method and call.receiver else list(call.args)
+    if index < len(operands):
+        return operands[index]
+    return call.kwargs.get(keyword)
+
+
+def _bound(call: CallRecord) -> float | None:
+    name = call.method or call.qual or ""
+    function = call.qual if not call.method else None
+    if name in R.UNIT_METHODS and call.method or function in R.UNIT_FUNCTIONS:
+        return 1.0
+    if call.receiver is not None and not call.method and call.qual is None:
+        layer = call.receiver.fact.layer if call.receiver.fact.kind is Kind.MODULE else None
+        return 1.0 if layer in R.UNIT_MODULES else None
+    short = name.rsplit(".", 1)[-1] if function and function.startswith("torch.") else name
+    if function in R.RANGES:
+        return _factory_range(call)
+    if function in R.CONCATS:
+        first = call.args[0].fact if call.args else None
+        items = first.items if first is not None and first.kind is Kind.SEQ else None
+        bounds = [magnitude(f) for f in items or ()]
+        known = [b for b in bounds if b is not None]
+        return max(known) if known and len(known) == len(bounds) else None
+    if call.method in R.KEEPS_METHODS or function in R.KEEPS_FUNCTIONS:
+        subject = _operand(call, 0, "input")
+        return magnitude(subject.fact) if subject is not None else None
+    if name in R.CLAMPS:
+        return _clamped(call)
+    if short in R.SQUARES:
+        subject = _operand(call, 0, "input")
+        bound = magnitude(subject.fact) if subject is not None else None
+        return None if bound is None else bound * bound
+    if short in ("add", "sub", "mul", "div", "pow", "add_", "sub_", "mul_", "div_", "pow_"):
+        return _arithmetic(call, short.rstrip("_"))
+    return None
+
+
+def _arithmetic(call: CallRecord, how: str) -> float | None:
+    left, right = _operand(call, 0, "input"), _operand(call, 1, "other")
+    if left is None or right is None:
+        return None
+    a, b = magnitude(left.fact), magnitude(right.fact)
+    if how == "div":
+        # only a division by a number: a tensor divisor may be near zero
+        if a is None or right.fact.kind is not Kind.SCALAR or not b:
+            return None
+        return a / b
+    if how == "pow":
+        exponent = right.fact.value if right.fact.kind is Kind.SCALAR else None
+        if a is None or exponent is None or exponent < 0:
+            return None
+        return float(a**exponent)
+    if a is None or b is None:
+        return None
+    return a + b if how in ("add", "sub") else a * b
+
+
+def _clamped(call: CallRecord) -> float | None:
+    """``x.clamp(lo, hi)``: within max(|lo|, |hi|) when both are numbers; else x's bound."""
+    first = 0 if call.method else 1
+    low = _operand(call, first + 1, "min")
+    high = _operand(call, first + 2, "max")
+    subject = _operand(call, 0, "input")
+    own = magnitude(subject.fact) if subject is not None else None
+    ends = [magnitude(o.fact) if o is not None else None for o in (low, high)]
+    if None in ends:
+        return own
+    clamp = max(e for e in ends if e is not None)
+    return clamp if own is None else min(own, clamp)
+
+
+def _factory_range(call: CallRecord) -> float | None:
+    """``arange(n)``, ``arange(a, b)``, ``linspace(a, b, n)``: the larger end."""
+    ends = [magnitude(a.fact) for a in call.args[:2]]
+    for keyword in ("start", "end"):
+        if keyword in call.kwargs:
+            ends.append(magnitude(call.kwargs[keyword].fact))
+    if not ends or None in ends:
+        return None
+    return max(e for e in ends if e is not None)

@@ -1,0 +1,71 @@
+"""What torch calls do to a tensor's magnitude: the value-range rows next to the op table.
+
+The engine (:mod:`mpcheck.engine.ranges`) carries an upper bound on ``|x|`` with each tensor
+fact, as interval analysis does (DEBAR, FSE 2020), kept coarse: a rule only has to tell a
+waveform in [-1, 1] or a pixel in [0, 255] from an activation nothing bounds. A row states a
+semantic of torch (``softmax`` is a probability), never of one repository's names.
+"""
+
+from __future__ import annotations
+
+# Callables whose every output element lies in [-1, 1] whatever the input: probabilities,
+# squashing functions, periodic functions, unit vectors. By method name and qualified name.
+UNIT_METHODS = frozenset(
+    {"softmax", "sigmoid", "sigmoid_", "tanh", "tanh_", "sin", "sin_", "cos", "cos_", "erf"}
+)
+UNIT_FUNCTIONS = frozenset(
+    {
+        "torch.softmax",
+        "torch.sigmoid",
+        "torch.tanh",
+        "torch.sin",
+        "torch.cos",
+        "torch.erf",
+        "torch.special.expit",
+        "torch.nn.functional.softmax",
+        "torch.nn.functional.sigmoid",
+        "torch.nn.functional.tanh",
+        "torch.nn.functional.normalize",  # each element of a unit vector
+        "torch.nn.functional.cosine_similarity",
+        "torch.nn.functional.gumbel_softmax",
+        "torch.rand",  # uniform on [0, 1)
+        "torch.rand_like",
+        "torchvision.transforms.functional.to_tensor",  # uint8 pixels / 255
+        "torchvision.transforms.v2.functional.to_dtype",
+    }
+)
+# Layers (``Fact.layer``, the torch.nn class name) whose output is in [-1, 1].
+UNIT_MODULES = frozenset({"Softmax", "Sigmoid", "Tanh", "Hardtanh", "Softsign"})
+# Loaders that return (waveform in [-1, 1] as float32, sample rate) by default (``normalize=True``).
+WAVEFORM_LOADERS = frozenset({"torchaudio.load", "torchaudio.load_with_torchcodec"})
+# Ops whose output elements are elements of the input (or 0): shape-only, selection, casts,
+# and reductions that do not grow a magnitude (a mean of bounded values is bounded by it).
+KEEPS_METHODS = frozenset(
+    {
+        *(
+            "view reshape view_as reshape_as transpose permute contiguous unsqueeze squeeze "
+            "flatten unflatten expand expand_as repeat repeat_interleave clone detach narrow "
+            "select index_select gather roll flip fliplr flipud t movedim swapaxes chunk split "
+            "unbind to float half bfloat16 double type type_as cpu cuda abs neg relu mean "
+            "nanmean amax amin max min median"
+        ).split()
+    }
+)
+KEEPS_FUNCTIONS = frozenset(
+    {
+        "torch." + name
+        for name in (
+            "reshape transpose permute unsqueeze squeeze flatten flip roll narrow select "
+            "index_select gather abs neg relu mean nanmean amax amin movedim chunk split unbind"
+        ).split()
+    }
+    | {"torch.nn.functional.relu", "torch.nn.functional.dropout", "torch.view_as_real"}
+)
+# Joins of their sequence's tensors: the largest bound.
+CONCATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack"})
+# ``clamp(min, max)``/``clip``: bounded by the larger of |min|, |max| when both are given.
+CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_", "torch.clamp", "torch.clip"})
+# Factories from their bounds: ``arange(n)`` holds 0..n-1, ``linspace(a, b)`` a..b.
+RANGES = frozenset({"torch.arange", "torch.linspace"})
+# ``x.square()``, ``torch.square(x)``: the bound squared.
+SQUARES = frozenset({"square", "square_"})

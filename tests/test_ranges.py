@@ -1,0 +1,87 @@
+"""Value ranges (mpcheck/engine/ranges.py): the bound on |x| each torch call gives its result,
+and the join of two paths' bounds."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from mpcheck.engine.base import CallRecord
+from mpcheck.engine.facts import Fact, Kind, Prec, join, seq_of
+from mpcheck.engine.ranges import magnitude, ranged
+from mpcheck.engine.sites import Operand
+
+NODE = cst.Call(cst.Name("f"))
+FREE = Fact(Kind.TENSOR, Prec.HALF, "float16")  # nothing bounds it
+UNIT = Fact(Kind.TENSOR, Prec.HALF, "float16", bound=1.0)
+INT = Fact(Kind.TENSOR, Prec.INT, "int64")
+
+
+def number(value: float) -> Operand:
+    return Operand(cst.Name("n"), Fact(Kind.SCALAR, value=value))
+
+
+def tensor(fact: Fact) -> Operand:
+    return Operand(cst.Name("t"), fact)
+
+
+def method(name: str, receiver: Fact, *args: Operand, **kwargs: Operand) -> float | None:
+    call = CallRecord(NODE, FREE, args, kwargs, method=name, receiver=tensor(receiver))
+    return ranged(call).result.bound
+
+
+def function(qual: str, *args: Operand, result: Fact = FREE, **kwargs: Operand) -> float | None:
+    return ranged(CallRecord(NODE, result, args, kwargs, qual=qual)).result.bound
+
+
+@pytest.mark.parametrize("name", ["softmax", "sigmoid", "tanh", "sin", "cos"])
+def test_squashing_methods_bound_by_one_whatever_the_input(name: str) -> None:
+    assert method(name, FREE) == 1.0
+
+
+def test_squashing_functions_and_layers_bound_by_one() -> None:
+    assert function("torch.nn.functional.softmax", tensor(FREE)) == 1.0
+    assert function("torch.rand", number(3)) == 1.0
+    layer = Fact(Kind.MODULE, Prec.MODEL, layer="Sigmoid")
+    assert ranged(CallRecord(NODE, FREE, (tensor(FREE),), receiver=tensor(layer))).result.bound == 1
+
+
+def test_shape_only_ops_and_means_keep_the_bound() -> None:
+    for name in ("view", "permute", "flatten", "to", "half", "abs", "mean", "amax", "detach"):
+        assert method(name, UNIT) == 1.0
+        assert method(name, FREE) is None
+    assert function("torch.cat", tensor(seq_of([UNIT, UNIT]))) == 1.0
+    assert function("torch.cat", tensor(seq_of([UNIT, FREE]))) is None
+
+
+def test_arithmetic_with_numbers_transforms_the_bound() -> None:
+    assert function("torch.mul", tensor(UNIT), number(2.0)) == 2.0
+    assert function("torch.sub", tensor(UNIT), number(-1.0)) == 2.0  # ``x * 2 - 1``
+    assert function("torch.div", tensor(Fact(Kind.TENSOR, Prec.INT, "uint8")), number(255.0)) == 1
+    assert function("torch.pow", tensor(Fact(Kind.TENSOR, bound=16.0)), number(2)) == 256.0
+    assert function("torch.mul", tensor(UNIT), tensor(UNIT)) == 1.0
+    # an unbounded operand, a tensor divisor (maybe tiny), a negative power: unbounded
+    assert function("torch.mul", tensor(UNIT), tensor(FREE)) is None
+    assert function("torch.div", tensor(UNIT), tensor(UNIT)) is None
+    assert function("torch.pow", tensor(UNIT), number(-1)) is None
+
+
+def test_clamp_bounds_by_its_wider_end_and_never_widens() -> None:
+    assert method("clamp", FREE, number(-5.0), number(3.0)) == 5.0
+    assert method("clamp", FREE, max=number(3.0), min=number(0.0)) == 3.0
+    assert method("clamp", UNIT, number(-5.0), number(5.0)) == 1.0
+    assert method("clamp", FREE, number(0.0)) is None  # ``clamp(min=0)``: no upper end
+
+
+def test_positions_from_arange_are_bounded_by_their_end() -> None:
+    made = Fact(Kind.TENSOR, Prec.INT, "int64")
+    assert function("torch.arange", number(4096), result=made) == 4096.0
+    positions = ranged(CallRecord(NODE, made, (number(2), number(10)), qual="torch.arange"))
+    assert positions.result.position_bound() == 10.0
+    assert UNIT.position_bound() is None  # not an integer position
+
+
+def test_a_join_keeps_the_wider_bound_and_loses_a_missing_one() -> None:
+    assert join(UNIT, Fact(Kind.TENSOR, Prec.HALF, "float16", bound=4.0)).bound == 4.0
+    assert join(UNIT, FREE).bound is None
+    assert magnitude(Fact(Kind.SCALAR, value=-3.0)) == 3.0
