@@ -104,7 +104,7 @@ class ScalerFp16Params(Rule):
             if half is not None:
                 self._report(site, scaler, use, half)
             else:
-                for cast in use.recast:
+                for cast in filter(can_be_fp16, use.recast):  # bfloat16 ones: MPC205
                     self._report_recast(site, scaler, use, cast)
 
     def _report_recast(

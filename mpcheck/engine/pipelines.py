@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from mpcheck.engine.facts import Fact, Kind, seq_of
+from mpcheck.engine.facts import Fact, Kind, Prec, seq_of
 from mpcheck.engine.sites import Operand
-from mpcheck.engine.training import Shares, can_be_fp16, unique
+from mpcheck.engine.training import Shares, unique
 
 if TYPE_CHECKING:
     from mpcheck.engine.frames import Frame
@@ -39,14 +39,15 @@ def recasts(pipeline: Fact, method: str) -> bool:
 
 def pipeline_cast(tracker: Tracker, pipeline: Fact, cast: Fact | None, frame: Frame) -> Fact:
     """``pipeline.to(device, dtype=torch_dtype)`` (``cast``: the new dtype, None when it only
-    moves): the shared modules are cast in place, and a cast to half is remembered for the
-    next step, which unscales their gradients."""
+    moves): the shared modules are cast in place, and a cast to half (float16 or bfloat16) is
+    remembered for the next step: it unscales their gradients (float16) and goes on from
+    master weights rounded to the half grid (either)."""
     if cast is None or not isinstance(pipeline.train, Shares) or cast.origin is None:
         return pipeline
     value = replace(cast, kind=Kind.TENSOR, train=None)
     modules = [m for m in pipeline.train.modules if m.kind is Kind.MODULE]
     tracker.cast_modules(seq_of(modules), value, frame)
-    if can_be_fp16(value):
+    if value.prec is Prec.HALF:
         state = tracker.state(frame)
         recasts = unique(state.recasts + tuple((m, value) for m in modules))
         tracker.set_state(frame, replace(state, recasts=recasts))

@@ -374,8 +374,8 @@ class OptimizerUse:
     optimizer: Optimizer
     params: tuple[Fact, ...]  # its trainable parameters' facts, after in-place casts
     unscaled: bool | None  # the scaler already unscaled its gradients (None: on some paths)
-    # casts to half of its parameters' modules seen earlier on some path (a validation
-    # pipeline's ``.to(dtype=...)``), each a tensor fact whose origin is the cast
+    # casts to half (float16 or bfloat16) of its parameters' modules seen earlier on some path
+    # (a validation pipeline's ``.to(dtype=...)``), each a tensor fact whose origin is the cast
     recast: tuple[Fact, ...] = ()
 
 
