@@ -1,0 +1,236 @@
+"""Which values hold positions, timesteps or rotary frequencies, and where phases are made.
+
+Half precision holds integers exactly only up to 2048 (float16) and 256 (bfloat16), so a
+position, a timestep (0..1000) or a phase ``position * inv_freq`` loses whole units once it is
+rounded to half: measured on torch 2.13 (../shared/reference/torch-truth.md), float16 phases
+are 0.8 rad off at position 2000 and bfloat16 phases off by pi by position 1000. The dtype
+facts cannot tell these values from activations, so this part names them from how code
+writes them: what a value is called (``position_ids``, ``timesteps``, ``inv_freq``) and what
+builds it (``torch.arange``). A rule asks two questions of a call site: is it the product of
+positions by frequencies (:func:`phase_product`), and is it a timestep cast to another
+tensor's or a half dtype (:func:`timestep_cast`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from mpcheck.engine.facts import Kind, Prec
+from mpcheck.engine.sites import CallSite, Operand
+
+__all__ = ["PhaseProduct", "TimestepCast", "phase_product", "timestep_cast"]
+
+# Names of a tensor of positions (or of a timestep grid multiplied like one).
+_POSITIONS = re.compile(
+    r"(?:^|_)(?:pos|poss|position|positions|position_ids|pos_ids|seq|t|ts|grid|coords?|"
+    r"timesteps?|indices|idx)(?:_|$)"
+)
+# Names of the rotary/sinusoidal frequencies ``1 / base ** (arange(0, dim, 2) / dim)``.
+_FREQUENCIES = re.compile(
+    r"(?:^|_)(?:inv_freqs?|freqs?|freqs_base|omega|frequencies|inv_timescales|exponent)(?:_|$)",
+    re.IGNORECASE,
+)
+# A tensor of timesteps (or the guidance scale that Flux embeds the same way): what a
+# diffusion model's sinusoidal timestep projection turns into phases.
+_TIMESTEPS = re.compile(
+    r"^(?:t|ts|timesteps?|current_t|t_cur|guidance|time_steps?|sigma_t|t_in|t_input)$",
+    re.IGNORECASE,
+)
+# Calls and methods that keep a tensor what it holds (its shape or dtype changes only).
+_KEEPS = frozenset(
+    {
+        "float",
+        "double",
+        "to",
+        "type",
+        "type_as",
+        "unsqueeze",
+        "expand",
+        "expand_as",
+        "repeat",
+        "reshape",
+        "view",
+        "flatten",
+        "permute",
+        "transpose",
+        "contiguous",
+        "clone",
+        "detach",
+        "squeeze",
+        "half",
+        "bfloat16",
+    }
+)
+# Products that turn positions and frequencies into phases. Which of them autocast runs in
+# half is autocast's own table; a product of two half operands is half anyway.
+_PRODUCTS = frozenset({"einsum", "matmul", "mm", "bmm", "outer", "ger", "mul"})
+_CASTS = frozenset({"to", "type", "type_as", "half", "bfloat16"})
+
+
+@dataclass(frozen=True)
+class PhaseProduct:
+    """``positions x frequencies`` at a call: the two operands, as the call has them."""
+
+    positions: Operand
+    frequencies: Operand
+
+
+@dataclass(frozen=True)
+class TimestepCast:
+    """A timestep cast away from float32: ``t.to(latents.dtype)``, ``timestep.half()``."""
+
+    timestep: Operand
+    # The target is known to be half (``.half()``, ``torch.bfloat16``, a half dtype variable),
+    # not only another tensor's or a dtype variable's dtype (half when the model is).
+    known_half: bool
+    target: cst.BaseExpression | None  # the dtype or tensor argument, None for ``.half()``
+
+
+def _root(node: cst.BaseExpression) -> cst.BaseExpression:
+    """What ``node`` holds before shape and dtype changes: ``pos`` of
+    ``pos.unsqueeze(2).float()[None]``, ``t`` of ``t / scale``."""
+    while True:
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT"):
+            node = node.value
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _KEEPS
+        ):
+            node = node.func.value
+        elif isinstance(node, cst.BinaryOperation) and isinstance(
+            node.operator, (cst.Divide, cst.Multiply)
+        ):
+            # ``t / interpolation_factor``: positions scaled are positions
+            node = node.left
+        else:
+            return node
+
+
+def _name(node: cst.BaseExpression) -> str | None:
+    """The last name of ``self.inv_freq`` / ``inv_freq``; a string key of ``batch["t"]``."""
+    root = _root(node)
+    if isinstance(root, cst.Name):
+        return root.value
+    if isinstance(root, cst.Attribute):
+        return root.attr.value
+    return None
+
+
+def _subscript_key(node: cst.BaseExpression) -> str | None:
+    """``timesteps`` of ``batch["timesteps"]`` (the outermost string key on the way down)."""
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value not in _KEEPS:
+                return None
+            node = node.func.value
+        elif isinstance(node, cst.Subscript):
+            first = node.slice[0].slice if node.slice else None
+            if isinstance(first, cst.Index) and isinstance(first.value, cst.SimpleString):
+                return str(first.value.evaluated_value)
+            node = node.value
+        else:
+            return None
+
+
+def _names_dtype(node: cst.BaseExpression) -> bool:
+    """``dtype``, ``weight_dtype``, ``self.config.weight_dtype``, ``x.dtype``."""
+    name = node.value if isinstance(node, cst.Name) else None
+    if isinstance(node, cst.Attribute):
+        name = node.attr.value
+    return name is not None and name.endswith("dtype")
+
+
+def _matched_to_frequencies(node: cst.BaseExpression) -> bool:
+    """``freqs.dtype`` / ``self.inv_freq``: a cast target that is the frequencies' dtype."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
+        node = node.value
+    name = _name(node)
+    return name is not None and _FREQUENCIES.search(name) is not None
+
+
+def _is_arange(node: cst.BaseExpression) -> bool:
+    root = _root(node)
+    return (
+        isinstance(root, cst.Call)
+        and isinstance(root.func, (cst.Attribute, cst.Name))
+        and (root.func.attr if isinstance(root.func, cst.Attribute) else root.func).value
+        == "arange"
+    )
+
+
+def holds_positions(operand: Operand) -> bool:
+    """A tensor of positions: ``torch.arange(n)``, ``position_ids``, ``pos``, ``t``."""
+    if not operand.fact.is_tensor and operand.fact.kind is not Kind.OTHER:
+        return False
+    if _is_arange(operand.node):
+        return True
+    name = _name(operand.node)
+    return name is not None and _POSITIONS.search(name) is not None
+
+
+def holds_frequencies(operand: Operand) -> bool:
+    """A tensor of rotary or sinusoidal frequencies: ``inv_freq``, ``freqs``, ``omega``."""
+    if not operand.fact.is_tensor and operand.fact.kind is not Kind.OTHER:
+        return False
+    name = _name(operand.node)
+    return name is not None and _FREQUENCIES.search(name) is not None
+
+
+def _tensor_operands(call: CallSite) -> list[Operand]:
+    operands = [call.receiver] if call.method is not None and call.receiver is not None else []
+    operands += [a for a in call.args if not isinstance(a.node, cst.SimpleString)]
+    return operands
+
+
+def phase_product(call: CallSite) -> PhaseProduct | None:
+    """``torch.einsum("i,j->ij", t, inv_freq)``, ``inv_freq @ pos``, ``torch.outer(t, freqs)``,
+    ``t[:, None] * inv_freq[None, :]``: positions multiplied by frequencies, else None."""
+    if call.aten not in _PRODUCTS:
+        return None
+    operands = _tensor_operands(call)
+    if len(operands) != 2:
+        return None
+    a, b = operands
+    if holds_positions(a) and holds_frequencies(b) and not holds_frequencies(a):
+        return PhaseProduct(a, b)
+    if holds_positions(b) and holds_frequencies(a) and not holds_frequencies(b):
+        return PhaseProduct(b, a)
+    return None
+
+
+def timestep_cast(call: CallSite) -> TimestepCast | None:
+    """A timestep (``t``, ``timestep``, ``batch["timesteps"]``, ``t.expand(n)``) cast to a half
+    dtype or to another tensor's dtype; None when the target is float32, float64 or an integer
+    dtype, or the call is no cast of a timestep."""
+    if call.method not in _CASTS or call.receiver is None or not isinstance(call.node, cst.Call):
+        return None
+    receiver = call.receiver
+    name = _name(receiver.node) or _subscript_key(receiver.node)
+    if name is None or _TIMESTEPS.match(name) is None:
+        return None
+    if call.method in ("half", "bfloat16"):
+        return TimestepCast(receiver, True, None)
+    target = call.arg(None, "dtype")
+    if target is None:
+        target = next((a for a in call.args if a.fact.kind in (Kind.DTYPE, Kind.TENSOR)), None)
+    if target is None:
+        # ``t.to(dtype)`` of a parameter the engine knows nothing of: a dtype by its name
+        target = next((a for a in call.args if _names_dtype(a.node)), None)
+    if target is None:
+        return None
+    if _matched_to_frequencies(target.node):
+        return None  # ``t.type(freqs.dtype)``: positions for a phase product, not a timestep
+    prec = call.result.prec
+    if prec in (Prec.FULL, Prec.INT, Prec.BOOL) or call.result.dtype in ("float32", "float64"):
+        return None
+    if target.fact.kind is Kind.DTYPE and target.fact.prec in (Prec.FULL, Prec.INT, Prec.BOOL):
+        return None
+    if target.fact.kind is Kind.TENSOR and target.fact.prec in (Prec.FULL, Prec.INT, Prec.BOOL):
+        return None
+    return TimestepCast(receiver, prec is Prec.HALF, target.node)

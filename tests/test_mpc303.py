@@ -1,0 +1,112 @@
+"""MPC303 half-positions: phases and timesteps computed in half are reported, with the
+premise when half is not proven; phases in float32 and timesteps kept float32 are not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mpcheck.cli import main
+from tests.support import check
+
+ROTARY = """
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))
+
+    def forward(self, position_ids):
+        inv_freq = self.inv_freq[:, None].float()
+        pos = position_ids[None, :].float()
+{body}
+"""
+
+
+def _found(source: str) -> list[tuple[int, str]]:
+    return [(d.start.row, d.severity.name) for d in check(source) if d.code == "MPC303"]
+
+
+def test_phase_product_reported_with_the_autocast_premise() -> None:
+    source = ROTARY.format(body="        return inv_freq @ pos")
+    assert _found(source) == [(14, "WARNING")]
+    message = next(d.message for d in check(source) if d.code == "MPC303")
+    assert message.startswith("if this runs under autocast")
+
+
+def test_phase_product_under_autocast_disabled_is_quiet() -> None:
+    body = (
+        '        with torch.autocast("cuda", enabled=False):\n'
+        "            freqs = inv_freq @ pos\n"
+        "        return freqs.cos()"
+    )
+    assert _found(ROTARY.format(body=body)) == []
+
+
+def test_phase_product_inside_an_active_autocast_is_an_error() -> None:
+    body = (
+        '        with torch.autocast("cuda", dtype=torch.bfloat16):\n'
+        "            freqs = inv_freq @ pos\n"
+        "        return freqs.cos()"
+    )
+    assert _found(ROTARY.format(body=body)) == [(15, "ERROR")]
+
+
+def test_buffer_cast_with_the_model_is_named_in_the_premise() -> None:
+    body = (
+        "        t = position_ids.type_as(self.inv_freq)\n"
+        "        return torch.outer(t, self.inv_freq)"
+    )
+    found = [d for d in check(ROTARY.format(body=body)) if d.code == "MPC303"]
+    assert [(d.start.row, d.severity.name) for d in found] == [(15, "WARNING")]
+    assert "cast every floating buffer" in found[0].message
+
+
+def test_products_of_other_tensors_are_quiet() -> None:
+    assert _found(ROTARY.format(body="        return inv_freq @ self.inv_freq.T")) == []
+    assert _found(ROTARY.format(body="        return pos @ pos.T")) == []
+
+
+SAMPLER = """
+import torch
+
+
+def sample(transformer, scheduler, latents, dtype):
+    for i, t in enumerate(scheduler.timesteps):
+        timestep = t.expand(latents.shape[0]).to({target})
+        latents = transformer(latents, timestep=timestep)
+    return latents
+"""
+
+
+def test_timestep_cast_to_the_latents_dtype_is_a_warning() -> None:
+    assert _found(SAMPLER.format(target="latents.dtype")) == [(7, "WARNING")]
+    assert _found(SAMPLER.format(target="dtype")) == [(7, "WARNING")]
+
+
+def test_timestep_cast_to_half_is_an_error() -> None:
+    assert _found(SAMPLER.format(target="torch.bfloat16")) == [(7, "ERROR")]
+
+
+def test_timestep_kept_float32_or_integer_is_quiet() -> None:
+    for target in ("torch.float32", "dtype=torch.float32", "torch.long", "latents.device"):
+        assert _found(SAMPLER.format(target=target)) == [], target
+
+
+def test_positions_matched_to_the_frequencies_are_not_a_timestep() -> None:
+    body = (
+        '        with torch.autocast("cuda", enabled=False):\n'
+        "            t = position_ids.type(inv_freq.dtype)\n"
+        '            return torch.einsum("i,j->ij", t, inv_freq)'
+    )
+    assert _found(ROTARY.format(body=body)) == []
+
+
+def test_cli_fix_keeps_the_timestep_float32(tmp_path: Path) -> None:
+    path = tmp_path / "sampler.py"
+    path.write_text(SAMPLER.format(target="latents.dtype"))
+    main(["check", "--select", "MPC303", "--fix", "--unsafe-fixes", "--no-cache", str(path)])
+    assert ".to(torch.float32)" in path.read_text()
+    assert _found(path.read_text()) == []
