@@ -79,7 +79,14 @@ class HalfPositions(Rule):
             return
         what = self.ctx.module.code_for_node(cast.timestep.node)
         target = "half" if cast.target is None else self.ctx.module.code_for_node(cast.target)
-        if cast.known_half:
+        if cast.frequencies:
+            message = (
+                f"`{what}` (frequencies or phases) is cast to "
+                f"{'half' if cast.known_half else f'`{target}`'} before the phases are "
+                "taken: positions past 256 (bfloat16) or 2048 (float16) then share rounded "
+                "phases; keep the phases float32 and cast their cos/sin"
+            )
+        elif cast.known_half:
             message = (
                 f"timestep `{what}` is cast to half (`{target}`): float16 holds integers "
                 "exactly only up to 2048 and bfloat16 only up to 256, so the timestep "
@@ -92,7 +99,7 @@ class HalfPositions(Rule):
                 "projection; keep it float32"
             )
         fix = None
-        if cast.target is not None:
+        if cast.target is not None and not cast.frequencies:
             fix = Fix(
                 "Keep the timestep float32",
                 (Edit(cast.target, "torch.float32"),),

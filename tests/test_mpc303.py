@@ -110,3 +110,26 @@ def test_cli_fix_keeps_the_timestep_float32(tmp_path: Path) -> None:
     main(["check", "--select", "MPC303", "--fix", "--unsafe-fixes", "--no-cache", str(path)])
     assert ".to(torch.float32)" in path.read_text()
     assert _found(path.read_text()) == []
+
+
+def test_timesteps_of_a_batch_cast_to_the_weight_dtype() -> None:
+    source = (
+        "def step(prepared_batch, weight_dtype):\n"
+        '    timesteps = prepared_batch["timesteps"].to(device="cuda", dtype=weight_dtype) / 1000.0\n'
+        "    return timesteps\n"
+    )
+    assert _found(source) == [(2, "WARNING")]
+    assert _found(source.replace("dtype=weight_dtype", "dtype=torch.float32")) == []
+
+
+def test_frequencies_cast_to_the_activations_dtype() -> None:
+    source = (
+        "import torch\n\n\n"
+        "def rotate(freqs, q: torch.Tensor):\n"
+        "    q = q.half()\n"
+        "    freqs = freqs.type_as(q)\n"
+        "    return q * freqs.cos()\n"
+    )
+    assert _found(source) == [(6, "ERROR")]
+    assert _found(source.replace("freqs.type_as(q)", "freqs.float()")) == []
+    assert _found(source.replace("freqs", "freqs_cis")) == []

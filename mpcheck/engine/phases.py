@@ -33,6 +33,8 @@ _FREQUENCIES = re.compile(
     r"(?:^|_)(?:inv_freqs?|freqs?|freqs_base|omega|frequencies|inv_timescales|exponent)(?:_|$)",
     re.IGNORECASE,
 )
+# cos/sin tables made from the phases: values in [-1, 1], which half holds to 3 digits.
+_TABLES = re.compile(r"(?:^|_)(?:cis|cos|sin|cossin|sincos|emb)(?:_|$)")
 # A tensor of timesteps (or the guidance scale that Flux embeds the same way): what a
 # diffusion model's sinusoidal timestep projection turns into phases.
 _TIMESTEPS = re.compile(
@@ -80,9 +82,11 @@ class PhaseProduct:
 
 @dataclass(frozen=True)
 class TimestepCast:
-    """A timestep cast away from float32: ``t.to(latents.dtype)``, ``timestep.half()``."""
+    """A timestep cast away from float32: ``t.to(latents.dtype)``, ``timestep.half()``; or
+    frequencies (phases) cast so before the product or the cos/sin: ``freqs.to(q)``."""
 
     timestep: Operand
+    frequencies: bool  # ``timestep`` holds frequencies or phases, not a timestep
     # The target is known to be half (``.half()``, ``torch.bfloat16``, a half dtype variable),
     # not only another tensor's or a dtype variable's dtype (half when the model is).
     known_half: bool
@@ -211,14 +215,19 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
     if call.method not in _CASTS or call.receiver is None or not isinstance(call.node, cst.Call):
         return None
     receiver = call.receiver
-    name = _name(receiver.node) or _subscript_key(receiver.node)
-    if name is None or _TIMESTEPS.match(name) is None:
+    name = _subscript_key(receiver.node) or _name(receiver.node)
+    if name is None:
+        return None
+    frequencies = _FREQUENCIES.search(name) is not None and _TABLES.search(name) is None
+    if _TIMESTEPS.match(name) is None and not frequencies:
         return None
     if call.method in ("half", "bfloat16"):
-        return TimestepCast(receiver, True, None)
+        return TimestepCast(receiver, frequencies, True, None)
     target = call.arg(None, "dtype")
     if target is None:
         target = next((a for a in call.args if a.fact.kind in (Kind.DTYPE, Kind.TENSOR)), None)
+    if target is None and call.method == "type_as":
+        target = call.arg(0, "other")
     if target is None:
         # ``t.to(dtype)`` of a parameter the engine knows nothing of: a dtype by its name
         target = next((a for a in call.args if _names_dtype(a.node)), None)
@@ -233,4 +242,4 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
         return None
     if target.fact.kind is Kind.TENSOR and target.fact.prec in (Prec.FULL, Prec.INT, Prec.BOOL):
         return None
-    return TimestepCast(receiver, prec is Prec.HALF, target.node)
+    return TimestepCast(receiver, frequencies, prec is Prec.HALF, target.node)
