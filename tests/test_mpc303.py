@@ -114,11 +114,12 @@ def test_cli_fix_keeps_the_timestep_float32(tmp_path: Path) -> None:
 
 def test_timesteps_of_a_batch_cast_to_the_weight_dtype() -> None:
     source = (
+        "import torch\n\n\n"
         "def step(prepared_batch, weight_dtype):\n"
-        '    timesteps = prepared_batch["timesteps"].to(device="cuda", dtype=weight_dtype) / 1000.0\n'
-        "    return timesteps\n"
+        '    t = prepared_batch["timesteps"].to(device="cuda", dtype=weight_dtype) / 1000.0\n'
+        "    return t\n"
     )
-    assert _found(source) == [(2, "WARNING")]
+    assert _found(source) == [(5, "WARNING")]
     assert _found(source.replace("dtype=weight_dtype", "dtype=torch.float32")) == []
 
 
