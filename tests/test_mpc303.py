@@ -134,3 +134,25 @@ def test_frequencies_cast_to_the_activations_dtype() -> None:
     assert _found(source) == [(6, "ERROR")]
     assert _found(source.replace("freqs.type_as(q)", "freqs.float()")) == []
     assert _found(source.replace("freqs", "freqs_cis")) == []
+
+
+def test_a_short_name_is_a_timestep_only_when_bound_to_one() -> None:
+    source = (
+        "import torch\n\n\n"
+        "def sample(vae, transformer, images, timesteps, latents):\n"
+        "    encoded = [vae.encode(t.to(vae.dtype)) for t in images]\n"
+        "    for i, t in enumerate(timesteps):\n"
+        "        latents = transformer(latents, t.expand(2).to(latents.dtype))\n"
+        "    return encoded, latents\n"
+    )
+    assert [row for row, _ in _found(source)] == [7]
+
+
+def test_the_sinusoidal_output_cast_to_the_mlp_dtype_is_quiet() -> None:
+    source = (
+        "import torch\n\n\n"
+        "def embed(mlp, t, timestep_embedding):\n"
+        "    t_freq = timestep_embedding(t, 256)\n"
+        "    return mlp(t_freq.to(mlp[0].weight.dtype))\n"
+    )
+    assert _found(source) == []

@@ -33,8 +33,12 @@ _FREQUENCIES = re.compile(
     r"(?:^|_)(?:inv_freqs?|freqs?|freqs_base|omega|frequencies|inv_timescales|exponent)(?:_|$)",
     re.IGNORECASE,
 )
-# cos/sin tables made from the phases: values in [-1, 1], which half holds to 3 digits.
-_TABLES = re.compile(r"(?:^|_)(?:cis|cos|sin|cossin|sincos|emb)(?:_|$)")
+# Frequencies or phases by their whole name, for a cast: ``t_freq`` (DiT's sinusoidal
+# embedding, cos/sin values that half holds to 3 digits) and ``freqs_cis`` are not.
+_CAST_FREQUENCIES = re.compile(r"^(?:inv_freqs?|freqs|freqs_base|omega|phases?|angles)$")
+# Short names that are a timestep only when bound to one (``for i, t in enumerate(timesteps)``,
+# a ``forward(self, x, t)`` parameter), not an image in ``[t.to(dtype) for t in images]``.
+_SHORT = frozenset({"t", "ts"})
 # A tensor of timesteps (or the guidance scale that Flux embeds the same way): what a
 # diffusion model's sinusoidal timestep projection turns into phases.
 _TIMESTEPS = re.compile(
@@ -208,6 +212,92 @@ def phase_product(call: CallSite) -> PhaseProduct | None:
     return None
 
 
+def _is_timestep(name: str, call: CallSite) -> bool:
+    if _TIMESTEPS.match(name) is None:
+        return False
+    if name not in _SHORT:
+        return True
+    function = call.scope.function
+    if function is None:
+        return False
+    finder = _Bindings(name, call.node)
+    function.visit(finder)
+    return bool(finder.found) and all(finder.found)
+
+
+class _Bindings(cst.CSTVisitor):
+    """Whether each binding of a short name in a function binds a timestep: a parameter, a
+    loop over timesteps or sigmas, an assignment from a timestep (``t = t.to(...)`` aside)."""
+
+    def __init__(self, name: str, call: cst.CSTNode) -> None:
+        self.name = name
+        self.call = call
+        self.found: list[bool] = []
+
+    def _binds(self, target: cst.BaseExpression) -> bool:
+        return any(isinstance(n, cst.Name) and n.value == self.name for n in _names_in(target))
+
+    def _iterates_timesteps(self, iterable: cst.BaseExpression) -> bool:
+        text = cst.Module([]).code_for_node(iterable)
+        return re.search(r"timestep|sigma", text) is not None
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if node.name.value == self.name:
+            self.found.append(True)
+
+    def visit_For(self, node: cst.For) -> None:
+        if self._binds(node.target):
+            self.found.append(self._iterates_timesteps(node.iter))
+
+    def _comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp) -> None:
+        # a comprehension's variable lives in the comprehension: it binds the call's name
+        # only when the call is inside it
+        inside = _contains(node, self.call)
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            if self._binds(comp.target) and inside:
+                self.found.append(self._iterates_timesteps(comp.iter))
+            comp = comp.inner_for_in
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._comprehension(node)
+
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._comprehension(node)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._comprehension(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Name) and target.target.value == self.name:
+                root = _name(node.value)
+                if root != self.name:
+                    self.found.append(root is not None and _TIMESTEPS.match(root) is not None)
+            elif self._binds(target.target):
+                self.found.append(False)  # ``t, dtype = x.float(), x.dtype``
+
+
+def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is ``root`` or one of its descendants."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def on_visit(self, candidate: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or candidate is node
+            return not found
+
+    root.visit(_Find())
+    return found
+
+
+def _names_in(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _names_in(el.value)]
+    return [target]
+
+
 def timestep_cast(call: CallSite) -> TimestepCast | None:
     """A timestep (``t``, ``timestep``, ``batch["timesteps"]``, ``t.expand(n)``) cast to a half
     dtype or to another tensor's dtype; None when the target is float32, float64 or an integer
@@ -218,8 +308,8 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
     name = _subscript_key(receiver.node) or _name(receiver.node)
     if name is None:
         return None
-    frequencies = _FREQUENCIES.search(name) is not None and _TABLES.search(name) is None
-    if _TIMESTEPS.match(name) is None and not frequencies:
+    frequencies = _CAST_FREQUENCIES.match(name) is not None
+    if not frequencies and not _is_timestep(name, call):
         return None
     if call.method in ("half", "bfloat16"):
         return TimestepCast(receiver, frequencies, True, None)
