@@ -156,3 +156,13 @@ def test_the_sinusoidal_output_cast_to_the_mlp_dtype_is_quiet() -> None:
         "    return mlp(t_freq.to(mlp[0].weight.dtype))\n"
     )
     assert _found(source) == []
+
+
+def test_numpy_products_are_quiet() -> None:
+    source = (
+        "import numpy as np\nimport torch\n\n\n"
+        "def table(pos, omega):\n"
+        '    return np.einsum("m,d->md", pos, omega)\n'
+    )
+    assert _found(source) == []
+    assert _found(source.replace("np.einsum", "torch.einsum")) == [(6, "WARNING")]
