@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from mpcheck.api import (
     CallSite,
-    Edit,
-    Fix,
     Operand,
     Prec,
     Rule,
@@ -54,18 +52,23 @@ class HalfPositions(Rule):
         frequencies, the product under `with torch.autocast(device_type, enabled=False):`
         (or `@torch.autocast(..., enabled=False)` on the method), then
         `emb.cos().to(x.dtype)`. Keep timesteps float32 up to the timestep projection
-        (`t.to(torch.float32)`); mpcheck's fix does that for a timestep cast, marked unsafe
-        because a model that requires its input dtype would then receive float32.
+        (`t.to(torch.float32)`). mpcheck offers no fix: a layer that takes the timestep as
+        its input (a `Linear` of the timestep) needs it in its own dtype, and raises on
+        float32.
         """
     bad = """
-        for i, t in enumerate(scheduler.timesteps):
-            timestep = t.expand(latents.shape[0]).to(latents.dtype)
-            noise_pred = transformer(latents, timestep=timestep)
+        def sample(transformer, scheduler, latents):
+            for i, t in enumerate(scheduler.timesteps):
+                timestep = t.expand(latents.shape[0]).to(latents.dtype)
+                latents = transformer(latents, timestep=timestep)
+            return latents
         """
     good = """
-        for i, t in enumerate(scheduler.timesteps):
-            timestep = t.expand(latents.shape[0]).to(torch.float32)
-            noise_pred = transformer(latents, timestep=timestep)
+        def sample(transformer, scheduler, latents):
+            for i, t in enumerate(scheduler.timesteps):
+                timestep = t.expand(latents.shape[0]).to(torch.float32)
+                latents = transformer(latents, timestep=timestep)
+            return latents
         """
 
     def check_call(self, call: CallSite) -> None:
@@ -98,15 +101,8 @@ class HalfPositions(Rule):
                 "timestep is rounded to a multiple of 4 (0.5) above 512 before the timestep "
                 "projection; keep it float32"
             )
-        fix = None
-        if cast.target is not None and not cast.frequencies:
-            fix = Fix(
-                "Keep the timestep float32",
-                (Edit(cast.target, "torch.float32"),),
-                applicability="unsafe",
-            )
         severity = Severity.ERROR if cast.known_half else Severity.WARNING
-        self.report(call.node, message, fix=fix, severity=severity)
+        self.report(call.node, message, severity=severity)
 
     def _product(self, call: CallSite, positions: Operand, frequencies: Operand) -> None:
         pos = self.ctx.module.code_for_node(positions.node)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mpcheck.cli import main
 from tests.support import check
 
@@ -104,12 +106,14 @@ def test_positions_matched_to_the_frequencies_are_not_a_timestep() -> None:
     assert _found(ROTARY.format(body=body)) == []
 
 
-def test_cli_fix_keeps_the_timestep_float32(tmp_path: Path) -> None:
+def test_cli_reports_the_timestep_cast(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "sampler.py"
     path.write_text(SAMPLER.format(target="latents.dtype"))
-    main(["check", "--select", "MPC303", "--fix", "--unsafe-fixes", "--no-cache", str(path)])
-    assert ".to(torch.float32)" in path.read_text()
-    assert _found(path.read_text()) == []
+    code = main(
+        ["check", "--select", "MPC303", "--no-cache", "--output-format", "concise", str(path)]
+    )
+    assert code == 1
+    assert f"{path}:7:20: MPC303" in capsys.readouterr().out
 
 
 def test_timesteps_of_a_batch_cast_to_the_weight_dtype() -> None:

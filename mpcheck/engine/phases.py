@@ -154,6 +154,17 @@ def _names_dtype(node: cst.BaseExpression) -> bool:
     return name is not None and name.endswith("dtype")
 
 
+def _weight_dtype(node: cst.BaseExpression) -> bool:
+    """``layer.weight.dtype``: a layer that takes the timestep as its input (a ``Linear`` of
+    the timestep) needs it in its own dtype, or raises; the rounding is that layer's."""
+    return (
+        isinstance(node, cst.Attribute)
+        and node.attr.value == "dtype"
+        and isinstance(node.value, cst.Attribute)
+        and node.value.attr.value == "weight"
+    )
+
+
 def _matched_to_frequencies(node: cst.BaseExpression) -> bool:
     """``freqs.dtype`` / ``self.inv_freq``: a cast target that is the frequencies' dtype."""
     if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
@@ -325,6 +336,8 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
         target = next((a for a in call.args if _names_dtype(a.node)), None)
     if target is None:
         return None
+    if _weight_dtype(target.node):
+        return None  # ``t.to(self.time.weight.dtype)``: the input a half layer requires
     if _matched_to_frequencies(target.node):
         return None  # ``t.type(freqs.dtype)``: positions for a phase product, not a timestep
     prec = call.result.prec
