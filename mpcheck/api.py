@@ -15,6 +15,7 @@ from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Severity
 from mpcheck.engine.binding import input_names
 from mpcheck.engine.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
+from mpcheck.engine.phases import PhaseProduct, TimestepCast, phase_product, timestep_cast
 from mpcheck.engine.sites import (
     Autocast,
     CallSite,
@@ -123,6 +124,10 @@ __all__ = [
     "Severity",
     "TrainingSite",
     "autocast_policy",
+    "phase_product",
+    "timestep_cast",
+    "PhaseProduct",
+    "TimestepCast",
     "can_be_fp16",
     "dotted",
     "items",

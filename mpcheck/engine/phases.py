@@ -1,0 +1,350 @@
+"""Which values hold positions, timesteps or rotary frequencies, and where phases are made.
+
+Half precision holds integers exactly only up to 2048 (float16) and 256 (bfloat16), so a
+position, a timestep (0..1000) or a phase ``position * inv_freq`` loses whole units once it is
+rounded to half: measured on torch 2.13 (../shared/reference/torch-truth.md), float16 phases
+are 0.8 rad off at position 2000 and bfloat16 phases off by pi by position 1000. The dtype
+facts cannot tell these values from activations, so this part names them from how code
+writes them: what a value is called (``position_ids``, ``timesteps``, ``inv_freq``) and what
+builds it (``torch.arange``). A rule asks two questions of a call site: is it the product of
+positions by frequencies (:func:`phase_product`), and is it a timestep cast to another
+tensor's or a half dtype (:func:`timestep_cast`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from mpcheck.engine.facts import Kind, Prec
+from mpcheck.engine.sites import CallSite, Operand
+
+__all__ = ["PhaseProduct", "TimestepCast", "phase_product", "timestep_cast"]
+
+# Names of a tensor of positions (or of a timestep grid multiplied like one).
+_POSITIONS = re.compile(
+    r"(?:^|_)(?:pos|poss|position|positions|position_ids|pos_ids|seq|t|ts|grid|coords?|"
+    r"timesteps?|indices|idx)(?:_|$)"
+)
+# Names of the rotary/sinusoidal frequencies ``1 / base ** (arange(0, dim, 2) / dim)``.
+_FREQUENCIES = re.compile(
+    r"(?:^|_)(?:inv_freqs?|freqs?|freqs_base|omega|frequencies|inv_timescales|exponent)(?:_|$)",
+    re.IGNORECASE,
+)
+# Frequencies or phases by their whole name, for a cast: ``t_freq`` (DiT's sinusoidal
+# embedding, cos/sin values that half holds to 3 digits) and ``freqs_cis`` are not.
+_CAST_FREQUENCIES = re.compile(r"^(?:inv_freqs?|freqs|freqs_base|omega|phases?|angles)$")
+# Short names that are a timestep only when bound to one (``for i, t in enumerate(timesteps)``,
+# a ``forward(self, x, t)`` parameter), not an image in ``[t.to(dtype) for t in images]``.
+_SHORT = frozenset({"t", "ts"})
+# A tensor of timesteps (or the guidance scale that Flux embeds the same way): what a
+# diffusion model's sinusoidal timestep projection turns into phases.
+_TIMESTEPS = re.compile(
+    r"^(?:t|ts|timesteps?|current_t|t_cur|guidance|time_steps?|sigma_t|t_in|t_input)$",
+    re.IGNORECASE,
+)
+# Calls and methods that keep a tensor what it holds (its shape or dtype changes only).
+_KEEPS = frozenset(
+    {
+        "float",
+        "double",
+        "to",
+        "type",
+        "type_as",
+        "unsqueeze",
+        "expand",
+        "expand_as",
+        "repeat",
+        "reshape",
+        "view",
+        "flatten",
+        "permute",
+        "transpose",
+        "contiguous",
+        "clone",
+        "detach",
+        "squeeze",
+        "half",
+        "bfloat16",
+    }
+)
+# Products that turn positions and frequencies into phases. Which of them autocast runs in
+# half is autocast's own table; a product of two half operands is half anyway.
+_PRODUCTS = frozenset({"einsum", "matmul", "mm", "bmm", "outer", "ger", "mul"})
+_CASTS = frozenset({"to", "type", "type_as", "half", "bfloat16"})
+
+
+@dataclass(frozen=True)
+class PhaseProduct:
+    """``positions x frequencies`` at a call: the two operands, as the call has them."""
+
+    positions: Operand
+    frequencies: Operand
+
+
+@dataclass(frozen=True)
+class TimestepCast:
+    """A timestep cast away from float32: ``t.to(latents.dtype)``, ``timestep.half()``; or
+    frequencies (phases) cast so before the product or the cos/sin: ``freqs.to(q)``."""
+
+    timestep: Operand
+    frequencies: bool  # ``timestep`` holds frequencies or phases, not a timestep
+    # The target is known to be half (``.half()``, ``torch.bfloat16``, a half dtype variable),
+    # not only another tensor's or a dtype variable's dtype (half when the model is).
+    known_half: bool
+    target: cst.BaseExpression | None  # the dtype or tensor argument, None for ``.half()``
+
+
+def _root(node: cst.BaseExpression) -> cst.BaseExpression:
+    """What ``node`` holds before shape and dtype changes: ``pos`` of
+    ``pos.unsqueeze(2).float()[None]``, ``t`` of ``t / scale``."""
+    while True:
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT"):
+            node = node.value
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _KEEPS
+        ):
+            node = node.func.value
+        elif isinstance(node, cst.BinaryOperation) and isinstance(
+            node.operator, (cst.Divide, cst.Multiply)
+        ):
+            # ``t / interpolation_factor``: positions scaled are positions
+            node = node.left
+        else:
+            return node
+
+
+def _name(node: cst.BaseExpression) -> str | None:
+    """The last name of ``self.inv_freq`` / ``inv_freq``; a string key of ``batch["t"]``."""
+    root = _root(node)
+    if isinstance(root, cst.Name):
+        return root.value
+    if isinstance(root, cst.Attribute):
+        return root.attr.value
+    return None
+
+
+def _subscript_key(node: cst.BaseExpression) -> str | None:
+    """``timesteps`` of ``batch["timesteps"]`` (the outermost string key on the way down)."""
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value not in _KEEPS:
+                return None
+            node = node.func.value
+        elif isinstance(node, cst.Subscript):
+            first = node.slice[0].slice if node.slice else None
+            if isinstance(first, cst.Index) and isinstance(first.value, cst.SimpleString):
+                return str(first.value.evaluated_value)
+            node = node.value
+        else:
+            return None
+
+
+def _names_dtype(node: cst.BaseExpression) -> bool:
+    """``dtype``, ``weight_dtype``, ``self.config.weight_dtype``, ``x.dtype``."""
+    name = node.value if isinstance(node, cst.Name) else None
+    if isinstance(node, cst.Attribute):
+        name = node.attr.value
+    return name is not None and name.endswith("dtype")
+
+
+def _weight_dtype(node: cst.BaseExpression) -> bool:
+    """``layer.weight.dtype``: a layer that takes the timestep as its input (a ``Linear`` of
+    the timestep) needs it in its own dtype, or raises; the rounding is that layer's."""
+    return (
+        isinstance(node, cst.Attribute)
+        and node.attr.value == "dtype"
+        and isinstance(node.value, cst.Attribute)
+        and node.value.attr.value == "weight"
+    )
+
+
+def _matched_to_frequencies(node: cst.BaseExpression) -> bool:
+    """``freqs.dtype`` / ``self.inv_freq``: a cast target that is the frequencies' dtype."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
+        node = node.value
+    name = _name(node)
+    return name is not None and _FREQUENCIES.search(name) is not None
+
+
+def _is_arange(node: cst.BaseExpression) -> bool:
+    root = _root(node)
+    return (
+        isinstance(root, cst.Call)
+        and isinstance(root.func, (cst.Attribute, cst.Name))
+        and (root.func.attr if isinstance(root.func, cst.Attribute) else root.func).value
+        == "arange"
+    )
+
+
+def holds_positions(operand: Operand) -> bool:
+    """A tensor of positions: ``torch.arange(n)``, ``position_ids``, ``pos``, ``t``."""
+    if not operand.fact.is_tensor and operand.fact.kind is not Kind.OTHER:
+        return False
+    if _is_arange(operand.node):
+        return True
+    name = _name(operand.node)
+    return name is not None and _POSITIONS.search(name) is not None
+
+
+def holds_frequencies(operand: Operand) -> bool:
+    """A tensor of rotary or sinusoidal frequencies: ``inv_freq``, ``freqs``, ``omega``."""
+    if not operand.fact.is_tensor and operand.fact.kind is not Kind.OTHER:
+        return False
+    name = _name(operand.node)
+    return name is not None and _FREQUENCIES.search(name) is not None
+
+
+def _tensor_operands(call: CallSite) -> list[Operand]:
+    operands = [call.receiver] if call.method is not None and call.receiver is not None else []
+    operands += [a for a in call.args if not isinstance(a.node, cst.SimpleString)]
+    return operands
+
+
+def phase_product(call: CallSite) -> PhaseProduct | None:
+    """``torch.einsum("i,j->ij", t, inv_freq)``, ``inv_freq @ pos``, ``torch.outer(t, freqs)``,
+    ``t[:, None] * inv_freq[None, :]``: positions multiplied by frequencies, else None."""
+    if call.aten not in _PRODUCTS:
+        return None
+    if call.qualname is not None and not call.qualname.startswith("torch."):
+        return None  # ``np.einsum``: numpy computes in float64
+    operands = _tensor_operands(call)
+    if len(operands) != 2:
+        return None
+    a, b = operands
+    if holds_positions(a) and holds_frequencies(b) and not holds_frequencies(a):
+        return PhaseProduct(a, b)
+    if holds_positions(b) and holds_frequencies(a) and not holds_frequencies(b):
+        return PhaseProduct(b, a)
+    return None
+
+
+def _is_timestep(name: str, call: CallSite) -> bool:
+    if _TIMESTEPS.match(name) is None:
+        return False
+    if name not in _SHORT:
+        return True
+    function = call.scope.function
+    if function is None:
+        return False
+    finder = _Bindings(name, call.node)
+    function.visit(finder)
+    return bool(finder.found) and all(finder.found)
+
+
+class _Bindings(cst.CSTVisitor):
+    """Whether each binding of a short name in a function binds a timestep: a parameter, a
+    loop over timesteps or sigmas, an assignment from a timestep (``t = t.to(...)`` aside)."""
+
+    def __init__(self, name: str, call: cst.CSTNode) -> None:
+        self.name = name
+        self.call = call
+        self.found: list[bool] = []
+
+    def _binds(self, target: cst.BaseExpression) -> bool:
+        return any(isinstance(n, cst.Name) and n.value == self.name for n in _names_in(target))
+
+    def _iterates_timesteps(self, iterable: cst.BaseExpression) -> bool:
+        text = cst.Module([]).code_for_node(iterable)
+        return re.search(r"timestep|sigma", text) is not None
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if node.name.value == self.name:
+            self.found.append(True)
+
+    def visit_For(self, node: cst.For) -> None:
+        if self._binds(node.target):
+            self.found.append(self._iterates_timesteps(node.iter))
+
+    def _comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp) -> None:
+        # a comprehension's variable lives in the comprehension: it binds the call's name
+        # only when the call is inside it
+        inside = _contains(node, self.call)
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            if self._binds(comp.target) and inside:
+                self.found.append(self._iterates_timesteps(comp.iter))
+            comp = comp.inner_for_in
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._comprehension(node)
+
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._comprehension(node)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._comprehension(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Name) and target.target.value == self.name:
+                root = _name(node.value)
+                if root != self.name:
+                    self.found.append(root is not None and _TIMESTEPS.match(root) is not None)
+            elif self._binds(target.target):
+                self.found.append(False)  # ``t, dtype = x.float(), x.dtype``
+
+
+def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is ``root`` or one of its descendants."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def on_visit(self, candidate: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or candidate is node
+            return not found
+
+    root.visit(_Find())
+    return found
+
+
+def _names_in(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _names_in(el.value)]
+    return [target]
+
+
+def timestep_cast(call: CallSite) -> TimestepCast | None:
+    """A timestep (``t``, ``timestep``, ``batch["timesteps"]``, ``t.expand(n)``) cast to a half
+    dtype or to another tensor's dtype; None when the target is float32, float64 or an integer
+    dtype, or the call is no cast of a timestep."""
+    if call.method not in _CASTS or call.receiver is None or not isinstance(call.node, cst.Call):
+        return None
+    receiver = call.receiver
+    name = _subscript_key(receiver.node) or _name(receiver.node)
+    if name is None:
+        return None
+    frequencies = _CAST_FREQUENCIES.match(name) is not None
+    if not frequencies and not _is_timestep(name, call):
+        return None
+    if call.method in ("half", "bfloat16"):
+        return TimestepCast(receiver, frequencies, True, None)
+    target = call.arg(None, "dtype")
+    if target is None:
+        target = next((a for a in call.args if a.fact.kind in (Kind.DTYPE, Kind.TENSOR)), None)
+    if target is None and call.method == "type_as":
+        target = call.arg(0, "other")
+    if target is None:
+        # ``t.to(dtype)`` of a parameter the engine knows nothing of: a dtype by its name
+        target = next((a for a in call.args if _names_dtype(a.node)), None)
+    if target is None:
+        return None
+    if _weight_dtype(target.node):
+        return None  # ``t.to(self.time.weight.dtype)``: the input a half layer requires
+    if _matched_to_frequencies(target.node):
+        return None  # ``t.type(freqs.dtype)``: positions for a phase product, not a timestep
+    prec = call.result.prec
+    if prec in (Prec.FULL, Prec.INT, Prec.BOOL) or call.result.dtype in ("float32", "float64"):
+        return None
+    if target.fact.kind is Kind.DTYPE and target.fact.prec in (Prec.FULL, Prec.INT, Prec.BOOL):
+        return None
+    if target.fact.kind is Kind.TENSOR and target.fact.prec in (Prec.FULL, Prec.INT, Prec.BOOL):
+        return None
+    return TimestepCast(receiver, frequencies, prec is Prec.HALF, target.node)

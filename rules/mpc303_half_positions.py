@@ -1,0 +1,157 @@
+"""MPC303: positions, phases or timesteps computed in half precision."""
+
+from __future__ import annotations
+
+from mpcheck.api import (
+    CallSite,
+    Operand,
+    Prec,
+    Rule,
+    Severity,
+    autocast_policy,
+    phase_product,
+    timestep_cast,
+)
+
+
+def _half(operand: Operand) -> bool:
+    return operand.fact.is_tensor and operand.fact.prec is Prec.HALF
+
+
+def _with_model(operand: Operand) -> bool:
+    """In the model's dtype: a buffer or parameter (or a value matched to one by
+    ``.type_as``) that a model cast casts."""
+    return operand.fact.is_tensor and operand.fact.prec is Prec.MODEL
+
+
+class HalfPositions(Rule):
+    code = "MPC303"
+    name = "half-positions"
+    severity = Severity.WARNING
+    summary = "Positions, phases or timesteps computed in half precision."
+    why = """
+        float16 holds integers exactly only up to 2048 and bfloat16 only up to 256; above
+        that, neighbouring positions or timesteps round onto one value. A rotary or sinusoidal
+        embedding multiplies positions by frequencies (`torch.einsum("i,j->ij", t, inv_freq)`,
+        `inv_freq @ position_ids`) and takes cos/sin of the product: measured on torch 2.13,
+        phases computed in float16 are 0.8 rad off at position 2000 and in bfloat16 off by
+        pi by position 1000. Autocast runs `matmul`/`mm`/`bmm` (and on CUDA `einsum`) in half
+        even when both operands are float32, so a rotary embedding that a mixed-precision
+        trainer calls under autocast computes its phases in half unless it opens
+        `torch.autocast(..., enabled=False)` around the product. A diffusion timestep
+        (0..1000) cast to the latents' bfloat16 dtype before the timestep projection is
+        rounded to a multiple of 4 above 512, so the model sees another timestep than the
+        scheduler meant.
+        """
+    symptom = """
+        Nothing raises. Long sequences degrade (positions far apart share phases), generated
+        images come out flat or blurred, and inference in half disagrees with float32.
+        """
+    how_to_fix = """
+        Compute phases in float32 and cast only their cos/sin: `.float()` on positions and
+        frequencies, the product under `with torch.autocast(device_type, enabled=False):`
+        (or `@torch.autocast(..., enabled=False)` on the method), then
+        `emb.cos().to(x.dtype)`. Keep timesteps float32 up to the timestep projection
+        (`t.to(torch.float32)`). mpcheck offers no fix: a layer that takes the timestep as
+        its input (a `Linear` of the timestep) needs it in its own dtype, and raises on
+        float32.
+        """
+    bad = """
+        def sample(transformer, scheduler, latents):
+            for i, t in enumerate(scheduler.timesteps):
+                timestep = t.expand(latents.shape[0]).to(latents.dtype)
+                latents = transformer(latents, timestep=timestep)
+            return latents
+        """
+    good = """
+        def sample(transformer, scheduler, latents):
+            for i, t in enumerate(scheduler.timesteps):
+                timestep = t.expand(latents.shape[0]).to(torch.float32)
+                latents = transformer(latents, timestep=timestep)
+            return latents
+        """
+
+    def check_call(self, call: CallSite) -> None:
+        """Report phase products that run in half and timesteps cast away from float32."""
+        product = phase_product(call)
+        if product is not None:
+            self._product(call, product.positions, product.frequencies)
+            return
+        cast = timestep_cast(call)
+        if cast is None:
+            return
+        what = self.ctx.module.code_for_node(cast.timestep.node)
+        target = "half" if cast.target is None else self.ctx.module.code_for_node(cast.target)
+        if cast.frequencies:
+            message = (
+                f"`{what}` (frequencies or phases) is cast to "
+                f"{'half' if cast.known_half else f'`{target}`'} before the phases are "
+                "taken: positions past 256 (bfloat16) or 2048 (float16) then share rounded "
+                "phases; keep the phases float32 and cast their cos/sin"
+            )
+        elif cast.known_half:
+            message = (
+                f"timestep `{what}` is cast to half (`{target}`): float16 holds integers "
+                "exactly only up to 2048 and bfloat16 only up to 256, so the timestep "
+                "projection sees a rounded timestep; keep it float32"
+            )
+        else:
+            message = (
+                f"timestep `{what}` is cast to `{target}`: when that is bfloat16 (float16) the "
+                "timestep is rounded to a multiple of 4 (0.5) above 512 before the timestep "
+                "projection; keep it float32"
+            )
+        severity = Severity.ERROR if cast.known_half else Severity.WARNING
+        self.report(call.node, message, severity=severity)
+
+    def _product(self, call: CallSite, positions: Operand, frequencies: Operand) -> None:
+        pos = self.ctx.module.code_for_node(positions.node)
+        freq = self.ctx.module.code_for_node(frequencies.node)
+        half = next((o for o in (positions, frequencies) if _half(o)), None)
+        if half is not None:
+            which = self.ctx.module.code_for_node(half.node)
+            where = self.where(half.fact)
+            message = (
+                f"phases `{pos}` x `{freq}` are computed in half: `{which}` is "
+                f"{half.fact.dtype or 'half'}{f' ({where})' if where else ''}; positions "
+                "past 256 (bfloat16) or 2048 (float16) round onto shared phases. Multiply "
+                "`.float()` operands and cast the cos/sin"
+            )
+            self.report(call.node, message, severity=Severity.ERROR)
+            return
+        auto = call.scope.autocast
+        if auto is not None:
+            if not auto.active or not auto.casts_to_one_dtype(call.aten):
+                return
+            if auto.policy(call.aten) != "lower_precision":
+                return
+            message = (
+                f"phases `{pos}` x `{freq}` are computed in half: {auto.cited} runs "
+                f"`{call.aten}` in {auto.low_dtype or 'half'} here even on float32 operands, "
+                "so positions past 256 (bfloat16) or 2048 (float16) round onto shared "
+                "phases; compute them under `torch.autocast(..., enabled=False)`"
+            )
+            self.report(call.node, message, severity=Severity.ERROR)
+            return
+        cast = next((o for o in (frequencies, positions) if _with_model(o)), None)
+        if cast is not None:
+            which = self.ctx.module.code_for_node(cast.node)
+            message = (
+                f"phases `{pos}` x `{freq}` are computed in the model's dtype: when the model "
+                f"is cast to half (`model.half()`, `.to(torch.bfloat16)` and `torch_dtype=` "
+                f"cast every floating buffer, persistent or not), `{which}` is half and "
+                "positions past 256 (bfloat16) or 2048 (float16) round onto shared phases; "
+                "multiply `.float()` operands (or recompute the frequencies in float32)"
+            )
+            self.report(call.node, message)
+            return
+        if call.scope.function is None or autocast_policy(call.aten, "cuda") != "lower_precision":
+            return
+        message = (
+            f"if this runs under autocast (mixed-precision training or inference), "
+            f"`{call.aten}` of the positions `{pos}` and frequencies `{freq}` runs in half "
+            "even on float32 operands, and positions past 256 (bfloat16) or 2048 (float16) "
+            "round onto shared phases; compute the phases under "
+            "`torch.autocast(..., enabled=False)`"
+        )
+        self.report(call.node, message)

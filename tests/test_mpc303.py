@@ -1,0 +1,172 @@
+"""MPC303 half-positions: phases and timesteps computed in half are reported, with the
+premise when half is not proven; phases in float32 and timesteps kept float32 are not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mpcheck.cli import main
+from tests.support import check
+
+ROTARY = """
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))
+
+    def forward(self, position_ids):
+        inv_freq = self.inv_freq[:, None].float()
+        pos = position_ids[None, :].float()
+{body}
+"""
+
+
+def _found(source: str) -> list[tuple[int, str]]:
+    return [(d.start.row, d.severity.name) for d in check(source) if d.code == "MPC303"]
+
+
+def test_phase_product_reported_with_the_autocast_premise() -> None:
+    source = ROTARY.format(body="        return inv_freq @ pos")
+    assert _found(source) == [(14, "WARNING")]
+    message = next(d.message for d in check(source) if d.code == "MPC303")
+    assert message.startswith("if this runs under autocast")
+
+
+def test_phase_product_under_autocast_disabled_is_quiet() -> None:
+    body = (
+        '        with torch.autocast("cuda", enabled=False):\n'
+        "            freqs = inv_freq @ pos\n"
+        "        return freqs.cos()"
+    )
+    assert _found(ROTARY.format(body=body)) == []
+
+
+def test_phase_product_inside_an_active_autocast_is_an_error() -> None:
+    body = (
+        '        with torch.autocast("cuda", dtype=torch.bfloat16):\n'
+        "            freqs = inv_freq @ pos\n"
+        "        return freqs.cos()"
+    )
+    assert _found(ROTARY.format(body=body)) == [(15, "ERROR")]
+
+
+def test_buffer_cast_with_the_model_is_named_in_the_premise() -> None:
+    body = (
+        "        t = position_ids.type_as(self.inv_freq)\n"
+        "        return torch.outer(t, self.inv_freq)"
+    )
+    found = [d for d in check(ROTARY.format(body=body)) if d.code == "MPC303"]
+    assert [(d.start.row, d.severity.name) for d in found] == [(15, "WARNING")]
+    assert "cast every floating buffer" in found[0].message
+
+
+def test_products_of_other_tensors_are_quiet() -> None:
+    assert _found(ROTARY.format(body="        return inv_freq @ self.inv_freq.T")) == []
+    assert _found(ROTARY.format(body="        return pos @ pos.T")) == []
+
+
+SAMPLER = """
+import torch
+
+
+def sample(transformer, scheduler, latents, dtype):
+    for i, t in enumerate(scheduler.timesteps):
+        timestep = t.expand(latents.shape[0]).to({target})
+        latents = transformer(latents, timestep=timestep)
+    return latents
+"""
+
+
+def test_timestep_cast_to_the_latents_dtype_is_a_warning() -> None:
+    assert _found(SAMPLER.format(target="latents.dtype")) == [(7, "WARNING")]
+    assert _found(SAMPLER.format(target="dtype")) == [(7, "WARNING")]
+
+
+def test_timestep_cast_to_half_is_an_error() -> None:
+    assert _found(SAMPLER.format(target="torch.bfloat16")) == [(7, "ERROR")]
+
+
+def test_timestep_kept_float32_or_integer_is_quiet() -> None:
+    for target in ("torch.float32", "dtype=torch.float32", "torch.long", "latents.device"):
+        assert _found(SAMPLER.format(target=target)) == [], target
+
+
+def test_positions_matched_to_the_frequencies_are_not_a_timestep() -> None:
+    body = (
+        '        with torch.autocast("cuda", enabled=False):\n'
+        "            t = position_ids.type(inv_freq.dtype)\n"
+        '            return torch.einsum("i,j->ij", t, inv_freq)'
+    )
+    assert _found(ROTARY.format(body=body)) == []
+
+
+def test_cli_reports_the_timestep_cast(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "sampler.py"
+    path.write_text(SAMPLER.format(target="latents.dtype"))
+    code = main(
+        ["check", "--select", "MPC303", "--no-cache", "--output-format", "concise", str(path)]
+    )
+    assert code == 1
+    assert f"{path}:7:20: MPC303" in capsys.readouterr().out
+
+
+def test_timesteps_of_a_batch_cast_to_the_weight_dtype() -> None:
+    source = (
+        "import torch\n\n\n"
+        "def step(prepared_batch, weight_dtype):\n"
+        '    t = prepared_batch["timesteps"].to(device="cuda", dtype=weight_dtype) / 1000.0\n'
+        "    return t\n"
+    )
+    assert _found(source) == [(5, "WARNING")]
+    assert _found(source.replace("dtype=weight_dtype", "dtype=torch.float32")) == []
+
+
+def test_frequencies_cast_to_the_activations_dtype() -> None:
+    source = (
+        "import torch\n\n\n"
+        "def rotate(freqs, q: torch.Tensor):\n"
+        "    q = q.half()\n"
+        "    freqs = freqs.type_as(q)\n"
+        "    return q * freqs.cos()\n"
+    )
+    assert _found(source) == [(6, "ERROR")]
+    assert _found(source.replace("freqs.type_as(q)", "freqs.float()")) == []
+    assert _found(source.replace("freqs", "freqs_cis")) == []
+
+
+def test_a_short_name_is_a_timestep_only_when_bound_to_one() -> None:
+    source = (
+        "import torch\n\n\n"
+        "def sample(vae, transformer, images, timesteps, latents):\n"
+        "    encoded = [vae.encode(t.to(vae.dtype)) for t in images]\n"
+        "    for i, t in enumerate(timesteps):\n"
+        "        latents = transformer(latents, t.expand(2).to(latents.dtype))\n"
+        "    return encoded, latents\n"
+    )
+    assert [row for row, _ in _found(source)] == [7]
+
+
+def test_the_sinusoidal_output_cast_to_the_mlp_dtype_is_quiet() -> None:
+    source = (
+        "import torch\n\n\n"
+        "def embed(mlp, t, timestep_embedding):\n"
+        "    t_freq = timestep_embedding(t, 256)\n"
+        "    return mlp(t_freq.to(mlp[0].weight.dtype))\n"
+    )
+    assert _found(source) == []
+
+
+def test_numpy_products_are_quiet() -> None:
+    source = (
+        "import numpy as np\nimport torch\n\n\n"
+        "def table(pos, omega):\n"
+        '    return np.einsum("m,d->md", pos, omega)\n'
+    )
+    assert _found(source) == []
+    assert _found(source.replace("np.einsum", "torch.einsum")) == [(6, "WARNING")]
