@@ -270,14 +270,12 @@ def test_no_python_files_skips_the_hook(installed: Path, env: dict[str, str]) ->
     assert re.search(r"^mpcheck\.+\(no files to check\)Skipped$", out, re.M), out
 
 
-def test_files_without_torch_pass_quickly(installed: Path, env: dict[str, str]) -> None:
+def test_files_without_torch_pass(installed: Path, env: dict[str, str]) -> None:
     files = [f"plain_{i}.py" for i in range(50)]
     rc, out = run_hook(installed, env, *files)
     assert rc == 0, out
     assert re.search(r"^mpcheck\.+Passed$", out, re.M), out
-    duration = float(re.search(r"- duration: ([\d.]+)s", out).group(1))  # type: ignore[union-attr]
-    print(f"hook over 50 files without torch: {duration:.2f}s")
-    assert duration < 5.0
+    # (how quickly: bench/, never a timed test; the hook prints its duration for a reader)
 
 
 def test_force_exclude_applies_to_files_pre_commit_passes(
