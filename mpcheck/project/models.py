@@ -6,8 +6,8 @@ construction, a ``weight_dtype`` variable), or a library contract (diffusers ``M
 transformers ``PreTrainedModel``, timm and peft models are run in half by their users). That
 evidence is usually in another file than the class it reaches (the script casts ``Model``,
 ``Model`` builds ``Block`` in a third file), and runs against the import direction the
-summaries follow, so it is gathered project-wide here, cheaply: a byte prefilter, then
-CPython's parser only for files that cast or define a class a cast or library base reaches.
+summaries follow, so it is gathered project-wide here, from the bytes (regular expressions
+and indentation, no parse: the scan must cost little next to the check itself).
 
 Classes are matched by their name across the project (a cast of ``Model`` reaches every
 project class named ``Model``): a coarse but order-free approximation of import resolution.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,36 +98,34 @@ def uses_of_sources(sources: Mapping[str, bytes], *, alone: bool = False) -> Mod
     uncovered: set[str] = set()
     built: dict[str, Reach] = {}
     any_half = any(_HALF_WORDS.search(data) for data in sources.values())
+    bodies: dict[str, set[str]] = {}  # class -> the project classes its body builds
     for path in sorted(sources):
         data = sources[path]
-        wanted = _CASTS.search(data) or b"autocast" in data or not any_half
-        parsed = tree(path) if wanted else None
-        if parsed is None:
-            continue
-        models = _models(parsed, defined)
-        for name, place in _casts(parsed, path, defined, models, alone):
-            casts.setdefault(name, Reach(CAST, place))
-        if b"autocast" in data:
-            for name, region in _calls(parsed, path, models, alone):
+        _bodies(data, defined, bodies)
+        models = _bound(data, defined)
+        if _CASTS.search(data):  # (a cheap test first: most files cast nothing)
+            for name, place in _casts(data, path, defined, models, alone):
+                casts.setdefault(name, Reach(CAST, place))
+        if b"autocast" in data and models:
+            for name, region in _regions(data, path, models, alone):
                 if region is None:
                     uncovered.add(name)
                 else:
                     covered.setdefault(name, Reach(AUTOCAST, region))
-        if not any_half:
-            for name, place in _builds(parsed, path, defined, alone):
-                built.setdefault(name, Reach(FLOAT32, place))
+        if not any_half:  # (CPython's parser: about 0.1 s a file, so only here)
+            parsed = tree(path)
+            if parsed is not None:
+                for name, place in _builds(parsed, path, defined, alone):
+                    built.setdefault(name, Reach(FLOAT32, place))
     reach: dict[str, Reach] = {}
     autocast = {k: v for k, v in covered.items() if k not in uncovered}
     for kind_roots in (casts, roots, autocast, built):  # the strongest evidence first
-        _spread(kind_roots, reach, defined, tree)
+        _spread(kind_roots, reach, bodies)
     return ModelUses(reach)
 
 
 def _spread(
-    roots: Mapping[str, Reach],
-    reach: dict[str, Reach],
-    defined: Mapping[str, list[tuple[str, int]]],
-    tree: Callable[[str], ast.Module | None],
+    roots: Mapping[str, Reach], reach: dict[str, Reach], bodies: Mapping[str, set[str]]
 ) -> None:
     """Give each root's evidence to the classes it builds, transitively, unless they have
     stronger evidence already."""
@@ -136,17 +134,41 @@ def _spread(
         reach[name] = roots[name]
     while todo:
         name = todo.pop()
-        for path, _ in defined.get(name, ()):
-            parsed = tree(path)
-            node = _class_node(parsed, name) if parsed is not None else None
-            if node is None:
+        for part in sorted(bodies.get(name, ())):
+            if part == name or part in reach:
                 continue
-            for part in sorted(_built(node, defined)):
-                if part == name or part in reach:
-                    continue
-                found = reach[name]
-                reach[part] = Reach(found.kind, found.place, (*found.via, name))
-                todo.append(part)
+            found = reach[name]
+            reach[part] = Reach(found.kind, found.place, (*found.via, name))
+            todo.append(part)
+
+
+_TOP = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)  # a line at column 0: a class body ends
+_CALLED = re.compile(rb"\b([A-Z]\w*)\s*(?:\.from_\w+)?\(")  # (classes are CapWords)
+
+
+def _bodies(data: bytes, defined: Mapping[str, object], bodies: dict[str, set[str]]) -> None:
+    """For each class of ``data``, the project classes its body calls (builds)."""
+    for match in _CLASS.finditer(data):
+        name = match.group(1).decode()
+        end = _TOP.search(data, match.end())
+        body = data[match.end() : end.start() if end else len(data)]
+        found = {c.decode() for c in _CALLED.findall(body)}
+        bodies.setdefault(name, set()).update(c for c in found if c in defined)
+
+
+_BINDING = re.compile(
+    rb"^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*([A-Za-z_]\w*)[ \t]*(?:\.from_\w+)?\(", re.MULTILINE
+)
+
+
+def _bound(data: bytes, defined: Mapping[str, object]) -> dict[str, str]:
+    """Variable (``model``, ``self.unet``) -> the project class built or loaded into it."""
+    out = {}
+    for var, cls in _BINDING.findall(data):
+        name = cls.decode()
+        if name in defined:
+            out[var.decode()] = name
+    return out
 
 
 def _library_base(bases: str) -> str | None:
@@ -167,13 +189,6 @@ def _parse(data: bytes) -> ast.Module | None:
         return None
 
 
-def _class_node(tree: ast.Module, name: str) -> ast.ClassDef | None:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return node
-    return None
-
-
 def _callee(func: ast.expr) -> str | None:
     if isinstance(func, ast.Name):
         return func.id
@@ -184,90 +199,34 @@ def _callee(func: ast.expr) -> str | None:
     return None
 
 
-def _built(cls: ast.ClassDef, defined: Mapping[str, object]) -> set[str]:
-    """The project classes ``cls`` builds (its submodules, whatever the container)."""
-    out = set()
-    for node in ast.walk(cls):
-        if isinstance(node, ast.Call):
-            name = _callee(node.func)
-            if name is not None and name in defined:
-                out.add(name)
-    return out
+_WITH_AUTOCAST = re.compile(rb"^[ \t]*(?:with\b|@)[^\n]*autocast\(")
 
 
-def _is_half(node: ast.expr, bound: Mapping[str, bool]) -> bool:
-    """A half dtype: ``torch.float16``, ``torch.bfloat16``, a name bound to one, or a
-    ``weight_dtype``-like variable (the dtype a mixed-precision setting maps to, or one a
-    caller passes): any dtype not written down as float32 may be half."""
-    if isinstance(node, ast.Attribute):
-        if node.attr in _HALF_DTYPES:
-            return True
-        return node.attr.endswith("dtype")  # ``args.weight_dtype``, ``self.dtype``: may be
-    if isinstance(node, ast.Name):
-        if node.id in bound:
-            return bound[node.id]
-        return node.id.endswith("dtype")
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value in ("float16", "bfloat16", "fp16", "bf16", "half")
-    return False
-
-
-def _models(tree: ast.Module, defined: Mapping[str, object]) -> dict[str, str]:
-    """Variable (``model``, ``self.unet``) -> the project class built or loaded into it."""
-    models: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            key = _key(node.targets[0])
-            if key is not None and isinstance(node.value, ast.Call):
-                built = _model_of(node.value, defined)
-                if built is not None:
-                    models[key] = built
-    return models
-
-
-def _calls(
-    tree: ast.Module, path: str, models: Mapping[str, str], alone: bool
+def _regions(
+    data: bytes, path: str, models: Mapping[str, str], alone: bool
 ) -> Iterable[tuple[str, Place | None]]:
     """Each call of a model variable (``model(x)``, ``self.transformer(...)``): the class,
-    with the enabled autocast region around it (None outside one)."""
-
-    def visit(node: ast.AST, region: ast.expr | None) -> Iterable[tuple[str, Place | None]]:
-        if isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                if _autocast(item.context_expr):
-                    region = item.context_expr
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            region = _autocast_decorator(node) or region
-        if isinstance(node, ast.Call):
-            key = _key(node.func)
-            if key is not None and key in models:
-                name = models[key]
-                if region is None:
-                    yield name, None
-                else:
-                    text = f"every call of `{name}` runs under `{_code(region)}`"
-                    yield name, _place(path, region, text, alone)
-        for child in ast.iter_child_nodes(node):
-            yield from visit(child, region)
-
-    yield from visit(tree, None)
-
-
-def _autocast(node: ast.expr) -> bool:
-    """An enabled autocast region: ``torch.autocast(...)``, ``accelerator.autocast()``."""
-    if not isinstance(node, ast.Call):
-        return False
-    name = _callee(node.func)
-    if name is None or not name.endswith("autocast"):
-        return False
-    for kw in node.keywords:
-        if kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and not kw.value.value:
-            return False
-    return True
-
-
-def _autocast_decorator(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | None:
-    return next((d for d in fn.decorator_list if _autocast(d)), None)
+    with the enabled autocast region around it (None outside one), found by indentation: a
+    ``with ...autocast(...):`` (or an ``@autocast`` decorator) covers the lines indented
+    deeper than it."""
+    names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
+    called = re.compile(rb"(?<![\w.])(" + names + rb")\s*\(")
+    stack: list[tuple[int, Place]] = []
+    for row, line in enumerate(data.split(b"\n"), 1):
+        text = line.lstrip()
+        if not text or text.startswith(b"#"):
+            continue
+        indent = len(line) - len(text)
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if _WITH_AUTOCAST.match(line) and b"enabled=False" not in line:
+            code = " ".join(text.decode(errors="replace").rstrip(":").split())
+            where = f"line {row}" if alone else f"{path}:{row}"
+            what = f"every call runs under `{code[:60]}` at {where}"
+            stack.append((indent, Place(path, row, indent + 1, what)))
+            continue
+        for match in called.finditer(line):
+            yield models[match.group(1).decode()], stack[-1][1] if stack else None
 
 
 def _builds(
@@ -289,53 +248,123 @@ def _builds(
     yield from visit(tree)
 
 
+_CAST_AT = re.compile(rb"\.(half|bfloat16)\(\s*\)|\.to\(")
+_DTYPE_KW = re.compile(rb"\b(?:torch_)?dtype\s*=\s*([\w.]+)")
+_HALFISH = re.compile(rb"float16|bfloat16|\bhalf\b|fp16|bf16|dtype$")
+_NAME_TAIL = re.compile(rb"[A-Za-z_][\w.]*$")
+
+
+def _halfish(text: bytes) -> bool:
+    """A half dtype, or a dtype variable (``weight_dtype``, ``args.dtype``): the dtype a
+    mixed-precision setting maps to, or one a caller passes. Only float32 written down is not."""
+    return any(_HALFISH.search(part.strip()) for part in text.split(b","))
+
+
+def _receiver(data: bytes, end: int) -> tuple[int, bytes]:
+    """The receiver ending at ``end``: ``model``, ``self.unet``, ``Model(8)`` (its start)."""
+    start = end
+    if end > 0 and data[end - 1 : end] == b")":
+        start = _opening(data, end - 1)
+        if start < 0:
+            return end, b""
+    name = _NAME_TAIL.search(data, max(0, start - 200), start)
+    if name is None:
+        return end, b""
+    return name.start(), data[name.start() : end]
+
+
+def _opening(data: bytes, close: int) -> int:
+    """The ``(`` that the ``)`` at ``close`` closes (-1: none within 2000 bytes)."""
+    depth, i, stop = 0, close, max(-1, close - 2000)
+    while i > stop:
+        c = data[i]
+        if c in b")]}":
+            depth += 1
+        elif c in b"([{":
+            depth -= 1
+            if depth == 0:
+                return i
+        i -= 1
+    return -1
+
+
 def _casts(
-    tree: ast.Module,
+    data: bytes,
     path: str,
     defined: Mapping[str, object],
     models: Mapping[str, str],
     alone: bool,
 ) -> Iterable[tuple[str, Place]]:
     """(class name, place) for each project class this file builds or loads in half, or
-    builds and then casts to half."""
-    bound: dict[str, bool] = {}  # dtype variables: half or not
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            var, value = node.targets[0], node.value
-            if isinstance(var, ast.Name) and (
-                "dtype" in var.id
-                or isinstance(value, ast.Attribute)
-                and value.attr in _HALF_DTYPES | {"float32", "float"}
-            ):
-                bound[var.id] = _is_half(value, bound)
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
+    builds and then casts to half: ``Model(...).half()``, ``model.to(weight_dtype)`` of a
+    ``model = Model(...)``, ``Model.from_pretrained(..., torch_dtype=torch.float16)``."""
+
+    def target(receiver: bytes) -> str | None:
+        text = receiver.decode(errors="replace")
+        if text in models:
+            return models[text]
+        head = text.split("(", 1)[0].split(".from_", 1)[0]
+        return head if "(" in text and head in defined else None
+
+    def place(at: int, what: str) -> Place:
+        line = data.count(b"\n", 0, at) + 1
+        column = at - data.rfind(b"\n", 0, at)
+        where = f"line {line}" if alone else f"{path}:{line}"
+        return Place(path, line, column, f"{what} at {where}")
+
+    for match in _CAST_AT.finditer(data):
+        start, receiver = _receiver(data, match.start())
+        name = target(receiver) if receiver else None
+        if name is None:
             continue
-        name = _model_of(node, defined)
-        if name is not None:
-            for kw in node.keywords:
-                if kw.arg in ("torch_dtype", "dtype") and _is_half(kw.value, bound):
-                    what = f"`{name}` is built in half by `{_code(node)}`"
-                    yield name, _place(path, node, what, alone)
-        func = node.func
-        if not isinstance(func, ast.Attribute):
+        end = match.end() if match.group(1) else _closing(data, match.end()) + 1
+        if match.group(1) is None and not _halfish(data[match.end() : end - 1]):
             continue
-        half = func.attr in ("half", "bfloat16") or (
-            func.attr == "to"
-            and any(_is_half(a, bound) for a in [*node.args, *(k.value for k in node.keywords)])
-        )
-        if not half:
+        code = " ".join(data[start:end].decode(errors="replace").split())
+        if len(code) > 60:
+            code = f"{name}(...)" + match.group(0).decode() + ("...)" if not match.group(1) else "")
+        yield name, place(start, f"`{name}` is cast to half by `{code}`")
+    for kw in _DTYPE_KW.finditer(data):
+        if not _halfish(kw.group(1)):
             continue
-        receiver = func.value
-        held = _key(receiver)
-        target = models.get(held) if held is not None else None
-        if target is None and isinstance(receiver, ast.Call):
-            target = _model_of(receiver, defined)
-        if target is not None:
-            yield (
-                target,
-                _place(path, node, f"`{target}` is cast to half by `{_code(node)}`", alone),
-            )
+        opening = _enclosing(data, kw.start())
+        head = _NAME_TAIL.search(data, max(0, opening - 200), opening) if opening > 0 else None
+        if head is None:
+            continue
+        name = head.group(0).decode().split(".from_", 1)[0]
+        if name in defined:
+            what = f"`{name}` is built in half by `{name}(..., {kw.group(0).decode()})`"
+            yield name, place(head.start(), what)
+
+
+def _enclosing(data: bytes, at: int) -> int:
+    """The ``(`` of the call whose arguments hold ``at`` (-1: none within 2000 bytes)."""
+    depth, i, stop = 0, at - 1, max(-1, at - 2000)
+    while i > stop:
+        c = data[i]
+        if c in b")]}":
+            depth += 1
+        elif c in b"([{":
+            if depth == 0:
+                return i if c == 0x28 else -1
+            depth -= 1
+        i -= 1
+    return -1
+
+
+def _closing(data: bytes, start: int) -> int:
+    """Where the call whose arguments start at ``start`` closes (at most 2000 bytes on)."""
+    depth, i, end = 1, start, min(len(data), start + 2000)
+    while i < end:
+        c = data[i]
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return end
 
 
 def _key(node: ast.expr) -> str | None:
