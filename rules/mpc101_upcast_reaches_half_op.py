@@ -168,7 +168,7 @@ class UpcastReachesHalfOp(Rule):
                 (Edit(upcast.node, f"{self.ctx.atom(upcast.node)}.to({dtype_of})"),),
                 applicability="unsafe",
             )
-        self.report(call.node, message, related=related, fix=fix)
+        self.report_evidenced(call.node, message, call.scope, half.fact, related=related, fix=fix)
 
     def check_through(self, call: CallSite) -> None:
         """``self.output(context, x)`` with ``context`` upcast: a half layer inside gets it."""
@@ -221,7 +221,8 @@ class UpcastReachesHalfOp(Rule):
                     (Edit(outer.node, f"{self.ctx.atom(outer.node)}.to({dtype_of})"),),
                     applicability="unsafe",
                 )
-            self.report(call.node, message, related=related, fix=fix)
+            half = call.receiver.fact
+            self.report_evidenced(call.node, message, call.scope, half, related=related, fix=fix)
             return
 
     def check_ambient(self, call: CallSite) -> None:

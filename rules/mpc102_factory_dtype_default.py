@@ -22,6 +22,7 @@ from mpcheck.api import (
     ReturnSite,
     Rule,
     RuleContext,
+    Scope,
     children,
     items,
     module_dtype,
@@ -160,7 +161,7 @@ class FactoryDtypeDefault(Rule):
                     what = f"the next sample from `{function.name.value}`, which goes back "
                     what += "into the model"
                 sink = f"is returned at {self.line(site.node)} as {what}"
-                self.report_mixed(value.fact, mixing, site.node, sink, "returned here")
+                self.report_mixed(value.fact, mixing, site.node, sink, "returned here", site.scope)
                 return
 
     def record_mixing(self, call: CallSite, result: Fact) -> None:
@@ -199,7 +200,14 @@ class FactoryDtypeDefault(Rule):
         return self.mixings.get(id(fact.mixed.node))
 
     def report_mixed(
-        self, fact: Fact, mixing: _Mixing, sink: cst.CSTNode, where: str, note: str
+        self,
+        fact: Fact,
+        mixing: _Mixing,
+        sink: cst.CSTNode,
+        where: str,
+        note: str,
+        scope: Scope,
+        half: Fact | None = None,
     ) -> None:
         """Report at the factory: how it absorbed the activations, and where that raises."""
         assert fact.origin is not None and fact.mixed is not None
@@ -208,7 +216,9 @@ class FactoryDtypeDefault(Rule):
             f"result is float32 and {where}"
         )
         related = [*_loaded(fact), (fact.mixed.node, f"{mixing.verb} here"), (sink, note)]
-        self.report(fact.origin.node, message, related=related, fix=mixing.fix)
+        self.report_evidenced(
+            fact.origin.node, message, scope, half, related=related, fix=mixing.fix
+        )
 
     def check_default_path(self, call: CallSite) -> None:
         """``if state is None: state = torch.zeros(...)``, then ``torch.cat([state, h])`` or
@@ -249,7 +259,8 @@ class FactoryDtypeDefault(Rule):
         )
         message = f"`{name}` is {origin.text} on one path ({path}); {where}"
         related = [(call.node, "meets the model's activations here")]
-        self.report(origin.node, message, related=related, fix=self._fix(call, default.fact, low))
+        fix = self._fix(call, default.fact, low)
+        self.report_evidenced(origin.node, message, call.scope, low.fact, related=related, fix=fix)
 
     def _call_text(self, call: CallSite) -> str:
         if isinstance(call.node, cst.Call):
@@ -275,7 +286,9 @@ class FactoryDtypeDefault(Rule):
                     "dtype and raises when that is half"
                 )
                 note = f"`{name}` runs in the model's dtype here"
-                self.report_mixed(operand.fact, mixing, call.node, where, note)
+                self.report_mixed(
+                    operand.fact, mixing, call.node, where, note, call.scope, module.fact
+                )
                 return
 
     def check_attention(self, call: CallSite) -> None:
@@ -296,7 +309,9 @@ class FactoryDtypeDefault(Rule):
                     f"reaches `{what}` at {self.line(call.node)}, which needs one dtype for all "
                     "of its inputs and raises when the model runs in half precision"
                 )
-                self.report_mixed(operand.fact, mixing, call.node, where, "attention runs here")
+                low = next((o.fact for o in operands if _low(o.fact)), None)
+                note = "attention runs here"
+                self.report_mixed(operand.fact, mixing, call.node, where, note, call.scope, low)
                 return
 
     def check_consumer(self, call: CallSite) -> None:
@@ -333,7 +348,7 @@ class FactoryDtypeDefault(Rule):
         mixing = self.mixing_of(fact)
         if mixing is not None:
             note = f"`{name}` runs in the model's dtype here"
-            self.report_mixed(fact, mixing, call.node, where, note)
+            self.report_mixed(fact, mixing, call.node, where, note, call.scope, low.fact)
             return
         message = f"`{self._name(factory.node, fact)}` is {fact.origin.text}; it {where}"
         related = _loaded(fact)
@@ -341,7 +356,10 @@ class FactoryDtypeDefault(Rule):
             message += f" (it absorbed the model's activations at {self.line(fact.mixed.node)})"
             related.append((fact.mixed.node, f"mixed with {fact.mixed.text} here"))
         related.append((call.node, f"`{name}` runs in the model's dtype here"))
-        self.report(fact.origin.node, message, related=related, fix=self._fix(call, fact, low))
+        fix = self._fix(call, fact, low)
+        self.report_evidenced(
+            fact.origin.node, message, call.scope, low.fact, related=related, fix=fix
+        )
 
     # -- helpers -------------------------------------------------------------------------
     def _name(self, node: cst.CSTNode, fact: Fact) -> str:

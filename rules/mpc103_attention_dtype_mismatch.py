@@ -125,7 +125,11 @@ class AttentionDtypeMismatch(Rule):
         for name, operand in zip(names + low_names, full + low, strict=True):
             if operand.fact.prec is not Prec.MODEL:  # the model's own dtype needs no pointer
                 related += self.related_for(name, operand.fact)
-        self.report(call.node, message, related=_unique(related), fix=self._fix(full, low[0]))
+        half = next((o.fact for o in low if o.fact.prec is not Prec.MODEL), low[0].fact)
+        fix = self._fix(full, low[0])
+        self.report_evidenced(
+            call.node, message, call.scope, half, related=_unique(related), fix=fix
+        )
         return True
 
     def check_mask(self, call: CallSite, q: Operand, mask: Operand) -> None:
@@ -139,7 +143,10 @@ class AttentionDtypeMismatch(Rule):
             "float32 or the query's dtype"
         )
         related = self.related_for(mask_name, mask.fact) + self.related_for(q_name, q.fact)
-        self.report(call.node, message, related=_unique(related), fix=self._fix([mask], q))
+        fix = self._fix([mask], q)
+        self.report_evidenced(
+            call.node, message, call.scope, mask.fact, related=_unique(related), fix=fix
+        )
 
     # -- helpers -------------------------------------------------------------------------
     def _name(self, node: cst.CSTNode) -> str:

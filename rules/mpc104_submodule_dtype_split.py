@@ -209,9 +209,11 @@ class SubmoduleDtypeSplit(Rule):
             )
         related = self._split_related(sub, module) + self._input_related(what, x.fact)
         related += self._owner_related(owner.path, owner.fact)
-        self.report(
+        self.report_evidenced(
             call.node,
             message,
+            call.scope,
+            x.fact,
             related=_unique(related),
             fix=self._fix(x, sub, call.receiver.fact),
         )

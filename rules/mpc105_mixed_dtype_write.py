@@ -14,6 +14,7 @@ from mpcheck.api import (
     Operand,
     Prec,
     Rule,
+    Scope,
     SetItemSite,
     Severity,
     autocast_policy,
@@ -102,7 +103,7 @@ class MixedDtypeWrite(Rule):
             f"assigning through the advanced index `{self.ctx.code(index.node)}` runs "
             "`index_put_`, which does not cast the value, with or without autocast"
         )
-        self._report(site.node, site.target, site.value, how)
+        self._report(site.node, site.target, site.value, how, site.scope)
 
     def check_call(self, call: CallSite) -> None:
         op = call.tensor_op()
@@ -125,7 +126,7 @@ class MixedDtypeWrite(Rule):
             else:
                 autocast = "even under autocast"
             how = f"`{op.name}` does not cast its `{keyword}` argument, {autocast}"
-            self._report(call.node, op.tensor, source, how)
+            self._report(call.node, op.tensor, source, how, call.scope)
             return
 
     def check_ambient(self, call: CallSite) -> None:
@@ -163,7 +164,9 @@ class MixedDtypeWrite(Rule):
             self.report(call.node, message, related=related, severity=Severity.WARNING, fix=fix)
             return
 
-    def _report(self, node: cst.CSTNode, dest: Operand, source: Operand, how: str) -> None:
+    def _report(
+        self, node: cst.CSTNode, dest: Operand, source: Operand, how: str, scope: Scope
+    ) -> None:
         what = self.ctx.code(source.node)
         target = self.ctx.code(dest.node)
         if dest.fact.prec is Prec.HALF and dest.fact.dtype:
@@ -184,7 +187,8 @@ class MixedDtypeWrite(Rule):
         if explained and made is not None:
             verb = "is " if made.cause is Cause.PARAMETER else ""  # "is a buffer of the model"
             related.append((made.node, f"`{target}` {verb}{made.text}"))
-        self.report(node, message, related=related, fix=self._fix(dest, source, what))
+        fix = self._fix(dest, source, what)
+        self.report_evidenced(node, message, scope, dest.fact, related=related, fix=fix)
 
     def _fix(self, dest: Operand, source: Operand, what: str) -> Fix | None:
         """``src`` -> ``src.to(<dest>.dtype)`` when ``dest`` can be evaluated again safely."""

@@ -35,6 +35,7 @@ def test_upcast_into_a_half_projection() -> None:
         "`h` is float32 (upcast to float32 by `.float()` at line 12) but `self.proj` has the "
         "model's weights, half when the model runs in half precision; cast it back before "
         "this call"
+        " (latent: raises if `Block` runs in half without autocast)"
     )
     (note,) = d.related
     assert (note.start.row, note.start.column, note.message) == (
@@ -73,6 +74,7 @@ def test_an_upcast_argument_that_meets_a_half_layer_inside_the_called_module() -
         "`context.float()` is float32 (upcast to float32 by `.float()` at line 21) and "
         "`self.output` hands it to `self.dense` at line 11, which runs in the model's dtype, "
         "half when the model runs in half precision; cast it back before this call"
+        " (latent: raises if `Attention` runs in half without autocast)"
     )
     upcast, inside = d.related
     assert (upcast.start.row, upcast.start.column) == (21, 28)

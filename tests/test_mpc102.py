@@ -39,6 +39,7 @@ def test_mask_concatenated_with_latents_is_reported_at_the_factory() -> None:
         "`torch.cat` at line 8 concatenates it with `latents` (the model's dtype), so the "
         "result is float32 and reaches `self.conv_in` at line 9, which runs in the model's "
         "dtype and raises when that is half"
+        " (latent: raises if `UNet` runs in half without autocast)"
     )
     mixed, sink = d.related
     assert (mixed.start.row, mixed.start.column) == (8, 18)
@@ -126,6 +127,7 @@ def test_timestep_embedding_reaching_a_half_linear() -> None:
         "`t_emb` is an int64 tensor from `torch.arange`, turned float32 by true division; it "
         "reaches `self.linear_1` at line 15, which runs in the model's dtype and raises when "
         "that is half"
+        " (latent: raises if `TimeEmbedding` runs in half without autocast)"
     )
     (note,) = d.related
     assert (note.start.row, note.message) == (15, "`self.linear_1` runs in the model's dtype here")
@@ -301,6 +303,7 @@ def test_drop_path_mask_returned_from_forward() -> None:
         "at line 10 multiplies it with `self.m(x)` (the model's dtype), so the result is "
         "float32 and is returned at line 11 as the output of `forward`, which the next "
         "half-precision layer rejects"
+        " (latent: raises if `ResidualDrop` runs in half without autocast)"
     )
     assert [(r.start.row, r.message) for r in d.related] == [
         (10, "multiplies it with `self.m(x)` (the model's dtype) here"),
@@ -324,6 +327,7 @@ def test_mixed_input_of_a_submodule() -> None:
     assert d.message.endswith(
         "so the result is float32 and reaches `self.decoder` at line 9, which runs in the "
         "model's dtype and raises when that is half"
+        " (latent: raises if `Forecaster` runs in half without autocast)"
     )
 
 

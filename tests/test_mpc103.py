@@ -41,6 +41,7 @@ def test_sdpa_with_an_upcast_query() -> None:
         "`q` is float32 (upcast to float32 by `.float()` at line 7) but `k` and `v` have the "
         "model's dtype; `F.scaled_dot_product_attention` needs one dtype for all of them and "
         "raises when the model runs in half precision"
+        " (latent: raises if `Attn` runs in half without autocast)"
     )
     (note,) = d.related
     assert (note.start.row, note.start.column, note.message) == (

@@ -189,6 +189,7 @@ def test_part_built_with_a_literal_dtype_inside_the_model() -> None:
         "(`hidden_states`, an input of the function at line 11): when the model runs in half "
         "precision (built or loaded with a half dtype, which leaves a part's explicit dtype "
         "alone), the layer refuses mismatched dtypes; cast it to its weights' dtype at this call"
+        " (latent: raises if `MoeBlock` runs in half without autocast)"
     )
     assert related(d) == [(8, 21, "`self.gate` built with dtype=torch.float32: the split")]
 

@@ -55,6 +55,7 @@ def test_index_copy_into_a_buffer_names_the_buffer_and_fixes_the_source() -> Non
         "`k.float()` is float32 but `self.keys` (a buffer of the model at line 8) " + HALF + ": "
         "`index_copy_` does not cast its `source` argument, and autocast never touches "
         "in-place ops; cast it to `self.keys.dtype`"
+        " (latent: raises if `KVCache` runs in half without autocast)"
     )
     (note,) = d.related
     assert (note.start.row, note.start.column, note.message) == (
@@ -75,6 +76,7 @@ def test_advanced_index_assignment_is_index_put() -> None:
         "`k.float()` is float32 but `self.keys` (a buffer of the model at line 8) " + HALF + ": "
         "assigning through the advanced index `cache_position` runs `index_put_`, which does "
         "not cast the value, with or without autocast; cast it to `self.keys.dtype`"
+        " (latent: raises if `KVCache` runs in half without autocast)"
     )
     assert fixed_line(body, d) == "self.keys[cache_position] = k.to(self.keys.dtype)"
 
@@ -151,6 +153,7 @@ def test_masked_scatter_names_the_upcast_in_a_helper_method() -> None:
         "`image_features` is float32 (upcast to float32 by `.float()` at line 8) but "
         "`inputs_embeds` " + HALF + ": `masked_scatter` does not cast its `source` argument, "
         "even under autocast; cast it to `inputs_embeds.dtype`"
+        " (latent: raises if `Llava` runs in half without autocast)"
     )
     (note,) = d.related
     assert (note.start.row, note.start.column) == (8, 30)
@@ -174,6 +177,7 @@ def test_moe_index_add_of_float32_routing_weights() -> None:
         + HALF
         + ": `index_add_` does not cast its `source` argument, and autocast never touches "
         "in-place ops; cast it to `final.dtype`"
+        " (latent: raises if `MoE` runs in half without autocast)"
     )
     assert fixed_line(body, d) == "final.index_add_(0, top_x, current.to(final.dtype))"
 

@@ -22,6 +22,7 @@ from mpcheck.engine.autocast import Regions
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
 from mpcheck.engine.emitter import SiteEmitter
+from mpcheck.engine.evidence import Evidence, HalfEvidence
 from mpcheck.engine.expressions import Expressions
 from mpcheck.engine.facts import Fact
 from mpcheck.engine.frames import ClassInfo, Frame
@@ -34,6 +35,7 @@ from mpcheck.engine.sites import Scope
 from mpcheck.engine.starred import bind_starred
 from mpcheck.engine.statements import Statements
 from mpcheck.engine.tensors import Tensors
+from mpcheck.project.models import ModelUses
 from mpcheck.project.names import ImportTable
 from mpcheck.project.summary import ProjectLookup
 
@@ -60,6 +62,8 @@ class FileAnalysis(Walk):
         source: bytes = b"",
         project: ProjectLookup | None = None,
         target_torch: tuple[int, int] | None = None,
+        uses: ModelUses | None = None,
+        half_setting: bool = False,
     ) -> None:
         super().__init__(
             module,
@@ -70,6 +74,7 @@ class FileAnalysis(Walk):
             project=project,
             target_torch=target_torch,
         )
+        self.evidence = Evidence(self.elsewhere, uses, half_setting)
         self.regions = Regions(self)
         self.definitions = Definitions(self, self.regions)
         self.modules = Modules(self, self.regions, self.definitions)
@@ -91,6 +96,15 @@ class FileAnalysis(Walk):
     def in_progress(self) -> set[cst.FunctionDef]:
         """The functions being walked, which a call inside them does not walk again."""
         return self.definitions.in_progress
+
+    def half_evidence(self, cls: ClassInfo | None, name: str) -> HalfEvidence:
+        if cls is None:
+            return self.evidence.premise(name)
+        others = [base for *_, summary in cls.elsewhere for base in summary.bases]
+        node = cls.node
+        return self.evidence.of_class(
+            node.name.value, node.name, (*cls.bases, *others), cls.pretrained
+        )
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         return self.expressions.expr(node, frame)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from mpcheck.engine.evidence import HalfEvidence
 from mpcheck.engine.facts import Cause, Fact, Kind, Origin
 from mpcheck.engine.frames import ClassInfo, Frame
 from mpcheck.engine.keep_fp32 import KeepFp32
@@ -86,6 +87,10 @@ class Walk(ABC):
     @abstractmethod
     def in_progress(self) -> set[cst.FunctionDef]:
         """The functions being walked: a call met inside one does not walk it again."""
+
+    @abstractmethod
+    def half_evidence(self, cls: ClassInfo | None, name: str) -> HalfEvidence:
+        """Why the code of ``cls`` (or the function ``name``) may run in half."""
 
     @abstractmethod
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:

@@ -297,9 +297,14 @@ class Definitions:
         if outer is not None and cls is None:
             step = outer.scope.lightning_step
         name = cls.node.name.value if cls else None
-        scope = Scope(fn, name, in_module, autocast, sampler, lightning_step=step)
         tensor_params = (in_module and not self._called_by_base(fn, cls)) or (
             cls is None and self.file.half_capable and outer is None
+        )
+        evidence = outer.scope.evidence if outer is not None else None
+        if in_module or (tensor_params and outer is None):
+            evidence = self.file.half_evidence(cls if in_module else None, name or fn.name.value)
+        scope = Scope(
+            fn, name, in_module, autocast, sampler, lightning_step=step, evidence=evidence
         )
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from mpcheck.engine.evidence import HalfEvidence
 from mpcheck.engine.facts import Fact, Kind, Origin, Prec
 from mpcheck.knowledge import autocast_ops
 from mpcheck.knowledge.torch_api import (
@@ -108,6 +109,9 @@ class Scope:
     # The plain flags known on this path of the function, as ``(name, value)``: inside
     # ``if args.train_text_encoder:`` it is ``("args.train_text_encoder", True)``.
     flags: Flags = ()
+    # Why this code may run in half (``mpcheck.engine.evidence``): None outside a module's
+    # code, where half comes only from explicit casts (facts of their own).
+    evidence: HalfEvidence | None = None
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from mpcheck.pipeline.cache import (
 )
 from mpcheck.pipeline.one_file import Analysed, Options, analyse_source, might_noqa, suppress
 from mpcheck.project import summarise
+from mpcheck.project.models import uses_for
 from mpcheck.project.store import CYCLE, Dependencies, Lookup, Summaries, Symbol
 from mpcheck.project.summarise import FileSummariser, summaries_for
 from mpcheck.project.summary import ModuleSummary, digest_of
@@ -66,6 +67,9 @@ class _Run:
             "source_roots": list(options.source_roots),
             "rules": sorted(r.code for r in self.rules),
         }
+        if options.project_root is not None and options.follow_imports != "skip":
+            # a cast in any file of the project decides the severity of findings in others
+            settings["model_uses"] = uses_for(options.project_root).digest
         modules = {rule.__module__ for rule in self.rules}
         key = fingerprint((sys.modules[m] for m in modules if m in sys.modules), settings)
         self.cache = FileCache(Path(cache_dir), key)

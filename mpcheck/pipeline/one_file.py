@@ -26,6 +26,7 @@ from mpcheck.ruleset.rule import Report, Rule, RuleContext
 from mpcheck.settings.config import DEFAULT_MAX_FILE_SIZE
 
 if TYPE_CHECKING:
+    from mpcheck.project.models import ModelUses
     from mpcheck.project.store import Dependencies, Symbol
     from mpcheck.project.summary import ModuleSummary, Place
     from mpcheck.settings.config import Settings
@@ -280,6 +281,7 @@ def _run_rules(
         source=source,
         project=None if session is None else session.lookup,
         target_torch=options.target_torch_version,
+        uses=_uses(filename, source, options),
     )
     try:
         try:
@@ -315,6 +317,18 @@ def _elsewhere(places: Mapping[cst.CSTNode, Place], root: str | None) -> dict[cs
         end = Position(place.line, place.column + 1)
         out[node] = Related(place.text, where, end, path)
     return out
+
+
+def _uses(filename: str, source: bytes, options: Options) -> ModelUses:
+    """Where the project makes its models half (:mod:`mpcheck.project.models`): the whole
+    project's casts when it has a root, else this file's own."""
+    from mpcheck.project.models import uses_for, uses_of_sources
+
+    root = options.project_root
+    if root is not None and filename != "-" and options.follow_imports != "skip":
+        if os.path.abspath(filename).startswith(os.path.join(os.path.abspath(root), "")):
+            return uses_for(root)
+    return uses_of_sources({filename: source}, alone=True)
 
 
 def _project(filename: str, options: Options) -> ProjectLink | None:

@@ -29,6 +29,7 @@ from mpcheck.files.source import SourceError, SourceFile
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.exports import exported, exported_of_source
 from mpcheck.project.index import ModuleIndex, site_roots
+from mpcheck.project.models import forget_uses
 from mpcheck.project.names import ImportTable, children, dotted
 from mpcheck.project.store import Cached, Dependencies, Lookup, Summaries, Symbol
 from mpcheck.project.summary import ClassSummary, Function, ModuleSummary, Place, Value
@@ -447,6 +448,7 @@ def summaries_for(
 def forget() -> None:
     """Drop every summary: a new run must see the files as they are now."""
     _STORES.clear()
+    forget_uses()
 
 
 class ProjectSession:

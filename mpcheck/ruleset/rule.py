@@ -19,12 +19,13 @@ from typing import ClassVar
 import libcst as cst
 
 from mpcheck.diagnostics import RuleInfo, Severity
-from mpcheck.engine.facts import Fact, Origin
+from mpcheck.engine.facts import Fact, Origin, Prec
 from mpcheck.engine.sites import (
     CallSite,
     ClassSite,
     FunctionSite,
     ReturnSite,
+    Scope,
     SetItemSite,
     StoreSite,
 )
@@ -159,6 +160,36 @@ class Rule:
         """One finding; ``severity`` overrides the rule's default for this one (a rule whose
         findings both raise and silently corrupt reports the silent ones as warnings)."""
         self.ctx.sink(Report(type(self), node, message, tuple(related), fix, severity))
+
+    def report_evidenced(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        scope: Scope,
+        half: Fact | None,
+        *,
+        related: Iterable[tuple[cst.CSTNode, str]] = (),
+        fix: NodeFix | None = None,
+        severity: Severity | None = None,
+    ) -> None:
+        """A dtype-flow finding whose half side is ``half``: an error when the project gives
+        evidence that half reaches ``scope`` (``scope.evidence``, named in the message and
+        as a related location); a warning stating the premise when the only belief is that
+        a module may run in half. A ``half`` the code makes half itself is its own evidence."""
+        evidence = scope.evidence
+        if evidence is None or (half is not None and half.prec is not Prec.MODEL):
+            self.report(node, message, related=related, fix=fix, severity=severity)
+            return
+        if evidence.float32:
+            return
+        more = list(related)
+        if evidence.node is not None and not evidence.latent:
+            more.append((evidence.node, evidence.text))
+        if evidence.latent:
+            message, severity = f"{message} ({evidence.text})", Severity.WARNING
+        else:
+            message = f"{message} (half: {evidence.text})"
+        self.report(node, message, related=more, fix=fix, severity=severity)
 
     def line(self, node: cst.CSTNode) -> str:
         """A placeholder for "line N" of ``node``, filled in once positions are known."""

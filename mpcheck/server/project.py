@@ -15,6 +15,7 @@ from pathlib import Path
 from mpcheck.engine.analysis import FileAnalysis
 from mpcheck.pipeline.one_file import Options, ProjectLink
 from mpcheck.project.index import ModuleIndex, site_roots
+from mpcheck.project.models import forget_uses
 from mpcheck.project.store import Dependencies, Summaries, Symbol
 from mpcheck.project.summarise import FileSummariser
 from mpcheck.project.summary import ModuleSummary
@@ -63,6 +64,7 @@ class Overlay:
     def forget(self) -> None:
         """Drop every summary: a file changed, and any summary may depend on it."""
         self._stores.clear()
+        forget_uses()  # where models are cast may have changed too
 
     def link(self, filename: str, options: Options) -> ProjectLink | None:
         """The check of ``filename`` against the project at ``options.project_root``."""

@@ -1,0 +1,129 @@
+"""Why the engine believes a class's code may run in half: a :class:`HalfEvidence`.
+
+Every method of an ``nn.Module`` is walked as if the model ran in half (its inputs and
+weights in the model's dtype). That is a premise, not a fact: a finding that rests on it
+alone is a latent hazard (a warning that states it). A finding is an error only when the
+project gives evidence that half reaches the class: a cast or half load of a model that is
+or builds it (``model.half()`` in a script, in any file: :mod:`mpcheck.project.models`), a
+library base whose users run it in half (diffusers ``ModelMixin``, transformers
+``PreTrainedModel``, timm, peft), or the project's own setting (``module-half-capable``
+given explicitly: the project says every module of it is run in half).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from mpcheck.project.models import (
+    AUTOCAST,
+    CAST,
+    FLOAT32,
+    LIBRARY,
+    LIBRARY_SUFFIXES,
+    ModelUses,
+    Reach,
+)
+from mpcheck.project.summary import Place
+
+__all__ = [
+    "AUTOCAST",
+    "CAST",
+    "FLOAT32",
+    "LIBRARY",
+    "PREMISE",
+    "SETTING",
+    "Evidence",
+    "HalfEvidence",
+]
+
+SETTING, PREMISE = "setting", "premise"
+
+
+@dataclass(frozen=True)
+class HalfEvidence:
+    """``kind``: cast, library, setting, premise, or against half: float32 or autocast (see
+    :mod:`mpcheck.project.models`); ``text``: what a message quotes;
+    ``place``: the cast or library class (None for a setting or the premise); ``node``: the
+    class it is about, where a finding's related location is anchored."""
+
+    kind: str
+    text: str
+    place: Place | None = None
+    node: cst.CSTNode | None = None
+
+    @property
+    def latent(self) -> bool:
+        """Only the premise: a finding resting on it is a warning."""
+        return self.kind == PREMISE
+
+    @property
+    def float32(self) -> bool:
+        """Evidence against half: the project only builds the class in float32, or runs
+        every call of it under autocast (a mix is then autocast's business)."""
+        return self.kind in (FLOAT32, AUTOCAST)
+
+
+class Evidence:
+    """The part that answers :meth:`of_class`, once per class of the file."""
+
+    def __init__(
+        self,
+        elsewhere: dict[cst.CSTNode, Place],
+        uses: ModelUses | None,
+        setting: bool = False,
+    ) -> None:
+        self.elsewhere = elsewhere  # the walk's related locations in other files
+        self.uses = uses
+        self.setting = setting  # ``module-half-capable = true`` written in the configuration
+        self._classes: dict[str, HalfEvidence] = {}
+
+    def of_class(
+        self, name: str, anchor: cst.CSTNode, bases: Sequence[str], pretrained: bool
+    ) -> HalfEvidence:
+        """``bases``: qualified, with those of bases in other project files; ``pretrained``:
+        a ``from_pretrained`` model class (a ``ModelMixin`` or ``PreTrainedModel``)."""
+        if name not in self._classes:
+            self._classes[name] = self._decide(name, anchor, bases, pretrained)
+        return self._classes[name]
+
+    def premise(self, name: str, node: cst.CSTNode | None = None) -> HalfEvidence:
+        text = f"latent: raises if `{name}` runs in half without autocast"
+        return HalfEvidence(PREMISE, text, None, node)
+
+    def _decide(
+        self, name: str, anchor: cst.CSTNode, bases: Sequence[str], pretrained: bool
+    ) -> HalfEvidence:
+        reach = self.uses.of(name) if self.uses is not None else None
+        if reach is not None:  # the cast or library class, a related location in its file
+            self.elsewhere[anchor] = reach.place
+        if reach is not None and reach.kind == CAST:
+            return HalfEvidence(CAST, _text(name, reach), reach.place, anchor)
+        library = _library(bases, pretrained)
+        if library is not None:
+            text = f"`{name}` is a `{library}`, which its users run in half"
+            return HalfEvidence(LIBRARY, text, None, anchor)
+        if self.setting:
+            text = "the configuration says every module runs in half (`module-half-capable`)"
+            return HalfEvidence(SETTING, text, None, anchor)
+        if reach is not None:
+            return HalfEvidence(reach.kind, _text(name, reach), reach.place, anchor)
+        return self.premise(name, anchor)
+
+
+def _library(bases: Sequence[str], pretrained: bool) -> str | None:
+    for base in bases:
+        leaf = base.rsplit(".", 1)[-1]
+        if leaf.endswith(LIBRARY_SUFFIXES) or base.startswith(("timm.", "peft.")):
+            return leaf
+    return "ModelMixin` or `PreTrainedModel" if pretrained else None
+
+
+def _text(name: str, reach: Reach) -> str:
+    """``Block`` is built in ``Model``, which is cast ...: the chain from the evidence."""
+    if not reach.via:
+        return reach.place.text
+    chain = " in ".join(f"`{v}`" for v in reversed(reach.via))
+    return f"`{name}` is built in {chain}; {reach.place.text}"

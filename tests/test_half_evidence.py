@@ -1,0 +1,98 @@
+"""Severity follows evidence (issue 36, items 1-3): a dtype-flow finding in a module's code
+is an error only when the project makes that module half (a cast anywhere in the project,
+a library base), a warning that states its premise when nothing does, and nothing when the
+project only builds it in float32 or calls it under autocast every time.
+
+Driven through the CLI on the multi-file cases of ``fixtures/xfile/`` (whose expectations
+and runtime proofs ``tests/test_xfile.py`` checks), and through ``uses_of_sources`` for the
+project scan itself.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from mpcheck.project.models import uses_of_sources
+from tests.support import XFILE
+
+
+def findings(case: Path, *extra: str) -> list[Any]:
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--output-format", "json", *extra, "."]
+    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    found: list[Any] = json.loads(done.stdout)
+    return found
+
+
+def test_a_cast_in_another_file_makes_the_block_an_error_naming_the_cast() -> None:
+    case = XFILE / "bad_cast_reaches_block"
+    (finding,) = findings(case, "--no-cache")
+    assert finding["severity"] == "error"
+    assert "`DiT` is cast to half by `DiT(8, 2).half()` at dit/sample.py:11" in finding["message"]
+    there = [
+        (Path(r["filename"]).as_posix().rsplit("/", 2)[-2:], r["location"]["row"])
+        for r in finding["related"]
+        if "filename" in r
+    ]
+    assert (["dit", "sample.py"], 11) in there
+
+
+def test_a_block_nothing_casts_is_a_warning_stating_the_premise() -> None:
+    (finding,) = findings(XFILE / "warn_uncast_block", "--no-cache")
+    assert finding["severity"] == "warning"
+    assert finding["message"].endswith("(latent: raises if `Block` runs in half without autocast)")
+
+
+def test_a_library_models_part_is_an_error_through_the_library_base() -> None:
+    (finding,) = findings(XFILE / "bad_library_model_part", "--no-cache")
+    assert finding["severity"] == "error"
+    assert "`DiT` is a `ModelMixin`, which its users run in half" in finding["message"]
+
+
+def test_float32_only_and_autocast_at_every_call_give_nothing() -> None:
+    assert findings(XFILE / "good_float32_only_block", "--no-cache") == []
+    assert findings(XFILE / "good_autocast_every_call", "--no-cache") == []
+
+
+def test_a_cast_added_in_another_file_reaches_a_cached_run(tmp_path: Path) -> None:
+    """The cache keys findings on the project's casts: an edit to the script alone turns
+    the block's warning into an error on the next (cached) run."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "bad_cast_reaches_block", case)
+    script = case / "dit" / "sample.py"
+    script.write_text(script.read_text().replace("DiT(8, 2).half()", "DiT(8, 2)"))
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert [f["severity"] for f in findings(case, *cache)] == ["warning"]
+    script.write_text(script.read_text().replace("DiT(8, 2)", "DiT(8, 2).to(torch.bfloat16)"))
+    assert [f["severity"] for f in findings(case, *cache)] == ["error"]
+
+
+def test_the_scan_follows_containment_and_prefers_a_cast() -> None:
+    uses = uses_of_sources(
+        {
+            "blocks.py": b"class Block(nn.Module):\n    pass\n",
+            "model.py": b"class Model(ModelMixin):\n    def __init__(self):\n"
+            b"        self.blocks = [Block() for _ in range(2)]\n",
+            "train.py": b"weight_dtype = torch.float32\nif bf16:\n"
+            b"    weight_dtype = torch.bfloat16\nmodel = Model()\nmodel.to(weight_dtype)\n",
+        }
+    )
+    block = uses.of("Block")
+    assert block is not None and block.kind == "cast" and block.via == ("Model",)
+    assert block.place.path == "train.py" and block.place.line == 5
+
+
+def test_a_float32_dtype_is_no_cast_and_a_disabled_autocast_covers_nothing() -> None:
+    uses = uses_of_sources(
+        {
+            "model.py": b"class Model(nn.Module):\n    pass\n",
+            "run.py": b"m = Model().to(torch.float32)\n"
+            b"with torch.autocast('cuda', enabled=False):\n    m(x)\n# bf16 elsewhere\n",
+        }
+    )
+    assert uses.of("Model") is None
