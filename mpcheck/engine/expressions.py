@@ -534,6 +534,9 @@ class Expressions:
     ) -> Fact | None:
         """Library code we know (diffusers' ``Timesteps`` returns float32, ``torchaudio.load``
         loads float32 data), or None."""
+        # (a waveform loader's data is also bounded: [-1, 1])
+        if name in WAVEFORM_LOADERS:
+            return self.file.emit(CallRecord(node, waveform(node, name), args, kwargs), frame)
         made = data_api.loaded(name, node) or data_api.transform(name, tuple(a.fact for a in args))
         if made is not None:
             return self.file.emit(CallRecord(node, made, args, kwargs, qual=name), frame)
@@ -541,8 +544,6 @@ class Expressions:
             dtype = kwargs.get("dtype") or (args[3] if len(args) > 3 else None)
             made = self.casts.dtype_arg(dtype, node, UNKNOWN_TENSOR) if dtype else None
             return self.file.emit(CallRecord(node, made or UNKNOWN_TENSOR, args, kwargs), frame)
-        if name in WAVEFORM_LOADERS:
-            return self.file.emit(CallRecord(node, waveform(node, name), args, kwargs), frame)
         module = T.library_fp32(name, T.FP32_OUTPUT_MODULES)
         if module is not None:
             return Fact(

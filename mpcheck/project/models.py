@@ -85,7 +85,8 @@ def uses_of_sources(sources: Mapping[str, bytes], *, alone: bool = False) -> Mod
             if lib is not None and name not in roots:
                 line = data.count(b"\n", 0, match.start()) + 1
                 text = f"`{name}` is a `{lib}`, which its users run in half"
-                roots[name] = Reach(LIBRARY, Place(path, line, 1, f"{text} ({path}:{line})"))
+                where = f"line {line}" if alone else f"{path}:{line}"
+                roots[name] = Reach(LIBRARY, Place(path, line, 1, f"{text} ({where})"))
     trees: dict[str, ast.Module | None] = {}
 
     def tree(path: str) -> ast.Module | None:
