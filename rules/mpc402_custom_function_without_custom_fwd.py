@@ -246,7 +246,7 @@ class CustomFunctionWithoutCustomFwd(Rule):
     def finish_blind_mixes(self) -> None:
         """A Function whose ``forward`` hands several of its inputs to a matmul with ``out=``,
         which autocast does not recast: under autocast they arrive as the caller made them,
-        a half activation and a float32 weight (trl's chunked LM head)."""
+        a half activation and a float32 weight (a chunked LM head's hand-written backward)."""
         for cand in self.candidates:
             call = self.blind_mixes.get(cand.forward)
             if call is None or cand.forward in self.autocast_off or cand.forward in self.opaque:
@@ -272,7 +272,7 @@ class CustomFunctionWithoutCustomFwd(Rule):
     def finish_kernels(self) -> None:
         """A Function over a compiled kernel, handed a half and a float32 tensor by a module
         method under a trainer's autocast: without ``custom_fwd(cast_inputs=torch.float32)``
-        the kernel gets them as they are (detrex's deformable attention)."""
+        the kernel gets them as they are (a deformable-attention kernel's inputs)."""
         functions = {c.node.name.value: c for c in self.candidates}
         for name, call, half, full in self.ambient:
             cand = functions.get(name)
