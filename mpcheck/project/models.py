@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -409,6 +410,7 @@ def _short(node: ast.expr) -> str:
 
 
 _USES: dict[str, ModelUses] = {}
+_MAX_SOURCE = 16 * 1024 * 1024  # bytes: larger files are not project sources
 
 
 def uses_for(root: str) -> ModelUses:
@@ -430,7 +432,10 @@ def _project_sources(root: Path) -> Iterable[tuple[str, bytes]]:
             if not name.endswith(".py"):
                 continue
             path = Path(folder) / name
-            try:
+            try:  # a FIFO would block, a device never end: regular files only, and not huge
+                info = path.lstat()
+                if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_SOURCE:
+                    continue
                 data = path.read_bytes()
             except OSError:
                 continue
