@@ -6,8 +6,8 @@ alone is a latent hazard (a warning that states it). A finding is an error only 
 project gives evidence that half reaches the class: a cast or half load of a model that is
 or builds it (``model.half()`` in a script, in any file: :mod:`mpcheck.project.models`), a
 library base whose users run it in half (diffusers ``ModelMixin``, transformers
-``PreTrainedModel``, timm, peft), or the project's own setting (``module-half-capable``
-given explicitly: the project says every module of it is run in half).
+``PreTrainedModel``, timm, peft), or the project's own setting (``models-run-in-half``: the
+project is a model library and says its users run every module of it in half).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Evidence:
     ) -> None:
         self.elsewhere = elsewhere  # the walk's related locations in other files
         self.uses = uses
-        self.setting = setting  # ``module-half-capable = true`` written in the configuration
+        self.setting = setting  # ``models-run-in-half = true`` in the configuration
         self._classes: dict[str, HalfEvidence] = {}
 
     def of_class(
@@ -106,7 +106,7 @@ class Evidence:
             text = f"`{name}` is a `{library}`, which its users run in half"
             return HalfEvidence(LIBRARY, text, None, anchor)
         if self.setting:
-            text = "the configuration says every module runs in half (`module-half-capable`)"
+            text = "the configuration says every module runs in half (`models-run-in-half`)"
             return HalfEvidence(SETTING, text, None, anchor)
         if reach is not None:
             return HalfEvidence(reach.kind, _text(name, reach), reach.place, anchor)

@@ -60,6 +60,7 @@ class _Run:
         self.rules = all_rules()
         settings = {
             "module_half_capable": options.module_half_capable,
+            "models_run_in_half": options.models_run_in_half,
             "max_file_size": options.max_file_size,
             "project_root": options.project_root,
             "target_torch_version": options.target_torch_version,

@@ -43,6 +43,8 @@ class Options:
     """Analysis switches that come from configuration."""
 
     module_half_capable: bool = True
+    # ``models-run-in-half``: the project says its users run every module in half (evidence)
+    models_run_in_half: bool = False
     unused_noqa: bool = True
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     # Where the project's modules are imported from (the run's root): imports of other
@@ -75,6 +77,7 @@ class Options:
         half = settings.module_half_capable if module_half_capable is None else module_half_capable
         return cls(
             module_half_capable=half,
+            models_run_in_half=half and settings.models_run_in_half,
             unused_noqa=unused_noqa,
             max_file_size=settings.max_file_size,
             project_root=project_root,
@@ -278,6 +281,7 @@ def _run_rules(
         imports,
         dispatch,
         module_half_capable=options.module_half_capable,
+        half_setting=options.models_run_in_half,
         source=source,
         project=None if session is None else session.lookup,
         target_torch=options.target_torch_version,

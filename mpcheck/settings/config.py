@@ -71,7 +71,12 @@ _SELECTOR_PARTS = re.compile(r"([A-Z]+)([0-9]*)")
 
 _CODE_LIST_KEYS = ("select", "extend-select", "ignore")
 _PATTERN_LIST_KEYS = ("exclude", "extend-exclude")
-_BOOL_KEYS = ("module-half-capable", "respect-gitignore", "include-notebooks")
+_BOOL_KEYS = (
+    "module-half-capable",
+    "models-run-in-half",
+    "respect-gitignore",
+    "include-notebooks",
+)
 KNOWN_KEYS: tuple[str, ...] = (
     *_CODE_LIST_KEYS,
     "per-file-ignores",
@@ -134,6 +139,9 @@ class Settings:
     exclude: tuple[str, ...] | None = None  # None: DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
     module_half_capable: bool = True
+    # the project is a model library whose users run every module of it in half (as they do
+    # diffusers' ``ModelMixin``): that is evidence, not a premise (issue 36)
+    models_run_in_half: bool = False
     respect_gitignore: bool = True
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     include_notebooks: bool = True  # directory walks take *.ipynb too
@@ -391,6 +399,7 @@ def load_settings(
         exclude=values.get("exclude"),
         extend_exclude=values.get("extend-exclude", ()),
         module_half_capable=values.get("module-half-capable", True),
+        models_run_in_half=values.get("models-run-in-half", False),
         respect_gitignore=values.get("respect-gitignore", True),
         max_file_size=values.get("max-file-size", DEFAULT_MAX_FILE_SIZE),
         include_notebooks=values.get("include-notebooks", True),
@@ -403,6 +412,12 @@ def load_settings(
         follow_imports=values.get("follow-imports", "normal"),
         src=values.get("src"),
     )
+    if settings.models_run_in_half and not settings.module_half_capable:
+        shown = _display(path, cwd)
+        raise ConfigError(
+            f"{shown}: 'models-run-in-half = true' needs modules checked as half-capable,"
+            " but 'module-half-capable' is false"
+        )
     return settings if settings.target_torch_version else _with_declared_torch(settings)
 
 
