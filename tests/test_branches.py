@@ -80,6 +80,51 @@ def test_a_helper_argument_on_the_other_path_is_left_alone() -> None:
     assert codes(source) == []
 
 
+SAMPLER = """
+    import torch
+
+    class Sampler:
+        def __init__(self, pipeline, resize, dtype):
+            self.pipeline, self.resize, self.dtype = pipeline, resize, dtype
+
+        def sample(self, mask, latents, inpainting):
+            unet = self.pipeline.unet
+            if inpainting:
+                latent_mask = {then}
+            else:
+                latent_mask = {other}
+            return unet(torch.cat([latents, latent_mask], 1), 0)
+"""
+
+
+@pytest.mark.parametrize(
+    ("then", "other", "expected"),
+    [
+        # the other path made in a dtype the engine cannot read: the float32 path still is
+        ("(self.resize(mask) > 0).float()", "torch.ones(1, 1, 8, 8, dtype=self.dtype)", ["MPC101"]),
+        # a comparison with a cast method is a bool tensor, whatever it compared
+        ("(self.resize(mask) > 0).float()", "latents[:, :1].half()", ["MPC101"]),
+        # ... and the cast decides its dtype
+        (
+            "(self.resize(mask) > 0).to(latents.dtype)",
+            "torch.ones(1, 1, 8, 8, dtype=self.dtype)",
+            [],
+        ),
+        # float32 on both paths is float32, not "on one path"
+        ("(self.resize(mask) > 0).float()", "torch.ones(1, 1, 8, 8)", ["MPC101 always"]),
+    ],
+)
+def test_a_float32_path_whatever_the_other_path_made(
+    then: str, other: str, expected: list[str]
+) -> None:
+    source = SAMPLER.format(then=then, other=other)
+    found = check(textwrap.dedent(source))
+    on_path = [
+        d.code + ("" if "on the path where `inpainting`" in d.message else " always") for d in found
+    ]
+    assert on_path == expected
+
+
 def test_a_factory_on_one_path_keeps_its_own_policy() -> None:
     """``if state is None: state = torch.zeros(...)`` is MPC102's, worded for its path."""
     source = """

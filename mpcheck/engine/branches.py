@@ -43,21 +43,25 @@ def about_precision(test_code: str) -> bool:
 
 def float32_path(then: Fact, other: Fact, in_module: bool) -> tuple[Fact, bool] | None:
     """The float32 side of ``then`` and ``other`` (the paths of an ``if``) when the other
-    side is the model's activations, and whether it is the ``then`` side; None otherwise.
+    side is not float32 itself, and whether it is the ``then`` side; None otherwise.
 
-    Outside a model's methods the other path must be the model's output, not an argument:
-    a helper's ``image`` may be anything its caller passed (``if not isinstance(image,
-    list): image = preprocess(image).float()`` says nothing of the tensor path).
+    The float32 path is float32 whenever it runs, whatever the other path holds: the model's
+    activations, or a tensor the function makes in a dtype it computes
+    (``torch.ones(..., dtype=self.train_dtype)``). Outside a model's methods the other path
+    must not be an argument: a helper's ``image`` may be anything its caller passed (``if not
+    isinstance(image, list): image = preprocess(image).float()`` says nothing of the tensor
+    path).
     """
     for taken, low, is_then in ((then, other, True), (other, then, False)):
-        first = _float32(taken) and _low(low)
+        first = _float32(taken) and (_low(low) or _made_here(low))
         # already float32 on a path of its own, whatever this ``if``'s other path holds: the
         # enclosing test only decides whether that path is reached
         nested = _on_a_path(taken) and low.is_tensor and low.prec is not Prec.FULL
         if not (first or nested) or taken.origin is None:
             continue
-        if not in_module and (low.origin is None or isinstance(low.origin.node, cst.Param)):
-            continue
+        if not in_module and not _made_here(low):
+            if low.origin is None or isinstance(low.origin.node, cst.Param):
+                continue
         return taken, is_then
     return None
 
@@ -92,6 +96,18 @@ def _float32(fact: Fact) -> bool:
         and not fact.maybe
         and not fact.zero_dim
         and not fact.default_float32
+    )
+
+
+def _made_here(fact: Fact) -> bool:
+    """A tensor the function makes in a dtype the engine cannot read
+    (``torch.zeros(..., dtype=self.model.train_dtype.torch_dtype())``), not an argument."""
+    return (
+        fact.is_tensor
+        and fact.prec is Prec.UNKNOWN
+        and fact.origin is None
+        and not fact.maybe
+        and not fact.zero_dim
     )
 
 

@@ -119,6 +119,10 @@ class Tensors:
             if called is not None:  # ``Helper.build(x)``
                 return called
         dtype = kwargs.get("dtype") or next((a for a in args if a.fact.kind is Kind.DTYPE), None)
+        if recv == UNKNOWN and method in T.CAST_METHODS and _compared(node.func):
+            # ``(mask > 0.5).float()``: a comparison with a cast method is a bool tensor
+            # (a Python bool has no ``.float()``), whatever the compared values were
+            recv = Fact(Kind.TENSOR, Prec.BOOL, "bool")
         if recv == UNKNOWN and method == "to" and dtype and data_api.picture_cast(node.func):
             recv = UNKNOWN_TENSOR  # ``image = processor(image); image.to(dtype=torch.float32)``
         result = carried(self.tensor_method(node, method, recv, args, kwargs, frame), node)
@@ -566,3 +570,8 @@ def _literal_leaves(node: cst.BaseExpression) -> Iterator[cst.CSTNode | None]:
         yield node
     else:
         yield None
+
+
+def _compared(func: cst.BaseExpression) -> bool:
+    """``(a > b).float()``: the method is called on a comparison."""
+    return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Comparison)
