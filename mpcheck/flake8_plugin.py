@@ -185,12 +185,14 @@ class MpcheckPlugin:
 
     def _check(self) -> list[tuple[int, int, str]]:
         from mpcheck.pipeline.one_file import Options, check_source
+        from mpcheck.settings.roots import analysis_root
 
         project = _project_for(self.filename)
         rules = project.rules_for(self.filename)
+        root = analysis_root(Path(self.filename), Path(os.getcwd()))
         options = Options.from_settings(
             project.settings,
-            os.getcwd(),
+            str(root),
             unused_noqa=False,
             module_half_capable=self.module_half_capable,
         )

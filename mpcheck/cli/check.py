@@ -66,9 +66,14 @@ def _target_torch(value: str | None) -> tuple[int, int] | None:
     return version
 
 
-def _options(project: Project, cache: Path | None) -> Options:
+def _options(
+    project: Project, cache: Path | None, file: Path, given: Sequence[Path] = ()
+) -> Options:
+    from mpcheck.settings.roots import analysis_root
+
+    root = analysis_root(file, Path.cwd(), given)
     return Options.from_settings(
-        project.settings, str(Path.cwd()), cache_dir=None if cache is None else str(cache)
+        project.settings, str(root), cache_dir=None if cache is None else str(cache)
     )
 
 
@@ -172,7 +177,7 @@ def run_check(args: argparse.Namespace) -> int:
         data = sys.stdin.buffer.read()
         filename = str(Path(name).resolve()) if args.stdin_filename else "-"
         project = resolver.project_for(Path(name))
-        file_rules, options = project.rules_for(Path(name)), _options(project, None)
+        file_rules, options = project.rules_for(Path(name)), _options(project, None, Path(name))
         if name.endswith(".ipynb"):  # a notebook on stdin is read as one, not as Python
             from mpcheck.files.notebook import check_notebook_bytes
 
@@ -211,7 +216,7 @@ def run_check(args: argparse.Namespace) -> int:
         cache_dir = _usable_cache(args, resolver, cwd)
         _fresh_run()
         jobs = [
-            (f, project_of[str(f)].rules_for(f), _options(project_of[str(f)], cache_dir))
+            (f, project_of[str(f)].rules_for(f), _options(project_of[str(f)], cache_dir, f, paths))
             for f in files
         ]
         progress = None

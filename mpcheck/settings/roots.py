@@ -1,0 +1,55 @@
+"""Which directory a checked file's project is: where its imports resolve from, and whose
+files give the project-wide evidence (where models are built, cast and called).
+
+The working directory, as mypy and ruff take it, when the run starts inside a project. Run
+from a directory that is no project (``cd /tmp && mpcheck check /tmp/work/repo``), or on
+files outside the working directory, a file belongs to the nearest directory above it that
+declares a project: taking the working directory then would read every tree beside the one
+checked, and match its classes with theirs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["analysis_root"]
+
+_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+
+
+def _declares(directory: Path) -> bool:
+    if any(os.path.exists(directory / marker) for marker in _MARKERS):
+        return True
+    try:
+        return any(directory.glob("requirements*.txt"))
+    except OSError:
+        return False
+
+
+def _declaring(start: Path) -> Path | None:
+    for directory in (start, *start.parents):
+        if _declares(directory):
+            return directory
+    return None
+
+
+def analysis_root(file: Path, cwd: Path, given: Sequence[Path] = ()) -> Path:
+    """The project root of ``file`` (see the module docstring); ``given``: the paths the
+    run was asked to check, the fallback for a file outside the working directory that no
+    directory above declares a project for."""
+    file = Path(os.path.abspath(file))
+    cwd = Path(os.path.abspath(cwd))
+    declared = _declaring(file.parent)
+    if cwd in file.parents:
+        if declared is None or declared == cwd or cwd not in declared.parents:
+            return cwd  # inside the project the run started in (or in no project at all)
+        return cwd if _declares(cwd) else declared
+    if declared is not None:
+        return declared
+    for path in given:
+        top = Path(os.path.abspath(path))
+        if top == file or top in file.parents:
+            return top if top.is_dir() else top.parent
+    return file.parent
