@@ -65,6 +65,17 @@ class Regions:
             return self.autocast_result(node, known, region, result)
         return result
 
+    @staticmethod
+    def disabled_input(fact: Fact) -> Fact:
+        """An input of a function decorated with ``autocast(enabled=False)``. The decorator
+        does something only when the caller runs under autocast, so what the caller hands
+        over is what autocast computed (a linear, conv or matmul output: half), not the
+        model's float32: an activation becomes autocast's half, when it is called so."""
+        if fact.kind is not Kind.TENSOR or fact.prec is not Prec.MODEL or fact.origin is None:
+            return fact
+        text = "an input of a function that turns autocast off (half when called under it)"
+        return replace(fact, origin=Origin(fact.origin.node, Cause.AUTOCAST, text))
+
     def autocast_region(
         self, node: cst.BaseExpression, frame: Frame | None = None, *, helpers: bool = True
     ) -> Autocast | None:

@@ -322,6 +322,15 @@ class Definitions:
                 if sampler and name in T.INT_PARAM_NAMES:
                     env[name] = Fact(Kind.OTHER, params=frozenset({index}))  # continuous t
             index += 1
+        # ``@autocast(enabled=False)`` on this function: its inputs come from autocast
+        if (
+            autocast is not None
+            and autocast.enabled is False
+            and autocast is not (outer.scope.autocast if outer else None)
+        ):
+            for key, fact in env.items():
+                if fact.from_input:
+                    env[key] = self.regions.disabled_input(fact)
         return Frame(env, scope)
 
     def frozen_attrs(self, cls: ClassInfo) -> Env:
@@ -565,10 +574,15 @@ class Definitions:
             if fact.kind is Kind.SEQ:
                 items = tuple(sub(f) for f in fact.items) if fact.items is not None else None
                 return replace(fact, items=items, elem=sub(fact.elem) if fact.elem else None)
-            if not fact.params or fact.prec not in (Prec.MODEL, Prec.UNKNOWN):
+            # ``def pack_one(t, pattern)``: ``t`` is an int by its name only (a timestep), and
+            # a floating tensor passed to it says what it really is
+            guessed = fact.prec is Prec.INT and fact.cause is Cause.ACTIVATION
+            if not fact.params or (fact.prec not in (Prec.MODEL, Prec.UNKNOWN) and not guessed):
                 return replace(fact, params=frozenset())
             passed = (bound[i] for i in sorted(fact.params) if i < len(bound))
             actual = [f for f in passed if f is not None]
+            if guessed and not (actual and all(f.is_tensor and f.floating for f in actual)):
+                return replace(fact, params=frozenset())
             if not actual:
                 return replace(fact, params=frozenset())
             if fact.kind is Kind.DTYPE:
