@@ -39,8 +39,8 @@ from mpcheck.engine.frozen import frozen_dtypes
 from mpcheck.engine.imported import class_bases, inherit
 from mpcheck.engine.keep_fp32 import wholly_fp32
 from mpcheck.engine.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
+from mpcheck.engine.tensor_use import tensor_uses
 from mpcheck.knowledge import torch_api as T
-from mpcheck.knowledge.numbers import number_name
 from mpcheck.project.names import dotted
 from mpcheck.project.summary import ClassSummary
 
@@ -308,6 +308,8 @@ class Definitions:
         )
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)
+        bare = frozenset(p.name.value for p in params if p.annotation is None)
+        tensors = tensor_uses(fn, bare) if bare else frozenset()
         index = 0
         for param in params:
             name = param.name.value
@@ -319,6 +321,8 @@ class Definitions:
             else:
                 sample = sampler and name in T.SAMPLE_PARAMS
                 env[name] = self._param_fact(param, index, tensor_params or sample)
+                if name in bare and name not in tensors:
+                    env[name] = unproven(env[name])
                 if sampler and name in T.INT_PARAM_NAMES:
                     env[name] = Fact(Kind.OTHER, params=frozenset({index}))  # continuous t
             index += 1
@@ -519,8 +523,6 @@ class Definitions:
             )
         if name in NON_TENSOR_PARAMS:
             return Fact(Kind.OTHER, params=marks)
-        if ann is None and number_name(name):  # ``gpu_capacity_gb``: a Python number
-            return replace(SCALAR, params=marks)
         instance = self.annotated_instance(param, index)
         if instance is not None:
             return instance
@@ -598,6 +600,13 @@ class Definitions:
             return given
 
         return sub(result)
+
+
+def unproven(fact: Fact) -> Fact:
+    """An input the function never uses as a tensor: taken for one, but maybe a number."""
+    if fact.kind is not Kind.TENSOR or fact.origin is None:
+        return fact
+    return replace(fact, origin=replace(fact.origin, unproven=True))
 
 
 def _annotation_names(node: cst.CSTNode) -> list[str]:
