@@ -50,7 +50,8 @@ class HalfPositions(Rule):
     how_to_fix = """
         Compute phases in float32 and cast only their cos/sin: `.float()` on positions and
         frequencies, the product under `with torch.autocast(device_type, enabled=False):`
-        (or `@torch.autocast(..., enabled=False)` on the method), then
+        (or `@torch.autocast(..., enabled=False)` on the method, or a variable bound once to
+        that region, also against `nullcontext()` for devices without autocast), then
         `emb.cos().to(x.dtype)`. Keep timesteps float32 up to the timestep projection
         (`t.to(torch.float32)`). mpcheck offers no fix: a layer that takes the timestep as
         its input (a `Linear` of the timestep) needs it in its own dtype, and raises on

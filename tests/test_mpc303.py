@@ -170,3 +170,21 @@ def test_numpy_products_are_quiet() -> None:
     )
     assert _found(source) == []
     assert _found(source.replace("np.einsum", "torch.einsum")) == [(6, "WARNING")]
+
+
+@pytest.mark.parametrize(
+    "held",
+    [
+        'torch.autocast("cuda", enabled=False)',
+        'torch.autocast("cuda", enabled=False) if pos.is_cuda else nullcontext()',
+    ],
+)
+def test_a_disabled_region_held_in_a_variable_is_quiet(held: str) -> None:
+    """``ctx = torch.autocast(..., enabled=False)``; ``with ctx:`` is the same region as the
+    ``with`` written out (musubi-tuner's Ideogram4 MRoPE); against ``nullcontext()`` it is
+    off wherever there is an autocast to turn off."""
+    body = f"        ctx = {held}\n        with ctx:\n            return inv_freq @ pos"
+    source = "from contextlib import nullcontext\n" + ROTARY.format(body=body)
+    assert _found(source) == []
+    on = source.replace("enabled=False", "dtype=torch.bfloat16")
+    assert [severity for _, severity in _found(on)] == ["ERROR"]  # a half region, held
