@@ -81,6 +81,9 @@ class Fp16OverflowConstant(Rule):
         `if x.dtype == torch.float32:`) is not reported: a half-precision run never gets it.
         A product with a factor whose values the engine bounds (`0.5 * torch.sigmoid(x) * 1e5`
         is at most 5e4) is not reported when the bound times the constant fits float16.
+        Arithmetic needs evidence that the operand is a tensor: an unannotated input that the
+        function never indexes, calls a method on or multiplies with `@`
+        (`budget * 0.9 * 1e9`) may be a Python number, and is not reported.
         """
     symptom = """
         `RuntimeError: value cannot be converted to type c10::Half without overflow` (or
@@ -238,6 +241,9 @@ class Fp16OverflowConstant(Rule):
             return
         if site.scope.full_precision is not None:
             return  # ``if x.dtype == torch.float32:``: a half-precision run never gets here
+        unproven = target.origin is not None and target.origin.unproven
+        if unproven and isinstance(site.node, cst.BinaryOperation):
+            return  # ``capacity * 1e9`` of an input never used as a tensor: maybe a number
         # A tensor handed to a half-capable module's method (``attn_mask``) whose dtype we do
         # not know, written with a fill that raises (``masked_fill``): a float one is in the
         # model's dtype, but it may as well be bool or int, so this is a warning. (Arithmetic

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.api import CallSite, Cause, Edit, Fact, Fix, Operand, OpKind, Prec, Rule
+from mpcheck.api import (
+    CallSite,
+    Cause,
+    Edit,
+    Fact,
+    Fix,
+    Operand,
+    OpKind,
+    Prec,
+    Rule,
+    Severity,
+)
 
 # Op families that refuse operands of different floating dtypes once autocast is off.
 _STRICT = frozenset({OpKind.LINEAR, OpKind.CONV, OpKind.MATMUL, OpKind.ATTENTION, OpKind.RECURRENT})
@@ -46,6 +57,12 @@ class AutocastDisabledWithoutCast(Rule):
         their facts) and reports it when it meets a float32 module, an explicit float32
         operand (`.float()`, a factory without `dtype=`), or the model's own weights or
         inputs: a model that uses autocast keeps its parameters in float32.
+
+        A function decorated with `autocast(..., enabled=False)` (a quantizer's or a loss
+        head's `forward`) changes nothing unless its caller runs under autocast, so its
+        inputs are what that caller computed: half. When such an input reaches the module's
+        float32 weights or buffers uncast, the finding is a warning that states this premise
+        (lucidrains' LFQ and FSQ quantizers raised so until they cast on entry).
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float` (also
@@ -131,12 +148,23 @@ class AutocastDisabledWithoutCast(Rule):
             other = f"{name} is float32"
         fix = self.fix(call, low, wide)
         cast = fix.message.rsplit(" with ", 1)[-1] if fix else "`.float()`"
-        message = (
-            f"`{what}` is {self.where(low.fact)}, and autocast is off here "
-            f"({self.line(region.node)}), so nothing casts it: {other}; cast it with {cast}"
-        )
+        if low.fact.from_input and low.fact.origin is not None:
+            # the premise: turning autocast off matters only to a caller that runs under it
+            message = (
+                f"`{what}` is an input ({self.line(low.fact.origin.node)}) of a function that "
+                f"turns autocast off ({self.line(region.node)}), which matters only when its "
+                f"caller runs under autocast, and there `{what}` is half; nothing casts it: "
+                f"{other}; cast it with {cast} (latent: raises when called under autocast)"
+            )
+            severity: Severity | None = Severity.WARNING
+        else:
+            message = (
+                f"`{what}` is {self.where(low.fact)}, and autocast is off here "
+                f"({self.line(region.node)}), so nothing casts it: {other}; cast it with {cast}"
+            )
+            severity = None
         related = self.related_for(what, low.fact) + [(region.node, "autocast is disabled here")]
-        self.report(call.node, message, related=related, fix=fix)
+        self.report(call.node, message, related=related, fix=fix, severity=severity)
 
     def fix(self, call: CallSite, low: Operand, wide: Operand) -> Fix | None:
         """``.float()`` against known float32; the weights' own dtype against the model's."""

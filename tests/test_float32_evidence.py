@@ -93,16 +93,19 @@ def test_a_shadowed_builtin_is_a_real_test() -> None:
     assert [(d.code, d.start.row) for d in check(shadowed)] == [("MPC301", 14)]
 
 
-def test_a_quantity_named_by_its_unit_is_a_python_number(tmp_path: Path) -> None:
-    """Through the CLI: ``gpu_capacity_gb * 0.9 * 1e9`` is no float16 tensor product; the
-    same helper over a tensor input still is."""
+def test_an_input_never_used_as_a_tensor_may_be_a_python_number(tmp_path: Path) -> None:
+    """Through the CLI: ``gpu_capacity_gb * 0.9 * 1e9`` (or ``x * 1e9``) of an input the
+    function never indexes nor calls a tensor method on is no evidence of a float16 tensor,
+    whatever its name; the same product over an input used as a tensor still is."""
     path = tmp_path / "budget.py"
     path.write_text(
         "import torch\n\n\n"
         "def budget(gpu_capacity_gb):\n"
         "    return gpu_capacity_gb * 0.9 * 1e9\n\n\n"
         "def scale(hidden):\n"
-        "    return hidden * 1e9\n"
+        "    return hidden * 1e9\n\n\n"
+        "def scale_rows(hidden):\n"
+        "    return hidden[:, 0] * 1e9\n"
     )
     out = tmp_path / "out.json"
     rc = cli.main(
@@ -110,7 +113,7 @@ def test_a_quantity_named_by_its_unit_is_a_python_number(tmp_path: Path) -> None
     )
     assert rc == 0
     rows = [f["location"]["row"] for f in json.loads(out.read_text())]
-    assert rows == [9]
+    assert rows == [13]
 
 
 MODEL = """import torch

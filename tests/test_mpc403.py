@@ -223,3 +223,53 @@ def test_autocast_policy_float32_on_cpu_follows_the_cpu_lists() -> None:
                         return attn @ v
         """
     assert findings(body) == []
+
+
+QUANTIZER = """
+class Quantizer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.project_in = nn.Linear(32, 4)
+        self.register_buffer("codebook", torch.randn(16, 4))
+
+    @torch.autocast("cuda", enabled=False)
+    def forward(self, x):
+        x = self.project_in(x)
+        return torch.einsum("... i d, j d -> ... i j", x, self.codebook)
+"""
+
+
+def test_input_of_a_function_that_turns_autocast_off() -> None:
+    """The decorator matters only to a caller under autocast: its inputs are autocast's half
+    there (lucidrains' LFQ and FSQ before their fixes); a warning that states the premise."""
+    (d,) = findings(QUANTIZER)
+    assert span(d)[:2] == (13, 13)
+    assert d.severity.value == "warning"
+    assert d.message == (
+        "`x` is an input (line 12) of a function that turns autocast off (line 11), which "
+        "matters only when its caller runs under autocast, and there `x` is half; nothing "
+        "casts it: `self.project_in` has the model's weights (float32 under autocast); cast it "
+        "with `.to(self.project_in.weight.dtype)` (latent: raises when called under autocast)"
+    )
+    assert "x = self.project_in(x.to(self.project_in.weight.dtype))" in fixed(QUANTIZER)
+
+
+def test_inputs_cast_on_entry_or_outside_a_disabling_decorator_are_quiet() -> None:
+    entry = "    def forward(self, x):\n"
+    cast = QUANTIZER.replace(entry, entry + "        x = x.float()\n")
+    assert findings(cast) == []
+    plain = QUANTIZER.replace('    @torch.autocast("cuda", enabled=False)\n', "")
+    assert findings(plain) == []
+    enabled = QUANTIZER.replace("enabled=False", "dtype=torch.float16")
+    assert findings(enabled) == []
+
+
+def test_inputs_through_einops_pack_and_a_helper_named_t() -> None:
+    """``pack_one(t, pattern)``: ``t`` is an int by its name only; the half input passed to
+    it comes back out of ``einops.pack`` (``torch.cat`` of the list, and the shapes)."""
+    entry = "    def forward(self, x):\n"
+    packed = "        if x.ndim >= 4:\n            x, ps = pack_one(x, 'b * d')\n"
+    body = QUANTIZER.replace(entry, entry + packed)
+    helper = "from einops import pack\n\ndef pack_one(t, pattern):\n    return pack([t], pattern)\n"
+    (d,) = findings(helper + body)
+    assert "`x` is an input" in d.message

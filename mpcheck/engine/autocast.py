@@ -65,10 +65,27 @@ class Regions:
             return self.autocast_result(node, known, region, result)
         return result
 
+    @staticmethod
+    def disabled_input(fact: Fact) -> Fact:
+        """An input of a function decorated with ``autocast(enabled=False)``. The decorator
+        does something only when the caller runs under autocast, so what the caller hands
+        over is what autocast computed (a linear, conv or matmul output: half), not the
+        model's float32: an activation becomes autocast's half, when it is called so."""
+        if fact.kind is not Kind.TENSOR or fact.prec is not Prec.MODEL or fact.origin is None:
+            return fact
+        text = "an input of a function that turns autocast off (half when called under it)"
+        return replace(fact, origin=Origin(fact.origin.node, Cause.AUTOCAST, text))
+
     def autocast_region(
         self, node: cst.BaseExpression, frame: Frame | None = None, *, helpers: bool = True
     ) -> Autocast | None:
         """The region ``node`` opens; ``frame`` resolves ``dtype=amp_dtype`` (a variable)."""
+        if isinstance(node, cst.Name) and frame is not None and helpers:
+            held = self._held_context(node, frame)  # ``ctx = torch.autocast(...)``; ``with ctx:``
+            if held is None:
+                return None
+            region = self.autocast_region(held[0], frame, helpers=False)
+            return replace(region, enabled=None) if region and held[1] else region
         call = node if isinstance(node, cst.Call) else None
         func = call.func if call else node
         helper = self._helper_context(call) if helpers else None
@@ -136,6 +153,35 @@ class Regions:
             return (found, True) if found is not None else None
         return None
 
+    def _held_context(self, name: cst.Name, frame: Frame) -> tuple[cst.Call, bool] | None:
+        """What a variable of the function holds when it is bound once to a context: the
+        call, and whether it was chosen against ``nullcontext()`` (``torch.autocast(...,
+        enabled=False) if device in (...) else nullcontext()``: off wherever autocast is on
+        at all, since a device without autocast has nothing to turn off)."""
+        fn = frame.scope.function
+        if fn is None:
+            return None
+        values = [
+            small.value
+            for small in _assignments(fn)
+            if len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+            and small.targets[0].target.value == name.value
+        ]
+        if len(values) != 1:
+            return None
+        value = values[0]
+        if isinstance(value, cst.Call):
+            return value, False
+        if isinstance(value, cst.IfExp):
+            branches = [v for v in (value.body, value.orelse) if isinstance(v, cst.Call)]
+            found = [c for c in branches if self.autocast_region(c, helpers=False)]
+            others = [c for c in branches if c not in found]
+            if len(found) == 1 and len(others) == 1 and _nullcontext(others[0]):
+                region = self.autocast_region(found[0], helpers=False)
+                return found[0], not (region is not None and region.enabled is False)
+        return None
+
     def tested_region(self, test: cst.BaseExpression, went: bool) -> Autocast | None:
         """The autocast region a branch of ``if torch.is_autocast_enabled():`` (or of ``if not
         ...``) runs in, when that branch is the one autocast is on in."""
@@ -155,3 +201,25 @@ class Regions:
         if fact.kind is Kind.DTYPE and fact.prec is Prec.HALF and not fact.maybe:
             return fact.dtype if fact.dtype in ("float16", "bfloat16") else None
         return None
+
+
+def _assignments(fn: cst.FunctionDef) -> list[cst.Assign]:
+    """The plain assignments in ``fn``'s body (not in functions nested in it)."""
+    found: list[cst.Assign] = []
+
+    class _Visitor(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            found.append(node)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    fn.visit(_Visitor())
+    return found
+
+
+def _nullcontext(call: cst.Call) -> bool:
+    """``nullcontext()`` / ``contextlib.nullcontext()``."""
+    func = call.func
+    leaf = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+    return leaf == "nullcontext"

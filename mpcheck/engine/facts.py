@@ -82,6 +82,9 @@ class Origin:
     # A cast to a dtype held in a variable (``model.to(weight_dtype)``): where that dtype
     # was decided (``weight_dtype = torch.float16``), so a finding can point there too.
     via: Origin | None = None
+    # An input taken for a tensor without evidence that it is one (no annotation, never
+    # indexed nor called a method on): it may be a Python number (mpcheck.engine.tensor_use).
+    unproven: bool = False
 
 
 @dataclass(frozen=True)

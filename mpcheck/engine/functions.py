@@ -39,8 +39,8 @@ from mpcheck.engine.frozen import frozen_dtypes
 from mpcheck.engine.imported import class_bases, inherit
 from mpcheck.engine.keep_fp32 import wholly_fp32
 from mpcheck.engine.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
+from mpcheck.engine.tensor_use import tensor_uses
 from mpcheck.knowledge import torch_api as T
-from mpcheck.knowledge.numbers import number_name
 from mpcheck.project.names import dotted
 from mpcheck.project.summary import ClassSummary
 
@@ -308,6 +308,8 @@ class Definitions:
         )
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)
+        bare = frozenset(p.name.value for p in params if p.annotation is None)
+        tensors = tensor_uses(fn, bare) if bare else frozenset()
         index = 0
         for param in params:
             name = param.name.value
@@ -319,9 +321,20 @@ class Definitions:
             else:
                 sample = sampler and name in T.SAMPLE_PARAMS
                 env[name] = self._param_fact(param, index, tensor_params or sample)
+                if name in bare and name not in tensors:
+                    env[name] = unproven(env[name])
                 if sampler and name in T.INT_PARAM_NAMES:
                     env[name] = Fact(Kind.OTHER, params=frozenset({index}))  # continuous t
             index += 1
+        # ``@autocast(enabled=False)`` on this function: its inputs come from autocast
+        if (
+            autocast is not None
+            and autocast.enabled is False
+            and autocast is not (outer.scope.autocast if outer else None)
+        ):
+            for key, fact in env.items():
+                if fact.from_input:
+                    env[key] = self.regions.disabled_input(fact)
         return Frame(env, scope)
 
     def frozen_attrs(self, cls: ClassInfo) -> Env:
@@ -510,8 +523,6 @@ class Definitions:
             )
         if name in NON_TENSOR_PARAMS:
             return Fact(Kind.OTHER, params=marks)
-        if ann is None and number_name(name):  # ``gpu_capacity_gb``: a Python number
-            return replace(SCALAR, params=marks)
         instance = self.annotated_instance(param, index)
         if instance is not None:
             return instance
@@ -565,10 +576,15 @@ class Definitions:
             if fact.kind is Kind.SEQ:
                 items = tuple(sub(f) for f in fact.items) if fact.items is not None else None
                 return replace(fact, items=items, elem=sub(fact.elem) if fact.elem else None)
-            if not fact.params or fact.prec not in (Prec.MODEL, Prec.UNKNOWN):
+            # ``def pack_one(t, pattern)``: ``t`` is an int by its name only (a timestep), and
+            # a floating tensor passed to it says what it really is
+            guessed = fact.prec is Prec.INT and fact.cause is Cause.ACTIVATION
+            if not fact.params or (fact.prec not in (Prec.MODEL, Prec.UNKNOWN) and not guessed):
                 return replace(fact, params=frozenset())
             passed = (bound[i] for i in sorted(fact.params) if i < len(bound))
             actual = [f for f in passed if f is not None]
+            if guessed and not (actual and all(f.is_tensor and f.floating for f in actual)):
+                return replace(fact, params=frozenset())
             if not actual:
                 return replace(fact, params=frozenset())
             if fact.kind is Kind.DTYPE:
@@ -584,6 +600,13 @@ class Definitions:
             return given
 
         return sub(result)
+
+
+def unproven(fact: Fact) -> Fact:
+    """An input the function never uses as a tensor: taken for one, but maybe a number."""
+    if fact.kind is not Kind.TENSOR or fact.origin is None:
+        return fact
+    return replace(fact, origin=replace(fact.origin, unproven=True))
 
 
 def _annotation_names(node: cst.CSTNode) -> list[str]:

@@ -190,6 +190,8 @@ class Modules:
             result = self.imported_forward(node, layer, args, kwargs)
         elif layer is None and first.prec is Prec.FULL and module.prec is Prec.MODEL:
             result = UNKNOWN_TENSOR  # a custom module fed float32 may well compute in float32
+        elif layer is None and first.floating and first.cause is Cause.AUTOCAST:
+            result = UNKNOWN_TENSOR  # and one fed autocast's half may well keep it (a ReLU)
         elif (
             op is T.OpKind.NORM
             and first.floating

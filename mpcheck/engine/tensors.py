@@ -401,6 +401,13 @@ class Tensors:
             return Fact(Kind.OTHER, layer="finfo")
         if qual in T.EXTERNAL_LAYERS:  # apex.normalization.FusedRMSNorm(...)
             return self.modules.construct_module(node, T.EXTERNAL_LAYERS[qual], frame, kwargs)
+        if qual == "einops.pack" and args:  # (the tensors concatenated, their shapes)
+            seq = args[0].fact
+            items = seq.items if seq.kind is Kind.SEQ else None
+            packed = promote(items, node) if items is not None else element(seq)
+            return seq_of([packed, Fact(Kind.OTHER)])
+        if qual == "einops.unpack" and args:  # the pieces of one tensor
+            return Fact(Kind.SEQ, elem=args[0].fact)
         if qual in T.NON_TENSOR_FUNCTIONS or not (qual == "torch" or qual.startswith("torch.")):
             # (``torchaudio.load``, ``torchvision.ops.nms``: another library's function gives
             # its result no argument's dtype unless a table says so)
