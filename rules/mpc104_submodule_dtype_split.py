@@ -247,7 +247,10 @@ class SubmoduleDtypeSplit(Rule):
         if value.origin is not None:
             related.append((value.origin.node, f"the float32 operand: {value.origin.text}"))
         related += _via(value)
-        self.report(site.node, message, related=_unique(related), fix=self._cast_back(site))
+        fix = self._cast_back(site)
+        self.report_evidenced(
+            site.node, message, site.scope, before, related=_unique(related), fix=fix
+        )
 
     def _cast_back(self, site: StoreSite) -> Fix | None:
         """``.to(<tensor>.dtype)`` after the stored value (read before the store runs)."""
@@ -360,7 +363,7 @@ class SubmoduleDtypeSplit(Rule):
             f"precision, {_consequence(call, x.fact)}"
         )
         related = self._split_related(param, kept) + self._input_related(what, x.fact)
-        self.report(call.node, message, related=_unique(related))
+        self.report_evidenced(call.node, message, call.scope, x.fact, related=_unique(related))
 
     # -- ``model.head(model.backbone(x))`` with the backbone cast apart --------------------
     def _split_output(self, call: CallSite) -> bool:
@@ -388,9 +391,11 @@ class SubmoduleDtypeSplit(Rule):
         related = self._split_related(part, module)
         related += self.related_for(what, x.fact)
         related += self._owner_related(owner.path, owner.fact)
-        self.report(
+        self.report_evidenced(
             call.node,
             message,
+            call.scope,
+            _half_side(x.fact, call.receiver.fact),
             related=_unique(related),
             fix=self._fix(x, sub, call.receiver.fact),
         )
@@ -433,7 +438,8 @@ class SubmoduleDtypeSplit(Rule):
             if side.fact.origin is not None and side.fact.origin.via is not None:
                 via = side.fact.origin.via
                 related.append((via.node, via.text))
-        self.report(call.node, message, related=_unique(related))
+        half = _half_side(x.fact, weights.fact)
+        self.report_evidenced(call.node, message, call.scope, half, related=_unique(related))
         return True
 
     # -- helpers ---------------------------------------------------------------------
@@ -527,6 +533,14 @@ def _split_casts(inner: list[InnerCall]) -> list[Fact]:
 
 def _low(prec: Prec) -> bool:
     return prec in (Prec.MODEL, Prec.HALF)
+
+
+def _half_side(a: Fact, b: Fact) -> Fact | None:
+    """The side of a clash that is half, for its evidence: an explicit half (its own
+    evidence) before one that is half only when the model runs in half."""
+    return next((f for f in (a, b) if f.prec is Prec.HALF), None) or next(
+        (f for f in (a, b) if f.prec is Prec.MODEL), None
+    )
 
 
 def _apart(part: Fact, owner: Fact) -> bool:

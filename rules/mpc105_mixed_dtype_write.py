@@ -150,9 +150,13 @@ class MixedDtypeWrite(Rule):
                 half, full = source, op.tensor
             else:
                 continue
+            evidence = call.scope.evidence
+            if evidence is not None and evidence.float32 and evidence.kind != _UNDER_AUTOCAST:
+                return  # the project builds it in float32 and names no half anywhere
+            seen = evidence is not None and evidence.kind == _UNDER_AUTOCAST
             target, what = self.ctx.code(op.tensor.node), self.ctx.code(source.node)
             message = (
-                f"{region.premise}, `{self.ctx.code(half.node)}` is "
+                f"{'under autocast' if seen else region.premise}, `{self.ctx.code(half.node)}` is "
                 f"{half.fact.dtype or 'half'} ({self.where(half.fact)}) but "
                 f"`{self.ctx.code(full.node)}` keeps the model's float32 "
                 f"({self.where(full.fact)}): `{op.name}` does not cast its `{keyword}` "
@@ -161,7 +165,10 @@ class MixedDtypeWrite(Rule):
             related = self.related_for(self.ctx.code(half.node), half.fact)
             related += self.related_for(self.ctx.code(full.node), full.fact)
             fix = self._fix(op.tensor, source, what)
-            self.report(call.node, message, related=related, severity=Severity.WARNING, fix=fix)
+            severity = Severity.WARNING  # the premise: a trainer's autocast, not in view
+            if seen and evidence is not None:
+                message, severity = f"{message} ({evidence.text})", Severity.ERROR
+            self.report(call.node, message, related=related, severity=severity, fix=fix)
             return
 
     def _report(
@@ -210,6 +217,9 @@ class MixedDtypeWrite(Rule):
         return self.ctx.atom(node)
 
 
+# The evidence that every call of a class in the project runs under autocast
+# (``mpcheck.engine.evidence``): the premise of the ambient walk, seen to hold.
+_UNDER_AUTOCAST = "autocast"
 # Where a destination's dtype comes from, worth naming: it is not just "an input".
 _EXPLAINING = (Cause.PARAMETER, Cause.CAST, Cause.MODEL_CAST, Cause.AUTOCAST)
 
