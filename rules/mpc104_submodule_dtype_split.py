@@ -94,6 +94,11 @@ class SubmoduleDtypeSplit(Rule):
         (or a half one) and the weight is in that dtype; an explicit cast is deliberate and
         stays quiet (`p.data = p.data.float()` upcasts trainable parameters for a GradScaler),
         and so does a cast back after the product (`.to(orig_dtype)`) or a torch norm's weight.
+
+        Where the half side is only the model's dtype (a class's own code, walked as if the
+        model ran in half), a finding is an error when the project casts or loads that model
+        in half, and otherwise a warning that states the premise ("latent: raises if `X` runs
+        in half without autocast").
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float`

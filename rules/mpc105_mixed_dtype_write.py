@@ -48,8 +48,10 @@ class MixedDtypeWrite(Rule):
         checked as if under that (CUDA) autocast, where a Linear's output is half and the
         model's weights, buffers, embeddings and what is made like them stay float32. A half
         projection written into such a cache (`cache.index_copy_(2, pos, k)`, litgpt's bug) is
-        reported as a warning, since the training setup is not in view; its fix is the same
-        cast of the source.
+        reported as a warning, since the training setup is not in view, and as an error when
+        every call the project makes of the class runs under autocast (the premise, seen to
+        hold); a project that only builds the class in float32 and names no half precision
+        anywhere gets nothing. Its fix is the same cast of the source.
 
         A one-element value written through a boolean mask (`t[mask] = torch.tensor(0.0)`)
         is a `masked_fill_`, and a 0-dim `weight` of `lerp` is used as a scalar: both cast.

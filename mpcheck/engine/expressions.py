@@ -326,6 +326,14 @@ class Expressions:
             if key is not None and key in frame.env:
                 return frame.env[key]  # an item the code replaced (cast) after loading
             return data_api.item(base, data_api.item_name(node), node)
+        if base.kind is Kind.OTHER and base.layer and len(node.slice) == 1:
+            index_node = node.slice[0].slice
+            if isinstance(index_node, cst.Index):  # ``dataset[i]``: what its ``__getitem__``
+                # returns (float32 data until cast, when it loads it so), for a class of this file
+                given = (Operand(index_node.value, self.expr(index_node.value, frame)),)
+                item = self.definitions.instance_method(base, "__getitem__", given, {})
+                if item is not None:
+                    return item
         if base.kind is Kind.SEQ:
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
                 return Fact(Kind.SEQ, elem=element(base))
