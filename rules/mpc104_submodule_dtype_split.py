@@ -94,6 +94,11 @@ class SubmoduleDtypeSplit(Rule):
         (or a half one) and the weight is in that dtype; an explicit cast is deliberate and
         stays quiet (`p.data = p.data.float()` upcasts trainable parameters for a GradScaler),
         and so does a cast back after the product (`.to(orig_dtype)`) or a torch norm's weight.
+
+        Where the half side is only the model's dtype (a class's own code, walked as if the
+        model ran in half), a finding is an error when the project casts or loads that model
+        in half, and otherwise a warning that states the premise ("latent: raises if `X` runs
+        in half without autocast").
         """
     symptom = """
         `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float`
@@ -247,7 +252,10 @@ class SubmoduleDtypeSplit(Rule):
         if value.origin is not None:
             related.append((value.origin.node, f"the float32 operand: {value.origin.text}"))
         related += _via(value)
-        self.report(site.node, message, related=_unique(related), fix=self._cast_back(site))
+        fix = self._cast_back(site)
+        self.report_evidenced(
+            site.node, message, site.scope, before, related=_unique(related), fix=fix
+        )
 
     def _cast_back(self, site: StoreSite) -> Fix | None:
         """``.to(<tensor>.dtype)`` after the stored value (read before the store runs)."""
@@ -360,7 +368,7 @@ class SubmoduleDtypeSplit(Rule):
             f"precision, {_consequence(call, x.fact)}"
         )
         related = self._split_related(param, kept) + self._input_related(what, x.fact)
-        self.report(call.node, message, related=_unique(related))
+        self.report_evidenced(call.node, message, call.scope, x.fact, related=_unique(related))
 
     # -- ``model.head(model.backbone(x))`` with the backbone cast apart --------------------
     def _split_output(self, call: CallSite) -> bool:
@@ -388,9 +396,11 @@ class SubmoduleDtypeSplit(Rule):
         related = self._split_related(part, module)
         related += self.related_for(what, x.fact)
         related += self._owner_related(owner.path, owner.fact)
-        self.report(
+        self.report_evidenced(
             call.node,
             message,
+            call.scope,
+            _half_side(x.fact, call.receiver.fact),
             related=_unique(related),
             fix=self._fix(x, sub, call.receiver.fact),
         )
@@ -433,7 +443,8 @@ class SubmoduleDtypeSplit(Rule):
             if side.fact.origin is not None and side.fact.origin.via is not None:
                 via = side.fact.origin.via
                 related.append((via.node, via.text))
-        self.report(call.node, message, related=_unique(related))
+        half = _half_side(x.fact, weights.fact)
+        self.report_evidenced(call.node, message, call.scope, half, related=_unique(related))
         return True
 
     # -- helpers ---------------------------------------------------------------------
@@ -527,6 +538,14 @@ def _split_casts(inner: list[InnerCall]) -> list[Fact]:
 
 def _low(prec: Prec) -> bool:
     return prec in (Prec.MODEL, Prec.HALF)
+
+
+def _half_side(a: Fact, b: Fact) -> Fact | None:
+    """The side of a clash that is half, for its evidence: an explicit half (its own
+    evidence) before one that is half only when the model runs in half."""
+    return next((f for f in (a, b) if f.prec is Prec.HALF), None) or next(
+        (f for f in (a, b) if f.prec is Prec.MODEL), None
+    )
 
 
 def _apart(part: Fact, owner: Fact) -> bool:

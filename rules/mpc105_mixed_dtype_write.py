@@ -48,8 +48,10 @@ class MixedDtypeWrite(Rule):
         checked as if under that (CUDA) autocast, where a Linear's output is half and the
         model's weights, buffers, embeddings and what is made like them stay float32. A half
         projection written into such a cache (`cache.index_copy_(2, pos, k)`, litgpt's bug) is
-        reported as a warning, since the training setup is not in view; its fix is the same
-        cast of the source.
+        reported as a warning, since the training setup is not in view, and as an error when
+        every call the project makes of the class runs under autocast (the premise, seen to
+        hold); a project that only builds the class in float32 and names no half precision
+        anywhere gets nothing. Its fix is the same cast of the source.
 
         A one-element value written through a boolean mask (`t[mask] = torch.tensor(0.0)`)
         is a `masked_fill_`, and a 0-dim `weight` of `lerp` is used as a scalar: both cast.
@@ -150,9 +152,13 @@ class MixedDtypeWrite(Rule):
                 half, full = source, op.tensor
             else:
                 continue
+            evidence = call.scope.evidence
+            if evidence is not None and evidence.float32 and evidence.kind != _UNDER_AUTOCAST:
+                return  # the project builds it in float32 and names no half anywhere
+            seen = evidence is not None and evidence.kind == _UNDER_AUTOCAST
             target, what = self.ctx.code(op.tensor.node), self.ctx.code(source.node)
             message = (
-                f"{region.premise}, `{self.ctx.code(half.node)}` is "
+                f"{'under autocast' if seen else region.premise}, `{self.ctx.code(half.node)}` is "
                 f"{half.fact.dtype or 'half'} ({self.where(half.fact)}) but "
                 f"`{self.ctx.code(full.node)}` keeps the model's float32 "
                 f"({self.where(full.fact)}): `{op.name}` does not cast its `{keyword}` "
@@ -161,7 +167,10 @@ class MixedDtypeWrite(Rule):
             related = self.related_for(self.ctx.code(half.node), half.fact)
             related += self.related_for(self.ctx.code(full.node), full.fact)
             fix = self._fix(op.tensor, source, what)
-            self.report(call.node, message, related=related, severity=Severity.WARNING, fix=fix)
+            severity = Severity.WARNING  # the premise: a trainer's autocast, not in view
+            if seen and evidence is not None:
+                message, severity = f"{message} ({evidence.text})", Severity.ERROR
+            self.report(call.node, message, related=related, severity=severity, fix=fix)
             return
 
     def _report(
@@ -210,6 +219,9 @@ class MixedDtypeWrite(Rule):
         return self.ctx.atom(node)
 
 
+# The evidence that every call of a class in the project runs under autocast
+# (``mpcheck.engine.evidence``): the premise of the ambient walk, seen to hold.
+_UNDER_AUTOCAST = "autocast"
 # Where a destination's dtype comes from, worth naming: it is not just "an input".
 _EXPLAINING = (Cause.PARAMETER, Cause.CAST, Cause.MODEL_CAST, Cause.AUTOCAST)
 

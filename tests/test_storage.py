@@ -76,7 +76,8 @@ def test_a_merge_that_stores_the_promoted_product_is_reported() -> None:
         "(`adapter_layer_names`) at line 17), and assigning to `.data` does not cast; when the "
         "model runs in half precision, `base_layer.weight` is float32 from here on, apart from "
         "the rest of the model, and a layer holding it refuses the model's half activations; "
-        "cast the value back to `base_layer.weight.dtype`"
+        "cast the value back to `base_layer.weight.dtype` (latent: raises if `Linear` runs in "
+        "half without autocast)"
     )
     assert related(d) == [
         (30, 34, "promoted to float32 here, by type promotion with a float32 operand"),

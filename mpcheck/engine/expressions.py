@@ -45,14 +45,12 @@ from mpcheck.engine.promotion import (
     one_dim_factory,
     op_result,
 )
-from mpcheck.engine.ranges import waveform
 from mpcheck.engine.replacements import replacement
 from mpcheck.engine.sites import Operand
 from mpcheck.engine.switches import parts, switched
 from mpcheck.engine.tensors import Tensors
 from mpcheck.knowledge import data_api
 from mpcheck.knowledge import torch_api as T
-from mpcheck.knowledge.ranges import WAVEFORM_LOADERS
 from mpcheck.project.names import dotted
 from mpcheck.project.summary import ClassSummary, Function
 
@@ -328,6 +326,14 @@ class Expressions:
             if key is not None and key in frame.env:
                 return frame.env[key]  # an item the code replaced (cast) after loading
             return data_api.item(base, data_api.item_name(node), node)
+        if base.kind is Kind.OTHER and base.layer and len(node.slice) == 1:
+            index_node = node.slice[0].slice
+            if isinstance(index_node, cst.Index):  # ``dataset[i]``: what its ``__getitem__``
+                # returns (float32 data until cast, when it loads it so), for a class of this file
+                given = (Operand(index_node.value, self.expr(index_node.value, frame)),)
+                item = self.definitions.instance_method(base, "__getitem__", given, {})
+                if item is not None:
+                    return item
         if base.kind is Kind.SEQ:
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
                 return Fact(Kind.SEQ, elem=element(base))
@@ -413,7 +419,9 @@ class Expressions:
         if data_api.processor_output(node):  # ``feature_extractor(images, return_tensors="pt")``
             return data_api.batch_of(node, f"returned by `{self.file.code(func)}`")
         library = qual if qual is not None else self.file.imports.relative.get(dotted(func) or "")
-        if library is not None and not library.startswith("torch."):
+        if library is not None and (
+            not library.startswith("torch.") or library.startswith("torch.ops.")
+        ):
             made = self.library_call(node, library, args, kwargs, frame)
             if made is not None:
                 return made
@@ -434,6 +442,11 @@ class Expressions:
                 return self.modules.module_call(node, known, dotted(func), args, kwargs, frame)
             path = dotted(func.value)
             receiver = self.expr(func.value, frame)
+            data = data_api.picture_method(receiver, func.attr.value)
+            if func.attr.value == "astype":  # ``arr.astype(np.float32)``: numpy's cast
+                data = data_api.astype(node, receiver, self.file.imports.resolve)
+            if data is not None:
+                return data
             returned = self.definitions.instance_method(receiver, func.attr.value, args, kwargs)
             if returned is not None:  # ``self.cache.get_kv(k, v)``: a method of a plain class
                 return returned
@@ -533,11 +546,14 @@ class Expressions:
         frame: Frame,
     ) -> Fact | None:
         """Library code we know (diffusers' ``Timesteps`` returns float32, ``torchaudio.load``
-        loads float32 data), or None."""
-        # (a waveform loader's data is also bounded: [-1, 1])
-        if name in WAVEFORM_LOADERS:
-            return self.file.emit(CallRecord(node, waveform(node, name), args, kwargs), frame)
-        made = data_api.loaded(name, node) or data_api.transform(name, tuple(a.fact for a in args))
+        loads float32 data in [-1, 1]), or None."""
+        if name.startswith("torch.ops."):  # a custom op (a kernel, an extension's): its
+            # result has no argument's dtype unless the op table says so
+            return self.file.emit(CallRecord(node, UNKNOWN_TENSOR, args, kwargs), frame)
+        facts = tuple(a.fact for a in args)
+        keywords = {k: v.node for k, v in kwargs.items()}
+        made = data_api.loaded(name, node, facts, keywords, self.file.imports.resolve)
+        made = made or data_api.transform(name, facts)
         if made is not None:
             return self.file.emit(CallRecord(node, made, args, kwargs, qual=name), frame)
         if name.endswith("torch_utils.randn_tensor"):  # diffusers' ``torch.randn`` with generators

@@ -340,10 +340,12 @@ def _promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
 def int_to_float(src: Fact, node: cst.CSTNode, how: str) -> Fact:
     """An integer tensor turned float32 (the default dtype) by ``how`` (true division, exp).
 
-    Only a tensor known to be int64 (``torch.arange``) is: one guessed from its name
-    (``t``, ``timesteps``) may well be float already, so the result is unknown.
+    Only a tensor known to be integer (``torch.arange``, pixels a decoder gives as uint8) is:
+    one guessed from its name (``t``, ``timesteps``) may well be float already, so the result
+    is unknown.
     """
-    if src.cause is not Cause.FACTORY:
+    decoded = src.cause is Cause.DATA and src.dtype == "uint8"  # (names only guess int64)
+    if src.cause is not Cause.FACTORY and not decoded:
         return Fact(Kind.TENSOR, zero_dim=src.zero_dim)
     text = f"an integer tensor turned float32 by {how}"
     if src.origin is not None:

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import libcst as cst
-
 from mpcheck.engine.base import CallRecord
-from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec, seq_of
+from mpcheck.engine.facts import Fact, Kind
 from mpcheck.engine.sites import Operand
 from mpcheck.knowledge import ranges as R
 
@@ -34,12 +32,6 @@ def magnitude(fact: Fact) -> float | None:
     if fact.bound is not None:
         return fact.bound
     return _DTYPE_BOUNDS.get(fact.dtype or "")
-
-
-def waveform(node: cst.CSTNode, name: str) -> Fact:
-    """``torchaudio.load(path)``: a float32 waveform in [-1, 1] and its sample rate."""
-    origin = Origin(node, Cause.DATA, f"a waveform in [-1, 1] loaded by `{name}`")
-    return seq_of((Fact(Kind.TENSOR, Prec.FULL, "float32", origin, bound=1.0), Fact(Kind.SCALAR)))
 
 
 def ranged(call: CallRecord) -> CallRecord:

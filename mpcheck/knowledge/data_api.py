@@ -16,10 +16,18 @@ its floating tensors) holds float items of that dtype.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import libcst as cst
 
 from mpcheck.engine.facts import UNKNOWN, Cause, Fact, Kind, Origin, Prec
+from mpcheck.knowledge.sources import (
+    ARRAY_OF,
+    NUMPY_DTYPES,
+    PICTURE_MAKERS,
+    PICTURE_METHODS,
+    SOURCES,
+)
 from mpcheck.project.names import dotted
 
 # The last part of a name that holds a data loader: ``train_dataloader``, ``val_loader``,
@@ -172,28 +180,73 @@ def item(batch: Fact, name: str | None, node: cst.CSTNode) -> Fact:
     return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.DATA, text))
 
 
-# Functions that load or convert data, by qualified name: the dtype of what they return and,
-# for a tuple, which item is the tensor (``wav, sr = torchaudio.load(p)``). A decoder gives
-# float32 whatever the model runs in: a waveform or a picture is not an activation of the
-# model, so it is float32 where it meets ops, never "half when the model runs in half".
-LOADERS: dict[str, tuple[str, int | None]] = {
-    "torchaudio.load": ("float32", 0),  # (waveform, sample_rate): float32 in [-1, 1]
-    "torchaudio.load_with_torchcodec": ("float32", 0),
-    "torchvision.transforms.functional.to_tensor": ("float32", None),  # PIL -> [0, 1]
-}
 # Transforms whose instances turn a picture into a float32 tensor when called
 # (``transforms.ToTensor()(img)``); a ``Compose`` holding one ends in float32 too (the
 # ``Normalize`` after it keeps the dtype).
 TO_TENSOR_TRANSFORMS = frozenset({"ToTensor"})
 TRANSFORM = "data-transform"  # the ``layer`` of a fact holding such a transform
+PICTURE = "picture"  # the ``layer`` of a fact holding a PIL image (uint8 pixels)
 
 
-def loaded(name: str, node: cst.CSTNode) -> Fact | None:
-    """What ``name(...)`` returns when it is a known loader, or None."""
-    if name not in LOADERS:
+def loaded(
+    name: str,
+    node: cst.Call,
+    args: tuple[Fact, ...],
+    keywords: dict[str, cst.BaseExpression],
+    resolve: Callable[[cst.BaseExpression], str | None],
+) -> Fact | None:
+    """What ``name(...)`` returns when it is a data source of
+    :data:`~mpcheck.knowledge.sources.SOURCES` (or makes an array of a picture), else None."""
+    if name in PICTURE_MAKERS:
+        return Fact(Kind.OTHER, layer=PICTURE)
+    chosen = keywords.get("dtype")
+    dtype = numpy_dtype(chosen, resolve) if chosen is not None else None
+    if name in ARRAY_OF:  # ``np.array(Image.open(p))``: its pixels, uint8
+        picture = bool(args) and args[0].kind is Kind.OTHER and args[0].layer == PICTURE
+        if dtype is None and not picture:
+            return None
+        return _loaded_value(node, dtype or "uint8", None, f"`{dotted(node.func)}`")
+    source = SOURCES.get(name)
+    if source is None:
         return None
-    dtype, index = LOADERS[name]
-    return _loaded_value(node, dtype, index, f"`{name.rsplit('.', 1)[-1]}`")
+    if chosen is not None and source.keyword is not None:
+        if dtype is None:
+            return None  # a dtype we cannot read: nothing is known
+    else:
+        dtype = source.dtype
+    what = f"`{dotted(node.func) or name}`"
+    return _loaded_value(node, dtype, source.item, what, source.bound, source.what)
+
+
+def numpy_dtype(
+    node: cst.BaseExpression, resolve: Callable[[cst.BaseExpression], str | None]
+) -> str | None:
+    """``np.float32``, ``"float32"``, ``float``: the numpy dtype named, or None."""
+    if isinstance(node, cst.SimpleString):
+        text = node.evaluated_value
+        return NUMPY_DTYPES.get(text) if isinstance(text, str) else None
+    if isinstance(node, cst.Name) and node.value in ("float", "int", "bool"):
+        return NUMPY_DTYPES[node.value]
+    qual = resolve(node) or ""
+    head, _, leaf = qual.rpartition(".")
+    return NUMPY_DTYPES.get(leaf) if head == "numpy" else None
+
+
+def astype(
+    node: cst.Call, receiver: Fact, resolve: Callable[[cst.BaseExpression], str | None]
+) -> Fact | None:
+    """``arr.astype(np.float32)``: a numpy array of that dtype (torch tensors have no
+    ``astype``); None when the dtype is not one numpy names."""
+    if not node.args or node.args[0].keyword is not None or not receiver.is_tensor:
+        return None
+    dtype = numpy_dtype(node.args[0].value, resolve)
+    if dtype is None:
+        return None
+    text = f"a numpy {dtype} array made by `.astype` (data, not the model's activation)"
+    prec, cause = _prec(dtype), Cause.DATA
+    if prec is Prec.HALF:
+        cause, text = Cause.CAST, f"cast to {dtype} by `.astype`"
+    return Fact(Kind.TENSOR, prec, dtype, Origin(node, cause, text))
 
 
 def transform(name: str, args: tuple[Fact, ...]) -> Fact | None:
@@ -212,14 +265,47 @@ def transform(name: str, args: tuple[Fact, ...]) -> Fact | None:
 
 
 def transformed(node: cst.CSTNode, code: str) -> Fact:
-    """The output of a to-tensor transform called on a picture."""
-    return _loaded_value(node, "float32", None, f"`{code}`")
+    """The output of a to-tensor transform called on a picture: ``to_tensor``'s row."""
+    row = SOURCES["torchvision.transforms.functional.to_tensor"]
+    return _loaded_value(node, row.dtype, None, f"`{code}`", row.bound)
 
 
-def _loaded_value(node: cst.CSTNode, dtype: str, index: int | None, what: str) -> Fact:
-    text = f"{dtype} as loaded by {what} (data, not the model's activation)"
-    tensor = Fact(Kind.TENSOR, Prec.FULL, dtype, Origin(node, Cause.DATA, text))
+def picture_method(receiver: Fact, method: str) -> Fact | None:
+    """``img.convert("RGB")``, ``img.resize(...)``: another picture, still of pixels."""
+    if receiver.kind is Kind.OTHER and receiver.layer == PICTURE and method in PICTURE_METHODS:
+        return receiver
+    return None
+
+
+def _loaded_value(
+    node: cst.CSTNode,
+    dtype: str,
+    index: int | None,
+    what: str,
+    bound: float | None = None,
+    kind: str = "data",
+) -> Fact:
+    if kind == "array":
+        text = f"made {dtype} (numpy's default float) by {what}"
+        if dtype != "float64":
+            text = f"made {dtype} by {what}"
+        origin = Origin(node, Cause.FACTORY, text)
+    else:
+        text = f"{dtype} as loaded by {what} (data, not the model's activation)"
+        origin = Origin(node, Cause.DATA, text)
+    prec = _prec(dtype)
+    if prec is Prec.HALF:  # ``sf.read(p, dtype="float16")``: half because the code says so
+        origin = Origin(node, Cause.CAST, f"loaded as {dtype} by {what}")
+    tensor = Fact(Kind.TENSOR, prec, dtype, origin, bound=bound)
     if index is None:
         return tensor
     items = tuple(tensor if i == index else UNKNOWN for i in range(2))
     return Fact(Kind.SEQ, items=items)
+
+
+def _prec(dtype: str) -> Prec:
+    if dtype in ("float16", "bfloat16"):
+        return Prec.HALF
+    if dtype.startswith("float"):
+        return Prec.FULL
+    return Prec.BOOL if dtype == "bool" else Prec.INT

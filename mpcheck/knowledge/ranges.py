@@ -3,10 +3,14 @@
 The engine (:mod:`mpcheck.engine.ranges`) carries an upper bound on ``|x|`` with each tensor
 fact, as interval analysis does (DEBAR, FSE 2020), kept coarse: a rule only has to tell a
 waveform in [-1, 1] or a pixel in [0, 255] from an activation nothing bounds. A row states a
-semantic of torch (``softmax`` is a probability), never of one repository's names.
+semantic of torch (``softmax`` is a probability), never of one repository's names. What a
+data source's library states of its range (a waveform in [-1, 1]) is a column of its row in
+:mod:`mpcheck.knowledge.sources`, not a row here.
 """
 
 from __future__ import annotations
+
+from mpcheck.knowledge.sources import bounded
 
 # Callables whose every output element lies in [-1, 1] whatever the input: probabilities,
 # squashing functions, periodic functions, unit vectors. By method name and qualified name.
@@ -30,14 +34,11 @@ UNIT_FUNCTIONS = frozenset(
         "torch.nn.functional.gumbel_softmax",
         "torch.rand",  # uniform on [0, 1)
         "torch.rand_like",
-        "torchvision.transforms.functional.to_tensor",  # uint8 pixels / 255
         "torchvision.transforms.v2.functional.to_dtype",
     }
-)
+) | bounded(1.0)  # data sources whose library states [-1, 1] or [0, 1] (knowledge.sources)
 # Layers (``Fact.layer``, the torch.nn class name) whose output is in [-1, 1].
 UNIT_MODULES = frozenset({"Softmax", "Sigmoid", "Tanh", "Hardtanh", "Softsign"})
-# Loaders that return (waveform in [-1, 1] as float32, sample rate) by default (``normalize=True``).
-WAVEFORM_LOADERS = frozenset({"torchaudio.load", "torchaudio.load_with_torchcodec"})
 # Ops whose output elements are elements of the input (or 0): shape-only, selection, casts,
 # and reductions that do not grow a magnitude (a mean of bounded values is bounded by it).
 KEEPS_METHODS = frozenset(
