@@ -79,15 +79,17 @@ def test_the_scan_follows_containment_and_prefers_a_cast() -> None:
     uses = uses_of_sources(
         {
             "blocks.py": b"class Block(nn.Module):\n    pass\n",
-            "model.py": b"class Model(ModelMixin):\n    def __init__(self):\n"
-            b"        self.blocks = [Block() for _ in range(2)]\n",
-            "train.py": b"weight_dtype = torch.float32\nif bf16:\n"
+            "model.py": b"from blocks import Block\nclass Model(ModelMixin):\n"
+            b"    def __init__(self):\n        self.blocks = [Block() for _ in range(2)]\n",
+            "other.py": b"class Block(nn.Module):\n    pass\n",
+            "train.py": b"from model import Model\nweight_dtype = torch.float32\nif bf16:\n"
             b"    weight_dtype = torch.bfloat16\nmodel = Model()\nmodel.to(weight_dtype)\n",
         }
     )
-    block = uses.of("Block")
+    block = uses.at("blocks").of("Block")
     assert block is not None and block.kind == "cast" and block.via == ("Model",)
-    assert block.place.path == "train.py" and block.place.line == 5
+    assert block.place.path == "train.py" and block.place.line == 6
+    assert uses.at("other").of("Block") is None  # same name, another module: not built
 
 
 def test_a_float32_dtype_is_no_cast_and_a_disabled_autocast_covers_nothing() -> None:
@@ -98,4 +100,4 @@ def test_a_float32_dtype_is_no_cast_and_a_disabled_autocast_covers_nothing() -> 
             b"with torch.autocast('cuda', enabled=False):\n    m(x)\n# bf16 elsewhere\n",
         }
     )
-    assert uses.of("Model") is None
+    assert uses.at("model").of("Model") is None
