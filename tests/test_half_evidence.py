@@ -34,15 +34,14 @@ def test_a_cast_in_another_file_makes_the_block_an_error_naming_the_cast() -> No
     (finding,) = findings(case, "--no-cache")
     assert finding["severity"] == "error"
     assert "`DiT` is cast to half by `DiT(8, 2).half()` at dit/sample.py:11" in finding["message"]
-    # The evidence is named in the message only, not as a related location: PR mode counts a
-    # finding whose related locations touch the change as introduced, and evidence matched by
-    # class name across the project is not precise enough for that yet (tests/test_action.py).
+    # and as a related location in the script's file: the cast resolved to this module's
+    # class (PR mode counts a finding whose related locations touch the change as introduced)
     there = [
         (Path(r["filename"]).as_posix().rsplit("/", 2)[-2:], r["location"]["row"])
         for r in finding["related"]
         if "filename" in r
     ]
-    assert (["dit", "sample.py"], 11) not in there
+    assert (["dit", "sample.py"], 11) in there
 
 
 def test_a_block_nothing_casts_is_a_warning_stating_the_premise() -> None:

@@ -97,9 +97,8 @@ class Evidence:
         self, name: str, anchor: cst.CSTNode, bases: Sequence[str], pretrained: bool
     ) -> HalfEvidence:
         reach = self.uses.of(name) if self.uses is not None else None
-        if reach is not None:  # the cast or library class, a related location in its file
-            self.elsewhere[anchor] = reach.place
         if reach is not None and reach.kind == CAST:
+            self.elsewhere[anchor] = reach.place  # the cast: a related location in its file
             return HalfEvidence(CAST, _text(name, reach), reach.place, anchor)
         library = _library(bases, pretrained)
         if library is not None:
@@ -109,6 +108,7 @@ class Evidence:
             text = "the configuration says every module runs in half (`module-half-capable`)"
             return HalfEvidence(SETTING, text, None, anchor)
         if reach is not None:
+            self.elsewhere[anchor] = reach.place
             return HalfEvidence(reach.kind, _text(name, reach), reach.place, anchor)
         return self.premise(name, anchor)
 
