@@ -63,7 +63,7 @@ def test_a_cast_in_a_docstring_comment_or_string_is_no_evidence(tmp_path: Path) 
     shutil.copytree(XFILE / "warn_uncast_block", case)
     (case / "run.py").write_text(
         'import torch\n\nfrom dit.model import DiT\n\n"""model = DiT(8, 2)\nmodel.half()\n"""\n'
-        "# DiT(8, 2).half()\ntext = 'DiT(8, 2).half()'\nmodel = DiT(8, 2)\n"
+        "# DiT(8, 2).half()\ntext = 'DiT(8, 2).half()'\nmodel = DiT(8, 2)\nserve(model)\n"
         "noise = torch.zeros(2, dtype=torch.bfloat16)\n"
     )
     assert severities(case, "--no-cache") == {"dit": "warning"}
@@ -103,3 +103,35 @@ def test_a_warm_run_derives_no_record(tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(models, "record_of", derive)
     assert main(args) == 1
+
+
+def test_a_model_the_project_only_builds_in_float32_gives_nothing() -> None:
+    """The VAE is built, moved, set to eval and called; another model is cast to bfloat16
+    (the project mentions half): the VAE's block is float32 all the same."""
+    assert findings(XFILE / "good_float32_only_model", "--no-cache") == []
+
+
+def test_a_model_handed_to_a_helper_is_no_float32_evidence() -> None:
+    """The helper casts it (a use mpcheck does not follow): the premise stands, a warning."""
+    assert severities(XFILE / "warn_model_escapes_to_helper", "--no-cache") == {"vae": "warning"}
+
+
+@pytest.mark.parametrize(
+    ("use", "kept"),
+    [
+        (
+            "model = model.to(device)\nmodel.eval()\nopt = Adam(model.parameters())\ny = model(x)",
+            True,
+        ),
+        ("model = torch.compile(model)\nmodel = DDP(model, device_ids=[0])\nmodel.cuda()", True),
+        ("model = convert(model)", False),
+        ("return model", False),
+        ("other = model", False),
+        ("model.encoder.half()", False),
+    ],
+)
+def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> None:
+    source = "from net import Net\n\ndef main(x, device):\n    model = Net()\n"
+    source += "".join(f"    {line}\n" for line in use.splitlines())
+    (build,) = record_of(source.encode(), "run.py").builds
+    assert build[0] == "net.Net" and build[2] is kept

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,8 +140,11 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     casts: dict[str, Reach] = {}
     covered: dict[str, Reach] = {}  # every call seen runs under an enabled autocast
     uncovered: set[str] = set()
-    built: dict[str, Reach] = {}
+    sites: dict[str, list[tuple[Place, bool]]] = {}  # builds outside classes, kept float32?
+    unsafe: set[str] = set()  # a value of the class reaches a use that may cast it
+    subclassed: set[str] = set()
     any_half = any(record.half for record in records.values())
+    defaults = any(record.default_dtype for record in records.values())
     for path in sorted(records):
         record = records[path]
         for cls in record.classes:
@@ -168,32 +171,93 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
                 line, column, what = region
                 place = Place(path, line, column, f"{what} at {where(path, line)}")
                 covered[target] = Reach(AUTOCAST, place)
-        if not any_half:
-            for name, (line, column, code) in record.builds:
-                target = names.resolve(name)
-                if target is not None and target not in built:
-                    leaf = target.rpartition(".")[2]
-                    text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
-                    built[target] = Reach(FLOAT32, Place(path, line, column, text))
+        for name, (line, column, code), kept in record.builds:
+            target = names.resolve(name)
+            if target is not None:
+                leaf = target.rpartition(".")[2]
+                text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
+                sites.setdefault(target, []).append((Place(path, line, column, text), kept))
+        unsafe.update(t for t in map(names.resolve, record.unsafe) if t is not None)
+        for cls in record.classes:
+            for base in cls.bases:
+                parent = names.resolve(base)
+                if parent is not None:
+                    subclassed.add(parent)
+    only = _Float32(sites, unsafe, subclassed, bodies, any_half, defaults)
+    built = {name: Reach(FLOAT32, only.place(name)) for name in sites if only(name)}
     reach: dict[str, Reach] = {}
     autocast = {k: v for k, v in covered.items() if k not in uncovered}
-    for kind_roots in (casts, roots, autocast, built):  # the strongest evidence first
+    for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
+    _spread(built, reach, bodies, only)
     return ModelUses(reach)
 
 
+class _Float32:
+    """Whether the project only builds a class in float32 (issue 36, item 2).
+
+    A project that never mentions half precision builds everything in float32. Otherwise a
+    class is float32 when it is built somewhere, every value built outside a class body stays
+    float32 in its file (bound to a variable whose every use keeps its dtype: called,
+    ``.to(device)``, ``.cuda()``, ``.eval()``, ``.parameters()``, ``torch.compile``, DDP; or
+    called at once), no value of it reaches a use that might cast it, every class that builds
+    it is float32 by the same rule (transitively), nothing subclasses it, and no file changes
+    the default dtype. A cast, a half load or a library base wins over it (they come first).
+    """
+
+    def __init__(
+        self,
+        sites: Mapping[str, list[tuple[Place, bool]]],
+        unsafe: set[str],
+        subclassed: set[str],
+        bodies: Mapping[str, set[str]],
+        any_half: bool,
+        defaults: bool,
+    ) -> None:
+        self.sites, self.unsafe, self.subclassed = sites, unsafe, subclassed
+        self.any_half, self.defaults = any_half, defaults
+        self.builders: dict[str, set[str]] = {}
+        for holder, parts in bodies.items():
+            for part in parts:
+                if part != holder:
+                    self.builders.setdefault(part, set()).add(holder)
+        self._memo: dict[str, bool] = {}
+
+    def __call__(self, name: str) -> bool:
+        if name not in self._memo:
+            self._memo[name] = False  # (a cycle of builders is no evidence)
+            self._memo[name] = self._decide(name)
+        return self._memo[name]
+
+    def _decide(self, name: str) -> bool:
+        sites, builders = self.sites.get(name, []), self.builders.get(name, set())
+        if not sites and not builders:
+            return False  # never built: no evidence either way
+        if not self.any_half:
+            return True
+        if self.defaults or name in self.unsafe or name in self.subclassed:
+            return False
+        return all(kept for _, kept in sites) and all(self(b) for b in builders)
+
+    def place(self, name: str) -> Place:
+        return self.sites[name][0][0]
+
+
 def _spread(
-    roots: Mapping[str, Reach], reach: dict[str, Reach], bodies: Mapping[str, set[str]]
+    roots: Mapping[str, Reach],
+    reach: dict[str, Reach],
+    bodies: Mapping[str, set[str]],
+    admits: Callable[[str], bool] | None = None,
 ) -> None:
     """Give each root's evidence to the classes it builds, transitively, unless they have
-    stronger evidence already."""
+    stronger evidence already (or ``admits`` refuses them)."""
     todo = [name for name in sorted(roots) if name not in reach]
     for name in todo:
         reach[name] = roots[name]
     while todo:
         name = todo.pop()
         for part in sorted(bodies.get(name, ())):
-            if part == name or part in reach:
+            if part == name or part in reach or (admits is not None and not admits(part)):
                 continue
             found = reach[name]
             leaf = name.rpartition(".")[2]

@@ -28,7 +28,7 @@ from typing import Any
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 1
+FORMAT = 2
 # A project that mentions none of these never runs anything in half.
 HALF_WORDS = re.compile(
     rb"half|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision|set_default_dtype"
@@ -54,7 +54,9 @@ class ModelRecord:
     imports bind (``pkg.a.Model`` -> ``pkg.models.Model``), ``stars``: modules it star-imports;
     both let another file's name resolve through this one. ``casts``: (class, spot, what);
     ``calls``: (class, the autocast region around the call or None); ``builds``: (class,
-    spot) outside class bodies; ``half``: the file mentions half precision at all."""
+    spot, whether the built value stays float32 here) outside class bodies; ``half``: the file
+    mentions half precision at all; ``unsafe``: classes a value of which reaches a use that
+    might cast it (:func:`_escapes`); ``default_dtype``: the file changes the default dtype."""
 
     module: str
     classes: tuple[ClassRecord, ...] = ()
@@ -62,8 +64,10 @@ class ModelRecord:
     stars: tuple[str, ...] = ()
     casts: tuple[tuple[str, Spot, str], ...] = ()
     calls: tuple[tuple[str, Spot | None], ...] = ()
-    builds: tuple[tuple[str, Spot], ...] = ()
+    builds: tuple[tuple[str, Spot, bool], ...] = ()
     half: bool = False
+    unsafe: tuple[str, ...] = ()
+    default_dtype: bool = False
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -78,13 +82,15 @@ class ModelRecord:
             self.calls,
             self.builds,
             self.half,
+            self.unsafe,
+            self.default_dtype,
         ]
 
     @classmethod
     def from_plain(cls, data: Any) -> ModelRecord | None:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
-            fmt, module, classes, aliases, stars, casts, calls, builds, half = data
+            fmt, module, classes, aliases, stars, casts, calls, builds, half, unsafe, dflt = data
             if fmt != FORMAT:
                 return None
             return cls(
@@ -97,8 +103,10 @@ class ModelRecord:
                 tuple(map(str, stars)),
                 tuple((str(c), _spot(s), str(w)) for c, s, w in casts),
                 tuple((str(c), None if s is None else _spot(s)) for c, s in calls),
-                tuple((str(c), _spot(s)) for c, s in builds),
+                tuple((str(c), _spot(s), bool(k)) for c, s, k in builds),
                 bool(half),
+                tuple(map(str, unsafe)),
+                bool(dflt),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -292,7 +300,8 @@ class _Reader:
         models = self._bound()
         casts = self._casts(models) if _CASTS.search(code) else []
         calls = self._regions(models) if b"autocast" in code and models else []
-        builds = self._builds(bodies)
+        unsafe, keys = _escapes(code, models)
+        builds = self._builds(bodies, keys)
         aliases = tuple(
             (f"{self.module}.{name}" if self.module else name, target)
             for name, target in sorted(self.imports.items())
@@ -308,6 +317,8 @@ class _Reader:
             tuple(calls),
             tuple(builds),
             half,
+            tuple(sorted(unsafe)),
+            b"set_default_dtype" in code or b"set_default_tensor_type" in code,
         )
 
     def _classes(self, found: list[re.Match[bytes]]) -> tuple[list[ClassRecord], list[range]]:
@@ -432,8 +443,10 @@ class _Reader:
                     out.append((cls, region))
         return out
 
-    def _builds(self, bodies: list[range]) -> list[tuple[str, Spot]]:
-        """Project classes built outside any class body (a script's or a helper's model)."""
+    def _builds(self, bodies: list[range], keys: set[str]) -> list[tuple[str, Spot, bool]]:
+        """Project classes built outside any class body (a script's or a helper's model), and
+        whether the value stays float32 in this file: bound to a variable whose every use
+        keeps its dtype (``keys``), or called at once (``Model(...)(x)``)."""
         code = self.code
         out = []
         starts = [b.start for b in bodies]
@@ -448,8 +461,68 @@ class _Reader:
             text = " ".join(self.data[at:close].decode(errors="replace").split())
             if len(text) > 60:
                 text = f"{name.rpartition('.')[2]}(...)"
-            out.append((cls, self.spot(at, text)))
+            line = code.rfind(b"\n", 0, at) + 1
+            assigned = _ASSIGNED.match(code, line, at)
+            kept = assigned is not None and assigned.group(1).decode() in keys
+            called = code[close : close + 8].lstrip().startswith(b"(")
+            out.append((cls, self.spot(at, text), kept or called))
         return out
+
+
+# What may be done with a model without changing its dtype (issue 36: "a model the project
+# only builds in float32"); anything else it reaches might cast it.
+_KEEPING_METHODS = frozenset(
+    {
+        "to", "cuda", "cpu", "eval", "train", "parameters", "named_parameters", "modules",
+        "named_modules", "children", "zero_grad", "requires_grad_", "forward", "state_dict",
+        "load_state_dict", "float", "apply", "register_forward_hook", "num_parameters",
+    }
+)  # fmt: skip
+_KEEPING_WRAPPERS = frozenset(
+    {"compile", "DistributedDataParallel", "DDP", "DataParallel", "print", "len", "id"}
+)
+
+
+def _escapes(code: bytes, models: dict[str, set[str]]) -> tuple[set[str], set[str]]:
+    """The classes some variable of which reaches a use that might cast it, and the
+    variables all of whose uses keep the dtype: calling it, ``.to(device)``, ``.cuda()``,
+    ``.eval()``, ``.parameters()`` (an optimizer), ``torch.compile``, DDP wrapping; a
+    rebinding. Anything else (an argument to another call, a return, an attribute, an alias)
+    might cast it (a conservative answer: the value escapes)."""
+    # (``self.<attr>`` of a class body: its class follows the class that builds it)
+    models = {k: v for k, v in models.items() if not k.startswith("self.")}
+    if not models:
+        return set(), set()
+    names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
+    pattern = re.compile(rb"(?<![\w.])(" + names + rb")(?![\w])")
+    bad: set[str] = set()
+    for match in pattern.finditer(code):
+        key = match.group(1).decode()
+        if key in bad:
+            continue
+        if not _keeps(code, match.start(), match.end()):
+            bad.add(key)
+    unsafe = {cls for key in bad for cls in models[key]}
+    return unsafe, set(models) - bad
+
+
+def _keeps(code: bytes, start: int, end: int) -> bool:
+    after = code[end : end + 60].lstrip(b" \t")
+    if after.startswith(b"=") and not after.startswith(b"=="):
+        return True  # bound again
+    if after.startswith(b"("):
+        return True  # called
+    if after.startswith(b"."):
+        attr = re.match(rb"\.\s*(\w+)\s*\(", after)
+        return attr is not None and attr.group(1).decode() in _KEEPING_METHODS
+    before = code[max(0, start - 60) : start].rstrip(b" \t\n")
+    if before.endswith((b"(", b",")):
+        opening = _enclosing(code, start)
+        if opening > 0:
+            window = code[max(0, opening - 200) : opening]
+            callee = window[len(window.rstrip(_IDENT + b".")) :]
+            return callee.rpartition(b".")[2].decode() in _KEEPING_WRAPPERS
+    return False
 
 
 def _disabled(line: bytes) -> bool:
