@@ -135,3 +135,32 @@ def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> 
     source += "".join(f"    {line}\n" for line in use.splitlines())
     (build,) = record_of(source.encode(), "run.py").builds
     assert build[0] == "net.Net" and build[2] is kept
+
+
+def test_a_class_nothing_builds_imports_or_names_gives_nothing() -> None:
+    """A vendored block that nothing in the project builds, subclasses, imports, exports or
+    names is never run: its upcast is no finding (issue 36 item 4)."""
+    assert findings(XFILE / "good_unbuilt_vendored_block", "--no-cache") == []
+
+
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [
+        ("vendor/config.py", 'BLOCKS = ["LegacyBlock"]\n'),  # a string naming it
+        ("vendor/__init__.py", '__all__ = ["LegacyBlock"]\n'),  # an export
+        ("vendor/use.py", "from .legacy import LegacyBlock\n"),  # an import
+        ("vendor/more.py", "from .legacy import *\n\nclass Big(LegacyBlock):\n    pass\n"),
+    ],
+)
+def test_a_class_the_project_names_stays_reachable(tmp_path: Path, where: str, text: str) -> None:
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_unbuilt_vendored_block", case)
+    (case / where).write_text(text)
+    assert severities(case, "--no-cache") == {"vendor": "warning"}
+
+
+def test_a_registered_class_stays_reachable() -> None:
+    """``@register("legacy")``: a config builds it by name."""
+    assert severities(XFILE / "warn_registered_vendored_block", "--no-cache") == {
+        "vendor": "warning"
+    }

@@ -35,11 +35,12 @@ __all__ = [
     "LIBRARY",
     "PREMISE",
     "SETTING",
+    "UNREACHED",
     "Evidence",
     "HalfEvidence",
 ]
 
-SETTING, PREMISE = "setting", "premise"
+SETTING, PREMISE, UNREACHED = "setting", "premise", "unreached"
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,9 @@ class HalfEvidence:
 
     @property
     def float32(self) -> bool:
-        """Evidence against half: the project only builds the class in float32, or runs
-        every call of it under autocast (a mix is then autocast's business)."""
-        return self.kind in (FLOAT32, AUTOCAST)
+        """Evidence against half: the project only builds the class in float32, runs every
+        call of it under autocast (a mix is then autocast's business), or never builds it."""
+        return self.kind in (FLOAT32, AUTOCAST, UNREACHED)
 
 
 class Evidence:
@@ -110,6 +111,9 @@ class Evidence:
         if reach is not None:
             self.elsewhere[anchor] = reach.place
             return HalfEvidence(reach.kind, _text(name, reach), reach.place, anchor)
+        if self.uses is not None and not self.uses.reached(name):
+            text = f"nothing in the project builds, imports or names `{name}`"
+            return HalfEvidence(UNREACHED, text, None, anchor)
         return self.premise(name, anchor)
 
 

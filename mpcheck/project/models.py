@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpcheck.files.hashing import hex_digest
-from mpcheck.project.records import ModelRecord, module_of, record_of
+from mpcheck.project.records import ModelRecord, may_write, module_of, record_of
 from mpcheck.project.summary import Place
 
 __all__ = [
@@ -57,15 +57,24 @@ class Reach:
 class ModelUses:
     """The project's half evidence, by qualified class name (see the module docstring)."""
 
-    def __init__(self, reach: Mapping[str, Reach], module: str = "") -> None:
+    def __init__(
+        self, reach: Mapping[str, Reach], module: str = "", mentions: _Mentions | None = None
+    ) -> None:
         self._reach = dict(reach)
         self.module = module  # the module :meth:`of` names classes in
+        self._mentions = mentions
 
     def at(self, module: str) -> ModelUses:
         """The same evidence, asked about the classes of ``module``."""
-        view = ModelUses.__new__(ModelUses)
-        view._reach, view.module = self._reach, module
-        return view
+        return ModelUses(self._reach, module, self._mentions)
+
+    def reached(self, name: str) -> bool:
+        """Whether anything in the project may build the class ``name`` of :attr:`module`:
+        a class that nothing builds, subclasses, imports, exports or names (in code or in a
+        string: a registry, ``getattr``), and that no decorator registers, is never run."""
+        if self._mentions is None:
+            return True
+        return self._mentions.reached(f"{self.module}.{name}" if self.module else name)
 
     def of(self, name: str) -> Reach | None:
         """The evidence of the class ``name`` defined in :attr:`module`."""
@@ -78,7 +87,32 @@ class ModelUses:
     def digest(self) -> str:
         """Changes when any class's evidence does (a cache entry keyed on it is then stale)."""
         text = repr(sorted(self._reach.items()))
+        if self._mentions is not None:
+            text += self._mentions.digest
         return hex_digest(text.encode())
+
+
+class _Mentions:
+    """Which files may write each class's name (see :meth:`ModelUses.reached`)."""
+
+    def __init__(self, records: Mapping[str, ModelRecord]) -> None:
+        self.words = [(path, record.words) for path, record in sorted(records.items())]
+        self.classes = {c.name: (path, c.named) for path, r in records.items() for c in r.classes}
+        named = sorted((n, k) for n, (_, k) in self.classes.items())
+        self.digest = hex_digest(repr((named, [w for _, w in self.words])).encode())
+        self._memo: dict[str, bool] = {}
+
+    def reached(self, name: str) -> bool:
+        if name not in self._memo:
+            self._memo[name] = self._reached(name)
+        return self._memo[name]
+
+    def _reached(self, name: str) -> bool:
+        found = self.classes.get(name)
+        if found is None or found[1]:
+            return True  # (not a class the records know: no claim)
+        home, leaf = found[0], name.rpartition(".")[2]
+        return any(path != home and may_write(words, leaf) for path, words in self.words)
 
 
 def uses_of_sources(sources: Mapping[str, bytes], *, alone: bool = False) -> ModelUses:
@@ -190,7 +224,7 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
     _spread(built, reach, bodies, only)
-    return ModelUses(reach)
+    return ModelUses(reach, mentions=None if alone else _Mentions(records))
 
 
 class _Float32:
@@ -325,7 +359,7 @@ def records_for(
                 out[shown], fresh[shown] = record, old
                 continue
         data = buffered if buffered is not None else _read(path)
-        if data is None or not (b"torch" in data or b"class " in data or b"import" in data):
+        if data is None:  # (every file: one that only names a class keeps it reachable)
             continue
         content = content_hash(data)
         record = _RECORDS.get((shown, content))

@@ -25,10 +25,11 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
+from zlib import crc32
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 2
+FORMAT = 3
 # A project that mentions none of these never runs anything in half.
 HALF_WORDS = re.compile(
     rb"half|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision|set_default_dtype"
@@ -46,6 +47,7 @@ class ClassRecord:
     line: int
     bases: tuple[str, ...]
     builds: tuple[str, ...]
+    named: bool = True  # decorated, or its name is written in its file outside its own body
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,8 @@ class ModelRecord:
     ``calls``: (class, the autocast region around the call or None); ``builds``: (class,
     spot, whether the built value stays float32 here) outside class bodies; ``half``: the file
     mentions half precision at all; ``unsafe``: classes a value of which reaches a use that
-    might cast it (:func:`_escapes`); ``default_dtype``: the file changes the default dtype."""
+    might cast it (:func:`_escapes`); ``default_dtype``: the file changes the default dtype;
+    ``words``: which class names the file may write (code, strings or comments)."""
 
     module: str
     classes: tuple[ClassRecord, ...] = ()
@@ -68,10 +71,11 @@ class ModelRecord:
     half: bool = False
     unsafe: tuple[str, ...] = ()
     default_dtype: bool = False
+    words: int = 0  # a Bloom filter of the CapWords written in the file (:func:`words_of`)
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
-        classes = [[c.name, c.line, c.bases, c.builds] for c in self.classes]
+        classes = [[c.name, c.line, c.bases, c.builds, c.named] for c in self.classes]
         return [
             FORMAT,
             self.module,
@@ -84,20 +88,22 @@ class ModelRecord:
             self.half,
             self.unsafe,
             self.default_dtype,
+            f"{self.words:x}",
         ]
 
     @classmethod
     def from_plain(cls, data: Any) -> ModelRecord | None:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
-            fmt, module, classes, aliases, stars, casts, calls, builds, half, unsafe, dflt = data
+            fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
+            unsafe, dflt, words = more
             if fmt != FORMAT:
                 return None
             return cls(
                 str(module),
                 tuple(
-                    ClassRecord(str(n), int(ln), tuple(map(str, b)), tuple(map(str, m)))
-                    for n, ln, b, m in classes
+                    ClassRecord(str(n), int(ln), tuple(map(str, b)), tuple(map(str, m)), bool(k))
+                    for n, ln, b, m, k in classes
                 ),
                 tuple((str(a), str(b)) for a, b in aliases),
                 tuple(map(str, stars)),
@@ -107,6 +113,7 @@ class ModelRecord:
                 bool(half),
                 tuple(map(str, unsafe)),
                 bool(dflt),
+                int(words, 16),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -319,6 +326,7 @@ class _Reader:
             half,
             tuple(sorted(unsafe)),
             b"set_default_dtype" in code or b"set_default_tensor_type" in code,
+            words_of(self.data),
         )
 
     def _classes(self, found: list[re.Match[bytes]]) -> tuple[list[ClassRecord], list[range]]:
@@ -345,7 +353,12 @@ class _Reader:
                 bodies.append(range(match.start(), stop))
             qualified = f"{self.module}.{name}" if self.module else name
             line = self.spot(match.start())[0]
-            out.append(ClassRecord(qualified, line, tuple(bases), tuple(sorted(built))))
+            word = name.encode()
+            named = self.data.count(word) > self.data.count(word, match.start(), stop)
+            before = code[: match.start()].rstrip()
+            named = named or before[before.rfind(b"\n") + 1 :].lstrip().startswith(b"@")
+            built_by = tuple(sorted(built))
+            out.append(ClassRecord(qualified, line, tuple(bases), built_by, named))
         return out, bodies
 
     def _bound(self) -> dict[str, set[str]]:
@@ -523,6 +536,26 @@ def _keeps(code: bytes, start: int, end: int) -> bool:
             callee = window[len(window.rstrip(_IDENT + b".")) :]
             return callee.rpartition(b".")[2].decode() in _KEEPING_WRAPPERS
     return False
+
+
+_WORD = re.compile(rb"[A-Z]\w+")
+WORD_BITS = 4096
+
+
+def words_of(data: bytes) -> int:
+    """A Bloom filter (two bits a word) of the CapWords ``data`` writes anywhere: a class
+    whose name no other file writes is named nowhere else (a false positive only keeps a
+    class reachable)."""
+    bits = 0
+    for word in set(_WORD.findall(data)):
+        h = crc32(word)
+        bits |= (1 << (h % WORD_BITS)) | (1 << ((h >> 12) % WORD_BITS))
+    return bits
+
+
+def may_write(words: int, name: str) -> bool:
+    h = crc32(name.encode())
+    return bool(words >> (h % WORD_BITS) & 1) and bool(words >> ((h >> 12) % WORD_BITS) & 1)
 
 
 def _disabled(line: bytes) -> bool:
