@@ -98,9 +98,14 @@ class _Mentions:
     def __init__(self, records: Mapping[str, ModelRecord]) -> None:
         self.words = [(path, record.words) for path, record in sorted(records.items())]
         self.classes = {c.name: (path, c.named) for path, r in records.items() for c in r.classes}
-        named = sorted((n, k) for n, (_, k) in self.classes.items())
-        self.digest = hex_digest(repr((named, [w for _, w in self.words])).encode())
         self._memo: dict[str, bool] = {}
+
+    @property
+    def digest(self) -> str:
+        """Changes when a class's reachability does (not with every edit of a file's words:
+        the cache would then re-check every file whenever any changed)."""
+        unnamed = sorted(n for n, (_, named) in self.classes.items() if not named)
+        return hex_digest(repr([n for n in unnamed if not self.reached(n)]).encode())
 
     def reached(self, name: str) -> bool:
         if name not in self._memo:
