@@ -27,7 +27,7 @@ import mpcheck
 from mpcheck.cli import app as cli
 from mpcheck.diagnostics import Diagnostic, Position, RuleInfo, Severity
 from mpcheck.output.job_summary import ENV_VAR, MAX_LISTED, render_summary, write_step_summary
-from tests.support import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT, XFILE
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 STEPS: list[dict[str, Any]] = ACTION["runs"]["steps"]
@@ -407,6 +407,45 @@ def test_a_pull_request_is_annotated_only_where_it_changed_code(
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_cast_of_a_same_named_class_is_not_the_cause_of_unchanged_findings(
+    runner: Runner, installed: dict[str, str], tmp_path: Path
+) -> None:
+    """A pull request adds ``tools/`` with its own ``Block`` and a script casting it. The
+    base's ``dit.blocks.Block`` (same name, another module) gets no evidence from that cast,
+    so its unchanged finding has no related location on the change and is not reported."""
+    case = XFILE / "bad_same_named_block"
+    workspace = tmp_path / "ws"
+    (workspace / "dit").mkdir(parents=True)
+    for name in ("__init__.py", "blocks.py", "model.py"):
+        shutil.copy2(case / "dit" / name, workspace / "dit" / name)
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-qm", "base")
+    base = git(workspace, "rev-parse", "HEAD")
+    (workspace / "tools").mkdir()
+    shutil.copy2(case / "tools" / "blocks.py", workspace / "tools" / "blocks.py")
+    (workspace / "tools" / "__init__.py").write_text("")
+    (workspace / "tools" / "run.py").write_text(
+        "from .blocks import Block\n\nmodel = Block(8).half()\n"
+    )
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-qm", "the pull request")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--depth=1", workspace.as_uri(), str(clone))
+    event = {"event.pull_request.base.sha": base}
+    result = run_action(runner, installed, clone, {"sarif-file": "pr.sarif"}, github=event)
+    files = set(re.findall(r",file=([^,]+),", result.stdout))
+    assert result.returncode == 1 and files == {"tools/blocks.py"}, result.stdout + result.stderr
+    sarif = json.loads((clone / "pr.sarif").read_text())
+    (tools,) = [r for r in sarif["runs"][0]["results"] if not r.get("suppressions")]
+    related = [
+        loc["physicalLocation"]["artifactLocation"]["uri"]
+        for loc in tools.get("relatedLocations", [])
+    ]
+    assert "tools/run.py" in related  # the cast, resolved to this module's ``Block``
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_a_pull_request_is_held_to_what_it_introduces_off_its_lines(
     runner: Runner, installed: dict[str, str], workspace: Path, tmp_path: Path
 ) -> None:
@@ -437,7 +476,10 @@ def test_a_pull_request_is_held_to_what_it_introduces_off_its_lines(
     git(tmp_path, "clone", "-q", "--depth=1", "-b", "pull-1-merge", workspace.as_uri(), str(clone))
     event = {"event.pull_request.base.sha": base}
     result = run_action(runner, installed, clone, {"sarif-file": "pr.sarif"}, github=event)
-    annotated = set(re.findall(r"::error [^:]*file=([^,]+),line=(\d+)", result.stdout))
+    # (warnings: nothing in this project casts ``Block`` or ``Attention`` to half; only a
+    # same-named class of the workspace's other files did, when classes matched by name)
+    found = re.findall(r"::(?:error|warning) [^:]*file=([^,]+),line=(\d+)", result.stdout)
+    annotated = set(found)
     assert result.returncode == 1, result.stdout + result.stderr
     assert annotated == {("block.py", "15"), ("pkg/attention.py", "17")}, result.stdout
     sarif = json.loads((clone / "pr.sarif").read_text())

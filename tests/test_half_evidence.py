@@ -34,15 +34,14 @@ def test_a_cast_in_another_file_makes_the_block_an_error_naming_the_cast() -> No
     (finding,) = findings(case, "--no-cache")
     assert finding["severity"] == "error"
     assert "`DiT` is cast to half by `DiT(8, 2).half()` at dit/sample.py:11" in finding["message"]
-    # The evidence is named in the message only, not as a related location: PR mode counts a
-    # finding whose related locations touch the change as introduced, and evidence matched by
-    # class name across the project is not precise enough for that yet (tests/test_action.py).
+    # and as a related location in the script's file: the cast resolved to this module's
+    # class (PR mode counts a finding whose related locations touch the change as introduced)
     there = [
         (Path(r["filename"]).as_posix().rsplit("/", 2)[-2:], r["location"]["row"])
         for r in finding["related"]
         if "filename" in r
     ]
-    assert (["dit", "sample.py"], 11) not in there
+    assert (["dit", "sample.py"], 11) in there
 
 
 def test_a_block_nothing_casts_is_a_warning_stating_the_premise() -> None:
@@ -64,13 +63,14 @@ def test_float32_only_and_autocast_at_every_call_give_nothing() -> None:
 
 def test_a_cast_added_in_another_file_reaches_a_cached_run(tmp_path: Path) -> None:
     """The cache keys findings on the project's casts: an edit to the script alone turns
-    the block's warning into an error on the next (cached) run."""
+    the block's silence (the model only ever built and called in float32) into an error on
+    the next (cached) run."""
     case = tmp_path / "case"
     shutil.copytree(XFILE / "bad_cast_reaches_block", case)
     script = case / "dit" / "sample.py"
     script.write_text(script.read_text().replace("DiT(8, 2).half()", "DiT(8, 2)"))
     cache = ["--cache-dir", str(tmp_path / "cache")]
-    assert [f["severity"] for f in findings(case, *cache)] == ["warning"]
+    assert [f["severity"] for f in findings(case, *cache)] == []
     script.write_text(script.read_text().replace("DiT(8, 2)", "DiT(8, 2).to(torch.bfloat16)"))
     assert [f["severity"] for f in findings(case, *cache)] == ["error"]
 
@@ -79,15 +79,17 @@ def test_the_scan_follows_containment_and_prefers_a_cast() -> None:
     uses = uses_of_sources(
         {
             "blocks.py": b"class Block(nn.Module):\n    pass\n",
-            "model.py": b"class Model(ModelMixin):\n    def __init__(self):\n"
-            b"        self.blocks = [Block() for _ in range(2)]\n",
-            "train.py": b"weight_dtype = torch.float32\nif bf16:\n"
+            "model.py": b"from blocks import Block\nclass Model(ModelMixin):\n"
+            b"    def __init__(self):\n        self.blocks = [Block() for _ in range(2)]\n",
+            "other.py": b"class Block(nn.Module):\n    pass\n",
+            "train.py": b"from model import Model\nweight_dtype = torch.float32\nif bf16:\n"
             b"    weight_dtype = torch.bfloat16\nmodel = Model()\nmodel.to(weight_dtype)\n",
         }
     )
-    block = uses.of("Block")
+    block = uses.at("blocks").of("Block")
     assert block is not None and block.kind == "cast" and block.via == ("Model",)
-    assert block.place.path == "train.py" and block.place.line == 5
+    assert block.place.path == "train.py" and block.place.line == 6
+    assert uses.at("other").of("Block") is None  # same name, another module: not built
 
 
 def test_a_float32_dtype_is_no_cast_and_a_disabled_autocast_covers_nothing() -> None:
@@ -98,4 +100,4 @@ def test_a_float32_dtype_is_no_cast_and_a_disabled_autocast_covers_nothing() -> 
             b"with torch.autocast('cuda', enabled=False):\n    m(x)\n# bf16 elsewhere\n",
         }
     )
-    assert uses.of("Model") is None
+    assert uses.at("model").of("Model") is None

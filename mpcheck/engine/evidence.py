@@ -35,11 +35,12 @@ __all__ = [
     "LIBRARY",
     "PREMISE",
     "SETTING",
+    "UNREACHED",
     "Evidence",
     "HalfEvidence",
 ]
 
-SETTING, PREMISE = "setting", "premise"
+SETTING, PREMISE, UNREACHED = "setting", "premise", "unreached"
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,9 @@ class HalfEvidence:
 
     @property
     def float32(self) -> bool:
-        """Evidence against half: the project only builds the class in float32, or runs
-        every call of it under autocast (a mix is then autocast's business)."""
-        return self.kind in (FLOAT32, AUTOCAST)
+        """Evidence against half: the project only builds the class in float32, runs every
+        call of it under autocast (a mix is then autocast's business), or never builds it."""
+        return self.kind in (FLOAT32, AUTOCAST, UNREACHED)
 
 
 class Evidence:
@@ -97,9 +98,8 @@ class Evidence:
         self, name: str, anchor: cst.CSTNode, bases: Sequence[str], pretrained: bool
     ) -> HalfEvidence:
         reach = self.uses.of(name) if self.uses is not None else None
-        if reach is not None:  # the cast or library class, a related location in its file
-            self.elsewhere[anchor] = reach.place
         if reach is not None and reach.kind == CAST:
+            self.elsewhere[anchor] = reach.place  # the cast: a related location in its file
             return HalfEvidence(CAST, _text(name, reach), reach.place, anchor)
         library = _library(bases, pretrained)
         if library is not None:
@@ -109,7 +109,11 @@ class Evidence:
             text = "the configuration says every module runs in half (`models-run-in-half`)"
             return HalfEvidence(SETTING, text, None, anchor)
         if reach is not None:
+            self.elsewhere[anchor] = reach.place
             return HalfEvidence(reach.kind, _text(name, reach), reach.place, anchor)
+        if self.uses is not None and not self.uses.reached(name):
+            text = f"nothing in the project builds, imports or names `{name}`"
+            return HalfEvidence(UNREACHED, text, None, anchor)
         return self.premise(name, anchor)
 
 

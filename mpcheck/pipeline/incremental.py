@@ -70,7 +70,7 @@ class _Run:
         }
         if options.project_root is not None and options.follow_imports != "skip":
             # a cast in any file of the project decides the severity of findings in others
-            settings["model_uses"] = uses_for(options.project_root).digest
+            settings["model_uses"] = uses_for(options.project_root, cache_dir).digest
         modules = {rule.__module__ for rule in self.rules}
         key = fingerprint((sys.modules[m] for m in modules if m in sys.modules), settings)
         self.cache = FileCache(Path(cache_dir), key)

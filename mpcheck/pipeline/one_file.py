@@ -285,7 +285,7 @@ def _run_rules(
         source=source,
         project=None if session is None else session.lookup,
         target_torch=options.target_torch_version,
-        uses=_uses(filename, source, options),
+        uses=_uses(filename, source, options, getattr(session, "buffers", None)),
     )
     try:
         try:
@@ -323,16 +323,21 @@ def _elsewhere(places: Mapping[cst.CSTNode, Place], root: str | None) -> dict[cs
     return out
 
 
-def _uses(filename: str, source: bytes, options: Options) -> ModelUses:
+def _uses(
+    filename: str, source: bytes, options: Options, buffers: Mapping[str, bytes] | None = None
+) -> ModelUses:
     """Where the project makes its models half (:mod:`mpcheck.project.models`): the whole
-    project's casts when it has a root, else this file's own."""
-    from mpcheck.project.models import uses_for, uses_of_sources
+    project's records when it has a root (the cached ones a whole run made), else this
+    file's own; asked about this file's classes."""
+    from mpcheck.project.models import module_of, uses_for, uses_of_sources
 
     root = options.project_root
     if root is not None and filename != "-" and options.follow_imports != "skip":
-        if os.path.abspath(filename).startswith(os.path.join(os.path.abspath(root), "")):
-            return uses_for(root)
-    return uses_of_sources({filename: source}, alone=True)
+        absolute, top = os.path.abspath(filename), os.path.abspath(root)
+        if absolute.startswith(os.path.join(top, "")):
+            shown = os.path.relpath(absolute, top).replace(os.sep, "/")
+            return uses_for(root, options.cache_dir, buffers).at(module_of(shown))
+    return uses_of_sources({filename: source}, alone=True).at(module_of(filename))
 
 
 def _project(filename: str, options: Options) -> ProjectLink | None:

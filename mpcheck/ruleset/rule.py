@@ -173,7 +173,8 @@ class Rule:
         severity: Severity | None = None,
     ) -> None:
         """A dtype-flow finding whose half side is ``half``: an error when the project gives
-        evidence that half reaches ``scope`` (``scope.evidence``, named in the message); a
+        evidence that half reaches ``scope`` (``scope.evidence``, named in the message and
+        as related locations: the class and the cast or library base that makes it half); a
         warning stating the premise when the only belief is that a module may run in half.
         A ``half`` the code makes half itself is its own evidence."""
         evidence = scope.evidence
@@ -182,14 +183,14 @@ class Rule:
             return
         if evidence.float32:
             return
-        # The evidence is named in the message, not as a related location: PR mode counts a
-        # finding whose related locations touch the change as introduced, and the evidence
-        # (a class matched by name across the project) is not yet precise enough for that.
+        more = list(related)
         if evidence.latent:
             message, severity = f"{message} ({evidence.text})", Severity.WARNING
         else:
             message = f"{message} (half: {evidence.text})"
-        self.report(node, message, related=related, fix=fix, severity=severity)
+            if evidence.node is not None:  # the class, and the cast in its file (resolved
+                more.append((evidence.node, evidence.text))  # by module, not by name)
+        self.report(node, message, related=more, fix=fix, severity=severity)
 
     def line(self, node: cst.CSTNode) -> str:
         """A placeholder for "line N" of ``node``, filled in once positions are known."""

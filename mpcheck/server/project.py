@@ -26,8 +26,15 @@ _Key = tuple[str, bool, bool, tuple[int, int] | None, tuple[str, ...]]
 class _Session:
     """One document's check against the project (what ``ProjectSession`` is to the CLI)."""
 
-    def __init__(self, store: Summaries, summariser: FileSummariser, path: Path) -> None:
+    def __init__(
+        self,
+        store: Summaries,
+        summariser: FileSummariser,
+        path: Path,
+        buffers: dict[str, bytes],
+    ) -> None:
         self._store, self._summariser, self._path = store, summariser, path
+        self.buffers = buffers  # the project's model records read open buffers over files
         store.begin(path)
 
     def lookup(self, dotted: str, level: int) -> Symbol | None:
@@ -87,4 +94,4 @@ class Overlay:
                 summariser,
             )
         store, summariser = self._stores[key]
-        return _Session(store, summariser, Path(filename))
+        return _Session(store, summariser, Path(filename), self.buffers)

@@ -1,0 +1,627 @@
+"""What one file says about the project's models: a small, serialisable :class:`ModelRecord`.
+
+A module's ``forward`` runs in half only when something makes it so, and that something is
+usually in another file (a script's ``model.half()``, a pipeline's ``with torch.autocast``).
+Each file's record lists, with every class named by its qualified name (the file's module
+path and the class, resolved through the file's own imports: ``from .models import Model``,
+``import pkg.models as m; m.Model(...)``):
+
+* the classes it defines, their bases, and the classes each class body builds;
+* the half casts and half loads of models built here (``Model(...).half()``,
+  ``model.to(weight_dtype)`` of a ``model = Model(...)``, ``Model.from_pretrained(...,
+  torch_dtype=torch.float16)``);
+* each call of such a model variable, with the enabled autocast region around it
+  (``with torch.autocast(...)``, ``@autocast``, ``accelerator.autocast()``, ...);
+* the builds outside class bodies (what "only built in float32" rests on).
+
+Records come from one cheap pass over the file's code with its strings and comments blanked
+(:func:`blank`), so docstrings, comments and strings never count; they are cached by
+content (:func:`mpcheck.project.models.records_for`), which joins them.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Any
+from zlib import crc32
+
+__all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
+
+FORMAT = 3
+# A project that mentions none of these never runs anything in half.
+HALF_WORDS = re.compile(
+    rb"half|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision|set_default_dtype"
+)
+# A spot: (line, column (1-based), the code a message quotes).
+Spot = tuple[int, int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassRecord:
+    """A class the file defines (``name``: qualified), its bases as written or resolved, and
+    the project classes its body may build (qualified, resolved against the file's imports)."""
+
+    name: str
+    line: int
+    bases: tuple[str, ...]
+    builds: tuple[str, ...]
+    named: bool = True  # decorated, or its name is written in its file outside its own body
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRecord:
+    """The file's facts about models (see the module docstring). ``aliases``: the names its
+    imports bind (``pkg.a.Model`` -> ``pkg.models.Model``), ``stars``: modules it star-imports;
+    both let another file's name resolve through this one. ``casts``: (class, spot, what);
+    ``calls``: (class, the autocast region around the call or None); ``builds``: (class,
+    spot, whether the built value stays float32 here) outside class bodies; ``half``: the file
+    mentions half precision at all; ``unsafe``: classes a value of which reaches a use that
+    might cast it (:func:`_escapes`); ``default_dtype``: the file changes the default dtype;
+    ``words``: which class names the file may write (code, strings or comments)."""
+
+    module: str
+    classes: tuple[ClassRecord, ...] = ()
+    aliases: tuple[tuple[str, str], ...] = ()
+    stars: tuple[str, ...] = ()
+    casts: tuple[tuple[str, Spot, str], ...] = ()
+    calls: tuple[tuple[str, Spot | None], ...] = ()
+    builds: tuple[tuple[str, Spot, bool], ...] = ()
+    half: bool = False
+    unsafe: tuple[str, ...] = ()
+    default_dtype: bool = False
+    words: int = 0  # a Bloom filter of the CapWords written in the file (:func:`words_of`)
+
+    def to_plain(self) -> list[Any]:
+        """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
+        classes = [[c.name, c.line, c.bases, c.builds, c.named] for c in self.classes]
+        return [
+            FORMAT,
+            self.module,
+            classes,
+            self.aliases,
+            self.stars,
+            self.casts,
+            self.calls,
+            self.builds,
+            self.half,
+            self.unsafe,
+            self.default_dtype,
+            f"{self.words:x}",
+        ]
+
+    @classmethod
+    def from_plain(cls, data: Any) -> ModelRecord | None:
+        """The record :meth:`to_plain` gave, or None for anything else (another format)."""
+        try:
+            fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
+            unsafe, dflt, words = more
+            if fmt != FORMAT:
+                return None
+            return cls(
+                str(module),
+                tuple(
+                    ClassRecord(str(n), int(ln), tuple(map(str, b)), tuple(map(str, m)), bool(k))
+                    for n, ln, b, m, k in classes
+                ),
+                tuple((str(a), str(b)) for a, b in aliases),
+                tuple(map(str, stars)),
+                tuple((str(c), _spot(s), str(w)) for c, s, w in casts),
+                tuple((str(c), None if s is None else _spot(s)) for c, s in calls),
+                tuple((str(c), _spot(s), bool(k)) for c, s, k in builds),
+                bool(half),
+                tuple(map(str, unsafe)),
+                bool(dflt),
+                int(words, 16),
+            )
+        except (ValueError, KeyError, TypeError, IndexError):
+            return None
+
+
+def _spot(value: list[Any]) -> Spot:
+    return int(value[0]), int(value[1]), str(value[2])
+
+
+def module_of(path: str) -> str:
+    """``pkg/models.py`` -> ``pkg.models``; ``pkg/__init__.py`` -> ``pkg``."""
+    parts = path.replace("\\", "/").removesuffix(".py").split("/")
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(p for p in parts if p and p != ".")
+
+
+def record_of(data: bytes, path: str) -> ModelRecord:
+    """The record of the file at ``path`` (relative to the project's root) holding ``data``."""
+    return _Reader(data, path).read()
+
+
+# Strings and comments, which :func:`blank` empties (a cheap lexer: CPython's parser costs
+# about 11 s over transformers, this a tenth of it).
+_LEX = re.compile(
+    rb"#[^\n]*"
+    rb'|"""(?:[^"\\]|\\.|"(?!""))*(?:"""|\Z)'
+    rb"|'''(?:[^'\\]|\\.|'(?!''))*(?:'''|\Z)"
+    rb'|"(?:[^"\\\n]|\\.)*"'
+    rb"|'(?:[^'\\\n]|\\.)*'",
+    re.DOTALL,
+)
+_NOT_NEWLINE = re.compile(rb"[^\n]")
+
+
+def blank(data: bytes) -> bytes:
+    """``data`` with every comment and string literal's text replaced by spaces (newlines
+    and offsets kept): what remains is code."""
+    return _LEX.sub(_blanked, data)
+
+
+def _blanked(match: re.Match[bytes]) -> bytes:
+    text = match.group()
+    if b"\n" in text:
+        return _NOT_NEWLINE.sub(b" ", text)
+    return b" " * len(text)
+
+
+_CLASS = re.compile(rb"^([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?", re.MULTILINE)
+_TOP = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)  # a line at column 0: a class body ends
+_CALLED = re.compile(rb"[A-Z]\w*\s*(?:\.from_\w+)?\(")  # (classes are CapWords)
+_IDENT = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+_DOTTED = re.compile(rb"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*")
+_ASSIGNED = re.compile(rb"[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*$")
+_IMPORT_WORD = re.compile(rb"import[ \t(\\]")
+_FROM = re.compile(
+    rb"^[ \t]*from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n\\]*(?:\\\n[^\n\\]*)*)",
+    re.MULTILINE,
+)
+_IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n\\;]*(?:\\\n[^\n\\;]*)*)", re.MULTILINE)
+_CASTS = re.compile(rb"\.half\(|float16|bfloat16|dtype")
+_CAST_AT = re.compile(rb"\.(half|bfloat16)\(\s*\)|\.to\(")
+_DTYPE_KW = re.compile(rb"\b((?:torch_)?dtype)\s*=\s*([\w.]+)")
+_HALFISH_BYTES = re.compile(rb"float16|bfloat16|\bhalf\b|fp16|bf16|dtype$")
+_WITH_AUTOCAST = re.compile(rb"^[ \t]*(?:with\b|@)[^\n]*autocast\(")
+
+
+class _Reader:
+    """One pass over the file's code (see :func:`record_of`)."""
+
+    def __init__(self, data: bytes, path: str) -> None:
+        self.data = data
+        self.path = path
+        self.module = module_of(path)
+        package = path.replace("\\", "/").endswith("__init__.py")
+        self.package = self.module if package else self.module.rpartition(".")[0]
+        self.code = blank(data)
+        self.imports: dict[str, str] = {}
+        self.stars: list[str] = []
+        self.local: set[str] = set()
+        self._last = (0, 1)  # the last offset :meth:`spot` placed, and its line
+        self._calls: list[tuple[int, int, str]] | None = None
+
+    # -- positions -------------------------------------------------------------------------
+    def spot(self, at: int, text: str = "") -> Spot:
+        """(line, column, text) of the offset ``at`` (offsets asked in any order)."""
+        last, line = self._last
+        if at < last:
+            last, line = 0, 1
+        line += self.data.count(b"\n", last, at)
+        self._last = (at, line)
+        return line, at - self.data.rfind(b"\n", 0, at), text
+
+    # -- names -----------------------------------------------------------------------------
+    def _absolute(self, module: str, level: int) -> str:
+        if level == 0:
+            return module
+        base = self.package.split(".") if self.package else []
+        base = base[: max(0, len(base) - (level - 1))]
+        return ".".join([*base, *([module] if module else [])])
+
+    def _read_imports(self) -> None:
+        code = self.code
+        seen = -1
+        for word in _IMPORT_WORD.finditer(code):
+            line = code.rfind(b"\n", 0, word.start()) + 1
+            if line == seen:
+                continue
+            seen = line
+            found = _FROM.match(code, line)
+            if found is not None:
+                self._from(found)
+                continue
+            plain = _IMPORT.match(code, line)
+            if plain is not None:
+                self._import(plain)
+
+    def _from(self, match: re.Match[bytes]) -> None:
+        source = self._absolute(match.group(2).decode(), len(match.group(1)))
+        names = match.group(3).decode(errors="replace")
+        for item in names.strip("()").replace("\\\n", " ").split(","):
+            parts = item.split()
+            if not parts:
+                continue
+            if parts[0] == "*":
+                self.stars.append(source)
+                continue
+            local = parts[2] if len(parts) == 3 and parts[1] == "as" else parts[0]
+            self.imports[local] = f"{source}.{parts[0]}" if source else parts[0]
+
+    def _import(self, match: re.Match[bytes]) -> None:
+        for item in match.group(1).decode(errors="replace").replace("\\\n", " ").split(","):
+            parts = item.split()
+            if not parts:
+                continue
+            if len(parts) == 3 and parts[1] == "as":
+                self.imports[parts[2]] = parts[0]
+            else:
+                head = parts[0].split(".", 1)[0]
+                self.imports.setdefault(head, head)
+
+    def resolve(self, text: str) -> str | None:
+        """The qualified name ``text`` (``Model``, ``m.Model``) stands for in this file; None
+        for a name it neither defines nor imports (a builtin, a local variable)."""
+        head, _, rest = text.partition(".")
+        if head in self.local:
+            found = f"{self.module}.{head}" if self.module else head
+        elif head in self.imports:
+            found = self.imports[head]
+        elif self.stars and not rest:
+            found = f"{self.module}.{head}" if self.module else head  # through the stars
+        else:
+            return None
+        return f"{found}.{rest}" if rest else found
+
+    def _class_named(self, text: str) -> str | None:
+        """The qualified class a call's callee text names (``Model``, ``m.Model``,
+        ``Model.from_pretrained``): CapWords, resolved through the imports."""
+        text = text.split(".from_", 1)[0]
+        if not text.rpartition(".")[2][:1].isupper():
+            return None
+        return self.resolve(text)
+
+    def calls(self) -> list[tuple[int, int, str]]:
+        """Every call of a CapWords name in the code: (start, end of ``(``, dotted callee)."""
+        if self._calls is None:
+            code, out = self.code, []
+            for call in _CALLED.finditer(code):
+                at = call.start()
+                if at > 0 and code[at - 1] in _IDENT:
+                    continue  # (inside a longer name)
+                name = code[at : call.end()].split(b"(", 1)[0].split(b".from_", 1)[0].strip()
+                if at > 0 and code[at - 1] == 0x2E:  # ``m.Model(``: the dotted prefix
+                    window = code[max(0, at - 200) : at]
+                    head = window[len(window.rstrip(_IDENT + b".")) :]
+                    if not _DOTTED.fullmatch(head + name):
+                        continue
+                    at, name = at - len(head), head + name
+                out.append((at, call.end(), name.decode()))
+            self._calls = out
+        return self._calls
+
+    # -- the pass --------------------------------------------------------------------------
+    def read(self) -> ModelRecord:
+        data, code = self.data, self.code
+        half = HALF_WORDS.search(code) is not None
+        self._read_imports()
+        found = list(_CLASS.finditer(code))
+        self.local = {m.group(2).decode() for m in found if not m.group(1)}
+        classes, bodies = self._classes(found)
+        models = self._bound()
+        casts = self._casts(models) if _CASTS.search(code) else []
+        calls = self._regions(models) if b"autocast" in code and models else []
+        unsafe, keys = _escapes(code, models)
+        builds = self._builds(bodies, keys)
+        aliases = tuple(
+            (f"{self.module}.{name}" if self.module else name, target)
+            for name, target in sorted(self.imports.items())
+            if name != target
+        )
+        del data
+        return ModelRecord(
+            self.module,
+            tuple(classes),
+            aliases,
+            tuple(self.stars),
+            tuple(casts),
+            tuple(calls),
+            tuple(builds),
+            half,
+            tuple(sorted(unsafe)),
+            b"set_default_dtype" in code or b"set_default_tensor_type" in code,
+            words_of(self.data),
+        )
+
+    def _classes(self, found: list[re.Match[bytes]]) -> tuple[list[ClassRecord], list[range]]:
+        code = self.code
+        out, bodies = [], []
+        for match in found:
+            name = match.group(2).decode()
+            bases = []
+            for base in (match.group(3) or b"").decode(errors="replace").split(","):
+                base = " ".join(base.split())
+                if base and "=" not in base and "*" not in base:
+                    bases.append(self.resolve(base) or base)
+            end = _TOP.search(code, match.end())
+            stop = end.start() if end else len(code)
+            built = set()
+            calls = self.calls()
+            i = bisect_right(calls, (match.end(),))
+            while i < len(calls) and calls[i][0] < stop:
+                cls = self.resolve(calls[i][2])
+                if cls is not None:
+                    built.add(cls)
+                i += 1
+            if not match.group(1):
+                bodies.append(range(match.start(), stop))
+            qualified = f"{self.module}.{name}" if self.module else name
+            line = self.spot(match.start())[0]
+            word = name.encode()
+            named = self.data.count(word) > self.data.count(word, match.start(), stop)
+            before = code[: match.start()].rstrip()
+            named = named or before[before.rfind(b"\n") + 1 :].lstrip().startswith(b"@")
+            built_by = tuple(sorted(built))
+            out.append(ClassRecord(qualified, line, tuple(bases), built_by, named))
+        return out, bodies
+
+    def _bound(self) -> dict[str, set[str]]:
+        """Variable (``model``, ``self.unet``) -> the project classes built or loaded into it
+        (``model = Model(...)``, ``self.unet = UNet.from_pretrained(...)``)."""
+        code = self.code
+        out: dict[str, set[str]] = {}
+        for at, _, name in self.calls():
+            line = code.rfind(b"\n", 0, at) + 1
+            assigned = _ASSIGNED.match(code, line, at)
+            if assigned is None:
+                continue
+            cls = self._class_named(name)
+            if cls is not None:
+                out.setdefault(assigned.group(1).decode(), set()).add(cls)
+        return out
+
+    def _casts(self, models: dict[str, set[str]]) -> list[tuple[str, Spot, str]]:
+        """Each project class this file builds or loads in half, or builds and then casts to
+        half: ``Model(...).half()``, ``model.to(weight_dtype)`` of a ``model = Model(...)``,
+        ``Model.from_pretrained(..., torch_dtype=torch.float16)``."""
+        data, code = self.data, self.code
+        out = []
+
+        def targets(receiver: bytes) -> list[str]:
+            text = receiver.decode(errors="replace")
+            if text in models:
+                return sorted(models[text])
+            if "(" not in text:
+                return []
+            cls = self._class_named(text.split("(", 1)[0])
+            return [] if cls is None else [cls]
+
+        for match in _CAST_AT.finditer(code):
+            start, receiver = _receiver(code, match.start())
+            if not receiver:
+                continue
+            classes = targets(receiver)
+            if not classes:
+                continue
+            end = match.end() if match.group(1) else _closing(code, match.end()) + 1
+            if match.group(1) is None and not _halfish_args(code[match.end() : end - 1]):
+                continue
+            for cls in classes:
+                leaf = cls.rpartition(".")[2]
+                text = " ".join(data[start:end].decode(errors="replace").split())
+                if len(text) > 60:
+                    tail = match.group(0).decode() + ("...)" if not match.group(1) else "")
+                    text = f"{leaf}(...){tail}"
+                out.append((cls, self.spot(start), f"`{leaf}` is cast to half by `{text}`"))
+        for kw in _DTYPE_KW.finditer(code):
+            if not _HALFISH_BYTES.search(kw.group(2)):
+                continue
+            opening = _enclosing(code, kw.start())
+            if opening <= 0:
+                continue
+            window = code[max(0, opening - 200) : opening]
+            head = window[len(window.rstrip(_IDENT + b".")) :]
+            if not head:
+                continue
+            named = self._class_named(head.decode())
+            if named is not None:
+                leaf = named.rpartition(".")[2]
+                written = f"{kw.group(1).decode()}={kw.group(2).decode()}"
+                what = f"`{leaf}` is built in half by `{leaf}(..., {written})`"
+                out.append((named, self.spot(opening - len(head)), what))
+        return out
+
+    def _regions(self, models: dict[str, set[str]]) -> list[tuple[str, Spot | None]]:
+        """Each call of a model variable (``model(x)``, ``self.transformer(...)``): the class,
+        with the enabled autocast region around it (None outside one), found by indentation:
+        a ``with ...autocast(...):`` (or an ``@autocast(...)`` decorator) covers the lines
+        indented deeper than it."""
+        names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
+        called = re.compile(rb"(?<![\w.])(" + names + rb")\s*\(")
+        stack: list[tuple[int, Spot]] = []
+        out = []
+        lines = self.data.split(b"\n")
+        for row, line in enumerate(self.code.split(b"\n"), 1):
+            text = line.lstrip()
+            if not text:
+                continue
+            indent = len(line) - len(text)
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            if _WITH_AUTOCAST.match(line) and not _disabled(line):
+                shown = lines[row - 1].decode(errors="replace").strip()
+                quoted = " ".join(shown.rstrip(":").split())
+                what = f"every call runs under `{quoted[:60]}`"
+                stack.append((indent, (row, indent + 1, what)))
+                continue
+            for match in called.finditer(line):
+                region = stack[-1][1] if stack else None
+                for cls in sorted(models[match.group(1).decode()]):
+                    out.append((cls, region))
+        return out
+
+    def _builds(self, bodies: list[range], keys: set[str]) -> list[tuple[str, Spot, bool]]:
+        """Project classes built outside any class body (a script's or a helper's model), and
+        whether the value stays float32 in this file: bound to a variable whose every use
+        keeps its dtype (``keys``), or called at once (``Model(...)(x)``)."""
+        code = self.code
+        out = []
+        starts = [b.start for b in bodies]
+        for at, end, name in self.calls():
+            i = bisect_right(starts, at) - 1
+            if i >= 0 and at in bodies[i]:
+                continue
+            cls = self._class_named(name)
+            if cls is None:
+                continue
+            close = _closing(code, end) + 1
+            text = " ".join(self.data[at:close].decode(errors="replace").split())
+            if len(text) > 60:
+                text = f"{name.rpartition('.')[2]}(...)"
+            line = code.rfind(b"\n", 0, at) + 1
+            assigned = _ASSIGNED.match(code, line, at)
+            kept = assigned is not None and assigned.group(1).decode() in keys
+            called = code[close : close + 8].lstrip().startswith(b"(")
+            out.append((cls, self.spot(at, text), kept or called))
+        return out
+
+
+# What may be done with a model without changing its dtype (issue 36: "a model the project
+# only builds in float32"); anything else it reaches might cast it.
+_KEEPING_METHODS = frozenset(
+    {
+        "to", "cuda", "cpu", "eval", "train", "parameters", "named_parameters", "modules",
+        "named_modules", "children", "zero_grad", "requires_grad_", "forward", "state_dict",
+        "load_state_dict", "float", "apply", "register_forward_hook", "num_parameters",
+    }
+)  # fmt: skip
+_KEEPING_WRAPPERS = frozenset(
+    {"compile", "DistributedDataParallel", "DDP", "DataParallel", "print", "len", "id"}
+)
+
+
+def _escapes(code: bytes, models: dict[str, set[str]]) -> tuple[set[str], set[str]]:
+    """The classes some variable of which reaches a use that might cast it, and the
+    variables all of whose uses keep the dtype: calling it, ``.to(device)``, ``.cuda()``,
+    ``.eval()``, ``.parameters()`` (an optimizer), ``torch.compile``, DDP wrapping; a
+    rebinding. Anything else (an argument to another call, a return, an attribute, an alias)
+    might cast it (a conservative answer: the value escapes)."""
+    # (``self.<attr>`` of a class body: its class follows the class that builds it)
+    models = {k: v for k, v in models.items() if not k.startswith("self.")}
+    if not models:
+        return set(), set()
+    names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
+    pattern = re.compile(rb"(?<![\w.])(" + names + rb")(?![\w])")
+    bad: set[str] = set()
+    for match in pattern.finditer(code):
+        key = match.group(1).decode()
+        if key in bad:
+            continue
+        if not _keeps(code, match.start(), match.end()):
+            bad.add(key)
+    unsafe = {cls for key in bad for cls in models[key]}
+    return unsafe, set(models) - bad
+
+
+def _keeps(code: bytes, start: int, end: int) -> bool:
+    after = code[end : end + 60].lstrip(b" \t")
+    if after.startswith(b"=") and not after.startswith(b"=="):
+        return True  # bound again
+    if after.startswith(b"("):
+        return True  # called
+    if after.startswith(b"."):
+        attr = re.match(rb"\.\s*(\w+)\s*\(", after)
+        return attr is not None and attr.group(1).decode() in _KEEPING_METHODS
+    before = code[max(0, start - 60) : start].rstrip(b" \t\n")
+    if before.endswith((b"(", b",")):
+        opening = _enclosing(code, start)
+        if opening > 0:
+            window = code[max(0, opening - 200) : opening]
+            callee = window[len(window.rstrip(_IDENT + b".")) :]
+            return callee.rpartition(b".")[2].decode() in _KEEPING_WRAPPERS
+    return False
+
+
+_WORD = re.compile(rb"[A-Z]\w+")
+WORD_BITS = 4096
+
+
+def words_of(data: bytes) -> int:
+    """A Bloom filter (two bits a word) of the CapWords ``data`` writes anywhere: a class
+    whose name no other file writes is named nowhere else (a false positive only keeps a
+    class reachable)."""
+    bits = 0
+    for word in set(_WORD.findall(data)):
+        h = crc32(word)
+        bits |= (1 << (h % WORD_BITS)) | (1 << ((h >> 12) % WORD_BITS))
+    return bits
+
+
+def may_write(words: int, name: str) -> bool:
+    h = crc32(name.encode())
+    return bool(words >> (h % WORD_BITS) & 1) and bool(words >> ((h >> 12) % WORD_BITS) & 1)
+
+
+def _disabled(line: bytes) -> bool:
+    return re.search(rb"enabled\s*=\s*False", line) is not None
+
+
+def _halfish_args(text: bytes) -> bool:
+    """A half dtype, or a dtype variable (``weight_dtype``, ``args.dtype``): the dtype a
+    mixed-precision setting maps to, or one a caller passes. Only float32 written down is not."""
+    return any(_HALFISH_BYTES.search(part.strip()) for part in text.split(b","))
+
+
+def _receiver(data: bytes, end: int) -> tuple[int, bytes]:
+    """The receiver ending at ``end``: ``model``, ``self.unet``, ``Model(8)`` (its start)."""
+    start = end
+    if end > 0 and data[end - 1 : end] == b")":
+        start = _opening(data, end - 1)
+        if start < 0:
+            return end, b""
+    window = data[max(0, start - 200) : start]
+    head = window[len(window.rstrip(_IDENT + b".")) :]
+    if not head or not (head[:1].isalpha() or head[:1] == b"_"):
+        return end, b""
+    return start - len(head), data[start - len(head) : end]
+
+
+def _opening(data: bytes, close: int) -> int:
+    """The ``(`` that the ``)`` at ``close`` closes (-1: none within 2000 bytes)."""
+    depth, i, stop = 0, close, max(-1, close - 2000)
+    while i > stop:
+        c = data[i]
+        if c in b")]}":
+            depth += 1
+        elif c in b"([{":
+            depth -= 1
+            if depth == 0:
+                return i
+        i -= 1
+    return -1
+
+
+def _enclosing(data: bytes, at: int) -> int:
+    """The ``(`` of the call whose arguments hold ``at`` (-1: none within 2000 bytes)."""
+    depth, i, stop = 0, at - 1, max(-1, at - 2000)
+    while i > stop:
+        c = data[i]
+        if c in b")]}":
+            depth += 1
+        elif c in b"([{":
+            if depth == 0:
+                return i if c == 0x28 else -1
+            depth -= 1
+        i -= 1
+    return -1
+
+
+def _closing(data: bytes, start: int) -> int:
+    """Where the call whose arguments start at ``start`` closes (at most 2000 bytes on)."""
+    depth, i, end = 1, start, min(len(data), start + 2000)
+    while i < end:
+        c = data[i]
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return end

@@ -1,0 +1,166 @@
+"""Each file's model record (issue 36, step 3 of the pipeline): classes named by module and
+class through the file's imports, strings and comments never counted, records cached by
+content so a warm run derives none. Driven through the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mpcheck.cli import main
+from mpcheck.project import models
+from mpcheck.project.records import blank, record_of
+from tests.support import XFILE
+
+
+def findings(case: Path, *extra: str) -> list[Any]:
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--output-format", "json", *extra, "."]
+    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    found: list[Any] = json.loads(done.stdout)
+    return found
+
+
+def severities(case: Path, *extra: str) -> dict[str, str]:
+    return {
+        Path(f["filename"]).as_posix().rsplit("/", 2)[-2]: f["severity"]
+        for f in findings(case, *extra)
+    }
+
+
+def test_a_same_named_class_in_another_module_gets_no_evidence() -> None:
+    """``dit/sample.py`` casts ``dit``'s ``DiT`` (which builds ``dit.blocks.Block``); the
+    ``Block`` of ``tools/blocks.py`` is another class: its finding stays a latent warning."""
+    found = severities(XFILE / "bad_same_named_block", "--no-cache")
+    assert found == {"dit": "error", "tools": "warning"}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "import dit.model as m\n\nmodel = m.DiT(8, 2)\nmodel.half()\n",
+        "from dit import DiT\n\nDiT(8, 2).to(torch.bfloat16)\n",
+        "from dit.model import DiT as Net\n\n"
+        "net = Net.from_pretrained('x', torch_dtype=torch.float16)\n",
+    ],
+)
+def test_casts_resolve_through_imports_aliases_and_reexports(tmp_path: Path, script: str) -> None:
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "warn_uncast_block", case)
+    (case / "dit" / "__init__.py").write_text("from .model import DiT\n")
+    (case / "run.py").write_text(f"import torch\n\n{script}")
+    assert severities(case, "--no-cache") == {"dit": "error"}
+
+
+def test_a_cast_in_a_docstring_comment_or_string_is_no_evidence(tmp_path: Path) -> None:
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "warn_uncast_block", case)
+    (case / "run.py").write_text(
+        'import torch\n\nfrom dit.model import DiT\n\n"""model = DiT(8, 2)\nmodel.half()\n"""\n'
+        "# DiT(8, 2).half()\ntext = 'DiT(8, 2).half()'\nmodel = DiT(8, 2)\nserve(model)\n"
+        "noise = torch.zeros(2, dtype=torch.bfloat16)\n"
+    )
+    assert severities(case, "--no-cache") == {"dit": "warning"}
+
+
+def test_blank_keeps_offsets_and_lines() -> None:
+    data = b'x = "a#b"  # c\ns = """\nDiT().half()\n"""\ny = 1\n'
+    out = blank(data)
+    assert len(out) == len(data) and out.count(b"\n") == data.count(b"\n")
+    assert b"half" not in out and b"y = 1" in out
+
+
+def test_a_record_names_classes_by_module(tmp_path: Path) -> None:
+    record = record_of(
+        b"from ..blocks import Block\nfrom . import layers as L\n"
+        b"class Net(ModelMixin):\n    def __init__(self):\n        self.b = Block()\n"
+        b"        self.n = L.Norm()\n",
+        "pkg/sub/net.py",
+    )
+    (net,) = record.classes
+    assert net.name == "pkg.sub.net.Net"
+    assert net.builds == ("pkg.blocks.Block", "pkg.sub.layers.Norm")
+
+
+def test_a_warm_run_derives_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "bad_cast_reaches_block", case)
+    cache = str(tmp_path / "cache")
+    args = ["check", "-j", "1", "--cache-dir", cache, "--output-format", "json", str(case)]
+    monkeypatch.chdir(case)
+    assert main(args) == 1
+    models.forget_uses()
+    models._RECORDS.clear()  # (this process's own memo: only the cache is left)
+
+    def derive(data: bytes, path: str) -> object:
+        raise AssertionError(f"{path} derived again")
+
+    monkeypatch.setattr(models, "record_of", derive)
+    assert main(args) == 1
+
+
+def test_a_model_the_project_only_builds_in_float32_gives_nothing() -> None:
+    """The VAE is built, moved, set to eval and called; another model is cast to bfloat16
+    (the project mentions half): the VAE's block is float32 all the same."""
+    assert findings(XFILE / "good_float32_only_model", "--no-cache") == []
+
+
+def test_a_model_handed_to_a_helper_is_no_float32_evidence() -> None:
+    """The helper casts it (a use mpcheck does not follow): the premise stands, a warning."""
+    assert severities(XFILE / "warn_model_escapes_to_helper", "--no-cache") == {"vae": "warning"}
+
+
+@pytest.mark.parametrize(
+    ("use", "kept"),
+    [
+        (
+            "model = model.to(device)\nmodel.eval()\nopt = Adam(model.parameters())\ny = model(x)",
+            True,
+        ),
+        ("model = torch.compile(model)\nmodel = DDP(model, device_ids=[0])\nmodel.cuda()", True),
+        ("model = convert(model)", False),
+        ("return model", False),
+        ("other = model", False),
+        ("model.encoder.half()", False),
+    ],
+)
+def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> None:
+    source = "from net import Net\n\ndef main(x, device):\n    model = Net()\n"
+    source += "".join(f"    {line}\n" for line in use.splitlines())
+    (build,) = record_of(source.encode(), "run.py").builds
+    assert build[0] == "net.Net" and build[2] is kept
+
+
+def test_a_class_nothing_builds_imports_or_names_gives_nothing() -> None:
+    """A vendored block that nothing in the project builds, subclasses, imports, exports or
+    names is never run: its upcast is no finding (issue 36 item 4)."""
+    assert findings(XFILE / "good_unbuilt_vendored_block", "--no-cache") == []
+
+
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [
+        ("vendor/config.py", 'BLOCKS = ["LegacyBlock"]\n'),  # a string naming it
+        ("vendor/__init__.py", '__all__ = ["LegacyBlock"]\n'),  # an export
+        ("vendor/use.py", "from .legacy import LegacyBlock\n"),  # an import
+        ("vendor/more.py", "from .legacy import *\n\nclass Big(LegacyBlock):\n    pass\n"),
+    ],
+)
+def test_a_class_the_project_names_stays_reachable(tmp_path: Path, where: str, text: str) -> None:
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_unbuilt_vendored_block", case)
+    (case / where).write_text(text)
+    assert severities(case, "--no-cache") == {"vendor": "warning"}
+
+
+def test_a_registered_class_stays_reachable() -> None:
+    """``@register("legacy")``: a config builds it by name."""
+    assert severities(XFILE / "warn_registered_vendored_block", "--no-cache") == {
+        "vendor": "warning"
+    }
