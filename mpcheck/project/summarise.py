@@ -321,6 +321,7 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
         keep_patterns=tuple(patterns),
         dtype_default=fixed,
         feeds_weights=info.feeds_weights,
+        fed_inputs=tuple(sorted(info.fed_inputs)),
         adapter_casts=_sorted(walk.keep.casts.get(name)),
     )
 
