@@ -90,8 +90,10 @@ class FactoryDtypeDefault(Rule):
         reported by MPC103, unless a concatenation already mixed them here.
 
         A factory made on one path only (an optional state's default, `if state is None:
-        state = torch.zeros(...)`) is reported where that path joins the activations, in a
-        module's method or a sampler; in a script, where what takes the result (a model run
+        state = torch.zeros(...)`, a cache entry's float32 keys returned when a cache is
+        passed) is reported where that path joins the activations (a concatenation, a layer,
+        a matmul, attention, an input a submodule feeds its layers), in a module's method or a
+        sampler; in a script, where what takes the result (a model run
         under autocast, a loss) is not seen at the join, only where it reaches a layer.
         """
     symptom = """
@@ -228,9 +230,11 @@ class FactoryDtypeDefault(Rule):
             return
         if _joins(call) or call.aten in _OPERATORS:
             operands = _operands(call)
-        elif call.op not in (None, OpKind.EMBEDDING, OpKind.ATTENTION) and not call.attention:
+        elif call.op not in (None, OpKind.EMBEDDING):  # a layer, a matmul, attention
             first, params = call.operands()
             operands = [first, *params] if first is not None else []
+            if call.op is OpKind.MODEL:  # ``self.fusion(x, residual)``: what it feeds too
+                operands += [o for o in call.model_inputs() if o is not first]
         else:
             return
         default = next((o for o in operands if _default_factory(o.fact)), None)

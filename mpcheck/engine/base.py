@@ -47,6 +47,7 @@ class CallRecord:
     through: tuple[InnerCall, ...] = ()
     replacement: Replacement | None = None
     kept_residual: KeptResidualLoad | None = None
+    fed: tuple[Operand, ...] = ()  # see ``CallSite.fed``
 
 
 class Walk(ABC):

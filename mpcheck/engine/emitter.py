@@ -11,7 +11,7 @@ from mpcheck.engine.attention import AttentionRoles
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.facts import Fact
 from mpcheck.engine.frames import Frame
-from mpcheck.engine.inputs import feeds_weights
+from mpcheck.engine.inputs import fed_inputs, feeds_weights
 from mpcheck.engine.sites import CallSite
 from mpcheck.knowledge import torch_api as T
 
@@ -31,6 +31,8 @@ class SiteEmitter:
             fn = frame.scope.function
             if owner is not None and feeds_weights(fn, call.op, call.receiver, call.args):
                 owner.feeds_weights = True
+            if owner is not None:
+                owner.fed_inputs |= fed_inputs(fn, call.op, call.receiver, call.args)
         if self.file.reporting.takes("calls"):
             role = None
             if call.op is T.OpKind.MATMUL:
@@ -56,6 +58,7 @@ class SiteEmitter:
                 through=call.through,
                 replacement=call.replacement,
                 kept_residual=call.kept_residual,
+                fed=call.fed,
             )
             self.file.reporting.call(site)
         return call.result

@@ -45,6 +45,7 @@ from mpcheck.engine.promotion import (
     one_dim_factory,
     op_result,
 )
+from mpcheck.engine.records import fields, record_construction
 from mpcheck.engine.replacements import replacement
 from mpcheck.engine.sites import Operand
 from mpcheck.engine.switches import parts, switched
@@ -450,6 +451,9 @@ class Expressions:
             returned = self.definitions.instance_method(receiver, func.attr.value, args, kwargs)
             if returned is not None:  # ``self.cache.get_kv(k, v)``: a method of a plain class
                 return returned
+            returned = self.imported_method(node, receiver, func.attr.value, args, kwargs, frame)
+            if returned is not None:  # ``entry.append(k, v)``: a plain class of another file
+                return returned
             return self.tensors.method_call(
                 node, func.attr.value, receiver, path, args, kwargs, frame
             )
@@ -508,6 +512,29 @@ class Expressions:
         built = f'when `{switch[0]} == "{switch[1]}"`' if switch else "in some configurations"
         text = f"{result.origin.text.rstrip(',')}, as built {built}"
         return replace(result, origin=replace(result.origin, text=text), maybe=True)
+
+    def imported_method(
+        self,
+        node: cst.Call,
+        instance: Fact,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact | None:
+        """``entry.append(k, v)`` on an instance of a plain class of another project file:
+        what the method's summary returns for these arguments (None: no such call)."""
+        summary = self.file.imported.get(instance.layer or "")
+        if instance.kind is not Kind.OTHER or summary is None or summary.is_module:
+            return None
+        function = summary.methods.get(method)
+        if function is None:
+            return None
+        result = call_result(node, f"{instance.layer}.{method}", function, args, kwargs)
+        place = function.returns.origin
+        if place is not None and result.origin is not None and result.origin.node is node:
+            self.file.elsewhere[node] = place  # a finding pointing here points there too
+        return self.file.emit(CallRecord(node, result, args, kwargs), frame)
 
     def project_call(
         self,
@@ -583,6 +610,12 @@ class Expressions:
         kwargs: dict[str, Operand],
         frame: Frame,
     ) -> Fact:
+        own = self.file.classes.get(frame.scope.class_name or "")
+        if own is not None and not own.is_module and name in ("cls", own.node.name.value):
+            names = fields(own.node, self.file.imports.resolve)  # a dataclass's own factory
+            if names is not None:
+                record_construction(own, names, args, kwargs)
+                return Fact(Kind.OTHER, layer=own.node.name.value)
         cls = self.file.classes.get(name)
         if cls is not None:
             if cls.is_module:

@@ -52,6 +52,8 @@ class ClassInfo:
     # ``forward`` hands its first input, as it came, to one of its own layers (a conv, a
     # Linear, a norm): a float32 input then meets half weights (what another file is told)
     feeds_weights: bool = False
+    # the positions of every input ``forward`` hands so (``self.local_att(x + residual)``)
+    fed_inputs: frozenset[int] = frozenset()
 
     @cached_property
     def casts_input(self) -> bool:

@@ -38,6 +38,7 @@ from mpcheck.engine.frames import Call, ClassInfo, Env, Frame
 from mpcheck.engine.frozen import frozen_dtypes
 from mpcheck.engine.imported import class_bases, inherit
 from mpcheck.engine.keep_fp32 import wholly_fp32
+from mpcheck.engine.records import factories_first, fields
 from mpcheck.engine.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
 from mpcheck.engine.tensor_use import tensor_uses
 from mpcheck.knowledge import torch_api as T
@@ -212,6 +213,8 @@ class Definitions:
                 (m for n, m in info.methods.items() if n != "__init__"),
                 key=lambda m: m.name.value in self.helpers,
             )
+            if fields(info.node, self.file.imports.resolve) is not None:
+                ordered = factories_first(ordered)  # a dataclass's fields come from them
             for method in ordered:
                 self.summary(method, info)
 
@@ -420,7 +423,24 @@ class Definitions:
         for name in _annotation_names(param.annotation.annotation):
             if name in self.file.classes and self.plain_class(name) is not None:
                 return Fact(Kind.OTHER, layer=name, params=frozenset({index}))
+        for name in _annotation_names(param.annotation.annotation):
+            if name not in self.file.classes and self._project_plain_class(name) is not None:
+                return Fact(Kind.OTHER, layer=name, params=frozenset({index}))
         return None
+
+    def _project_plain_class(self, name: str) -> ClassSummary | None:
+        """The summary of a plain class (no module: a cache entry, a state object) of
+        another project file, named by an annotation (``entry: Optional[CacheEntry]``): its
+        methods' summaries answer calls on the instance."""
+        known = self.file.imported.get(name)
+        if known is not None or self.file.project is None or not name.isidentifier():
+            return known if known is not None and not known.is_module else None
+        located = self.file.imports.locate(cst.Name(name))
+        found = self.file.project(*located) if located is not None else None
+        if not isinstance(found, ClassSummary) or found.is_module or not found.methods:
+            return None
+        self.file.imported[name] = found
+        return found
 
     def instance_method(
         self,

@@ -31,7 +31,7 @@ from mpcheck.engine.functions import Definitions
 from mpcheck.engine.imported import call_result, fact_of
 from mpcheck.engine.own_parts import inherited_method, own_part
 from mpcheck.engine.pipelines import shares
-from mpcheck.engine.scripts import feeds_its_weights, model_of, takes_half_input
+from mpcheck.engine.scripts import fed_arguments, feeds_its_weights, model_of, takes_half_input
 from mpcheck.engine.sites import CallSite, InnerCall, Operand, Owner
 from mpcheck.engine.splits import changed_calls
 from mpcheck.knowledge import torch_api as T
@@ -177,6 +177,9 @@ class Modules:
             op = T.OpKind.MODEL
         elif op is None and feeds_its_weights(module, self.file.imported.get(layer or ""), frame):
             op = T.OpKind.MODEL  # ``self.x_embedder(x)``: a patch embedding of another file
+        fed: tuple[Operand, ...] = ()
+        if op is T.OpKind.MODEL:  # ``self.fusion_model(x, residual)``: ``residual`` too
+            fed = fed_arguments(module, self.file.imported.get(layer or ""), frame, args, kwargs)
         if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
             aten = T.LOSS_LAYERS[layer]
             tensors = [a.fact for a in args if a.fact.is_tensor]
@@ -251,6 +254,7 @@ class Modules:
                 owner=owner,
                 inner=inner,
                 through=through,
+                fed=fed,
             ),
             frame,
         )

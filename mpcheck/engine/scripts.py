@@ -10,6 +10,7 @@ import libcst as cst
 
 from mpcheck.engine.facts import Fact, Kind, Prec
 from mpcheck.engine.frames import ClassInfo, Frame
+from mpcheck.engine.sites import Operand
 from mpcheck.project.summary import ClassSummary
 
 
@@ -46,3 +47,31 @@ def feeds_its_weights(module: Fact, summary: ClassSummary | None, frame: Frame) 
         return False
     region = frame.scope.autocast
     return region is None or not region.active
+
+
+def fed_arguments(
+    module: Fact,
+    summary: ClassSummary | None,
+    frame: Frame,
+    args: tuple[Operand, ...],
+    kwargs: dict[str, Operand],
+) -> tuple[Operand, ...]:
+    """The arguments of a call of a module of another project file that its ``forward``
+    hands, as they came or in arithmetic with its other inputs, to its own layers (its
+    summary's ``fed_inputs``; the first input beyond): each must be in the module's dtype.
+    Not under autocast, which recasts what those layers take."""
+    forward = summary.methods.get("forward") if summary is not None else None
+    if summary is None or forward is None or module.prec is not Prec.MODEL:
+        return ()
+    region = frame.scope.autocast
+    if region is not None and region.active:
+        return ()
+    found = []
+    for index in summary.fed_inputs:
+        if index == 0 or index >= len(forward.params):
+            continue
+        name = forward.params[index]
+        operand = args[index] if index < len(args) else kwargs.get(name)
+        if operand is not None:
+            found.append(operand)
+    return tuple(found)

@@ -158,6 +158,9 @@ class CallSite:
     # ``Model.from_pretrained(..., torch_dtype=half)`` of a class keeping a part float32 whose
     # output joins the residual stream ahead of a fused norm (mpcheck.engine.kept_residual)
     kept_residual: KeptResidualLoad | None = None
+    # Calling a module of another project file whose ``forward`` hands more than its first
+    # input to its own layers (``ClassSummary.fed_inputs``): those further arguments
+    fed: tuple[Operand, ...] = ()
 
     @property
     def is_attention(self) -> bool:
@@ -183,6 +186,7 @@ class CallSite:
             return ()
         first, _ = self.operands()
         named = [self.kwargs[k] for k in MODEL_CONDITIONING if k in self.kwargs]
+        named += [o for o in self.fed if all(o is not n for n in (first, *named))]
         return tuple(o for o in (first, *named) if o is not None and o.fact.is_tensor)
 
     def operands(self) -> tuple[Operand | None, tuple[Operand, ...]]:

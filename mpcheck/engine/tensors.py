@@ -236,7 +236,14 @@ class Tensors:
         leaf = qual.rsplit(".", 1)[-1]
         op = T.OPS.get(qual)
         aten = T.op_name(qual) if op else leaf
+        default = "dtype" in kwargs and self._default_dtype(kwargs["dtype"].node)
+        if default:  # ``torch.empty(shape, dtype=torch.get_default_dtype())``: as without it
+            kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
         result = carried(self.torch_result(node, qual, leaf, args, kwargs, frame), node)
+        if default and result.origin is not None and result.origin.node is node:
+            said = "`dtype=torch.get_default_dtype()`"
+            text = result.origin.text.replace("without `dtype=`", f"with {said}")
+            result = replace(result, origin=replace(result.origin, text=text))
         if op is T.OpKind.MATMUL and "out_dtype" in kwargs:
             # ``torch.addmm(bias.float(), a, b, out_dtype=torch.float32)``: mixed by design
             op = None
@@ -261,6 +268,14 @@ class Tensors:
         )
         return self.file.emit(
             CallRecord(node, result, args, kwargs, qual=qual, op=op, aten=aten), frame
+        )
+
+    def _default_dtype(self, node: cst.BaseExpression) -> bool:
+        """``torch.get_default_dtype()``: the dtype a factory takes when given none."""
+        return (
+            isinstance(node, cst.Call)
+            and not node.args
+            and self.file.imports.resolve(node.func) == "torch.get_default_dtype"
         )
 
     def torch_result(

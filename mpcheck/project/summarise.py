@@ -258,6 +258,9 @@ def _placer(module: cst.Module, text: str, start: int) -> Placer:
         offset = text.find(code, max(start, 0))
         if offset < 0:  # decided in a helper defined above (``get_timestep_embedding``)
             offset = text.find(code)
+        if offset < 0 and "\n" in code:  # libcst re-indents the lines after the first
+            head = code.split("\n", 1)[0]
+            offset = text.find(head, max(start, 0))
         if offset < 0:
             return 0, 0
         line_start = text.rfind("\n", 0, offset) + 1
@@ -321,6 +324,7 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
         keep_patterns=tuple(patterns),
         dtype_default=fixed,
         feeds_weights=info.feeds_weights,
+        fed_inputs=tuple(sorted(info.fed_inputs)),
         adapter_casts=_sorted(walk.keep.casts.get(name)),
     )
 
