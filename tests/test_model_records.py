@@ -164,3 +164,64 @@ def test_a_registered_class_stays_reachable() -> None:
     assert severities(XFILE / "warn_registered_vendored_block", "--no-cache") == {
         "vendor": "warning"
     }
+
+
+def test_a_build_from_a_half_part_is_no_float32_build() -> None:
+    """``LoraLinear(base)`` with ``base`` cast to bfloat16 holds a half part."""
+    source = (
+        "import torch\nfrom torch import nn\nfrom net import LoraLinear\n\n"
+        "def main(x):\n    base = nn.Linear(4, 4).to(torch.bfloat16)\n"
+        "    layer = LoraLinear(base)\n    return layer(x)\n"
+    )
+
+    def kept(text: str) -> bool:
+        builds = record_of(text.encode(), "run.py").builds
+        (build,) = [b for b in builds if b[0] == "net.LoraLinear"]
+        return build[2]
+
+    assert kept(source) is False
+    assert kept(source.replace(".to(torch.bfloat16)", "")) is True
+
+
+BLOCKS = """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.proj(x.float())
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+
+    def forward(self, x):
+        return self.block(x)
+"""
+
+
+def test_reachability_needs_a_project_that_builds_its_models(tmp_path: Path) -> None:
+    """A module file nothing builds is as reachable as its users make it (a warning); once a
+    script builds its model, a part that model builds in the same file is reached too, and a
+    class nothing builds is not."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "blocks.py").write_text(BLOCKS)
+    assert severities(tmp_path, "--no-cache") == {tmp_path.name: "warning"}
+    script = (
+        "import torch\nfrom blocks import Model\n\nmodel = Model()\nconvert(model, torch.float16)\n"
+    )
+    (tmp_path / "run.py").write_text(script)
+    assert severities(tmp_path, "--no-cache") == {tmp_path.name: "warning"}
+    (tmp_path / "run.py").write_text("from blocks import Block\n\nprint(Block)\n")
+    (tmp_path / "blocks.py").write_text(BLOCKS.replace("class Model", "class Unused"))
+    (tmp_path / "other.py").write_text(
+        "import blocks\n\nb = blocks.Block()\nimport torch\nconvert(b, torch.float16)\n"
+    )
+    assert severities(tmp_path, "--no-cache") == {tmp_path.name: "warning"}

@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from mpcheck.files.hashing import hex_digest
 from mpcheck.project.records import ModelRecord, may_write, module_of, record_of
@@ -71,7 +72,9 @@ class ModelUses:
     def reached(self, name: str) -> bool:
         """Whether anything in the project may build the class ``name`` of :attr:`module`:
         a class that nothing builds, subclasses, imports, exports or names (in code or in a
-        string: a registry, ``getattr``), and that no decorator registers, is never run."""
+        string: a registry, ``getattr``), and that no decorator registers, is never run --
+        in a project that builds some of its models outside class bodies (else every class
+        counts as reached: a library's users build them)."""
         if self._mentions is None:
             return True
         return self._mentions.reached(f"{self.module}.{name}" if self.module else name)
@@ -95,9 +98,19 @@ class ModelUses:
 class _Mentions:
     """Which files may write each class's name (see :meth:`ModelUses.reached`)."""
 
-    def __init__(self, records: Mapping[str, ModelRecord]) -> None:
+    def __init__(
+        self,
+        records: Mapping[str, ModelRecord],
+        bodies: Mapping[str, set[str]] = MappingProxyType({}),
+        built: Collection[str] = (),
+    ) -> None:
         self.words = [(path, record.words) for path, record in sorted(records.items())]
         self.classes = {c.name: (path, c.named) for path, r in records.items() for c in r.classes}
+        self.built = frozenset(built)  # built outside class bodies (``main()``), or a base
+        self.builders: dict[str, set[str]] = {}  # class -> the classes whose bodies build it
+        for owner, parts in bodies.items():
+            for part in parts:
+                self.builders.setdefault(part, set()).add(owner)
         self._memo: dict[str, bool] = {}
 
     @property
@@ -109,13 +122,16 @@ class _Mentions:
 
     def reached(self, name: str) -> bool:
         if name not in self._memo:
+            self._memo[name] = False  # (a cycle of classes building each other)
             self._memo[name] = self._reached(name)
         return self._memo[name]
 
     def _reached(self, name: str) -> bool:
         found = self.classes.get(name)
-        if found is None or found[1]:
+        if found is None or found[1] or name in self.built:
             return True  # (not a class the records know: no claim)
+        if any(self.reached(owner) for owner in self.builders.get(name, ())):
+            return True  # a part of a class that is reached (in its own file too)
         home, leaf = found[0], name.rpartition(".")[2]
         return any(path != home and may_write(words, leaf) for path, words in self.words)
 
@@ -229,7 +245,12 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
     _spread(built, reach, bodies, only)
-    return ModelUses(reach, mentions=None if alone else _Mentions(records))
+    # What nothing reaches is known only in a project that shows where it builds its models
+    # (a script, a trainer): a library, or a module file checked by itself, builds none, and
+    # every class of it is as reachable as its users make it.
+    known = not alone and bool(sites)
+    mentions = _Mentions(records, bodies, {*sites, *subclassed}) if known else None
+    return ModelUses(reach, mentions=mentions)
 
 
 class _Float32:

@@ -478,8 +478,26 @@ class _Reader:
             assigned = _ASSIGNED.match(code, line, at)
             kept = assigned is not None and assigned.group(1).decode() in keys
             called = code[close : close + 8].lstrip().startswith(b"(")
-            out.append((cls, self.spot(at, text), kept or called))
+            held = _holds_half(code, code[end:close])
+            out.append((cls, self.spot(at, text), (kept or called) and not held))
         return out
+
+
+_HALF_TEXT = re.compile(rb"half|float16|bfloat16|bf16|fp16|dtype")
+_ARG_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)(?![\w(])")
+
+
+def _holds_half(code: bytes, arguments: bytes) -> bool:
+    """A model built from a half part (``LoraLinear(base)`` after ``base = nn.Linear(...)
+    .to(torch.bfloat16)``) holds it: its arguments name half, or a variable this file binds
+    to something that does. The class is then no float32-only model."""
+    if _HALF_TEXT.search(arguments):
+        return True
+    for name in {m.group(1) for m in _ARG_NAME.finditer(arguments)}:
+        bound = re.compile(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*=(?!=)([^\n]*)", re.MULTILINE)
+        if any(_HALF_TEXT.search(m.group(1)) for m in bound.finditer(code)):
+            return True
+    return False
 
 
 # What may be done with a model without changing its dtype (issue 36: "a model the project
