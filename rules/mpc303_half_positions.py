@@ -84,12 +84,14 @@ class HalfPositions(Rule):
 
     def check_call(self, call: CallSite) -> None:
         """Report phase products that run in half and timesteps cast away from float32."""
+        excused = self.against_half(call.scope, call.result)  # only ever float32, or unbuilt
         product = phase_product(call)
         if product is not None:
-            self._product(call, product.positions, product.frequencies)
+            if not excused:
+                self._product(call, product.positions, product.frequencies)
             return
         cast = timestep_cast(call)
-        if cast is None:
+        if cast is None or (excused and not cast.known_half):
             return
         what = self.ctx.module.code_for_node(cast.timestep.node)
         target = "half" if cast.target is None else self.ctx.module.code_for_node(cast.target)

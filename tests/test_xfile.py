@@ -95,7 +95,12 @@ def test_origin_in_another_file_is_a_related_location_there() -> None:
     row = row_of(case / "pkg" / "rope.py", ".float()")
     finding: Any = only_finding(case)
     there = [r for r in finding["related"] if "filename" in r]
-    assert [(Path(r["filename"]).name, r["location"]["row"]) for r in there] == [("rope.py", row)]
+    cast = row_of(case / "pkg" / "attention.py", "Attention(8).half()")
+    # the origin in the helper's file, and the evidence of half: the cast of the class
+    assert [(Path(r["filename"]).name, r["location"]["row"]) for r in there] == [
+        ("rope.py", row),
+        ("attention.py", cast),
+    ]
     sarif: Any = only_finding(case, "sarif")
     (result,) = sarif["runs"][0]["results"]
     uris = [r["physicalLocation"]["artifactLocation"]["uri"] for r in result["relatedLocations"]]
@@ -111,7 +116,11 @@ def test_origin_in_another_files_class_is_a_related_location_there() -> None:
     finding: Any = only_finding(case)
     assert "RMSNormFp32.forward" in finding["message"]
     there = [r for r in finding["related"] if "filename" in r]
-    assert [(Path(r["filename"]).name, r["location"]["row"]) for r in there] == [("norms.py", row)]
+    built = row_of(case / "blocks" / "mlp.py", "MlpBlock(16, dtype=torch.float16)")
+    assert [(Path(r["filename"]).name, r["location"]["row"]) for r in there] == [
+        ("norms.py", row),
+        ("mlp.py", built),  # the evidence of half: the block built in float16
+    ]
 
 
 def test_switched_part_names_where_the_other_file_decided_float32() -> None:

@@ -359,12 +359,12 @@ def records_for(
     """Every project file's record (shown path -> record): kept in this process and in the
     cache (one entry for the project, each file's record under its content hash and
     modification stamp), derived only for files that changed."""
-    from mpcheck.pipeline.cache import Entry, FileCache, content_hash, fingerprint, stamp
-
     cache = None
     kept: dict[str, list[object]] = {}
     key = Path(root).resolve() / ".mpcheck-model-records"
-    if cache_dir is not None:
+    if cache_dir is not None:  # (the cache module is imported only by runs that use it)
+        from mpcheck.pipeline.cache import FileCache, fingerprint
+
         cache = FileCache(Path(cache_dir), fingerprint((), {"model_records": 1}))
         entry = cache.load(key)
         if entry is not None and entry.summary is not None:
@@ -377,7 +377,7 @@ def records_for(
     changed = False
     for shown, path in _project_files(Path(root)):
         buffered = buffers.get(os.path.realpath(path)) if buffers else None
-        seen = stamp(str(path)) if buffered is None else None
+        seen = _stamp(str(path)) if buffered is None and cache is not None else None
         old = kept.get(shown)
         if old is not None and seen is not None and seen[1] and old[1] == list(seen[0]):
             record = ModelRecord.from_plain(old[2])
@@ -387,7 +387,7 @@ def records_for(
         data = buffered if buffered is not None else _read(path)
         if data is None:  # (every file: one that only names a class keeps it reachable)
             continue
-        content = content_hash(data)
+        content = hex_digest(data)
         record = _RECORDS.get((shown, content))
         if record is None and old is not None and old[0] == content:
             record = ModelRecord.from_plain(old[2])
@@ -399,9 +399,17 @@ def records_for(
         fresh[shown] = [content, None if trusted is None else list(trusted), record.to_plain()]
         changed = changed or old != fresh[shown]
     if cache is not None and (changed or set(kept) != set(fresh)):
+        from mpcheck.pipeline.cache import Entry
+
         text = json.dumps(fresh, separators=(",", ":"))
         cache.store(key, Entry("", (), text))
     return out
+
+
+def _stamp(path: str) -> tuple[tuple[int, int], bool] | None:
+    from mpcheck.pipeline.cache import stamp
+
+    return stamp(path)
 
 
 def _read(path: Path) -> bytes | None:

@@ -19,6 +19,8 @@ from typing import ClassVar
 import libcst as cst
 
 from mpcheck.diagnostics import RuleInfo, Severity
+from mpcheck.engine.evidence import FLOAT32 as FLOAT32_ONLY
+from mpcheck.engine.evidence import UNREACHED as NEVER_BUILT
 from mpcheck.engine.facts import Fact, Origin, Prec
 from mpcheck.engine.sites import (
     CallSite,
@@ -191,6 +193,16 @@ class Rule:
             if evidence.node is not None:  # the class, and the cast in its file (resolved
                 more.append((evidence.node, evidence.text))  # by module, not by name)
         self.report(node, message, related=more, fix=fix, severity=severity)
+
+    def against_half(self, scope: Scope, value: Fact | None) -> bool:
+        """Whether the project's evidence says ``value`` never runs in half here: it follows
+        the model's dtype (a premise), and the class it is in is only built in float32, or
+        never built. A value the code itself makes half needs no premise and is not excused;
+        nor is one under autocast, which does not upcast every op."""
+        evidence = scope.evidence
+        if evidence is None or evidence.kind not in (FLOAT32_ONLY, NEVER_BUILT):
+            return False
+        return value is None or value.prec is not Prec.HALF
 
     def line(self, node: cst.CSTNode) -> str:
         """A placeholder for "line N" of ``node``, filled in once positions are known."""
