@@ -6,6 +6,7 @@ from mpcheck.api import (
     CallSite,
     Cause,
     Operand,
+    PhaseProduct,
     Prec,
     Rule,
     Severity,
@@ -88,7 +89,7 @@ class HalfPositions(Rule):
         product = phase_product(call)
         if product is not None:
             if not excused:
-                self._product(call, product.positions, product.frequencies)
+                self._product(call, product)
             return
         cast = timestep_cast(call)
         if cast is None or (excused and not cast.known_half):
@@ -117,7 +118,8 @@ class HalfPositions(Rule):
         severity = Severity.ERROR if cast.known_half else Severity.WARNING
         self.report(call.node, message, severity=severity)
 
-    def _product(self, call: CallSite, positions: Operand, frequencies: Operand) -> None:
+    def _product(self, call: CallSite, product: PhaseProduct) -> None:
+        positions, frequencies = product.positions, product.frequencies
         pos = self.ctx.module.code_for_node(positions.node)
         freq = self.ctx.module.code_for_node(frequencies.node)
         half = next((o for o in (positions, frequencies) if _half(o)), None)
@@ -132,6 +134,8 @@ class HalfPositions(Rule):
             )
             self.report(call.node, message, severity=Severity.ERROR)
             return
+        if product.in_float64:
+            return  # float64 frequencies: autocast casts neither them nor the phases
         auto = call.scope.autocast
         if auto is not None:
             if not auto.active or not auto.casts_to_one_dtype(call.aten):

@@ -203,3 +203,35 @@ def test_frequencies_built_in_the_activations_dtype_are_named() -> None:
     (message,) = [d.message for d in check(source) if d.code == "MPC303"]
     assert message.startswith("frequencies `freqs[None]` are made in another tensor's dtype")
     assert "even when the product runs in float32" in message
+
+
+ROPE = """
+import torch
+
+
+def rope(pos, dim, theta):
+    scale = torch.arange(0, dim, 2, dtype={dtype}, device=pos.device) / dim
+    omega = 1.0 / (theta**scale)
+    out = torch.einsum("...n,d->...nd", {pos}, omega)
+    return out.float()
+"""
+
+
+@pytest.mark.parametrize("pos", ["pos", "pos.float()", "pos.double()"])
+def test_float64_frequencies_are_never_cast_by_autocast(pos: str) -> None:
+    # autocast's cached_cast skips float64: the product promotes to float64 (Flux's rope)
+    assert _found(ROPE.format(dtype="torch.float64", pos=pos)) == []
+
+
+def test_float32_frequencies_keep_the_autocast_premise() -> None:
+    assert _found(ROPE.format(dtype="torch.float32", pos="pos")) == [(8, "WARNING")]
+
+
+def test_float64_positions_with_float32_frequencies_are_still_reported() -> None:
+    # CUDA autocast rounds the float32 frequencies before the float64 positions meet them
+    assert _found(ROPE.format(dtype="torch.float32", pos="pos.double()")) == [(8, "WARNING")]
+
+
+def test_half_positions_against_float64_frequencies_are_still_reported() -> None:
+    source = ROPE.format(dtype="torch.float64", pos="pos.to(torch.bfloat16)")
+    assert _found(source) == [(8, "ERROR")]

@@ -83,6 +83,24 @@ class PhaseProduct:
     positions: Operand
     frequencies: Operand
 
+    @property
+    def in_float64(self) -> bool:
+        """Whether the phases are computed in float64 whatever autocast does: autocast never
+        casts a float64 operand (``cached_cast`` skips ``kDouble``; measured on torch 2.13
+        CPU autocast, a float64 ``matmul`` stays float64 while the float32 one turns
+        bfloat16), and a product with float64 frequencies promotes the positions to float64
+        (``einsum``/``outer``/``*``; ``matmul`` of float32 by float64 raises instead). The
+        positions alone may still be rounded to half by CUDA autocast, which loses nothing on
+        integer positions up to 256 (bfloat16) or 2048 (float16); float64 positions with
+        float32 frequencies are no such case (CUDA autocast rounds the frequencies)."""
+        return _float64(self.frequencies) and self.positions.fact.prec is not Prec.HALF
+
+
+def _float64(operand: Operand) -> bool:
+    """A float64 tensor: ``torch.arange(..., dtype=torch.float64)``, ``.double()``, numpy's
+    default float (``torch.from_numpy(np.linspace(...))``)."""
+    return operand.fact.is_tensor and operand.fact.dtype == "float64"
+
 
 @dataclass(frozen=True)
 class TimestepCast:
