@@ -235,3 +235,41 @@ def test_float64_positions_with_float32_frequencies_are_still_reported() -> None
 def test_half_positions_against_float64_frequencies_are_still_reported() -> None:
     source = ROPE.format(dtype="torch.float64", pos="pos.to(torch.bfloat16)")
     assert _found(source) == [(8, "ERROR")]
+
+
+LOOP = """
+import torch
+
+
+def step(transformer, scheduler, latents, noise):
+    for t in scheduler.timesteps:
+        timestep = t.expand(latents.shape[0]).to(latents.dtype)
+{body}
+"""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "        latents = transformer(latents, timestep=timestep / 1000)",
+        "        yield timestep",
+        "        latents = transformer(latents, timestep=(1 - timestep).view(-1))",
+        "        scaled = timestep * 1000\n        latents = transformer(latents, scaled)",
+    ],
+)
+def test_a_timestep_that_reaches_a_call_is_reported(body: str) -> None:
+    assert _found(LOOP.format(body=body)) == [(7, "WARNING")]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "        latents = latents + noise * timestep[:, None]",
+        "        sigma = (1.0 - timestep).unsqueeze(-1)\n        latents = sigma * latents",
+        "        w = 1.0 / torch.clamp(timestep, min=0.1) ** 2\n        print((noise * w).mean())",
+        "        if timestep.ndim == 0:\n            latents = latents * torch.rand_like(timestep)",
+    ],
+)
+def test_a_timestep_only_mixed_with_other_tensors_is_quiet(body: str) -> None:
+    # a noise scaling or a loss weighting: no timestep projection sees the rounded timestep
+    assert _found(LOOP.format(body=body)) == []

@@ -20,6 +20,7 @@ import libcst as cst
 
 from mpcheck.engine.facts import Kind, Prec
 from mpcheck.engine.sites import CallSite, Operand
+from mpcheck.engine.timestep_uses import only_mixed
 
 __all__ = ["PhaseProduct", "TimestepCast", "phase_product", "timestep_cast"]
 
@@ -342,6 +343,9 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
     frequencies = _CAST_FREQUENCIES.match(name) is not None
     if not frequencies and not _is_timestep(name, call):
         return None
+    function = call.scope.function
+    if not frequencies and function is not None and only_mixed(call.node, function):
+        return None  # a noise scaling or a loss weighting: no timestep is embedded
     if call.method in ("half", "bfloat16"):
         return TimestepCast(receiver, frequencies, True, None)
     target = call.arg(None, "dtype")
