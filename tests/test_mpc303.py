@@ -273,3 +273,11 @@ def test_a_timestep_that_reaches_a_call_is_reported(body: str) -> None:
 def test_a_timestep_only_mixed_with_other_tensors_is_quiet(body: str) -> None:
     # a noise scaling or a loss weighting: no timestep projection sees the rounded timestep
     assert _found(LOOP.format(body=body)) == []
+
+
+def test_a_helper_of_one_tensor_named_t_is_no_timestep() -> None:
+    # ``def conv_fp16(t): return t.half()`` converts checkpoint tensors
+    source = "import torch\n\n\ndef conv_fp16(t):\n    return t.half()\n"
+    assert _found(source) == []
+    timed = "import torch\n\n\ndef embed(x, t):\n    return x, t.half()\n"
+    assert _found(timed) == [(5, "ERROR")]

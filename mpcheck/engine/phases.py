@@ -273,9 +273,14 @@ class _Bindings(cst.CSTVisitor):
         text = cst.Module([]).code_for_node(iterable)
         return re.search(r"timestep|sigma", text) is not None
 
-    def visit_Param(self, node: cst.Param) -> None:
-        if node.name.value == self.name:
-            self.found.append(True)
+    def visit_Parameters(self, node: cst.Parameters) -> None:
+        # ``forward(self, x, t)``, ``step(model, x, t)``: a time beside the values it
+        # conditions; a helper of ``t`` alone (``def conv_fp16(t): return t.half()``)
+        # converts whatever tensor it is handed
+        params = [*node.posonly_params, *node.params, *node.kwonly_params]
+        if any(p.name.value == self.name for p in params):
+            others = [p for p in params if p.name.value not in (self.name, "self", "cls")]
+            self.found.append(bool(others))
 
     def visit_For(self, node: cst.For) -> None:
         if self._binds(node.target):

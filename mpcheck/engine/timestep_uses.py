@@ -51,9 +51,11 @@ def _parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
 
 
 def _number(node: cst.BaseExpression) -> bool:
-    """A Python number written out: ``1000``, ``1.0``, ``-1``."""
+    """A Python number written out: ``1000``, ``1.0``, ``-1``, ``(1.0 - 1e-6)``."""
     if isinstance(node, cst.UnaryOperation):
         return _number(node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        return _number(node.left) and _number(node.right)
     return isinstance(node, (cst.Integer, cst.Float))
 
 
