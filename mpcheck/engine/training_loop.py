@@ -321,6 +321,28 @@ class Tracker:
             state = with_trainable(state, module, value)
         self.set_state(frame, state)
 
+    def round_trip(self, path: str, module: Fact, cast: Fact, frame: Frame) -> None:
+        """A script casts the module at ``path`` (``module`` before the cast) to ``cast``'s
+        dtype in place. To half: remembered; back to float32 (or float64) after such a cast:
+        the round trip rounded the master weights to the half grid, and a later step of an
+        optimizer training that module goes on from them (``model.half()`` for evaluation,
+        ``model.float()`` after it). A model cast to half and trained so is no round trip."""
+        state = self.state(frame)
+        value = replace(cast, kind=Kind.TENSOR, train=None)
+        if cast.prec is Prec.HALF and cast.origin is not None:
+            halved = (*(h for h in state.halved if h[0] != path), (path, module, value))
+            self.set_state(frame, replace(state, halved=halved))
+        elif cast.prec is Prec.FULL and any(h[0] == path for h in state.halved):
+            undo = f"; back by `{self.code(cast.origin.node)}`" if cast.origin else ""
+            back = tuple(
+                (m, replace(v, origin=replace(v.origin, text=v.origin.text + undo)))
+                for p, m, v in state.halved
+                if p == path and v.origin is not None
+            )
+            halved = tuple(h for h in state.halved if h[0] != path)
+            recasts = unique(state.recasts + back)
+            self.set_state(frame, replace(state, halved=halved, recasts=recasts))
+
     def enter_region(self, frame: Frame, region: Autocast) -> None:
         if region.active:
             state = self.state(frame)
@@ -427,10 +449,10 @@ class Tracker:
             if not isinstance(link, Params):
                 found.append(param)
                 continue
-            for path, module, flags in link.sources:
-                module = linked_module(frame.env, path, module, flags)
+            for path, built, flags in link.sources:
+                module = linked_module(frame.env, path, built, flags)
                 found.append(state.trainable_of(module))
-                recast += [cast for m, cast in state.recasts if m == module]
+                recast += [cast for m, cast in state.recasts if m in (module, built)]
         params = tuple(dict.fromkeys(found))
         return OptimizerUse(optimizer, params, unscaled, tuple(dict.fromkeys(recast)))
 
