@@ -184,3 +184,16 @@ def test_the_round_trip_through_the_cli(tmp_path: Path) -> None:
         check=False,
     )
     assert "train.py:22:9: MPC205 warning:" in run.stdout, run.stdout + run.stderr
+
+
+def test_quiet_on_a_round_trip_before_training_starts() -> None:
+    body = """
+def train(model, loader):
+    model.to(torch.bfloat16)
+    model.to(torch.float32)
+    optimizer = torch.optim.AdamW(model.parameters())
+    for x in loader:
+        model(x).mean().backward()
+        optimizer.step()
+"""
+    assert [d for d in check(HEADER + body) if d.code == "MPC205"] == []

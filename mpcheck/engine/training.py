@@ -286,6 +286,8 @@ class State:
     # a script's ``model.half()``/``model.to(torch.bfloat16)`` of a module (its path, the module
     # as it was, the cast) not yet cast back: ``model.float()`` after it makes it a recast
     halved: tuple[tuple[str, Fact, Fact], ...] = ()
+    # the modules an optimizer step has trained so far on this path (as bound then)
+    stepped: tuple[Fact, ...] = ()
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, State) or other == self:
@@ -312,6 +314,7 @@ class State:
             ),
             self.clip or other.clip,
             unique(self.halved + other.halved),
+            unique(self.stepped + other.stepped),
         )
 
     def forward_region(self, module: Fact) -> Autocast | None:
