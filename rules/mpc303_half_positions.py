@@ -49,7 +49,10 @@ class HalfPositions(Rule):
         `torch.autocast(..., enabled=False)` around the product. A diffusion timestep
         (0..1000) cast to the latents' bfloat16 dtype before the timestep projection is
         rounded to a multiple of 4 above 512, so the model sees another timestep than the
-        scheduler meant.
+        scheduler meant. Not reported: products with float64 frequencies (Flux's `rope`),
+        which autocast never casts (its `cached_cast` skips float64; the product promotes to
+        float64), and timesteps cast only to scale noise or weight a loss (once mixed with
+        another tensor they are a sample or a weight, rounded relatively like any activation).
         """
     symptom = """
         Nothing raises. Long sequences degrade (positions far apart share phases), generated
