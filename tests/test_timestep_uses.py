@@ -27,6 +27,8 @@ def _cast_in(body: str) -> tuple[cst.Call, cst.FunctionDef]:
         ("    print(len(c.shape))\n", True),
         ("    y = (1.0 - (1.0 - 1e-6) * c) * x\n", True),
         ("    return c\n", False),
+        ("    model(x, timestep=c / steps)\n", False),
+        ("    d = c * self.config.scale\n    model(x, d)\n", False),
         ("    return model(x, c * 1000)\n", False),
         ("    d = -c\n    e = torch.clamp(d, min=0)\n    model(e)\n", False),
         ("    out = {'t': c}\n", False),

@@ -51,11 +51,15 @@ def _parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
 
 
 def _number(node: cst.BaseExpression) -> bool:
-    """A Python number written out: ``1000``, ``1.0``, ``-1``, ``(1.0 - 1e-6)``."""
+    """A Python number: written out (``1000``, ``-1``, ``(1.0 - 1e-6)``) or a setting of a
+    model's or scheduler's configuration (``self.config.num_train_timesteps``: a configuration
+    holds JSON values, never tensors)."""
     if isinstance(node, cst.UnaryOperation):
         return _number(node.expression)
     if isinstance(node, cst.BinaryOperation):
         return _number(node.left) and _number(node.right)
+    if isinstance(node, cst.Attribute):
+        return "config" in _dotted(node).split(".")[:-1]
     return isinstance(node, (cst.Integer, cst.Float))
 
 
@@ -87,9 +91,10 @@ def _climb(node: cst.CSTNode, parents: dict[cst.CSTNode, cst.CSTNode]) -> str:
             return _CALL
         if isinstance(parent, cst.BinaryOperation):
             other = parent.right if parent.left is node else parent.left
-            if not _number(other):
+            rescaled = parent.left is node and isinstance(parent.operator, cst.Divide)
+            if not (rescaled or _number(other)):
                 return _QUIET  # ``noise * sigmas``: a sample or a weight now
-            node = parent
+            node = parent  # ``t / num_train_timesteps``, ``1 - t``: still a timestep
         elif isinstance(parent, cst.UnaryOperation):
             node = parent
         elif isinstance(parent, cst.IfExp):
