@@ -13,7 +13,8 @@ class MasterWeightsRoundTrip(Rule):
     severity = Severity.WARNING
     summary = (
         "A trained model's float32 parameters are cast to half in place (a validation "
-        "pipeline sharing it moved with `dtype=`) and training goes on from the rounded weights."
+        "pipeline sharing it moved with `dtype=`, or the model cast to half and back) and "
+        "training goes on from the rounded weights."
     )
     why = """
         Mixed-precision training keeps the trainable parameters in float32 (the master
@@ -27,8 +28,12 @@ class MasterWeightsRoundTrip(Rule):
         builds a diffusers pipeline around the live training model
         (`from_pretrained(..., unet=accelerator.unwrap_model(unet))` holds that very module)
         and calls `pipeline.to(device, dtype=weight_dtype)`, which casts the module in place.
+        The plain form: a script evaluates the model itself in half (`model.to(torch.bfloat16)`
+        or `model.half()`) and restores it with `model.float()`; measured, one bfloat16 round
+        trip of a Linear trained by AdamW with lr 1e-5 moves its weights 5x an optimiser step.
         mpcheck reports the cast when a later optimiser step (the next iteration, on some
-        path) goes on training that module.
+        path) goes on training that module; a model cast to half and never back (half
+        training, a half deployment) is no round trip.
         """
     symptom = """
         Nothing raises (with float16 and a GradScaler, MPC201 reports the raise on the

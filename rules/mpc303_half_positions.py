@@ -6,6 +6,7 @@ from mpcheck.api import (
     CallSite,
     Cause,
     Operand,
+    PhaseProduct,
     Prec,
     Rule,
     Severity,
@@ -48,7 +49,10 @@ class HalfPositions(Rule):
         `torch.autocast(..., enabled=False)` around the product. A diffusion timestep
         (0..1000) cast to the latents' bfloat16 dtype before the timestep projection is
         rounded to a multiple of 4 above 512, so the model sees another timestep than the
-        scheduler meant.
+        scheduler meant. Not reported: products with float64 frequencies (Flux's `rope`),
+        which autocast never casts (its `cached_cast` skips float64; the product promotes to
+        float64), and timesteps cast only to scale noise or weight a loss (once mixed with
+        another tensor they are a sample or a weight, rounded relatively like any activation).
         """
     symptom = """
         Nothing raises. Long sequences degrade (positions far apart share phases), generated
@@ -88,7 +92,7 @@ class HalfPositions(Rule):
         product = phase_product(call)
         if product is not None:
             if not excused:
-                self._product(call, product.positions, product.frequencies)
+                self._product(call, product)
             return
         cast = timestep_cast(call)
         if cast is None or (excused and not cast.known_half):
@@ -117,7 +121,8 @@ class HalfPositions(Rule):
         severity = Severity.ERROR if cast.known_half else Severity.WARNING
         self.report(call.node, message, severity=severity)
 
-    def _product(self, call: CallSite, positions: Operand, frequencies: Operand) -> None:
+    def _product(self, call: CallSite, product: PhaseProduct) -> None:
+        positions, frequencies = product.positions, product.frequencies
         pos = self.ctx.module.code_for_node(positions.node)
         freq = self.ctx.module.code_for_node(frequencies.node)
         half = next((o for o in (positions, frequencies) if _half(o)), None)
@@ -132,6 +137,8 @@ class HalfPositions(Rule):
             )
             self.report(call.node, message, severity=Severity.ERROR)
             return
+        if product.in_float64:
+            return  # float64 frequencies: autocast casts neither them nor the phases
         auto = call.scope.autocast
         if auto is not None:
             if not auto.active or not auto.casts_to_one_dtype(call.aten):

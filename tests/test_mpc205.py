@@ -132,3 +132,68 @@ def test_a_float16_cast_before_a_grad_scaler_step_is_left_to_mpc201() -> None:
     )
     codes = [d.code for d in check(HEADER + body) if d.code in ("MPC201", "MPC205")]
     assert codes == ["MPC201"]
+
+
+# The plain round trip: the trained model itself cast to half for evaluation and back.
+@pytest.mark.parametrize(
+    ("there", "back"),
+    [
+        ("model.to(torch.bfloat16)", "model.float()"),
+        ("model.half()", "model.to(torch.float32)"),
+        ("model.to(dtype=weight_dtype)", "model.to(dtype=torch.float32)"),
+    ],
+)
+def test_an_evaluation_round_trip_of_the_trained_model_is_reported(there: str, back: str) -> None:
+    (d,) = findings(f"{there}\n        model(x)\n        {back}")
+    assert (d.start.row, d.start.column) == (22, 9)
+    assert f"back by `{back}`" in d.message
+    assert "`optimizer.step()` (line 20) goes on training from them" in d.message
+
+
+@pytest.mark.parametrize(
+    "validation",
+    [
+        # a copy may be cast freely
+        "copy.deepcopy(model).to(torch.bfloat16)(x)",
+        # autocast evaluates in half; the weights stay float32
+        'with torch.autocast("cuda", dtype=torch.bfloat16):\n            model(x)',
+        # cast to half for good, never back: half training, not a round trip
+        "model.half()",
+    ],
+)
+def test_quiet_without_a_round_trip_of_the_trained_weights(validation: str) -> None:
+    assert findings(validation) == []
+
+
+def test_quiet_on_a_frozen_model_round_trip() -> None:
+    body = LOOP.replace(
+        "{validation}", "teacher.half()\n        teacher(x)\n        teacher.float()"
+    )
+    assert [
+        d for d in check(HEADER + body.replace("(model,", "(model, teacher,")) if d.code == "MPC205"
+    ] == []
+
+
+def test_the_round_trip_through_the_cli(tmp_path: Path) -> None:
+    source = tmp_path / "train.py"
+    source.write_text(HEADER + LOOP.replace("{validation}", "model.half()\n        model.float()"))
+    run = subprocess.run(
+        [sys.executable, "-m", "mpcheck", "check", "--select", "MPC205", str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "train.py:22:9: MPC205 warning:" in run.stdout, run.stdout + run.stderr
+
+
+def test_quiet_on_a_round_trip_before_training_starts() -> None:
+    body = """
+def train(model, loader):
+    model.to(torch.bfloat16)
+    model.to(torch.float32)
+    optimizer = torch.optim.AdamW(model.parameters())
+    for x in loader:
+        model(x).mean().backward()
+        optimizer.step()
+"""
+    assert [d for d in check(HEADER + body) if d.code == "MPC205"] == []

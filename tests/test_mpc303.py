@@ -203,3 +203,81 @@ def test_frequencies_built_in_the_activations_dtype_are_named() -> None:
     (message,) = [d.message for d in check(source) if d.code == "MPC303"]
     assert message.startswith("frequencies `freqs[None]` are made in another tensor's dtype")
     assert "even when the product runs in float32" in message
+
+
+ROPE = """
+import torch
+
+
+def rope(pos, dim, theta):
+    scale = torch.arange(0, dim, 2, dtype={dtype}, device=pos.device) / dim
+    omega = 1.0 / (theta**scale)
+    out = torch.einsum("...n,d->...nd", {pos}, omega)
+    return out.float()
+"""
+
+
+@pytest.mark.parametrize("pos", ["pos", "pos.float()", "pos.double()"])
+def test_float64_frequencies_are_never_cast_by_autocast(pos: str) -> None:
+    # autocast's cached_cast skips float64: the product promotes to float64 (Flux's rope)
+    assert _found(ROPE.format(dtype="torch.float64", pos=pos)) == []
+
+
+def test_float32_frequencies_keep_the_autocast_premise() -> None:
+    assert _found(ROPE.format(dtype="torch.float32", pos="pos")) == [(8, "WARNING")]
+
+
+def test_float64_positions_with_float32_frequencies_are_still_reported() -> None:
+    # CUDA autocast rounds the float32 frequencies before the float64 positions meet them
+    assert _found(ROPE.format(dtype="torch.float32", pos="pos.double()")) == [(8, "WARNING")]
+
+
+def test_half_positions_against_float64_frequencies_are_still_reported() -> None:
+    source = ROPE.format(dtype="torch.float64", pos="pos.to(torch.bfloat16)")
+    assert _found(source) == [(8, "ERROR")]
+
+
+LOOP = """
+import torch
+
+
+def step(transformer, scheduler, latents, noise):
+    for t in scheduler.timesteps:
+        timestep = t.expand(latents.shape[0]).to(latents.dtype)
+{body}
+"""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "        latents = transformer(latents, timestep=timestep / 1000)",
+        "        yield timestep",
+        "        latents = transformer(latents, timestep=(1 - timestep).view(-1))",
+        "        scaled = timestep * 1000\n        latents = transformer(latents, scaled)",
+    ],
+)
+def test_a_timestep_that_reaches_a_call_is_reported(body: str) -> None:
+    assert _found(LOOP.format(body=body)) == [(7, "WARNING")]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "        latents = latents + noise * timestep[:, None]",
+        "        sigma = (1.0 - timestep).unsqueeze(-1)\n        latents = sigma * latents",
+        "        w = 1.0 / torch.clamp(timestep, min=0.1) ** 2\n        print((noise * w).mean())",
+        "        if timestep.ndim == 0:\n            latents = latents * torch.rand_like(timestep)",
+    ],
+)
+def test_a_timestep_only_mixed_with_other_tensors_is_quiet(body: str) -> None:
+    # a noise scaling or a loss weighting: no timestep projection sees the rounded timestep
+    assert _found(LOOP.format(body=body)) == []
+
+
+def test_a_helper_of_one_tensor_named_t_is_no_timestep() -> None:
+    # ``def conv_fp16(t): return t.half()`` converts checkpoint tensors
+    source = "import torch\n\n\ndef conv_fp16(t):\n    return t.half()\n"
+    assert _found(source) == []
+    timed = "import torch\n\n\ndef embed(x, t):\n    return x, t.half()\n"
+    assert _found(timed) == [(5, "ERROR")]

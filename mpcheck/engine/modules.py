@@ -462,6 +462,8 @@ class Modules:
                 module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe
             )
             if path is not None:
+                if not frame.scope.in_module:
+                    self.file.training.round_trip(path, module, cast, frame)
                 self._rebind(path, new, frame)
             return new
         if method == "upcast_vae" and path is not None:  # diffusers: the VAE runs in float32

@@ -20,6 +20,7 @@ import libcst as cst
 
 from mpcheck.engine.facts import Kind, Prec
 from mpcheck.engine.sites import CallSite, Operand
+from mpcheck.engine.timestep_uses import only_mixed
 
 __all__ = ["PhaseProduct", "TimestepCast", "phase_product", "timestep_cast"]
 
@@ -82,6 +83,24 @@ class PhaseProduct:
 
     positions: Operand
     frequencies: Operand
+
+    @property
+    def in_float64(self) -> bool:
+        """Whether the phases are computed in float64 whatever autocast does: autocast never
+        casts a float64 operand (``cached_cast`` skips ``kDouble``; measured on torch 2.13
+        CPU autocast, a float64 ``matmul`` stays float64 while the float32 one turns
+        bfloat16), and a product with float64 frequencies promotes the positions to float64
+        (``einsum``/``outer``/``*``; ``matmul`` of float32 by float64 raises instead). The
+        positions alone may still be rounded to half by CUDA autocast, which loses nothing on
+        integer positions up to 256 (bfloat16) or 2048 (float16); float64 positions with
+        float32 frequencies are no such case (CUDA autocast rounds the frequencies)."""
+        return _float64(self.frequencies) and self.positions.fact.prec is not Prec.HALF
+
+
+def _float64(operand: Operand) -> bool:
+    """A float64 tensor: ``torch.arange(..., dtype=torch.float64)``, ``.double()``, numpy's
+    default float (``torch.from_numpy(np.linspace(...))``)."""
+    return operand.fact.is_tensor and operand.fact.dtype == "float64"
 
 
 @dataclass(frozen=True)
@@ -254,9 +273,14 @@ class _Bindings(cst.CSTVisitor):
         text = cst.Module([]).code_for_node(iterable)
         return re.search(r"timestep|sigma", text) is not None
 
-    def visit_Param(self, node: cst.Param) -> None:
-        if node.name.value == self.name:
-            self.found.append(True)
+    def visit_Parameters(self, node: cst.Parameters) -> None:
+        # ``forward(self, x, t)``, ``step(model, x, t)``: a time beside the values it
+        # conditions; a helper of ``t`` alone (``def conv_fp16(t): return t.half()``)
+        # converts whatever tensor it is handed
+        params = [*node.posonly_params, *node.params, *node.kwonly_params]
+        if any(p.name.value == self.name for p in params):
+            others = [p for p in params if p.name.value not in (self.name, "self", "cls")]
+            self.found.append(bool(others))
 
     def visit_For(self, node: cst.For) -> None:
         if self._binds(node.target):
@@ -324,6 +348,9 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
     frequencies = _CAST_FREQUENCIES.match(name) is not None
     if not frequencies and not _is_timestep(name, call):
         return None
+    function = call.scope.function
+    if not frequencies and function is not None and only_mixed(call.node, function):
+        return None  # a noise scaling or a loss weighting: no timestep is embedded
     if call.method in ("half", "bfloat16"):
         return TimestepCast(receiver, frequencies, True, None)
     target = call.arg(None, "dtype")

@@ -283,6 +283,11 @@ class State:
     # the scalers known None where it ran: a step of another scaler after it steps gradients
     # that scaler scaled, in another method or in the caller (see ``clip_before``)
     clip: tuple[cst.Call, tuple[cst.CSTNode, ...]] | None = None
+    # a script's ``model.half()``/``model.to(torch.bfloat16)`` of a module (its path, the module
+    # as it was, the cast) not yet cast back: ``model.float()`` after it makes it a recast
+    halved: tuple[tuple[str, Fact, Fact], ...] = ()
+    # the modules an optimizer step has trained so far on this path (as bound then)
+    stepped: tuple[Fact, ...] = ()
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, State) or other == self:
@@ -308,6 +313,8 @@ class State:
                 if any(node is n for n, _ in other.autocast_models)
             ),
             self.clip or other.clip,
+            unique(self.halved + other.halved),
+            unique(self.stepped + other.stepped),
         )
 
     def forward_region(self, module: Fact) -> Autocast | None:

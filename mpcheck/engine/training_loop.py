@@ -321,6 +321,30 @@ class Tracker:
             state = with_trainable(state, module, value)
         self.set_state(frame, state)
 
+    def round_trip(self, path: str, module: Fact, cast: Fact, frame: Frame) -> None:
+        """A script casts the module at ``path`` (``module`` before the cast) to ``cast``'s
+        dtype in place. To half: remembered; back to float32 (or float64) after such a cast:
+        the round trip rounded the master weights to the half grid, and a later step of an
+        optimizer training that module goes on from them (``model.half()`` for evaluation,
+        ``model.float()`` after it). Only between steps: a module no step has trained yet
+        (a cast at setup, before the optimizer) holds no master weights to lose, and a model
+        cast to half and trained so is no round trip."""
+        state = self.state(frame)
+        value = replace(cast, kind=Kind.TENSOR, train=None)
+        if cast.prec is Prec.HALF and cast.origin is not None and module in state.stepped:
+            halved = (*(h for h in state.halved if h[0] != path), (path, module, value))
+            self.set_state(frame, replace(state, halved=halved))
+        elif cast.prec is Prec.FULL and any(h[0] == path for h in state.halved):
+            undo = f"; back by `{self.code(cast.origin.node)}`" if cast.origin else ""
+            back = tuple(
+                (m, replace(v, origin=replace(v.origin, text=v.origin.text + undo)))
+                for p, m, v in state.halved
+                if p == path and v.origin is not None
+            )
+            halved = tuple(h for h in state.halved if h[0] != path)
+            recasts = unique(state.recasts + back)
+            self.set_state(frame, replace(state, halved=halved, recasts=recasts))
+
     def enter_region(self, frame: Frame, region: Autocast) -> None:
         if region.active:
             state = self.state(frame)
@@ -422,16 +446,19 @@ class Tracker:
         state = self.state(frame)
         found: list[Fact] = []
         recast: list[Fact] = []
+        trained: list[Fact] = []
         for param in optimizer.params:
             link = param.train
             if not isinstance(link, Params):
                 found.append(param)
                 continue
-            for path, module, flags in link.sources:
-                module = linked_module(frame.env, path, module, flags)
+            for path, built, flags in link.sources:
+                module = linked_module(frame.env, path, built, flags)
+                trained += [module, built]
                 found.append(state.trainable_of(module))
-                recast += [cast for m, cast in state.recasts if m == module]
+                recast += [cast for m, cast in state.recasts if m in (module, built)]
         params = tuple(dict.fromkeys(found))
+        self.set_state(frame, replace(state, stepped=unique(state.stepped + tuple(trained))))
         return OptimizerUse(optimizer, params, unscaled, tuple(dict.fromkeys(recast)))
 
     def site(
@@ -531,6 +558,7 @@ class Tracker:
             node, Action.STEP, frame, scaler, optimizers=(use,), current=current, via=via
         )
         self.emit(site)
+        state = self.state(frame)  # ``use`` noted the modules stepped
         self.set_state(frame, replace(state, clip=None).with_scaler(ScalerState(current.scaler)))
 
     def optimizer_step(self, node: cst.Call, optimizer: Optimizer, frame: Frame) -> None:

@@ -1,0 +1,166 @@
+"""Where a cast timestep goes: into a call (a model, its timestep projection) or only into
+arithmetic with other tensors.
+
+A timestep rounded to half hurts where it is embedded: a model's sinusoidal projection turns
+``t`` (or ``t / 1000``, ``1 - t``) into phases, and a rounded ``t`` is another timestep. Once a
+timestep is multiplied with or added to another tensor (``noise * sigmas``, ``1 - t`` times
+the latents, a loss weighted by ``t``) the result is a sample or a weight, no longer a
+timestep, and its half rounding is relative (2**-9 in bfloat16), like that of any activation
+it meets: a noise scaling or a loss weighting is no timestep projection. So a cast counts
+when the timestep, kept as such (scaled by numbers, reshaped, clamped, renamed), reaches a
+call argument, a return, a container or a store; it does not when every path mixes it with
+another value first or only reads its shape.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+__all__ = ["only_mixed"]
+
+# Methods that keep a timestep a timestep (its shape, device or dtype change only).
+_KEEPS = frozenset(
+    "to type type_as float double half bfloat16 unsqueeze expand expand_as repeat reshape view "
+    "flatten permute transpose contiguous clone detach squeeze clamp clip clamp_min clamp_max "
+    "cpu cuda".split()
+)
+# Torch functions of one timestep that keep it one: ``torch.clamp(t, min=1e-3)``.
+_KEEP_FUNCTIONS = frozenset({"torch.clamp", "torch.clip", "torch.abs"})
+# What a read of these attributes yields is no timestep: ``len(t.shape)``, ``t.ndim == 0``.
+_METADATA = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "size"})
+
+_CALL, _QUIET = "call", "quiet"
+
+
+def _parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
+    parents: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack: list[cst.CSTNode] = []
+
+    class _Collect(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if stack:
+                parents[node] = stack[-1]
+            stack.append(node)
+            return True
+
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            stack.pop()
+
+    root.visit(_Collect())
+    return parents
+
+
+def _number(node: cst.BaseExpression) -> bool:
+    """A Python number: written out (``1000``, ``-1``, ``(1.0 - 1e-6)``) or a setting of a
+    model's or scheduler's configuration (``self.config.num_train_timesteps``: a configuration
+    holds JSON values, never tensors)."""
+    if isinstance(node, cst.UnaryOperation):
+        return _number(node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        return _number(node.left) and _number(node.right)
+    if isinstance(node, cst.Attribute):
+        return "config" in _dotted(node).split(".")[:-1]
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
+def _climb(node: cst.CSTNode, parents: dict[cst.CSTNode, cst.CSTNode]) -> str:
+    """Where ``node``'s value goes while it stays a timestep: ``call`` (a call argument, a
+    return, a container, a store), ``quiet`` (mixed with another value, a test, its shape),
+    or the name it is assigned to."""
+    while True:
+        parent = parents.get(node)
+        if parent is None:
+            return _CALL
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            if parent.attr.value in _METADATA:
+                return _QUIET
+            call = parents.get(parent)
+            if isinstance(call, cst.Call) and call.func is parent:
+                if parent.attr.value not in _KEEPS:
+                    return _CALL
+                node = call
+                continue
+            return _CALL
+        if isinstance(parent, cst.BinaryOperation):
+            other = parent.right if parent.left is node else parent.left
+            rescaled = parent.left is node and isinstance(parent.operator, cst.Divide)
+            if not (rescaled or _number(other)):
+                return _QUIET  # ``noise * sigmas``: a sample or a weight now
+            node = parent  # ``t / num_train_timesteps``, ``1 - t``: still a timestep
+        elif isinstance(parent, cst.UnaryOperation):
+            node = parent
+        elif isinstance(parent, cst.IfExp):
+            if parent.test is node:
+                return _QUIET
+            node = parent
+        elif isinstance(parent, cst.Subscript) and parent.value is node:
+            node = parent
+        elif isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.Index)):
+            return _QUIET
+        elif isinstance(parent, cst.Arg):
+            call = parents.get(parent)
+            if not isinstance(call, cst.Call):
+                return _CALL
+            name = _dotted(call.func)
+            if name == "len" or name.endswith("_like"):
+                return _QUIET  # ``torch.rand_like(t)`` reads its shape and dtype only
+            if name not in _KEEP_FUNCTIONS or call.args[0] is not parent:
+                return _CALL
+            node = call
+        elif isinstance(parent, cst.Assign) and parent.value is node:
+            targets = parent.targets
+            if len(targets) == 1 and isinstance(targets[0].target, cst.Name):
+                return "=" + targets[0].target.value
+            return _CALL
+        else:
+            return _CALL
+
+
+def _loads(
+    function: cst.FunctionDef, name: str, parents: dict[cst.CSTNode, cst.CSTNode]
+) -> list[cst.Name]:
+    """Every read of ``name`` in ``function`` (bindings, keywords and attributes aside)."""
+    found: list[cst.Name] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value != name:
+                return
+            parent = parents.get(node)
+            if isinstance(parent, (cst.AssignTarget, cst.Param, cst.For, cst.CompFor)):
+                return
+            if isinstance(parent, cst.Attribute) and parent.attr is node:
+                return
+            if isinstance(parent, cst.Arg) and parent.keyword is node:
+                return
+            if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+                return
+            found.append(node)
+
+    function.visit(_Find())
+    return found
+
+
+def only_mixed(cast: cst.CSTNode, function: cst.FunctionDef) -> bool:
+    """Whether the timestep ``cast`` makes only meets other tensors in arithmetic (or has its
+    shape read) before anything else sees it, following it through the names it is assigned
+    to in ``function``: a noise scaling or a loss weighting, not a timestep embedded."""
+    parents = _parents(function)
+    pending: list[cst.CSTNode] = [cast]
+    names: set[str] = set()
+    while pending:
+        where = _climb(pending.pop(), parents)
+        if where == _CALL:
+            return False
+        if where.startswith("=") and where[1:] not in names:
+            names.add(where[1:])
+            pending.extend(_loads(function, where[1:], parents))
+    return True

@@ -1,0 +1,39 @@
+"""engine.timestep_uses: a cast timestep counts when it reaches a call as a timestep, not when
+it is first mixed with another tensor (a noise scaling, a loss weighting)."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from mpcheck.engine.timestep_uses import only_mixed
+
+
+def _cast_in(body: str) -> tuple[cst.Call, cst.FunctionDef]:
+    function = cst.parse_module(f"def f(t, x, model):\n    c = t.to(x.dtype)\n{body}").body[0]
+    assert isinstance(function, cst.FunctionDef)
+    first = function.body.body[0]
+    assert isinstance(first, cst.SimpleStatementLine)
+    assign = first.body[0]
+    assert isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)
+    return assign.value, function
+
+
+@pytest.mark.parametrize(
+    ("body", "mixed"),
+    [
+        ("    return x * c\n", True),
+        ("    d = c / 1000\n    y = x + d.view(-1, 1)\n", True),
+        ("    print(len(c.shape))\n", True),
+        ("    y = (1.0 - (1.0 - 1e-6) * c) * x\n", True),
+        ("    return c\n", False),
+        ("    model(x, timestep=c / steps)\n", False),
+        ("    d = c * self.config.scale\n    model(x, d)\n", False),
+        ("    return model(x, c * 1000)\n", False),
+        ("    d = -c\n    e = torch.clamp(d, min=0)\n    model(e)\n", False),
+        ("    out = {'t': c}\n", False),
+        ("    x[0] = c\n", False),
+    ],
+)
+def test_where_a_cast_timestep_goes(body: str, mixed: bool) -> None:
+    assert only_mixed(*_cast_in(body)) is mixed
