@@ -120,3 +120,24 @@ def test_a_layer_of_a_model_is_left_to_mpc104(
         )
     )
     assert [d["code"] for d in run_json(capsys, script) if d["code"] == "MPC102"] == []
+
+
+def test_a_container_of_layers_built_in_their_own_dtype_is_quiet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``nn.Sequential(nn.Linear(..., dtype=torch.bfloat16))``: the container has no dtype
+    of its own; its layers were built in bfloat16."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            from torch import nn
+
+            def main():
+                model = nn.Sequential(nn.Linear(4, 4, dtype=torch.bfloat16))
+                return model(torch.ones(1, 4, dtype=torch.bfloat16))
+            """
+        )
+    )
+    assert run_json(capsys, script) == []
