@@ -89,6 +89,13 @@ class FactoryDtypeDefault(Rule):
         Attention inputs (`q`, `k`, `v`) that reach attention with a factory's float32 are
         reported by MPC103, unless a concatenation already mixed them here.
 
+        A layer is made by a factory too: `nn.Conv2d(...)` / `nn.Linear(...)` built on its own,
+        outside any model, without `dtype=` has float32 weights. Fed a tensor that a sampler or
+        script cast to the run's working dtype (`mask.to(dtype=train_dtype)`), it refuses that
+        input on half runs ("Input type (torch.HalfTensor) and weight type
+        (torch.FloatTensor) should be the same"); it is reported where it is built. A float32
+        norm is not: it takes a half input and returns its dtype.
+
         A factory made on one path only (an optional state's default, `if state is None:
         state = torch.zeros(...)`, a cache entry's float32 keys returned when a cache is
         passed) is reported where that path joins the activations (a concatenation, a layer,
@@ -322,6 +329,7 @@ class FactoryDtypeDefault(Rule):
         """``self.linear_1(t_emb)``: a float32 factory tensor reaches a half layer/matmul."""
         if call.recast_by_autocast:
             return  # autocast recasts the inputs of matmul-like layers
+        self.check_default_layer(call)
         first, params = call.operands()
         operands = [first, *params] if first is not None else []
         if call.op is OpKind.MODEL:  # ``unet(x, t, encoder_hidden_states=e)``: e counts too
@@ -336,6 +344,28 @@ class FactoryDtypeDefault(Rule):
             if not (call.op is OpKind.NORM and factory is not first):
                 # (a half input with float32 norm parameters is supported)
                 self.report_consumed(call, factory, low)
+
+    def check_default_layer(self, call: CallSite) -> None:
+        """``kernel = nn.Conv2d(1, 1, 5)`` built on its own (float32, never cast), then
+        ``kernel(mask)`` of a mask in the model's or the working dtype: its weights are the
+        factory's float32, and the layer refuses the half input."""
+        module, (first, _) = call.receiver, call.operands()
+        if not call.is_module_call or module is None or call.owner is not None:
+            return  # a part of a model: MPC104 follows how it was cast apart
+        if call.op not in (OpKind.LINEAR, OpKind.CONV, OpKind.RECURRENT):
+            return  # a float32 norm takes a half input and returns its dtype
+        if first is None or not _low(first.fact) or not module.fact.default_float32_layer:
+            return
+        origin = module.fact.origin
+        assert origin is not None
+        name, x = self.ctx.code(module.node), self.ctx.code(first.node)
+        message = (
+            f"`{name}` is a `{module.fact.layer}` {origin.text} at {self.line(origin.node)} "
+            f"and never cast; it is fed `{x}` ({self.where(first.fact)}) at "
+            f"{self.line(call.node)}, and its float32 weights refuse that input when it is half"
+        )
+        related = [(call.node, f"`{x}` reaches the float32 `{name}` here")]
+        self.report_evidenced(origin.node, message, call.scope, first.fact, related=related)
 
     def report_consumed(self, call: CallSite, factory: Operand, low: Operand) -> None:
         """Report a float32 tensor ``factory`` that a half consumer ``call`` takes in."""

@@ -40,13 +40,15 @@ class Casts:
         recv: Fact,
         args: tuple[Operand, ...],
         kwargs: dict[str, Operand],
+        *,
+        script: bool = False,
     ) -> Fact | None:
         """``x.float()``, ``x.to(...)``, ``x.type(...)``, ``x.type_as(y)`` of a tensor ``x``;
-        None for any other method."""
+        None for any other method. ``script``: outside a module (see :meth:`to_call`)."""
         if method in T.CAST_METHODS:
             cast = cast_method(method, node, recv.prec)
         elif method in ("to", "type"):
-            cast = self.to_call(node, method, recv, args, kwargs)
+            cast = self.to_call(node, method, recv, args, kwargs, script=script)
         elif method == "type_as" and args:
             cast = self.same_as(args[0].fact, node, f"`.type_as({self.file.code(args[0].node)})`")
         else:
@@ -60,8 +62,16 @@ class Casts:
         recv: Fact,
         args: tuple[Operand, ...],
         kwargs: dict[str, Operand],
+        *,
+        script: bool = False,
     ) -> Fact:
-        """``x.to(...)`` / ``x.type(...)``: dtype, other tensor, or only a device."""
+        """``x.to(...)`` / ``x.type(...)``: dtype, other tensor, or only a device.
+
+        Outside a module (``script``: a script, trainer or sampler), a cast to a dtype it does
+        not spell (``.to(dtype=self.model.train_dtype.torch_dtype())``, ``.to(weight_dtype)``)
+        is a cast to the run's working dtype: half on the runs that train in half, as a model
+        cast to it is (:meth:`Modules.module_cast`). In a module such a name may be any
+        part's own dtype, so nothing is assumed there."""
         cand = [kwargs["dtype"]] if "dtype" in kwargs else list(args)
         for op in cand:
             f = op.fact
@@ -78,6 +88,8 @@ class Casts:
                 if name.endswith("Tensor"):
                     return legacy_type(name, node)
             if _names_a_dtype(op.node):
+                if script and recv.is_tensor:
+                    return _working_dtype(node, self.file.code(op.node))
                 return UNKNOWN_TENSOR  # a dtype we cannot see: assume nothing
         if method == "type" and not cand:
             return UNKNOWN
@@ -122,6 +134,12 @@ def _device_like(op: Operand) -> bool:
         return True
     name = (dotted(op.node) or "").lower()
     return "device" in name or name.rsplit(".", 1)[-1] in ("dev", "cuda", "cpu", "rank")
+
+
+def _working_dtype(node: cst.CSTNode, code: str) -> Fact:
+    """A tensor cast to the run's working dtype: the model's dtype, half on half runs."""
+    text = f"cast to the working dtype `{code}` (half when that is float16 or bfloat16)"
+    return Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.CAST, text))
 
 
 def _names_a_dtype(node: cst.CSTNode) -> bool:

@@ -503,7 +503,15 @@ class Expressions:
         else:
             self.file.elsewhere[node] = pointed
         wide = [_float32(f) for f in made]
-        if not any(wide) or all(wide) or _float32(made[0]) and choices[0][1] == known:
+        if not any(wide):
+            # Each class runs in some configuration: the calls of the parts the joined one
+            # is not (an ``AFF`` whose convs take ``x`` where the first choice, ``DAF``, only
+            # adds it) are sites too; the joined part's call stays the value.
+            for _, part in choices:
+                if part.layer != known.layer:
+                    self.modules.module_call(node, part, path, args, kwargs, frame)
+            return None
+        if all(wide) or _float32(made[0]) and choices[0][1] == known:
             return None
         switch, part = choices[wide.index(True)]
         result = self.modules.module_call(node, part, path, args, kwargs, frame)

@@ -151,6 +151,19 @@ class Fact:
         return self.prec is Prec.FULL and self.cause is Cause.MODEL_CAST and not self.zero_dim
 
     @property
+    def default_float32_layer(self) -> bool:
+        """MODULE: a torch layer built outside any model without ``dtype=`` (float32, the
+        default) and never cast since: its weights refuse a half input. Not a container
+        (``nn.Sequential(nn.Linear(..., dtype=torch.bfloat16))``): its parts have their own."""
+        return (
+            self.kind is Kind.MODULE
+            and self.prec is Prec.FULL
+            and self.cause is Cause.LITERAL
+            and self.layer is not None
+            and not self.container
+        )
+
+    @property
     def autocast_half(self) -> bool:
         """TENSOR: computed in half precision by autocast (a matmul, linear or conv output)."""
         return self.kind is Kind.TENSOR and self.prec is Prec.HALF and self.cause is Cause.AUTOCAST

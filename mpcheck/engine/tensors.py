@@ -185,7 +185,8 @@ class Tensors:
     ) -> Fact:
         if recv.kind is not Kind.TENSOR:
             return UNKNOWN
-        cast = self.casts.cast_call(node, method, recv, args, kwargs)
+        script = not frame.scope.in_module
+        cast = self.casts.cast_call(node, method, recv, args, kwargs, script=script)
         if cast is not None:
             return cast
         if method in T.NEW_METHODS:
