@@ -196,6 +196,7 @@ class _Reader:
         self.local: set[str] = set()
         self._last = (0, 1)  # the last offset :meth:`spot` placed, and its line
         self._calls: list[tuple[int, int, str]] | None = None
+        self._half_names: frozenset[bytes] | None = None  # (see :meth:`_holds_half`)
 
     # -- positions -------------------------------------------------------------------------
     def spot(self, at: int, text: str = "") -> Spot:
@@ -478,26 +479,30 @@ class _Reader:
             assigned = _ASSIGNED.match(code, line, at)
             kept = assigned is not None and assigned.group(1).decode() in keys
             called = code[close : close + 8].lstrip().startswith(b"(")
-            held = _holds_half(code, code[end:close])
+            held = self._holds_half(code[end:close])
             out.append((cls, self.spot(at, text), (kept or called) and not held))
         return out
+
+    def _holds_half(self, arguments: bytes) -> bool:
+        """A model built from a half part (``LoraLinear(base)`` after ``base = nn.Linear(...)
+        .to(torch.bfloat16)``) holds it: its arguments name half, or a variable this file binds
+        to something that does. The class is then no float32-only model."""
+        if _HALF_TEXT.search(arguments):
+            return True
+        if self._half_names is None:
+            self._half_names = _half_bound(self.code)
+        return any(m.group(1) in self._half_names for m in _ARG_NAME.finditer(arguments))
 
 
 _HALF_TEXT = re.compile(rb"half|float16|bfloat16|bf16|fp16|dtype")
 _ARG_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)(?![\w(])")
+_BOUND = re.compile(rb"^[ \t]*([A-Za-z_]\w*)[ \t]*=(?!=)([^\n]*)", re.MULTILINE)
 
 
-def _holds_half(code: bytes, arguments: bytes) -> bool:
-    """A model built from a half part (``LoraLinear(base)`` after ``base = nn.Linear(...)
-    .to(torch.bfloat16)``) holds it: its arguments name half, or a variable this file binds
-    to something that does. The class is then no float32-only model."""
-    if _HALF_TEXT.search(arguments):
-        return True
-    for name in {m.group(1) for m in _ARG_NAME.finditer(arguments)}:
-        bound = re.compile(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*=(?!=)([^\n]*)", re.MULTILINE)
-        if any(_HALF_TEXT.search(m.group(1)) for m in bound.finditer(code)):
-            return True
-    return False
+def _half_bound(code: bytes) -> frozenset[bytes]:
+    """The names some assignment of the file binds to something naming half (one pass over
+    the file's assignments, shared by all its builds)."""
+    return frozenset(m.group(1) for m in _BOUND.finditer(code) if _HALF_TEXT.search(m.group(2)))
 
 
 # What may be done with a model without changing its dtype (issue 36: "a model the project
