@@ -400,8 +400,9 @@ class _Reader:
                 if isinstance(key, str) and key not in keywords and HALF_WORDS.search(key.encode()):
                     effects.append(wrap.UNKNOWN)  # (``deepspeed_plugin=``: not in the table)
             if name == "deepspeed.initialize":
-                effects = [wrap.CAST if _DEEPSPEED_HALF.search(data) else wrap.UNKNOWN]
+                effects = [wrap.CAST if _deepspeed_half(code, data) else wrap.UNKNOWN]
             text = " ".join(data[start:close].decode(errors="replace").split())
+            text = text.replace("( ", "(").replace(", )", ")").replace(",)", ")")
             if len(text) > 60:
                 text = f"{text[:56]}...)"
             effect = wrap.effect(effects)
@@ -789,6 +790,20 @@ _DEEPSPEED_HALF = re.compile(
     + b"|".join(k.encode() for k in wrap.DEEPSPEED_HALF_KEYS)
     + rb")[\"']\s*:\s*\{[^{}]*[\"']enabled[\"']\s*:\s*(?:True|true)"
 )
+
+
+def _deepspeed_half(code: bytes, data: bytes) -> bool:
+    """The file writes a DeepSpeed config enabling half (``"bf16": {"enabled": True}``) in
+    code: its ``:`` and ``{`` are code, not a comment's or a docstring's text."""
+    for match in _DEEPSPEED_HALF.finditer(data):
+        text = match.group()
+        colon, brace = text.index(b":"), text.index(b"{")
+        at = match.start()
+        if code[at + colon] == 0x3A and code[at + brace] == 0x7B:
+            return True
+    return False
+
+
 _ARGUMENT = re.compile(rb"\s*(?:([A-Za-z_]\w*)\s*=(?!=))?")
 
 
