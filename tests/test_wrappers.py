@@ -203,10 +203,26 @@ def test_autocasting_settings_and_half_named_sizes_are_no_half_mention() -> None
             "autocast",
         ),
     )
-    reach = uses_of_sources({"run.py": script.encode(), "net.py": NET.encode()}).at("net")
-    assert reach.of("Net") is not None
+    reach = uses_of_sources({"run.py": script.encode(), "net.py": NET.encode()}).at("net").of("Net")
+    assert reach is not None and reach.kind == "autocast"  # (weights float32, autocast at most)
+    assert "mixed precision here only comes from `Accelerator(" in reach.place.text
     half = script.replace("half_dim = dim // 2", "x = y.half()")
     assert record_of(half.encode(), "run.py").half is True
+
+
+@pytest.mark.parametrize(
+    ("use", "kept"),
+    [
+        ("model, opt = accelerator.prepare(model, opt)", True),
+        ("model, = accelerator.prepare(model)", True),
+        ("loader = DataLoader(\n        model, batch_size=2)", False),  # an argument's line
+    ],
+)
+def test_a_tuple_target_is_a_rebinding_and_an_argument_line_is_not(use: str, kept: bool) -> None:
+    source = "from accelerate import Accelerator\nfrom net import Net\n\ndef main(opt):\n"
+    source += f"    model = Net()\n    {use}\n"
+    (build,) = [b for b in record_of(source.encode(), "run.py").builds if b[0] == "net.Net"]
+    assert build[2] is kept
 
 
 def test_a_name_imported_in_two_functions_resolves_at_each_build() -> None:

@@ -260,12 +260,18 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     deepspeed = any(record.deepspeed for record in records.values())
     autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where)
     only = _Float32(sites, unsafe, subclassed, bodies, any_half, defaults)
+    # a project whose only half is an autocasting wrapper's: any model may run under it
+    mixed = None if any_half else _autocasting_wrapper(wrappers)
     built = {}
     for name in sites:
         if only(name):
             place = only.place(name)
             if name in autocasting:  # float32 weights, the forward under the wrapper's autocast
                 text = f"{place.text}; {autocasting[name].text}"
+                built[name] = Reach(AUTOCAST, Place(place.path, place.line, place.column, text))
+            elif mixed is not None:
+                text = f"{place.text}; mixed precision here only comes from {mixed.text}, "
+                text += "which keeps weights float32 (autocast at most)"
                 built[name] = Reach(AUTOCAST, Place(place.path, place.line, place.column, text))
             else:
                 built[name] = Reach(FLOAT32, place)
@@ -280,6 +286,12 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     known = not alone and bool(sites)
     mentions = _Mentions(records, bodies, {*sites, *subclassed}) if known else None
     return ModelUses(reach, mentions=mentions)
+
+
+def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:
+    """The first wrapper of the project that runs models under autocast, if any."""
+    found = [place for lib in sorted(wrappers) for e, place in wrappers[lib] if e == wrap.AUTOCAST]
+    return found[0] if found else None
 
 
 def _wrapped(

@@ -675,7 +675,9 @@ def _keeps(code: bytes, start: int, end: int) -> bool:
         return True  # bound again
     line = code.rfind(b"\n", 0, start) + 1
     if _TARGETS_BEFORE.fullmatch(code, line, start) and _TARGETS_AFTER.match(code, end):
-        return True  # bound again, in a tuple (``model, opt = accelerator.prepare(...)``)
+        previous = code[max(0, line - 200) : line].rstrip()  # (not an argument's own line)
+        if previous[-1:] not in (b"(", b"[", b"{", b",", b"\\"):
+            return True  # bound again, in a tuple (``model, opt = accelerator.prepare(...)``)
     if after.startswith(b"("):
         return True  # called
     if after.startswith(b"."):
