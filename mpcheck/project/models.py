@@ -15,8 +15,8 @@ the effect of that library's wrappers in the project (:mod:`mpcheck.knowledge.wr
 that casts (Lightning's ``"bf16-true"``, a DeepSpeed config enabling bf16) is a cast; one that
 autocasts keeps the model float32-built and runs its forward under autocast (accelerate's
 native mixed precision, ``"16-mixed"``, ``TrainingArguments(fp16=True)``); one whose setting
-is unknown here might cast it (the value escapes). accelerate in a project that names
-DeepSpeed may run under it, which casts: unknown.
+is unknown here might cast it (the value escapes). accelerate in a project whose accelerate
+code names DeepSpeed may run under it, which casts: unknown.
 
 Classes are identified by qualified name (module path and class), resolved through each
 file's imports, re-exports and star imports: a cast of ``pkg.a.Model`` reaches

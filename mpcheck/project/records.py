@@ -84,7 +84,7 @@ class ModelRecord:
     # (wrapper, spot quoting its call, effect), and (class, spot, library) handed to one
     wrappers: tuple[tuple[str, Spot, str], ...] = ()
     wrapped: tuple[tuple[str, Spot, str], ...] = ()
-    deepspeed: bool = False  # the code names deepspeed (accelerate may run under it)
+    deepspeed: bool = False  # accelerate code that names DeepSpeed (it may run under it)
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -367,7 +367,7 @@ class _Reader:
             words_of(self.data),
             tuple((name, spot, effect) for (name, spot), _, _, effect in wrappers),
             tuple(wrapped),
-            b"deepspeed" in code,
+            self._accelerate_deepspeed(code),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
@@ -408,6 +408,13 @@ class _Reader:
             effect = wrap.effect(effects)
             out.append(((str(name), self.spot(start, f"`{text}`")), start, close, effect))
         return out
+
+    def _accelerate_deepspeed(self, code: bytes) -> bool:
+        """A file using accelerate that names DeepSpeed (``DeepSpeedPlugin``,
+        ``DistributedType.DEEPSPEED``): its ``prepare`` may hand the model to DeepSpeed,
+        which casts it."""
+        uses = any(wrap.library_of(t) == "accelerate" for t in self.imports.values())
+        return uses and _DEEPSPEED_WORD.search(code) is not None
 
     def _taker(self, callee: bytes) -> str | None:
         """The library whose wrapper ``callee`` hands a model to (``accelerator.prepare``,
@@ -806,6 +813,7 @@ def _deepspeed_half(code: bytes, data: bytes) -> bool:
     return False
 
 
+_DEEPSPEED_WORD = re.compile(rb"(?i)deepspeed")
 _ARGUMENT = re.compile(rb"\s*(?:([A-Za-z_]\w*)\s*=(?!=))?")
 
 
