@@ -62,6 +62,8 @@ def test_case_runs_as_its_header_says(case: Path) -> None:
     main = mains[0]
     rt = runtime(main)
     assert rt is not None
+    if rt.outcome == "none":  # (a library not installed here: its test runs what it does)
+        pytest.skip(f"{main.name} says how it is proven instead")
     module = ".".join(main.relative_to(case).with_suffix("").parts)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     cmd = [sys.executable, "-m", module]

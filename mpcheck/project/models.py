@@ -9,6 +9,15 @@ evidence is usually in another file than the class it reaches (the script casts 
 summaries follow, so it is joined here from every file's :class:`ModelRecord`
 (:mod:`mpcheck.project.records`), cached by content.
 
+A mixed-precision wrapper the model is handed to (``accelerator.prepare(model)``,
+``trainer.fit(model)``, ``Trainer(model=model)``, ``deepspeed.initialize(model=model)``) takes
+the effect of that library's wrappers in the project (:mod:`mpcheck.knowledge.wrappers`): one
+that casts (Lightning's ``"bf16-true"``, a DeepSpeed config enabling bf16) is a cast; one that
+autocasts keeps the model float32-built and runs its forward under autocast (accelerate's
+native mixed precision, ``"16-mixed"``, ``TrainingArguments(fp16=True)``); one whose setting
+is unknown here might cast it (the value escapes). accelerate in a project whose accelerate
+code names DeepSpeed may run under it, which casts: unknown.
+
 Classes are identified by qualified name (module path and class), resolved through each
 file's imports, re-exports and star imports: a cast of ``pkg.a.Model`` reaches
 ``pkg.a.Model`` only, not a same-named class of another module.
@@ -25,6 +34,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from mpcheck.files.hashing import hex_digest
+from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.records import ModelRecord, may_write, module_of, record_of
 from mpcheck.project.summary import Place
 
@@ -200,6 +210,8 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     subclassed: set[str] = set()
     any_half = any(record.half for record in records.values())
     defaults = any(record.default_dtype for record in records.values())
+    wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
+    wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
     for path in sorted(records):
         record = records[path]
         for cls in record.classes:
@@ -233,13 +245,36 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
                 text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
                 sites.setdefault(target, []).append((Place(path, line, column, text), kept))
         unsafe.update(t for t in map(names.resolve, record.unsafe) if t is not None)
+        for name, (line, column, text), effect in record.wrappers:
+            place = Place(path, line, column, f"{text} at {where(path, line)}")
+            wrappers.setdefault(wrap.library_of(name), []).append((effect, place))
+        for name, (line, column, _), lib in record.wrapped:
+            target = names.resolve(name)
+            if target is not None:
+                wrapped.setdefault(target, []).append((lib, Place(path, line, column, "")))
         for cls in record.classes:
             for base in cls.bases:
                 parent = names.resolve(base)
                 if parent is not None:
                     subclassed.add(parent)
+    deepspeed = any(record.deepspeed for record in records.values())
+    autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where)
     only = _Float32(sites, unsafe, subclassed, bodies, any_half, defaults)
-    built = {name: Reach(FLOAT32, only.place(name)) for name in sites if only(name)}
+    # a project whose only half is an autocasting wrapper's: any model may run under it
+    mixed = None if any_half else _autocasting_wrapper(wrappers)
+    built = {}
+    for name in sites:
+        if only(name):
+            place = only.place(name)
+            if name in autocasting:  # float32 weights, the forward under the wrapper's autocast
+                text = f"{place.text}; {autocasting[name].text}"
+                built[name] = Reach(AUTOCAST, Place(place.path, place.line, place.column, text))
+            elif mixed is not None:
+                text = f"{place.text}; mixed precision here only comes from {mixed.text}, "
+                text += "which keeps weights float32 (autocast at most)"
+                built[name] = Reach(AUTOCAST, Place(place.path, place.line, place.column, text))
+            else:
+                built[name] = Reach(FLOAT32, place)
     reach: dict[str, Reach] = {}
     autocast = {k: v for k, v in covered.items() if k not in uncovered}
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
@@ -251,6 +286,49 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     known = not alone and bool(sites)
     mentions = _Mentions(records, bodies, {*sites, *subclassed}) if known else None
     return ModelUses(reach, mentions=mentions)
+
+
+def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:
+    """The first wrapper of the project that runs models under autocast, if any."""
+    found = [place for lib in sorted(wrappers) for e, place in wrappers[lib] if e == wrap.AUTOCAST]
+    return found[0] if found else None
+
+
+def _wrapped(
+    wrappers: Mapping[str, list[tuple[str, Place]]],
+    wrapped: Mapping[str, list[tuple[str, Place]]],
+    casts: dict[str, Reach],
+    unsafe: set[str],
+    deepspeed: bool,
+    where: Callable[[str, int], str],
+) -> dict[str, Place]:
+    """Each class handed to a wrapper takes the effect of its library's wrappers in the
+    project: a cast (added to ``casts``), unknown (added to ``unsafe``), or autocast (the
+    classes returned, with what to quote); full precision keeps it float32 as it was."""
+    autocasting: dict[str, Place] = {}
+    for target, uses in sorted(wrapped.items()):
+        leaf = target.rpartition(".")[2]
+        for lib, handed in uses:
+            found = wrappers.get(lib, [])
+            effect = wrap.effect([e for e, _ in found]) if found else wrap.UNKNOWN
+            if lib == "accelerate" and deepspeed and effect == wrap.AUTOCAST:
+                effect = wrap.UNKNOWN  # (accelerate under DeepSpeed casts the model)
+            at = where(handed.path, handed.line)
+            if effect == wrap.UNKNOWN:
+                unsafe.add(target)
+            elif effect == wrap.CAST and target not in casts:
+                source = next(p for e, p in found if e == effect)
+                text = f"`{leaf}` is cast to half by {source.text} (it takes `{leaf}` at {at})"
+                place = Place(handed.path, handed.line, handed.column, text)
+                casts[target] = Reach(CAST, place)
+            elif effect == wrap.AUTOCAST and target not in autocasting:
+                source = next(p for e, p in found if e == effect)
+                text = (
+                    f"{source.text} runs its forward under autocast and keeps its weights "
+                    f"float32 (it takes `{leaf}` at {at})"
+                )
+                autocasting[target] = Place(handed.path, handed.line, handed.column, text)
+    return autocasting
 
 
 class _Float32:

@@ -12,7 +12,11 @@ path and the class, resolved through the file's own imports: ``from .models impo
   torch_dtype=torch.float16)``);
 * each call of such a model variable, with the enabled autocast region around it
   (``with torch.autocast(...)``, ``@autocast``, ``accelerator.autocast()``, ...);
-* the builds outside class bodies (what "only built in float32" rests on).
+* the builds outside class bodies (what "only built in float32" rests on);
+* the mixed-precision wrappers it builds (``Accelerator(mixed_precision=...)``, Lightning's
+  ``Trainer(precision=...)``, ``TrainingArguments(fp16=True)``, ``deepspeed.initialize``) with
+  their effect (:mod:`mpcheck.knowledge.wrappers`), and the models it hands them
+  (``accelerator.prepare(model)``, ``trainer.fit(model)``, ``Trainer(model=model)``).
 
 Records come from one cheap pass over the file's code with its strings and comments blanked
 (:func:`blank`), so docstrings, comments and strings never count; they are cached by
@@ -23,16 +27,21 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from zlib import crc32
 
+from mpcheck.knowledge import wrappers as wrap
+
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 3
-# A project that mentions none of these never runs anything in half.
+FORMAT = 4
+# A project that mentions none of these never runs anything in half (``half`` as a word:
+# ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
+# full precision are no mention (:meth:`_Reader.read` blanks them first).
 HALF_WORDS = re.compile(
-    rb"half|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision|set_default_dtype"
+    rb"\bhalf\b|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision|set_default_dtype"
 )
 # A spot: (line, column (1-based), the code a message quotes).
 Spot = tuple[int, int, str]
@@ -72,6 +81,10 @@ class ModelRecord:
     unsafe: tuple[str, ...] = ()
     default_dtype: bool = False
     words: int = 0  # a Bloom filter of the CapWords written in the file (:func:`words_of`)
+    # (wrapper, spot quoting its call, effect), and (class, spot, library) handed to one
+    wrappers: tuple[tuple[str, Spot, str], ...] = ()
+    wrapped: tuple[tuple[str, Spot, str], ...] = ()
+    deepspeed: bool = False  # accelerate code that names DeepSpeed (it may run under it)
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -89,6 +102,9 @@ class ModelRecord:
             self.unsafe,
             self.default_dtype,
             f"{self.words:x}",
+            self.wrappers,
+            self.wrapped,
+            self.deepspeed,
         ]
 
     @classmethod
@@ -96,7 +112,7 @@ class ModelRecord:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
-            unsafe, dflt, words = more
+            unsafe, dflt, words, wrappers, wrapped, deepspeed = more
             if fmt != FORMAT:
                 return None
             return cls(
@@ -114,6 +130,9 @@ class ModelRecord:
                 tuple(map(str, unsafe)),
                 bool(dflt),
                 int(words, 16),
+                tuple((str(w), _spot(s), str(e)) for w, s, e in wrappers),
+                tuple((str(c), _spot(s), str(lib)) for c, s, lib in wrapped),
+                bool(deepspeed),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -196,6 +215,10 @@ class _Reader:
         self.local: set[str] = set()
         self._last = (0, 1)  # the last offset :meth:`spot` placed, and its line
         self._calls: list[tuple[int, int, str]] | None = None
+        self._half_names: frozenset[bytes] | None = None  # (see :meth:`_holds_half`)
+        # name -> (offset, target) of each ``from ... import`` binding it: a function may
+        # import ``Decoder`` from one module and another function from another
+        self.rebound: dict[str, list[tuple[int, str]]] = {}
 
     # -- positions -------------------------------------------------------------------------
     def spot(self, at: int, text: str = "") -> Spot:
@@ -225,13 +248,13 @@ class _Reader:
             seen = line
             found = _FROM.match(code, line)
             if found is not None:
-                self._from(found)
+                self._from(found, line)
                 continue
             plain = _IMPORT.match(code, line)
             if plain is not None:
                 self._import(plain)
 
-    def _from(self, match: re.Match[bytes]) -> None:
+    def _from(self, match: re.Match[bytes], at: int = 0) -> None:
         source = self._absolute(match.group(2).decode(), len(match.group(1)))
         names = match.group(3).decode(errors="replace")
         for item in names.strip("()").replace("\\\n", " ").split(","):
@@ -242,7 +265,9 @@ class _Reader:
                 self.stars.append(source)
                 continue
             local = parts[2] if len(parts) == 3 and parts[1] == "as" else parts[0]
-            self.imports[local] = f"{source}.{parts[0]}" if source else parts[0]
+            target = f"{source}.{parts[0]}" if source else parts[0]
+            self.rebound.setdefault(local, []).append((at, target))
+            self.imports[local] = target
 
     def _import(self, match: re.Match[bytes]) -> None:
         for item in match.group(1).decode(errors="replace").replace("\\\n", " ").split(","):
@@ -269,12 +294,17 @@ class _Reader:
             return None
         return f"{found}.{rest}" if rest else found
 
-    def _class_named(self, text: str) -> str | None:
+    def _class_named(self, text: str, at: int | None = None) -> str | None:
         """The qualified class a call's callee text names (``Model``, ``m.Model``,
-        ``Model.from_pretrained``): CapWords, resolved through the imports."""
+        ``Model.from_pretrained``): CapWords, resolved through the imports (at ``at``: the
+        last import of the name before it, when the file imports it more than once)."""
         text = text.split(".from_", 1)[0]
         if not text.rpartition(".")[2][:1].isupper():
             return None
+        bindings = self.rebound.get(text, ())
+        if at is not None and len(bindings) > 1 and text not in self.local:
+            before = [target for offset, target in bindings if offset <= at]
+            return before[-1] if before else bindings[0][1]
         return self.resolve(text)
 
     def calls(self) -> list[tuple[int, int, str]]:
@@ -299,16 +329,24 @@ class _Reader:
     # -- the pass --------------------------------------------------------------------------
     def read(self) -> ModelRecord:
         data, code = self.data, self.code
-        half = HALF_WORDS.search(code) is not None
         self._read_imports()
+        wrappers = self._wrappers() if _WRAPPER_NAMES.search(code) else []
+        masked = bytearray(code)
+        for _, start, end, effect in wrappers:
+            if effect in (wrap.AUTOCAST, wrap.FULL):
+                masked[start:end] = b" " * (end - start)
+        half = HALF_WORDS.search(masked) is not None
         found = list(_CLASS.finditer(code))
         self.local = {m.group(2).decode() for m in found if not m.group(1)}
         classes, bodies = self._classes(found)
         models = self._bound()
         casts = self._casts(models) if _CASTS.search(code) else []
         calls = self._regions(models) if b"autocast" in code and models else []
-        unsafe, keys = _escapes(code, models)
+        unsafe, keys, taken = _escapes(code, models, self._taker)
         builds = self._builds(bodies, keys)
+        wrapped = [
+            (cls, self.spot(at), lib) for key, at, lib in taken for cls in sorted(models[key])
+        ]
         aliases = tuple(
             (f"{self.module}.{name}" if self.module else name, target)
             for name, target in sorted(self.imports.items())
@@ -327,7 +365,72 @@ class _Reader:
             tuple(sorted(unsafe)),
             b"set_default_dtype" in code or b"set_default_tensor_type" in code,
             words_of(self.data),
+            tuple((name, spot, effect) for (name, spot), _, _, effect in wrappers),
+            tuple(wrapped),
+            self._accelerate_deepspeed(code),
         )
+
+    def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
+        """Each mixed-precision wrapper this file builds or calls (a line of
+        :data:`mpcheck.knowledge.wrappers.WRAPPERS`): (its text and spot), the span of its
+        call, and its effect, read from its arguments as written."""
+        code, data, out = self.code, self.data, []
+        for match in _WRAPPER_NAMES.finditer(code):
+            window = code[max(0, match.start() - 200) : match.start()]
+            head = window[len(window.rstrip(_IDENT + b".")) :]
+            start = match.start() - len(head)
+            name = self.resolve((head + match.group(1)).decode())
+            settings = wrap.WRAPPERS.get(name or "")
+            if settings is None:
+                continue
+            close = _closing(code, match.end()) + 1
+            found = _arguments(code, data, match.end(), close - 1)
+            effects = []
+            for setting in settings:
+                value = found.get(setting.keyword)
+                if value is None and setting.position is not None:
+                    value = found.get(setting.position)
+                if value is None:
+                    effects.append(setting.absent)
+                    continue
+                literal = value.strip("'\"") if value[:1] in "'\"" or value.isdigit() else value
+                effects.append(setting.values.get(literal, setting.other))
+            keywords = {s.keyword for s in settings}
+            for key in found:
+                if isinstance(key, str) and key not in keywords and HALF_WORDS.search(key.encode()):
+                    effects.append(wrap.UNKNOWN)  # (``deepspeed_plugin=``: not in the table)
+            if name == "deepspeed.initialize":
+                effects = [wrap.CAST if _deepspeed_half(code, data) else wrap.UNKNOWN]
+            text = " ".join(data[start:close].decode(errors="replace").split())
+            text = text.replace("( ", "(").replace(", )", ")").replace(",)", ")")
+            if len(text) > 60:
+                text = f"{text[:56]}...)"
+            effect = wrap.effect(effects)
+            out.append(((str(name), self.spot(start, f"`{text}`")), start, close, effect))
+        return out
+
+    def _accelerate_deepspeed(self, code: bytes) -> bool:
+        """A file using accelerate that names DeepSpeed (``DeepSpeedPlugin``,
+        ``DistributedType.DEEPSPEED``): its ``prepare`` may hand the model to DeepSpeed,
+        which casts it."""
+        uses = any(wrap.library_of(t) == "accelerate" for t in self.imports.values())
+        return uses and _DEEPSPEED_WORD.search(code) is not None
+
+    def _taker(self, callee: bytes) -> str | None:
+        """The library whose wrapper ``callee`` hands a model to (``accelerator.prepare``,
+        ``trainer.fit``, ``Trainer``, ``deepspeed.initialize``), or None."""
+        text = callee.decode(errors="replace")
+        name = self.resolve(text)
+        if name is not None and name in wrap.TAKING_CALLS:
+            return wrap.TAKING_CALLS[name]
+        if "." not in text:
+            return None
+        method = text.rpartition(".")[2]
+        roots = {wrap.library_of(target) for target in self.imports.values()}
+        for lib, methods in wrap.TAKING_METHODS.items():
+            if method in methods and wrap.library_of(lib) in roots:
+                return wrap.library_of(lib)
+        return None
 
     def _classes(self, found: list[re.Match[bytes]]) -> tuple[list[ClassRecord], list[range]]:
         code = self.code
@@ -467,7 +570,7 @@ class _Reader:
             i = bisect_right(starts, at) - 1
             if i >= 0 and at in bodies[i]:
                 continue
-            cls = self._class_named(name)
+            cls = self._class_named(name, at)
             if cls is None:
                 continue
             close = _closing(code, end) + 1
@@ -478,26 +581,30 @@ class _Reader:
             assigned = _ASSIGNED.match(code, line, at)
             kept = assigned is not None and assigned.group(1).decode() in keys
             called = code[close : close + 8].lstrip().startswith(b"(")
-            held = _holds_half(code, code[end:close])
+            held = self._holds_half(code[end:close])
             out.append((cls, self.spot(at, text), (kept or called) and not held))
         return out
+
+    def _holds_half(self, arguments: bytes) -> bool:
+        """A model built from a half part (``LoraLinear(base)`` after ``base = nn.Linear(...)
+        .to(torch.bfloat16)``) holds it: its arguments name half, or a variable this file binds
+        to something that does. The class is then no float32-only model."""
+        if _HALF_TEXT.search(arguments):
+            return True
+        if self._half_names is None:
+            self._half_names = _half_bound(self.code)
+        return any(m.group(1) in self._half_names for m in _ARG_NAME.finditer(arguments))
 
 
 _HALF_TEXT = re.compile(rb"half|float16|bfloat16|bf16|fp16|dtype")
 _ARG_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)(?![\w(])")
+_BOUND = re.compile(rb"^[ \t]*([A-Za-z_]\w*)[ \t]*=(?!=)([^\n]*)", re.MULTILINE)
 
 
-def _holds_half(code: bytes, arguments: bytes) -> bool:
-    """A model built from a half part (``LoraLinear(base)`` after ``base = nn.Linear(...)
-    .to(torch.bfloat16)``) holds it: its arguments name half, or a variable this file binds
-    to something that does. The class is then no float32-only model."""
-    if _HALF_TEXT.search(arguments):
-        return True
-    for name in {m.group(1) for m in _ARG_NAME.finditer(arguments)}:
-        bound = re.compile(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*=(?!=)([^\n]*)", re.MULTILINE)
-        if any(_HALF_TEXT.search(m.group(1)) for m in bound.finditer(code)):
-            return True
-    return False
+def _half_bound(code: bytes) -> frozenset[bytes]:
+    """The names some assignment of the file binds to something naming half (one pass over
+    the file's assignments, shared by all its builds)."""
+    return frozenset(m.group(1) for m in _BOUND.finditer(code) if _HALF_TEXT.search(m.group(2)))
 
 
 # What may be done with a model without changing its dtype (issue 36: "a model the project
@@ -514,33 +621,70 @@ _KEEPING_WRAPPERS = frozenset(
 )
 
 
-def _escapes(code: bytes, models: dict[str, set[str]]) -> tuple[set[str], set[str]]:
-    """The classes some variable of which reaches a use that might cast it, and the
-    variables all of whose uses keep the dtype: calling it, ``.to(device)``, ``.cuda()``,
-    ``.eval()``, ``.parameters()`` (an optimizer), ``torch.compile``, DDP wrapping; a
-    rebinding. Anything else (an argument to another call, a return, an attribute, an alias)
-    might cast it (a conservative answer: the value escapes)."""
+def _escapes(
+    code: bytes,
+    models: dict[str, set[str]],
+    taker: Callable[[bytes], str | None] = lambda callee: None,
+) -> tuple[set[str], set[str], list[tuple[str, int, str]]]:
+    """The classes some variable of which reaches a use that might cast it, the variables
+    all of whose uses keep the dtype: calling it, ``.to(device)``, ``.cuda()``, ``.eval()``,
+    ``.parameters()`` (an optimizer), ``torch.compile``, DDP wrapping; a rebinding (a tuple
+    target too). Anything else (an argument to another call, a return, an attribute, an
+    alias) might cast it (a conservative answer: the value escapes). A model handed to a
+    mixed-precision wrapper (``taker`` names its library) is kept here and listed: (variable,
+    offset, library); the wrapper's effect is the project's (:mod:`mpcheck.project.models`)."""
     # (``self.<attr>`` of a class body: its class follows the class that builds it)
     models = {k: v for k, v in models.items() if not k.startswith("self.")}
     if not models:
-        return set(), set()
+        return set(), set(), []
     names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
     pattern = re.compile(rb"(?<![\w.])(" + names + rb")(?![\w])")
     bad: set[str] = set()
+    taken: list[tuple[str, int, str]] = []
     for match in pattern.finditer(code):
         key = match.group(1).decode()
         if key in bad:
             continue
-        if not _keeps(code, match.start(), match.end()):
+        lib = _taken(code, match.start(), taker)
+        if lib is not None:
+            taken.append((key, match.start(), lib))
+        elif not _keeps(code, match.start(), match.end()):
             bad.add(key)
     unsafe = {cls for key in bad for cls in models[key]}
-    return unsafe, set(models) - bad
+    return unsafe, set(models) - bad, [t for t in taken if t[0] not in bad]
+
+
+_KEYWORD_BEFORE = re.compile(rb"[A-Za-z_]\w*\s*=\s*$")
+_TARGETS_BEFORE = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*")
+_TARGETS_AFTER = re.compile(rb"(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*,?[ \t]*=(?!=)")
+
+
+def _taken(code: bytes, start: int, taker: Callable[[bytes], str | None]) -> str | None:
+    """The library of the wrapper the value at ``start`` is an argument of (``prepare(model,
+    opt)``, ``Trainer(model=model)``), or None."""
+    before = code[max(0, start - 60) : start]
+    keyword = _KEYWORD_BEFORE.search(before)
+    if keyword is not None:
+        before = before[: keyword.start()]
+    before = before.rstrip(b" \t\n")
+    if not before.endswith((b"(", b",")):
+        return None
+    opening = _enclosing(code, start)
+    if opening <= 0:
+        return None
+    window = code[max(0, opening - 200) : opening]
+    return taker(window[len(window.rstrip(_IDENT + b".")) :])
 
 
 def _keeps(code: bytes, start: int, end: int) -> bool:
     after = code[end : end + 60].lstrip(b" \t")
     if after.startswith(b"=") and not after.startswith(b"=="):
         return True  # bound again
+    line = code.rfind(b"\n", 0, start) + 1
+    if _TARGETS_BEFORE.fullmatch(code, line, start) and _TARGETS_AFTER.match(code, end):
+        previous = code[max(0, line - 200) : line].rstrip()  # (not an argument's own line)
+        if previous[-1:] not in (b"(", b"[", b"{", b",", b"\\"):
+            return True  # bound again, in a tuple (``model, opt = accelerator.prepare(...)``)
     if after.startswith(b"("):
         return True  # called
     if after.startswith(b"."):
@@ -643,3 +787,56 @@ def _closing(data: bytes, start: int) -> int:
                 return i
         i += 1
     return end
+
+
+_WRAPPER_NAMES = re.compile(
+    rb"(?<![\w])("
+    + b"|".join(sorted({re.escape(n.rpartition(".")[2].encode()) for n in wrap.WRAPPERS}))
+    + rb")\s*\("
+)
+_DEEPSPEED_HALF = re.compile(
+    rb"[\"'](?:"
+    + b"|".join(k.encode() for k in wrap.DEEPSPEED_HALF_KEYS)
+    + rb")[\"']\s*:\s*\{[^{}]*[\"']enabled[\"']\s*:\s*(?:True|true)"
+)
+
+
+def _deepspeed_half(code: bytes, data: bytes) -> bool:
+    """The file writes a DeepSpeed config enabling half (``"bf16": {"enabled": True}``) in
+    code: its ``:`` and ``{`` are code, not a comment's or a docstring's text."""
+    for match in _DEEPSPEED_HALF.finditer(data):
+        text = match.group()
+        colon, brace = text.index(b":"), text.index(b"{")
+        at = match.start()
+        if code[at + colon] == 0x3A and code[at + brace] == 0x7B:
+            return True
+    return False
+
+
+_DEEPSPEED_WORD = re.compile(rb"(?i)deepspeed")
+_ARGUMENT = re.compile(rb"\s*(?:([A-Za-z_]\w*)\s*=(?!=))?")
+
+
+def _arguments(code: bytes, data: bytes, start: int, end: int) -> dict[str | int, str]:
+    """The arguments of the call whose text runs from ``start`` to ``end`` (its ``)``):
+    keyword -> value as written, position -> value; split at the top level of ``code``
+    (strings blanked), values read from ``data``."""
+    out: dict[str | int, str] = {}
+    depth, i, begin, position = 0, start, start, 0
+    while i <= end:
+        c = code[i] if i < end else 0x2C
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
+            depth -= 1
+        elif c == 0x2C and depth == 0:
+            found = _ARGUMENT.match(code, begin, i)
+            value = data[found.end() if found else begin : i].decode(errors="replace").strip()
+            if found is not None and found.group(1):
+                out[found.group(1).decode()] = value
+            elif value and not value.startswith("*"):
+                out[position] = value
+                position += 1
+            begin = i + 1
+        i += 1
+    return out

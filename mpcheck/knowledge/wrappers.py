@@ -1,0 +1,135 @@
+"""What training libraries' mixed-precision wrappers do to a model: one line per wrapper.
+
+A wrapper's precision setting either runs the model's ``forward`` under autocast and keeps
+its weights float32 (``AUTOCAST``: accelerate's native mixed precision, Lightning's
+``"16-mixed"``, transformers' ``TrainingArguments(fp16=True)``), casts the weights to half
+(``CAST``: Lightning's ``"bf16-true"``, DeepSpeed's ``"bf16": {"enabled": true}``,
+``fp16_full_eval``), or does neither (``FULL``). :mod:`mpcheck.project.records` reads these
+lines: a model only built in float32 and handed to an autocasting wrapper stays float32-built
+and runs under autocast; one handed to a casting wrapper is half.
+
+To teach one more wrapper, add its line to :data:`WRAPPERS` (qualified class or function
+name -> the settings that decide its precision) and, if it takes the model by a method of its
+value or a call, to :data:`TAKING_METHODS` or :data:`TAKING_CALLS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = [
+    "AUTOCAST",
+    "CAST",
+    "FULL",
+    "TAKING_CALLS",
+    "TAKING_METHODS",
+    "UNKNOWN",
+    "WRAPPERS",
+    "Setting",
+    "effect",
+    "library_of",
+]
+
+AUTOCAST, CAST, FULL, UNKNOWN = "autocast", "cast", "full", "unknown"
+_STRENGTH = (CAST, UNKNOWN, AUTOCAST, FULL)  # a call's effect: the first of its settings'
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One argument deciding a wrapper's precision. ``values``: the literal as written
+    (``"16-mixed"``, ``True``) -> its effect; ``absent``: when the call does not give it;
+    ``other``: an expression whose value is unknown here (``args.mixed_precision``)."""
+
+    keyword: str
+    values: Mapping[str, str] = field(default_factory=dict)
+    absent: str = FULL
+    other: str = UNKNOWN
+    position: int | None = None  # its index when passed positionally
+
+
+_TRUE = MappingProxyType({"True": AUTOCAST, "False": FULL})
+_CAST_IF_TRUE = MappingProxyType({"True": CAST, "False": FULL})
+# accelerate: native mixed precision wraps each prepared model's forward in autocast and keeps
+# its parameters (Accelerator.prepare_model); unset, the launch configuration decides (may)
+_ACCELERATE = (
+    Setting(
+        "mixed_precision",
+        {"fp16": AUTOCAST, "bf16": AUTOCAST, "fp8": AUTOCAST, "no": FULL},
+        absent=AUTOCAST,
+        other=AUTOCAST,
+        position=2,
+    ),
+)
+# Lightning: "*-mixed" runs the steps under torch.autocast with float32 weights; "*-true"
+# converts the module to half (MixedPrecision / HalfPrecision precision plugins)
+_LIGHTNING_PRECISION = {
+    "16-mixed": AUTOCAST, "bf16-mixed": AUTOCAST, "16": AUTOCAST, "bf16": AUTOCAST,
+    "16-true": CAST, "bf16-true": CAST, "half": CAST,
+    "32": FULL, "32-true": FULL, "64": FULL, "64-true": FULL,
+}  # fmt: skip
+_LIGHTNING = (Setting("precision", _LIGHTNING_PRECISION, position=None),)
+# transformers: fp16/bf16 train under accelerate's autocast with float32 weights; the
+# *_full_eval flags cast the model itself for evaluation (Trainer.evaluation_loop)
+_TRAINING_ARGUMENTS = (
+    Setting("fp16", _TRUE, other=AUTOCAST),
+    Setting("bf16", _TRUE, other=AUTOCAST),
+    Setting("fp16_full_eval", _CAST_IF_TRUE),
+    Setting("bf16_full_eval", _CAST_IF_TRUE),
+)
+# DeepSpeed's engine casts the module to its config's fp16/bf16 (a config this file writes
+# with ``"bf16": {"enabled": True}`` says so; :mod:`mpcheck.project.records` reads it)
+_DEEPSPEED = (Setting("config", absent=UNKNOWN), Setting("config_params", absent=UNKNOWN))
+
+WRAPPERS: Mapping[str, tuple[Setting, ...]] = MappingProxyType(
+    {
+        "accelerate.Accelerator": _ACCELERATE,
+        "accelerate.accelerator.Accelerator": _ACCELERATE,
+        "lightning.Trainer": _LIGHTNING,
+        "lightning.pytorch.Trainer": _LIGHTNING,
+        "pytorch_lightning.Trainer": _LIGHTNING,
+        "lightning.Fabric": _LIGHTNING,
+        "lightning.fabric.Fabric": _LIGHTNING,
+        "transformers.TrainingArguments": _TRAINING_ARGUMENTS,
+        "transformers.Seq2SeqTrainingArguments": _TRAINING_ARGUMENTS,
+        "transformers.training_args.TrainingArguments": _TRAINING_ARGUMENTS,
+        "deepspeed.initialize": _DEEPSPEED,
+    }
+)
+# Where a wrapper takes the model: a method of its value, by library (``accelerator.prepare
+# (model)``, ``trainer.fit(model)``), or a call's ``model`` keyword or first argument
+# (``Trainer(model=model)``, ``deepspeed.initialize(model=model)``). The model takes the
+# effect of that library's wrappers in the project (the call's own for ``deepspeed``).
+TAKING_METHODS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "accelerate": ("prepare", "prepare_model", "unwrap_model"),
+        "lightning": ("fit", "validate", "test", "predict", "setup", "setup_module"),
+        "pytorch_lightning": ("fit", "validate", "test", "predict", "setup"),
+    }
+)
+TAKING_CALLS: Mapping[str, str] = MappingProxyType(
+    {
+        "transformers.Trainer": "transformers",
+        "transformers.Seq2SeqTrainer": "transformers",
+        "transformers.trainer.Trainer": "transformers",
+        "deepspeed.initialize": "deepspeed",
+    }
+)
+# A DeepSpeed config key that casts the engine's module when enabled.
+DEEPSPEED_HALF_KEYS = ("fp16", "bf16", "bfloat16")
+
+
+def effect(effects: list[str]) -> str:
+    """One call's effect from its settings': a cast wins, then unknown, then autocast."""
+    for kind in _STRENGTH:
+        if kind in effects:
+            return kind
+    return FULL
+
+
+def library_of(name: str) -> str:
+    """The library whose wrappers decide a model's effect: ``lightning.pytorch.Trainer`` ->
+    ``lightning`` (``pytorch_lightning`` is the same library)."""
+    root = name.split(".", 1)[0]
+    return "lightning" if root == "pytorch_lightning" else root

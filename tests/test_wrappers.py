@@ -1,0 +1,281 @@
+"""Mixed-precision wrappers as evidence (issue 36 item 3; :mod:`mpcheck.knowledge.wrappers`).
+
+A model handed to a wrapper that autocasts (``accelerator.prepare`` under native mixed
+precision, Lightning's ``"16-mixed"``, ``TrainingArguments(fp16=True)``) keeps float32
+weights and runs its forward under autocast: no dtype-flow finding. One handed to a wrapper
+that casts (Lightning's ``"bf16-true"``, a DeepSpeed config enabling bf16) is half: an error
+naming the wrapper. Driven through ``mpcheck.cli.main`` on ``fixtures/xfile`` cases and
+variants of them; the torch behaviour each wrapper applies is run below (accelerate,
+Lightning and DeepSpeed are not installed here: their fixtures say ``# runtime: none``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mpcheck.cli import main
+from mpcheck.project.models import forget_uses, uses_of_sources
+from mpcheck.project.records import record_of
+from tests.support import FIXTURES, XFILE, check_fixture
+
+ACCELERATE = XFILE / "good_accelerate_prepared_model"
+LIGHTNING = XFILE / "bad_lightning_true_precision"
+DEEPSPEED = XFILE / "bad_deepspeed_bf16_engine"
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> Iterator[None]:
+    forget_uses()
+    yield
+    forget_uses()
+
+
+def findings(case: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any) -> list[Any]:
+    monkeypatch.chdir(case)
+    forget_uses()
+    code = main(["check", "--no-cache", "--output-format", "json", "."])
+    out: list[Any] = json.loads(capsys.readouterr().out)
+    assert code == (1 if out else 0)
+    return out
+
+
+def variant(tmp_path: Path, case: Path, path: str, old: str, new: str) -> Path:
+    copy = tmp_path / case.name
+    shutil.copytree(case, copy)
+    target = copy / path
+    text = target.read_text()
+    assert old in text
+    target.write_text(text.replace(old, new))
+    return copy
+
+
+ACCELERATOR = "Accelerator(mixed_precision=args.mixed_precision)"
+
+
+def test_a_model_accelerate_prepares_keeps_float32_weights(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """The vocoder is built in float32 and prepared (a tuple target, then unwrapped); the
+    project casts another model to half: prepare is no escape, and the source block's float32
+    waves give nothing."""
+    assert findings(ACCELERATE, capsys, monkeypatch) == []
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        'Accelerator(mixed_precision="fp16")',
+        'Accelerator(mixed_precision="bf16")',
+        'Accelerator(mixed_precision="no")',
+        "Accelerator()",  # set at launch time
+    ],
+)
+def test_every_accelerate_setting_keeps_the_weights(
+    setting: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    case = variant(tmp_path, ACCELERATE, "tts/train.py", ACCELERATOR, setting)
+    assert findings(case, capsys, monkeypatch) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (ACCELERATOR, "Accelerator(mixed_precision=args.mixed_precision, deepspeed_plugin=ds)"),
+        (
+            "vocoder, optimizer = accelerator.prepare(vocoder, optimizer)",
+            "vocoder = convert(vocoder)",
+        ),
+    ],
+    ids=["deepspeed-plugin", "not-a-wrapper"],
+)
+def test_accelerate_under_deepspeed_or_an_unknown_helper_keeps_the_premise(
+    old: str, new: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """Under DeepSpeed accelerate's prepare casts the model; a helper mpcheck does not know
+    might: the finding stays, a warning stating its premise."""
+    case = variant(tmp_path, ACCELERATE, "tts/train.py", old, new)
+    (finding,) = findings(case, capsys, monkeypatch)
+    assert finding["severity"] == "warning" and "latent" in finding["message"]
+
+
+def test_lightning_true_precision_casts_the_module(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    (finding,) = findings(LIGHTNING, capsys, monkeypatch)
+    assert finding["severity"] == "error"
+    assert (
+        '`L.Trainer(precision="bf16-true", max_epochs=1)` at asr/train.py:26'
+        in (finding["message"])
+    )
+    assert "it takes `Recognizer` at asr/train.py:27" in finding["message"]
+    assert finding["location"]["row"] == 15
+
+
+@pytest.mark.parametrize("precision", ['"bf16-mixed"', '"16-mixed"', "16", '"32-true"'])
+def test_lightning_mixed_or_full_precision_keeps_the_weights(
+    precision: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    case = variant(tmp_path, LIGHTNING, "asr/train.py", '"bf16-true"', precision)
+    assert findings(case, capsys, monkeypatch) == []
+
+
+def test_deepspeed_bf16_config_casts_the_module(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    (finding,) = findings(DEEPSPEED, capsys, monkeypatch)
+    assert finding["severity"] == "error"
+    assert "`GatedMLP` is cast to half by `deepspeed.initialize(model=model," in finding["message"]
+
+
+def test_deepspeed_without_a_config_it_can_read_keeps_the_premise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    case = variant(tmp_path, DEEPSPEED, "lm/train.py", '"bf16": {"enabled": True},', "")
+    (finding,) = findings(case, capsys, monkeypatch)
+    assert finding["severity"] == "warning" and "latent" in finding["message"]
+
+
+TRAINER = """
+import torch
+from transformers import Trainer, TrainingArguments
+
+from net import Net
+
+
+def main():
+    args = TrainingArguments(output_dir="out", {flags})
+    model = Net()
+    Trainer(model=model, args=args).train()
+    other = torch.nn.Linear(4, 4).half()
+"""
+NET = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.proj(x.float())
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "kind"),
+    [
+        ("fp16=True", "autocast"),
+        ("bf16=args.bf16", "autocast"),
+        ("fp16=True, fp16_full_eval=True", "cast"),
+        ("deepspeed=ds_config", None),  # unknown: the premise
+    ],
+)
+def test_transformers_trainer_takes_its_arguments_precision(flags: str, kind: str | None) -> None:
+    uses = uses_of_sources({"run.py": TRAINER.format(flags=flags).encode(), "net.py": NET.encode()})
+    reach = uses.at("net").of("Net")
+    assert (reach.kind if reach is not None else None) == kind
+
+
+def test_autocasting_settings_and_half_named_sizes_are_no_half_mention() -> None:
+    """A project whose only mentions of precision are an autocasting wrapper's settings, and
+    whose sizes are called ``half_dim``, never runs a module in half: a model built in a
+    helper and put in a container (no per-model evidence) is float32 all the same."""
+    script = (
+        "from accelerate import Accelerator\nfrom net import Net\n\n"
+        "def build(dim):\n    half_dim = dim // 2\n    return dict(net=Net(half_dim))\n\n"
+        "accelerator = Accelerator(mixed_precision=args.mixed_precision)\n"
+    )
+    record = record_of(script.encode(), "run.py")
+    assert record.half is False
+    assert record.wrappers == (
+        (
+            "accelerate.Accelerator",
+            (8, 15, "`Accelerator(mixed_precision=args.mixed_precision)`"),
+            "autocast",
+        ),
+    )
+    reach = uses_of_sources({"run.py": script.encode(), "net.py": NET.encode()}).at("net").of("Net")
+    assert reach is not None and reach.kind == "autocast"  # (weights float32, autocast at most)
+    assert "mixed precision here only comes from `Accelerator(" in reach.place.text
+    half = script.replace("half_dim = dim // 2", "x = y.half()")
+    assert record_of(half.encode(), "run.py").half is True
+
+
+@pytest.mark.parametrize(
+    ("use", "kept"),
+    [
+        ("model, opt = accelerator.prepare(model, opt)", True),
+        ("model, = accelerator.prepare(model)", True),
+        ("loader = DataLoader(\n        model, batch_size=2)", False),  # an argument's line
+    ],
+)
+def test_a_tuple_target_is_a_rebinding_and_an_argument_line_is_not(use: str, kept: bool) -> None:
+    source = "from accelerate import Accelerator\nfrom net import Net\n\ndef main(opt):\n"
+    source += f"    model = Net()\n    {use}\n"
+    (build,) = [b for b in record_of(source.encode(), "run.py").builds if b[0] == "net.Net"]
+    assert build[2] is kept
+
+
+def test_a_name_imported_in_two_functions_resolves_at_each_build() -> None:
+    script = (
+        "def build(kind):\n    if kind == 1:\n        from a import Decoder\n"
+        "        d = Decoder()\n    else:\n        from b import Decoder\n        d = Decoder()\n"
+    )
+    built = [b[0] for b in record_of(script.encode(), "run.py").builds]
+    assert built == ["a.Decoder", "b.Decoder"]
+
+
+def test_the_single_file_fixtures_follow_the_wrapper() -> None:
+    (bad,) = check_fixture(FIXTURES / "mpc101" / "bad_lightning_true_precision_encoder.py")
+    assert bad.severity.value == "error" and "bf16-true" in bad.message
+
+
+# -- what the wrappers do, under torch ------------------------------------------------------
+def _module(case: Path, name: str) -> Any:
+    sys.path.insert(0, str(case))
+    try:
+        return __import__(name, fromlist=["_"])
+    finally:
+        sys.path.remove(str(case))
+
+
+def test_prepare_runs_the_float32_vocoder_under_autocast_and_a_half_one_raises() -> None:
+    """What ``Accelerator.prepare_model`` does with native mixed precision (CPU: bfloat16):
+    the forward wrapped in autocast, the weights untouched; cast to half, the block raises."""
+    torch = pytest.importorskip("torch")
+    vocoder = _module(ACCELERATE, "tts.model").Vocoder(8)
+    f0 = torch.rand(2, 8)
+    vocoder.forward = torch.autocast("cpu", dtype=torch.bfloat16)(vocoder.forward)
+    assert vocoder(f0).dtype == torch.bfloat16
+    assert next(vocoder.parameters()).dtype == torch.float32
+    half = _module(ACCELERATE, "tts.model").Vocoder(8).to(torch.bfloat16)
+    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
+        half(f0.to(torch.bfloat16))
+
+
+@pytest.mark.parametrize(
+    ("case", "name", "cls"),
+    [(LIGHTNING, "asr.blocks", "Encoder"), (DEEPSPEED, "lm.layers", "GatedMLP")],
+)
+def test_a_module_cast_to_half_raises_and_under_autocast_runs(
+    case: Path, name: str, cls: str
+) -> None:
+    """``precision="bf16-true"`` and a DeepSpeed bf16 engine cast the module's weights
+    (``module.to(torch.bfloat16)``): the float32 input raises; ``"bf16-mixed"`` keeps float32
+    weights under autocast and runs."""
+    torch = pytest.importorskip("torch")
+    module = getattr(_module(case, name), cls)(8)
+    x = torch.randn(2, 8, dtype=torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert module(x).dtype == torch.bfloat16
+    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
+        module.to(torch.bfloat16)(x)
