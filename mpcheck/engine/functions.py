@@ -305,7 +305,8 @@ class Definitions:
         )
         evidence = outer.scope.evidence if outer is not None else None
         if in_module or (tensor_params and outer is None):
-            evidence = self.file.half_evidence(cls if in_module else None, name or fn.name.value)
+            owner = cls if in_module else None
+            evidence = self.file.half_evidence(owner, name or fn.name.value, fn)
         scope = Scope(
             fn, name, in_module, autocast, sampler, lightning_step=step, evidence=evidence
         )

@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 from zlib import crc32
 
+from mpcheck.project.construction import ConstructionPass, construction_of
+
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 3
+FORMAT = 4
 # A project that mentions none of these never runs anything in half.
 HALF_WORDS = re.compile(
     rb"half|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision|set_default_dtype"
@@ -72,6 +74,7 @@ class ModelRecord:
     unsafe: tuple[str, ...] = ()
     default_dtype: bool = False
     words: int = 0  # a Bloom filter of the CapWords written in the file (:func:`words_of`)
+    construction: ConstructionPass = ((), (), 0)  # (:mod:`mpcheck.project.construction`)
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -89,6 +92,7 @@ class ModelRecord:
             self.unsafe,
             self.default_dtype,
             f"{self.words:x}",
+            [*self.construction[:2], f"{self.construction[2]:x}"],
         ]
 
     @classmethod
@@ -96,7 +100,7 @@ class ModelRecord:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
-            unsafe, dflt, words = more
+            unsafe, dflt, words, (made, helpers, runs) = more
             if fmt != FORMAT:
                 return None
             return cls(
@@ -114,6 +118,11 @@ class ModelRecord:
                 tuple(map(str, unsafe)),
                 bool(dflt),
                 int(words, 16),
+                (
+                    tuple((str(n), str(c)) for n, c in made),
+                    tuple((str(n), str(c)) for n, c in helpers),
+                    int(runs, 16),
+                ),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -327,6 +336,7 @@ class _Reader:
             tuple(sorted(unsafe)),
             b"set_default_dtype" in code or b"set_default_tensor_type" in code,
             words_of(self.data),
+            construction_of(code, self.module),
         )
 
     def _classes(self, found: list[re.Match[bytes]]) -> tuple[list[ClassRecord], list[range]]:
