@@ -112,7 +112,8 @@ class FileAnalysis(Walk):
             )
         if fn is None:
             return found
-        return self.construction.evidence(fn, cls.node.name.value if cls else None, found)
+        owner = cls.node.name.value if cls else name if fn.name.value == "__init__" else None
+        return self.construction.evidence(fn, owner, found)
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         return self.expressions.expr(node, frame)

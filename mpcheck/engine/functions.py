@@ -307,6 +307,9 @@ class Definitions:
         if in_module or (tensor_params and outer is None):
             owner = cls if in_module else None
             evidence = self.file.half_evidence(owner, name or fn.name.value, fn)
+        elif outer is None and name is not None and fn.name.value == "__init__":
+            made = self.file.half_evidence(None, name, fn)  # (any class: built, not run)
+            evidence = made if made.float32 else None
         scope = Scope(
             fn, name, in_module, autocast, sampler, lightning_step=step, evidence=evidence
         )

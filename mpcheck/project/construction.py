@@ -153,8 +153,8 @@ def _scan(
         word = match.group()
         if word in _SKIP or word[:1].isdigit():
             continue
-        before = code[max(0, match.start() - 8) : match.start()].rstrip()
-        if before.endswith((b"def", b"class")) and not before[-6:-5].isalnum():
+        before = code[max(0, match.start() - 8) : match.start()].split()
+        if before and before[-1] in (b"def", b"class"):
             continue  # (the name a header defines)
         line = code.rfind(b"\n", 0, match.start()) + 1
         if _IMPORT_LINE.match(code, line):
