@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
+from collections import Counter
 from collections.abc import Iterable
 from zlib import crc32
 
@@ -30,7 +31,13 @@ __all__ = ["RUN_BITS", "Construction", "ConstructionPass", "construction_of"]
 RUN_BITS = 4096
 _HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
 _NAME = re.compile(rb"[A-Za-z_]\w*")
-_IMPORT_LINE = re.compile(rb"[ \t]*(?:from|import)[ \t]")
+# Import statements (parenthesised ones over several lines too): they name, not use.
+_IMPORTS = re.compile(
+    rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.MULTILINE
+)
+# A call of a lowercase name (its receiver, ``self.`` or ``torch.nn.``, read back from it).
+_CALLED = re.compile(rb"(?<!\w)([a-z_]\w*)[ \t]*\(")
+_BRACKETS = re.compile(rb"[()\[\]{}]")
 # A dtype or half tensor handed over: the callee then computes in what it is given.
 _DTYPE_WORDS = re.compile(rb"dtype|float16|bfloat16|\bhalf\b|fp16|bf16|autocast")
 _SKIP = frozenset(w.encode() for w in (*keyword.kwlist, *dir(builtins), "self", "cls"))
@@ -49,9 +56,15 @@ def construction_of(code: bytes, module: str) -> ConstructionPass:
     (``module``: its dotted module path, which qualifies the classes named as callers)."""
     calls: set[tuple[str, str]] = set()
     edges: set[tuple[str, str]] = set()
-    runs: set[bytes] = set()
-    for start, end, kind, owner in _segments(code, module):
-        _scan(code, start, end, kind, owner, calls, edges, runs)
+    code = _IMPORTS.sub(_blank_import, code)  # ``from .tables import sinusoids`` names only
+    # a name written more often than it is plainly called or defined is used otherwise
+    headers = list(_HEADER.finditer(code))
+    plain = Counter(m.group(3) for m in headers)
+    for start, end, kind, owner in _segments(code, module, headers):
+        if kind != _RUN:
+            _scan(code, start, end, kind, owner, calls, edges, plain)
+    counts = Counter(_NAME.findall(code))
+    runs = {w for w, n in counts.items() if n > plain[w] and not w[:1].isupper()} - _SKIP
     kept = tuple(sorted(e for e in edges if e[0].encode() not in runs))
     bits = 0
     for word in runs:
@@ -64,13 +77,15 @@ def _mask(word: bytes) -> int:
     return (1 << (h % RUN_BITS)) | (1 << ((h >> 12) % RUN_BITS))
 
 
-def _segments(code: bytes, module: str) -> list[tuple[int, int, str, str]]:
+def _segments(
+    code: bytes, module: str, found: list[re.Match[bytes]]
+) -> list[tuple[int, int, str, str]]:
     """The file cut into (start, end, kind, owner): ``init`` (a class's ``__init__`` body,
     owner the qualified class), ``import`` (class bodies and the top level's unindented
     statements, which run when the module is imported), ``def`` (another function's body,
     owner its name) and ``run`` (the top level's compound statements: a script's loop)."""
     headers = []  # (start of header line, end of body, indent, kind, name)
-    for match in _HEADER.finditer(code):
+    for match in found:
         indent = len(match.group(1).expandtabs())
         end = _body_end(code, match.end(), indent)
         headers.append((match.start(), end, indent, match.group(2), match.group(3).decode()))
@@ -131,12 +146,18 @@ def _top(code: bytes, start: int, stop: int) -> Iterable[tuple[int, int, str, st
     """The top level between ``start`` and ``stop``: unindented statements run at import,
     indented ones (under ``if __name__ == "__main__":``, ``for``, ``with``) are a script's."""
     at = start
-    while at < stop:
-        nl = code.find(b"\n", at, stop)
-        line_end = stop if nl < 0 else nl + 1
-        kind = _RUN if code[at : at + 1] in (b" ", b"\t") else _IMPORT
-        yield at, line_end, kind, ""
-        at = line_end
+    for line in _LINE_START.finditer(code, start, stop):
+        if line.start() > at:
+            yield at, line.start(), _RUN, ""
+        nl = code.find(b"\n", line.start(), stop)
+        end = stop if nl < 0 else nl + 1
+        yield line.start(), end, _IMPORT, ""
+        at = end
+    if at < stop:
+        yield at, stop, _RUN, ""
+
+
+_LINE_START = re.compile(rb"^[^\s]", re.MULTILINE)  # an unindented line's first character
 
 
 def _scan(
@@ -147,60 +168,54 @@ def _scan(
     owner: str,
     calls: set[tuple[str, str]],
     edges: set[tuple[str, str]],
-    runs: set[bytes],
+    plain: Counter[bytes],
 ) -> None:
-    for match in _NAME.finditer(code, start, end):
-        word = match.group()
-        if word in _SKIP or word[:1].isdigit():
+    """The plain calls (no dtype handed) of one segment: at construction a call, from
+    another function's body (by its bare name or on ``self``/``cls``) an edge."""
+    for match in _CALLED.finditer(code, start, end):
+        word, receiver = match.group(1), _head(code, match.start())
+        if word in _SKIP or receiver in _LIBRARIES:
             continue
-        before = code[max(0, match.start() - 8) : match.start()].split()
-        if before and before[-1] in (b"def", b"class"):
-            continue  # (the name a header defines)
-        line = code.rfind(b"\n", 0, match.start()) + 1
-        if _IMPORT_LINE.match(code, line):
-            continue  # ``from .utils import sinusoids`` names, it does not use
-        after = match.end()
-        while after < len(code) and code[after] in b" \t":
-            after += 1
-        called = after < len(code) and code[after] == 0x28  # ``(``
-        plain = called and not _DTYPE_WORDS.search(code, after, _close(code, after + 1))
-        name = word.decode()
-        receiver = _receiver(code, match.start())
-        if receiver in _LIBRARIES or name[:1].isupper():
-            continue  # ``torch.arange(``, a class: no function of the project
-        helper = receiver in (b"", b"self", b"cls")
-        if plain and kind in (_INIT, _IMPORT):
-            calls.add((name, owner))
-        elif plain and kind == _DEF and helper and owner:
-            edges.add((name, owner))
+        if kind == _DEF and (receiver not in (b"", b"self", b"cls") or not owner):
+            continue
+        if code[max(0, match.start() - 10) : match.start()].split()[-1:] == [b"def"]:
+            continue  # (a header, not a call)
+        if _DTYPE_WORDS.search(code, match.end(), _close(code, match.end())):
+            continue  # handed a dtype or a half tensor
+        plain[word] += 1
+        if kind == _DEF:
+            edges.add((word.decode(), owner))
         else:
-            runs.add(word)
+            calls.add((word.decode(), owner))
 
 
-def _receiver(code: bytes, at: int) -> bytes:
-    """``self`` for ``self.name``, ``a.b`` for ``a.b.name``, ``b""`` for a bare name."""
+def _head(code: bytes, at: int) -> bytes:
+    """The first name of the dotted receiver before ``at`` (``self`` of ``self.f``, ``torch``
+    of ``torch.nn.functional.f``), ``b""`` for a bare name."""
     if at == 0 or code[at - 1] != 0x2E:
         return b""
-    window = code[max(0, at - 120) : at - 1]
-    head = window[len(window.rstrip(_IDENT)) :]
-    return head or b"?"
+    window = code[max(0, at - 120) : at]
+    chain = window[len(window.rstrip(_CHAIN)) :]
+    return chain.split(b".", 1)[0] or b"?"
 
 
-_IDENT = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
+_CHAIN = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
+
+
+def _blank_import(match: re.Match[bytes]) -> bytes:
+    return _NOT_NEWLINE.sub(b" ", match.group())
+
+
+_NOT_NEWLINE = re.compile(rb"[^\n]")
 
 
 def _close(code: bytes, start: int) -> int:
     """Where the call whose arguments start at ``start`` closes (at most 2000 bytes on)."""
-    depth, i, end = 1, start, min(len(code), start + 2000)
-    while i < end:
-        c = code[i]
-        if c in b"([{":
-            depth += 1
-        elif c in b")]}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
+    depth, end = 1, min(len(code), start + 2000)
+    for bracket in _BRACKETS.finditer(code, start, end):
+        depth += 1 if bracket.group() in b"([{" else -1
+        if depth == 0:
+            return bracket.start()
     return end
 
 
