@@ -141,6 +141,11 @@ def test_any_other_use_keeps_the_premise(use: str) -> None:
 def test_a_scripts_loop_and_a_class_built_in_a_function_are_no_construction() -> None:
     script = 'if __name__ == "__main__":\n    for x in data:\n        out = helper(x)\n'
     assert callers(script, "helper") is None
+    # a bare ``main()`` at the top level runs the script (after its casts): no construction
+    unguarded = "def main():\n    helper(model(x))\n\nmain()\nmodel.fit(helper2())\n"
+    assert callers(unguarded, "helper") is None
+    assert callers(unguarded, "helper2") is None
+    assert callers("PE = make_table(1000, 64)\n", "make_table") == frozenset({""})
     inner = "def make():\n    class A:\n        def __init__(self):\n            helper(1)\n"
     assert callers(inner, "helper") is None
 

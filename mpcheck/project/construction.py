@@ -45,7 +45,10 @@ _SKIP = frozenset(w.encode() for w in (*keyword.kwlist, *dir(builtins), "self", 
 _LIBRARIES = frozenset(
     b"torch nn F np numpy math einops functional th scipy random os re sys json logging".split()
 )
-_INIT, _IMPORT, _DEF, _RUN = "init", "import", "def", "run"
+_INIT, _IMPORT, _TOP, _DEF, _RUN = "init", "import", "top", "def", "run"
+# ``PE = make_table(1000, 64)`` at the top level: a table made at import. A bare ``main()``
+# or ``model.fit(...)`` there is a script running (after its casts), no construction.
+_BOUND = re.compile(rb"[A-Za-z_][\w.]*[ \t]*(?::[^=\n]*)?=[^=]")
 
 # One pass's findings: ((name, caller class), ...), ((name, caller function), ...), Bloom bits.
 ConstructionPass = tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], int]
@@ -81,8 +84,8 @@ def _segments(
     code: bytes, module: str, found: list[re.Match[bytes]]
 ) -> list[tuple[int, int, str, str]]:
     """The file cut into (start, end, kind, owner): ``init`` (a class's ``__init__`` body,
-    owner the qualified class), ``import`` (class bodies and the top level's unindented
-    statements, which run when the module is imported), ``def`` (another function's body,
+    owner the qualified class), ``import`` (class bodies, run when the module is imported),
+    ``top`` (an unindented statement of the top level), ``def`` (another function's body,
     owner its name) and ``run`` (the top level's compound statements: a script's loop)."""
     headers = []  # (start of header line, end of body, indent, kind, name)
     for match in found:
@@ -151,7 +154,7 @@ def _top(code: bytes, start: int, stop: int) -> Iterable[tuple[int, int, str, st
             yield at, line.start(), _RUN, ""
         nl = code.find(b"\n", line.start(), stop)
         end = stop if nl < 0 else nl + 1
-        yield line.start(), end, _IMPORT, ""
+        yield line.start(), end, _TOP, ""
         at = end
     if at < stop:
         yield at, stop, _RUN, ""
@@ -177,6 +180,8 @@ def _scan(
         if word in _SKIP or receiver in _LIBRARIES:
             continue
         if kind == _DEF and (receiver not in (b"", b"self", b"cls") or not owner):
+            continue
+        if kind == _TOP and (receiver or not _BOUND.match(code, start)):
             continue
         if code[max(0, match.start() - 10) : match.start()].split()[-1:] == [b"def"]:
             continue  # (a header, not a call)
