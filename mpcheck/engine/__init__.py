@@ -14,6 +14,8 @@ part reaches the others through), then the parts, each given the parts it asks q
 - :mod:`statements` (``Statements``): the statement interpreter (frames, branches, loops, joins);
 - :mod:`ambient` (``Ambient``): module methods walked again under a trainer's autocast;
 - :mod:`emitter` (``SiteEmitter``): the sites the rules receive.
+- :mod:`construction` (``Construction``): code that runs when the model is built, before
+  any cast: evidence of float32 (:mod:`mpcheck.project.construction` finds it).
 
 :mod:`analysis` (``FileAnalysis``) builds the parts and drives a file.
 :mod:`training_loop` follows scalers and optimizers through the recursion points.

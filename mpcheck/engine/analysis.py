@@ -21,6 +21,7 @@ from mpcheck.engine.ambient import Ambient
 from mpcheck.engine.autocast import Regions
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
+from mpcheck.engine.construction import Construction
 from mpcheck.engine.emitter import SiteEmitter
 from mpcheck.engine.evidence import Evidence, HalfEvidence
 from mpcheck.engine.expressions import Expressions
@@ -75,6 +76,7 @@ class FileAnalysis(Walk):
             target_torch=target_torch,
         )
         self.evidence = Evidence(self.elsewhere, uses, half_setting)
+        self.construction = Construction(uses, half_setting)
         self.regions = Regions(self)
         self.definitions = Definitions(self, self.regions)
         self.modules = Modules(self, self.regions, self.definitions)
@@ -97,14 +99,21 @@ class FileAnalysis(Walk):
         """The functions being walked, which a call inside them does not walk again."""
         return self.definitions.in_progress
 
-    def half_evidence(self, cls: ClassInfo | None, name: str) -> HalfEvidence:
+    def half_evidence(
+        self, cls: ClassInfo | None, name: str, fn: cst.FunctionDef | None = None
+    ) -> HalfEvidence:
         if cls is None:
-            return self.evidence.premise(name)
-        others = [base for *_, summary in cls.elsewhere for base in summary.bases]
-        node = cls.node
-        return self.evidence.of_class(
-            node.name.value, node.name, (*cls.bases, *others), cls.pretrained
-        )
+            found = self.evidence.premise(name)
+        else:
+            others = [base for *_, summary in cls.elsewhere for base in summary.bases]
+            node = cls.node
+            found = self.evidence.of_class(
+                node.name.value, node.name, (*cls.bases, *others), cls.pretrained
+            )
+        if fn is None:
+            return found
+        owner = cls.node.name.value if cls else name if fn.name.value == "__init__" else None
+        return self.construction.evidence(fn, owner, found)
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         return self.expressions.expr(node, frame)

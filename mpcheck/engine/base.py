@@ -90,8 +90,11 @@ class Walk(ABC):
         """The functions being walked: a call met inside one does not walk it again."""
 
     @abstractmethod
-    def half_evidence(self, cls: ClassInfo | None, name: str) -> HalfEvidence:
-        """Why the code of ``cls`` (or the function ``name``) may run in half."""
+    def half_evidence(
+        self, cls: ClassInfo | None, name: str, fn: cst.FunctionDef | None = None
+    ) -> HalfEvidence:
+        """Why the code of ``cls`` (or the function ``name``) may run in half; ``fn``: the
+        function walked (construction code is evidence of float32)."""
 
     @abstractmethod
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:

@@ -63,7 +63,8 @@ class HalfEvidence:
     @property
     def float32(self) -> bool:
         """Evidence against half: the project only builds the class in float32, runs every
-        call of it under autocast (a mix is then autocast's business), or never builds it."""
+        call of it under autocast (a mix is then autocast's business), never builds it, or
+        the code runs at construction, before any cast (:mod:`construction`)."""
         return self.kind in (FLOAT32, AUTOCAST, UNREACHED)
 
 

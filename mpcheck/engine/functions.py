@@ -305,7 +305,11 @@ class Definitions:
         )
         evidence = outer.scope.evidence if outer is not None else None
         if in_module or (tensor_params and outer is None):
-            evidence = self.file.half_evidence(cls if in_module else None, name or fn.name.value)
+            owner = cls if in_module else None
+            evidence = self.file.half_evidence(owner, name or fn.name.value, fn)
+        elif outer is None and name is not None and fn.name.value == "__init__":
+            made = self.file.half_evidence(None, name, fn)  # (any class: built, not run)
+            evidence = made if made.float32 else None
         scope = Scope(
             fn, name, in_module, autocast, sampler, lightning_step=step, evidence=evidence
         )

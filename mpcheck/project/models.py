@@ -35,6 +35,7 @@ from types import MappingProxyType
 
 from mpcheck.files.hashing import hex_digest
 from mpcheck.knowledge import wrappers as wrap
+from mpcheck.project.construction import Construction
 from mpcheck.project.records import ModelRecord, may_write, module_of, record_of
 from mpcheck.project.summary import Place
 
@@ -69,15 +70,20 @@ class ModelUses:
     """The project's half evidence, by qualified class name (see the module docstring)."""
 
     def __init__(
-        self, reach: Mapping[str, Reach], module: str = "", mentions: _Mentions | None = None
+        self,
+        reach: Mapping[str, Reach],
+        module: str = "",
+        mentions: _Mentions | None = None,
+        construction: Construction | None = None,
     ) -> None:
         self._reach = dict(reach)
         self.module = module  # the module :meth:`of` names classes in
         self._mentions = mentions
+        self.construction = construction  # which functions only construction runs
 
     def at(self, module: str) -> ModelUses:
         """The same evidence, asked about the classes of ``module``."""
-        return ModelUses(self._reach, module, self._mentions)
+        return ModelUses(self._reach, module, self._mentions, self.construction)
 
     def reached(self, name: str) -> bool:
         """Whether anything in the project may build the class ``name`` of :attr:`module`:
@@ -102,6 +108,8 @@ class ModelUses:
         text = repr(sorted(self._reach.items()))
         if self._mentions is not None:
             text += self._mentions.digest
+        if self.construction is not None:
+            text += self.construction.digest
         return hex_digest(text.encode())
 
 
@@ -285,7 +293,8 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     # every class of it is as reachable as its users make it.
     known = not alone and bool(sites)
     mentions = _Mentions(records, bodies, {*sites, *subclassed}) if known else None
-    return ModelUses(reach, mentions=mentions)
+    made = Construction((r.construction for r in records.values()), defaults)
+    return ModelUses(reach, mentions=mentions, construction=made)
 
 
 def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:

@@ -33,10 +33,11 @@ from typing import Any
 from zlib import crc32
 
 from mpcheck.knowledge import wrappers as wrap
+from mpcheck.project.construction import ConstructionPass, construction_of
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 4
+FORMAT = 5
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -85,6 +86,7 @@ class ModelRecord:
     wrappers: tuple[tuple[str, Spot, str], ...] = ()
     wrapped: tuple[tuple[str, Spot, str], ...] = ()
     deepspeed: bool = False  # accelerate code that names DeepSpeed (it may run under it)
+    construction: ConstructionPass = ((), (), 0)  # (:mod:`mpcheck.project.construction`)
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -105,6 +107,7 @@ class ModelRecord:
             self.wrappers,
             self.wrapped,
             self.deepspeed,
+            [*self.construction[:2], f"{self.construction[2]:x}"],
         ]
 
     @classmethod
@@ -112,7 +115,7 @@ class ModelRecord:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
-            unsafe, dflt, words, wrappers, wrapped, deepspeed = more
+            unsafe, dflt, words, wrappers, wrapped, deepspeed, (made, helpers, runs) = more
             if fmt != FORMAT:
                 return None
             return cls(
@@ -133,6 +136,11 @@ class ModelRecord:
                 tuple((str(w), _spot(s), str(e)) for w, s, e in wrappers),
                 tuple((str(c), _spot(s), str(lib)) for c, s, lib in wrapped),
                 bool(deepspeed),
+                (
+                    tuple((str(n), str(c)) for n, c in made),
+                    tuple((str(n), str(c)) for n, c in helpers),
+                    int(runs, 16),
+                ),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -368,6 +376,7 @@ class _Reader:
             tuple((name, spot, effect) for (name, spot), _, _, effect in wrappers),
             tuple(wrapped),
             self._accelerate_deepspeed(code),
+            construction_of(code, self.module),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
