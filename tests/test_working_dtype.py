@@ -141,3 +141,32 @@ def test_a_container_of_layers_built_in_their_own_dtype_is_quiet(
         )
     )
     assert run_json(capsys, script) == []
+
+
+def test_a_project_class_named_like_a_torch_layer_is_no_standalone_layer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A project's ``Linear(base)`` (peft's shape: a wrapper around a bfloat16 base layer)
+    is no ``nn.Linear`` built in float32: its parts have their own dtype."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            from torch import nn
+
+            class Linear(nn.Module):
+                def __init__(self, base):
+                    super().__init__()
+                    self.base_layer = base
+
+                def forward(self, x):
+                    return self.base_layer(x)
+
+            def main():
+                layer = Linear(nn.Linear(4, 4).to(torch.bfloat16))
+                return layer(torch.ones(1, 4, dtype=torch.bfloat16))
+            """
+        )
+    )
+    assert [d["code"] for d in run_json(capsys, script) if d["code"] == "MPC102"] == []

@@ -626,8 +626,10 @@ class Expressions:
                 return Fact(Kind.OTHER, layer=own.node.name.value)
         cls = self.file.classes.get(name)
         if cls is not None:
-            if cls.is_module:
-                return self.modules.construct_module(node, name, frame, kwargs)
+            if cls.is_module:  # (a project class: its parts may have their own dtype)
+                return replace(
+                    self.modules.construct_module(node, name, frame, kwargs), project=True
+                )
             plain = self.definitions.plain_class(
                 name
             )  # ``KVCache(...)``: its methods answer calls on it

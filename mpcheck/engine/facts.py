@@ -101,6 +101,9 @@ class Fact:
     elem: Fact | None = None  # SEQ element when the length is unknown; BATCH: its float items, cast
     layer: str | None = None  # MODULE: the torch.nn class name, when known
     container: bool = False  # MODULE: an nn.Sequential (ModuleList, ...); ``layer`` is its first
+    # MODULE: an instance of a project class (``layer`` is its name): its parts may have their
+    # own dtype (``Linear(base)`` of a half ``base``), it is no bare torch layer
+    project: bool = False
     maybe: bool = False  # DTYPE/MODULE: holds on some paths only; TENSOR: origin on some
     value: float | None = None  # SCALAR: the number, when it is a literal
     # TENSOR: a forced float32 value that absorbed a model-dtype one (``mask`` + ``latents``):
@@ -154,13 +157,15 @@ class Fact:
     def default_float32_layer(self) -> bool:
         """MODULE: a torch layer built outside any model without ``dtype=`` (float32, the
         default) and never cast since: its weights refuse a half input. Not a container
-        (``nn.Sequential(nn.Linear(..., dtype=torch.bfloat16))``): its parts have their own."""
+        (``nn.Sequential(nn.Linear(..., dtype=torch.bfloat16))``) nor a project class
+        (``Linear(base)`` wrapping a half layer): their parts have their own."""
         return (
             self.kind is Kind.MODULE
             and self.prec is Prec.FULL
             and self.cause is Cause.LITERAL
             and self.layer is not None
             and not self.container
+            and not self.project
         )
 
     @property

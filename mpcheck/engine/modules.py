@@ -392,7 +392,7 @@ class Modules:
         """An instance of a module class of another project file (``RMSNormFp32(dim)``): built
         like one of this file's; its calls go by the class's summary."""
         self.file.imported[name] = cls
-        return self.construct_module(node, name, frame, kwargs)
+        return replace(self.construct_module(node, name, frame, kwargs), project=True)
 
     def project_value(self, node: cst.BaseExpression) -> Fact | None:
         """A module-level value of another project file (``DTYPE = torch.float16``, a model
