@@ -10,6 +10,7 @@ import libcst as cst
 from mpcheck.engine.autocast import Regions
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
+from mpcheck.engine.dtype_arithmetic import promoted
 from mpcheck.engine.facts import (
     SCALAR,
     UNKNOWN,
@@ -409,6 +410,9 @@ class Expressions:
                 for a, raw in zip(args, [x for x in node.args if not x.keyword], strict=False)
                 if not raw.star
             )
+        dtype = promoted(node, qual, args, self.file.imports.resolve)
+        if dtype is not None:  # ``reduce(torch.promote_types, (x.dtype, torch.float32))``
+            return dtype
         if args and args[0].fact.kind is Kind.MODULE and _checkpointing(func, qual):
             # ``checkpoint(block, h, temb)`` is ``block(h, temb)``, reported at this call
             inner = {k: v for k, v in kwargs.items() if k not in T.CHECKPOINT_KEYWORDS}
