@@ -72,6 +72,9 @@ class Definitions:
         self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
         self.summaries: dict[cst.FunctionDef, Fact] = {}  # what each function returns
         self.in_progress: set[cst.FunctionDef] = set()  # being walked: not again inside
+        # Bare parameters each function uses as tensors: a function's frame is made once per
+        # call it is walked for, and re-walking its body each time was a third of a run.
+        self.tensor_params: dict[cst.FunctionDef, frozenset[str]] = {}
         self.uses_torch_modules = False
 
     def register_class(self, node: cst.ClassDef) -> ClassInfo:
@@ -316,7 +319,9 @@ class Definitions:
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)
         bare = frozenset(p.name.value for p in params if p.annotation is None)
-        tensors = tensor_uses(fn, bare) if bare else frozenset()
+        tensors = self.tensor_params.get(fn)
+        if tensors is None:
+            tensors = self.tensor_params[fn] = tensor_uses(fn, bare) if bare else frozenset()
         index = 0
         for param in params:
             name = param.name.value
