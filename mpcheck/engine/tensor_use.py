@@ -10,6 +10,8 @@ A rule that needs a half *tensor* asks for that evidence (``Origin.unproven``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import libcst as cst
 
 # What a Python int or float answers too: using them proves nothing.
@@ -18,37 +20,54 @@ _NUMBER_ATTRIBUTES = frozenset(
 )
 
 
-class _Uses(cst.CSTVisitor):
-    def __init__(self, names: frozenset[str]) -> None:
-        self.names = names
-        self.tensors: set[str] = set()
+# The fields of each node type that can hold nodes: the walk reads them directly. libcst's
+# visitor rebuilds every node it passes (``_visit_and_replace_children``), which made this
+# read-only question cost more than the whole dtype walk of the function.
+_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
 
-    def _name(self, node: cst.BaseExpression) -> str | None:
-        if isinstance(node, cst.Name) and node.value in self.names:
-            return node.value
-        return None
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        name = self._name(node.value)
-        if name is not None and node.attr.value not in _NUMBER_ATTRIBUTES:
-            self.tensors.add(name)  # ``x.view(...)``, ``x.shape``, ``x.dtype``
-
-    def visit_Subscript(self, node: cst.Subscript) -> None:
-        name = self._name(node.value)
-        if name is not None:
-            self.tensors.add(name)  # ``x[:, None]``
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, cst.MatrixMultiply):
-            for side in (node.left, node.right):
-                name = self._name(side)
-                if name is not None:
-                    self.tensors.add(name)  # ``q @ k``
+def _fields(kind: type[cst.CSTNode]) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(
+            f.name
+            for f in dataclasses.fields(kind)
+            if not f.name.startswith(("whitespace", "lpar", "rpar"))
+        )
+    return names
 
 
 def tensor_uses(fn: cst.FunctionDef, names: frozenset[str]) -> frozenset[str]:
-    """The ``names`` (parameters of ``fn``) that its body uses as tensors."""
-    uses = _Uses(names)
-    for stmt in fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ():
-        stmt.visit(uses)
-    return frozenset(uses.tensors)
+    """The ``names`` (parameters of ``fn``) that its body uses as tensors: indexed
+    (``x[:, None]``), an attribute read or method called (``x.view(...)``, ``x.shape``) or
+    multiplied with ``@``."""
+    found: set[str] = set()
+    stack: list[object] = list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (list, tuple)):
+            stack.extend(node)
+            continue
+        if not isinstance(node, cst.CSTNode):
+            continue
+        if isinstance(node, cst.Attribute):
+            value = node.value
+            if (
+                isinstance(value, cst.Name)
+                and value.value in names
+                and node.attr.value not in _NUMBER_ATTRIBUTES
+            ):
+                found.add(value.value)
+        elif isinstance(node, cst.Subscript):
+            value = node.value
+            if isinstance(value, cst.Name) and value.value in names:
+                found.add(value.value)
+        elif isinstance(node, cst.BinaryOperation) and isinstance(
+            node.operator, cst.MatrixMultiply
+        ):
+            for side in (node.left, node.right):
+                if isinstance(side, cst.Name) and side.value in names:
+                    found.add(side.value)
+        for field in _fields(type(node)):
+            stack.append(getattr(node, field))
+    return frozenset(found)
