@@ -30,7 +30,9 @@ CANONICAL: dict[str, str] = {
 # import Parameter`` (common in vocoders' Snake activations) and ``from torch.nn.modules.conv
 # import Conv1d`` name ``torch.nn.Parameter`` and ``torch.nn.Conv1d``; these few it does not.
 _NN_HOMES = ("torch.nn.modules.", "torch.nn.parameter.")
-_NOT_IN_NN = frozenset({"NonDynamicallyQuantizableLinear", "LazyModuleMixin"})
+_NOT_IN_NN = frozenset(
+    {"NonDynamicallyQuantizableLinear", "LazyModuleMixin", "UninitializedTensorMixin"}
+)
 
 
 def canonical(qual: str) -> str:
