@@ -26,6 +26,26 @@ CANONICAL: dict[str, str] = {
     "torch.nn.functional.softmax": "torch.softmax",
     "torch.nn.functional.log_softmax": "torch.log_softmax",
 }
+# ``torch.nn`` re-exports the public classes its files define, so ``from torch.nn.parameter
+# import Parameter`` (common in vocoders' Snake activations) and ``from torch.nn.modules.conv
+# import Conv1d`` name ``torch.nn.Parameter`` and ``torch.nn.Conv1d``; these few it does not.
+_NN_HOMES = ("torch.nn.modules.", "torch.nn.parameter.")
+_NOT_IN_NN = frozenset(
+    {"NonDynamicallyQuantizableLinear", "LazyModuleMixin", "UninitializedTensorMixin"}
+)
+
+
+def canonical(qual: str) -> str:
+    """The public spelling of ``qual`` (``torch.nn.modules.conv.Conv1d`` -> ``torch.nn.Conv1d``)."""
+    known = CANONICAL.get(qual)
+    if known is not None:
+        return known
+    if qual.startswith(_NN_HOMES):
+        module, _, leaf = qual.rpartition(".")
+        private = any(part.startswith("_") for part in module.split("."))
+        if leaf[:1].isupper() and leaf not in _NOT_IN_NN and not private:
+            return "torch.nn." + leaf
+    return qual
 
 
 def dotted(expr: cst.BaseExpression) -> str | None:
@@ -263,7 +283,7 @@ class ImportTable:
         if target is None:
             return None
         full = f"{target}.{rest}" if rest else target
-        return CANONICAL.get(full, full)
+        return canonical(full)
 
     def locate(self, expr: cst.BaseExpression) -> tuple[str, int] | None:
         """``(dotted name, import level)`` of what an expression refers to, for finding it in
