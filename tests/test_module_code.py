@@ -44,13 +44,7 @@ def test_a_files_pass_names_each_callee_by_its_qualified_name() -> None:
     )
     imports = {"np": "numpy", "torch": "torch", "nn": "torch.nn", "ops": "pkg.ops"}
     imports["rms_norm"] = "pkg.ops.rms_norm"
-
-    def resolve(text: str) -> str | None:
-        head, _, rest = text.partition(".")
-        found = imports.get(head)
-        return None if found is None else f"{found}.{rest}" if rest else found
-
-    defined, methods, functions = callers_of(code, "pkg.model", resolve)
+    defined, methods, functions = callers_of(code, "pkg.model", imports, stars=False)
     assert defined == ("pkg.model.helper",)
     # (a nested helper's calls are its method's; ``self.proj`` and torch's are no helpers)
     assert methods == (

@@ -36,40 +36,58 @@ CallersPass = tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[st
 EMPTY: CallersPass = ((), (), ())
 
 _HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
-# A call of a function: ``f(`` or ``mod.f(`` (a longer chain is a method of an object).
-_CALL = re.compile(rb"(?<![\w.])((?:[A-Za-z_]\w*\.)?[a-z_]\w*)[ \t]*\(")
-_SKIP = frozenset((*keyword.kwlist, *dir(builtins), "self", "cls", "super"))
-_DEF_BEFORE = re.compile(rb"def[ \t]+$")
+_SKIP = frozenset(w.encode() for w in (*keyword.kwlist, *dir(builtins), "self", "cls", "super"))
 # Libraries a file imports functions from: nobody's helper in the project (kept out of records).
 _LIBRARIES = frozenset(
     """torch numpy math einops scipy random os re sys json logging functools itertools typing
     collections transformers diffusers accelerate safetensors PIL cv2 tqdm warnings inspect
     copy time pathlib dataclasses contextlib""".split()
 )
+# A call of a lowercase name: ``f(``, ``mod.f(`` (a longer chain is a method of an object).
+_CALL = re.compile(rb"(?<![\w.])([a-z_]\w*)(?:\.([a-z_]\w*))?[ \t]*\(")
 
 
-def callers_of(code: bytes, module: str, resolve: Callable[[str], str | None]) -> CallersPass:
+def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool) -> CallersPass:
     """The call sites in ``code`` (blanked) of functions, by caller: see the module docstring.
 
-    ``module``: the file's dotted path; ``resolve``: what a name stands for through the
-    file's imports (None for a name it neither defines nor imports)."""
+    ``module``: the file's dotted path; ``imports``: what each name its imports bind stands
+    for (``ops`` -> ``pkg.ops``); ``stars``: it star-imports (a bare name may come from any)."""
     headers = []  # (start, end of body, indent, kind, name)
+    names_at = set()  # (where a header's name stands: no call)
     for match in _HEADER.finditer(code):
         indent = len(match.group(1).expandtabs())
         end = _body_end(code, match.end(), indent)
         headers.append((match.start(), end, indent, match.group(2), match.group(3).decode()))
-    top = {name for _, _, indent, kind, name in headers if indent == 0 and kind == b"def"}
+        names_at.add(match.start(3))
     if not headers:
         return EMPTY
+    top = {name for _, _, indent, kind, name in headers if indent == 0 and kind == b"def"}
+    # Only names that may be the project's functions are looked for: its own top-level
+    # functions, and what its imports bind outside the libraries (not classes: CapWords).
+    heads = {
+        name
+        for name, target in imports.items()
+        if not name[:1].isupper() and target.partition(".")[0] not in _LIBRARIES
+    }
+    heads.update(top)
+    if not heads and not stars:
+        return tuple(sorted(_qualify(module, n) for n in top)), (), ()
+    wanted = {h.encode() for h in heads}
+    memo: dict[tuple[bytes, bytes | None], str | None] = {}
 
-    def qualified(text: str) -> str | None:
-        head, _, rest = text.partition(".")
-        if head in _SKIP or (rest and head[:1].isupper()):
-            return None  # (a builtin, or a method of a class: ``Model.create(...)``)
-        if not rest and head in top:
-            return f"{module}.{head}" if module else head
-        found = resolve(text)
-        return None if found is None or found.partition(".")[0] in _LIBRARIES else found
+    def qualified(head: bytes, attr: bytes | None) -> str | None:
+        if head in _SKIP:
+            return None
+        name = head.decode()
+        if attr is not None:
+            found = imports.get(name)
+            return None if found is None else f"{found}.{attr.decode()}"
+        if name in top:
+            return _qualify(module, name)
+        found = imports.get(name)
+        if found is not None:
+            return found
+        return _qualify(module, name) if stars else None  # (through the stars)
 
     # The spans of top-level functions and of the methods of top-level classes, with who
     # calls from there: ("class", qualified class) or ("function", qualified function).
@@ -78,7 +96,7 @@ def callers_of(code: bytes, module: str, resolve: Callable[[str], str | None]) -
     for start, end, indent, kind, name in headers:
         while stack and stack[-1][0] <= start:
             stack.pop()
-        full = f"{module}.{name}" if module else name
+        full = _qualify(module, name)
         if not stack and kind == b"def" and indent == 0:
             spans.append((start, end, "function", full))
         elif len(stack) == 1 and stack[0][1] == b"class" and kind == b"def":
@@ -88,14 +106,21 @@ def callers_of(code: bytes, module: str, resolve: Callable[[str], str | None]) -
     functions: set[tuple[str, str]] = set()
     for start, end, kind, owner in spans:
         for call in _CALL.finditer(code, start, end):
-            if _DEF_BEFORE.search(code, max(0, call.start() - 12), call.start()):
-                continue  # (a header, not a call)
-            callee = qualified(call.group(1).decode())
+            key = (call.group(1), call.group(2))
+            if (key[0] not in wanted and not stars) or call.start() in names_at:
+                continue  # (no project function, or a header: no call)
+            if key not in memo:
+                memo[key] = qualified(*key)
+            callee = memo[key]
             if callee is None or callee == owner:
                 continue
             (methods if kind == "class" else functions).add((callee, owner))
-    defined = (f"{module}.{name}" if module else name for name in top)
+    defined = (_qualify(module, name) for name in top)
     return tuple(sorted(defined)), tuple(sorted(methods)), tuple(sorted(functions))
+
+
+def _qualify(module: str, name: str) -> str:
+    return f"{module}.{name}" if module else name
 
 
 def _body_end(code: bytes, at: int, indent: int) -> int:

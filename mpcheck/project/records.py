@@ -385,7 +385,7 @@ class _Reader:
             tuple(wrapped),
             self._accelerate_deepspeed(code),
             construction_of(code, self.module),
-            callers_of(code, self.module, self.resolve),
+            callers_of(code, self.module, self.imports, bool(self.stars)),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
