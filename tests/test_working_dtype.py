@@ -170,3 +170,34 @@ def test_a_project_class_named_like_a_torch_layer_is_no_standalone_layer(
         )
     )
     assert [d["code"] for d in run_json(capsys, script) if d["code"] == "MPC102"] == []
+
+
+def test_a_layer_handed_to_a_function_that_may_cast_it_is_no_longer_float32(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``quantize_(proj)`` is handed the layer itself and casts it in place."""
+    good = FIXTURES / "mpc102" / "good_standalone_layer_handed_to_quantizer.py"
+    assert run_json(capsys, good) == []
+
+
+def test_a_layer_handed_to_torch_or_looked_at_stays_float32(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``checkpoint(proj, x)`` runs it as it is; ``print(proj)`` only looks at it."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            from torch import nn
+            from torch.utils.checkpoint import checkpoint
+
+            def main(config):
+                proj = nn.Linear(4, 4)
+                print(proj)
+                x = torch.randn(2, 4).to(dtype=config.train_dtype)
+                return checkpoint(proj, x, use_reentrant=False)
+            """
+        )
+    )
+    assert [(d["code"], d["location"]["row"]) for d in run_json(capsys, script)] == [("MPC102", 6)]

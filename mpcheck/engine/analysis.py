@@ -77,6 +77,7 @@ class FileAnalysis(Walk):
         )
         self.evidence = Evidence(self.elsewhere, uses, half_setting)
         self.construction = Construction(uses, half_setting)
+        self.uses = uses
         self.regions = Regions(self)
         self.definitions = Definitions(self, self.regions)
         self.modules = Modules(self, self.regions, self.definitions)
@@ -114,6 +115,9 @@ class FileAnalysis(Walk):
             return found
         owner = cls.node.name.value if cls else name if fn.name.value == "__init__" else None
         return self.construction.evidence(fn, owner, found)
+
+    def called_from_modules(self, name: str) -> bool:
+        return self.uses is not None and self.uses.runs_in_modules(name)
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         return self.expressions.expr(node, frame)

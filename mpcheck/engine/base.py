@@ -97,6 +97,11 @@ class Walk(ABC):
         function walked (construction code is evidence of float32)."""
 
     @abstractmethod
+    def called_from_modules(self, name: str) -> bool:
+        """Whether the project calls this file's function ``name`` (outside a class) from a
+        module's code (:mod:`mpcheck.project.callers`)."""
+
+    @abstractmethod
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         """The fact ``node`` evaluates to; reports the calls inside it."""
 

@@ -35,6 +35,7 @@ from mpcheck.engine.families import computed_attribute
 from mpcheck.engine.frames import Frame
 from mpcheck.engine.functions import Definitions
 from mpcheck.engine.guards import fp16_upcast, runs_take
+from mpcheck.engine.handed import hand_over
 from mpcheck.engine.imported import call_result
 from mpcheck.engine.modules import FP32_LAYER, Modules
 from mpcheck.engine.promotion import (
@@ -410,6 +411,7 @@ class Expressions:
                 for a, raw in zip(args, [x for x in node.args if not x.keyword], strict=False)
                 if not raw.star
             )
+        hand_over(func, qual, args, kwargs, frame)  # ``quantize_(proj)``: may cast ``proj``
         dtype = promoted(node, qual, args, self.file.imports.resolve)
         if dtype is not None:  # ``reduce(torch.promote_types, (x.dtype, torch.float32))``
             return dtype

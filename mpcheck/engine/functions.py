@@ -45,19 +45,6 @@ from mpcheck.knowledge import torch_api as T
 from mpcheck.project.names import dotted
 from mpcheck.project.summary import ClassSummary
 
-MODULE_BASE_SUFFIXES = (
-    "Module",
-    "Model",
-    "ModelMixin",
-    "Layer",
-    "Block",
-    "Attention",
-    "Encoder",
-    "Decoder",
-    "Embedding",
-    "Embeddings",
-    "MLP",
-)
 NON_TENSOR_PARAMS = frozenset(
     "self cls args kwargs config cfg opt hparams accelerator device dtype".split()
 )
@@ -189,7 +176,7 @@ class Definitions:
         local = self.file.classes.get(base)
         if local is not None:
             return local.is_module
-        return base.rsplit(".", 1)[-1].endswith(MODULE_BASE_SUFFIXES)
+        return base.rsplit(".", 1)[-1].endswith(T.MODULE_BASE_SUFFIXES)
 
     def analyse_class(self, info: ClassInfo) -> None:
         if info.analysed:
@@ -313,8 +300,18 @@ class Definitions:
         elif outer is None and name is not None and fn.name.value == "__init__":
             made = self.file.half_evidence(None, name, fn)  # (any class: built, not run)
             evidence = made if made.float32 else None
+        module_code = outer.scope.module_code if outer is not None else False
+        if cls is None and outer is None:
+            module_code = self.file.called_from_modules(fn.name.value)
         scope = Scope(
-            fn, name, in_module, autocast, sampler, lightning_step=step, evidence=evidence
+            fn,
+            name,
+            in_module,
+            autocast,
+            sampler,
+            lightning_step=step,
+            evidence=evidence,
+            module_code=module_code,
         )
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)

@@ -456,7 +456,7 @@ class Modules:
         frame: Frame,
     ) -> Fact:
         """``model.half()``, ``model.to(dtype)``, ``self.helper(x)``, ``vae.encode(x)``."""
-        cast = self.module_cast(node, method, args, kwargs, script=not frame.scope.in_module)
+        cast = self.module_cast(node, method, args, kwargs, script=frame.scope.script)
         if cast is not None:
             new = replace(
                 module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe

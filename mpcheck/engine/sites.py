@@ -112,6 +112,15 @@ class Scope:
     # Why this code may run in half (``mpcheck.engine.evidence``): None outside a module's
     # code, where half comes only from explicit casts (facts of their own).
     evidence: HalfEvidence | None = None
+    # A function outside a class that the project calls from a module's code
+    # (:mod:`mpcheck.project.callers`): it runs with the module's values, no script's.
+    module_code: bool = False
+
+    @property
+    def script(self) -> bool:
+        """A script, trainer or sampler (or a function only they call): where a cast to a
+        dtype the code does not spell is a cast to the run's working dtype."""
+        return not self.in_module and not self.module_code
 
 
 @dataclass(frozen=True)

@@ -100,9 +100,7 @@ class Tensors:
             frame.env[path] = grown
             return UNKNOWN
         if recasts(recv, method):
-            cast = self.modules.module_cast(
-                node, method, args, kwargs, script=not frame.scope.in_module
-            )
+            cast = self.modules.module_cast(node, method, args, kwargs, script=frame.scope.script)
             return pipeline_cast(self.file.training, recv, cast, frame)
         trained = self.file.training.method(node, method, receiver, args, kwargs, frame)
         if trained is not None:  # scaler.step(opt), accelerator.backward(loss), ...
@@ -185,8 +183,7 @@ class Tensors:
     ) -> Fact:
         if recv.kind is not Kind.TENSOR:
             return UNKNOWN
-        script = not frame.scope.in_module
-        cast = self.casts.cast_call(node, method, recv, args, kwargs, script=script)
+        cast = self.casts.cast_call(node, method, recv, args, kwargs, script=frame.scope.script)
         if cast is not None:
             return cast
         if method in T.NEW_METHODS:

@@ -247,6 +247,20 @@ DTYPE_NAMES = frozenset(
 MODULE_BASES = frozenset(
     {"torch.nn.Module", "torch.nn.modules.module.Module", "torch.nn.Sequential"}
 )
+# A base class whose name ends so is taken for a module's (a project's ``TransformerBlock``).
+MODULE_BASE_SUFFIXES = (
+    "Module",
+    "Model",
+    "ModelMixin",
+    "Layer",
+    "Block",
+    "Attention",
+    "Encoder",
+    "Decoder",
+    "Embedding",
+    "Embeddings",
+    "MLP",
+)
 # Argument names that hold integer or boolean tensors, not activations.
 INT_PARAM_NAMES = frozenset(
     """input_ids ids token_ids position_ids positions labels label targets target indices

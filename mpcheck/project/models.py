@@ -35,6 +35,7 @@ from types import MappingProxyType
 
 from mpcheck.files.hashing import hex_digest
 from mpcheck.knowledge import wrappers as wrap
+from mpcheck.project.callers import ModuleCode
 from mpcheck.project.construction import Construction
 from mpcheck.project.records import ModelRecord, may_write, module_of, record_of
 from mpcheck.project.summary import Place
@@ -75,15 +76,24 @@ class ModelUses:
         module: str = "",
         mentions: _Mentions | None = None,
         construction: Construction | None = None,
+        module_code: ModuleCode | None = None,
     ) -> None:
         self._reach = dict(reach)
         self.module = module  # the module :meth:`of` names classes in
         self._mentions = mentions
         self.construction = construction  # which functions only construction runs
+        self.module_code = module_code  # which functions a module's code calls
 
     def at(self, module: str) -> ModelUses:
         """The same evidence, asked about the classes of ``module``."""
-        return ModelUses(self._reach, module, self._mentions, self.construction)
+        return ModelUses(self._reach, module, self._mentions, self.construction, self.module_code)
+
+    def runs_in_modules(self, name: str) -> bool:
+        """Whether the project calls the function ``name`` of :attr:`module` (defined outside
+        a class) from a module's code (:mod:`mpcheck.project.callers`)."""
+        if self.module_code is None:
+            return False
+        return (f"{self.module}.{name}" if self.module else name) in self.module_code.called
 
     def reached(self, name: str) -> bool:
         """Whether anything in the project may build the class ``name`` of :attr:`module`:
@@ -110,6 +120,8 @@ class ModelUses:
             text += self._mentions.digest
         if self.construction is not None:
             text += self.construction.digest
+        if self.module_code is not None:
+            text += self.module_code.digest
         return hex_digest(text.encode())
 
 
@@ -177,6 +189,14 @@ class _Names:
         for name in (*self.classes, *self.aliases):
             self.by_leaf.setdefault(name.rpartition(".")[2], []).append(name)
         self._memo: dict[str, str | None] = {}
+
+    def follow(self, name: str) -> str | None:
+        """``name`` through the project's re-exports (``pkg.f`` -> ``pkg.ops.f``), or None."""
+        for _ in range(8):
+            if name not in self.aliases:
+                return name
+            name = self.aliases[name]
+        return None
 
     def resolve(self, name: str) -> str | None:
         """The project class ``name`` stands for, or None (not a project class, or more than
@@ -294,7 +314,10 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     known = not alone and bool(sites)
     mentions = _Mentions(records, bodies, {*sites, *subclassed}) if known else None
     made = Construction((r.construction for r in records.values()), defaults)
-    return ModelUses(reach, mentions=mentions, construction=made)
+    classes = {c.name: c.bases for r in records.values() for c in r.classes}
+    passes = {r.module: r.callers for r in records.values()}
+    called = ModuleCode(passes, classes, names.resolve, names.follow)
+    return ModelUses(reach, mentions=mentions, construction=made, module_code=called)
 
 
 def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:

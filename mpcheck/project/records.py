@@ -33,11 +33,12 @@ from typing import Any
 from zlib import crc32
 
 from mpcheck.knowledge import wrappers as wrap
+from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import ConstructionPass, construction_of
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 5
+FORMAT = 6
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -87,6 +88,7 @@ class ModelRecord:
     wrapped: tuple[tuple[str, Spot, str], ...] = ()
     deepspeed: bool = False  # accelerate code that names DeepSpeed (it may run under it)
     construction: ConstructionPass = ((), (), 0)  # (:mod:`mpcheck.project.construction`)
+    callers: CallersPass = EMPTY  # who calls its functions (:mod:`mpcheck.project.callers`)
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -108,6 +110,7 @@ class ModelRecord:
             self.wrapped,
             self.deepspeed,
             [*self.construction[:2], f"{self.construction[2]:x}"],
+            self.callers,
         ]
 
     @classmethod
@@ -115,7 +118,7 @@ class ModelRecord:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
-            unsafe, dflt, words, wrappers, wrapped, deepspeed, (made, helpers, runs) = more
+            unsafe, dflt, words, wrappers, wrapped, deepspeed, (made, helpers, runs), by = more
             if fmt != FORMAT:
                 return None
             return cls(
@@ -140,6 +143,11 @@ class ModelRecord:
                     tuple((str(n), str(c)) for n, c in made),
                     tuple((str(n), str(c)) for n, c in helpers),
                     int(runs, 16),
+                ),
+                (
+                    tuple(map(str, by[0])),
+                    tuple((str(n), str(c)) for n, c in by[1]),
+                    tuple((str(n), str(c)) for n, c in by[2]),
                 ),
             )
         except (ValueError, KeyError, TypeError, IndexError):
@@ -377,6 +385,7 @@ class _Reader:
             tuple(wrapped),
             self._accelerate_deepspeed(code),
             construction_of(code, self.module),
+            callers_of(code, self.module, self.imports, bool(self.stars)),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:

@@ -1,0 +1,212 @@
+"""Which functions outside a class run as part of a module's code: decided from call sites.
+
+A script, trainer or sampler that casts a tensor to a dtype it does not spell
+(``mask.to(weight_dtype)``) casts it to the run's working dtype, half on half runs
+(:mod:`mpcheck.engine.casts`). A function defined outside any class is such code when the
+project calls it only from scripts, trainers and samplers, or when nothing calls it (it is an
+entry: ``main``). A function that a module's method calls (``rms_norm(x, self.scale)`` in
+``RMSNorm.forward``, ``make_table(n, dtype)`` in ``__init__``), directly or through other
+functions a module calls, runs with the module's own values: a dtype it does not spell there
+(``x.to(dtype)`` of a ``dtype`` it computed) may be any part's own dtype, as in the module's
+methods, and is no working dtype.
+
+Each file's part comes from one cheap pass over its blanked code (strings and comments
+emptied, :func:`mpcheck.project.records.blank`), kept in its record: ``defined`` (its
+top-level functions), ``methods`` (a function a method of one of its classes calls: callee,
+qualified class) and ``functions`` (callee, calling top-level function), every callee named
+by its qualified name (resolved through the file's imports: ``from .ops import rms_norm``,
+``ops.rms_norm(x)``). :class:`ModuleCode` joins them over the project; a class is a module
+when a base is ``torch.nn``'s or looks like a model's (:data:`MODULE_BASE_SUFFIXES`), or is
+such a project class.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+from collections.abc import Callable, Mapping
+
+from mpcheck.knowledge import torch_api as T
+
+__all__ = ["CallersPass", "ModuleCode", "callers_of"]
+
+# One file's pass: (top-level functions), ((callee, class), ...), ((callee, function), ...)
+CallersPass = tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+EMPTY: CallersPass = ((), (), ())
+
+_HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
+_SKIP = frozenset(w.encode() for w in (*keyword.kwlist, *dir(builtins), "self", "cls", "super"))
+# Libraries a file imports functions from: nobody's helper in the project (kept out of records).
+_LIBRARIES = frozenset(
+    """torch numpy math einops scipy random os re sys json logging functools itertools typing
+    collections transformers diffusers accelerate safetensors PIL cv2 tqdm warnings inspect
+    copy time pathlib dataclasses contextlib""".split()
+)
+# A call of a lowercase name: ``f(``, ``mod.f(`` (a longer chain is a method of an object).
+_CALL = re.compile(rb"(?<![\w.])([a-z_]\w*)(?:\.([a-z_]\w*))?[ \t]*\(")
+
+
+def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool) -> CallersPass:
+    """The call sites in ``code`` (blanked) of functions, by caller: see the module docstring.
+
+    ``module``: the file's dotted path; ``imports``: what each name its imports bind stands
+    for (``ops`` -> ``pkg.ops``); ``stars``: it star-imports (a bare name may come from any)."""
+    headers = []  # (start, end of body, indent, kind, name)
+    names_at = set()  # (where a header's name stands: no call)
+    for match in _HEADER.finditer(code):
+        indent = len(match.group(1).expandtabs())
+        end = _body_end(code, match.end(), indent)
+        headers.append((match.start(), end, indent, match.group(2), match.group(3).decode()))
+        names_at.add(match.start(3))
+    if not headers:
+        return EMPTY
+    top = {name for _, _, indent, kind, name in headers if indent == 0 and kind == b"def"}
+    # Only names that may be the project's functions are looked for: its own top-level
+    # functions, and what its imports bind outside the libraries (not classes: CapWords).
+    heads = {
+        name
+        for name, target in imports.items()
+        if not name[:1].isupper() and target.partition(".")[0] not in _LIBRARIES
+    }
+    heads.update(top)
+    if not heads and not stars:
+        return tuple(sorted(_qualify(module, n) for n in top)), (), ()
+    wanted = {h.encode() for h in heads}
+    memo: dict[tuple[bytes, bytes | None], str | None] = {}
+
+    def qualified(head: bytes, attr: bytes | None) -> str | None:
+        if head in _SKIP:
+            return None
+        name = head.decode()
+        if attr is not None:
+            found = imports.get(name)
+            return None if found is None else f"{found}.{attr.decode()}"
+        if name in top:
+            return _qualify(module, name)
+        found = imports.get(name)
+        if found is not None:
+            return found
+        return _qualify(module, name) if stars else None  # (through the stars)
+
+    # The spans of top-level functions and of the methods of top-level classes, with who
+    # calls from there: ("class", qualified class) or ("function", qualified function).
+    spans: list[tuple[int, int, str, str]] = []
+    stack: list[tuple[int, bytes, str]] = []  # the open headers: (end, kind, qualified name)
+    for start, end, indent, kind, name in headers:
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        full = _qualify(module, name)
+        if not stack and kind == b"def" and indent == 0:
+            spans.append((start, end, "function", full))
+        elif len(stack) == 1 and stack[0][1] == b"class" and kind == b"def":
+            spans.append((start, end, "class", stack[0][2]))  # (a nested helper: its method's)
+        stack.append((end, kind, full))
+    methods: set[tuple[str, str]] = set()
+    functions: set[tuple[str, str]] = set()
+    for start, end, kind, owner in spans:
+        for call in _CALL.finditer(code, start, end):
+            key = (call.group(1), call.group(2))
+            if (key[0] not in wanted and not stars) or call.start() in names_at:
+                continue  # (no project function, or a header: no call)
+            if key not in memo:
+                memo[key] = qualified(*key)
+            callee = memo[key]
+            if callee is None or callee == owner:
+                continue
+            (methods if kind == "class" else functions).add((callee, owner))
+    defined = (_qualify(module, name) for name in top)
+    return tuple(sorted(defined)), tuple(sorted(methods)), tuple(sorted(functions))
+
+
+def _qualify(module: str, name: str) -> str:
+    return f"{module}.{name}" if module else name
+
+
+def _body_end(code: bytes, at: int, indent: int) -> int:
+    """Where the body of a header at ``indent`` ends: the next line at that indent or less
+    that starts code (a closing bracket or a blank line continues it)."""
+    pattern = _ENDS.get(indent)
+    if pattern is None:
+        pattern = _ENDS[indent] = re.compile(rb"^[ \t]{0,%d}[^\s#)\]}]" % indent, re.MULTILINE)
+    nl = code.find(b"\n", at)
+    if nl < 0:
+        return len(code)
+    found = pattern.search(code, nl + 1)
+    return found.start() if found else len(code)
+
+
+_ENDS: dict[int, re.Pattern[bytes]] = {}
+
+
+class ModuleCode:
+    """The project's functions that module code calls, joined from each file's pass.
+
+    ``classes``: every project class (qualified) with its bases as its file resolves them;
+    ``resolve_class``: the project class a base names (None when none); ``resolve``: a
+    qualified name through the project's re-exports (None when unknown)."""
+
+    def __init__(
+        self,
+        passes: Mapping[str, CallersPass],
+        classes: Mapping[str, tuple[str, ...]],
+        resolve_class: Callable[[str], str | None],
+        resolve: Callable[[str], str | None],
+    ) -> None:
+        self.classes = classes  # (``passes``: each file's, by its module)
+        self.resolve_class = resolve_class
+        self._modules: dict[str, bool] = {}
+        defined = {name for names, _, _ in passes.values() for name in names}
+        from_modules: set[str] = set()
+        calls: dict[str, set[str]] = {}  # caller function -> its callees
+        by_leaf: dict[str, list[str]] = {}
+        for name in defined:
+            by_leaf.setdefault(name.rpartition(".")[2], []).append(name)
+
+        def target(callee: str) -> list[str]:
+            if callee in defined:
+                return [callee]
+            again = resolve(callee)
+            if again is not None and again in defined:
+                return [again]
+            if callee.rpartition(".")[0] not in passes:
+                return []  # (a library's function: ``np.mean``)
+            # (re-exported or star-imported: any project function of that name may be meant)
+            return by_leaf.get(callee.rpartition(".")[2], [])
+
+        found = passes.values()
+        for _, methods, functions in found:
+            for callee, owner in methods:
+                if self.module_class(owner):
+                    from_modules.update(target(callee))
+            for callee, owner in functions:
+                calls.setdefault(owner, set()).update(target(callee))
+        todo = list(from_modules)
+        while todo:
+            for callee in calls.get(todo.pop(), ()):
+                if callee not in from_modules:
+                    from_modules.add(callee)
+                    todo.append(callee)
+        self.called = frozenset(from_modules)
+
+    def module_class(self, name: str, depth: int = 0) -> bool:
+        """Whether the project class ``name`` is an ``nn.Module`` (through its bases)."""
+        if name not in self._modules:
+            self._modules[name] = False  # (a cycle of bases proves nothing)
+            self._modules[name] = any(
+                self._module_base(b, depth) for b in self.classes.get(name, ())
+            )
+        return self._modules[name]
+
+    def _module_base(self, base: str, depth: int) -> bool:
+        if base in T.MODULE_BASES or base.startswith("torch.nn."):
+            return True
+        project = self.resolve_class(base)
+        if project is not None and project in self.classes and depth < 16:
+            return self.module_class(project, depth + 1)
+        return base.rsplit(".", 1)[-1].endswith(T.MODULE_BASE_SUFFIXES)
+
+    @property
+    def digest(self) -> str:
+        """The functions module code calls (a cache key part)."""
+        return repr(sorted(self.called))

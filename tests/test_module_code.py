@@ -1,0 +1,196 @@
+"""Which functions outside a class run as a module's code, decided from the project's call
+sites (:mod:`mpcheck.project.callers`): the working-dtype belief (a cast to a dtype the code
+does not spell is the run's working dtype) holds in scripts, trainers and samplers and in the
+functions only they call, not in a function a module's method calls."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mpcheck import cli
+from mpcheck.project.callers import callers_of
+from mpcheck.project.models import uses_of_sources
+from mpcheck.project.records import ModelRecord, blank, record_of
+
+
+def dedent(text: str) -> bytes:
+    return textwrap.dedent(text).encode()
+
+
+def test_a_files_pass_names_each_callee_by_its_qualified_name() -> None:
+    code = blank(
+        dedent(
+            """\
+            import numpy as np
+            import torch
+            from torch import nn
+            from . import ops
+            from .ops import rms_norm
+
+            def helper(x):
+                return ops.scale(np.mean(torch.mean(x)))
+
+            class Block(nn.Module):
+                def forward(self, x):
+                    def inner(y):
+                        return rms_norm(y)
+                    return inner(helper(x)) + self.proj(x)
+            """
+        )
+    )
+    imports = {"np": "numpy", "torch": "torch", "nn": "torch.nn", "ops": "pkg.ops"}
+    imports["rms_norm"] = "pkg.ops.rms_norm"
+    defined, methods, functions = callers_of(code, "pkg.model", imports, stars=False)
+    assert defined == ("pkg.model.helper",)
+    # (a nested helper's calls are its method's; ``self.proj`` and torch's are no helpers)
+    assert methods == (
+        ("pkg.model.helper", "pkg.model.Block"),
+        ("pkg.ops.rms_norm", "pkg.model.Block"),
+    )
+    assert functions == (("pkg.ops.scale", "pkg.model.helper"),)
+
+
+SOURCES = {
+    "pkg/__init__.py": "from .ops import rms_norm\n",
+    "pkg/ops.py": """\
+        def rms_norm(x):
+            return x
+
+        def outer(x):
+            return rms_norm(x)
+
+        def prepare(mask):
+            return mask
+
+        def unused(x):
+            return x
+        """,
+    "pkg/base.py": """\
+        from torch import nn
+
+        class Base(nn.Module):
+            pass
+        """,
+    "pkg/model.py": """\
+        import pkg
+        from .base import Base
+        from . import ops
+
+        class Net(Base):
+            def forward(self, x):
+                return ops.outer(x)
+
+        class Other(Base):
+            def forward(self, x):
+                return pkg.rms_norm(x)
+        """,
+    "pkg/sampler.py": """\
+        from .ops import prepare
+
+        class Sampler:
+            def sample(self, mask):
+                return prepare(mask)
+        """,
+}
+
+
+def uses(sources: dict[str, str]) -> dict[str, bool]:
+    data = {path: dedent(text) for path, text in sources.items()}
+    found = uses_of_sources(data).at("pkg.ops")
+    return {
+        name: found.runs_in_modules(name) for name in ("rms_norm", "outer", "prepare", "unused")
+    }
+
+
+def test_a_function_a_modules_method_calls_is_module_code_directly_or_through_another() -> None:
+    """``Net`` is a module through its project base; ``outer`` is called from its forward and
+    calls ``rms_norm``; the sampler's ``prepare`` and the uncalled ``unused`` are no module's."""
+    assert uses(SOURCES) == {"rms_norm": True, "outer": True, "prepare": False, "unused": False}
+
+
+def test_a_reexported_function_is_found_through_the_package() -> None:
+    only = {**SOURCES, "pkg/model.py": SOURCES["pkg/model.py"].replace("ops.outer(x)", "x")}
+    assert uses(only)["rms_norm"] is True  # (``pkg.rms_norm`` in ``Other.forward``)
+    gone = {**only, "pkg/model.py": only["pkg/model.py"].replace("pkg.rms_norm(x)", "x")}
+    assert uses(gone)["rms_norm"] is False
+
+
+def test_the_pass_survives_the_records_cache() -> None:
+    record = record_of(dedent(SOURCES["pkg/model.py"]), "pkg/model.py")
+    assert record.callers[1]  # (the module's calls were recorded)
+    assert ModelRecord.from_plain(json.loads(json.dumps(record.to_plain()))) == record
+
+
+KERNELS = """\
+    from dataclasses import dataclass
+
+    import torch
+    from torch import nn
+
+
+    @dataclass
+    class Config:
+        train_dtype: torch.dtype
+
+
+    def erode(mask, config):
+        mask = mask.to(dtype=config.train_dtype)
+        kernel = nn.Conv2d(1, 1, 5, bias=False, padding=2)
+        return kernel(mask)
+    """
+
+SCRIPT_CALLER = """\
+    import torch
+
+    from .kernels import Config, erode
+
+
+    def sample(mask):
+        return erode(mask, Config(torch.float16))
+
+
+    if __name__ == "__main__":
+        sample(torch.rand(1, 1, 8, 8))
+    """
+
+MODULE_CALLER = """\
+    import torch
+    from torch import nn
+
+    from .kernels import Config, erode
+
+
+    class Inpaint(nn.Module):
+        def forward(self, mask):
+            return erode(mask, Config(torch.float32))
+    """
+
+
+def check(tmp_path: Path, capsys: pytest.CaptureFixture[str], caller: str) -> list[str]:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kernels.py").write_text(textwrap.dedent(KERNELS))
+    (pkg / "caller.py").write_text(textwrap.dedent(caller))
+    rc = cli.main(["check", "--no-cache", "--output-format", "json", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc in (0, 1), err
+    return [
+        f"{d['code']}:{Path(d['filename']).name}:{d['location']['row']}" for d in json.loads(out)
+    ]
+
+
+def test_a_helper_only_a_script_calls_casts_to_the_working_dtype(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert check(tmp_path, capsys, SCRIPT_CALLER) == ["MPC102:kernels.py:14"]
+
+
+def test_the_same_helper_called_from_a_modules_forward_casts_to_its_own_dtype(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert check(tmp_path, capsys, MODULE_CALLER) == []
