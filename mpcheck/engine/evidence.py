@@ -13,7 +13,7 @@ project is a model library and says its users run every module of it in half).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 
@@ -54,6 +54,9 @@ class HalfEvidence:
     text: str
     place: Place | None = None
     node: cst.CSTNode | None = None
+    # the project may run its models under autocast (``ModelUses.may_autocast``): a premise
+    # "if this runs under autocast" needs it, or a library contract (others run it)
+    may_autocast: bool = True
 
     @property
     def latent(self) -> bool:
@@ -88,12 +91,22 @@ class Evidence:
         """``bases``: qualified, with those of bases in other project files; ``pretrained``:
         a ``from_pretrained`` model class (a ``ModelMixin`` or ``PreTrainedModel``)."""
         if name not in self._classes:
-            self._classes[name] = self._decide(name, anchor, bases, pretrained)
+            found = self._decide(name, anchor, bases, pretrained)
+            self._classes[name] = replace(found, may_autocast=self._may_autocast(found))
         return self._classes[name]
 
     def premise(self, name: str, node: cst.CSTNode | None = None) -> HalfEvidence:
         text = f"latent: raises if `{name}` runs in half without autocast"
-        return HalfEvidence(PREMISE, text, None, node)
+        found = HalfEvidence(PREMISE, text, None, node)
+        return replace(found, may_autocast=self._may_autocast(found))
+
+    def _may_autocast(self, found: HalfEvidence) -> bool:
+        """A project that never opens an enabled autocast region, nor hands a model to a
+        wrapper that may, runs its own models without autocast; a library's users (or the
+        configuration's every module) may still."""
+        if found.kind in (LIBRARY, SETTING) or self.uses is None:
+            return True
+        return self.uses.may_autocast
 
     def _decide(
         self, name: str, anchor: cst.CSTNode, bases: Sequence[str], pretrained: bool
