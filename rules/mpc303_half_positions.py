@@ -51,10 +51,11 @@ class HalfPositions(Rule):
         can hold: a project that never calls a model inside an enabled autocast region nor
         hands one to a wrapper that autocasts (accelerate, Lightning, the transformers
         Trainer) runs its own models without autocast, and float32 phases stay float32
-        there; a library's classes keep the premise, since their users may autocast. A diffusion timestep
-        (0..1000) cast to the latents' bfloat16 dtype before the timestep projection is
-        rounded to a multiple of 4 above 512, so the model sees another timestep than the
-        scheduler meant. Not reported: products with float64 frequencies (Flux's `rope`),
+        there; a library's classes keep the premise, since their users may autocast.
+        A diffusion timestep (0..1000) cast to the latents' bfloat16 dtype before the
+        timestep projection is rounded to a multiple of 4 above 512, so the model sees
+        another timestep than the scheduler meant.
+        Not reported: products with float64 frequencies (Flux's `rope`),
         which autocast never casts (its `cached_cast` skips float64; the product promotes to
         float64), and timesteps cast only to scale noise or weight a loss (once mixed with
         another tensor they are a sample or a weight, rounded relatively like any activation),
