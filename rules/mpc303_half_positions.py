@@ -46,16 +46,10 @@ class HalfPositions(Rule):
         pi by position 1000. Autocast runs `matmul`/`mm`/`bmm` (and on CUDA `einsum`) in half
         even when both operands are float32, so a rotary embedding that a mixed-precision
         trainer calls under autocast computes its phases in half unless it opens
-        `torch.autocast(..., enabled=False)` around the product. Without a region in view
-        that is a premise, stated as one ("if this runs under autocast"), and only where it
-        can hold: a project that never calls a model inside an enabled autocast region nor
-        hands one to a wrapper that autocasts (accelerate, Lightning, the transformers
-        Trainer) runs its own models without autocast, and float32 phases stay float32
-        there; a library's classes keep the premise, since their users may autocast.
-        A diffusion timestep (0..1000) cast to the latents' bfloat16 dtype before the
-        timestep projection is rounded to a multiple of 4 above 512, so the model sees
-        another timestep than the scheduler meant.
-        Not reported: products with float64 frequencies (Flux's `rope`),
+        `torch.autocast(..., enabled=False)` around the product. A diffusion timestep
+        (0..1000) cast to the latents' bfloat16 dtype before the timestep projection is
+        rounded to a multiple of 4 above 512, so the model sees another timestep than the
+        scheduler meant. Not reported: products with float64 frequencies (Flux's `rope`),
         which autocast never casts (its `cached_cast` skips float64; the product promotes to
         float64), and timesteps cast only to scale noise or weight a loss (once mixed with
         another tensor they are a sample or a weight, rounded relatively like any activation),
@@ -188,9 +182,6 @@ class HalfPositions(Rule):
             return
         if call.scope.function is None or autocast_policy(call.aten, "cuda") != "lower_precision":
             return
-        evidence = call.scope.evidence
-        if evidence is not None and not evidence.may_autocast:
-            return  # the project never runs its models under autocast: no premise to state
         message = (
             f"if this runs under autocast (mixed-precision training or inference), "
             f"`{call.aten}` of the positions `{pos}` and frequencies `{freq}` runs in half "

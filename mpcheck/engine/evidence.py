@@ -13,7 +13,7 @@ project is a model library and says its users run every module of it in half).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -54,9 +54,6 @@ class HalfEvidence:
     text: str
     place: Place | None = None
     node: cst.CSTNode | None = None
-    # the project may run its models under autocast (``ModelUses.may_autocast``): a premise
-    # "if this runs under autocast" needs it, or a library contract (others run it)
-    may_autocast: bool = True
 
     @property
     def latent(self) -> bool:
@@ -91,22 +88,12 @@ class Evidence:
         """``bases``: qualified, with those of bases in other project files; ``pretrained``:
         a ``from_pretrained`` model class (a ``ModelMixin`` or ``PreTrainedModel``)."""
         if name not in self._classes:
-            found = self._decide(name, anchor, bases, pretrained)
-            self._classes[name] = replace(found, may_autocast=self._may_autocast(found))
+            self._classes[name] = self._decide(name, anchor, bases, pretrained)
         return self._classes[name]
 
     def premise(self, name: str, node: cst.CSTNode | None = None) -> HalfEvidence:
         text = f"latent: raises if `{name}` runs in half without autocast"
-        found = HalfEvidence(PREMISE, text, None, node)
-        return replace(found, may_autocast=self._may_autocast(found))
-
-    def _may_autocast(self, found: HalfEvidence) -> bool:
-        """A project that never opens an enabled autocast region, nor hands a model to a
-        wrapper that may, runs its own models without autocast; a library's users (or the
-        configuration's every module) may still."""
-        if found.kind in (LIBRARY, SETTING) or self.uses is None:
-            return True
-        return self.uses.may_autocast
+        return HalfEvidence(PREMISE, text, None, node)
 
     def _decide(
         self, name: str, anchor: cst.CSTNode, bases: Sequence[str], pretrained: bool

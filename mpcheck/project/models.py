@@ -53,9 +53,6 @@ __all__ = [
 LIBRARY_SUFFIXES = ("ModelMixin", "PreTrainedModel", "PretrainedModel", "PeftModel", "TunerLayer")
 _LIBRARY_ROOTS = ("timm.", "peft.")
 CAST, LIBRARY, AUTOCAST, FLOAT32 = "cast", "library", "autocast", "float32"
-# The key under which the evidence holds the project's first enabled autocast, if any (no
-# qualified class name has a space).
-_AUTOCAST_SEEN = " autocast"
 _SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__"})
 
 
@@ -101,13 +98,6 @@ class ModelUses:
     def of(self, name: str) -> Reach | None:
         """The evidence of the class ``name`` defined in :attr:`module`."""
         return self._reach.get(f"{self.module}.{name}" if self.module else name)
-
-    @property
-    def may_autocast(self) -> bool:
-        """Whether the project may run its models under autocast: it calls one inside an
-        enabled autocast region or hands one to a wrapper that may autocast, or it is one
-        whose models others run (a library, or a file checked alone: it cannot tell)."""
-        return self._mentions is None or _AUTOCAST_SEEN in self._reach
 
     def __len__(self) -> int:
         return len(self._reach)
@@ -304,21 +294,12 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     known = not alone and bool(sites)
     mentions = _Mentions(records, bodies, {*sites, *subclassed}) if known else None
     made = Construction((r.construction for r in records.values()), defaults)
-    wrapper = _autocasting_wrapper(wrappers, wrap.UNKNOWN)
-    if covered:  # a model called inside an enabled autocast region
-        reach[_AUTOCAST_SEEN] = next(iter(covered.values()))
-    elif wrapper is not None:
-        reach[_AUTOCAST_SEEN] = Reach(AUTOCAST, wrapper)
     return ModelUses(reach, mentions=mentions, construction=made)
 
 
-def _autocasting_wrapper(
-    wrappers: Mapping[str, list[tuple[str, Place]]], *also: str
-) -> Place | None:
-    """The first wrapper of the project that runs models under autocast (or has one of the
-    effects ``also``), if any."""
-    effects = (wrap.AUTOCAST, *also)
-    found = [place for lib in sorted(wrappers) for e, place in wrappers[lib] if e in effects]
+def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:
+    """The first wrapper of the project that runs models under autocast, if any."""
+    found = [place for lib in sorted(wrappers) for e, place in wrappers[lib] if e == wrap.AUTOCAST]
     return found[0] if found else None
 
 
