@@ -52,7 +52,11 @@ class HalfPositions(Rule):
         scheduler meant. Not reported: products with float64 frequencies (Flux's `rope`),
         which autocast never casts (its `cached_cast` skips float64; the product promotes to
         float64), and timesteps cast only to scale noise or weight a loss (once mixed with
-        another tensor they are a sample or a weight, rounded relatively like any activation).
+        another tensor they are a sample or a weight, rounded relatively like any activation),
+        and phases `__init__` computes from a buffer it has just registered with a spelled
+        dtype (`.float()`): no cast of the module runs between two statements of `__init__`,
+        and a loader's half default dtype (`from_pretrained(torch_dtype=...)`) does not
+        change an explicit float32, so that cos/sin cache is made from float32 phases.
         """
     symptom = """
         Nothing raises. Long sequences degrade (positions far apart share phases), generated

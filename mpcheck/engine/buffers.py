@@ -57,6 +57,27 @@ def registered(
     return attr, Fact(Kind.TENSOR, Prec.MODEL, None, origin)
 
 
+def as_built(model: Fact, args: tuple[Operand, ...], kwargs: dict[str, Operand]) -> Fact | None:
+    """What ``self.name`` holds when ``__init__`` reads it back after registering it: the
+    tensor registered, when its dtype was spelled (``.float()``, ``dtype=torch.float32``).
+
+    No cast of the module can run between two statements of ``__init__``: ``model.half()``
+    and ``.to(dtype)`` come after construction, and ``from_pretrained(torch_dtype=...)``
+    only changes the default dtype while building, which an explicit dtype ignores. So phases
+    built in ``__init__`` from a buffer just registered with ``.float()`` are float32 there
+    (a cos/sin cache); a buffer made in the default dtype may be half under such a loader,
+    and keeps the model's dtype (``model``). None when nothing differs.
+    """
+    if model.prec is not Prec.MODEL:
+        return None
+    tensor = args[1] if len(args) > 1 else kwargs.get("tensor", kwargs.get("param"))
+    if tensor is None:
+        return None
+    value = tensor.fact if tensor.fact.is_tensor else _cast_chain(tensor.node)
+    explicit = value.prec is Prec.FULL and value.dtype in ("float32", "float64")
+    return value if explicit and not value.default_float32 else None
+
+
 def _left_float32(value: Fact, args: tuple[Operand, ...], kwargs: dict[str, Operand]) -> bool:
     """An explicitly float32 buffer kept out of the checkpoint (``persistent=False``).
 

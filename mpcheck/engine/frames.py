@@ -54,6 +54,9 @@ class ClassInfo:
     feeds_weights: bool = False
     # the positions of every input ``forward`` hands so (``self.local_att(x + residual)``)
     fed_inputs: frozenset[int] = frozenset()
+    # ``self.name`` that ``__init__`` registered as a buffer with a spelled dtype: (the value
+    # ``__init__`` reads back, the model's-dtype fact the other methods see) (``buffers.py``)
+    registered: dict[str, tuple[Fact, Fact]] = field(default_factory=dict)
 
     @cached_property
     def casts_input(self) -> bool:

@@ -243,6 +243,9 @@ class Definitions:
                 if cls.is_pipeline and key[len("self.") :] in T.PIPELINE_MODELS:
                     continue  # ``self.upcast_vae()`` in one method says nothing of another
                 if key.startswith("self.") and key.count(".") == 1:
+                    built, model = cls.registered.get(key, (None, fact))
+                    if fact is built:  # a buffer as built: the model's dtype after ``__init__``
+                        fact = model
                     old = cls.attrs.get(key)
                     cls.attrs[key] = (
                         fact if old is None or fn.name.value == "__init__" else join(old, fact)

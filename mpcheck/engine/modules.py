@@ -14,7 +14,7 @@ import libcst as cst
 from mpcheck.engine.autocast import Regions
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.binding import passed
-from mpcheck.engine.buffers import registered
+from mpcheck.engine.buffers import as_built, registered
 from mpcheck.engine.facts import (
     UNKNOWN,
     UNKNOWN_TENSOR,
@@ -546,8 +546,16 @@ class Modules:
         info = self._class_of_frame(frame)
         pretrained = info is not None and info.pretrained
         bound = registered(node, method, args, kwargs, frame.scope.in_module, pretrained)
-        if bound is not None:
-            frame.env[f"{path}.{bound[0]}"] = bound[1]
+        if bound is None:
+            return
+        key = f"{path}.{bound[0]}"
+        frame.env[key] = bound[1]
+        built = as_built(bound[1], args, kwargs) if frame.in_init and path == "self" else None
+        if built is not None and info is not None:
+            # read back in ``__init__`` it is what was registered; the other methods get the
+            # model's dtype (``_walk_function`` hands them ``info.registered``)
+            frame.env[key] = built
+            info.registered[key] = (built, bound[1])
 
     def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
         frame.env[path] = new
