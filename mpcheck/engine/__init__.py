@@ -1,8 +1,8 @@
 """The dtype-provenance engine: parts composed by :mod:`analysis`; imports only point downwards.
 
 Read in this order: :mod:`frames` (what the walk carries), :mod:`reporting` (when a
-site reaches the rules), :mod:`binding`, :mod:`promotion`, :mod:`buffers` and
-:mod:`scripts` (pure helpers), :mod:`base` (the walk's state and the recursion points every
+site reaches the rules), :mod:`binding`, :mod:`promotion`, :mod:`buffers`, :mod:`aliases`
+and :mod:`scripts` (pure helpers), :mod:`base` (the walk's state and the recursion points every
 part reaches the others through), then the parts, each given the parts it asks questions of:
 
 - :mod:`autocast` (``Regions``): autocast regions and contexts;

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from mpcheck.engine.aliases import function_aliases
 from mpcheck.engine.autocast import Regions
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
@@ -76,6 +77,8 @@ class Expressions:
         self.modules = modules
         self.casts = casts
         self.tensors = tensors
+        # each function's local names bound to functions (:mod:`aliases`), by node
+        self._aliases: dict[int, tuple[cst.FunctionDef, dict[str, tuple[cst.Name, ...]]]] = {}
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         if node is None:
@@ -473,8 +476,46 @@ class Expressions:
             if made is not None:
                 return self.file.emit(CallRecord(node, made, args, kwargs), frame)
         if isinstance(func, cst.Name):
+            aliased = self.aliased_call(node, func.value, args, kwargs, frame)
+            if aliased is not None:
+                return aliased
             return self.local_call(node, func.value, args, kwargs, frame)
         return UNKNOWN
+
+    def aliased_call(
+        self,
+        node: cst.Call,
+        name: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact | None:
+        """``attn_fn(x, w)`` after ``attn_fn = a if cfg.split else b`` (:mod:`aliases`): the
+        join of what the functions of this file or of the project return for these
+        arguments; None when the name is no such alias."""
+        function = frame.scope.function
+        if function is None or name in self.file.functions or name in self.file.classes:
+            return None
+        if id(function) not in self._aliases:
+            self._aliases[id(function)] = (function, function_aliases(function))
+        targets = self._aliases[id(function)][1].get(name, ())
+        made: list[Fact] = []
+        with self.file.reporting.muted():
+            for target in targets:
+                if target.value in self.file.functions:
+                    made.append(self.local_call(node, target.value, args, kwargs, frame))
+                    continue
+                located = self.file.imports.locate(target) if self.file.project else None
+                found = self.file.project(*located) if self.file.project and located else None
+                if not isinstance(found, Function):
+                    return None
+                made.append(call_result(node, target.value, found, args, kwargs))
+        if not made:
+            return None
+        result = made[0]
+        for other in made[1:]:
+            result = join(result, other)
+        return self.file.emit(CallRecord(node, result, args, kwargs), frame)
 
     def switched_call(
         self,

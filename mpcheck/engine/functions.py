@@ -32,6 +32,7 @@ from mpcheck.engine.facts import (
     Prec,
     join,
     joined_with_arguments,
+    one_path_factory,
     promote,
 )
 from mpcheck.engine.frames import Call, ClassInfo, Env, Frame
@@ -437,6 +438,21 @@ class Definitions:
                 return Fact(Kind.OTHER, layer=name, params=frozenset({index}))
         return None
 
+    def annotated_module(self, param: cst.Param, index: int, prec: Prec) -> Fact | None:
+        """``norm: RMSNorm``: an instance of a module class of the project handed in; calling
+        it runs that class's ``forward``, as calling a part the model built does."""
+        if param.annotation is None:
+            return None
+        for name in _annotation_names(param.annotation.annotation):
+            info = self.file.classes.get(name)
+            if (info is not None and info.is_module) or (
+                info is None and self._project_class(name) is not None
+            ):
+                what = f"`{param.name.value}`, a `{name}` handed to the function"
+                origin = Origin(param, Cause.ACTIVATION, what)
+                return Fact(Kind.MODULE, prec, None, origin, frozenset({index}), layer=name)
+        return None
+
     def _project_plain_class(self, name: str) -> ClassSummary | None:
         """The summary of a plain class (no module: a cache entry, a state object) of
         another project file, named by an annotation (``entry: Optional[CacheEntry]``): its
@@ -513,8 +529,8 @@ class Definitions:
             if not actual.is_tensor:
                 actual = UNKNOWN_TENSOR  # a value we know nothing about
             seeds[name] = replace(actual, params=default.params)
-        if not any(f.prec is Prec.FULL for f in seeds.values()):
-            return False
+        if not any(f.prec is Prec.FULL or one_path_factory(f) for f in seeds.values()):
+            return False  # (float32 on one path counts: ``k`` from a cache on the cache's path)
         frame.env.update(seeds)
         return True
 
@@ -555,6 +571,9 @@ class Definitions:
         instance = self.annotated_instance(param, index)
         if instance is not None:
             return instance
+        module = self.annotated_module(param, index, Prec.MODEL if tensor_params else Prec.UNKNOWN)
+        if module is not None:
+            return module
         if ann is not None and "Tensor" not in ann_text and "tensor" not in ann_text:
             if ann_text in ("int", "float", "bool"):
                 return replace(SCALAR, params=marks)
@@ -624,6 +643,10 @@ class Definitions:
             if len(actual) == 1 and actual[0].kind is Kind.MODULE and fact.from_input:
                 return actual[0]  # ``apply_wd(nn.Linear(...))`` returns the module it was given
             given = promote(actual)
+            if len(actual) == 1 and one_path_factory(actual[0]):
+                # ``self.apply_rotary(k)`` of a ``k`` a factory made on one path: what follows
+                # ``k`` is still float32 on that path
+                given = actual[0]
             if joined_with_arguments(fact) and given.prec in (Prec.MODEL, Prec.HALF):
                 return joined_default(fact, given, fn)
             return given

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec, promote
+from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec, one_path_factory, promote
 from mpcheck.engine.frames import ClassInfo
 from mpcheck.engine.keep_fp32 import KeepFp32
 from mpcheck.engine.sites import Operand
@@ -89,6 +89,8 @@ def fact_of(
         return Fact(Kind.SEQ, items=items)
     if value.same_as and Prec(value.prec) in (Prec.MODEL, Prec.UNKNOWN):
         actual = [f for f in map(argument, value.same_as) if f is not None]
+        if len(actual) == 1 and one_path_factory(actual[0]):
+            return actual[0]  # float32 on the path where a factory made the argument
         if actual:
             return promote(actual, node) if kind is Kind.TENSOR else actual[0]
         return Fact(kind)
