@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from mpcheck.knowledge import torch_api as T
+from mpcheck.project.construction import body_end
 
 __all__ = ["CallersPass", "ModuleCode", "callers_of"]
 
@@ -56,7 +57,7 @@ def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool
     names_at = set()  # (where a header's name stands: no call)
     for match in _HEADER.finditer(code):
         indent = len(match.group(1).expandtabs())
-        end = _body_end(code, match.end(), indent)
+        end = body_end(code, match.end(), indent)
         headers.append((match.start(), end, indent, match.group(2), match.group(3).decode()))
         names_at.add(match.start(3))
     if not headers:
@@ -121,22 +122,6 @@ def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool
 
 def _qualify(module: str, name: str) -> str:
     return f"{module}.{name}" if module else name
-
-
-def _body_end(code: bytes, at: int, indent: int) -> int:
-    """Where the body of a header at ``indent`` ends: the next line at that indent or less
-    that starts code (a closing bracket or a blank line continues it)."""
-    pattern = _ENDS.get(indent)
-    if pattern is None:
-        pattern = _ENDS[indent] = re.compile(rb"^[ \t]{0,%d}[^\s#)\]}]" % indent, re.MULTILINE)
-    nl = code.find(b"\n", at)
-    if nl < 0:
-        return len(code)
-    found = pattern.search(code, nl + 1)
-    return found.start() if found else len(code)
-
-
-_ENDS: dict[int, re.Pattern[bytes]] = {}
 
 
 class ModuleCode:

@@ -90,7 +90,7 @@ def _segments(
     headers = []  # (start of header line, end of body, indent, kind, name)
     for match in found:
         indent = len(match.group(1).expandtabs())
-        end = _body_end(code, match.end(), indent)
+        end = body_end(code, match.end(), indent)
         headers.append((match.start(), end, indent, match.group(2), match.group(3).decode()))
     out: list[tuple[int, int, str, str]] = []
     # (end, kind, owner, class name for its methods) of the open headers, innermost last
@@ -129,9 +129,10 @@ def _segments(
     return out
 
 
-def _body_end(code: bytes, at: int, indent: int) -> int:
+def body_end(code: bytes, at: int, indent: int) -> int:
     """Where the body of a header at ``indent`` ends: the next line at that indent or less
-    that starts code (a closing bracket or a blank line continues it)."""
+    that starts code (a closing bracket or a blank line continues it). (The callers pass
+    reads bodies the same way.)"""
     pattern = _ENDS.get(indent)
     if pattern is None:
         pattern = _ENDS[indent] = re.compile(rb"^[ \t]{0,%d}[^\s#)\]}]" % indent, re.MULTILINE)
