@@ -78,7 +78,7 @@ class Expressions:
         self.casts = casts
         self.tensors = tensors
         # each function's local names bound to functions (:mod:`aliases`), by node
-        self._aliases: dict[int, tuple[cst.FunctionDef, dict[str, tuple[cst.Name, ...]]]] = {}
+        self._aliases: dict[cst.FunctionDef, dict[str, tuple[cst.Name, ...]]] = {}
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         if node is None:
@@ -496,9 +496,10 @@ class Expressions:
         function = frame.scope.function
         if function is None or name in self.file.functions or name in self.file.classes:
             return None
-        if id(function) not in self._aliases:
-            self._aliases[id(function)] = (function, function_aliases(function))
-        targets = self._aliases[id(function)][1].get(name, ())
+        aliases = self._aliases.get(function)
+        if aliases is None:
+            aliases = self._aliases[function] = function_aliases(function)
+        targets = aliases.get(name, ())
         made: list[Fact] = []
         with self.file.reporting.muted():
             for target in targets:

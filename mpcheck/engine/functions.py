@@ -60,8 +60,8 @@ class Definitions:
         self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
         self.summaries: dict[cst.FunctionDef, Fact] = {}  # what each function returns
         self.in_progress: set[cst.FunctionDef] = set()  # being walked: not again inside
-        # Bare parameters each function uses as tensors: a function's frame is made once per
-        # call it is walked for, and re-walking its body each time was a third of a run.
+        # Bare parameters each function uses as tensors: it depends on the function alone,
+        # and a frame is made each time a function is walked (nested functions, re-walks).
         self.tensor_params: dict[cst.FunctionDef, frozenset[str]] = {}
         self.uses_torch_modules = False
 

@@ -10,9 +10,9 @@ A rule that needs a half *tensor* asks for that evidence (``Origin.unproven``).
 
 from __future__ import annotations
 
-import dataclasses
-
 import libcst as cst
+
+from mpcheck.project.names import descendants
 
 # What a Python int or float answers too: using them proves nothing.
 _NUMBER_ATTRIBUTES = frozenset(
@@ -20,54 +20,25 @@ _NUMBER_ATTRIBUTES = frozenset(
 )
 
 
-# The fields of each node type that can hold nodes: the walk reads them directly. libcst's
-# visitor rebuilds every node it passes (``_visit_and_replace_children``), which made this
-# read-only question cost more than the whole dtype walk of the function.
-_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
-
-
-def _fields(kind: type[cst.CSTNode]) -> tuple[str, ...]:
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = tuple(
-            f.name
-            for f in dataclasses.fields(kind)
-            if not f.name.startswith(("whitespace", "lpar", "rpar"))
-        )
-    return names
-
-
 def tensor_uses(fn: cst.FunctionDef, names: frozenset[str]) -> frozenset[str]:
     """The ``names`` (parameters of ``fn``) that its body uses as tensors: indexed
     (``x[:, None]``), an attribute read or method called (``x.view(...)``, ``x.shape``) or
-    multiplied with ``@``."""
+    multiplied with ``@``. (A plain walk over the nodes: libcst's visitor rebuilds every node
+    it passes, which cost more than the function's whole dtype walk.)"""
     found: set[str] = set()
-    stack: list[object] = list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (list, tuple)):
-            stack.extend(node)
-            continue
-        if not isinstance(node, cst.CSTNode):
-            continue
-        if isinstance(node, cst.Attribute):
-            value = node.value
-            if (
-                isinstance(value, cst.Name)
-                and value.value in names
-                and node.attr.value not in _NUMBER_ATTRIBUTES
-            ):
-                found.add(value.value)
+    for node in descendants(fn.body):
+        if isinstance(node, cst.Attribute) and node.attr.value not in _NUMBER_ATTRIBUTES:
+            found.add(_name(node.value, names))  # ``x.view(...)``, ``x.shape``
         elif isinstance(node, cst.Subscript):
-            value = node.value
-            if isinstance(value, cst.Name) and value.value in names:
-                found.add(value.value)
+            found.add(_name(node.value, names))  # ``x[:, None]``
         elif isinstance(node, cst.BinaryOperation) and isinstance(
             node.operator, cst.MatrixMultiply
         ):
-            for side in (node.left, node.right):
-                if isinstance(side, cst.Name) and side.value in names:
-                    found.add(side.value)
-        for field in _fields(type(node)):
-            stack.append(getattr(node, field))
+            found.update((_name(node.left, names), _name(node.right, names)))  # ``q @ k``
+    found.discard("")
     return frozenset(found)
+
+
+def _name(node: cst.BaseExpression, names: frozenset[str]) -> str:
+    """``node``'s name when it is one of ``names``, else ""."""
+    return node.value if isinstance(node, cst.Name) and node.value in names else ""
