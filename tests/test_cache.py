@@ -555,3 +555,22 @@ def test_a_summary_only_entry_serves_the_lookups_of_its_own_run_only(
     walks.clear()
     assert run(tree)[1] == cold[1]
     assert sorted(walks) == [("attention.py", False), ("rope.py", False)]
+
+
+def test_the_fingerprint_covers_the_whole_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit of any engine module (an editable install) makes old results stale: the
+    fingerprint stats every module of the package, not just the cache's own folder."""
+    from mpcheck.pipeline import cache
+
+    seen: list[str] = []
+    real = os.stat
+
+    def recording(path: str, *args: object, **kwargs: object) -> os.stat_result:
+        seen.append(str(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cache.os, "stat", recording)
+    cache.fingerprint((), {})
+    package = Path(cache.__file__).resolve().parents[1]
+    for module in ("engine/facts.py", "knowledge/ops.py", "project/models.py", "cli/app.py"):
+        assert str(package / module) in seen, module

@@ -105,7 +105,9 @@ def fingerprint(modules: Iterable[object], settings: Mapping[str, object]) -> st
         origin = getattr(module, "__file__", None)
         if origin:
             files.add(origin)
-    package = Path(__file__).parent
+    # The whole package (the engine, the knowledge tables), not this module's folder: an edit
+    # of an editable install's engine must invalidate what the old engine produced.
+    package = Path(__file__).resolve().parents[1]
     files.update(str(p) for p in package.rglob("*.py"))
     for name in sorted(files):
         try:
