@@ -291,6 +291,8 @@ class Tensors:
 
         if qual in T.SAME_DTYPE_FUNCTIONS and args and args[0].fact.is_tensor:
             return args[0].fact  # ``rearrange(qkv, "b n (t h d) -> t b h n d", t=3)``
+        if qual in T.MODULE_WRAPPERS and args and args[0].fact.kind is Kind.MODULE:
+            return args[0].fact  # ``weight_norm(nn.Conv1d(...))`` is that Conv1d
 
         if qual.startswith("torch.nn.") and qual.count(".") == 2:
             name = qual.rsplit(".", 1)[-1]

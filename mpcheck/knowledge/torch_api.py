@@ -234,6 +234,18 @@ PASS_THROUGH_LAYERS = frozenset(
     ReflectionPad2d ReplicationPad2d GLU Tanhshrink Hardtanh ParameterFreeNorm""".split()
 )
 CONTAINER_LAYERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+# Functions that reparametrise a module's weight and return that same module: a cast of the
+# model casts its new parameters (``weight_g``, ``weight_v``, ``original0``) with the rest,
+# so the layer keeps the model's dtype (``tests/test_module_wrappers.py`` checks it under torch).
+MODULE_WRAPPERS = frozenset(
+    {
+        "torch.nn.utils.weight_norm",
+        "torch.nn.utils.spectral_norm",
+        "torch.nn.utils.parametrizations.weight_norm",
+        "torch.nn.utils.parametrizations.spectral_norm",
+        "torch.nn.utils.parametrizations.orthogonal",
+    }
+)
 
 
 # Every ``torch.<name>`` that is a dtype object.
