@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 import libcst as cst
 
 from mpcheck.project.names import children, dotted
+from mpcheck.knowledge import torch_api as T
 
 SCORES = "scores"
 VALUES = "values"
@@ -98,6 +99,14 @@ class AttentionRoles:
         if isinstance(node, cst.BinaryOperation):
             return self.role(node.left, node.right, scope, node=node)
         operands = ([receiver] if receiver is not None else []) + list(args)
+        if name == "einsum" and args and isinstance(args[-1], cst.SimpleString):
+            # einops' ``einsum(q, k, "b h i d, b h j d -> b h i j")``: torch.einsum underneath
+            pattern = args[-1].evaluated_value
+            spec = T.einops_equation(pattern) if isinstance(pattern, str) else None
+            rest = list(args[:-1])
+            if spec is not None and len(rest) == 2:
+                return self.role(rest[0], rest[1], scope, spec)
+            return None
         if name == "einsum" and args and isinstance(args[0], cst.SimpleString):
             spec = args[0].evaluated_value
             rest = list(args[1:])

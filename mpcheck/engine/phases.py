@@ -231,8 +231,8 @@ def phase_product(call: CallSite) -> PhaseProduct | None:
     ``t[:, None] * inv_freq[None, :]``: positions multiplied by frequencies, else None."""
     if call.aten not in _PRODUCTS:
         return None
-    if call.qualname is not None and not call.qualname.startswith("torch."):
-        return None  # ``np.einsum``: numpy computes in float64
+    if call.qualname is not None and not call.qualname.startswith(("torch.", "einops.")):
+        return None  # ``np.einsum``: numpy computes in float64 (einops: torch's einsum)
     operands = _tensor_operands(call)
     if len(operands) != 2:
         return None

@@ -246,11 +246,16 @@ class Tensors:
             # ``torch.addmm(bias.float(), a, b, out_dtype=torch.float32)``: mixed by design
             op = None
             result = self.casts.dtype_arg(kwargs["out_dtype"], node, result, "out_dtype=")
-        spec = args[0].node if qual == "torch.einsum" and args else None
+        named = qual == "einops.einsum"  # ``einsum(x, y, "b i d, b j d -> b i j")``
+        spec = (args[-1] if named else args[0]).node if qual.endswith(".einsum") and args else None
         if isinstance(spec, cst.SimpleString) and isinstance(spec.evaluated_value, str):
-            if not T.einsum_contracts(spec.evaluated_value):
+            equation = spec.evaluated_value
+            if named:
+                equation = T.einops_equation(equation) or ""
+            if equation and not T.einsum_contracts(equation):
                 op = None  # a broadcast product promotes, like ``*``
-                tensors = [f for a in args[1:] for f in (a.fact, *(o.fact for o in items(a)))]
+                operands = args[:-1] if named else args[1:]
+                tensors = [f for a in operands for f in (a.fact, *(o.fact for o in items(a)))]
                 result = promote([f for f in tensors if f.is_tensor], node)
         if result.is_tensor and (
             (qual in T.SHAPE_FACTORIES and _empty_shape(args, kwargs))

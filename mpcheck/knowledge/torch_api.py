@@ -135,6 +135,7 @@ OPS: dict[str, OpKind] = {
     "torch.dot": OpKind.MATMUL,
     "torch.tensordot": OpKind.MATMUL,
     "torch.einsum": OpKind.MATMUL,
+    "einops.einsum": OpKind.MATMUL,  # torch.einsum underneath, the pattern last
     "torch.chain_matmul": OpKind.MATMUL,
     "torch.linalg.multi_dot": OpKind.MATMUL,
     "flash_attn.flash_attn_func": OpKind.ATTENTION,
@@ -503,6 +504,34 @@ def einsum_contracts(spec: str) -> bool:
         return True
     inputs, out = text.split("->", 1)
     return any(ch not in out for ch in inputs.replace(",", "") if ch.isalpha())
+
+
+def einops_equation(pattern: str) -> str | None:
+    """torch's spelling of an ``einops.einsum`` pattern, whose axes are words between spaces
+    (``"b head i d, b head j d -> b head i j"`` is ``"abcd,abed->abce"``): einops runs
+    ``torch.einsum`` with it. None when it has more axes than letters."""
+    letters: dict[str, str] = {}
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def spelled(side: str) -> str | None:
+        out = []
+        for axis in side.split():
+            if axis == "...":
+                out.append("...")
+                continue
+            if axis not in letters:
+                if len(letters) == len(alphabet):
+                    return None
+                letters[axis] = alphabet[len(letters)]
+            out.append(letters[axis])
+        return "".join(out)
+
+    inputs, arrow, output = pattern.partition("->")
+    sides = [spelled(part) for part in inputs.split(",")]
+    result = spelled(output) if arrow else ""
+    if result is None or any(side is None for side in sides):
+        return None
+    return ",".join(side for side in sides if side is not None) + arrow + result
 
 
 def op_name(qualname: str) -> str:
