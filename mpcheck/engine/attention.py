@@ -30,8 +30,8 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from mpcheck.project.names import children, dotted
 from mpcheck.knowledge import torch_api as T
+from mpcheck.project.names import children, dotted
 
 SCORES = "scores"
 VALUES = "values"
@@ -102,10 +102,10 @@ class AttentionRoles:
         if name == "einsum" and args and isinstance(args[-1], cst.SimpleString):
             # einops' ``einsum(q, k, "b h i d, b h j d -> b h i j")``: torch.einsum underneath
             pattern = args[-1].evaluated_value
-            spec = T.einops_equation(pattern) if isinstance(pattern, str) else None
+            equation = T.einops_equation(pattern) if isinstance(pattern, str) else None
             rest = list(args[:-1])
-            if spec is not None and len(rest) == 2:
-                return self.role(rest[0], rest[1], scope, spec)
+            if equation is not None and len(rest) == 2:
+                return self.role(rest[0], rest[1], scope, equation)
             return None
         if name == "einsum" and args and isinstance(args[0], cst.SimpleString):
             spec = args[0].evaluated_value
