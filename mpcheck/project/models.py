@@ -221,8 +221,11 @@ class _Names:
         return found.pop() if len(found) == 1 else None
 
 
-def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) -> ModelUses:
-    """The project's evidence, joined from each file's record (path -> record)."""
+def uses_of_records(
+    records: Mapping[str, ModelRecord], *, alone: bool = False, installable: bool = False
+) -> ModelUses:
+    """The project's evidence, joined from each file's record (path -> record);
+    ``installable``: the project is a package its users install (:func:`_demo`)."""
     names = _Names(records)
 
     def where(path: str, line: int) -> str:
@@ -266,8 +269,13 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
                 line, column, what = region
                 place = Place(path, line, column, f"{what} at {where(path, line)}")
                 covered[target] = Reach(AUTOCAST, place)
+        demo = installable and _in_package(path, records)
         for name, (line, column, code), kept in record.builds:
             target = names.resolve(name)
+            if demo and (path.endswith("__main__.py") or 0 < record.main <= line):
+                continue  # the package's own demo: its users build the class as they like
+            if installable and _DEMO_DIRS.intersection(path.split("/")[:-1]):
+                continue
             if target is not None:
                 leaf = target.rpartition(".")[2]
                 text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
@@ -287,7 +295,8 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
                     subclassed.add(parent)
     deepspeed = any(record.deepspeed for record in records.values())
     autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where)
-    only = _Float32(sites, unsafe, subclassed, bodies, any_half, defaults)
+    plain = {c.name for r in records.values() for c in r.classes if c.bases in ((), ("object",))}
+    only = _Float32(sites, unsafe, subclassed, bodies, any_half, defaults, plain)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)
     built = {}
@@ -383,11 +392,14 @@ class _Float32:
         bodies: Mapping[str, set[str]],
         any_half: bool,
         defaults: bool,
+        plain: Collection[str] = (),
     ) -> None:
         self.sites, self.unsafe, self.subclassed = sites, unsafe, subclassed
         self.any_half, self.defaults = any_half, defaults
         self.builders: dict[str, set[str]] = {}
         for holder, parts in bodies.items():
+            if holder in plain:
+                continue  # (its builds are sites: :meth:`ModelRecord.builds`)
             for part in parts:
                 if part != holder:
                     self.builders.setdefault(part, set()).add(holder)
@@ -403,8 +415,8 @@ class _Float32:
         sites, builders = self.sites.get(name, []), self.builders.get(name, set())
         if not sites and not builders:
             return False  # never built: no evidence either way
-        if not self.any_half:
-            return True
+        if not self.any_half:  # (built by a class that is built itself)
+            return bool(sites) or any(self(b) for b in builders)
         if self.defaults or name in self.unsafe or name in self.subclassed:
             return False
         return all(kept for _, kept in sites) and all(self(b) for b in builders)
@@ -455,8 +467,30 @@ def uses_for(
     drops it for a run that must see the files as they are now). ``buffers``: open editor
     buffers (real path -> bytes) that stand for their files."""
     if root not in _USES:
-        _USES[root] = uses_of_records(records_for(root, cache_dir, buffers))
+        records = records_for(root, cache_dir, buffers)
+        _USES[root] = uses_of_records(records, installable=_installable(Path(root)))
     return _USES[root]
+
+
+# Where a package's own demos build its classes: they show how to call them, not the
+# dtype its users build them in.
+_DEMO_DIRS = frozenset(
+    {"examples", "example", "tests", "test", "benchmarks", "benchmark", "docs", "doc"}
+)
+_PACKAGING = ("setup.py", "setup.cfg", "pyproject.toml")
+
+
+def _installable(root: Path) -> bool:
+    """A project its users install (a packaging file at its root): a library, or an
+    application shipped as a package."""
+    return any((root / name).is_file() for name in _PACKAGING)
+
+
+def _in_package(path: str, records: Mapping[str, ModelRecord]) -> bool:
+    """Whether the file at ``path`` belongs to a package of the project (its top folder
+    has an ``__init__.py``; a script at the root or in a scripts folder does not)."""
+    top, _, rest = path.partition("/")
+    return bool(rest) and f"{top}/__init__.py" in records
 
 
 def forget_uses() -> None:
