@@ -166,10 +166,14 @@ class _Mentions:
         return any(path != home and may_write(words, leaf) for path, words in self.words)
 
 
-def uses_of_sources(sources: Mapping[str, bytes], *, alone: bool = False) -> ModelUses:
+def uses_of_sources(
+    sources: Mapping[str, bytes], *, alone: bool = False, installable: bool = False
+) -> ModelUses:
     """The evidence in ``sources`` (shown path -> bytes); ``alone``: one file checked by
-    itself, whose messages say "line 12" rather than a path."""
-    return uses_of_records({p: record_of(d, p) for p, d in sources.items()}, alone=alone)
+    itself, whose messages say "line 12" rather than a path; ``installable``: see
+    :func:`uses_of_records`."""
+    records = {p: record_of(d, p) for p, d in sources.items()}
+    return uses_of_records(records, alone=alone, installable=installable)
 
 
 class _Names:
@@ -225,7 +229,8 @@ def uses_of_records(
     records: Mapping[str, ModelRecord], *, alone: bool = False, installable: bool = False
 ) -> ModelUses:
     """The project's evidence, joined from each file's record (path -> record);
-    ``installable``: the project is a package its users install (:func:`_demo`)."""
+    ``installable``: the project is a package its users install, whose modules' own
+    ``__main__`` demos say nothing of the dtype its users build their classes in."""
     names = _Names(records)
 
     def where(path: str, line: int) -> str:
@@ -274,12 +279,11 @@ def uses_of_records(
             target = names.resolve(name)
             if demo and (path.endswith("__main__.py") or 0 < record.main <= line):
                 continue  # the package's own demo: its users build the class as they like
-            if installable and _DEMO_DIRS.intersection(path.split("/")[:-1]):
-                continue
-            if target is not None:
-                leaf = target.rpartition(".")[2]
-                text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
-                sites.setdefault(target, []).append((Place(path, line, column, text), kept))
+            if target is None or (_demo(path) and not _demo(names.classes.get(target, path))):
+                continue  # (a class of the package built by its examples, tests, benchmarks)
+            leaf = target.rpartition(".")[2]
+            text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
+            sites.setdefault(target, []).append((Place(path, line, column, text), kept))
         unsafe.update(t for t in map(names.resolve, record.unsafe) if t is not None)
         for name, (line, column, text), effect in record.wrappers:
             place = Place(path, line, column, f"{text} at {where(path, line)}")
@@ -478,6 +482,12 @@ _DEMO_DIRS = frozenset(
     {"examples", "example", "tests", "test", "benchmarks", "benchmark", "docs", "doc"}
 )
 _PACKAGING = ("setup.py", "setup.cfg", "pyproject.toml")
+
+
+def _demo(path: str) -> bool:
+    """Whether the file at ``path`` is a demo: in an examples, tests, benchmarks or docs
+    folder."""
+    return not _DEMO_DIRS.isdisjoint(path.split("/")[:-1])
 
 
 def _installable(root: Path) -> bool:
