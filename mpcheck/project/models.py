@@ -248,6 +248,7 @@ def uses_of_records(
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
+    held: list[tuple[str | None, str | None]] = []  # (part, the class it is handed to)
     for path in sorted(records):
         record = records[path]
         for cls in record.classes:
@@ -285,6 +286,7 @@ def uses_of_records(
             text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
             sites.setdefault(target, []).append((Place(path, line, column, text), kept))
         unsafe.update(t for t in map(names.resolve, record.unsafe) if t is not None)
+        held.extend((names.resolve(part), names.resolve(holder)) for part, holder in record.held)
         for name, (line, column, text), effect in record.wrappers:
             place = Place(path, line, column, f"{text} at {where(path, line)}")
             wrappers.setdefault(wrap.library_of(name), []).append((effect, place))
@@ -300,6 +302,11 @@ def uses_of_records(
     deepspeed = any(record.deepspeed for record in records.values())
     autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where)
     plain = {c.name for r in records.values() for c in r.classes if c.bases in ((), ("object",))}
+    for part, holder in held:  # a project module's part; anything else might cast it
+        if part is not None and (holder is None or holder in plain):
+            unsafe.add(part)
+        elif part is not None and holder is not None:
+            bodies.setdefault(holder, set()).add(part)
     only = _Float32(sites, unsafe, subclassed, bodies, any_half, defaults, plain)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)

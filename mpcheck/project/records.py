@@ -90,6 +90,8 @@ class ModelRecord:
     construction: ConstructionPass = ((), (), 0)  # (:mod:`mpcheck.project.construction`)
     callers: CallersPass = EMPTY  # who calls its functions (:mod:`mpcheck.project.callers`)
     main: int = 0  # the line of its top-level ``if __name__ == "__main__":`` (0: none)
+    # (class, the class whose constructor takes a model of it: ``Wrapper(vae, unet)``)
+    held: tuple[tuple[str, str], ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -113,6 +115,7 @@ class ModelRecord:
             [*self.construction[:2], f"{self.construction[2]:x}"],
             self.callers,
             self.main,
+            self.held,
         ]
 
     @classmethod
@@ -120,9 +123,8 @@ class ModelRecord:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
-            unsafe, dflt, words, wrappers, wrapped, deepspeed, (made, helpers, runs), by, main = (
-                more
-            )
+            unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, main, held = more
+            made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
             return cls(
@@ -154,6 +156,7 @@ class ModelRecord:
                     tuple((str(n), str(c)) for n, c in by[2]),
                 ),
                 int(main),
+                tuple((str(c), str(h)) for c, h in held),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -367,7 +370,7 @@ class _Reader:
         casts = self._casts(models) if _CASTS.search(code) else []
         calls = self._regions(models) if b"autocast" in code and models else []
         held = self._held(plain)
-        unsafe, keys, taken = _escapes(code, models, self._taker, held, self._keeping_callee)
+        unsafe, keys, taken, parts = _escapes(code, models, self._taker, held, self._keeping_callee)
         builds = self._builds(bodies, keys, plain)
         main = _MAIN.search(code)
         wrapped = [
@@ -397,6 +400,7 @@ class _Reader:
             construction_of(code, self.module),
             callers_of(code, self.module, self.imports, bool(self.stars)),
             self.spot(main.start())[0] if main else 0,
+            tuple(sorted(parts)),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
@@ -600,13 +604,17 @@ class _Reader:
                     out.add(assigned.group(1).decode())
         return out
 
-    def _keeping_callee(self, callee: bytes) -> bool:
+    def _keeping_callee(self, callee: bytes) -> bool | str:
         """Whether handing a model to ``callee`` keeps its dtype: a function of this file
         (``f``, ``self.f``) none of whose definitions casts anything, or an export/trace
-        (``torch.onnx.export``, ``torch.jit.trace``), which runs the model as it is."""
+        (``torch.onnx.export``, ``torch.jit.trace``), which runs the model as it is; a class
+        (its qualified name): the model becomes its part, and follows it."""
         text = callee.decode(errors="replace")
         if (self.resolve(text) or text) in _KEEPING_EXPORTS:
             return True
+        holder = self._class_named(text)
+        if holder is not None and ".from_" not in text:
+            return holder
         head, _, name = text.rpartition(".")
         if head not in ("", "self", "cls"):
             return False
@@ -686,8 +694,8 @@ def _escapes(
     models: dict[str, set[str]],
     taker: Callable[[bytes], str | None] = lambda callee: None,
     held: Collection[str] = (),
-    keeping: Callable[[bytes], bool] = lambda callee: False,
-) -> tuple[set[str], set[str], list[tuple[str, int, str]]]:
+    keeping: Callable[[bytes], bool | str] = lambda callee: False,
+) -> tuple[set[str], set[str], list[tuple[str, int, str]], set[tuple[str, str]]]:
     """The classes some variable of which reaches a use that might cast it, the variables
     all of whose uses keep the dtype: calling it or a method of it whose name and arguments
     say nothing of half (``.to(device)``, ``.eval()``, ``.generate(x)``), ``torch.compile``,
@@ -698,10 +706,13 @@ def _escapes(
     handed to a mixed-precision wrapper (``taker`` names its library) is kept here and
     listed: (variable, offset, library); the wrapper's effect is the project's
     (:mod:`mpcheck.project.models`). ``self.<attr>`` variables count only in ``held`` (a
-    plain class's attributes; a module's parts follow the class that builds them)."""
+    plain class's attributes; a module's parts follow the class that builds them). Last,
+    (class, holder) for each model handed to a class's constructor: it follows that class
+    if the project defines it, else it escapes (:mod:`mpcheck.project.models`)."""
     models = {k: v for k, v in models.items() if not k.startswith("self.") or k in held}
     if not models:
-        return set(), set(), []
+        return set(), set(), [], set()
+    holders: list[tuple[str, str]] = []
     bad: set[str] = set()
     taken: list[tuple[str, int, str]] = []
     aliases: dict[str, set[str]] = {}  # alias -> the variables it may stand for
@@ -723,6 +734,9 @@ def _escapes(
             if kept is False:
                 bad.add(key)
                 continue
+            if isinstance(kept, str):
+                holders.append((key, kept))
+                continue
             for alias in kept:
                 aliases.setdefault(alias, set()).add(key)
                 if alias not in seen:
@@ -736,13 +750,20 @@ def _escapes(
                 bad |= sources
                 spread = True
     unsafe = {cls for key in bad & set(models) for cls in models[key]}
-    return unsafe, set(models) - bad, [t for t in taken if t[0] not in bad]
+    parts: set[tuple[str, str]] = set()
+    for key, holder in holders:
+        sources = {key} if key in models else aliases.get(key, set())
+        if key not in bad:
+            parts.update((cls, holder) for s in sources if s in models for cls in models[s])
+    return unsafe, set(models) - bad, [t for t in taken if t[0] not in bad], parts
 
 
 _KEYWORD_BEFORE = re.compile(rb"[A-Za-z_]\w*\s*=\s*$")
 _TARGETS_BEFORE = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*")
 _TARGETS_AFTER = re.compile(rb"(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*,?[ \t]*=(?!=)")
-_CHAIN = re.compile(rb"(?:\s*\.\s*[A-Za-z_]\w*)*")
+_CHAIN = re.compile(rb"(?:\s*\.\s*[A-Za-z_]\w*(?:\[[^\]\n]*\])?)*")
+# A method call's arguments that may set its dtype (a ``.to(x.dtype)`` of an input does not).
+_HALF_ARGUMENT = re.compile(rb"half|float16|bfloat16|bf16|fp16|\b(?:torch_)?dtype\s*=(?!=)")
 _ALIAS_LINE = re.compile(rb"[ \t]*((?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)*[A-Za-z_][\w.]*)[ \t]*=(?!=)")
 _ALIAS_END = re.compile(rb"[ \t]*(?:,|if\b|else\b|$)", re.MULTILINE)
 _WITH_AS = re.compile(rb"\)\s*as\s+([A-Za-z_]\w*)")
@@ -770,10 +791,11 @@ def _taken(code: bytes, start: int, taker: Callable[[bytes], str | None]) -> str
 
 
 def _keeps(
-    code: bytes, start: int, end: int, keeping: Callable[[bytes], bool] = lambda c: False
-) -> bool | list[str]:
+    code: bytes, start: int, end: int, keeping: Callable[[bytes], bool | str] = lambda c: False
+) -> bool | list[str] | str:
     """Whether the use of a model variable at ``start:end`` keeps its dtype (True), might
-    cast it (False), or binds it to other names whose uses decide (their list)."""
+    cast it (False), binds it to other names whose uses decide (their list), or hands it to
+    a class's constructor (its name)."""
     after = code[end : end + 60].lstrip(b" \t")
     if after.startswith(b"=") and not after.startswith(b"=="):
         return True  # bound again
@@ -794,7 +816,7 @@ def _keeps(
             if method == b"to":
                 return True  # (a half ``.to(...)`` is a cast: :meth:`_Reader._casts`)
             close = _closing(code, chain.end() + code[chain.end() :].index(b"(") + 1)
-            return not _HALF_TEXT.search(code[chain.end() : close])
+            return not _HALF_ARGUMENT.search(code[chain.end() : close])
         if rest.startswith(b"=") and not rest.startswith(b"=="):
             return not _HALF_TEXT.search(rest[: rest.find(b"\n") % 60 + 1])  # an attribute set
         end = chain.end()  # an attribute read: what it is handed to decides
@@ -816,7 +838,10 @@ def _keeps(
             return True
         if callee.rpartition(b".")[2].decode() in _KEEPING_WRAPPERS:
             return True
-        if keeping(callee):
+        verdict = keeping(callee)
+        if isinstance(verdict, str):
+            return verdict
+        if verdict:
             found = _WITH_AS.match(code, _closing(code, opening + 1))
             return [found.group(1).decode()] if found else True
         return False
