@@ -167,3 +167,29 @@ def test_a_packages_main_demo_is_no_float32_evidence() -> None:
     sources["train.py"] = demo
     found = uses_of_sources(sources, installable=True).at("pkg.model").of("Model")
     assert found is not None and found.kind == "float32"
+
+
+def test_a_part_handed_to_a_constructor_and_a_base_follow_their_users() -> None:
+    """A model handed to a project module's constructor is its part (cast with it); a base
+    class runs in the classes deriving it, so its evidence is theirs."""
+    model = (
+        b"class Rope(nn.Module):\n    pass\n"
+        b"class Base(nn.Module):\n    def __init__(self):\n        self.rope = Rope()\n"
+        b"class Enc(Base):\n    pass\n"
+        b"class Part(nn.Module):\n    pass\n"
+        b"class Wrap(nn.Module):\n    def __init__(self, part):\n        self.part = part\n"
+    )
+    run = b"# bf16\nfrom pkg.model import Base, Enc, Part, Wrap\nenc = Enc()\nenc(x)\n"
+    run += b"part = Part()\nw = Wrap(part)\nw(x)\n"
+    sources = {"pkg/__init__.py": b"", "pkg/model.py": model, "run.py": run}
+
+    def kinds() -> list[str | None]:
+        uses = uses_of_sources(sources).at("pkg.model")
+        found = [uses.of(name) for name in ("Rope", "Base", "Part")]
+        return [None if f is None else f.kind for f in found]
+
+    assert kinds() == ["float32", "float32", "float32"]
+    sources["run.py"] = run + b"w.half()\n"
+    assert kinds() == ["float32", "float32", "cast"]
+    sources["run.py"] = run + b"class Dec(Base):\n    pass\nDec().half()\n"
+    assert kinds()[:2] == [None, None]  # a subclass is cast: the base's code runs in half

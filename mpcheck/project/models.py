@@ -243,7 +243,7 @@ def uses_of_records(
     uncovered: set[str] = set()
     sites: dict[str, list[tuple[Place, bool]]] = {}  # builds outside classes, kept float32?
     unsafe: set[str] = set()  # a value of the class reaches a use that may cast it
-    subclassed: set[str] = set()
+    subclasses: dict[str, set[str]] = {}  # project class -> the project classes deriving it
     any_half = any(record.half for record in records.values())
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
@@ -298,7 +298,7 @@ def uses_of_records(
             for base in cls.bases:
                 parent = names.resolve(base)
                 if parent is not None:
-                    subclassed.add(parent)
+                    subclasses.setdefault(parent, set()).add(cls.name)
     deepspeed = any(record.deepspeed for record in records.values())
     autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where)
     plain = {c.name for r in records.values() for c in r.classes if c.bases in ((), ("object",))}
@@ -307,7 +307,7 @@ def uses_of_records(
             unsafe.add(part)
         elif part is not None and holder is not None:
             bodies.setdefault(holder, set()).add(part)
-    only = _Float32(sites, unsafe, subclassed, bodies, any_half, defaults, plain)
+    only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)
     built = {}
@@ -328,11 +328,12 @@ def uses_of_records(
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
     _spread(built, reach, bodies, only)
+    _spread(_bases(subclasses, reach, only), reach, bodies, only)
     # What nothing reaches is known only in a project that shows where it builds its models
     # (a script, a trainer): a library, or a module file checked by itself, builds none, and
     # every class of it is as reachable as its users make it.
     known = not alone and bool(sites)
-    mentions = _Mentions(records, bodies, {*sites, *subclassed}) if known else None
+    mentions = _Mentions(records, bodies, {*sites, *subclasses}) if known else None
     made = Construction((r.construction for r in records.values()), defaults)
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}
@@ -391,21 +392,22 @@ class _Float32:
     float32 in its file (bound to a variable whose every use keeps its dtype: called,
     ``.to(device)``, ``.cuda()``, ``.eval()``, ``.parameters()``, ``torch.compile``, DDP; or
     called at once), no value of it reaches a use that might cast it, every class that builds
-    it is float32 by the same rule (transitively), nothing subclasses it, and no file changes
-    the default dtype. A cast, a half load or a library base wins over it (they come first).
+    it is float32 by the same rule (transitively), every class of the project deriving it
+    that is built is float32 (its code runs in theirs), and no file changes the default
+    dtype. A cast, a half load or a library base wins over it (they come first).
     """
 
     def __init__(
         self,
         sites: Mapping[str, list[tuple[Place, bool]]],
         unsafe: set[str],
-        subclassed: set[str],
+        subclasses: Mapping[str, set[str]],
         bodies: Mapping[str, set[str]],
         any_half: bool,
         defaults: bool,
         plain: Collection[str] = (),
     ) -> None:
-        self.sites, self.unsafe, self.subclassed = sites, unsafe, subclassed
+        self.sites, self.unsafe, self.subclasses = sites, unsafe, subclasses
         self.any_half, self.defaults = any_half, defaults
         self.builders: dict[str, set[str]] = {}
         for holder, parts in bodies.items():
@@ -424,16 +426,42 @@ class _Float32:
 
     def _decide(self, name: str) -> bool:
         sites, builders = self.sites.get(name, []), self.builders.get(name, set())
-        if not sites and not builders:
+        derived = [d for d in sorted(self.subclasses.get(name, ())) if self._built(d)]
+        if not sites and not builders and not derived:
             return False  # never built: no evidence either way
         if not self.any_half:  # (built by a class that is built itself)
-            return bool(sites) or any(self(b) for b in builders)
-        if self.defaults or name in self.unsafe or name in self.subclassed:
+            return bool(sites) or any(self(b) for b in (*builders, *derived))
+        if self.defaults or name in self.unsafe:
+            return False
+        if not all(self(d) for d in derived):
             return False
         return all(kept for _, kept in sites) and all(self(b) for b in builders)
 
+    def _built(self, name: str) -> bool:
+        """Whether anything of the project builds ``name`` (or a class deriving it)."""
+        if self.sites.get(name) or self.builders.get(name):
+            return True
+        return any(self._built(d) for d in self.subclasses.get(name, ()) if d != name)
+
     def place(self, name: str) -> Place:
         return self.sites[name][0][0]
+
+
+def _bases(
+    subclasses: Mapping[str, set[str]], reach: Mapping[str, Reach], only: _Float32
+) -> dict[str, Reach]:
+    """A base class only its float32 subclasses run (itself built nowhere) takes their
+    evidence: its code runs in theirs."""
+    out = {}
+    for base, derived in sorted(subclasses.items()):
+        if base in reach or not only(base):
+            continue
+        found = [(n, reach.get(n)) for n in sorted(derived) if only._built(n)]
+        if found and all(r is not None and r.kind in (FLOAT32, AUTOCAST) for _, r in found):
+            name, first = found[0]
+            assert first is not None
+            out[base] = Reach(first.kind, first.place, (*first.via, name.rpartition(".")[2]))
+    return out
 
 
 def _spread(
