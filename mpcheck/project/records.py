@@ -596,7 +596,7 @@ class _Reader:
         """The ``self.<attr>`` variables a plain class (no base: no ``.half()`` of its own
         reaches its attributes) binds a model to in its body."""
         code, out = self.code, set()
-        for at, _, _ in self.calls():
+        for at, _, _ in self.calls() if plain else ():
             if any(at in body for body in plain):
                 line = code.rfind(b"\n", 0, at) + 1
                 assigned = _ASSIGNED.match(code, line, at)
