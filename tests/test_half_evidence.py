@@ -133,10 +133,11 @@ def test_a_librarys_class_built_only_by_its_examples_keeps_its_hazard() -> None:
 
 
 MODEL = b"class Model(nn.Module):\n    pass\n"
+HALF = b"head = torch.nn.Linear(2, 2).half()\n"  # (a project that never says half builds in fp32)
 
 
 def _kind(run: bytes, **extra: bytes) -> str | None:
-    sources = {"pkg/__init__.py": b"", "pkg/model.py": MODEL, "run.py": b"# bf16\n" + run}
+    sources = {"pkg/__init__.py": b"", "pkg/model.py": MODEL, "run.py": HALF + run}
     found = uses_of_sources({**sources, **extra}).at("pkg.model").of("Model")
     return None if found is None else found.kind
 
@@ -160,7 +161,7 @@ def test_a_packages_main_demo_is_no_float32_evidence() -> None:
     package's ``__main__.py``) builds a class for show; a script at the root is the
     application's own build."""
     demo = b"from pkg.model import Model\nif __name__ == '__main__':\n    Model()(x)\n"
-    sources = {"pkg/__init__.py": b"# bf16\n", "pkg/model.py": MODEL, "pkg/demo.py": demo}
+    sources = {"pkg/__init__.py": HALF, "pkg/model.py": MODEL, "pkg/demo.py": demo}
     assert uses_of_sources(sources, installable=True).at("pkg.model").of("Model") is None
     found = uses_of_sources(sources).at("pkg.model").of("Model")
     assert found is not None and found.kind == "float32"
@@ -179,7 +180,7 @@ def test_a_part_handed_to_a_constructor_and_a_base_follow_their_users() -> None:
         b"class Part(nn.Module):\n    pass\n"
         b"class Wrap(nn.Module):\n    def __init__(self, part):\n        self.part = part\n"
     )
-    run = b"# bf16\nfrom pkg.model import Base, Enc, Part, Wrap\nenc = Enc()\nenc(x)\n"
+    run = HALF + b"from pkg.model import Base, Enc, Part, Wrap\nenc = Enc()\nenc(x)\n"
     run += b"part = Part()\nw = Wrap(part)\nw(x)\n"
     sources = {"pkg/__init__.py": b"", "pkg/model.py": model, "run.py": run}
 

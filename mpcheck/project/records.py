@@ -813,9 +813,10 @@ def _keeps(
         if rest.startswith(b"("):  # a method of it (or of a part of it) called
             if _CASTING_METHOD.search(method):
                 return False
-            if method == b"to":
-                return True  # (a half ``.to(...)`` is a cast: :meth:`_Reader._casts`)
             close = _closing(code, chain.end() + code[chain.end() :].index(b"(") + 1)
+            if method == b"to":  # (its own half ``.to(...)`` is a cast: :meth:`_Reader._casts`)
+                direct = chain.group().count(b".") == 1
+                return direct or not _halfish_args(code[chain.end() : close].strip(b" \t()"))
             return not _HALF_ARGUMENT.search(code[chain.end() : close])
         if rest.startswith(b"=") and not rest.startswith(b"=="):
             return not _HALF_TEXT.search(rest[: rest.find(b"\n") % 60 + 1])  # an attribute set
