@@ -154,6 +154,9 @@ def test_uses_that_keep_a_models_dtype() -> None:
     assert _kind(head + b"model.enable_half()\n") is None
     assert _kind(head + b"model.configure(dtype=torch.float16)\n") is None
     assert _kind(head + b"def f():\n    m = model\n    return m\n") is None
+    # an alias handed to a wrapper: the wrapper's effect (accelerate: autocast) is the model's
+    acc = b"from accelerate import Accelerator\nacc = Accelerator()\nm = model\nacc.prepare(m)\n"
+    assert _kind(head + acc) == "autocast"
 
 
 def test_a_packages_main_demo_is_no_float32_evidence() -> None:

@@ -755,7 +755,14 @@ def _escapes(
         sources = {key} if key in models else aliases.get(key, set())
         if key not in bad:
             parts.update((cls, holder) for s in sources if s in models for cls in models[s])
-    return unsafe, set(models) - bad, [t for t in taken if t[0] not in bad], parts
+    handed = [
+        (source, at, lib)
+        for key, at, lib in taken
+        if key not in bad
+        for source in sorted({key} if key in models else aliases.get(key, set()))
+        if source in models and source not in bad
+    ]
+    return unsafe, set(models) - bad, handed, parts
 
 
 _KEYWORD_BEFORE = re.compile(rb"[A-Za-z_]\w*\s*=\s*$")
