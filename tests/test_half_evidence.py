@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mpcheck.project.models import uses_of_sources
 from tests.support import XFILE
 
@@ -101,3 +103,97 @@ def test_a_float32_dtype_is_no_cast_and_a_disabled_autocast_covers_nothing() -> 
         }
     )
     assert uses.at("model").of("Model") is None
+
+
+def test_a_model_a_plain_class_holds_follows_its_attribute_and_helpers() -> None:
+    """``self.decoder = Decoder(8)`` in a plain class (nothing casting the holder casts what
+    it holds), aliased, compared and handed to a helper of its file that casts nothing: only
+    float32. The same helper casting it to half makes it a warning (its premise)."""
+    assert findings(XFILE / "good_plain_holder_model", "--no-cache") == []
+    (finding,) = findings(XFILE / "warn_plain_holder_cast_in_helper", "--no-cache")
+    assert finding["severity"] == "warning"
+    assert "latent: raises if `Decoder` runs in half" in finding["message"]
+
+
+def test_a_librarys_class_built_only_by_its_examples_keeps_its_hazard() -> None:
+    """The example builds it in float32; its users build it in any dtype, and in half the
+    mask value overflows (proven under torch)."""
+    case = XFILE / "bad_library_demo_build"
+    (finding,) = findings(case, "--no-cache")
+    assert finding["code"] == "MPC301"
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(case))
+    try:
+        from attn.attention import CausalAttention  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(case))
+    CausalAttention(8)(torch.randn(2, 4, 8))  # float32: fine
+    with pytest.raises(RuntimeError, match="without overflow"):
+        CausalAttention(8).half()(torch.randn(2, 4, 8).half())
+
+
+MODEL = b"class Model(nn.Module):\n    pass\n"
+HALF = b"head = torch.nn.Linear(2, 2).half()\n"  # (a project that never says half builds in fp32)
+
+
+def _kind(run: bytes, **extra: bytes) -> str | None:
+    sources = {"pkg/__init__.py": b"", "pkg/model.py": MODEL, "run.py": HALF + run}
+    found = uses_of_sources({**sources, **extra}).at("pkg.model").of("Model")
+    return None if found is None else found.kind
+
+
+def test_uses_that_keep_a_models_dtype() -> None:
+    head = b"from pkg.model import Model\nmodel = Model(use_fp16=False)\n"
+    assert _kind(head + b"if model is None:\n    pass\nm = model\nm.generate(x).cpu()\n") == (
+        "float32"
+    )
+    assert _kind(head + b"torch.onnx.export(model, x, 'm.onnx')\n") == "float32"
+    assert _kind(head + b"def run(m, x):\n    return m(x)\nrun(model, x)\n") == "float32"
+    # what might cast it: a helper that casts, a method naming half, an alias returned
+    assert _kind(head + b"def run(m, x):\n    return m.half()(x)\nrun(model, x)\n") is None
+    assert _kind(head + b"model.enable_half()\n") is None
+    assert _kind(head + b"model.configure(dtype=torch.float16)\n") is None
+    assert _kind(head + b"def f():\n    m = model\n    return m\n") is None
+    # an alias handed to a wrapper: the wrapper's effect (accelerate: autocast) is the model's
+    acc = b"from accelerate import Accelerator\nacc = Accelerator()\nm = model\nacc.prepare(m)\n"
+    assert _kind(head + acc) == "autocast"
+
+
+def test_a_packages_main_demo_is_no_float32_evidence() -> None:
+    """In an installable project, the package module's own ``__main__`` demo (or the
+    package's ``__main__.py``) builds a class for show; a script at the root is the
+    application's own build."""
+    demo = b"from pkg.model import Model\nif __name__ == '__main__':\n    Model()(x)\n"
+    sources = {"pkg/__init__.py": HALF, "pkg/model.py": MODEL, "pkg/demo.py": demo}
+    assert uses_of_sources(sources, installable=True).at("pkg.model").of("Model") is None
+    found = uses_of_sources(sources).at("pkg.model").of("Model")
+    assert found is not None and found.kind == "float32"
+    sources["train.py"] = demo
+    found = uses_of_sources(sources, installable=True).at("pkg.model").of("Model")
+    assert found is not None and found.kind == "float32"
+
+
+def test_a_part_handed_to_a_constructor_and_a_base_follow_their_users() -> None:
+    """A model handed to a project module's constructor is its part (cast with it); a base
+    class runs in the classes deriving it, so its evidence is theirs."""
+    model = (
+        b"class Rope(nn.Module):\n    pass\n"
+        b"class Base(nn.Module):\n    def __init__(self):\n        self.rope = Rope()\n"
+        b"class Enc(Base):\n    pass\n"
+        b"class Part(nn.Module):\n    pass\n"
+        b"class Wrap(nn.Module):\n    def __init__(self, part):\n        self.part = part\n"
+    )
+    run = HALF + b"from pkg.model import Base, Enc, Part, Wrap\nenc = Enc()\nenc(x)\n"
+    run += b"part = Part()\nw = Wrap(part)\nw(x)\n"
+    sources = {"pkg/__init__.py": b"", "pkg/model.py": model, "run.py": run}
+
+    def kinds() -> list[str | None]:
+        uses = uses_of_sources(sources).at("pkg.model")
+        found = [uses.of(name) for name in ("Rope", "Base", "Part")]
+        return [None if f is None else f.kind for f in found]
+
+    assert kinds() == ["float32", "float32", "float32"]
+    sources["run.py"] = run + b"w.half()\n"
+    assert kinds() == ["float32", "float32", "cast"]
+    sources["run.py"] = run + b"class Dec(Base):\n    pass\nDec().half()\n"
+    assert kinds()[:2] == [None, None]  # a subclass is cast: the base's code runs in half

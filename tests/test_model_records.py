@@ -126,7 +126,10 @@ def test_a_model_handed_to_a_helper_is_no_float32_evidence() -> None:
         ("model = torch.compile(model)\nmodel = DDP(model, device_ids=[0])\nmodel.cuda()", True),
         ("model = convert(model)", False),
         ("return model", False),
-        ("other = model", False),
+        ("other = model", True),  # an alias: its uses decide (none here)
+        ("other = model\nreturn other", False),
+        ("if model is not None:\n        y = model.generate(x)", True),
+        ("helper(model)", False),  # (a function of another file: it might cast it)
         ("model.encoder.half()", False),
     ],
 )

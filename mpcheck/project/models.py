@@ -166,10 +166,14 @@ class _Mentions:
         return any(path != home and may_write(words, leaf) for path, words in self.words)
 
 
-def uses_of_sources(sources: Mapping[str, bytes], *, alone: bool = False) -> ModelUses:
+def uses_of_sources(
+    sources: Mapping[str, bytes], *, alone: bool = False, installable: bool = False
+) -> ModelUses:
     """The evidence in ``sources`` (shown path -> bytes); ``alone``: one file checked by
-    itself, whose messages say "line 12" rather than a path."""
-    return uses_of_records({p: record_of(d, p) for p, d in sources.items()}, alone=alone)
+    itself, whose messages say "line 12" rather than a path; ``installable``: see
+    :func:`uses_of_records`."""
+    records = {p: record_of(d, p) for p, d in sources.items()}
+    return uses_of_records(records, alone=alone, installable=installable)
 
 
 class _Names:
@@ -221,8 +225,12 @@ class _Names:
         return found.pop() if len(found) == 1 else None
 
 
-def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) -> ModelUses:
-    """The project's evidence, joined from each file's record (path -> record)."""
+def uses_of_records(
+    records: Mapping[str, ModelRecord], *, alone: bool = False, installable: bool = False
+) -> ModelUses:
+    """The project's evidence, joined from each file's record (path -> record);
+    ``installable``: the project is a package its users install, whose modules' own
+    ``__main__`` demos say nothing of the dtype its users build their classes in."""
     names = _Names(records)
 
     def where(path: str, line: int) -> str:
@@ -235,11 +243,12 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     uncovered: set[str] = set()
     sites: dict[str, list[tuple[Place, bool]]] = {}  # builds outside classes, kept float32?
     unsafe: set[str] = set()  # a value of the class reaches a use that may cast it
-    subclassed: set[str] = set()
+    subclasses: dict[str, set[str]] = {}  # project class -> the project classes deriving it
     any_half = any(record.half for record in records.values())
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
+    held: list[tuple[str | None, str | None]] = []  # (part, the class it is handed to)
     for path in sorted(records):
         record = records[path]
         for cls in record.classes:
@@ -266,13 +275,18 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
                 line, column, what = region
                 place = Place(path, line, column, f"{what} at {where(path, line)}")
                 covered[target] = Reach(AUTOCAST, place)
+        demo = installable and _in_package(path, records)
         for name, (line, column, code), kept in record.builds:
             target = names.resolve(name)
-            if target is not None:
-                leaf = target.rpartition(".")[2]
-                text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
-                sites.setdefault(target, []).append((Place(path, line, column, text), kept))
+            if demo and (path.endswith("__main__.py") or 0 < record.main <= line):
+                continue  # the package's own demo: its users build the class as they like
+            if target is None or (_demo(path) and not _demo(names.classes.get(target, path))):
+                continue  # (a class of the package built by its examples, tests, benchmarks)
+            leaf = target.rpartition(".")[2]
+            text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
+            sites.setdefault(target, []).append((Place(path, line, column, text), kept))
         unsafe.update(t for t in map(names.resolve, record.unsafe) if t is not None)
+        held.extend((names.resolve(part), names.resolve(holder)) for part, holder in record.held)
         for name, (line, column, text), effect in record.wrappers:
             place = Place(path, line, column, f"{text} at {where(path, line)}")
             wrappers.setdefault(wrap.library_of(name), []).append((effect, place))
@@ -284,10 +298,16 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
             for base in cls.bases:
                 parent = names.resolve(base)
                 if parent is not None:
-                    subclassed.add(parent)
+                    subclasses.setdefault(parent, set()).add(cls.name)
     deepspeed = any(record.deepspeed for record in records.values())
     autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where)
-    only = _Float32(sites, unsafe, subclassed, bodies, any_half, defaults)
+    plain = {c.name for r in records.values() for c in r.classes if c.bases in ((), ("object",))}
+    for part, holder in held:  # a project module's part; anything else might cast it
+        if part is not None and (holder is None or holder in plain):
+            unsafe.add(part)
+        elif part is not None and holder is not None:
+            bodies.setdefault(holder, set()).add(part)
+    only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)
     built = {}
@@ -308,11 +328,12 @@ def uses_of_records(records: Mapping[str, ModelRecord], *, alone: bool = False) 
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
     _spread(built, reach, bodies, only)
+    _spread(_bases(subclasses, reach, only), reach, bodies, only)
     # What nothing reaches is known only in a project that shows where it builds its models
     # (a script, a trainer): a library, or a module file checked by itself, builds none, and
     # every class of it is as reachable as its users make it.
     known = not alone and bool(sites)
-    mentions = _Mentions(records, bodies, {*sites, *subclassed}) if known else None
+    mentions = _Mentions(records, bodies, {*sites, *subclasses}) if known else None
     made = Construction((r.construction for r in records.values()), defaults)
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}
@@ -371,23 +392,27 @@ class _Float32:
     float32 in its file (bound to a variable whose every use keeps its dtype: called,
     ``.to(device)``, ``.cuda()``, ``.eval()``, ``.parameters()``, ``torch.compile``, DDP; or
     called at once), no value of it reaches a use that might cast it, every class that builds
-    it is float32 by the same rule (transitively), nothing subclasses it, and no file changes
-    the default dtype. A cast, a half load or a library base wins over it (they come first).
+    it is float32 by the same rule (transitively), every class of the project deriving it
+    that is built is float32 (its code runs in theirs), and no file changes the default
+    dtype. A cast, a half load or a library base wins over it (they come first).
     """
 
     def __init__(
         self,
         sites: Mapping[str, list[tuple[Place, bool]]],
         unsafe: set[str],
-        subclassed: set[str],
+        subclasses: Mapping[str, set[str]],
         bodies: Mapping[str, set[str]],
         any_half: bool,
         defaults: bool,
+        plain: Collection[str] = (),
     ) -> None:
-        self.sites, self.unsafe, self.subclassed = sites, unsafe, subclassed
+        self.sites, self.unsafe, self.subclasses = sites, unsafe, subclasses
         self.any_half, self.defaults = any_half, defaults
         self.builders: dict[str, set[str]] = {}
         for holder, parts in bodies.items():
+            if holder in plain:
+                continue  # (its builds are sites: :meth:`ModelRecord.builds`)
             for part in parts:
                 if part != holder:
                     self.builders.setdefault(part, set()).add(holder)
@@ -401,16 +426,42 @@ class _Float32:
 
     def _decide(self, name: str) -> bool:
         sites, builders = self.sites.get(name, []), self.builders.get(name, set())
-        if not sites and not builders:
+        derived = [d for d in sorted(self.subclasses.get(name, ())) if self._built(d)]
+        if not sites and not builders and not derived:
             return False  # never built: no evidence either way
-        if not self.any_half:
-            return True
-        if self.defaults or name in self.unsafe or name in self.subclassed:
+        if not self.any_half:  # (built by a class that is built itself)
+            return bool(sites) or any(self(b) for b in (*builders, *derived))
+        if self.defaults or name in self.unsafe:
+            return False
+        if not all(self(d) for d in derived):
             return False
         return all(kept for _, kept in sites) and all(self(b) for b in builders)
 
+    def _built(self, name: str) -> bool:
+        """Whether anything of the project builds ``name`` (or a class deriving it)."""
+        if self.sites.get(name) or self.builders.get(name):
+            return True
+        return any(self._built(d) for d in self.subclasses.get(name, ()) if d != name)
+
     def place(self, name: str) -> Place:
         return self.sites[name][0][0]
+
+
+def _bases(
+    subclasses: Mapping[str, set[str]], reach: Mapping[str, Reach], only: _Float32
+) -> dict[str, Reach]:
+    """A base class only its float32 subclasses run (itself built nowhere) takes their
+    evidence: its code runs in theirs."""
+    out = {}
+    for base, derived in sorted(subclasses.items()):
+        if base in reach or not only(base):
+            continue
+        found = [(n, reach.get(n)) for n in sorted(derived) if only._built(n)]
+        if found and all(r is not None and r.kind in (FLOAT32, AUTOCAST) for _, r in found):
+            name, first = found[0]
+            assert first is not None
+            out[base] = Reach(first.kind, first.place, (*first.via, name.rpartition(".")[2]))
+    return out
 
 
 def _spread(
@@ -455,8 +506,36 @@ def uses_for(
     drops it for a run that must see the files as they are now). ``buffers``: open editor
     buffers (real path -> bytes) that stand for their files."""
     if root not in _USES:
-        _USES[root] = uses_of_records(records_for(root, cache_dir, buffers))
+        records = records_for(root, cache_dir, buffers)
+        _USES[root] = uses_of_records(records, installable=_installable(Path(root)))
     return _USES[root]
+
+
+# Where a package's own demos build its classes: they show how to call them, not the
+# dtype its users build them in.
+_DEMO_DIRS = frozenset(
+    {"examples", "example", "tests", "test", "benchmarks", "benchmark", "docs", "doc"}
+)
+_PACKAGING = ("setup.py", "setup.cfg", "pyproject.toml")
+
+
+def _demo(path: str) -> bool:
+    """Whether the file at ``path`` is a demo: in an examples, tests, benchmarks or docs
+    folder."""
+    return not _DEMO_DIRS.isdisjoint(path.split("/")[:-1])
+
+
+def _installable(root: Path) -> bool:
+    """A project its users install (a packaging file at its root): a library, or an
+    application shipped as a package."""
+    return any((root / name).is_file() for name in _PACKAGING)
+
+
+def _in_package(path: str, records: Mapping[str, ModelRecord]) -> bool:
+    """Whether the file at ``path`` belongs to a package of the project (its top folder
+    has an ``__init__.py``; a script at the root or in a scripts folder does not)."""
+    top, _, rest = path.partition("/")
+    return bool(rest) and f"{top}/__init__.py" in records
 
 
 def forget_uses() -> None:

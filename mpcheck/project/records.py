@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 from zlib import crc32
@@ -38,7 +38,7 @@ from mpcheck.project.construction import ConstructionPass, construction_of
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 6
+FORMAT = 7
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -89,6 +89,9 @@ class ModelRecord:
     deepspeed: bool = False  # accelerate code that names DeepSpeed (it may run under it)
     construction: ConstructionPass = ((), (), 0)  # (:mod:`mpcheck.project.construction`)
     callers: CallersPass = EMPTY  # who calls its functions (:mod:`mpcheck.project.callers`)
+    main: int = 0  # the line of its top-level ``if __name__ == "__main__":`` (0: none)
+    # (class, the class whose constructor takes a model of it: ``Wrapper(vae, unet)``)
+    held: tuple[tuple[str, str], ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -111,6 +114,8 @@ class ModelRecord:
             self.deepspeed,
             [*self.construction[:2], f"{self.construction[2]:x}"],
             self.callers,
+            self.main,
+            self.held,
         ]
 
     @classmethod
@@ -118,7 +123,8 @@ class ModelRecord:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
-            unsafe, dflt, words, wrappers, wrapped, deepspeed, (made, helpers, runs), by = more
+            unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, main, held = more
+            made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
             return cls(
@@ -149,6 +155,8 @@ class ModelRecord:
                     tuple((str(n), str(c)) for n, c in by[1]),
                     tuple((str(n), str(c)) for n, c in by[2]),
                 ),
+                int(main),
+                tuple((str(c), str(h)) for c, h in held),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -232,6 +240,7 @@ class _Reader:
         self._last = (0, 1)  # the last offset :meth:`spot` placed, and its line
         self._calls: list[tuple[int, int, str]] | None = None
         self._half_names: frozenset[bytes] | None = None  # (see :meth:`_holds_half`)
+        self._casting: dict[str, bool] | None = None  # (see :meth:`_keeping_callee`)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
         # import ``Decoder`` from one module and another function from another
         self.rebound: dict[str, list[tuple[int, str]]] = {}
@@ -355,11 +364,15 @@ class _Reader:
         found = list(_CLASS.finditer(code))
         self.local = {m.group(2).decode() for m in found if not m.group(1)}
         classes, bodies = self._classes(found)
+        tops = [m for m in found if not m.group(1)]
+        plain = [b for m, b in zip(tops, bodies, strict=True) if _plain(m.group(3))]
         models = self._bound()
         casts = self._casts(models) if _CASTS.search(code) else []
         calls = self._regions(models) if b"autocast" in code and models else []
-        unsafe, keys, taken = _escapes(code, models, self._taker)
-        builds = self._builds(bodies, keys)
+        held = self._held(plain)
+        unsafe, keys, taken, parts = _escapes(code, models, self._taker, held, self._keeping_callee)
+        builds = self._builds(bodies, keys, plain)
+        main = _MAIN.search(code)
         wrapped = [
             (cls, self.spot(at), lib) for key, at, lib in taken for cls in sorted(models[key])
         ]
@@ -386,6 +399,8 @@ class _Reader:
             self._accelerate_deepspeed(code),
             construction_of(code, self.module),
             callers_of(code, self.module, self.imports, bool(self.stars)),
+            self.spot(main.start())[0] if main else 0,
+            tuple(sorted(parts)),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
@@ -577,16 +592,49 @@ class _Reader:
                     out.append((cls, region))
         return out
 
-    def _builds(self, bodies: list[range], keys: set[str]) -> list[tuple[str, Spot, bool]]:
-        """Project classes built outside any class body (a script's or a helper's model), and
-        whether the value stays float32 in this file: bound to a variable whose every use
-        keeps its dtype (``keys``), or called at once (``Model(...)(x)``)."""
+    def _held(self, plain: list[range]) -> set[str]:
+        """The ``self.<attr>`` variables a plain class (no base: no ``.half()`` of its own
+        reaches its attributes) binds a model to in its body."""
+        code, out = self.code, set()
+        for at, _, _ in self.calls() if plain else ():
+            if any(at in body for body in plain):
+                line = code.rfind(b"\n", 0, at) + 1
+                assigned = _ASSIGNED.match(code, line, at)
+                if assigned is not None and assigned.group(1).startswith(b"self."):
+                    out.add(assigned.group(1).decode())
+        return out
+
+    def _keeping_callee(self, callee: bytes) -> bool | str:
+        """Whether handing a model to ``callee`` keeps its dtype: a function of this file
+        (``f``, ``self.f``) none of whose definitions casts anything, or an export/trace
+        (``torch.onnx.export``, ``torch.jit.trace``), which runs the model as it is; a class
+        (its qualified name): the model becomes its part, and follows it."""
+        text = callee.decode(errors="replace")
+        if (self.resolve(text) or text) in _KEEPING_EXPORTS:
+            return True
+        holder = self._class_named(text)
+        if holder is not None and ".from_" not in text:
+            return holder
+        head, _, name = text.rpartition(".")
+        if head not in ("", "self", "cls"):
+            return False
+        if self._casting is None:
+            self._casting = _casting_functions(self.code)
+        return self._casting.get(name) is False
+
+    def _builds(
+        self, bodies: list[range], keys: set[str], plain: Sequence[range] = ()
+    ) -> list[tuple[str, Spot, bool]]:
+        """Project classes built outside any class body (a script's or a helper's model) or
+        in a plain class's body (held in its attribute), and whether the value stays float32
+        in this file: bound to a variable whose every use keeps its dtype (``keys``), or
+        called at once (``Model(...)(x)``)."""
         code = self.code
         out = []
         starts = [b.start for b in bodies]
         for at, end, name in self.calls():
             i = bisect_right(starts, at) - 1
-            if i >= 0 and at in bodies[i]:
+            if i >= 0 and at in bodies[i] and bodies[i] not in plain:
                 continue
             cls = self._class_named(name, at)
             if cls is None:
@@ -607,7 +655,7 @@ class _Reader:
         """A model built from a half part (``LoraLinear(base)`` after ``base = nn.Linear(...)
         .to(torch.bfloat16)``) holds it: its arguments name half, or a variable this file binds
         to something that does. The class is then no float32-only model."""
-        if _HALF_TEXT.search(arguments):
+        if _HALF_TEXT.search(_OFF.sub(b"", arguments)):
             return True
         if self._half_names is None:
             self._half_names = _half_bound(self.code)
@@ -615,7 +663,9 @@ class _Reader:
 
 
 _HALF_TEXT = re.compile(rb"half|float16|bfloat16|bf16|fp16|dtype")
-_ARG_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)(?![\w(])")
+# A half setting turned off (``use_fp16=False``) holds no half.
+_OFF = re.compile(rb"\b\w*(?:half|fp16|bf16)\w*\s*=\s*(?:False|None)\b")
+_ARG_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)(?![\w(]|\s*=(?!=))")  # (a value, not a keyword)
 _BOUND = re.compile(rb"^[ \t]*([A-Za-z_]\w*)[ \t]*=(?!=)([^\n]*)", re.MULTILINE)
 
 
@@ -643,38 +693,91 @@ def _escapes(
     code: bytes,
     models: dict[str, set[str]],
     taker: Callable[[bytes], str | None] = lambda callee: None,
-) -> tuple[set[str], set[str], list[tuple[str, int, str]]]:
+    held: Collection[str] = (),
+    keeping: Callable[[bytes], bool | str] = lambda callee: False,
+) -> tuple[set[str], set[str], list[tuple[str, int, str]], set[tuple[str, str]]]:
     """The classes some variable of which reaches a use that might cast it, the variables
-    all of whose uses keep the dtype: calling it, ``.to(device)``, ``.cuda()``, ``.eval()``,
-    ``.parameters()`` (an optimizer), ``torch.compile``, DDP wrapping; a rebinding (a tuple
-    target too). Anything else (an argument to another call, a return, an attribute, an
-    alias) might cast it (a conservative answer: the value escapes). A model handed to a
-    mixed-precision wrapper (``taker`` names its library) is kept here and listed: (variable,
-    offset, library); the wrapper's effect is the project's (:mod:`mpcheck.project.models`)."""
-    # (``self.<attr>`` of a class body: its class follows the class that builds it)
-    models = {k: v for k, v in models.items() if not k.startswith("self.")}
+    all of whose uses keep the dtype: calling it or a method of it whose name and arguments
+    say nothing of half (``.to(device)``, ``.eval()``, ``.generate(x)``), ``torch.compile``,
+    DDP wrapping, an export (:meth:`_Reader._keeping_callee`) or a function of the file that
+    casts nothing; a rebinding (a tuple target too); an alias (``m = model``, ``a, b =
+    model, vae``), whose uses must keep it too. Anything else (an argument to another call,
+    a return, a container) might cast it (a conservative answer: the value escapes). A model
+    handed to a mixed-precision wrapper (``taker`` names its library) is kept here and
+    listed: (variable, offset, library); the wrapper's effect is the project's
+    (:mod:`mpcheck.project.models`). ``self.<attr>`` variables count only in ``held`` (a
+    plain class's attributes; a module's parts follow the class that builds them). Last,
+    (class, holder) for each model handed to a class's constructor: it follows that class
+    if the project defines it, else it escapes (:mod:`mpcheck.project.models`)."""
+    models = {k: v for k, v in models.items() if not k.startswith("self.") or k in held}
     if not models:
-        return set(), set(), []
-    names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
-    pattern = re.compile(rb"(?<![\w.])(" + names + rb")(?![\w])")
+        return set(), set(), [], set()
+    holders: list[tuple[str, str]] = []
     bad: set[str] = set()
     taken: list[tuple[str, int, str]] = []
-    for match in pattern.finditer(code):
-        key = match.group(1).decode()
-        if key in bad:
-            continue
-        lib = _taken(code, match.start(), taker)
-        if lib is not None:
-            taken.append((key, match.start(), lib))
-        elif not _keeps(code, match.start(), match.end()):
-            bad.add(key)
-    unsafe = {cls for key in bad for cls in models[key]}
-    return unsafe, set(models) - bad, [t for t in taken if t[0] not in bad]
+    aliases: dict[str, set[str]] = {}  # alias -> the variables it may stand for
+    todo = sorted(models)
+    seen = set(todo)
+    while todo:
+        names = b"|".join(re.escape(v.encode()) for v in sorted(todo, key=len, reverse=True))
+        todo = []
+        pattern = re.compile(rb"(?<![\w.])(" + names + rb")(?![\w])")
+        for match in pattern.finditer(code):
+            key = match.group(1).decode()
+            lib = _taken(code, match.start(), taker)
+            if lib is not None:
+                taken.append((key, match.start(), lib))
+                continue
+            kept = _keeps(code, match.start(), match.end(), keeping)
+            if kept is True:
+                continue
+            if kept is False:
+                bad.add(key)
+                continue
+            if isinstance(kept, str):
+                holders.append((key, kept))
+                continue
+            for alias in kept:
+                aliases.setdefault(alias, set()).add(key)
+                if alias not in seen:
+                    seen.add(alias)
+                    todo.append(alias)
+    spread = True
+    while spread:  # an alias that escapes takes what it stands for along
+        spread = False
+        for alias, sources in aliases.items():
+            if alias in bad and not sources <= bad:
+                bad |= sources
+                spread = True
+    unsafe = {cls for key in bad & set(models) for cls in models[key]}
+    parts: set[tuple[str, str]] = set()
+    for key, holder in holders:
+        sources = {key} if key in models else aliases.get(key, set())
+        if key not in bad:
+            parts.update((cls, holder) for s in sources if s in models for cls in models[s])
+    handed = [
+        (source, at, lib)
+        for key, at, lib in taken
+        if key not in bad
+        for source in sorted({key} if key in models else aliases.get(key, set()))
+        if source in models and source not in bad
+    ]
+    return unsafe, set(models) - bad, handed, parts
 
 
 _KEYWORD_BEFORE = re.compile(rb"[A-Za-z_]\w*\s*=\s*$")
 _TARGETS_BEFORE = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*")
 _TARGETS_AFTER = re.compile(rb"(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*,?[ \t]*=(?!=)")
+_CHAIN = re.compile(rb"(?:\s*\.\s*[A-Za-z_]\w*(?:\[[^\]\n]*\])?)*")
+# A method call's arguments that may set its dtype (a ``.to(x.dtype)`` of an input does not).
+_HALF_ARGUMENT = re.compile(rb"half|float16|bfloat16|bf16|fp16|\b(?:torch_)?dtype\s*=(?!=)")
+_ALIAS_LINE = re.compile(rb"[ \t]*((?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)*[A-Za-z_][\w.]*)[ \t]*=(?!=)")
+_ALIAS_END = re.compile(rb"[ \t]*(?:,|if\b|else\b|$)", re.MULTILINE)
+_WITH_AS = re.compile(rb"\)\s*as\s+([A-Za-z_]\w*)")
+_CASTING_METHOD = re.compile(rb"half|bfloat16|float16|fp16|bf16|double|dtype|precision|^type$")
+_COMPARED = re.compile(rb"(?:is\b|==|!=|:\s*$)", re.MULTILINE)
+_BINDING_BEFORE = re.compile(rb"\b(?:as|for|del)[ \t]+$")
+_DEF_BEFORE = re.compile(rb"(?:\bdef\s+\w+\s*|\blambda\b[^:\n]*)$")
 
 
 def _taken(code: bytes, start: int, taker: Callable[[bytes], str | None]) -> str | None:
@@ -694,7 +797,12 @@ def _taken(code: bytes, start: int, taker: Callable[[bytes], str | None]) -> str
     return taker(window[len(window.rstrip(_IDENT + b".")) :])
 
 
-def _keeps(code: bytes, start: int, end: int) -> bool:
+def _keeps(
+    code: bytes, start: int, end: int, keeping: Callable[[bytes], bool | str] = lambda c: False
+) -> bool | list[str] | str:
+    """Whether the use of a model variable at ``start:end`` keeps its dtype (True), might
+    cast it (False), binds it to other names whose uses decide (their list), or hands it to
+    a class's constructor (its name)."""
     after = code[end : end + 60].lstrip(b" \t")
     if after.startswith(b"=") and not after.startswith(b"=="):
         return True  # bound again
@@ -705,17 +813,89 @@ def _keeps(code: bytes, start: int, end: int) -> bool:
             return True  # bound again, in a tuple (``model, opt = accelerator.prepare(...)``)
     if after.startswith(b"("):
         return True  # called
-    if after.startswith(b"."):
-        attr = re.match(rb"\.\s*(\w+)\s*\(", after)
-        return attr is not None and attr.group(1).decode() in _KEEPING_METHODS
-    before = code[max(0, start - 60) : start].rstrip(b" \t\n")
-    if before.endswith((b"(", b",")):
-        opening = _enclosing(code, start)
-        if opening > 0:
-            window = code[max(0, opening - 200) : opening]
-            callee = window[len(window.rstrip(_IDENT + b".")) :]
-            return callee.rpartition(b".")[2].decode() in _KEEPING_WRAPPERS
+    chain = _CHAIN.match(code, end)
+    if chain is not None and chain.end() > end:
+        rest = code[chain.end() : chain.end() + 60].lstrip(b" \t")
+        method = chain.group().rpartition(b".")[2].strip()
+        if rest.startswith(b"("):  # a method of it (or of a part of it) called
+            if _CASTING_METHOD.search(method):
+                return False
+            close = _closing(code, chain.end() + code[chain.end() :].index(b"(") + 1)
+            if method == b"to":  # (its own half ``.to(...)`` is a cast: :meth:`_Reader._casts`)
+                direct = chain.group().count(b".") == 1
+                return direct or not _halfish_args(code[chain.end() : close].strip(b" \t()"))
+            return not _HALF_ARGUMENT.search(code[chain.end() : close])
+        if rest.startswith(b"=") and not rest.startswith(b"=="):
+            return not _HALF_TEXT.search(rest[: rest.find(b"\n") % 60 + 1])  # an attribute set
+        end = chain.end()  # an attribute read: what it is handed to decides
+    rest = code[end : end + 60].lstrip(b" \t")
+    if _COMPARED.match(rest) or _BINDING_BEFORE.search(code, max(0, start - 60), start):
+        return True  # compared (``is None``), tested, or a name ``as``/``for`` binds
+    before = code[max(0, start - 60) : start]
+    keyword = _KEYWORD_BEFORE.search(before)
+    if keyword is not None:
+        before = before[: keyword.start()]
+    before = before.rstrip(b" \t\n")
+    if _DEF_BEFORE.search(code, max(0, start - 200), start) or _DEF_BEFORE.search(before[:-1]):
+        return True  # a parameter of ``def``/``lambda`` of the same name: no use
+    opening = _enclosing(code, start) if before.endswith((b"(", b",")) else -1
+    if opening > 0:
+        window = code[max(0, opening - 200) : opening]
+        callee = window[len(window.rstrip(_IDENT + b".")) :]
+        if _DEF_BEFORE.search(window[: len(window) - len(callee)] + callee):
+            return True
+        if callee.rpartition(b".")[2].decode() in _KEEPING_WRAPPERS:
+            return True
+        verdict = keeping(callee)
+        if isinstance(verdict, str):
+            return verdict
+        if verdict:
+            found = _WITH_AS.match(code, _closing(code, opening + 1))
+            return [found.group(1).decode()] if found else True
+        return False
+    assigned = _ALIAS_LINE.match(code, line, start)
+    if assigned is not None and assigned.end() <= start and _ALIAS_END.match(code, end):
+        between = code[assigned.end() : start]
+        if between.count(b"(") == between.count(b")") and between.count(b"[") == between.count(
+            b"]"
+        ):
+            targets = [t.strip() for t in assigned.group(1).decode().split(",")]
+            return [t for t in targets if t]
     return False
+
+
+def _casting_functions(code: bytes) -> dict[str, bool]:
+    """Each function name this file defines -> whether some definition of it casts anything
+    (``.half()``, a half dtype, a ``dtype`` value): a model handed to one that does not
+    keeps its dtype there."""
+    out: dict[str, bool] = {}
+    found = list(_DEF.finditer(code))
+    for match in found:
+        indent = len(match.group(1))
+        stop = len(code)
+        for line in _LINE_START.finditer(code, match.end()):
+            text = code[line.start() : code.find(b"\n", line.start()) % (len(code) + 1)]
+            stripped = text.lstrip()
+            if stripped and len(text) - len(stripped) <= indent:
+                stop = line.start()
+                break
+        casts = _HALF_TEXT.search(code, match.end(), stop) is not None
+        name = match.group(2).decode()
+        out[name] = out.get(name, False) or casts
+    return out
+
+
+_DEF = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
+_LINE_START = re.compile(rb"(?<=\n)(?=[^\n])")
+_MAIN = re.compile(rb"^if[ \t(]+__name__[ \t]*==", re.MULTILINE)
+_KEEPING_EXPORTS = frozenset(
+    {"torch.onnx.export", "torch.jit.trace", "torch.jit.script", "torch.export.export"}
+)
+
+
+def _plain(bases: bytes | None) -> bool:
+    """A class without a base but ``object``: nothing casting it casts what it holds."""
+    return not (bases or b"").replace(b"object", b"").strip(b" \t\n,")
 
 
 _WORD = re.compile(rb"[A-Z]\w+")
