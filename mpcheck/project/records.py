@@ -35,10 +35,11 @@ from zlib import crc32
 from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import ConstructionPass, construction_of
+from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 6
+FORMAT = 7
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -89,6 +90,7 @@ class ModelRecord:
     deepspeed: bool = False  # accelerate code that names DeepSpeed (it may run under it)
     construction: ConstructionPass = ((), (), 0)  # (:mod:`mpcheck.project.construction`)
     callers: CallersPass = EMPTY  # who calls its functions (:mod:`mpcheck.project.callers`)
+    reach: ReachPass = NONE  # what it runs, imports and names (:mod:`mpcheck.project.reach`)
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -111,6 +113,7 @@ class ModelRecord:
             self.deepspeed,
             [*self.construction[:2], f"{self.construction[2]:x}"],
             self.callers,
+            self.reach,
         ]
 
     @classmethod
@@ -118,7 +121,7 @@ class ModelRecord:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
-            unsafe, dflt, words, wrappers, wrapped, deepspeed, (made, helpers, runs), by = more
+            unsafe, dflt, words, wrappers, wrapped, deepspeed, (made, helpers, runs), by, ran = more
             if fmt != FORMAT:
                 return None
             return cls(
@@ -149,6 +152,7 @@ class ModelRecord:
                     tuple((str(n), str(c)) for n, c in by[1]),
                     tuple((str(n), str(c)) for n, c in by[2]),
                 ),
+                (bool(ran[0]), int(ran[1]), *(tuple(map(str, r)) for r in ran[2:5])),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -386,6 +390,7 @@ class _Reader:
             self._accelerate_deepspeed(code),
             construction_of(code, self.module),
             callers_of(code, self.module, self.imports, bool(self.stars)),
+            reach_of(self.data, code, self.imports),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:

@@ -1,0 +1,242 @@
+"""Which project files and top-level functions anything runs: code nothing reaches.
+
+A file runs when it is an entry (a script: code at its top level or an ``if __name__ ==
+"__main__":``; a test; a package ``__init__``; ``setup.py``) or when something that runs
+imports it. A vendored module nothing imports (``x_transformer.py`` copied beside the model
+code) never runs, and nor does a top-level function that nothing names: no other file
+imports it, reaches it through its module (``mel.spectrogram(...)``) or writes it in a
+string (a registry, ``__all__``, a config), and its own file writes it only where it is
+defined. What such code would compute is no hazard of the program.
+
+Unknown means running: a project that loads modules by names it computes
+(``importlib.import_module(name)``) may load any file, unless it loads them by the full
+dotted names its configuration files spell (``instantiate_from_config``'s ``target:``), and
+those files are present; a word any project file writes (notebooks, configuration, docs)
+keeps what it names running. Each file's part comes from its record (:func:`reach_of`, cheap
+regexes over the code :mod:`mpcheck.project.records` already blanked), and :class:`Reached`
+joins them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+__all__ = ["SIDE_SUFFIXES", "ReachPass", "Reached", "reach_of"]
+
+# One file's part: (it is an entry, how it loads modules by name (:data:`STATIC`,
+# :data:`CONFIG`, :data:`COMPUTED`), the dotted names it writes in code or strings that may
+# be the project's (imports, ``mod.f`` through an imported module), those it writes in
+# string literals, and its top-level functions it writes nowhere but at their definition).
+ReachPass = tuple[bool, int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+STATIC, CONFIG, COMPUTED = 0, 1, 2
+NONE: ReachPass = (True, STATIC, (), (), ())
+
+# Files besides Python sources whose words may name a module or function (notebooks,
+# configurations a loader reads, scripts and docs that run or import them).
+SIDE_SUFFIXES = (".ipynb", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".sh", ".md", ".rst")
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+_MAX_SIDE = 2 * 1024 * 1024  # bytes: larger side files (data) are not read
+
+# A statement at the top level that runs something: ``if __name__``, a loop, a ``with``, or
+# a call (``main()``, ``fire.Fire(run)``); definitions and assignments run nothing of note.
+_ENTRY = re.compile(
+    rb"^(?:if[ \t]+__name__\b|(?:for|while|with|async[ \t]+with)\b|[A-Za-z_][\w.]*[ \t]*\()", re.M
+)
+_DYNAMIC = re.compile(
+    rb"\b(?:import_module|__import__)[ \t]*\([ \t]*(?:[rbuRBU]?(['\"])[\w.]*\1[ \t]*[,)])?"
+)
+# Loaders of a class or function by the full dotted name a configuration spells (hydra's
+# ``instantiate(cfg)`` / ``_target_``, ``pydoc.locate``, Lightning's ``class_path``).
+_BY_CONFIG = re.compile(rb"\b(?:instantiate|locate|get_class|get_method|LightningCLI)[ \t]*\(")
+_SPLIT = re.compile(rb"""\.rsplit\([ \t]*(['"])\.\1""")  # ``"pkg.mod.Cls".rsplit(".", 1)``
+_IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n\\;]*)", re.M)
+_DEF = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
+_STRING = re.compile(rb"""(['"])([A-Za-z_][\w.]{1,120})\1""")
+_WORD = re.compile(rb"[A-Za-z_]\w*")
+# Libraries whose attributes are never the project's (``torch.nn``, ``np.mean``).
+_LIBRARIES = frozenset(
+    """torch numpy math einops scipy random os re sys json logging functools itertools typing
+    collections transformers diffusers accelerate safetensors PIL cv2 tqdm warnings inspect
+    copy time pathlib dataclasses contextlib""".split()
+)
+
+
+def reach_of(data: bytes, code: bytes, imports: Mapping[str, str]) -> ReachPass:
+    """The file's part (see :data:`ReachPass`): ``data`` its bytes, ``code`` the same with
+    strings and comments blanked, ``imports`` what the names its imports bind stand for."""
+    entry = _ENTRY.search(code) is not None
+    dynamic = STATIC
+    for match in _DYNAMIC.finditer(data):
+        if match.group(1) is None:  # (a name it computes)
+            dynamic = CONFIG if _SPLIT.search(data) else COMPUTED
+            break
+    if dynamic == STATIC and _BY_CONFIG.search(code):
+        dynamic = CONFIG
+    refs = set(imports.values())
+    for match in _IMPORT.finditer(code):  # ``import a.b.c``: its imports bind only ``a``
+        refs.update(
+            p.split()[0] for p in match.group(1).decode(errors="replace").split(",") if p.split()
+        )
+    heads = [n for n, t in imports.items() if t.partition(".")[0] not in _LIBRARIES]
+    if heads:
+        chain = re.compile(
+            rb"(?<![\w.])(" + b"|".join(re.escape(h.encode()) for h in heads) + rb")((?:\.\w+)+)"
+        )
+        for match in chain.finditer(code):
+            refs.add(imports[match.group(1).decode()] + match.group(2).decode())
+    strings = {m.group(2).decode() for m in _STRING.finditer(data)}
+    unnamed: list[str] = []
+    defined = {m.group(1) for m in _DEF.finditer(code) if not m.group(1).startswith(b"__")}
+    if defined:
+        words = re.compile(rb"(?<!\w)(" + b"|".join(sorted(defined)) + rb")(?!\w)")
+        counts: dict[bytes, int] = {}
+        for match in words.finditer(data):
+            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+        for match in _DEF.finditer(code):
+            name = match.group(1)
+            if counts.get(name, 0) == 1 and name in defined and not _decorated(code, match.start()):
+                unnamed.append(name.decode())
+    return entry, dynamic, tuple(sorted(refs)), tuple(sorted(strings)), tuple(sorted(unnamed))
+
+
+def _decorated(code: bytes, at: int) -> bool:
+    """Whether the top-level ``def`` at ``at`` has a decorator (registered: named)."""
+    for line in reversed(_TOP.findall(code, max(0, at - 2000), at)):
+        return line.startswith((b"@", b")"))  # (the last statement before it)
+    return False
+
+
+_TOP = re.compile(rb"^[^\s#].*", re.M)
+
+
+class Reached:
+    """The project's files and top-level functions that nothing runs (see the module
+    docstring), joined from each file's part: ``parts`` maps a file's shown path to (its
+    module, its :data:`ReachPass`, the modules it star-imports); ``side`` lists the other
+    files whose words may name them (read once, only when something is a candidate)."""
+
+    def __init__(
+        self,
+        parts: Mapping[str, tuple[str, ReachPass, tuple[str, ...]]],
+        side: Iterable[Path] = (),
+    ) -> None:
+        side = list(side)
+        written: set[str] = set()  # words of string literals
+        words: set[str] = set()  # and of names written in code
+        for _, (_, (_, _, refs, strings, _), stars) in parts.items():
+            for ref in strings:
+                written.update(ref.split("."))
+            for ref in (*refs, *stars):
+                words.update(ref.split("."))
+        starred = {s for _, (_, _, stars) in parts.items() for s in stars}
+        functions = {  # (a test file's functions are collected by name)
+            f"{module}.{name}" if module else name
+            for path, (module, (_, _, _, _, unnamed), _) in parts.items()
+            if not _test(path)
+            for name in unnamed
+            if name not in words and name not in written and not _starred(module, starred)
+        }
+        graph = _Imports(parts, side)
+        modules = graph.unreached(written) if graph.known else set()
+        candidates = {n.rpartition(".")[2] for n in (*functions, *modules)}
+        named = _side_words(side, candidates) if candidates else set()
+        if modules & {m for m in modules if m.rpartition(".")[2] in named}:
+            modules = graph.unreached(written | named)  # (what a configuration names runs)
+        self.dead_functions = frozenset(f for f in functions if f.rpartition(".")[2] not in named)
+        self.dead_modules = frozenset(modules)
+
+    def module_dead(self, module: str) -> bool:
+        return module in self.dead_modules
+
+    def function_dead(self, qualified: str) -> bool:
+        """Whether nothing names the top-level function ``qualified``, or its file is dead."""
+        module = qualified.rpartition(".")[0]
+        return qualified in self.dead_functions or module in self.dead_modules
+
+    @property
+    def digest(self) -> str:
+        return repr((sorted(self.dead_modules), sorted(self.dead_functions)))
+
+
+class _Imports:
+    """The project's import graph: which modules the entries import, transitively."""
+
+    def __init__(
+        self, parts: Mapping[str, tuple[str, ReachPass, tuple[str, ...]]], side: list[Path]
+    ) -> None:
+        kinds = {dynamic for _, (_, dynamic, *_), _ in parts.values()}
+        configs = any(p.suffix in _CONFIG_SUFFIXES for p in side)
+        # a name it computes may load any file; full dotted names are in configuration files,
+        # which must be here to be read
+        self.known = COMPUTED not in kinds and (CONFIG not in kinds or configs)
+        self.modules = {module for module, _, _ in parts.values()}
+        by_suffix: dict[str, set[str]] = {}
+        for module in self.modules:
+            pieces = module.split(".")
+            for i in range(len(pieces)):
+                by_suffix.setdefault(".".join(pieces[i:]), set()).add(module)
+        self.roots: set[str] = set()
+        self.edges: dict[str, set[str]] = {}
+        for path, (module, (entry, _, refs, _, _), stars) in parts.items():
+            targets = self.edges.setdefault(module, set())
+            for ref in (*refs, *stars):
+                pieces = ref.split(".")
+                for i in range(1, len(pieces) + 1):
+                    targets.update(by_suffix.get(".".join(pieces[:i]), ()))
+            if entry or _root(path):
+                self.roots.add(module)
+
+    def unreached(self, named: set[str]) -> set[str]:
+        """The modules no entry imports, transitively, and whose name is not in ``named``
+        (the words of strings and configuration files: what a loader may load)."""
+        todo = [*self.roots, *(m for m in self.modules if m.rpartition(".")[2] in named)]
+        live: set[str] = set()
+        while todo:
+            module = todo.pop()
+            if module not in live:
+                live.add(module)
+                todo.extend(self.edges.get(module, ()))
+        return self.modules - live
+
+
+def _root(path: str) -> bool:
+    """A file that runs by itself: a package ``__init__``, a test, ``setup.py``."""
+    name = path.replace("\\", "/").rpartition("/")[2]
+    return name in ("__init__.py", "__main__.py", "setup.py") or _test(path)
+
+
+def _test(path: str) -> bool:
+    """A test file (pytest collects it and its functions by name)."""
+    parts = path.replace("\\", "/").split("/")
+    name = parts[-1]
+    return (
+        name == "conftest.py"
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+        or any(p in ("test", "tests", "testing") for p in parts[:-1])
+    )
+
+
+def _starred(module: str, starred: set[str]) -> bool:
+    return any(module == s or module.endswith(f".{s}") for s in starred)
+
+
+def _side_words(side: list[Path], candidates: set[str]) -> set[str]:
+    """The candidates any side file writes."""
+    pattern = re.compile(
+        rb"(?<!\w)(" + b"|".join(re.escape(c.encode()) for c in sorted(candidates)) + rb")(?!\w)"
+    )
+    found: set[str] = set()
+    for path in side:
+        try:
+            if path.stat().st_size > _MAX_SIDE:
+                continue
+            data = path.read_bytes()
+        except OSError:
+            continue
+        found.update(m.group(1).decode() for m in pattern.finditer(data))
+        if found >= candidates:
+            break
+    return found
