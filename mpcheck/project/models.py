@@ -333,8 +333,11 @@ def uses_of_records(
     mentions = _Mentions(records, bodies, {*sites, *subclassed}) if known else None
     ran = None
     if known:
-        parts = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
-        ran = Reached(parts, side)
+        files = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
+        leaves = {
+            r.module: [c.name.rpartition(".")[2] for c in r.classes] for r in records.values()
+        }
+        ran = Reached(files, side, leaves)
     made = Construction((r.construction for r in records.values()), defaults)
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}

@@ -8,13 +8,14 @@ imports it, reaches it through its module (``mel.spectrogram(...)``) or writes i
 string (a registry, ``__all__``, a config), and its own file writes it only where it is
 defined. What such code would compute is no hazard of the program.
 
-Unknown means running: a project that loads modules by names it computes
-(``importlib.import_module(name)``) may load any file, unless it loads them by the full
-dotted names its configuration files spell (``instantiate_from_config``'s ``target:``), and
-those files are present; a word any project file writes (notebooks, configuration, docs)
-keeps what it names running. Each file's part comes from its record (:func:`reach_of`, cheap
-regexes over the code :mod:`mpcheck.project.records` already blanked), and :class:`Reached`
-joins them.
+Unknown means running. A project that loads modules by names it computes
+(``importlib.import_module(name)``, hydra's ``instantiate(cfg)``) loads those its strings,
+configuration files and scripts write (``instantiate_from_config``'s ``target:``, a script's
+``--module inference``): it is judged only when such files are present, and one that finds
+the names by listing directories (a plugin folder) may load any file. A word any project file
+writes (notebooks, configuration, docs) keeps what it names running. Each file's part comes
+from its record (:func:`reach_of`, cheap regexes over the code :mod:`mpcheck.project.records`
+already blanked), and :class:`Reached` joins them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 __all__ = ["SIDE_SUFFIXES", "ReachPass", "Reached", "reach_of"]
 
@@ -36,7 +38,7 @@ NONE: ReachPass = (True, STATIC, (), (), ())
 # Files besides Python sources whose words may name a module or function (notebooks,
 # configurations a loader reads, scripts and docs that run or import them).
 SIDE_SUFFIXES = (".ipynb", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".sh", ".md", ".rst")
-_CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".sh")
 _MAX_SIDE = 2 * 1024 * 1024  # bytes: larger side files (data) are not read
 
 # A statement at the top level that runs something: ``if __name__``, a loop, a ``with``, or
@@ -50,7 +52,10 @@ _DYNAMIC = re.compile(
 # Loaders of a class or function by the full dotted name a configuration spells (hydra's
 # ``instantiate(cfg)`` / ``_target_``, ``pydoc.locate``, Lightning's ``class_path``).
 _BY_CONFIG = re.compile(rb"\b(?:instantiate|locate|get_class|get_method|LightningCLI)[ \t]*\(")
-_SPLIT = re.compile(rb"""\.rsplit\([ \t]*(['"])\.\1""")  # ``"pkg.mod.Cls".rsplit(".", 1)``
+# A loader that finds the modules it loads by listing directories (a plugin folder, a lazy
+# package's files) may load any of them; another loads names written somewhere (a string, a
+# configuration's ``target:``, a script's ``--module inference``).
+_LISTS = re.compile(rb"\b(?:listdir|scandir|iterdir|glob|walk|iter_modules|__path__)\b")
 _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n\\;]*)", re.M)
 _DEF = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
 _STRING = re.compile(rb"""(['"])([A-Za-z_][\w.]{1,120})\1""")
@@ -70,7 +75,9 @@ def reach_of(data: bytes, code: bytes, imports: Mapping[str, str]) -> ReachPass:
     dynamic = STATIC
     for match in _DYNAMIC.finditer(data):
         if match.group(1) is None:  # (a name it computes)
-            dynamic = CONFIG if _SPLIT.search(data) else COMPUTED
+            after = _DEF_ANY.search(code, match.end())
+            near = code[_function_start(code, match.start()) : after.start() if after else None]
+            dynamic = COMPUTED if _LISTS.search(near) else CONFIG
             break
     if dynamic == STATIC and _BY_CONFIG.search(code):
         dynamic = CONFIG
@@ -101,11 +108,19 @@ def reach_of(data: bytes, code: bytes, imports: Mapping[str, str]) -> ReachPass:
     return entry, dynamic, tuple(sorted(refs)), tuple(sorted(strings)), tuple(sorted(unnamed))
 
 
+def _function_start(code: bytes, at: int) -> int:
+    """Where the function around offset ``at`` begins (its ``def`` line), or the file."""
+    found = [m.start() for m in _DEF_ANY.finditer(code, max(0, at - 4000), at)]
+    return found[-1] if found else max(0, at - 4000)
+
+
+_DEF_ANY = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]", re.M)
+
+
 def _decorated(code: bytes, at: int) -> bool:
     """Whether the top-level ``def`` at ``at`` has a decorator (registered: named)."""
-    for line in reversed(_TOP.findall(code, max(0, at - 2000), at)):
-        return line.startswith((b"@", b")"))  # (the last statement before it)
-    return False
+    lines: list[bytes] = _TOP.findall(code, max(0, at - 2000), at)
+    return bool(lines) and lines[-1].startswith((b"@", b")"))  # (the last statement before)
 
 
 _TOP = re.compile(rb"^[^\s#].*", re.M)
@@ -115,12 +130,14 @@ class Reached:
     """The project's files and top-level functions that nothing runs (see the module
     docstring), joined from each file's part: ``parts`` maps a file's shown path to (its
     module, its :data:`ReachPass`, the modules it star-imports); ``side`` lists the other
-    files whose words may name them (read once, only when something is a candidate)."""
+    files whose words may name them (read once, only when something is a candidate);
+    ``classes``: each module's classes (a string naming one may be a registry's)."""
 
     def __init__(
         self,
         parts: Mapping[str, tuple[str, ReachPass, tuple[str, ...]]],
         side: Iterable[Path] = (),
+        classes: Mapping[str, Iterable[str]] = MappingProxyType({}),
     ) -> None:
         side = list(side)
         written: set[str] = set()  # words of string literals
@@ -131,19 +148,36 @@ class Reached:
             for ref in (*refs, *stars):
                 words.update(ref.split("."))
         starred = {s for _, (_, _, stars) in parts.items() for s in stars}
+        # A project packaged for installation (``setup.py``, ``pyproject.toml``) exports its
+        # packages' modules and public functions: its users may import and call any of them.
+        packaged = any(p.rpartition("/")[2] == "setup.py" for p in parts) or any(
+            p.name in ("pyproject.toml", "setup.cfg") for p in side
+        )
+        packages = {m for p, (m, _, _) in parts.items() if p.endswith("__init__.py")}
+        exported = packaged and packages
+
+        def public(module: str, name: str = "") -> bool:
+            pieces = module.split(".")
+            inside = any(".".join(pieces[:i]) in packages for i in range(1, len(pieces)))
+            return bool(exported) and inside and not name.startswith("_")
+
         functions = {  # (a test file's functions are collected by name)
             f"{module}.{name}" if module else name
             for path, (module, (_, _, _, _, unnamed), _) in parts.items()
             if not _test(path)
             for name in unnamed
-            if name not in words and name not in written and not _starred(module, starred)
+            if name not in words
+            and name not in written
+            and not _starred(module, starred)
+            and not public(module, name)
         }
-        graph = _Imports(parts, side)
-        modules = graph.unreached(written) if graph.known else set()
+        graph = _Imports(parts, side, classes)
+        modules = graph.unreached(written, written) if graph.known else set()
+        modules = {m for m in modules if not public(m)}
         candidates = {n.rpartition(".")[2] for n in (*functions, *modules)}
         named = _side_words(side, candidates) if candidates else set()
-        if modules & {m for m in modules if m.rpartition(".")[2] in named}:
-            modules = graph.unreached(written | named)  # (what a configuration names runs)
+        if any(m.rpartition(".")[2] in named for m in modules):  # (a configuration's module)
+            modules = graph.unreached(written | named, written)
         self.dead_functions = frozenset(f for f in functions if f.rpartition(".")[2] not in named)
         self.dead_modules = frozenset(modules)
 
@@ -164,12 +198,16 @@ class _Imports:
     """The project's import graph: which modules the entries import, transitively."""
 
     def __init__(
-        self, parts: Mapping[str, tuple[str, ReachPass, tuple[str, ...]]], side: list[Path]
+        self,
+        parts: Mapping[str, tuple[str, ReachPass, tuple[str, ...]]],
+        side: list[Path],
+        classes: Mapping[str, Iterable[str]],
     ) -> None:
+        self.classes = classes
         kinds = {dynamic for _, (_, dynamic, *_), _ in parts.values()}
         configs = any(p.suffix in _CONFIG_SUFFIXES for p in side)
-        # a name it computes may load any file; full dotted names are in configuration files,
-        # which must be here to be read
+        # a name found by listing directories may load any file; other names are written in
+        # strings or in configuration files and scripts, which must be here to be read
         self.known = COMPUTED not in kinds and (CONFIG not in kinds or configs)
         self.modules = {module for module, _, _ in parts.values()}
         by_suffix: dict[str, set[str]] = {}
@@ -188,10 +226,19 @@ class _Imports:
             if entry or _root(path):
                 self.roots.add(module)
 
-    def unreached(self, named: set[str]) -> set[str]:
-        """The modules no entry imports, transitively, and whose name is not in ``named``
-        (the words of strings and configuration files: what a loader may load)."""
-        todo = [*self.roots, *(m for m in self.modules if m.rpartition(".")[2] in named)]
+    def unreached(self, named: set[str], registered: set[str]) -> set[str]:
+        """The modules no entry imports, transitively, whose name is not in ``named`` (the
+        words of strings and configuration files: what a loader may load) and none of whose
+        classes is in ``registered`` (the words of the project's strings: a registry's)."""
+        todo = [
+            *self.roots,
+            *(
+                m
+                for m in self.modules
+                if m.rpartition(".")[2] in named
+                or not registered.isdisjoint(self.classes.get(m, ()))
+            ),
+        ]
         live: set[str] = set()
         while todo:
             module = todo.pop()

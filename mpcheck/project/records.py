@@ -152,7 +152,13 @@ class ModelRecord:
                     tuple((str(n), str(c)) for n, c in by[1]),
                     tuple((str(n), str(c)) for n, c in by[2]),
                 ),
-                (bool(ran[0]), int(ran[1]), *(tuple(map(str, r)) for r in ran[2:5])),
+                (
+                    bool(ran[0]),
+                    int(ran[1]),
+                    tuple(map(str, ran[2])),
+                    tuple(map(str, ran[3])),
+                    tuple(map(str, ran[4])),
+                ),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
