@@ -105,7 +105,7 @@ def findings(root: Path, *paths: str) -> set[tuple[str, str]]:
 
 
 def vendored(root: Path, run: str = "", **more: str) -> Path:
-    files = {"vid/__init__.py": "", "vid/xt.py": XT, "vid/model.py": MODEL}
+    files = {"README.md": "# vid\n", "vid/__init__.py": "", "vid/xt.py": XT, "vid/model.py": MODEL}
     return project(root, {**files, "vid/run.py": RUN.format(extra=run), **more})
 
 
@@ -113,6 +113,13 @@ def test_a_module_nothing_imports_gives_nothing_and_alone_the_same(tmp_path: Pat
     root = vendored(tmp_path)
     assert findings(root) == set()
     assert findings(root, "vid/xt.py") == set()  # the editor's one-file run
+
+
+def test_sources_copied_without_docs_or_configs_keep_every_module(tmp_path: Path) -> None:
+    # what names a file for a tool that runs it by name is in the files that are not here
+    root = vendored(tmp_path)
+    (root / "README.md").unlink()
+    assert findings(root) == {("vid/xt.py", "MPC101")}
 
 
 def test_a_module_an_entry_imports_is_checked(tmp_path: Path) -> None:

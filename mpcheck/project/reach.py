@@ -56,7 +56,6 @@ _BY_CONFIG = re.compile(rb"\b(?:instantiate|locate|get_class|get_method|Lightnin
 # package's files) may load any of them; another loads names written somewhere (a string, a
 # configuration's ``target:``, a script's ``--module inference``).
 _LISTS = re.compile(rb"\b(?:listdir|scandir|iterdir|glob|walk|iter_modules|__path__)\b")
-_IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n\\;]*)", re.M)
 _DEF = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
 _STRING = re.compile(rb"""(['"])([A-Za-z_][\w.]{1,120})\1""")
 _WORD = re.compile(rb"[A-Za-z_]\w*")
@@ -68,44 +67,48 @@ _LIBRARIES = frozenset(
 )
 
 
-def reach_of(data: bytes, code: bytes, imports: Mapping[str, str]) -> ReachPass:
+def reach_of(
+    data: bytes, code: bytes, imports: Mapping[str, str], plain: Iterable[str] = ()
+) -> ReachPass:
     """The file's part (see :data:`ReachPass`): ``data`` its bytes, ``code`` the same with
-    strings and comments blanked, ``imports`` what the names its imports bind stand for."""
+    strings and comments blanked, ``imports`` what the names its imports bind stand for,
+    ``plain`` the modules of its ``import a.b.c`` (which binds only ``a``)."""
     entry = _ENTRY.search(code) is not None
     dynamic = STATIC
-    for match in _DYNAMIC.finditer(data):
-        if match.group(1) is None:  # (a name it computes)
-            after = _DEF_ANY.search(code, match.end())
-            near = code[_function_start(code, match.start()) : after.start() if after else None]
-            dynamic = COMPUTED if _LISTS.search(near) else CONFIG
-            break
-    if dynamic == STATIC and _BY_CONFIG.search(code):
-        dynamic = CONFIG
-    refs = set(imports.values())
-    for match in _IMPORT.finditer(code):  # ``import a.b.c``: its imports bind only ``a``
-        refs.update(
-            p.split()[0] for p in match.group(1).decode(errors="replace").split(",") if p.split()
-        )
-    heads = [n for n, t in imports.items() if t.partition(".")[0] not in _LIBRARIES]
-    if heads:
-        chain = re.compile(
-            rb"(?<![\w.])(" + b"|".join(re.escape(h.encode()) for h in heads) + rb")((?:\.\w+)+)"
-        )
-        for match in chain.finditer(code):
-            refs.add(imports[match.group(1).decode()] + match.group(2).decode())
+    if b"import_module" in data or b"__import__" in data:
+        for match in _DYNAMIC.finditer(data):
+            if match.group(1) is None:  # (a name it computes)
+                after = _DEF_ANY.search(code, match.end())
+                near = code[_function_start(code, match.start()) : after.start() if after else None]
+                dynamic = COMPUTED if _LISTS.search(near) else CONFIG
+                break
+    if dynamic == STATIC and any(w in code for w in _CONFIG_LOADERS):
+        dynamic = CONFIG if _BY_CONFIG.search(code) else STATIC
+    refs = {*imports.values(), *plain}
+    for head, target in imports.items():  # ``mel.spectrogram(...)`` of an imported module
+        if target.partition(".")[0] in _LIBRARIES:
+            continue
+        key = f"{head}.".encode()
+        at = code.find(key)
+        while at >= 0:
+            if at == 0 or code[at - 1 : at] not in _NAME_CHARS:
+                found = _NAME.match(code, at + len(key))
+                if found is not None:
+                    refs.add(f"{target}.{found.group().decode()}")
+            at = code.find(key, at + 1)
     strings = {m.group(2).decode() for m in _STRING.finditer(data)}
-    unnamed: list[str] = []
-    defined = {m.group(1) for m in _DEF.finditer(code) if not m.group(1).startswith(b"__")}
-    if defined:
-        words = re.compile(rb"(?<!\w)(" + b"|".join(sorted(defined)) + rb")(?!\w)")
-        counts: dict[bytes, int] = {}
-        for match in words.finditer(data):
-            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
-        for match in _DEF.finditer(code):
-            name = match.group(1)
-            if counts.get(name, 0) == 1 and name in defined and not _decorated(code, match.start()):
+    unnamed = []  # (written once: at its ``def``; a longer name containing it keeps it named)
+    for match in _DEF.finditer(code):
+        name = match.group(1)
+        if not name.startswith(b"__") and data.count(name) == 1:
+            if not _decorated(code, match.start()):
                 unnamed.append(name.decode())
     return entry, dynamic, tuple(sorted(refs)), tuple(sorted(strings)), tuple(sorted(unnamed))
+
+
+_NAME = re.compile(rb"[A-Za-z_]\w*")
+_NAME_CHARS = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
+_CONFIG_LOADERS = (b"instantiate", b"locate", b"get_class", b"get_method", b"LightningCLI")
 
 
 def _function_start(code: bytes, at: int) -> int:
@@ -208,7 +211,11 @@ class _Imports:
         configs = any(p.suffix in _CONFIG_SUFFIXES for p in side)
         # a name found by listing directories may load any file; other names are written in
         # strings or in configuration files and scripts, which must be here to be read
-        self.known = COMPUTED not in kinds and (CONFIG not in kinds or configs)
+        # and a checkout without its docs, configurations and scripts (sources copied alone)
+        # does not show what names a file for the tools that run it by name (a README's
+        # ``custom_pipeline="fresco_v2v"``, a launcher's grid): unknown
+        documented = any(p.suffix != ".ipynb" for p in side)
+        self.known = documented and COMPUTED not in kinds and (CONFIG not in kinds or configs)
         self.modules = {module for module, _, _ in parts.values()}
         by_suffix: dict[str, set[str]] = {}
         for module in self.modules:

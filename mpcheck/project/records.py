@@ -238,6 +238,7 @@ class _Reader:
         self.code = blank(data)
         self.imports: dict[str, str] = {}
         self.stars: list[str] = []
+        self.plain: list[str] = []  # ``import a.b.c`` (its name binds only ``a``)
         self.local: set[str] = set()
         self._last = (0, 1)  # the last offset :meth:`spot` placed, and its line
         self._calls: list[tuple[int, int, str]] | None = None
@@ -305,6 +306,7 @@ class _Reader:
             else:
                 head = parts[0].split(".", 1)[0]
                 self.imports.setdefault(head, head)
+                self.plain.append(parts[0])
 
     def resolve(self, text: str) -> str | None:
         """The qualified name ``text`` (``Model``, ``m.Model``) stands for in this file; None
@@ -396,7 +398,7 @@ class _Reader:
             self._accelerate_deepspeed(code),
             construction_of(code, self.module),
             callers_of(code, self.module, self.imports, bool(self.stars)),
-            reach_of(self.data, code, self.imports),
+            reach_of(self.data, code, self.imports, self.plain),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
