@@ -151,7 +151,8 @@ def test_a_class_nothing_builds_imports_or_names_gives_nothing() -> None:
     [
         ("vendor/config.py", 'BLOCKS = ["LegacyBlock"]\n'),  # a string naming it
         ("vendor/__init__.py", '__all__ = ["LegacyBlock"]\n'),  # an export
-        ("vendor/use.py", "from .legacy import LegacyBlock\n"),  # an import
+        # an import, in a file the project runs (the package ``__init__`` imports it)
+        ("vendor/use.py", "from .legacy import LegacyBlock\n"),
         ("vendor/more.py", "from .legacy import *\n\nclass Big(LegacyBlock):\n    pass\n"),
     ],
 )
@@ -159,6 +160,8 @@ def test_a_class_the_project_names_stays_reachable(tmp_path: Path, where: str, t
     case = tmp_path / "case"
     shutil.copytree(XFILE / "good_unbuilt_vendored_block", case)
     (case / where).write_text(text)
+    if where.endswith(("use.py", "more.py")):
+        (case / "vendor" / "__init__.py").write_text(f"from . import {Path(where).stem}\n")
     assert severities(case, "--no-cache") == {"vendor": "warning"}
 
 

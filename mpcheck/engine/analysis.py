@@ -104,7 +104,7 @@ class FileAnalysis(Walk):
         self, cls: ClassInfo | None, name: str, fn: cst.FunctionDef | None = None
     ) -> HalfEvidence:
         if cls is None:
-            found = self.evidence.premise(name)
+            found = self.evidence.of_function(name)
         else:
             others = [base for *_, summary in cls.elsewhere for base in summary.bases]
             node = cls.node

@@ -91,6 +91,14 @@ class Evidence:
             self._classes[name] = self._decide(name, anchor, bases, pretrained)
         return self._classes[name]
 
+    def of_function(self, name: str) -> HalfEvidence:
+        """A top-level function ``name`` (or a class's code outside a module): the premise,
+        unless nothing in the project runs it (:mod:`mpcheck.project.reach`)."""
+        if self.uses is not None and not self.uses.function_reached(name):
+            text = f"nothing in the project imports, calls or names `{name}`"
+            return HalfEvidence(UNREACHED, text)
+        return self.premise(name)
+
     def premise(self, name: str, node: cst.CSTNode | None = None) -> HalfEvidence:
         text = f"latent: raises if `{name}` runs in half without autocast"
         return HalfEvidence(PREMISE, text, None, node)

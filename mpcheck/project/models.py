@@ -37,6 +37,7 @@ from mpcheck.files.hashing import hex_digest
 from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.callers import ModuleCode
 from mpcheck.project.construction import Construction
+from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import ModelRecord, may_write, module_of, record_of
 from mpcheck.project.summary import Place
 
@@ -77,8 +78,10 @@ class ModelUses:
         mentions: _Mentions | None = None,
         construction: Construction | None = None,
         module_code: ModuleCode | None = None,
+        ran: Reached | None = None,
     ) -> None:
         self._reach = dict(reach)
+        self._ran = ran  # the files and functions nothing runs (None: a library, unknown)
         self.module = module  # the module :meth:`of` names classes in
         self._mentions = mentions
         self.construction = construction  # which functions only construction runs
@@ -86,7 +89,9 @@ class ModelUses:
 
     def at(self, module: str) -> ModelUses:
         """The same evidence, asked about the classes of ``module``."""
-        return ModelUses(self._reach, module, self._mentions, self.construction, self.module_code)
+        return ModelUses(
+            self._reach, module, self._mentions, self.construction, self.module_code, self._ran
+        )
 
     def runs_in_modules(self, name: str) -> bool:
         """Whether the project calls the function ``name`` of :attr:`module` (defined outside
@@ -101,9 +106,17 @@ class ModelUses:
         string: a registry, ``getattr``), and that no decorator registers, is never run --
         in a project that builds some of its models outside class bodies (else every class
         counts as reached: a library's users build them)."""
+        if self._ran is not None and self._ran.module_dead(self.module):
+            return False  # (in a file nothing imports: :mod:`mpcheck.project.reach`)
         if self._mentions is None:
             return True
         return self._mentions.reached(f"{self.module}.{name}" if self.module else name)
+
+    def function_reached(self, name: str) -> bool:
+        """Whether anything may run the top-level function ``name`` of :attr:`module`: one
+        nothing names, or in a file nothing imports, never runs (:mod:`mpcheck.project.reach`)."""
+        qualified = f"{self.module}.{name}" if self.module else name
+        return self._ran is None or not self._ran.function_dead(qualified)
 
     def of(self, name: str) -> Reach | None:
         """The evidence of the class ``name`` defined in :attr:`module`."""
@@ -122,6 +135,8 @@ class ModelUses:
             text += self.construction.digest
         if self.module_code is not None:
             text += self.module_code.digest
+        if self._ran is not None:
+            text += self._ran.digest
         return hex_digest(text.encode())
 
 
@@ -226,11 +241,16 @@ class _Names:
 
 
 def uses_of_records(
-    records: Mapping[str, ModelRecord], *, alone: bool = False, installable: bool = False
+    records: Mapping[str, ModelRecord],
+    *,
+    alone: bool = False,
+    installable: bool = False,
+    side: Iterable[Path] = (),
 ) -> ModelUses:
     """The project's evidence, joined from each file's record (path -> record);
     ``installable``: the project is a package its users install, whose modules' own
-    ``__main__`` demos say nothing of the dtype its users build their classes in."""
+    ``__main__`` demos say nothing of the dtype its users build their classes in; ``side``:
+    the project's other files whose words may name its code (notebooks, configurations)."""
     names = _Names(records)
 
     def where(path: str, line: int) -> str:
@@ -334,11 +354,15 @@ def uses_of_records(
     # every class of it is as reachable as its users make it.
     known = not alone and bool(sites)
     mentions = _Mentions(records, bodies, {*sites, *subclasses}) if known else None
+    ran = None
+    if known or (installable and not alone):  # (a package's private code its users never call)
+        reads = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
+        ran = Reached(reads, side)
     made = Construction((r.construction for r in records.values()), defaults)
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}
     called = ModuleCode(passes, classes, names.resolve, names.follow)
-    return ModelUses(reach, mentions=mentions, construction=made, module_code=called)
+    return ModelUses(reach, mentions=mentions, construction=made, module_code=called, ran=ran)
 
 
 def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:
@@ -506,8 +530,9 @@ def uses_for(
     drops it for a run that must see the files as they are now). ``buffers``: open editor
     buffers (real path -> bytes) that stand for their files."""
     if root not in _USES:
-        records = records_for(root, cache_dir, buffers)
-        _USES[root] = uses_of_records(records, installable=_installable(Path(root)))
+        side: list[Path] = []
+        records = records_for(root, cache_dir, buffers, side)
+        _USES[root] = uses_of_records(records, installable=_installable(Path(root)), side=side)
     return _USES[root]
 
 
@@ -543,11 +568,15 @@ def forget_uses() -> None:
 
 
 def records_for(
-    root: str, cache_dir: str | None = None, buffers: Mapping[str, bytes] | None = None
+    root: str,
+    cache_dir: str | None = None,
+    buffers: Mapping[str, bytes] | None = None,
+    side: list[Path] | None = None,
 ) -> dict[str, ModelRecord]:
     """Every project file's record (shown path -> record): kept in this process and in the
     cache (one entry for the project, each file's record under its content hash and
-    modification stamp), derived only for files that changed."""
+    modification stamp), derived only for files that changed. ``side`` gets the project's
+    other files that may name its code (:data:`mpcheck.project.reach.SIDE_SUFFIXES`)."""
     cache = None
     kept: dict[str, list[object]] = {}
     key = Path(root).resolve() / ".mpcheck-model-records"
@@ -564,7 +593,7 @@ def records_for(
     out: dict[str, ModelRecord] = {}
     fresh: dict[str, list[object]] = {}
     changed = False
-    for shown, path in _project_files(Path(root)):
+    for shown, path in _project_files(Path(root), side):
         buffered = buffers.get(os.path.realpath(path)) if buffers else None
         seen = _stamp(str(path)) if buffered is None and cache is not None else None
         old = kept.get(shown)
@@ -611,13 +640,15 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def _project_files(root: Path) -> Iterable[tuple[str, Path]]:
+def _project_files(root: Path, side: list[Path] | None = None) -> Iterable[tuple[str, Path]]:
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
         for name in sorted(files):
             if name.endswith(".py"):
                 path = Path(folder) / name
                 yield path.relative_to(root).as_posix(), path
+            elif side is not None and name.endswith(SIDE_SUFFIXES):
+                side.append(Path(folder) / name)
 
 
 __all__ += ["module_of"]

@@ -35,10 +35,11 @@ from zlib import crc32
 from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import ConstructionPass, construction_of
+from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 7
+FORMAT = 8
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -92,6 +93,7 @@ class ModelRecord:
     main: int = 0  # the line of its top-level ``if __name__ == "__main__":`` (0: none)
     # (class, the class whose constructor takes a model of it: ``Wrapper(vae, unet)``)
     held: tuple[tuple[str, str], ...] = ()
+    reach: ReachPass = NONE  # what it runs, imports and names (:mod:`mpcheck.project.reach`)
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -116,6 +118,7 @@ class ModelRecord:
             self.callers,
             self.main,
             self.held,
+            self.reach,
         ]
 
     @classmethod
@@ -123,7 +126,7 @@ class ModelRecord:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
-            unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, main, held = more
+            unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, main, held, ran = more
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -157,6 +160,13 @@ class ModelRecord:
                 ),
                 int(main),
                 tuple((str(c), str(h)) for c, h in held),
+                (
+                    bool(ran[0]),
+                    int(ran[1]),
+                    tuple(map(str, ran[2])),
+                    tuple(map(str, ran[3])),
+                    tuple(map(str, ran[4])),
+                ),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -236,6 +246,7 @@ class _Reader:
         self.code = blank(data)
         self.imports: dict[str, str] = {}
         self.stars: list[str] = []
+        self.plain: list[str] = []  # ``import a.b.c`` (its name binds only ``a``)
         self.local: set[str] = set()
         self._last = (0, 1)  # the last offset :meth:`spot` placed, and its line
         self._calls: list[tuple[int, int, str]] | None = None
@@ -304,6 +315,7 @@ class _Reader:
             else:
                 head = parts[0].split(".", 1)[0]
                 self.imports.setdefault(head, head)
+                self.plain.append(parts[0])
 
     def resolve(self, text: str) -> str | None:
         """The qualified name ``text`` (``Model``, ``m.Model``) stands for in this file; None
@@ -401,6 +413,7 @@ class _Reader:
             callers_of(code, self.module, self.imports, bool(self.stars)),
             self.spot(main.start())[0] if main else 0,
             tuple(sorted(parts)),
+            reach_of(self.data, code, self.imports, self.plain),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:

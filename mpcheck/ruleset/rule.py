@@ -180,6 +180,8 @@ class Rule:
         warning stating the premise when the only belief is that a module may run in half.
         A ``half`` the code makes half itself is its own evidence."""
         evidence = scope.evidence
+        if evidence is not None and evidence.kind == NEVER_BUILT:
+            return  # code nothing runs: no finding at all
         if evidence is None or (half is not None and half.prec is not Prec.MODEL):
             self.report(node, message, related=related, fix=fix, severity=severity)
             return
@@ -202,7 +204,7 @@ class Rule:
         evidence = scope.evidence
         if evidence is None or evidence.kind not in (FLOAT32_ONLY, NEVER_BUILT):
             return False
-        return value is None or value.prec is not Prec.HALF
+        return evidence.kind == NEVER_BUILT or value is None or value.prec is not Prec.HALF
 
     def line(self, node: cst.CSTNode) -> str:
         """A placeholder for "line N" of ``node``, filled in once positions are known."""
