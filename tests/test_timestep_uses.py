@@ -37,3 +37,41 @@ def _cast_in(body: str) -> tuple[cst.Call, cst.FunctionDef]:
 )
 def test_where_a_cast_timestep_goes(body: str, mixed: bool) -> None:
     assert only_mixed(*_cast_in(body)) is mixed
+
+
+def _visitor_parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
+    seen: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack: list[cst.CSTNode] = []
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if stack:
+                seen[node] = stack[-1]
+            stack.append(node)
+            return True
+
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            stack.pop()
+
+    module.visit(Collect())
+    return seen
+
+
+def test_the_parent_map_is_the_one_libcst_visitor_sees() -> None:
+    """The plain walk gives every code node the parent libcst's visitor gives it (trivia
+    holds no code), over every fixture of the timestep rule and this module's own source."""
+    from pathlib import Path
+
+    from mpcheck.engine import timestep_uses
+    from mpcheck.project.names import descendants
+
+    sources = [*sorted(Path("fixtures/mpc303").glob("*.py")), Path(timestep_uses.__file__)]
+    assert len(sources) > 3
+    for source in sources:
+        module = cst.parse_module(source.read_bytes())
+        seen = _visitor_parents(module)
+        code = set(descendants(module)) - {module}
+        walked = timestep_uses._parents(module)
+        assert set(walked) == code
+        assert all(walked[node] is seen[node] for node in code)
+        assert timestep_uses._parents(module) is walked  # (kept for the last function)
