@@ -225,3 +225,9 @@ def test_reachability_needs_a_project_that_builds_its_models(tmp_path: Path) -> 
         "import blocks\n\nb = blocks.Block()\nimport torch\nconvert(b, torch.float16)\n"
     )
     assert severities(tmp_path, "--no-cache") == {tmp_path.name: "warning"}
+
+
+def test_blank_spaces_every_byte_of_a_string_or_comment_but_its_newlines() -> None:
+    data = "s = '''é\r\n\tx'''  # ü\r\nt = 'a'\n".encode()
+    expected = b"s = " + b" " * 6 + b"\n" + b" " * 5 + b"  " + b" " * 5 + b"\nt =    \n"
+    assert blank(data) == expected

@@ -181,7 +181,6 @@ _LEX = re.compile(
     rb"|'(?:[^'\\\n]|\\.)*'",
     re.DOTALL,
 )
-_NOT_NEWLINE = re.compile(rb"[^\n]")
 
 
 def blank(data: bytes) -> bytes:
@@ -191,10 +190,10 @@ def blank(data: bytes) -> bytes:
 
 
 def _blanked(match: re.Match[bytes]) -> bytes:
-    text = match.group()
-    if b"\n" in text:
-        return _NOT_NEWLINE.sub(b" ", text)
-    return b" " * len(text)
+    return match.group().translate(_SPACES)  # (one C call: a regex per match cost twice it)
+
+
+_SPACES = bytes(0x0A if byte == 0x0A else 0x20 for byte in range(256))  # all but newline
 
 
 _CLASS = re.compile(rb"^([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?", re.MULTILINE)
