@@ -34,7 +34,7 @@ from zlib import crc32
 
 from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
-from mpcheck.project.construction import ConstructionPass, construction_of
+from mpcheck.project.construction import SPACES, ConstructionPass, construction_of
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
@@ -190,10 +190,7 @@ def blank(data: bytes) -> bytes:
 
 
 def _blanked(match: re.Match[bytes]) -> bytes:
-    return match.group().translate(_SPACES)  # (one C call: a regex per match cost twice it)
-
-
-_SPACES = bytes(0x0A if byte == 0x0A else 0x20 for byte in range(256))  # all but newline
+    return match.group().translate(SPACES)  # (one C call: a regex per match cost twice it)
 
 
 _CLASS = re.compile(rb"^([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?", re.MULTILINE)
