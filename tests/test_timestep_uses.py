@@ -75,3 +75,18 @@ def test_the_parent_map_is_the_one_libcst_visitor_sees() -> None:
         assert set(walked) == code
         assert all(walked[node] is seen[node] for node in code)
         assert timestep_uses._parents(module) is walked  # (kept for the last function)
+
+
+def test_the_binding_check_visits_what_libcsts_visitor_would() -> None:
+    """phases._is_timestep dispatches ``_Bindings``'s ``visit_`` methods by exact class over
+    the function's code nodes: one entry per method, for classes with no subclass (libcst's
+    visitor dispatches on the class name, so that is what it would call)."""
+    from mpcheck.engine import phases
+
+    methods = {n.removeprefix("visit_") for n in vars(phases._Bindings) if n.startswith("visit_")}
+    assert {k.__name__ for k in phases._BINDING_VISITS} == methods
+    assert all(not k.__subclasses__() for k in phases._BINDING_VISITS)
+    assert all(
+        phases._BINDING_VISITS[k] is getattr(phases._Bindings, f"visit_{k.__name__}")
+        for k in phases._BINDING_VISITS
+    )

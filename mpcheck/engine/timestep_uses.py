@@ -14,11 +14,13 @@ another value first or only reads its shape.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import libcst as cst
 
 from mpcheck.project.names import children
 
-__all__ = ["only_mixed"]
+__all__ = ["code_under", "only_mixed"]
 
 # Methods that keep a timestep a timestep (its shape, device or dtype change only).
 _KEEPS = frozenset(
@@ -54,6 +56,12 @@ def _parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
 
 
 _last: tuple[cst.CSTNode, dict[cst.CSTNode, cst.CSTNode]] | None = None
+
+
+def code_under(function: cst.FunctionDef) -> Iterable[cst.CSTNode]:
+    """Every code node under ``function`` (itself aside), from the parent map kept for it:
+    the check of a cast walks the function once for all it asks."""
+    return _parents(function).keys()
 
 
 def _number(node: cst.BaseExpression) -> bool:
