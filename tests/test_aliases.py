@@ -45,7 +45,5 @@ def test_the_walks_still_see_every_kind_of_node() -> None:
     function = cst.parse_module(code).body[0]
     assert isinstance(function, cst.FunctionDef)
     found = function_aliases(function)
-    assert {name: [n.value for n in names] for name, names in found.items()} == {
-        "fn": ["a", "b"]
-    }
+    assert {name: [n.value for n in names] for name, names in found.items()} == {"fn": ["a", "b"]}
     assert tensor_uses(function, frozenset({"x", "w", "split"})) == {"x", "w"}
