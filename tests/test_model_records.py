@@ -231,3 +231,23 @@ def test_reachability_needs_a_project_that_builds_its_models(tmp_path: Path) -> 
         "import blocks\n\nb = blocks.Block()\nimport torch\nconvert(b, torch.float16)\n"
     )
     assert severities(tmp_path, "--no-cache") == {tmp_path.name: "warning"}
+
+
+def test_blank_spaces_every_byte_of_a_string_or_comment_but_its_newlines() -> None:
+    data = "s = '''é\r\n\tx'''  # ü\r\nt = 'a'\n".encode()
+    expected = b"s = " + b" " * 6 + b"\n" + b" " * 5 + b"  " + b" " * 5 + b"\nt =    \n"
+    assert blank(data) == expected
+
+
+def test_the_wrapper_gate_answers_as_the_wrapper_regex() -> None:
+    """The bare names looked for first change no answer of ``_WRAPPER_NAMES``."""
+    from mpcheck.project import records
+
+    assert records._WRAPPER_LEAVES
+    for leaf in records._WRAPPER_LEAVES:
+        spelled = (leaf + b"(x)", b"a = m." + leaf + b" (", b"my" + leaf + b"(x)", leaf + b" = 1")
+        for code in spelled:
+            expected = records._WRAPPER_NAMES.search(code) is not None
+            assert records._names_wrapper(code) is expected
+        assert records._names_wrapper(leaf + b"(x)")
+    assert not records._names_wrapper(b"model = Model()\nmodel.half()\n")

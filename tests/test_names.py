@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import libcst as cst
 import pytest
 
@@ -98,3 +100,21 @@ def test_children_of_a_leaf_are_none_and_of_code_its_code() -> None:
     assert children(cst.parse_expression("(name)")) == []
     assert isinstance(call, cst.Call)
     assert {id(n) for n in children(call)} == {id(call.func), *(id(a) for a in call.args)}
+
+
+def test_children_are_libcsts_children_less_trivia_for_every_node() -> None:
+    """Only fields whose declared type may hold code are read: node by node, over this
+    suite's trivia source and the package's own sources (many kinds of node), that is
+    exactly libcst's own ``children`` less trivia and what lies below a leaf."""
+    import mpcheck
+
+    sources = [_TRIVIA_SOURCE.encode()]
+    sources += [p.read_bytes() for p in sorted(Path(mpcheck.__file__).parent.glob("*/s*.py"))]
+    kinds: set[type] = set()
+    for source in sources:
+        for node in descendants(cst.parse_module(source)):
+            kinds.add(type(node))
+            below = [] if isinstance(node, _LEAVES) else node.children
+            expected = [c for c in below if not isinstance(c, _TRIVIA)]
+            assert sorted(map(id, children(node))) == sorted(map(id, expected)), type(node)
+    assert len(kinds) > 60

@@ -9,9 +9,18 @@ other way, or a parameter, may be any callable.
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from mpcheck.project.names import children
+
+# Node classes looked up by identity (libcst's node classes are ABCs, whose isinstance was
+# most of this walk's cost; none of these has a subclass, ``tests/test_aliases.py`` checks)
+_OWN_SCOPE: frozenset[type[cst.CSTNode]] = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_TARGETED: frozenset[type[cst.CSTNode]] = frozenset(
+    {cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For}
+)
 
 
 def function_aliases(function: cst.FunctionDef) -> dict[str, tuple[cst.Name, ...]]:
@@ -27,9 +36,11 @@ def function_aliases(function: cst.FunctionDef) -> dict[str, tuple[cst.Name, ...
     stack: list[cst.CSTNode] = [function.body]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        kind = type(node)  # (each class below has no subclass: identity is isinstance)
+        if kind in _OWN_SCOPE:
             continue
-        if isinstance(node, cst.Assign):
+        if kind is cst.Assign:
+            node = cast(cst.Assign, node)
             targets = [t.target for t in node.targets]
             choices = _choices(node.value)
             if len(targets) == 1 and isinstance(targets[0], cst.Name) and choices:
@@ -37,10 +48,11 @@ def function_aliases(function: cst.FunctionDef) -> dict[str, tuple[cst.Name, ...
             else:
                 for target in targets:
                     spoiled.update(_names(target))
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For)):
-            spoiled.update(_names(node.target))
-        elif isinstance(node, cst.With):
-            for item in node.items:
+        elif kind in _TARGETED:
+            bound = cast(cst.AugAssign | cst.AnnAssign | cst.NamedExpr | cst.For, node).target
+            spoiled.update(_names(bound))
+        elif kind is cst.With:
+            for item in cast(cst.With, node).items:
                 if item.asname is not None:
                     spoiled.update(_names(item.asname.name))
         stack.extend(children(node))

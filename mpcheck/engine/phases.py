@@ -14,13 +14,15 @@ tensor's or a half dtype (:func:`timestep_cast`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 
 from mpcheck.engine.facts import Kind, Prec
 from mpcheck.engine.sites import CallSite, Operand
-from mpcheck.engine.timestep_uses import only_mixed
+from mpcheck.engine.timestep_uses import code_under, only_mixed
 
 __all__ = ["PhaseProduct", "TimestepCast", "phase_product", "timestep_cast"]
 
@@ -253,7 +255,12 @@ def _is_timestep(name: str, call: CallSite) -> bool:
     if function is None:
         return False
     finder = _Bindings(name, call.node)
-    function.visit(finder)
+    # (the visitor's own dispatch, by exact class, over the function's code nodes: the walk
+    # the timestep's uses share, at a fraction of libcst's visitor, which rebuilds each node)
+    for node in code_under(function):
+        visit = _BINDING_VISITS.get(type(node))
+        if visit is not None:
+            visit(finder, node)
     return bool(finder.found) and all(finder.found)
 
 
@@ -313,6 +320,17 @@ class _Bindings(cst.CSTVisitor):
                     self.found.append(root is not None and _TIMESTEPS.match(root) is not None)
             elif self._binds(target.target):
                 self.found.append(False)  # ``t, dtype = x.float(), x.dtype``
+
+
+# What ``_Bindings`` visits, by node class (libcst's visitor calls ``visit_<class name>``).
+_BINDING_VISITS: dict[type[cst.CSTNode], Callable[[_Bindings, Any], None]] = {
+    cst.Parameters: _Bindings.visit_Parameters,
+    cst.For: _Bindings.visit_For,
+    cst.ListComp: _Bindings.visit_ListComp,
+    cst.SetComp: _Bindings.visit_SetComp,
+    cst.GeneratorExp: _Bindings.visit_GeneratorExp,
+    cst.Assign: _Bindings.visit_Assign,
+}
 
 
 def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:

@@ -10,6 +10,8 @@ A rule that needs a half *tensor* asks for that evidence (``Origin.unproven``).
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from mpcheck.project.names import descendants
@@ -27,18 +29,21 @@ def tensor_uses(fn: cst.FunctionDef, names: frozenset[str]) -> frozenset[str]:
     it passes, which cost more than the function's whole dtype walk.)"""
     found: set[str] = set()
     for node in descendants(fn.body):
-        if isinstance(node, cst.Attribute) and node.attr.value not in _NUMBER_ATTRIBUTES:
-            found.add(_name(node.value, names))  # ``x.view(...)``, ``x.shape``
-        elif isinstance(node, cst.Subscript):
-            found.add(_name(node.value, names))  # ``x[:, None]``
-        elif isinstance(node, cst.BinaryOperation) and isinstance(
-            node.operator, cst.MatrixMultiply
-        ):
-            found.update((_name(node.left, names), _name(node.right, names)))  # ``q @ k``
+        kind = type(node)  # (identity: libcst's classes are ABCs, isinstance on them is slow)
+        if kind is cst.Attribute:
+            attribute = cast(cst.Attribute, node)
+            if attribute.attr.value not in _NUMBER_ATTRIBUTES:
+                found.add(_name(attribute.value, names))  # ``x.view(...)``, ``x.shape``
+        elif kind is cst.Subscript:
+            found.add(_name(cast(cst.Subscript, node).value, names))  # ``x[:, None]``
+        elif kind is cst.BinaryOperation:
+            binary = cast(cst.BinaryOperation, node)
+            if type(binary.operator) is cst.MatrixMultiply:
+                found.update((_name(binary.left, names), _name(binary.right, names)))  # ``q @ k``
     found.discard("")
     return frozenset(found)
 
 
 def _name(node: cst.BaseExpression, names: frozenset[str]) -> str:
     """``node``'s name when it is one of ``names``, else ""."""
-    return node.value if isinstance(node, cst.Name) and node.value in names else ""
+    return node.value if type(node) is cst.Name and node.value in names else ""

@@ -14,9 +14,13 @@ another value first or only reads its shape.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import libcst as cst
 
-__all__ = ["only_mixed"]
+from mpcheck.project.names import children
+
+__all__ = ["code_under", "only_mixed"]
 
 # Methods that keep a timestep a timestep (its shape, device or dtype change only).
 _KEEPS = frozenset(
@@ -33,21 +37,31 @@ _CALL, _QUIET = "call", "quiet"
 
 
 def _parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
+    """Each code node under ``root`` -> the node holding it, from a plain walk over the
+    nodes' fields (:func:`~mpcheck.project.names.children`: trivia holds no code, so the
+    parents of code nodes are those libcst's visitor sees, at a fraction of its cost).
+    Kept for the last function asked: its casts are checked one after another."""
+    global _last
+    if _last is not None and _last[0] is root:
+        return _last[1]
     parents: dict[cst.CSTNode, cst.CSTNode] = {}
-    stack: list[cst.CSTNode] = []
-
-    class _Collect(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            if stack:
-                parents[node] = stack[-1]
-            stack.append(node)
-            return True
-
-        def on_leave(self, original_node: cst.CSTNode) -> None:
-            stack.pop()
-
-    root.visit(_Collect())
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        for child in children(node):
+            parents[child] = node
+            stack.append(child)
+    _last = (root, parents)
     return parents
+
+
+_last: tuple[cst.CSTNode, dict[cst.CSTNode, cst.CSTNode]] | None = None
+
+
+def code_under(function: cst.FunctionDef) -> Iterable[cst.CSTNode]:
+    """Every code node under ``function`` (itself aside), from the parent map kept for it:
+    the check of a cast walks the function once for all it asks."""
+    return _parents(function).keys()
 
 
 def _number(node: cst.BaseExpression) -> bool:
@@ -129,23 +143,19 @@ def _loads(
 ) -> list[cst.Name]:
     """Every read of ``name`` in ``function`` (bindings, keywords and attributes aside)."""
     found: list[cst.Name] = []
-
-    class _Find(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            if node.value != name:
-                return
-            parent = parents.get(node)
-            if isinstance(parent, (cst.AssignTarget, cst.Param, cst.For, cst.CompFor)):
-                return
-            if isinstance(parent, cst.Attribute) and parent.attr is node:
-                return
-            if isinstance(parent, cst.Arg) and parent.keyword is node:
-                return
-            if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
-                return
-            found.append(node)
-
-    function.visit(_Find())
+    for node in parents:  # (every node under ``function``: the map's keys)
+        if type(node) is not cst.Name or node.value != name:
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, (cst.AssignTarget, cst.Param, cst.For, cst.CompFor)):
+            continue
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            continue
+        if isinstance(parent, cst.Arg) and parent.keyword is node:
+            continue
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        found.append(node)
     return found
 
 

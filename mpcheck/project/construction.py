@@ -209,10 +209,11 @@ _CHAIN = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
 
 
 def _blank_import(match: re.Match[bytes]) -> bytes:
-    return _NOT_NEWLINE.sub(b" ", match.group())
+    return match.group().translate(SPACES)
 
 
-_NOT_NEWLINE = re.compile(rb"[^\n]")
+# A table for ``bytes.translate``: every byte but a newline becomes a space (one C call).
+SPACES = bytes(0x0A if byte == 0x0A else 0x20 for byte in range(256))
 
 
 def _close(code: bytes, start: int) -> int:

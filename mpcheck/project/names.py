@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import enum
+import typing
 from collections.abc import Iterable, Iterator
 
 import libcst as cst
@@ -102,21 +104,50 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     needs and which are most of the nodes.
 
     libcst computes ``children`` by running a visitor over the node, which made it the
-    largest single cost of a cold run; the nodes are dataclasses, so their fields say it.
+    largest single cost of a cold run; the nodes are dataclasses, so their fields say it
+    (only the fields whose declared type may hold code: :func:`_code_fields`).
     """
     kind = type(node)
     names = _FIELDS.get(kind)
     if names is None:
-        fields = () if issubclass(kind, _LEAVES) else dataclasses.fields(node)
-        names = _FIELDS[kind] = tuple(f.name for f in fields)
+        names = _FIELDS[kind] = _code_fields(kind)
     out: list[cst.CSTNode] = []
+    is_code = _IS_CODE
     for name in names:
         value = getattr(node, name)
-        if type(value) is tuple or type(value) is list:
-            out.extend(v for v in value if _code(type(v)))
-        elif _code(type(value)):
-            out.append(value)
+        held = type(value)
+        if held is tuple or held is list:
+            for item in value:
+                found = is_code.get(type(item))
+                if found if found is not None else _code(type(item)):
+                    out.append(item)
+        else:
+            found = is_code.get(held)
+            if found if found is not None else _code(held):
+                out.append(value)
     return out
+
+
+def _code_fields(kind: type[cst.CSTNode]) -> tuple[str, ...]:
+    """The fields of ``kind`` whose declared type may hold a code node (a leaf's: none);
+    a field only ever holding trivia, strings or sentinels (``lpar``, ``whitespace_after``,
+    ``comma``, ``operator``) is never read. A type this cannot read is kept."""
+    if issubclass(kind, _LEAVES):
+        return ()
+    return tuple(f.name for f in dataclasses.fields(kind) if _may_hold_code(f.type))
+
+
+def _may_hold_code(hint: object) -> bool:
+    if typing.get_origin(hint) is typing.Literal:
+        return False
+    args = typing.get_args(hint)
+    if args:  # ``Sequence[Arg]``, ``Union[Comma, MaybeSentinel]``, ``Optional[Annotation]``
+        return any(_may_hold_code(a) for a in args)
+    if not isinstance(hint, type):
+        return True  # (a forward reference, a bare generic: cannot tell)
+    if issubclass(hint, cst.CSTNode):
+        return not issubclass(hint, _TRIVIA)
+    return not issubclass(hint, _NO_CODE)
 
 
 def _code(kind: type) -> bool:
@@ -124,6 +155,10 @@ def _code(kind: type) -> bool:
     if found is None:
         found = _IS_CODE[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _TRIVIA)
     return found
+
+
+# Field types that are no node and hold none.
+_NO_CODE = (str, bytes, int, float, bool, type(None), enum.Enum)
 
 
 def descendants(root: cst.CSTNode) -> list[cst.CSTNode]:
