@@ -17,7 +17,9 @@ qualified class) and ``functions`` (callee, calling top-level function), every c
 by its qualified name (resolved through the file's imports: ``from .ops import rms_norm``,
 ``ops.rms_norm(x)``). :class:`ModuleCode` joins them over the project; a class is a module
 when a base is ``torch.nn``'s or looks like a model's (:data:`MODULE_BASE_SUFFIXES`), or is
-such a project class.
+such a project class. A function the project calls only from other code (scripts, datasets,
+plain classes) is in :attr:`ModuleCode.outside`: what it is handed is data or a model's
+output, not a model's activation (:func:`mpcheck.engine.functions._handed`).
 """
 
 from __future__ import annotations
@@ -155,17 +157,29 @@ class ModuleCode:
             if again is not None and again in defined:
                 return [again]
             if callee.rpartition(".")[0] not in passes:
-                return []  # (a library's function: ``np.mean``)
+                # ``module.mel_processing.f`` imported from a script's own directory, defined
+                # as ``pkg.module.mel_processing.f``: the one project function it can be
+                longer = [
+                    n
+                    for n in by_leaf.get(callee.rpartition(".")[2], ())
+                    if n.endswith(f".{callee}")
+                ]
+                return longer if len(longer) == 1 else []  # (else a library's: ``np.mean``)
             # (re-exported or star-imported: any project function of that name may be meant)
             return by_leaf.get(callee.rpartition(".")[2], [])
 
         found = passes.values()
+        called: set[str] = set()  # (by anything: a module, a script, a plain class)
         for _, methods, functions in found:
             for callee, owner in methods:
+                targets = target(callee)
+                called.update(targets)
                 if self.module_class(owner):
-                    from_modules.update(target(callee))
+                    from_modules.update(targets)
             for callee, owner in functions:
-                calls.setdefault(owner, set()).update(target(callee))
+                targets = target(callee)
+                called.update(targets)
+                calls.setdefault(owner, set()).update(targets)
         todo = list(from_modules)
         while todo:
             for callee in calls.get(todo.pop(), ()):
@@ -173,6 +187,9 @@ class ModuleCode:
                     from_modules.add(callee)
                     todo.append(callee)
         self.called = frozenset(from_modules)
+        # Called in the project, and never from a module's code: its tensor inputs are what
+        # scripts, datasets and plain classes hand it (data, a model's outputs), no activation.
+        self.outside = frozenset(called - from_modules)
 
     def module_class(self, name: str, depth: int = 0) -> bool:
         """Whether the project class ``name`` is an ``nn.Module`` (through its bases)."""
@@ -194,4 +211,4 @@ class ModuleCode:
     @property
     def digest(self) -> str:
         """The functions module code calls (a cache key part)."""
-        return repr(sorted(self.called))
+        return repr((sorted(self.called), sorted(self.outside)))
