@@ -509,7 +509,8 @@ class Definitions:
         return any(not torch_module(b) for b in cls.bases)
 
     def _seed_params(self, fn: cst.FunctionDef, frame: Frame, call: Call) -> bool:
-        """Walk with what ``call`` passes when it passes float32; whether it did.
+        """Walk with what ``call`` passes when it passes float32 (or half, to a function
+        only scripts call); whether it did.
 
         Then every tensor parameter takes the call's fact, not only the float32 ones: a
         model-dtype default beside a real float32 argument would invent a mix. Parameters
@@ -533,7 +534,14 @@ class Definitions:
             if not actual.is_tensor:
                 actual = UNKNOWN_TENSOR  # a value we know nothing about
             seeds[name] = replace(actual, params=default.params)
-        if not any(f.prec is Prec.FULL or one_path_factory(f) for f in seeds.values()):
+        # A function only scripts and data code call takes a half value a call hands it (a
+        # ``wav.half()``): its inputs are otherwise of no known dtype (see ``_handed``).
+        handed = frame.scope.class_name is None and not frame.scope.module_code
+        handed = handed and self.file.called_outside_modules(fn.name.value)
+        if not any(
+            f.prec is Prec.FULL or one_path_factory(f) or (handed and f.prec is Prec.HALF)
+            for f in seeds.values()
+        ):
             return False  # (float32 on one path counts: ``k`` from a cache on the cache's path)
         frame.env.update(seeds)
         return True
