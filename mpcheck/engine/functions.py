@@ -668,8 +668,8 @@ class Definitions:
 
 def _handed(fact: Fact, param: cst.Param) -> Fact:
     """A tensor input of a function the project calls only from scripts, datasets and plain
-    classes, never from a module's code: what it is handed is data (a loaded waveform, a
-    batch) or a model's output, whose dtype the caller decides, not an activation inside a
+    classes, never from a module's, a pipeline's or a sampler's code: what it is handed is
+    data (a loaded waveform, a batch) whose dtype the caller decides, not an activation of a
     model. With no cast in sight it has no dtype the engine knows (a model handed in keeps
     the model's dtype: it runs in it wherever it is called)."""
     if fact.kind is not Kind.TENSOR or fact.prec is not Prec.MODEL or not fact.from_input:
