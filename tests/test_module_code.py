@@ -194,3 +194,84 @@ def test_the_same_helper_called_from_a_modules_forward_casts_to_its_own_dtype(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert check(tmp_path, capsys, MODULE_CALLER) == []
+
+
+def outside(sources: dict[str, str], module: str, names: tuple[str, ...]) -> dict[str, bool]:
+    data = {path: dedent(text) for path, text in sources.items()}
+    found = uses_of_sources(data).at(module)
+    return {name: found.runs_outside_modules(name) for name in names}
+
+
+def test_a_function_only_scripts_and_plain_classes_call_runs_outside_modules() -> None:
+    """``prepare`` is called by a plain class only: what it is handed is no activation (a
+    sampler's call would hand it a model's outputs); ``rms_norm`` and ``outer`` are module
+    code, ``unused`` is called by nothing."""
+    plain = {**SOURCES, "pkg/sampler.py": SOURCES["pkg/sampler.py"].replace("Sampler", "Prompts")}
+    found = outside(plain, "pkg.ops", ("rms_norm", "outer", "prepare", "unused"))
+    assert found == {"rms_norm": False, "outer": False, "prepare": True, "unused": False}
+    assert outside(SOURCES, "pkg.ops", ("prepare",)) == {"prepare": False}
+
+
+AUDIO = {
+    "app/module/__init__.py": "",
+    "app/module/mel.py": """\
+        def spectrogram(y):
+            return y
+        """,
+    "app/module/data.py": """\
+        from module.mel import spectrogram
+
+        class Clips:
+            def __getitem__(self, index):
+                return spectrogram(self.load(index))
+        """,
+}
+
+
+def test_an_import_from_the_scripts_directory_names_the_projects_function() -> None:
+    """``from module.mel import spectrogram`` in a project run from ``app/``: the callee is
+    ``app.module.mel.spectrogram``, the one project function of that dotted tail."""
+    assert outside(AUDIO, "app.module.mel", ("spectrogram",)) == {"spectrogram": True}
+    model = """\
+        from torch import nn
+        from module.mel import spectrogram
+
+        class Net(nn.Module):
+            def forward(self, y):
+                return spectrogram(y)
+        """
+    both = {**AUDIO, "app/module/net.py": model}
+    assert outside(both, "app.module.mel", ("spectrogram",)) == {"spectrogram": False}
+
+
+def test_a_function_a_pipeline_calls_is_handed_a_models_outputs() -> None:
+    """A pipeline's CFG helper gets the transformer's noise predictions (half when the model
+    is), through another function too: no data; the dataset's helper is."""
+    sources = {
+        "pkg/__init__.py": "",
+        "pkg/guidance.py": """\
+            def optimized_scale(pos, neg):
+                return (pos * neg).sum() / (neg**2).sum()
+
+            def cfg_zero_star(pos, neg):
+                return optimized_scale(pos, neg) * neg
+
+            def normalize(wav):
+                return wav
+            """,
+        "pkg/pipeline.py": """\
+            from diffusers import DiffusionPipeline
+            from .guidance import cfg_zero_star, normalize
+
+            class VideoPipeline(DiffusionPipeline):
+                def __call__(self, latents):
+                    return cfg_zero_star(self.transformer(latents), latents)
+
+            class Clips:
+                def __getitem__(self, index):
+                    return normalize(self.load(index))
+            """,
+    }
+    names = ("optimized_scale", "cfg_zero_star", "normalize")
+    found = outside(sources, "pkg.guidance", names)
+    assert found == {"optimized_scale": False, "cfg_zero_star": False, "normalize": True}

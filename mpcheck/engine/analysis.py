@@ -119,6 +119,9 @@ class FileAnalysis(Walk):
     def called_from_modules(self, name: str) -> bool:
         return self.uses is not None and self.uses.runs_in_modules(name)
 
+    def called_outside_modules(self, name: str) -> bool:
+        return self.uses is not None and self.uses.runs_outside_modules(name)
+
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         return self.expressions.expr(node, frame)
 

@@ -102,6 +102,11 @@ class Walk(ABC):
         module's code (:mod:`mpcheck.project.callers`)."""
 
     @abstractmethod
+    def called_outside_modules(self, name: str) -> bool:
+        """Whether the project calls this file's function ``name`` (outside a class), and
+        never from a module's code: only scripts, datasets and plain classes hand it data."""
+
+    @abstractmethod
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         """The fact ``node`` evaluates to; reports the calls inside it."""
 

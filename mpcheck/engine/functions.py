@@ -305,8 +305,10 @@ class Definitions:
             made = self.file.half_evidence(None, name, fn)  # (any class: built, not run)
             evidence = made if made.float32 else None
         module_code = outer.scope.module_code if outer is not None else False
+        handed = False  # (only scripts, datasets and plain classes call it: see ``_handed``)
         if cls is None and outer is None:
             module_code = self.file.called_from_modules(fn.name.value)
+            handed = not module_code and self.file.called_outside_modules(fn.name.value)
         scope = Scope(
             fn,
             name,
@@ -334,6 +336,8 @@ class Definitions:
             else:
                 sample = sampler and name in T.SAMPLE_PARAMS
                 env[name] = self._param_fact(param, index, tensor_params or sample)
+                if handed:
+                    env[name] = _handed(env[name], param)
                 if name in bare and name not in tensors:
                     env[name] = unproven(env[name])
                 if sampler and name in T.INT_PARAM_NAMES:
@@ -505,7 +509,8 @@ class Definitions:
         return any(not torch_module(b) for b in cls.bases)
 
     def _seed_params(self, fn: cst.FunctionDef, frame: Frame, call: Call) -> bool:
-        """Walk with what ``call`` passes when it passes float32; whether it did.
+        """Walk with what ``call`` passes when it passes float32 (or half, to a function
+        only scripts call); whether it did.
 
         Then every tensor parameter takes the call's fact, not only the float32 ones: a
         model-dtype default beside a real float32 argument would invent a mix. Parameters
@@ -529,7 +534,14 @@ class Definitions:
             if not actual.is_tensor:
                 actual = UNKNOWN_TENSOR  # a value we know nothing about
             seeds[name] = replace(actual, params=default.params)
-        if not any(f.prec is Prec.FULL or one_path_factory(f) for f in seeds.values()):
+        # A function only scripts and data code call takes a half value a call hands it (a
+        # ``wav.half()``): its inputs are otherwise of no known dtype (see ``_handed``).
+        handed = frame.scope.class_name is None and not frame.scope.module_code
+        handed = handed and self.file.called_outside_modules(fn.name.value)
+        if not any(
+            f.prec is Prec.FULL or one_path_factory(f) or (handed and f.prec is Prec.HALF)
+            for f in seeds.values()
+        ):
             return False  # (float32 on one path counts: ``k`` from a cache on the cache's path)
         frame.env.update(seeds)
         return True
@@ -652,6 +664,19 @@ class Definitions:
             return given
 
         return sub(result)
+
+
+def _handed(fact: Fact, param: cst.Param) -> Fact:
+    """A tensor input of a function the project calls only from scripts, datasets and plain
+    classes, never from a module's, a pipeline's or a sampler's code: what it is handed is
+    data (a loaded waveform, a batch) whose dtype the caller decides, not an activation of a
+    model. With no cast in sight it has no dtype the engine knows (a model handed in keeps
+    the model's dtype: it runs in it wherever it is called)."""
+    if fact.kind is not Kind.TENSOR or fact.prec is not Prec.MODEL or not fact.from_input:
+        return fact
+    what = f"`{param.name.value}`, handed to the function by scripts and data code only"
+    assert fact.origin is not None  # (``from_input``)
+    return replace(fact, prec=Prec.UNKNOWN, origin=replace(fact.origin, text=what))
 
 
 def unproven(fact: Fact) -> Fact:

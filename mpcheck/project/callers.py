@@ -17,7 +17,9 @@ qualified class) and ``functions`` (callee, calling top-level function), every c
 by its qualified name (resolved through the file's imports: ``from .ops import rms_norm``,
 ``ops.rms_norm(x)``). :class:`ModuleCode` joins them over the project; a class is a module
 when a base is ``torch.nn``'s or looks like a model's (:data:`MODULE_BASE_SUFFIXES`), or is
-such a project class.
+such a project class. A function the project calls only from other code (scripts, datasets,
+plain classes; no pipeline or sampler, which run models) is in :attr:`ModuleCode.outside`:
+what it is handed is data, not a model's activation (:func:`mpcheck.engine.functions._handed`).
 """
 
 from __future__ import annotations
@@ -155,17 +157,33 @@ class ModuleCode:
             if again is not None and again in defined:
                 return [again]
             if callee.rpartition(".")[0] not in passes:
-                return []  # (a library's function: ``np.mean``)
+                # ``module.mel_processing.f`` imported from a script's own directory, defined
+                # as ``pkg.module.mel_processing.f``: the one project function it can be
+                longer = [
+                    n
+                    for n in by_leaf.get(callee.rpartition(".")[2], ())
+                    if n.endswith(f".{callee}")
+                ]
+                return longer if len(longer) == 1 else []  # (else a library's: ``np.mean``)
             # (re-exported or star-imported: any project function of that name may be meant)
             return by_leaf.get(callee.rpartition(".")[2], [])
 
         found = passes.values()
+        called: set[str] = set()  # (by anything: a module, a script, a plain class)
+        from_runners: set[str] = set()  # (by a module, a pipeline or a sampler)
         for _, methods, functions in found:
             for callee, owner in methods:
+                targets = target(callee)
+                called.update(targets)
                 if self.module_class(owner):
-                    from_modules.update(target(callee))
+                    from_modules.update(targets)
+                    from_runners.update(targets)
+                elif self._runner(owner):
+                    from_runners.update(targets)
             for callee, owner in functions:
-                calls.setdefault(owner, set()).update(target(callee))
+                targets = target(callee)
+                called.update(targets)
+                calls.setdefault(owner, set()).update(targets)
         todo = list(from_modules)
         while todo:
             for callee in calls.get(todo.pop(), ()):
@@ -173,6 +191,21 @@ class ModuleCode:
                     from_modules.add(callee)
                     todo.append(callee)
         self.called = frozenset(from_modules)
+        # Called in the project, and never from a module's, a pipeline's or a sampler's code
+        # (which hand it a model's outputs, the pipeline's CFG helper): its tensor inputs are
+        # what scripts, datasets and plain classes hand it, data rather than activations.
+        todo = list(from_runners)
+        while todo:
+            for callee in calls.get(todo.pop(), ()):
+                if callee not in from_runners:
+                    from_runners.add(callee)
+                    todo.append(callee)
+        self.outside = frozenset(called - from_runners)
+
+    def _runner(self, name: str) -> bool:
+        """A pipeline or a sampler class (by its name or a base's): its code runs models."""
+        names = (name, *self.classes.get(name, ()))
+        return any(n.rpartition(".")[2].endswith(("Pipeline", *T.SAMPLER_SUFFIXES)) for n in names)
 
     def module_class(self, name: str, depth: int = 0) -> bool:
         """Whether the project class ``name`` is an ``nn.Module`` (through its bases)."""
@@ -194,4 +227,4 @@ class ModuleCode:
     @property
     def digest(self) -> str:
         """The functions module code calls (a cache key part)."""
-        return repr(sorted(self.called))
+        return repr((sorted(self.called), sorted(self.outside)))

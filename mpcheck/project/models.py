@@ -100,6 +100,13 @@ class ModelUses:
             return False
         return (f"{self.module}.{name}" if self.module else name) in self.module_code.called
 
+    def runs_outside_modules(self, name: str) -> bool:
+        """Whether the project calls the function ``name`` of :attr:`module` (defined outside
+        a class), and only from code that is no module's: scripts, datasets, plain classes."""
+        if self.module_code is None:
+            return False
+        return (f"{self.module}.{name}" if self.module else name) in self.module_code.outside
+
     def reached(self, name: str) -> bool:
         """Whether anything in the project may build the class ``name`` of :attr:`module`:
         a class that nothing builds, subclasses, imports, exports or names (in code or in a
