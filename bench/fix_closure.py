@@ -30,7 +30,7 @@ from pyflakes.reporter import Reporter
 
 from mpcheck.diagnostics import Diagnostic, Edit
 from mpcheck.files.source import SourceError, SourceFile
-from mpcheck.knowledge.torch_api import TAKES_DTYPE
+from mpcheck.knowledge.torch_api import MODULE_WRAPPERS, TAKES_DTYPE
 from mpcheck.output.bound_before import bound_on_every_path, path_to
 from mpcheck.output.fixes import apply_fixes
 from mpcheck.output.module_dtype import WEIGHTED_LAYERS
@@ -202,6 +202,9 @@ def _built_as(module: cst.Module, target: str | None, imports: ImportTable) -> s
             if any(dotted(t.target) == target for t in node.targets):
                 value = node.value
                 name = imports.resolve(value.func) if isinstance(value, cst.Call) else None
+                while name in MODULE_WRAPPERS and isinstance(value, cst.Call) and value.args:
+                    value = value.args[0].value  # ``weight_norm(nn.Conv1d(...))``: the Conv1d
+                    name = imports.resolve(value.func) if isinstance(value, cst.Call) else None
                 built.add(name or "")
 
     module.visit(Find())

@@ -190,7 +190,7 @@ def test_model_cast_at_the_top_level_of_another_file(tmp_path: Path) -> None:
         "        return self.proj(x)\n\n\nmodel = Net(8).half()\n"
     )
     run = "import torch\n\nfrom .models import model\n\n\ndef main():\n"
-    run += "    x = torch.randn(2, 8)\n    model(x)\n"
+    run += "    x = torch.randn(2, 8)\n    model(x)\n\n\nif __name__ == '__main__':\n    main()\n"
     package(tmp_path, {"models.py": models, "run.py": run})
     assert findings(tmp_path, "pkg/run.py") == {(7, "MPC102")}
     summary = FileSummariser(tmp_path).summarise(tmp_path / "pkg" / "models.py", lambda *a: None)

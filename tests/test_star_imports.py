@@ -242,7 +242,7 @@ def test_a_script_star_importing_torch_and_its_model_is_checked(tmp_path: Path) 
     )
     source = (
         "from models import *\n\n\ndef main():\n    model = Net()\n    model.half()\n"
-        "    return model(torch.zeros(1, 3, 8, 8))\n"
+        "    return model(torch.zeros(1, 3, 8, 8))\n\n\nmain()\n"  # (a script runs its main)
     )
     (tmp_path / "detect.py").write_text(source)
     options = Options(project_root=str(tmp_path))

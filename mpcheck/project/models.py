@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -269,6 +270,7 @@ def uses_of_records(
     covered: dict[str, Reach] = {}  # every call seen runs under an enabled autocast
     uncovered: set[str] = set()
     sites: dict[str, list[tuple[Place, bool]]] = {}  # builds outside classes, kept float32?
+    demos: set[str] = set()  # built by demos, examples or tests only (no float32 evidence)
     unsafe: set[str] = set()  # a value of the class reaches a use that may cast it
     subclasses: dict[str, set[str]] = {}  # project class -> the project classes deriving it
     any_half = any(record.half for record in records.values())
@@ -305,6 +307,8 @@ def uses_of_records(
         demo = installable and _in_package(path, records)
         for name, (line, column, code), kept in record.builds:
             target = names.resolve(name)
+            if target is not None:
+                demos.add(target)  # (built: reached, whatever it says of the dtype)
             if demo and (path.endswith("__main__.py") or 0 < record.main <= line):
                 continue  # the package's own demo: its users build the class as they like
             if target is None or (_demo(path) and not _demo(names.classes.get(target, path))):
@@ -359,10 +363,10 @@ def uses_of_records(
     # What nothing reaches is known only in a project that shows where it builds its models
     # (a script, a trainer): a library, or a module file checked by itself, builds none, and
     # every class of it is as reachable as its users make it.
-    known = not alone and bool(sites)
-    mentions = _Mentions(records, bodies, {*sites, *subclasses}) if known else None
+    known = not alone and bool(demos)
+    mentions = _Mentions(records, bodies, {*demos, *subclasses}) if known else None
     ran = None
-    if known or (installable and not alone):  # (a package's private code its users never call)
+    if known:
         reads = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
         ran = Reached(reads, side)
     made = Construction((r.construction for r in records.values()), defaults)
@@ -559,8 +563,21 @@ def _demo(path: str) -> bool:
 
 def _installable(root: Path) -> bool:
     """A project its users install (a packaging file at its root): a library, or an
-    application shipped as a package."""
-    return any((root / name).is_file() for name in _PACKAGING)
+    application shipped as a package. A ``pyproject.toml`` that only configures tools
+    (``[tool.ruff]``, ``[tool.mpcheck]``) packages nothing."""
+    for name in _PACKAGING:
+        path = root / name
+        if not path.is_file():
+            continue
+        if name != "pyproject.toml":
+            return True
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if re.search(r"^\[(project|build-system|tool\.poetry)\]", text, re.MULTILINE):
+            return True
+    return False
 
 
 def _in_package(path: str, records: Mapping[str, ModelRecord]) -> bool:
