@@ -297,7 +297,10 @@ class Tensors:
         if qual in T.SAME_DTYPE_FUNCTIONS and args and args[0].fact.is_tensor:
             return args[0].fact  # ``rearrange(qkv, "b n (t h d) -> t b h n d", t=3)``
         if qual in T.MODULE_WRAPPERS and args and args[0].fact.kind is Kind.MODULE:
-            return args[0].fact  # ``weight_norm(nn.Conv1d(...))`` is that Conv1d
+            # ``weight_norm(nn.Conv1d(...))`` is that Conv1d. Its ``.weight`` is recomputed
+            # only by the next forward (a cast leaves it stale), so, as for a container, its
+            # dtype is spelled from its parameters (``next(m.parameters()).dtype``).
+            return replace(args[0].fact, container=True)
 
         if qual.startswith("torch.nn.") and qual.count(".") == 2:
             name = qual.rsplit(".", 1)[-1]
