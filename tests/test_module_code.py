@@ -275,3 +275,39 @@ def test_a_function_a_pipeline_calls_is_handed_a_models_outputs() -> None:
     names = ("optimized_scale", "cfg_zero_star", "normalize")
     found = outside(sources, "pkg.guidance", names)
     assert found == {"optimized_scale": False, "cfg_zero_star": False, "normalize": True}
+
+
+def test_autograd_functions_and_attention_processors_hand_activations() -> None:
+    """``torch.autograd.Function.forward`` runs inside a model's forward and an attention
+    processor gets the attention's hidden states: what they hand a helper is no data."""
+    sources = {
+        "pkg/__init__.py": "",
+        "pkg/ops.py": """\
+            import torch
+
+            def hashing(query, key):
+                return torch.randn(query.size(0), 4) @ key
+
+            def calc_mean_std(feat):
+                return feat.mean(-2), (feat.var(dim=-2) + 1e-5).sqrt()
+
+            def normalize(wav):
+                return wav
+
+            class Cumulation(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, query, key):
+                    return hashing(query, key)
+
+            class SharedAttnProcessor:
+                def __call__(self, attn, hidden_states):
+                    return calc_mean_std(hidden_states)
+
+            class Clips:
+                def __getitem__(self, index):
+                    return normalize(self.load(index))
+            """,
+    }
+    names = ("hashing", "calc_mean_std", "normalize")
+    found = outside(sources, "pkg.ops", names)
+    assert found == {"hashing": False, "calc_mean_std": False, "normalize": True}

@@ -203,9 +203,12 @@ class ModuleCode:
         self.outside = frozenset(called - from_runners)
 
     def _runner(self, name: str) -> bool:
-        """A pipeline or a sampler class (by its name or a base's): its code runs models."""
+        """A class whose code runs models or computes on their tensors (by its name or a
+        base's): a pipeline, a sampler, a ``torch.autograd.Function`` (its ``forward`` runs
+        inside a model's), an attention processor (diffusers calls it with the attention
+        module's hidden states)."""
         names = (name, *self.classes.get(name, ()))
-        return any(n.rpartition(".")[2].endswith(("Pipeline", *T.SAMPLER_SUFFIXES)) for n in names)
+        return any(_runs_models(n) for n in names)
 
     def module_class(self, name: str, depth: int = 0) -> bool:
         """Whether the project class ``name`` is an ``nn.Module`` (through its bases)."""
@@ -228,3 +231,11 @@ class ModuleCode:
     def digest(self) -> str:
         """The functions module code calls (a cache key part)."""
         return repr((sorted(self.called), sorted(self.outside)))
+
+
+def _runs_models(name: str) -> bool:
+    """Whether the class (or base) ``name`` is one of :meth:`ModuleCode._runner`'s kinds."""
+    leaf = name.rpartition(".")[2]
+    if leaf.endswith(("Pipeline", *T.SAMPLER_SUFFIXES)) or name.endswith("autograd.Function"):
+        return True
+    return leaf.endswith("Processor") and ("Attn" in leaf or "Attention" in leaf)
