@@ -46,6 +46,22 @@ def test_a_cast_in_another_file_makes_the_block_an_error_naming_the_cast() -> No
     assert (["dit", "sample.py"], 11) in there
 
 
+def test_the_related_notes_say_each_link_once() -> None:
+    """The class's note names the link in its own file (built in ``DiT``); the place's note
+    says what happens there, without repeating its own location: no two notes say the same
+    words."""
+    for case, there in (
+        ("bad_cast_reaches_block", "`DiT` is cast to half by `DiT(8, 2).half()`"),
+        ("bad_library_model_part", "`DiT` is a `ModelMixin`, which its users run in half"),
+    ):
+        (finding,) = findings(XFILE / case, "--no-cache")
+        notes = [r["message"] for r in finding["related"]]
+        assert "`Block` is built in `DiT`" in notes
+        assert there in notes
+        assert len(set(notes)) == len(notes)
+        assert not any(".py:" in n for n in notes)
+
+
 def test_a_block_nothing_casts_is_a_warning_stating_the_premise() -> None:
     (finding,) = findings(XFILE / "warn_uncast_block", "--no-cache")
     assert finding["severity"] == "warning"

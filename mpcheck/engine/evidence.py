@@ -48,12 +48,15 @@ class HalfEvidence:
     """``kind``: cast, library, setting, premise, or against half: float32 or autocast (see
     :mod:`mpcheck.project.models`); ``text``: what a message quotes;
     ``place``: the cast or library class (None for a setting or the premise); ``node``: the
-    class it is about, where a finding's related location is anchored."""
+    class it is about, where a finding's related location is anchored; ``note``: what that
+    location says when ``place`` is a location of its own (only the link the place does not
+    say, so the two notes never repeat each other; None: ``text``)."""
 
     kind: str
     text: str
     place: Place | None = None
     node: cst.CSTNode | None = None
+    note: str | None = None
 
     @property
     def latent(self) -> bool:
@@ -109,7 +112,7 @@ class Evidence:
         reach = self.uses.of(name) if self.uses is not None else None
         if reach is not None and reach.kind == CAST:
             self.elsewhere[anchor] = reach.place  # the cast: a related location in its file
-            return HalfEvidence(CAST, _text(name, reach), reach.place, anchor)
+            return HalfEvidence(CAST, _text(name, reach), reach.place, anchor, _link(name, reach))
         library = _library(bases, pretrained)
         if library is not None:
             text = f"`{name}` is a `{library}`, which its users run in half"
@@ -119,7 +122,8 @@ class Evidence:
             return HalfEvidence(SETTING, text, None, anchor)
         if reach is not None:
             self.elsewhere[anchor] = reach.place
-            return HalfEvidence(reach.kind, _text(name, reach), reach.place, anchor)
+            note = _link(name, reach)
+            return HalfEvidence(reach.kind, _text(name, reach), reach.place, anchor, note)
         if self.uses is not None and not self.uses.reached(name):
             text = f"nothing in the project builds, imports or names `{name}`"
             return HalfEvidence(UNREACHED, text, None, anchor)
@@ -134,9 +138,16 @@ def _library(bases: Sequence[str], pretrained: bool) -> str | None:
     return "ModelMixin` or `PreTrainedModel" if pretrained else None
 
 
+def _link(name: str, reach: Reach) -> str:
+    """``Block`` is built in ``Model``: what the class's own location adds to the place's
+    note ("": nothing, the class itself is the one cast)."""
+    if not reach.via:
+        return ""
+    return f"`{name}` is built in " + " in ".join(f"`{v}`" for v in reversed(reach.via))
+
+
 def _text(name: str, reach: Reach) -> str:
     """``Block`` is built in ``Model``, which is cast ...: the chain from the evidence."""
     if not reach.via:
         return reach.place.text
-    chain = " in ".join(f"`{v}`" for v in reversed(reach.via))
-    return f"`{name}` is built in {chain}; {reach.place.text}"
+    return f"{_link(name, reach)}; {reach.place.text}"

@@ -319,8 +319,18 @@ def _elsewhere(places: Mapping[cst.CSTNode, Place], root: str | None) -> dict[cs
         where = Position(place.line, place.column)
         path = os.path.join(root, place.path) if root else place.path
         end = Position(place.line, place.column + 1)
-        out[node] = Related(place.text, where, end, path)
+        out[node] = Related(_unplaced(place), where, end, path)
     return out
+
+
+def _unplaced(place: Place) -> str:
+    """A place's words without its own location: a note shown at ``models.py:396`` need not
+    end "(models.py:396)" (the message quoting the same words does)."""
+    for spot in (f"{place.path}:{place.line}", f"line {place.line}"):
+        for tail in (f" ({spot})", f" at {spot}"):
+            if place.text.endswith(tail):
+                return place.text.removesuffix(tail)
+    return place.text
 
 
 def _uses(

@@ -193,7 +193,8 @@ class Rule:
         else:
             message = f"{message} (half: {evidence.text})"
             if evidence.node is not None:  # the class, and the cast in its file (resolved
-                more.append((evidence.node, evidence.text))  # by module, not by name)
+                note = evidence.text if evidence.note is None else evidence.note  # by module)
+                more.append((evidence.node, note))
         self.report(node, message, related=more, fix=fix, severity=severity)
 
     def against_half(self, scope: Scope, value: Fact | None) -> bool:
