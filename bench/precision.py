@@ -17,9 +17,11 @@ end. ``bench/sealed/score.py`` scores them and prints aggregates only.
 
 Wheels come from the package index (``pip download``); repositories from local git mirrors
 (``--mirrors``, default ``/work/.mirror``, one ``owner+name/repo`` directory per repository,
-as the search tool's ``fetch`` leaves them). Only ``.py`` files are unpacked (and a repository's
-notebooks, which mpcheck's directory walk checks too), and nothing from the corpora is ever
-committed here.
+as the search tool's ``fetch`` leaves them). A repository is unpacked as a user's checkout has
+it: its ``.py`` files and notebooks, which mpcheck checks, and its own words of up to 2 MB
+(configurations, scripts, READMEs, packaging), which tell mpcheck what the project builds,
+installs and runs; data and binaries are left out. A wheel unpacks its ``.py`` files only.
+Nothing from the corpora is ever committed here.
 """
 
 from __future__ import annotations
@@ -40,8 +42,12 @@ import tomllib
 HERE = Path(__file__).resolve().parent
 REAL = {"bug", "latent bug", "real"}
 # What a repository corpus unpacks: named one by one, so a blob the mirror lacks (LFS, a large
-# binary) is never read, and a repository without notebooks is no pathspec error.
+# binary) is never read, and a repository without notebooks is no pathspec error. Without its
+# configurations and docs a checkout is not the one a user runs mpcheck on: a module named only
+# in a YAML config would look unused, a pyproject-only package like an application.
 SOURCES = (".py", ".ipynb")
+WORDS = (".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".sh", ".md", ".rst", ".txt")
+MAX_WORDS = 2 * 1024 * 1024  # bytes: a larger "text" file is data
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,7 @@ def materialise(corpus: Corpus, root: Path, mirrors: Path) -> Path | None:
     target = root / corpus.name
     stamp = target / ".mpcheck-corpus"
     # a repository unpacked before notebooks were is unpacked again
-    sources = {"sources": SOURCES} if corpus.repo else {}
+    sources = {"sources": SOURCES, "words": WORDS} if corpus.repo else {}
     # (``sealed`` changes what runs, not what is unpacked: corpora unpacked before it stay valid)
     pinned = {k: v for k, v in corpus.__dict__.items() if k != "sealed"}
     spec = json.dumps({**pinned, **sources}, sort_keys=True)
@@ -99,14 +105,17 @@ def materialise(corpus: Corpus, root: Path, mirrors: Path) -> Path | None:
         if not mirror.is_dir():
             print(f"missing mirror for {corpus.repo}: fetch it first ({mirror})", file=sys.stderr)
             return None
-        listing = ["git", "-C", str(mirror), "ls-tree", "-r", "-z", corpus.commit]
+        listing = ["git", "-C", str(mirror), "ls-tree", "-r", "-l", "-z", corpus.commit]
         entries = subprocess.run(listing, check=True, capture_output=True).stdout.decode()
         prefix = f"{corpus.subdir}/" if corpus.subdir else ""
-        blobs = {}  # path -> object id, of the sources only
+        blobs = {}  # path -> object id, of the sources and the project's words only
         for entry in filter(None, entries.split("\0")):
             meta, name = entry.split("\t", 1)
-            if name.startswith(prefix) and name.endswith(SOURCES):
-                blobs[name] = meta.split()[2]
+            _, kind, oid, size = meta.split()
+            if kind != "blob" or not name.startswith(prefix):
+                continue
+            if name.endswith(SOURCES) or (name.endswith(WORDS) and int(size) <= MAX_WORDS):
+                blobs[name] = oid
         paths = _present(mirror, blobs)
         if not paths:  # (``git archive`` with no path would take every blob)
             print(f"no sources in {corpus.repo}@{corpus.commit} {prefix}", file=sys.stderr)

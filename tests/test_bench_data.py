@@ -150,6 +150,29 @@ def test_a_corpus_unpacks_without_the_blobs_its_mirror_lacks(tmp_path: Path) -> 
     assert "sealed" not in json.loads((target / ".mpcheck-corpus").read_text())
 
 
+def test_a_corpus_unpacks_as_a_checkout_with_its_words_but_not_its_data(tmp_path: Path) -> None:
+    """Configurations, READMEs and packaging tell mpcheck what runs (a module named only in a
+    YAML config): a corpus has them, as a user's checkout does; data and binaries stay out."""
+    precision = _bench_module("bench_precision", "precision.py")
+    repo = tmp_path / "mirrors" / "o+r" / "repo"
+    (repo / "configs").mkdir(parents=True)
+    (repo / "m.py").write_text("x = 1\n")
+    (repo / "configs" / "train.yaml").write_text("target: m.Block\n")
+    (repo / "pyproject.toml").write_text("[project]\nname = 'r'\n")
+    (repo / "weights.bin").write_bytes(b"\0" * 64)
+    (repo / "table.json").write_text("[" + "0," * precision.MAX_WORDS + "0]")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
+    corpus = precision.Corpus("c", "training", repo="o/r", commit=commit.stdout.strip())
+    target = precision.materialise(corpus, tmp_path / "out", tmp_path / "mirrors")
+    assert target is not None
+    unpacked = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
+    assert unpacked == [".mpcheck-corpus", "configs/train.yaml", "m.py", "pyproject.toml"]
+
+
 def test_new_sealed_findings_are_written_ready_for_a_verdict() -> None:
     """New findings never reach the screen: they go to a file in first-run.toml's own schema."""
     sealed = _bench_module("bench_sealed_score", "sealed/score.py")
