@@ -101,7 +101,8 @@ class FactoryDtypeDefault(Rule):
         passed) is reported where that path joins the activations (a concatenation, a layer,
         a matmul, attention, an input a submodule feeds its layers), in a module's method or a
         sampler; in a script, where what takes the result (a model run
-        under autocast, a loss) is not seen at the join, only where it reaches a layer.
+        under autocast, a loss computed in float32) is not seen at the join or the
+        arithmetic that mixes it in, only where it reaches a layer.
         """
     symptom = """
         `RuntimeError: Input type (float) and bias type (c10::Half) should be the same` (a mask
@@ -248,8 +249,12 @@ class FactoryDtypeDefault(Rule):
         low = next((o for o in operands if _low(o.fact) and o is not default), None)
         if default is None or low is None or default.fact.origin is None:
             return
-        if _joins(call) and not (call.scope.in_module or call.scope.sampler):
-            return  # a script's concatenation: what takes it (a model under autocast?) is unseen
+        if (_joins(call) or call.aten in _OPERATORS) and not (
+            call.scope.in_module or call.scope.sampler
+        ):
+            # a script's concatenation or arithmetic: the result is no hazard by itself (a
+            # float32 loss input, a value cast back), and what takes it is judged there
+            return
         if not (_joins(call) or call.op is not None) and not _activation(low, call):
             return
         origin = default.fact.origin
