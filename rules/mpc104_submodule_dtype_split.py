@@ -23,6 +23,7 @@ from mpcheck.api import (
     Rule,
     RuleContext,
     Severity,
+    SplitRun,
     StoreSite,
     dotted,
     module_dtype,
@@ -160,6 +161,9 @@ class SubmoduleDtypeSplit(Rule):
         self._split_outputs: dict[int, tuple[str, Fact, Owner]] = {}
 
     def check_call(self, call: CallSite) -> None:
+        if call.handed_split is not None:
+            self._handed_split(call, call.handed_split)
+            return
         if call.replacement is not None:
             self._replaced(call, call.replacement)
             return
@@ -319,6 +323,25 @@ class SubmoduleDtypeSplit(Rule):
             (found.sibling, f"`{self.ctx.code(found.sibling)}`: the child rebuilt in `{read}`"),
         ]
         self.report(found.built, message, related=related)
+
+    def _handed_split(self, call: CallSite, found: SplitRun) -> None:
+        """A parameter called here runs a lambda the project hands it, and that lambda runs a
+        module whose input embeddings were cast apart from its layers, with no autocast here
+        nor around the call that handed it: the first layer gets the embeddings' dtype."""
+        path, line, called = found.handed
+        where, row, _, cast = found.split
+        via = "" if called == found.module else f" (through `{called}`)"
+        callee = self.ctx.code(getattr(call.node, "func", call.node))
+        message = (
+            f"`{callee}` runs the lambda handed to it at {path}:{line}, "
+            f"which runs `{found.module}`{via}, whose input embeddings are cast apart from its "
+            f"layers (`{cast}` at {where}:{row}); with no autocast here nor around the call "
+            f"that handed it, latent: raises if that dtype differs from `{found.module}`'s "
+            "layers (its first norm or Linear refuses the embeddings' dtype: `expected scalar "
+            "type Float but found Half`); run this call under the model's autocast, or cast "
+            "the embeddings' output to the layers' dtype"
+        )
+        self.report(call.node, message, severity=Severity.WARNING)
 
     # -- ``elif latents.dtype != self.vae.dtype:`` fixed on one platform only ---------------
     def _found_apart(self, call: CallSite) -> bool:
