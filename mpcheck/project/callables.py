@@ -22,10 +22,9 @@ Each file's part comes from the cheap pass over its blanked code
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-
-from mpcheck.project.construction import body_end
 
 __all__ = ["NONE", "Callables", "CallablesPass", "SplitRun", "callables_of"]
 
@@ -47,10 +46,13 @@ _SPLIT = re.compile(
     rb"([A-Za-z_][\w.]*)\.get_input_embeddings\(\s*\)\s*\.(to|float|half|bfloat16|double|type)\("
 )
 _DTYPE_WORDS = re.compile(rb"dtype|float|half|bfloat|bf16|fp16|fp32")
-_METHOD = re.compile(rb"^([ \t]+)(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(\s*self\b", re.MULTILINE)
-_OWN = re.compile(rb"(?<![\w.])self\.(\w+)\s*(?=[(,)])")
+_METHOD = re.compile(rb"\bdef[ \t]+(\w+)[ \t]*\(\s*self\b")
+_OWN = re.compile(rb"self\.(\w+)[ \t]*(?=[(,)])")
 _WITH = re.compile(rb"^[ \t]*with\b[^\n]*autocast")
 _OPEN, _CLOSE = b"([{", b")]}"
+_IDENT = frozenset(
+    bytes([c]) for c in b"_.0123456789" + bytes(range(65, 91)) + bytes(range(97, 123))
+)
 
 
 def callables_of(data: bytes, code: bytes) -> CallablesPass:
@@ -178,22 +180,26 @@ def _splits(data: bytes, code: bytes) -> list[Split]:
 
 def _runs(code: bytes) -> list[tuple[str, str]]:
     """Each method (not ``__init__``/``forward``) that calls one of its own attributes or hands
-    it to a call (``encode(text_encoder=self.text_encoder)``): the attributes it runs."""
-    out = []
-    for match in _METHOD.finditer(code):
-        name = match.group(2).decode()
-        if name in ("__init__", "forward"):
-            continue
-        end = body_end(code, match.end(), len(match.group(1).expandtabs()))
-        attrs = set()
-        for own in _OWN.finditer(code, match.end(), end):
-            before = code[max(0, own.start() - 40) : own.start()].rstrip()
-            after = code[own.end() : own.end() + 1]
-            if after == b"(" or before[-1:] in (b"(", b",", b"="):
-                attrs.add(own.group(1).decode())
-        if attrs:
-            out.append((name, " ".join(sorted(attrs))))
-    return out
+    it to a call (``encode(text_encoder=self.text_encoder)``): the attributes it runs. One
+    pass: each use belongs to the method whose header last precedes it."""
+    heads = [(m.start(), m.group(1).decode()) for m in _METHOD.finditer(code)]
+    if not heads:
+        return []
+    starts = [at for at, _ in heads]
+    found: dict[int, set[str]] = {}
+    for own in _OWN.finditer(code, starts[0]):
+        at = own.start()
+        if code[at - 1 : at] in _IDENT:
+            continue  # (``myself.x``, ``a.self.x``)
+        called = code[own.end() : own.end() + 1] == b"("
+        if not called and code[max(0, at - 40) : at].rstrip()[-1:] not in b"(,=":
+            continue  # (neither called nor an argument)
+        found.setdefault(bisect_right(starts, at) - 1, set()).add(own.group(1).decode())
+    return [
+        (heads[k][1], " ".join(sorted(attrs)))
+        for k, attrs in sorted(found.items())
+        if heads[k][1] not in ("__init__", "forward")
+    ]
 
 
 @dataclass(frozen=True, slots=True)
