@@ -92,3 +92,11 @@ def test_records_keep_what_a_file_hands_and_splits() -> None:
     runs = record_of(model, "encoders/model.py").callables[2]
     assert ("encode_text", "text_encoder") in runs
     assert ModelRecord.from_plain(json.loads(json.dumps(handed.to_plain()))) == handed
+
+
+def test_a_lambda_stored_in_a_name_and_then_handed_is_the_same_call(tmp_path: Path) -> None:
+    stored = (
+        "        create = lambda t: model.encode_text(t)  # noqa: E731\n"
+        "        return self.create_embedding(tokens, create)\n"
+    )
+    assert findings(tmp_path, {"setup.py": (HAND, stored)}) == {("mixin.py", 11, "MPC104")}

@@ -38,6 +38,7 @@ CallablesPass = tuple[tuple[Handed, ...], tuple[Split, ...], tuple[tuple[str, st
 NONE: CallablesPass = ((), (), ())
 
 _LAMBDA = re.compile(rb"\blambda\b")
+_STORED = re.compile(rb"(?:^|\n)[ \t]*(\w+)[ \t]*=[ \t]*$")
 _CALLEE = re.compile(rb"([A-Za-z_][\w.]*)\s*$")
 _KEYWORD = re.compile(rb"^\s*(\w+)\s*=(?!=)")
 _CALLED = re.compile(rb"(\w+)\s*\(")
@@ -63,17 +64,25 @@ def callables_of(data: bytes, code: bytes) -> CallablesPass:
 
 
 def _lambdas(code: bytes) -> list[Handed]:
-    """Each lambda handed as an argument of a call (see :data:`Handed`)."""
+    """Each lambda handed as an argument of a call (see :data:`Handed`), written there or
+    stored in a name first (``fn = lambda t: ...``, then ``make(cfg, fn)``)."""
     out: list[Handed] = []
     covered: set[int] | None = None
+    uses: list[tuple[int, bytes]] = []  # (where an argument stands, the lambda's body)
     for match in _LAMBDA.finditer(code):
-        at = match.start()
+        stored = _STORED.search(code, max(0, match.start() - 100), match.start())
+        body = _body(code, match.end(), statement=stored is not None)
+        if stored is None:
+            uses.append((match.start(), body))
+            continue
+        name = re.compile(rb"(?<![\w.])" + re.escape(stored.group(1)) + rb"(?=\s*[,)])")
+        uses.extend((use.start(), body) for use in name.finditer(code, match.end()))
+    for at, body in uses:
         found = _argument(code, at)
         if found is None:
             continue
         callee, slot, opening = found
         beside = tuple(sorted({b.decode() for b in _ATTR.findall(code, opening, at)}))
-        body = _body(code, match.end())
         called = tuple(sorted({c.decode() for c in _CALLED.findall(body)} - {"lambda"}))
         if not called:
             continue
@@ -122,8 +131,9 @@ def _argument(code: bytes, at: int) -> tuple[str, str, int] | None:
     return head.group(1).split(b".")[-1].decode(), str(position), i
 
 
-def _body(code: bytes, at: int) -> bytes:
-    """A lambda's body (after its ``:``), up to the end of the argument it is."""
+def _body(code: bytes, at: int, *, statement: bool = False) -> bytes:
+    """A lambda's body (after its ``:``), up to the end of the argument it is (``statement``:
+    of the assignment it is the value of)."""
     depth, i, colon = 0, at, -1
     while i < len(code):
         ch = code[i]
@@ -135,7 +145,7 @@ def _body(code: bytes, at: int) -> bytes:
             depth -= 1
         elif depth == 0 and ch == 0x3A and colon < 0:  # ``:``
             colon = i
-        elif depth == 0 and ch == 0x2C and colon >= 0:
+        elif depth == 0 and colon >= 0 and (ch == 0x2C or statement and ch == 0x0A):
             break
         i += 1
     return code[colon + 1 : i] if colon >= 0 else b""
