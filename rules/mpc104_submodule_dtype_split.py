@@ -96,6 +96,15 @@ class SubmoduleDtypeSplit(Rule):
         stays quiet (`p.data = p.data.float()` upcasts trainable parameters for a GradScaler),
         and so does a cast back after the product (`.to(orig_dtype)`) or a torch norm's weight.
 
+        A model's input embeddings cast on their own (`enc.get_input_embeddings().to(
+        dtype=embedding_dtype)`, to train them in float32) split it the same way: its first
+        layer takes the embeddings' output. A lambda handed to a helper
+        (`make(cfg, lambda t: model.encode_text(t))`) runs where the helper calls it, so a
+        helper calling it with no autocast there nor around the call that handed it runs the
+        encoder split: under CUDA autocast `layer_norm` runs in float32 and Linear recasts,
+        without it the first layer refuses the other dtype. mpcheck reports the helper's call,
+        a warning whose premise is that the two dtypes differ (both are often settings).
+
         Where the half side is only the model's dtype (a class's own code, walked as if the
         model ran in half), a finding is an error when the project casts or loads that model
         in half, and otherwise a warning that states the premise ("latent: raises if `X` runs
