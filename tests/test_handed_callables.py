@@ -100,3 +100,21 @@ def test_a_lambda_stored_in_a_name_and_then_handed_is_the_same_call(tmp_path: Pa
         "        return self.create_embedding(tokens, create)\n"
     )
     assert findings(tmp_path, {"setup.py": (HAND, stored)}) == {("mixin.py", 11, "MPC104")}
+
+
+def test_the_cache_sees_the_caller_wrap_its_call_in_autocast(tmp_path: Path) -> None:
+    root = tmp_path / "case"
+    shutil.copytree(CASE, root)
+    cache = tmp_path / "cache"
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--cache-dir", str(cache)]
+    cmd += ["--output-format", "json", "."]
+
+    def codes() -> list[str]:
+        done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False)
+        return [d["code"] for d in json.loads(done.stdout)]
+
+    assert codes() == ["MPC104"]
+    setup = root / "encoders" / "setup.py"
+    wrapped = '        with torch.autocast("cpu", dtype=torch.bfloat16):\n    ' + HAND
+    setup.write_text(setup.read_text().replace(HAND, wrapped))
+    assert codes() == []  # (the mixin did not change; the evidence in setup.py did)

@@ -26,6 +26,8 @@ from bisect import bisect_right
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from mpcheck.files.hashing import hex_digest
+
 __all__ = ["NONE", "Callables", "CallablesPass", "SplitRun", "callables_of"]
 
 # (lambdas: (callee leaf, slot, what the body calls, line, under autocast, the attributes the
@@ -240,6 +242,23 @@ class Callables:
                 self._handed.setdefault(callee, []).append((path, *rest))  # type: ignore[arg-type]
             for method, attrs in runs:
                 self._runs.setdefault(method, set()).update(attrs.split())
+
+    @property
+    def digest(self) -> str:
+        """Changes when a finding's evidence does: the casts, and the lambdas that run a
+        module they split (not every lambda of the project: an edit elsewhere keeps the
+        cache)."""
+        relevant = sorted(
+            (callee, *entry[:2], *entry[3:5])
+            for callee, entries in self._handed.items()
+            for entry in entries
+            if any(
+                module in self._splits
+                for name in entry[2]
+                for module in {name} | self._runs.get(name, set())
+            )
+        )
+        return hex_digest(repr((sorted(self._splits.items()), relevant)).encode())
 
     def split_run(self, function: str, slots: Collection[str]) -> SplitRun | None:
         """A lambda the project hands to ``function`` (its name) in one of ``slots`` (the

@@ -154,6 +154,8 @@ class ModelUses:
             text += self.module_code.digest
         if self._ran is not None:
             text += self._ran.digest
+        if self.callables is not None:
+            text += self.callables.digest
         return hex_digest(text.encode())
 
 
