@@ -48,10 +48,7 @@ def test_a_lambda_handed_by_keyword_is_the_same_call(tmp_path: Path) -> None:
 
 
 def test_autocast_around_the_handing_call_covers_the_callee(tmp_path: Path) -> None:
-    wrapped = (
-        '        with torch.autocast("cpu", dtype=torch.bfloat16):\n    '
-        + HAND.replace("return ", "return ")
-    )
+    wrapped = '        with torch.autocast("cpu", dtype=torch.bfloat16):\n    ' + HAND
     assert findings(tmp_path, {"setup.py": (HAND, wrapped)}) == set()
 
 
