@@ -62,6 +62,7 @@ from mpcheck.knowledge.torch_api import (
     is_kernel,
 )
 from mpcheck.output.module_dtype import module_dtype
+from mpcheck.project.callables import SplitRun
 from mpcheck.project.names import CANONICAL, children, descendants, dotted
 from mpcheck.ruleset.hooks import HOOKS
 from mpcheck.ruleset.rule import NodeEdit, NodeFix, Rule, RuleContext
@@ -116,6 +117,7 @@ __all__ = [
     "Owner",
     "Prec",
     "Replacement",
+    "SplitRun",
     "ReturnSite",
     "Rule",
     "RuleContext",

@@ -23,6 +23,7 @@ from mpcheck.api import (
     Rule,
     RuleContext,
     Severity,
+    SplitRun,
     StoreSite,
     dotted,
     module_dtype,
@@ -95,6 +96,15 @@ class SubmoduleDtypeSplit(Rule):
         stays quiet (`p.data = p.data.float()` upcasts trainable parameters for a GradScaler),
         and so does a cast back after the product (`.to(orig_dtype)`) or a torch norm's weight.
 
+        A model's input embeddings cast on their own (`enc.get_input_embeddings().to(
+        dtype=embedding_dtype)`, to train them in float32) split it the same way: its first
+        layer takes the embeddings' output. A lambda handed to a helper
+        (`make(cfg, lambda t: model.encode_text(t))`) runs where the helper calls it, so a
+        helper calling it with no autocast there nor around the call that handed it runs the
+        encoder split: under CUDA autocast `layer_norm` runs in float32 and Linear recasts,
+        without it the first layer refuses the other dtype. mpcheck reports the helper's call,
+        a warning whose premise is that the two dtypes differ (both are often settings).
+
         Where the half side is only the model's dtype (a class's own code, walked as if the
         model ran in half), a finding is an error when the project casts or loads that model
         in half, and otherwise a warning that states the premise ("latent: raises if `X` runs
@@ -160,6 +170,9 @@ class SubmoduleDtypeSplit(Rule):
         self._split_outputs: dict[int, tuple[str, Fact, Owner]] = {}
 
     def check_call(self, call: CallSite) -> None:
+        if call.handed_split is not None:
+            self._handed_split(call, call.handed_split)
+            return
         if call.replacement is not None:
             self._replaced(call, call.replacement)
             return
@@ -319,6 +332,25 @@ class SubmoduleDtypeSplit(Rule):
             (found.sibling, f"`{self.ctx.code(found.sibling)}`: the child rebuilt in `{read}`"),
         ]
         self.report(found.built, message, related=related)
+
+    def _handed_split(self, call: CallSite, found: SplitRun) -> None:
+        """A parameter called here runs a lambda the project hands it, and that lambda runs a
+        module whose input embeddings were cast apart from its layers, with no autocast here
+        nor around the call that handed it: the first layer gets the embeddings' dtype."""
+        path, line, called = found.handed
+        where, row, _, cast = found.split
+        via = "" if called == found.module else f" (through `{called}`)"
+        callee = self.ctx.code(getattr(call.node, "func", call.node))
+        message = (
+            f"`{callee}` runs the lambda handed to it at {path}:{line}, "
+            f"which runs `{found.module}`{via}, whose input embeddings are cast apart from its "
+            f"layers (`{cast}` at {where}:{row}); with no autocast here nor around the call "
+            f"that handed it, latent: raises if that dtype differs from `{found.module}`'s "
+            "layers (its first norm or Linear refuses the embeddings' dtype: `expected scalar "
+            "type Float but found Half`); run this call under the model's autocast, or cast "
+            "the embeddings' output to the layers' dtype"
+        )
+        self.report(call.node, message, severity=Severity.WARNING)
 
     # -- ``elif latents.dtype != self.vae.dtype:`` fixed on one platform only ---------------
     def _found_apart(self, call: CallSite) -> bool:

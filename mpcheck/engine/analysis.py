@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import libcst as cst
 
@@ -36,6 +36,7 @@ from mpcheck.engine.sites import Scope
 from mpcheck.engine.starred import bind_starred
 from mpcheck.engine.statements import Statements
 from mpcheck.engine.tensors import Tensors
+from mpcheck.project.callables import SplitRun
 from mpcheck.project.models import ModelUses
 from mpcheck.project.names import ImportTable
 from mpcheck.project.summary import ProjectLookup
@@ -121,6 +122,11 @@ class FileAnalysis(Walk):
 
     def called_outside_modules(self, name: str) -> bool:
         return self.uses is not None and self.uses.runs_outside_modules(name)
+
+    def handed_split(self, function: str, slots: Collection[str]) -> SplitRun | None:
+        if self.uses is None or self.uses.callables is None:
+            return None
+        return self.uses.callables.split_run(function, slots)
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         return self.expressions.expr(node, frame)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import libcst as cst
@@ -223,3 +224,35 @@ def _nullcontext(call: cst.Call) -> bool:
     func = call.func
     leaf = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
     return leaf == "nullcontext"
+
+
+def named_autocast(
+    fn: cst.FunctionDef, node: cst.CSTNode, code: Callable[[cst.CSTNode], str]
+) -> bool:
+    """Whether ``node`` runs inside a ``with`` of ``fn`` whose context names autocast: a
+    stored context (``with model.autocast_context:``) as much as ``torch.autocast(...)``,
+    unless it says ``enabled=False``."""
+
+    class _Find(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.open: list[bool] = []
+            self.found = False
+
+        def visit_With(self, stmt: cst.With) -> None:
+            texts = [code(item.item) for item in stmt.items]
+            self.open.append(
+                any("autocast" in t and "enabled=False" not in t.replace(" ", "") for t in texts)
+            )
+
+        def leave_With(self, original_node: cst.With) -> None:
+            self.open.pop()
+
+        def on_visit(self, visited: cst.CSTNode) -> bool:
+            if visited is node:
+                self.found = any(self.open)
+                return False
+            return not self.found and super().on_visit(visited)
+
+    finder = _Find()
+    fn.visit(finder)
+    return finder.found

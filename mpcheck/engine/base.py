@@ -11,7 +11,7 @@ implements it by composing the parts.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
@@ -24,6 +24,7 @@ from mpcheck.engine.reporting import Listener, Reporting
 from mpcheck.engine.sites import InnerCall, KeptResidualLoad, Operand, Owner, Replacement
 from mpcheck.engine.training_loop import Tracker
 from mpcheck.knowledge import torch_api as T
+from mpcheck.project.callables import SplitRun
 from mpcheck.project.names import ImportTable
 from mpcheck.project.summary import ClassSummary, Place, ProjectLookup
 
@@ -48,6 +49,7 @@ class CallRecord:
     replacement: Replacement | None = None
     kept_residual: KeptResidualLoad | None = None
     fed: tuple[Operand, ...] = ()  # see ``CallSite.fed``
+    handed_split: SplitRun | None = None  # see ``CallSite.handed_split``
 
 
 class Walk(ABC):
@@ -105,6 +107,12 @@ class Walk(ABC):
     def called_outside_modules(self, name: str) -> bool:
         """Whether the project calls this file's function ``name`` (outside a class), and
         never from a module's code: only scripts, datasets and plain classes hand it data."""
+
+    @abstractmethod
+    def handed_split(self, function: str, slots: Collection[str]) -> SplitRun | None:
+        """A lambda the project hands to this file's ``function`` (its name) in one of
+        ``slots`` that runs a module split by its input embeddings
+        (:mod:`mpcheck.project.callables`)."""
 
     @abstractmethod
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:

@@ -59,6 +59,7 @@ class SiteEmitter:
                 replacement=call.replacement,
                 kept_residual=call.kept_residual,
                 fed=call.fed,
+                handed_split=call.handed_split,
             )
             self.file.reporting.call(site)
         return call.result

@@ -8,7 +8,7 @@ from dataclasses import replace
 import libcst as cst
 
 from mpcheck.engine.aliases import function_aliases
-from mpcheck.engine.autocast import Regions
+from mpcheck.engine.autocast import Regions, named_autocast
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
 from mpcheck.engine.dtype_arithmetic import promoted
@@ -658,6 +658,35 @@ class Expressions:
         result = Fact(Kind.TENSOR, Prec.FULL, "float32", origin)
         return self.file.emit(CallRecord(node, result, args, kwargs, qual=name), frame)
 
+    def handed_call(
+        self,
+        node: cst.Call,
+        name: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> None:
+        """``fn(text)`` of a parameter ``fn``: a call of the lambdas the project hands it, in
+        this function's context and its callers'. One that runs a module whose input
+        embeddings are cast apart, with no autocast here, is reported at this call
+        (:mod:`mpcheck.project.callables`)."""
+        fn, region = frame.scope.function, frame.scope.autocast
+        if fn is None or (region is not None and region.enabled is not False):
+            return
+        params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+        if frame.scope.class_name is not None and params[:1] in (["self"], ["cls"]):
+            params = params[1:]
+        if name in params:
+            slots = {str(params.index(name)), name}
+        elif name in (p.name.value for p in fn.params.kwonly_params):
+            slots = {name}
+        else:
+            return
+        found = self.file.handed_split(fn.name.value, slots)
+        if found is None or named_autocast(fn, node, self.file.code):
+            return
+        self.file.emit(CallRecord(node, UNKNOWN, args, kwargs, handed_split=found), frame)
+
     def local_call(
         self,
         node: cst.Call,
@@ -708,6 +737,7 @@ class Expressions:
                     return replace(SCALAR, value=float(text) if isinstance(text, str) else None)
                 except ValueError:
                     return SCALAR
+            self.handed_call(node, name, args, kwargs, frame)
             return UNKNOWN
         summary = self.definitions.summary(fn, call=(args, kwargs, False))
         result = self.definitions.substitute(summary, fn, args, kwargs, skip_self=False)

@@ -21,6 +21,7 @@ from mpcheck.knowledge.torch_api import (
     STRICT_NORMS,
     OpKind,
 )
+from mpcheck.project.callables import SplitRun
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,10 @@ class CallSite:
     # ``Model.from_pretrained(..., torch_dtype=half)`` of a class keeping a part float32 whose
     # output joins the residual stream ahead of a fused norm (mpcheck.engine.kept_residual)
     kept_residual: KeptResidualLoad | None = None
+    # Calling a parameter the project hands a lambda that runs a module whose input
+    # embeddings are cast apart, with no autocast here nor where it was handed
+    # (mpcheck.project.callables)
+    handed_split: SplitRun | None = None
     # Calling a module of another project file whose ``forward`` hands more than its first
     # input to its own layers (``ClassSummary.fed_inputs``): those further arguments
     fed: tuple[Operand, ...] = ()

@@ -36,6 +36,7 @@ from types import MappingProxyType
 
 from mpcheck.files.hashing import hex_digest
 from mpcheck.knowledge import wrappers as wrap
+from mpcheck.project.callables import Callables
 from mpcheck.project.callers import ModuleCode
 from mpcheck.project.construction import Construction
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
@@ -80,6 +81,7 @@ class ModelUses:
         construction: Construction | None = None,
         module_code: ModuleCode | None = None,
         ran: Reached | None = None,
+        callables: Callables | None = None,
     ) -> None:
         self._reach = dict(reach)
         self._ran = ran  # the files and functions nothing runs (None: a library, unknown)
@@ -87,11 +89,18 @@ class ModelUses:
         self._mentions = mentions
         self.construction = construction  # which functions only construction runs
         self.module_code = module_code  # which functions a module's code calls
+        self.callables = callables  # handed lambdas, split input embeddings
 
     def at(self, module: str) -> ModelUses:
         """The same evidence, asked about the classes of ``module``."""
         return ModelUses(
-            self._reach, module, self._mentions, self.construction, self.module_code, self._ran
+            self._reach,
+            module,
+            self._mentions,
+            self.construction,
+            self.module_code,
+            self._ran,
+            self.callables,
         )
 
     def runs_in_modules(self, name: str) -> bool:
@@ -145,6 +154,8 @@ class ModelUses:
             text += self.module_code.digest
         if self._ran is not None:
             text += self._ran.digest
+        if self.callables is not None:
+            text += self.callables.digest
         return hex_digest(text.encode())
 
 
@@ -373,7 +384,15 @@ def uses_of_records(
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}
     called = ModuleCode(passes, classes, names.resolve, names.follow)
-    return ModelUses(reach, mentions=mentions, construction=made, module_code=called, ran=ran)
+    handed = Callables({p: r.callables for p, r in records.items()})
+    return ModelUses(
+        reach,
+        mentions=mentions,
+        construction=made,
+        module_code=called,
+        ran=ran,
+        callables=handed,
+    )
 
 
 def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:

@@ -33,13 +33,15 @@ from typing import Any
 from zlib import crc32
 
 from mpcheck.knowledge import wrappers as wrap
+from mpcheck.project.callables import NONE as NO_CALLABLES
+from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, construction_of
 from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 8
+FORMAT = 9
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -94,6 +96,9 @@ class ModelRecord:
     # (class, the class whose constructor takes a model of it: ``Wrapper(vae, unet)``)
     held: tuple[tuple[str, str], ...] = ()
     reach: ReachPass = NONE  # what it runs, imports and names (:mod:`mpcheck.project.reach`)
+    # lambdas it hands, input embeddings it casts, methods running own attributes
+    # (:mod:`mpcheck.project.callables`)
+    callables: CallablesPass = NO_CALLABLES
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -119,6 +124,7 @@ class ModelRecord:
             self.main,
             self.held,
             self.reach,
+            self.callables,
         ]
 
     @classmethod
@@ -126,7 +132,8 @@ class ModelRecord:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
-            unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, main, held, ran = more
+            unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
+            main, held, ran, handed = rest
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -166,6 +173,14 @@ class ModelRecord:
                     tuple(map(str, ran[2])),
                     tuple(map(str, ran[3])),
                     tuple(map(str, ran[4])),
+                ),
+                (
+                    tuple(
+                        (str(c), str(s), tuple(map(str, b)), int(ln), bool(k), tuple(map(str, w)))
+                        for c, s, b, ln, k, w in handed[0]
+                    ),
+                    tuple((str(n), int(ln), int(col), str(t)) for n, ln, col, t in handed[1]),
+                    tuple((str(m), str(a)) for m, a in handed[2]),
                 ),
             )
         except (ValueError, KeyError, TypeError, IndexError):
@@ -410,6 +425,7 @@ class _Reader:
             self.spot(main.start())[0] if main else 0,
             tuple(sorted(parts)),
             reach_of(self.data, code, self.imports, self.plain),
+            callables_of(self.data, code),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
