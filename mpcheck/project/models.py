@@ -80,8 +80,13 @@ class ModelUses:
         construction: Construction | None = None,
         module_code: ModuleCode | None = None,
         ran: Reached | None = None,
+        autocasts: bool = True,
     ) -> None:
         self._reach = dict(reach)
+        # whether anything may run the project's code under autocast: a file opens an
+        # enabled region or brings a trainer that may (:func:`~mpcheck.project.records.
+        # may_autocast`), or the project is a package its users run as they like
+        self.autocasts = autocasts
         self._ran = ran  # the files and functions nothing runs (None: a library, unknown)
         self.module = module  # the module :meth:`of` names classes in
         self._mentions = mentions
@@ -91,7 +96,13 @@ class ModelUses:
     def at(self, module: str) -> ModelUses:
         """The same evidence, asked about the classes of ``module``."""
         return ModelUses(
-            self._reach, module, self._mentions, self.construction, self.module_code, self._ran
+            self._reach,
+            module,
+            self._mentions,
+            self.construction,
+            self.module_code,
+            self._ran,
+            self.autocasts,
         )
 
     def runs_in_modules(self, name: str) -> bool:
@@ -136,7 +147,7 @@ class ModelUses:
     @property
     def digest(self) -> str:
         """Changes when any class's evidence does (a cache entry keyed on it is then stale)."""
-        text = repr(sorted(self._reach.items()))
+        text = repr((sorted(self._reach.items()), self.autocasts))
         if self._mentions is not None:
             text += self._mentions.digest
         if self.construction is not None:
@@ -373,7 +384,16 @@ def uses_of_records(
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}
     called = ModuleCode(passes, classes, names.resolve, names.follow)
-    return ModelUses(reach, mentions=mentions, construction=made, module_code=called, ran=ran)
+    autocasts = alone or installable or bool(wrappers) or bool(wrapped)
+    autocasts = autocasts or any(record.autocasts for record in records.values())
+    return ModelUses(
+        reach,
+        mentions=mentions,
+        construction=made,
+        module_code=called,
+        ran=ran,
+        autocasts=autocasts,
+    )
 
 
 def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from zlib import crc32
@@ -39,7 +39,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 8
+FORMAT = 9
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -94,6 +94,9 @@ class ModelRecord:
     # (class, the class whose constructor takes a model of it: ``Wrapper(vae, unet)``)
     held: tuple[tuple[str, str], ...] = ()
     reach: ReachPass = NONE  # what it runs, imports and names (:mod:`mpcheck.project.reach`)
+    # it may turn autocast on: an autocast region not spelled ``enabled=False``, or an import
+    # of a library whose trainers run models under one (:func:`may_autocast`)
+    autocasts: bool = True
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -119,6 +122,7 @@ class ModelRecord:
             self.main,
             self.held,
             self.reach,
+            self.autocasts,
         ]
 
     @classmethod
@@ -126,7 +130,8 @@ class ModelRecord:
         """The record :meth:`to_plain` gave, or None for anything else (another format)."""
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
-            unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, main, held, ran = more
+            unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, main, *rest = more
+            held, ran, autocasts = rest
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -167,6 +172,7 @@ class ModelRecord:
                     tuple(map(str, ran[3])),
                     tuple(map(str, ran[4])),
                 ),
+                bool(autocasts),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -410,6 +416,7 @@ class _Reader:
             self.spot(main.start())[0] if main else 0,
             tuple(sorted(parts)),
             reach_of(self.data, code, self.imports, self.plain),
+            may_autocast(code, self.imports.values()),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
@@ -925,6 +932,33 @@ def words_of(data: bytes) -> int:
 def may_write(words: int, name: str) -> bool:
     h = crc32(name.encode())
     return bool(words >> (h % WORD_BITS) & 1) and bool(words >> ((h >> 12) % WORD_BITS) & 1)
+
+
+_AUTOCAST_WORD = re.compile(rb"\bautocast\b")
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from\b|import\b)", re.MULTILINE)
+
+
+def may_autocast(code: bytes, imports: Iterable[str]) -> bool:
+    """Whether the file may turn autocast on: it names ``autocast`` other than in an import
+    or a region spelled ``enabled=False`` (``torch.autocast(...)``, ``accelerator.autocast()``,
+    ``ctx = torch.amp.autocast``), or imports a library whose trainers run models under one
+    (:data:`mpcheck.knowledge.wrappers.AUTOCASTING`). ``code``: blanked (:func:`blank`)."""
+    if any(wrap.autocasting(target) for target in imports):
+        return True
+    if b"autocast" not in code:
+        return False
+    for word in _AUTOCAST_WORD.finditer(code):
+        line = code.rfind(b"\n", 0, word.start()) + 1
+        if _IMPORT_LINE.match(code, line):
+            continue  # (``from torch.amp import autocast``: a name, not a region)
+        after = code[word.end() : word.end() + 80]
+        rest = after.lstrip()
+        if rest.startswith(b"("):
+            opening = word.end() + len(after) - len(rest)
+            if _disabled(code[opening : _closing(code, opening + 1)]):
+                continue  # ``autocast(..., enabled=False)``: turns it off
+        return True
+    return False
 
 
 def _disabled(line: bytes) -> bool:
