@@ -169,7 +169,7 @@ class HalfPositions(Rule):
             )
             self.report(call.node, message)
             return
-        if cast is not None:
+        if cast is not None and not self.autocast_only(call.scope):  # (else never cast)
             which = self.ctx.module.code_for_node(cast.node)
             message = (
                 f"phases `{pos}` x `{freq}` are computed in the model's dtype: when the model "

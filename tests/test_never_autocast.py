@@ -114,3 +114,36 @@ def test_an_out_matmul_premise_needs_autocast_somewhere(
     for name, text in more.items():
         (tmp_path / name).write_text(text)
     assert [f["code"] for f in findings(tmp_path)] == expected
+
+
+NANOGPT = """\
+from contextlib import nullcontext
+
+import torch
+
+from .model import GPT
+
+class Runner:
+    def __init__(self, device_type):
+        self.model = GPT()
+        self._ctx = (
+            nullcontext() if device_type == "cpu" else torch.amp.autocast(device_type=device_type)
+        )
+        self.off = torch.autocast("cuda", enabled=False)
+
+    def run(self, x):
+        with self._ctx:
+            y = self.model(x)
+        with self.off:
+            return self.model(y)
+"""
+
+
+def test_a_context_bound_to_autocast_covers_the_calls_entered_by_name() -> None:
+    """nanoGPT's ``ctx = nullcontext() if cpu else autocast(...)``, ``with ctx:``: every call
+    inside runs under that autocast or in float32; a context bound to a disabled one is none."""
+    record = record_of(NANOGPT.encode(), "pkg/runner.py")
+    (covered, uncovered) = record.calls
+    assert covered[0] == "pkg.model.GPT" and covered[1] is not None
+    assert "`with self._ctx`" in covered[1][2]
+    assert uncovered == ("pkg.model.GPT", None)

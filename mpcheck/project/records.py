@@ -234,6 +234,12 @@ _CAST_AT = re.compile(rb"\.(half|bfloat16)\(\s*\)|\.to\(")
 _DTYPE_KW = re.compile(rb"\b((?:torch_)?dtype)\s*=\s*([\w.]+)")
 _HALFISH_BYTES = re.compile(rb"float16|bfloat16|\bhalf\b|fp16|bf16|dtype$")
 _WITH_AUTOCAST = re.compile(rb"^[ \t]*(?:with\b|@)[^\n]*autocast\(")
+# A context bound to an autocast region once and entered by name (nanoGPT's ``ctx =
+# nullcontext() if device_type == "cpu" else torch.amp.autocast(...)``, then ``with ctx:``):
+# the calls inside run under that autocast, or in float32 where it is the null context.
+_CONTEXT_BOUND = re.compile(rb"[ \t]*((?:self\.)?[A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*")
+_AUTOCAST_CALL = re.compile(rb"\bautocast\s*\(")
+_WITH_NAME = re.compile(rb"[ \t]*with[ \t]+((?:self\.)?[A-Za-z_]\w*)[ \t]*(?:\([ \t]*\))?[ \t]*:")
 
 
 class _Reader:
@@ -586,6 +592,7 @@ class _Reader:
         indented deeper than it."""
         names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
         called = re.compile(rb"(?<![\w.])(" + names + rb")\s*\(")
+        bound = _autocast_contexts(self.code)
         stack: list[tuple[int, Spot]] = []
         out = []
         lines = self.data.split(b"\n")
@@ -596,7 +603,10 @@ class _Reader:
             indent = len(line) - len(text)
             while stack and stack[-1][0] >= indent:
                 stack.pop()
-            if _WITH_AUTOCAST.match(line) and not _disabled(line):
+            context = _WITH_NAME.match(line) if bound else None
+            if context is not None and context.group(1) not in bound:
+                context = None
+            if (context or _WITH_AUTOCAST.match(line)) and not _disabled(line):
                 shown = lines[row - 1].decode(errors="replace").strip()
                 quoted = " ".join(shown.rstrip(":").split())
                 what = f"every call runs under `{quoted[:60]}`"
@@ -959,6 +969,24 @@ def may_autocast(code: bytes, imports: Iterable[str]) -> bool:
                 continue  # ``autocast(..., enabled=False)``: turns it off
         return True
     return False
+
+
+def _autocast_contexts(code: bytes) -> set[bytes]:
+    """The names (``ctx``, ``self._ctx``) the file binds to an enabled autocast region, on
+    the line of the assignment or in the parentheses it opens (``ctx = (nullcontext() if
+    cpu else torch.amp.autocast(...))``)."""
+    out = set()
+    for call in _AUTOCAST_CALL.finditer(code):
+        at = call.start()
+        if _disabled(code[at : _closing(code, call.end())]):
+            continue
+        opening = _enclosing(code, at)
+        start = opening if opening >= 0 and code[:opening].rstrip().endswith(b"=") else at
+        line = code.rfind(b"\n", 0, start) + 1
+        bound = _CONTEXT_BOUND.match(code, line)
+        if bound is not None and bound.end() <= at and b"\n" not in code[bound.end() : start]:
+            out.add(bound.group(1))
+    return out
 
 
 def _disabled(line: bytes) -> bool:
