@@ -36,6 +36,7 @@ FUNCTION = FIXTURES / "mpc402" / "bad_out_matmul_function_inputs.py"
         ("ctx = nullcontext() if cpu else torch.amp.autocast(device_type=d, dtype=t)\n", True),
         ("with accelerator.autocast():\n    pass\n", True),
         ("make = torch.autocast\n", True),
+        ("torch.set_autocast_enabled(True)\n", True),
         ("from lightning import Trainer\n", True),
         ("import accelerate\n", True),
         ("from transformers import Trainer, TrainingArguments\n", True),

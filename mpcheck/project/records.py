@@ -944,7 +944,7 @@ def may_write(words: int, name: str) -> bool:
     return bool(words >> (h % WORD_BITS) & 1) and bool(words >> ((h >> 12) % WORD_BITS) & 1)
 
 
-_AUTOCAST_WORD = re.compile(rb"\bautocast\b")
+_AUTOCAST_WORD = re.compile(rb"\b(?:set_)?autocast(?:_enabled)?\b")  # (``set_autocast_enabled``)
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from\b|import\b)", re.MULTILINE)
 
 
