@@ -15,6 +15,7 @@ from mpcheck.api import (
     Rule,
     RuleContext,
     Severity,
+    autocast_policy,
     can_be_fp16,
 )
 
@@ -64,6 +65,19 @@ def _square_base(node: cst.BaseExpression) -> cst.BaseExpression | None:
         if _is_torch(func.value) and name == "pow" and len(node.args) == 2:
             return node.args[0].value if _is_two(node.args[1].value) else None
     return None
+
+
+def _autocast_float32(node: cst.BaseExpression) -> bool:
+    """The square ``node`` is an op CUDA autocast runs in float32 (``x.pow(2)``, ``x ** 2``,
+    ``torch.pow(x, 2)``: ``pow`` is on its float32 list; ``x * x`` is not). CPU autocast
+    lowers to bfloat16 by default, whose squares do not overflow."""
+    if isinstance(node, cst.BinaryOperation):
+        op = "pow" if isinstance(node.operator, cst.Power) else "mul"
+    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        op = node.func.attr.value
+    else:
+        return False
+    return autocast_policy(op, "cuda") == "fp32"
 
 
 def _subtraction(call: CallSite) -> tuple[Operand | None, Operand | None]:
@@ -203,6 +217,8 @@ class HalfPrecisionVariance(Rule):
             return
         base = _square_base(subject.node) if name in REDUCTIONS else None
         if base is not None and _may_be_fp16(subject.fact) and not _fits(call, name, subject):
+            if self.autocast_only(call.scope) and _autocast_float32(subject.node):
+                return  # never cast, run under autocast: its pow squares in float32
             self._pend(call, base, subject.fact, "a mean of squares")
 
     def finish(self) -> None:

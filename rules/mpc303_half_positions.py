@@ -169,7 +169,7 @@ class HalfPositions(Rule):
             )
             self.report(call.node, message)
             return
-        if cast is not None:
+        if cast is not None and not self.autocast_only(call.scope):  # (else never cast)
             which = self.ctx.module.code_for_node(cast.node)
             message = (
                 f"phases `{pos}` x `{freq}` are computed in the model's dtype: when the model "
@@ -182,6 +182,8 @@ class HalfPositions(Rule):
             return
         if call.scope.function is None or autocast_policy(call.aten, "cuda") != "lower_precision":
             return
+        if call.scope.no_autocast:
+            return  # the project never turns autocast on: the premise cannot hold
         message = (
             f"if this runs under autocast (mixed-precision training or inference), "
             f"`{call.aten}` of the positions `{pos}` and frequencies `{freq}` runs in half "

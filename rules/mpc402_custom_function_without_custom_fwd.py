@@ -251,6 +251,8 @@ class CustomFunctionWithoutCustomFwd(Rule):
             call = self.blind_mixes.get(cand.forward)
             if call is None or cand.forward in self.autocast_off or cand.forward in self.opaque:
                 continue
+            if call.scope.no_autocast:
+                continue  # the project never turns autocast on: inputs come as made
             assert isinstance(call.node, cst.Call)
             callee = self.ctx.code(call.node.func, 40)
             names = input_names(cand.forward)

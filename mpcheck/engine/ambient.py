@@ -58,6 +58,8 @@ class Ambient:
         """Report the ops of ``info``'s methods autocast passes by, walked under autocast."""
         if not (info.is_module and not info.kept_fp32 and self.file.half_capable):
             return
+        if not self.file.may_autocast:
+            return  # (no trainer of the project turns autocast on: no region to walk in)
         if not self.file.reporting.listener.wants("ambient") or not self.blind_in_source:
             return
         for name, fn in info.methods.items():

@@ -79,6 +79,8 @@ class FileAnalysis(Walk):
         self.evidence = Evidence(self.elsewhere, uses, half_setting)
         self.construction = Construction(uses, half_setting)
         self.uses = uses
+        # a project that never turns autocast on (nor lets its users): nothing runs under it
+        self.may_autocast = uses is None or uses.autocasts or half_setting
         self.regions = Regions(self)
         self.definitions = Definitions(self, self.regions)
         self.modules = Modules(self, self.regions, self.definitions)

@@ -77,6 +77,9 @@ class Walk(ABC):
         self.imports = imports
         self.reporting = Reporting(listener)
         self.half_capable = module_half_capable
+        # whether anything may run this code under autocast (False: the project never
+        # turns it on, and is no package its users run as they like)
+        self.may_autocast = True
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
         self.keep = KeepFp32()

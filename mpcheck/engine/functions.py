@@ -318,6 +318,7 @@ class Definitions:
             lightning_step=step,
             evidence=evidence,
             module_code=module_code,
+            no_autocast=not self.file.may_autocast,
         )
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)

@@ -116,6 +116,9 @@ class Scope:
     # A function outside a class that the project calls from a module's code
     # (:mod:`mpcheck.project.callers`): it runs with the module's values, no script's.
     module_code: bool = False
+    # The project never turns autocast on (no enabled region, no trainer that may, no
+    # package its users run as they like): a premise "if this runs under autocast" is false.
+    no_autocast: bool = False
 
     @property
     def script(self) -> bool:

@@ -27,7 +27,9 @@ __all__ = [
     "TAKING_METHODS",
     "UNKNOWN",
     "WRAPPERS",
+    "AUTOCASTING",
     "Setting",
+    "autocasting",
     "effect",
     "library_of",
 ]
@@ -116,6 +118,26 @@ TAKING_CALLS: Mapping[str, str] = MappingProxyType(
         "deepspeed.initialize": "deepspeed",
     }
 )
+# Libraries (and trainers) that may run a project's models under autocast, whatever the
+# project's own code spells: a file importing one may turn autocast on (Lightning's and
+# accelerate's precision may come from a configuration file or the launcher; transformers'
+# and trl's trainers from ``TrainingArguments``; apex's O1 patches torch functions; DeepSpeed's
+# ``torch_autocast`` section). A project none of whose files does, and that opens no
+# enabled autocast region itself, never runs anything under autocast.
+AUTOCASTING = (
+    "lightning", "pytorch_lightning", "lightning_fabric", "accelerate", "apex", "deepspeed",
+    "colossalai", "trl", "transformers.Trainer", "transformers.Seq2SeqTrainer",
+    "transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments",
+    "transformers.trainer", "transformers.training_args",
+)  # fmt: skip
+
+
+def autocasting(target: str) -> bool:
+    """Whether an import of ``target`` (``lightning.Trainer``, ``accelerate``) brings a trainer
+    that may run models under autocast (:data:`AUTOCASTING`)."""
+    return any(target == lib or target.startswith(f"{lib}.") for lib in AUTOCASTING)
+
+
 # A DeepSpeed config key that casts the engine's module when enabled.
 DEEPSPEED_HALF_KEYS = ("fp16", "bf16", "bfloat16")
 

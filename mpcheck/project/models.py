@@ -82,8 +82,13 @@ class ModelUses:
         module_code: ModuleCode | None = None,
         ran: Reached | None = None,
         callables: Callables | None = None,
+        autocasts: bool = True,
     ) -> None:
         self._reach = dict(reach)
+        # whether anything may run the project's code under autocast: a file opens an
+        # enabled region or brings a trainer that may (:func:`~mpcheck.project.records.
+        # may_autocast`), or the project is a package its users run as they like
+        self.autocasts = autocasts
         self._ran = ran  # the files and functions nothing runs (None: a library, unknown)
         self.module = module  # the module :meth:`of` names classes in
         self._mentions = mentions
@@ -101,6 +106,7 @@ class ModelUses:
             self.module_code,
             self._ran,
             self.callables,
+            self.autocasts,
         )
 
     def runs_in_modules(self, name: str) -> bool:
@@ -145,7 +151,7 @@ class ModelUses:
     @property
     def digest(self) -> str:
         """Changes when any class's evidence does (a cache entry keyed on it is then stale)."""
-        text = repr(sorted(self._reach.items()))
+        text = repr((sorted(self._reach.items()), self.autocasts))
         if self._mentions is not None:
             text += self._mentions.digest
         if self.construction is not None:
@@ -385,6 +391,8 @@ def uses_of_records(
     passes = {r.module: r.callers for r in records.values()}
     called = ModuleCode(passes, classes, names.resolve, names.follow)
     handed = Callables({p: r.callables for p, r in records.items()})
+    autocasts = alone or installable or bool(wrappers) or bool(wrapped)
+    autocasts = autocasts or any(record.autocasts for record in records.values())
     return ModelUses(
         reach,
         mentions=mentions,
@@ -392,6 +400,7 @@ def uses_of_records(
         module_code=called,
         ran=ran,
         callables=handed,
+        autocasts=autocasts,
     )
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from zlib import crc32
@@ -41,7 +41,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
 
-FORMAT = 9
+FORMAT = 10
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -99,6 +99,9 @@ class ModelRecord:
     # lambdas it hands, input embeddings it casts, methods running own attributes
     # (:mod:`mpcheck.project.callables`)
     callables: CallablesPass = NO_CALLABLES
+    # it may turn autocast on: an autocast region not spelled ``enabled=False``, or an import
+    # of a library whose trainers run models under one (:func:`may_autocast`)
+    autocasts: bool = True
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -125,6 +128,7 @@ class ModelRecord:
             self.held,
             self.reach,
             self.callables,
+            self.autocasts,
         ]
 
     @classmethod
@@ -133,7 +137,7 @@ class ModelRecord:
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
-            main, held, ran, handed = rest
+            main, held, ran, handed, autocasts = rest
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -182,6 +186,7 @@ class ModelRecord:
                     tuple((str(n), int(ln), int(col), str(t)) for n, ln, col, t in handed[1]),
                     tuple((str(m), str(a)) for m, a in handed[2]),
                 ),
+                bool(autocasts),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -243,6 +248,12 @@ _CAST_AT = re.compile(rb"\.(half|bfloat16)\(\s*\)|\.to\(")
 _DTYPE_KW = re.compile(rb"\b((?:torch_)?dtype)\s*=\s*([\w.]+)")
 _HALFISH_BYTES = re.compile(rb"float16|bfloat16|\bhalf\b|fp16|bf16|dtype$")
 _WITH_AUTOCAST = re.compile(rb"^[ \t]*(?:with\b|@)[^\n]*autocast\(")
+# A context bound to an autocast region once and entered by name (nanoGPT's ``ctx =
+# nullcontext() if device_type == "cpu" else torch.amp.autocast(...)``, then ``with ctx:``):
+# the calls inside run under that autocast, or in float32 where it is the null context.
+_CONTEXT_BOUND = re.compile(rb"[ \t]*((?:self\.)?[A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*")
+_AUTOCAST_CALL = re.compile(rb"\bautocast\s*\(")
+_WITH_NAME = re.compile(rb"[ \t]*with[ \t]+((?:self\.)?[A-Za-z_]\w*)[ \t]*(?:\([ \t]*\))?[ \t]*:")
 
 
 class _Reader:
@@ -426,6 +437,7 @@ class _Reader:
             tuple(sorted(parts)),
             reach_of(self.data, code, self.imports, self.plain),
             callables_of(self.data, code),
+            may_autocast(code, self.imports.values()),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
@@ -595,6 +607,7 @@ class _Reader:
         indented deeper than it."""
         names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
         called = re.compile(rb"(?<![\w.])(" + names + rb")\s*\(")
+        bound = _autocast_contexts(self.code)
         stack: list[tuple[int, Spot]] = []
         out = []
         lines = self.data.split(b"\n")
@@ -605,7 +618,10 @@ class _Reader:
             indent = len(line) - len(text)
             while stack and stack[-1][0] >= indent:
                 stack.pop()
-            if _WITH_AUTOCAST.match(line) and not _disabled(line):
+            context = _WITH_NAME.match(line) if bound else None
+            if context is not None and context.group(1) not in bound:
+                context = None
+            if (context or _WITH_AUTOCAST.match(line)) and not _disabled(line):
                 shown = lines[row - 1].decode(errors="replace").strip()
                 quoted = " ".join(shown.rstrip(":").split())
                 what = f"every call runs under `{quoted[:60]}`"
@@ -941,6 +957,51 @@ def words_of(data: bytes) -> int:
 def may_write(words: int, name: str) -> bool:
     h = crc32(name.encode())
     return bool(words >> (h % WORD_BITS) & 1) and bool(words >> ((h >> 12) % WORD_BITS) & 1)
+
+
+_AUTOCAST_WORD = re.compile(rb"\b(?:set_)?autocast(?:_enabled)?\b")  # (``set_autocast_enabled``)
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from\b|import\b)", re.MULTILINE)
+
+
+def may_autocast(code: bytes, imports: Iterable[str]) -> bool:
+    """Whether the file may turn autocast on: it names ``autocast`` other than in an import
+    or a region spelled ``enabled=False`` (``torch.autocast(...)``, ``accelerator.autocast()``,
+    ``ctx = torch.amp.autocast``), or imports a library whose trainers run models under one
+    (:data:`mpcheck.knowledge.wrappers.AUTOCASTING`). ``code``: blanked (:func:`blank`)."""
+    if any(wrap.autocasting(target) for target in imports):
+        return True
+    if b"autocast" not in code:
+        return False
+    for word in _AUTOCAST_WORD.finditer(code):
+        line = code.rfind(b"\n", 0, word.start()) + 1
+        if _IMPORT_LINE.match(code, line):
+            continue  # (``from torch.amp import autocast``: a name, not a region)
+        after = code[word.end() : word.end() + 80]
+        rest = after.lstrip()
+        if rest.startswith(b"("):
+            opening = word.end() + len(after) - len(rest)
+            if _disabled(code[opening : _closing(code, opening + 1)]):
+                continue  # ``autocast(..., enabled=False)``: turns it off
+        return True
+    return False
+
+
+def _autocast_contexts(code: bytes) -> set[bytes]:
+    """The names (``ctx``, ``self._ctx``) the file binds to an enabled autocast region, on
+    the line of the assignment or in the parentheses it opens (``ctx = (nullcontext() if
+    cpu else torch.amp.autocast(...))``)."""
+    out = set()
+    for call in _AUTOCAST_CALL.finditer(code):
+        at = call.start()
+        if _disabled(code[at : _closing(code, call.end())]):
+            continue
+        opening = _enclosing(code, at)
+        start = opening if opening >= 0 and code[:opening].rstrip().endswith(b"=") else at
+        line = code.rfind(b"\n", 0, start) + 1
+        bound = _CONTEXT_BOUND.match(code, line)
+        if bound is not None and bound.end() <= at and b"\n" not in code[bound.end() : start]:
+            out.add(bound.group(1))
+    return out
 
 
 def _disabled(line: bytes) -> bool:

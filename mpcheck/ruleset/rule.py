@@ -19,6 +19,7 @@ from typing import ClassVar
 import libcst as cst
 
 from mpcheck.diagnostics import RuleInfo, Severity
+from mpcheck.engine.evidence import AUTOCAST as AUTOCAST_ONLY
 from mpcheck.engine.evidence import FLOAT32 as FLOAT32_ONLY
 from mpcheck.engine.evidence import UNREACHED as NEVER_BUILT
 from mpcheck.engine.facts import Fact, Origin, Prec
@@ -206,6 +207,13 @@ class Rule:
         if evidence is None or evidence.kind not in (FLOAT32_ONLY, NEVER_BUILT):
             return False
         return evidence.kind == NEVER_BUILT or value is None or value.prec is not Prec.HALF
+
+    def autocast_only(self, scope: Scope) -> bool:
+        """Whether the project runs the class ``scope`` is in only under autocast and never
+        casts it (a trainer's mixed precision, every call inside a region): its weights and
+        buffers stay float32, and only what autocast's lists lower is half."""
+        evidence = scope.evidence
+        return evidence is not None and evidence.kind == AUTOCAST_ONLY
 
     def line(self, node: cst.CSTNode) -> str:
         """A placeholder for "line N" of ``node``, filled in once positions are known."""
