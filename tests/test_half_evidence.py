@@ -197,3 +197,45 @@ def test_a_part_handed_to_a_constructor_and_a_base_follow_their_users() -> None:
     assert kinds() == ["float32", "float32", "cast"]
     sources["run.py"] = run + b"class Dec(Base):\n    pass\nDec().half()\n"
     assert kinds()[:2] == [None, None]  # a subclass is cast: the base's code runs in half
+
+
+def test_a_cast_of_what_a_factory_returns_reaches_the_block_as_an_error() -> None:
+    """``load_dit(8).half()`` in the script casts the DiT the loader of another file builds
+    and returns: the block's upcast is an error naming that cast."""
+    (finding,) = findings(XFILE / "bad_factory_cast_model", "--no-cache")
+    assert finding["severity"] == "error"
+    cast = "`DiT` (returned by `load_dit()`) is cast to half by `load_dit(8).half()`"
+    assert f"{cast} at dit/sample.py:12" in finding["message"]
+
+
+def test_a_model_a_factory_returns_and_its_callers_keep_is_float32() -> None:
+    """The loader returns ``(model, settings)``; the script binds the model (declared
+    ``global``), moves and calls it: only ever float32, so the block gives nothing."""
+    assert findings(XFILE / "good_factory_float32_model", "--no-cache") == []
+
+
+FACTORY = (
+    b"from pkg.model import Model, Head\n"
+    b"def load(d):\n    model = Model()\n    model.eval()\n    return model, Head()\n"
+)
+
+
+def _factory_kinds(run: bytes, installable: bool = False) -> list[str | None]:
+    model = MODEL + b"class Head(nn.Module):\n    pass\n"
+    sources = {"pkg/__init__.py": b"", "pkg/model.py": model, "pkg/load.py": FACTORY}
+    sources["run.py"] = HALF + run
+    uses = uses_of_sources(sources, installable=installable).at("pkg.model")
+    found = [uses.of(name) for name in ("Model", "Head")]
+    return [None if f is None else f.kind for f in found]
+
+
+def test_a_factorys_callers_decide_what_it_returns_by_position() -> None:
+    call = b"from pkg.load import load\n"
+    assert _factory_kinds(call + b"m, h = load(8)\nm(x)\nh.to(torch.bfloat16)\n") == [
+        "float32",
+        "cast",
+    ]
+    assert _factory_kinds(call + b"m, h = load(8)\nprepare(m)\nh(x)\n") == [None, "float32"]
+    # what no call of the project binds, or an installable package's users get, might be cast
+    assert _factory_kinds(b"") == [None, None]
+    assert _factory_kinds(call + b"m, h = load(8)\nm(x)\nh(x)\n", installable=True) == [None, None]
