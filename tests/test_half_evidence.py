@@ -239,3 +239,27 @@ def test_a_factorys_callers_decide_what_it_returns_by_position() -> None:
     # what no call of the project binds, or an installable package's users get, might be cast
     assert _factory_kinds(b"") == [None, None]
     assert _factory_kinds(call + b"m, h = load(8)\nm(x)\nh(x)\n", installable=True) == [None, None]
+
+
+def test_a_non_persistent_buffer_is_cast_with_a_model_cast_after_its_load() -> None:
+    """``from_pretrained(torch_dtype=...)`` builds under that dtype and leaves a buffer the
+    checkpoint lacks as built; a model loaded without it and cast by ``.to(torch.float16)``
+    has every floating buffer cast. The project shows its loads: only the first is a bug."""
+    (finding,) = findings(XFILE / "bad_dtype_load_buffer", "--no-cache")
+    assert finding["code"] == "MPC102" and finding["severity"] == "error"
+    assert findings(XFILE / "good_cast_after_load_buffer", "--no-cache") == []
+
+
+def test_a_library_or_a_pipeline_load_keeps_the_buffer_exception() -> None:
+    """Users of an installable package, or a library pipeline loading its parts by name
+    under a dtype, may load any class that way: the exception holds."""
+    model = b"from torch import nn\nclass Net(ModelMixin):\n    pass\n"
+    run = b"import torch\nfrom pkg.model import Net\nnet = Net.from_pretrained('p').half()\n"
+    sources = {"pkg/__init__.py": b"", "pkg/model.py": model, "run.py": run}
+    assert not uses_of_sources(sources).at("pkg.model").loaded_under_dtype("Net")
+    assert uses_of_sources(sources, installable=True).at("pkg.model").loaded_under_dtype("Net")
+    loaded = b"pipe = DiffusionPipeline.from_pretrained('p', torch_dtype=torch.float16)\n"
+    sources["run.py"] = run + b"from diffusers import DiffusionPipeline\n" + loaded
+    assert uses_of_sources(sources).at("pkg.model").loaded_under_dtype("Net")
+    sources["run.py"] = run + b"n2 = Net.from_pretrained('p', torch_dtype=torch.bfloat16)\n"
+    assert uses_of_sources(sources).at("pkg.model").loaded_under_dtype("Net")

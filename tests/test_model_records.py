@@ -281,3 +281,9 @@ def test_the_wrapper_gate_answers_as_the_wrapper_regex() -> None:
             assert records._names_wrapper(code) is expected
         assert records._names_wrapper(leaf + b"(x)")
     assert not records._names_wrapper(b"model = Model()\nmodel.half()\n")
+
+
+def test_a_factory_in_a_file_with_windows_line_ends() -> None:
+    """``return Net.from_pretrained(...)`` followed by ``\\r\\n`` still returns the model."""
+    source = b"from net import Net\r\n\r\ndef load(p):\r\n    return Net.from_pretrained(p)\r\n"
+    assert record_of(source, "run.py").factories == (("run.load", -1, "net.Net"),)

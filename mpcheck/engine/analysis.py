@@ -122,6 +122,9 @@ class FileAnalysis(Walk):
     def called_outside_modules(self, name: str) -> bool:
         return self.uses is not None and self.uses.runs_outside_modules(name)
 
+    def loaded_under_dtype(self, name: str) -> bool:
+        return self.uses is None or self.uses.loaded_under_dtype(name)
+
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         return self.expressions.expr(node, frame)
 

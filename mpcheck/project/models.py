@@ -80,8 +80,11 @@ class ModelUses:
         construction: Construction | None = None,
         module_code: ModuleCode | None = None,
         ran: Reached | None = None,
+        dtype_loads: frozenset[str] | None = None,
     ) -> None:
         self._reach = dict(reach)
+        # the classes some load builds under a half default dtype (None: unknown, any may be)
+        self._dtype_loads = dtype_loads
         self._ran = ran  # the files and functions nothing runs (None: a library, unknown)
         self.module = module  # the module :meth:`of` names classes in
         self._mentions = mentions
@@ -91,7 +94,13 @@ class ModelUses:
     def at(self, module: str) -> ModelUses:
         """The same evidence, asked about the classes of ``module``."""
         return ModelUses(
-            self._reach, module, self._mentions, self.construction, self.module_code, self._ran
+            self._reach,
+            module,
+            self._mentions,
+            self.construction,
+            self.module_code,
+            self._ran,
+            self._dtype_loads,
         )
 
     def runs_in_modules(self, name: str) -> bool:
@@ -125,6 +134,18 @@ class ModelUses:
         nothing names, or in a file nothing imports, never runs (:mod:`mpcheck.project.reach`)."""
         qualified = f"{self.module}.{name}" if self.module else name
         return self._ran is None or not self._ran.function_dead(qualified)
+
+    def loaded_under_dtype(self, name: str) -> bool:
+        """Whether some load may build the class ``name`` of :attr:`module` under a half
+        default dtype: ``from_pretrained(torch_dtype=torch.float16)`` builds it in that
+        dtype and casts nothing after, so a non-persistent buffer (not in the checkpoint)
+        keeps the dtype it was built with. A model built otherwise and cast (``.half()``,
+        ``.to(dtype)``) has every floating buffer cast. Unknown (a library, whose users load
+        it; a file alone; a project that changes the default dtype or has a pipeline load
+        its parts by name) means it may be."""
+        if self._dtype_loads is None:
+            return True
+        return (f"{self.module}.{name}" if self.module else name) in self._dtype_loads
 
     def of(self, name: str) -> Reach | None:
         """The evidence of the class ``name`` defined in :attr:`module`."""
@@ -275,6 +296,8 @@ def uses_of_records(
     subclasses: dict[str, set[str]] = {}  # project class -> the project classes deriving it
     factories = _Factories(records, names)
     expand = factories.expand
+    under_dtype: set[str] = set()  # loaded under a half default dtype (``torch_dtype=``)
+    opaque = False  # a library pipeline or Auto class loads classes by name under a dtype
     any_half = any(record.half for record in records.values())
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
@@ -292,6 +315,11 @@ def uses_of_records(
                 place = Place(path, cls.line, 1, f"{text} ({where(path, cls.line)})")
                 roots[cls.name] = Reach(LIBRARY, place)
         for name, (line, column, _), what in record.casts:
+            if _UNDER_DTYPE in what:  # ``X.from_pretrained(..., torch_dtype=...)``
+                under_dtype.update(expand(name))
+                leaf = name.rpartition(".")[2]
+                loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
+                opaque = opaque or (loader and names.resolve(name) is None)
             for target in expand(name):
                 if target not in casts:
                     text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
@@ -375,7 +403,33 @@ def uses_of_records(
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}
     called = ModuleCode(passes, classes, names.resolve, names.follow)
-    return ModelUses(reach, mentions=mentions, construction=made, module_code=called, ran=ran)
+    loads = None
+    if known and not installable and not defaults and not opaque:
+        loads = frozenset(_parts_of(under_dtype, bodies))
+    return ModelUses(
+        reach,
+        mentions=mentions,
+        construction=made,
+        module_code=called,
+        ran=ran,
+        dtype_loads=loads,
+    )
+
+
+# A cast record's text for a model built under a dtype (:meth:`records._Reader._casts`).
+_UNDER_DTYPE = "is built in half by"
+
+
+def _parts_of(roots: Iterable[str], bodies: Mapping[str, set[str]]) -> set[str]:
+    """``roots`` and every class their bodies build, transitively (built under the same
+    default dtype)."""
+    out, todo = set(roots), list(roots)
+    while todo:
+        for part in bodies.get(todo.pop(), ()):
+            if part not in out:
+                out.add(part)
+                todo.append(part)
+    return out
 
 
 class _Factories:

@@ -936,7 +936,7 @@ class _Returned:
 CALLED = "()#"
 _DECLARED = re.compile(rb"[ \t]*(?:global|nonlocal)\b")
 _RETURN_HEAD = re.compile(rb"[ \t]*return[ \t]+")
-_ELEMENT_END = re.compile(rb"[ \t]*(,|\)|\n|$)")
+_ELEMENT_END = re.compile(rb"[ \t\r]*(,|\)|\n|$)")
 # ``model = build(cfg)`` / ``model, cfg = build(cfg)``: a lowercase function's value bound
 _MADE = re.compile(
     rb"^[ \t]*((?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)*[A-Za-z_][\w.]*)[ \t]*,?[ \t]*=[ \t]*"
@@ -994,7 +994,7 @@ def _element(code: bytes, begin: int, start: int) -> int | None:
                 return None
         elif c == 0x2C and depth == 0:
             commas, last = commas + 1, i + 1
-    if depth or code[last:start].strip(b" \t\n\\"):
+    if depth or code[last:start].strip(b" \t\r\n\\"):
         return None
     return commas
 
