@@ -263,3 +263,28 @@ def test_a_library_or_a_pipeline_load_keeps_the_buffer_exception() -> None:
     assert uses_of_sources(sources).at("pkg.model").loaded_under_dtype("Net")
     sources["run.py"] = run + b"n2 = Net.from_pretrained('p', torch_dtype=torch.bfloat16)\n"
     assert uses_of_sources(sources).at("pkg.model").loaded_under_dtype("Net")
+
+
+def test_a_model_handed_to_a_function_of_another_file_follows_that_function() -> None:
+    """A weight loader of another file that casts nothing keeps the VAE float32 (the block
+    gives nothing); one that casts what it is given leaves the premise, a warning."""
+    assert findings(XFILE / "good_helper_elsewhere_keeps_model", "--no-cache") == []
+    (finding,) = findings(XFILE / "warn_helper_elsewhere_casts_model", "--no-cache")
+    assert finding["severity"] == "warning"
+
+
+def test_a_function_of_another_file_keeps_a_model_only_if_it_casts_nothing() -> None:
+    util = b"import torch\ndef load(m, p):\n    m.load_state_dict(torch.load(p))\n    return m\n"
+    util += b"def to_half(m):\n    return m.half()\n"
+    head = b"from pkg.model import Model\nmodel = Model()\n"
+
+    def kind(run: bytes) -> str | None:
+        sources = {"pkg/__init__.py": b"", "pkg/model.py": MODEL, "pkg/util.py": util}
+        sources["run.py"] = HALF + head + run
+        found = uses_of_sources(sources).at("pkg.model").of("Model")
+        return None if found is None else found.kind
+
+    assert kind(b"from pkg.util import load\nmodel = load(model, 'p')\nmodel(x)\n") == "float32"
+    assert kind(b"from pkg import util\nutil.load(model, 'p')\nmodel(x)\n") == "float32"
+    assert kind(b"from pkg.util import to_half\nto_half(model)\nmodel(x)\n") is None
+    assert kind(b"from other import fiddle\nfiddle(model)\nmodel(x)\n") is None  # not ours

@@ -39,7 +39,14 @@ from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.callers import ModuleCode
 from mpcheck.project.construction import Construction
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
-from mpcheck.project.records import CALLED, ModelRecord, may_write, module_of, record_of
+from mpcheck.project.records import (
+    CALLED,
+    PASSED,
+    ModelRecord,
+    may_write,
+    module_of,
+    record_of,
+)
 from mpcheck.project.summary import Place
 
 __all__ = [
@@ -345,6 +352,10 @@ def uses_of_records(
                 sites.setdefault(target, []).append((Place(path, line, column, text), kept))
         unsafe.update(t for name in record.unsafe for t in expand(name))
         for handed, owner in record.held:
+            if owner.endswith(PASSED):  # handed to a project function: kept if it casts nothing
+                if not factories.keeps(owner.removesuffix(PASSED)):
+                    unsafe.update(expand(handed))
+                continue
             held.extend((t, names.resolve(owner)) for t in expand(handed))
         for name, (line, column, text), effect in record.wrappers:
             place = Place(path, line, column, f"{text} at {where(path, line)}")
@@ -448,6 +459,12 @@ class _Factories:
                 self.products.setdefault(function, []).append((index, built))
                 self.home.setdefault(function, path)
         self.called: set[str] = set()  # the factories whose value some call binds
+        # the project's top-level functions that cast nothing (a model handed one keeps)
+        self.keepers = frozenset(k for r in records.values() for k in r.keepers)
+
+    def keeps(self, function: str) -> bool:
+        """Whether ``function`` is a project function none of whose definitions casts."""
+        return (self.names.follow(function) or function) in self.keepers
 
     def expand(self, name: str, depth: int = 0) -> list[str]:
         """The project classes ``name`` stands for: a class, or what a call returns."""

@@ -37,7 +37,7 @@ from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.reach import NONE, ReachPass, reach_of
 
-__all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
+__all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
 FORMAT = 9
 # A project that mentions none of these never runs anything in half (``half`` as a word:
@@ -97,6 +97,7 @@ class ModelRecord:
     # (function, position in its returned tuple or -1 for the whole value, class or call):
     # the models a top-level function builds and returns; its callers' uses decide their fate
     factories: tuple[tuple[str, int, str], ...] = ()
+    keepers: tuple[str, ...] = ()  # its top-level functions that cast nothing
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -123,6 +124,7 @@ class ModelRecord:
             self.held,
             self.reach,
             self.factories,
+            self.keepers,
         ]
 
     @classmethod
@@ -131,7 +133,7 @@ class ModelRecord:
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
-            main, held, ran, factories = rest
+            main, held, ran, factories, keepers = rest
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -173,6 +175,7 @@ class ModelRecord:
                     tuple(map(str, ran[4])),
                 ),
                 tuple((str(f), int(i), str(c)) for f, i, c in factories),
+                tuple(map(str, keepers)),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -427,6 +430,7 @@ class _Reader:
             tuple(sorted(parts)),
             reach_of(self.data, code, self.imports, self.plain),
             tuple(sorted(factories)),
+            self._keepers(),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
@@ -633,11 +637,12 @@ class _Reader:
                     out.add(assigned.group(1).decode())
         return out
 
-    def _keeping_callee(self, callee: bytes) -> bool | str:
+    def _keeping_callee(self, callee: bytes) -> bool | str | Passed:
         """Whether handing a model to ``callee`` keeps its dtype: a function of this file
         (``f``, ``self.f``) none of whose definitions casts anything, or an export/trace
         (``torch.onnx.export``, ``torch.jit.trace``), which runs the model as it is; a class
-        (its qualified name): the model becomes its part, and follows it."""
+        (its qualified name): the model becomes its part, and follows it; a function of
+        another project file (:class:`Passed`): the project decides whether it casts."""
         text = callee.decode(errors="replace")
         if (self.resolve(text) or text) in _KEEPING_EXPORTS:
             return True
@@ -645,11 +650,21 @@ class _Reader:
         if holder is not None and ".from_" not in text:
             return holder
         head, _, name = text.rpartition(".")
-        if head not in ("", "self", "cls"):
-            return False
         if self._casting is None:
             self._casting = _casting_functions(self.code)
-        return self._casting.get(name) is False
+        if head in ("self", "cls") or (not head and name in self._casting):
+            return self._casting.get(name) is False
+        function = self._function_named(text)
+        return False if function is None else Passed(function)
+
+    def _keepers(self) -> tuple[str, ...]:
+        """This file's top-level functions none of whose definitions casts anything: a model
+        another file hands one keeps its dtype there."""
+        if self._casting is None:
+            self._casting = _casting_functions(self.code)
+        prefix = f"{self.module}." if self.module else ""
+        found = (f"{prefix}{n}" for n in self._top_defs() if self._casting.get(n) is False)
+        return tuple(sorted(found))
 
     def _builds(
         self, bodies: list[range], keys: set[str], plain: Sequence[range] = ()
@@ -818,7 +833,7 @@ def _escapes(
     models: dict[str, set[str]],
     taker: Callable[[bytes], str | None] = lambda callee: None,
     held: Collection[str] = (),
-    keeping: Callable[[bytes], bool | str] = lambda callee: False,
+    keeping: Callable[[bytes], bool | str | Passed] = lambda callee: False,
 ) -> tuple[
     set[str],
     set[str],
@@ -866,6 +881,9 @@ def _escapes(
                 continue
             if isinstance(kept, _Returned):
                 returns.append((key, match.start(), kept.index))
+                continue
+            if isinstance(kept, Passed):
+                holders.append((key, f"{kept.function}{PASSED}"))
                 continue
             if kept is False:
                 bad.add(key)
@@ -922,6 +940,18 @@ _CASTING_METHOD = re.compile(rb"half|bfloat16|float16|fp16|bf16|double|dtype|pre
 _COMPARED = re.compile(rb"(?:is\b|==|!=|:\s*$)", re.MULTILINE)
 _BINDING_BEFORE = re.compile(rb"\b(?:as|for|del)[ \t]+$")
 _DEF_BEFORE = re.compile(rb"(?:\bdef\s+\w+\s*|\blambda\b[^:\n]*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """A model handed to ``function``, a function of another project file (``load_weights(
+    pipeline, path)``): it keeps its dtype if no definition of that function casts."""
+
+    function: str
+
+
+# ``(class, "pkg.f()>")`` among a record's ``held``: a model handed to the function ``pkg.f``.
+PASSED = "()>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -1017,8 +1047,11 @@ def _taken(code: bytes, start: int, taker: Callable[[bytes], str | None]) -> str
 
 
 def _keeps(
-    code: bytes, start: int, end: int, keeping: Callable[[bytes], bool | str] = lambda c: False
-) -> bool | list[str] | str | _Returned:
+    code: bytes,
+    start: int,
+    end: int,
+    keeping: Callable[[bytes], bool | str | Passed] = lambda c: False,
+) -> bool | list[str] | str | _Returned | Passed:
     """Whether the use of a model variable at ``start:end`` keeps its dtype (True), might
     cast it (False), binds it to other names whose uses decide (their list), hands it to
     a class's constructor (its name), or returns it (:class:`_Returned`)."""
@@ -1071,7 +1104,7 @@ def _keeps(
         if callee.rpartition(b".")[2].decode() in _KEEPING_WRAPPERS:
             return True
         verdict = keeping(callee)
-        if isinstance(verdict, str):
+        if isinstance(verdict, (str, Passed)):
             return verdict
         if verdict:
             found = _WITH_AS.match(code, _closing(code, opening + 1))
