@@ -705,9 +705,8 @@ class _Reader:
         ``models.get_model``): a top-level function of this file, or an imported name that
         is no well-known library's; None otherwise."""
         head, _, rest = text.partition(".")
-        leaf = text.rpartition(".")[2]
-        if not head or head in _SKIP_NAMES or not (leaf[:1].islower() or leaf[:1] == "_"):
-            return None
+        if not head or head in _SKIP_NAMES or any(p[:1].isupper() for p in text.split(".")):
+            return None  # (``Model.from_config(...)``: a class's, not a function of the file)
         if head in self._top_defs() and not rest:
             return f"{self.module}.{head}" if self.module else head
         if head not in self.imports:
