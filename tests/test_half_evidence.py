@@ -213,3 +213,94 @@ def test_a_part_handed_to_a_constructor_and_a_base_follow_their_users() -> None:
     assert kinds() == ["float32", "float32", "cast"]
     sources["run.py"] = run + b"class Dec(Base):\n    pass\nDec().half()\n"
     assert kinds()[:2] == [None, None]  # a subclass is cast: the base's code runs in half
+
+
+def test_a_cast_of_what_a_factory_returns_reaches_the_block_as_an_error() -> None:
+    """``load_dit(8).half()`` in the script casts the DiT the loader of another file builds
+    and returns: the block's upcast is an error naming that cast."""
+    (finding,) = findings(XFILE / "bad_factory_cast_model", "--no-cache")
+    assert finding["severity"] == "error"
+    cast = "`DiT` (returned by `load_dit()`) is cast to half by `load_dit(8).half()`"
+    assert f"{cast} at dit/sample.py:12" in finding["message"]
+
+
+def test_a_model_a_factory_returns_and_its_callers_keep_is_float32() -> None:
+    """The loader returns ``(model, settings)``; the script binds the model (declared
+    ``global``), moves and calls it: only ever float32, so the block gives nothing."""
+    assert findings(XFILE / "good_factory_float32_model", "--no-cache") == []
+
+
+FACTORY = (
+    b"from pkg.model import Model, Head\n"
+    b"def load(d):\n    model = Model()\n    model.eval()\n    return model, Head()\n"
+)
+
+
+def _factory_kinds(run: bytes, installable: bool = False) -> list[str | None]:
+    model = MODEL + b"class Head(nn.Module):\n    pass\n"
+    sources = {"pkg/__init__.py": b"", "pkg/model.py": model, "pkg/load.py": FACTORY}
+    sources["run.py"] = HALF + run
+    uses = uses_of_sources(sources, installable=installable).at("pkg.model")
+    found = [uses.of(name) for name in ("Model", "Head")]
+    return [None if f is None else f.kind for f in found]
+
+
+def test_a_factorys_callers_decide_what_it_returns_by_position() -> None:
+    call = b"from pkg.load import load\n"
+    assert _factory_kinds(call + b"m, h = load(8)\nm(x)\nh.to(torch.bfloat16)\n") == [
+        "float32",
+        "cast",
+    ]
+    assert _factory_kinds(call + b"m, h = load(8)\nprepare(m)\nh(x)\n") == [None, "float32"]
+    # what no call of the project binds, or an installable package's users get, might be cast
+    assert _factory_kinds(b"") == [None, None]
+    assert _factory_kinds(call + b"m, h = load(8)\nm(x)\nh(x)\n", installable=True) == [None, None]
+
+
+def test_a_non_persistent_buffer_is_cast_with_a_model_cast_after_its_load() -> None:
+    """``from_pretrained(torch_dtype=...)`` builds under that dtype and leaves a buffer the
+    checkpoint lacks as built; a model loaded without it and cast by ``.to(torch.float16)``
+    has every floating buffer cast. The project shows its loads: only the first is a bug."""
+    (finding,) = findings(XFILE / "bad_dtype_load_buffer", "--no-cache")
+    assert finding["code"] == "MPC102" and finding["severity"] == "error"
+    assert findings(XFILE / "good_cast_after_load_buffer", "--no-cache") == []
+
+
+def test_a_library_or_a_pipeline_load_keeps_the_buffer_exception() -> None:
+    """Users of an installable package, or a library pipeline loading its parts by name
+    under a dtype, may load any class that way: the exception holds."""
+    model = b"from torch import nn\nclass Net(ModelMixin):\n    pass\n"
+    run = b"import torch\nfrom pkg.model import Net\nnet = Net.from_pretrained('p').half()\n"
+    sources = {"pkg/__init__.py": b"", "pkg/model.py": model, "run.py": run}
+    assert not uses_of_sources(sources).at("pkg.model").loaded_under_dtype("Net")
+    assert uses_of_sources(sources, installable=True).at("pkg.model").loaded_under_dtype("Net")
+    loaded = b"pipe = DiffusionPipeline.from_pretrained('p', torch_dtype=torch.float16)\n"
+    sources["run.py"] = run + b"from diffusers import DiffusionPipeline\n" + loaded
+    assert uses_of_sources(sources).at("pkg.model").loaded_under_dtype("Net")
+    sources["run.py"] = run + b"n2 = Net.from_pretrained('p', torch_dtype=torch.bfloat16)\n"
+    assert uses_of_sources(sources).at("pkg.model").loaded_under_dtype("Net")
+
+
+def test_a_model_handed_to_a_function_of_another_file_follows_that_function() -> None:
+    """A weight loader of another file that casts nothing keeps the VAE float32 (the block
+    gives nothing); one that casts what it is given leaves the premise, a warning."""
+    assert findings(XFILE / "good_helper_elsewhere_keeps_model", "--no-cache") == []
+    (finding,) = findings(XFILE / "warn_helper_elsewhere_casts_model", "--no-cache")
+    assert finding["severity"] == "warning"
+
+
+def test_a_function_of_another_file_keeps_a_model_only_if_it_casts_nothing() -> None:
+    util = b"import torch\ndef load(m, p):\n    m.load_state_dict(torch.load(p))\n    return m\n"
+    util += b"def to_half(m):\n    return m.half()\n"
+    head = b"from pkg.model import Model\nmodel = Model()\n"
+
+    def kind(run: bytes) -> str | None:
+        sources = {"pkg/__init__.py": b"", "pkg/model.py": MODEL, "pkg/util.py": util}
+        sources["run.py"] = HALF + head + run
+        found = uses_of_sources(sources).at("pkg.model").of("Model")
+        return None if found is None else found.kind
+
+    assert kind(b"from pkg.util import load\nmodel = load(model, 'p')\nmodel(x)\n") == "float32"
+    assert kind(b"from pkg import util\nutil.load(model, 'p')\nmodel(x)\n") == "float32"
+    assert kind(b"from pkg.util import to_half\nto_half(model)\nmodel(x)\n") is None
+    assert kind(b"from other import fiddle\nfiddle(model)\nmodel(x)\n") is None  # not ours

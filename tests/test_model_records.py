@@ -125,9 +125,7 @@ def test_a_model_handed_to_a_helper_is_no_float32_evidence() -> None:
         ),
         ("model = torch.compile(model)\nmodel = DDP(model, device_ids=[0])\nmodel.cuda()", True),
         ("model = convert(model)", False),
-        ("return model", False),
         ("other = model", True),  # an alias: its uses decide (none here)
-        ("other = model\nreturn other", False),
         ("if model is not None:\n        y = model.generate(x)", True),
         ("helper(model)", False),  # (a function of another file: it might cast it)
         ("model.encoder.half()", False),
@@ -138,6 +136,38 @@ def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> 
     source += "".join(f"    {line}\n" for line in use.splitlines())
     (build,) = record_of(source.encode(), "run.py").builds
     assert build[0] == "net.Net" and build[2] is kept
+
+
+@pytest.mark.parametrize(
+    ("use", "made"),
+    [
+        ("return model", (("run.main", -1, "net.Net"),)),
+        ("other = model\nreturn other", (("run.main", -1, "net.Net"),)),
+        ("return model, cfg", (("run.main", 0, "net.Net"),)),
+        ("return (\n        cfg,\n        model,\n    )", (("run.main", 1, "net.Net"),)),
+        ("return model.half()", ()),
+        ("return wrap(model)", ()),
+    ],
+)
+def test_a_returned_model_is_a_factory_product_its_callers_decide(
+    use: str, made: tuple[tuple[str, int, str], ...]
+) -> None:
+    """A top-level function that returns a model it builds is a factory: the build stays
+    float32 here when nothing else might cast it, and the record says which position of
+    the returned value holds which class (the callers' uses decide, across files)."""
+    source = "from net import Net\n\ndef main(x, device):\n    model = Net()\n"
+    source += "".join(f"    {line}\n" for line in use.splitlines())
+    record = record_of(source.encode(), "run.py")
+    assert record.factories == made
+    assert record.builds[0][2] is bool(made)
+
+
+def test_a_method_returning_a_model_lets_it_escape() -> None:
+    """A method's callers are not named by the file: its returned model might be cast."""
+    source = b"from net import Net\n\nclass Loader:\n    def make(self):\n"
+    source += b"        model = Net()\n        return model\n"
+    record = record_of(source, "run.py")
+    assert record.factories == () and record.unsafe == ("net.Net",)
 
 
 def test_a_class_nothing_builds_imports_or_names_gives_nothing() -> None:
@@ -251,3 +281,9 @@ def test_the_wrapper_gate_answers_as_the_wrapper_regex() -> None:
             assert records._names_wrapper(code) is expected
         assert records._names_wrapper(leaf + b"(x)")
     assert not records._names_wrapper(b"model = Model()\nmodel.half()\n")
+
+
+def test_a_factory_in_a_file_with_windows_line_ends() -> None:
+    """``return Net.from_pretrained(...)`` followed by ``\\r\\n`` still returns the model."""
+    source = b"from net import Net\r\n\r\ndef load(p):\r\n    return Net.from_pretrained(p)\r\n"
+    assert record_of(source, "run.py").factories == (("run.load", -1, "net.Net"),)

@@ -130,6 +130,9 @@ class FileAnalysis(Walk):
             return None
         return self.uses.callables.split_run(function, slots)
 
+    def loaded_under_dtype(self, name: str) -> bool:
+        return self.uses is None or self.uses.loaded_under_dtype(name)
+
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         return self.expressions.expr(node, frame)
 

@@ -118,6 +118,12 @@ class Walk(ABC):
         (:mod:`mpcheck.project.callables`)."""
 
     @abstractmethod
+    def loaded_under_dtype(self, name: str) -> bool:
+        """Whether a load of this file's class ``name`` may build it under a half default
+        dtype (``from_pretrained(torch_dtype=...)``), which leaves a non-persistent buffer
+        as built (:mod:`mpcheck.engine.buffers`)."""
+
+    @abstractmethod
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         """The fact ``node`` evaluates to; reports the calls inside it."""
 

@@ -545,6 +545,8 @@ class Modules:
         """``self.register_buffer("name", t)``: bind ``self.name`` (see :mod:`buffers`)."""
         info = self._class_of_frame(frame)
         pretrained = info is not None and info.pretrained
+        if info is not None and pretrained:
+            pretrained = self.file.loaded_under_dtype(info.node.name.value)
         bound = registered(node, method, args, kwargs, frame.scope.in_module, pretrained)
         if bound is None:
             return

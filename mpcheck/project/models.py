@@ -40,7 +40,14 @@ from mpcheck.project.callables import Callables
 from mpcheck.project.callers import ModuleCode
 from mpcheck.project.construction import Construction
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
-from mpcheck.project.records import ModelRecord, may_write, module_of, record_of
+from mpcheck.project.records import (
+    CALLED,
+    PASSED,
+    ModelRecord,
+    may_write,
+    module_of,
+    record_of,
+)
 from mpcheck.project.summary import Place
 
 __all__ = [
@@ -83,12 +90,15 @@ class ModelUses:
         ran: Reached | None = None,
         callables: Callables | None = None,
         autocasts: bool = True,
+        dtype_loads: frozenset[str] | None = None,
     ) -> None:
         self._reach = dict(reach)
         # whether anything may run the project's code under autocast: a file opens an
         # enabled region or brings a trainer that may (:func:`~mpcheck.project.records.
         # may_autocast`), or the project is a package its users run as they like
         self.autocasts = autocasts
+        # the classes some load builds under a half default dtype (None: unknown, any may be)
+        self._dtype_loads = dtype_loads
         self._ran = ran  # the files and functions nothing runs (None: a library, unknown)
         self.module = module  # the module :meth:`of` names classes in
         self._mentions = mentions
@@ -107,6 +117,7 @@ class ModelUses:
             self._ran,
             self.callables,
             self.autocasts,
+            self._dtype_loads,
         )
 
     def runs_in_modules(self, name: str) -> bool:
@@ -140,6 +151,18 @@ class ModelUses:
         nothing names, or in a file nothing imports, never runs (:mod:`mpcheck.project.reach`)."""
         qualified = f"{self.module}.{name}" if self.module else name
         return self._ran is None or not self._ran.function_dead(qualified)
+
+    def loaded_under_dtype(self, name: str) -> bool:
+        """Whether some load may build the class ``name`` of :attr:`module` under a half
+        default dtype: ``from_pretrained(torch_dtype=torch.float16)`` builds it in that
+        dtype and casts nothing after, so a non-persistent buffer (not in the checkpoint)
+        keeps the dtype it was built with. A model built otherwise and cast (``.half()``,
+        ``.to(dtype)``) has every floating buffer cast. Unknown (a library, whose users load
+        it; a file alone; a project that changes the default dtype or has a pipeline load
+        its parts by name) means it may be."""
+        if self._dtype_loads is None:
+            return True
+        return (f"{self.module}.{name}" if self.module else name) in self._dtype_loads
 
     def of(self, name: str) -> Reach | None:
         """The evidence of the class ``name`` defined in :attr:`module`."""
@@ -290,6 +313,10 @@ def uses_of_records(
     demos: set[str] = set()  # built by demos, examples or tests only (no float32 evidence)
     unsafe: set[str] = set()  # a value of the class reaches a use that may cast it
     subclasses: dict[str, set[str]] = {}  # project class -> the project classes deriving it
+    factories = _Factories(records, names)
+    expand = factories.expand
+    under_dtype: set[str] = set()  # loaded under a half default dtype (``torch_dtype=``)
+    opaque = False  # a library pipeline or Auto class loads classes by name under a dtype
     any_half = any(record.half for record in records.values())
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
@@ -307,46 +334,55 @@ def uses_of_records(
                 place = Place(path, cls.line, 1, f"{text} ({where(path, cls.line)})")
                 roots[cls.name] = Reach(LIBRARY, place)
         for name, (line, column, _), what in record.casts:
-            target = names.resolve(name)
-            if target is not None and target not in casts:
-                place = Place(path, line, column, f"{what} at {where(path, line)}")
-                casts[target] = Reach(CAST, place)
+            if _UNDER_DTYPE in what:  # ``X.from_pretrained(..., torch_dtype=...)``
+                under_dtype.update(expand(name))
+                leaf = name.rpartition(".")[2]
+                loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
+                opaque = opaque or (loader and names.resolve(name) is None)
+            for target in expand(name):
+                if target not in casts:
+                    text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
+                    casts[target] = Reach(CAST, Place(path, line, column, text))
         for name, region in record.calls:
-            target = names.resolve(name)
-            if target is None:
-                continue
-            if region is None:
-                uncovered.add(target)
-            elif target not in covered:
-                line, column, what = region
-                place = Place(path, line, column, f"{what} at {where(path, line)}")
-                covered[target] = Reach(AUTOCAST, place)
+            for target in expand(name):
+                if region is None:
+                    uncovered.add(target)
+                elif target not in covered:
+                    line, column, what = region
+                    place = Place(path, line, column, f"{what} at {where(path, line)}")
+                    covered[target] = Reach(AUTOCAST, place)
         demo = installable and _in_package(path, records)
         for name, (line, column, code), kept in record.builds:
-            target = names.resolve(name)
-            if target is not None:
+            for target in expand(name):
                 demos.add(target)  # (built: reached, whatever it says of the dtype)
-            if demo and (path.endswith("__main__.py") or 0 < record.main <= line):
-                continue  # the package's own demo: its users build the class as they like
-            if target is None or (_demo(path) and not _demo(names.classes.get(target, path))):
-                continue  # (a class of the package built by its examples, tests, benchmarks)
-            leaf = target.rpartition(".")[2]
-            text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
-            sites.setdefault(target, []).append((Place(path, line, column, text), kept))
-        unsafe.update(t for t in map(names.resolve, record.unsafe) if t is not None)
-        held.extend((names.resolve(part), names.resolve(holder)) for part, holder in record.held)
+                if demo and (path.endswith("__main__.py") or 0 < record.main <= line):
+                    continue  # the package's own demo: its users build the class as they like
+                if _demo(path) and not _demo(names.classes.get(target, path)):
+                    continue  # (a class of the package built by its examples, tests, benchmarks)
+                leaf = target.rpartition(".")[2]
+                text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
+                sites.setdefault(target, []).append((Place(path, line, column, text), kept))
+        unsafe.update(t for name in record.unsafe for t in expand(name))
+        for handed, owner in record.held:
+            if owner.endswith(PASSED):  # handed to a project function: kept if it casts nothing
+                if not factories.keeps(owner.removesuffix(PASSED)):
+                    unsafe.update(expand(handed))
+                continue
+            held.extend((t, names.resolve(owner)) for t in expand(handed))
         for name, (line, column, text), effect in record.wrappers:
             place = Place(path, line, column, f"{text} at {where(path, line)}")
             wrappers.setdefault(wrap.library_of(name), []).append((effect, place))
         for name, (line, column, _), lib in record.wrapped:
-            target = names.resolve(name)
-            if target is not None:
+            for target in expand(name):
                 wrapped.setdefault(target, []).append((lib, Place(path, line, column, "")))
         for cls in record.classes:
             for base in cls.bases:
                 parent = names.resolve(base)
                 if parent is not None:
                     subclasses.setdefault(parent, set()).add(cls.name)
+    # what a factory returns to callers the project does not show (its users, when it is an
+    # installable package's own function; none at all) might be cast there
+    unsafe.update(factories.unseen(lambda path: installable and _in_package(path, records)))
     deepspeed = any(record.deepspeed for record in records.values())
     autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where)
     plain = {c.name for r in records.values() for c in r.classes if c.bases in ((), ("object",))}
@@ -390,18 +426,98 @@ def uses_of_records(
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}
     called = ModuleCode(passes, classes, names.resolve, names.follow)
-    handed = Callables({p: r.callables for p, r in records.items()})
+    lambdas = Callables({p: r.callables for p, r in records.items()})
     autocasts = alone or installable or bool(wrappers) or bool(wrapped)
     autocasts = autocasts or any(record.autocasts for record in records.values())
+    loads = None
+    if known and not installable and not defaults and not opaque:
+        loads = frozenset(_parts_of(under_dtype, bodies))
     return ModelUses(
         reach,
         mentions=mentions,
         construction=made,
         module_code=called,
         ran=ran,
-        callables=handed,
+        callables=lambdas,
         autocasts=autocasts,
+        dtype_loads=loads,
     )
+
+
+# A cast record's text for a model built under a dtype (:meth:`records._Reader._casts`).
+_UNDER_DTYPE = "is built in half by"
+
+
+def _parts_of(roots: Iterable[str], bodies: Mapping[str, set[str]]) -> set[str]:
+    """``roots`` and every class their bodies build, transitively (built under the same
+    default dtype)."""
+    out, todo = set(roots), list(roots)
+    while todo:
+        for part in bodies.get(todo.pop(), ()):
+            if part not in out:
+                out.add(part)
+                todo.append(part)
+    return out
+
+
+class _Factories:
+    """The project's functions that build a model and return it (``def load_vae(cfg): ...
+    return model``), joined from the records: a call's value (``vae = load_vae(cfg)``, spelled
+    ``pkg.f()#`` in a record, ``pkg.f()#1`` for the second element of its returned tuple) is
+    the class it returns, so the caller's uses of it are that class's uses (cast there,
+    handed to a wrapper, kept float32)."""
+
+    def __init__(self, records: Mapping[str, ModelRecord], names: _Names) -> None:
+        self.names = names
+        self.products: dict[str, list[tuple[int, str]]] = {}
+        self.home: dict[str, str] = {}  # function -> the path of its file
+        for path, record in sorted(records.items()):
+            for function, index, built in record.factories:
+                self.products.setdefault(function, []).append((index, built))
+                self.home.setdefault(function, path)
+        self.called: set[str] = set()  # the factories whose value some call binds
+        # the project's top-level functions that cast nothing (a model handed one keeps)
+        self.keepers = frozenset(k for r in records.values() for k in r.keepers)
+
+    def keeps(self, function: str) -> bool:
+        """Whether ``function`` is a project function none of whose definitions casts."""
+        return (self.names.follow(function) or function) in self.keepers
+
+    def expand(self, name: str, depth: int = 0) -> list[str]:
+        """The project classes ``name`` stands for: a class, or what a call returns."""
+        if CALLED not in name:
+            found = self.names.resolve(name)
+            return [] if found is None else [found]
+        function, _, index = name.partition(CALLED)
+        function = self.names.follow(function) or function
+        if function not in self.products or depth > 8:
+            return []
+        self.called.add(function)
+        out: list[str] = []
+        for at, built in self.products[function]:
+            if index in ("", str(at)) or at < 0:
+                out.extend(t for t in self.expand(built, depth + 1) if t not in out)
+        return out
+
+    def spelled(self, what: str, name: str, target: str) -> str:
+        """A cast's text quoting the class a call returned, not the call's placeholder."""
+        if CALLED not in name:
+            return what
+        function = name.partition(CALLED)[0].rpartition(".")[2]
+        leaf = target.rpartition(".")[2]
+        shown = f"`{leaf}` (returned by `{function}()`)"
+        return what.replace(f"`{name.rpartition('.')[2]}`", shown, 1)
+
+    def unseen(self, users: Callable[[str], bool]) -> set[str]:
+        """The classes returned by factories no call of the project binds, or that an
+        installable package's users call (``users(path)``): they go where nothing shows."""
+        out: set[str] = set()
+        for function in sorted(self.products):
+            if function in self.called and not users(self.home[function]):
+                continue
+            for _, built in self.products[function]:
+                out.update(self.expand(built))
+        return out
 
 
 def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:

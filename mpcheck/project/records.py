@@ -36,12 +36,12 @@ from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.callables import NONE as NO_CALLABLES
 from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
-from mpcheck.project.construction import SPACES, ConstructionPass, construction_of
+from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.reach import NONE, ReachPass, reach_of
 
-__all__ = ["FORMAT", "ModelRecord", "module_of", "record_of"]
+__all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 10
+FORMAT = 11
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -102,6 +102,10 @@ class ModelRecord:
     # it may turn autocast on: an autocast region not spelled ``enabled=False``, or an import
     # of a library whose trainers run models under one (:func:`may_autocast`)
     autocasts: bool = True
+    # (function, position in its returned tuple or -1 for the whole value, class or call):
+    # the models a top-level function builds and returns; its callers' uses decide their fate
+    factories: tuple[tuple[str, int, str], ...] = ()
+    keepers: tuple[str, ...] = ()  # its top-level functions that cast nothing
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -129,6 +133,8 @@ class ModelRecord:
             self.reach,
             self.callables,
             self.autocasts,
+            self.factories,
+            self.keepers,
         ]
 
     @classmethod
@@ -137,7 +143,7 @@ class ModelRecord:
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
-            main, held, ran, handed, autocasts = rest
+            main, held, ran, handed, autocasts, factories, keepers = rest
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -187,6 +193,8 @@ class ModelRecord:
                     tuple((str(m), str(a)) for m, a in handed[2]),
                 ),
                 bool(autocasts),
+                tuple((str(f), int(i), str(c)) for f, i, c in factories),
+                tuple(map(str, keepers)),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -274,6 +282,9 @@ class _Reader:
         self._calls: list[tuple[int, int, str]] | None = None
         self._half_names: frozenset[bytes] | None = None  # (see :meth:`_holds_half`)
         self._casting: dict[str, bool] | None = None  # (see :meth:`_keeping_callee`)
+        self._defs: dict[str, int] | None = None  # (see :meth:`_top_defs`)
+        self._bodies: list[tuple[int, int, int, str]] | None = None  # (:meth:`_factory_at`)
+        self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
         # import ``Decoder`` from one module and another function from another
         self.rebound: dict[str, list[tuple[int, str]]] = {}
@@ -401,11 +412,18 @@ class _Reader:
         tops = [m for m in found if not m.group(1)]
         plain = [b for m, b in zip(tops, bodies, strict=True) if _plain(m.group(3))]
         models = self._bound()
+        made = self._made(models, bodies)
         casts = self._casts(models) if _CASTS.search(code) else []
         calls = self._regions(models) if b"autocast" in code and models else []
         held = self._held(plain)
-        unsafe, keys, taken, parts = _escapes(code, models, self._taker, held, self._keeping_callee)
+        found_uses = _escapes(code, models, self._taker, held, self._keeping_callee)
+        unsafe, keys, taken, parts, returned = found_uses
+        factories = self._factories(returned, keys, unsafe)
         builds = self._builds(bodies, keys, plain)
+        factories.update(self._returned_builds())
+        for name, at, target in made:
+            text = f"{name.partition(CALLED)[0].rpartition('.')[2]}(...)"
+            builds.append((name, self.spot(at, text), target in keys))
         main = _MAIN.search(code)
         wrapped = [
             (cls, self.spot(at), lib) for key, at, lib in taken for cls in sorted(models[key])
@@ -438,6 +456,8 @@ class _Reader:
             reach_of(self.data, code, self.imports, self.plain),
             callables_of(self.data, code),
             may_autocast(code, self.imports.values()),
+            tuple(sorted(factories)),
+            self._keepers(),
         )
 
     def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
@@ -563,7 +583,10 @@ class _Reader:
             if "(" not in text:
                 return []
             cls = self._class_named(text.split("(", 1)[0])
-            return [] if cls is None else [cls]
+            if cls is None:  # ``build_model(cfg).half()``: what the factory returns is cast
+                made = self._function_named(text.split("(", 1)[0])
+                return [] if made is None else [f"{made}{CALLED}"]
+            return [cls]
 
         for match in _CAST_AT.finditer(code):
             start, receiver = _receiver(code, match.start())
@@ -645,11 +668,12 @@ class _Reader:
                     out.add(assigned.group(1).decode())
         return out
 
-    def _keeping_callee(self, callee: bytes) -> bool | str:
+    def _keeping_callee(self, callee: bytes) -> bool | str | Passed:
         """Whether handing a model to ``callee`` keeps its dtype: a function of this file
         (``f``, ``self.f``) none of whose definitions casts anything, or an export/trace
         (``torch.onnx.export``, ``torch.jit.trace``), which runs the model as it is; a class
-        (its qualified name): the model becomes its part, and follows it."""
+        (its qualified name): the model becomes its part, and follows it; a function of
+        another project file (:class:`Passed`): the project decides whether it casts."""
         text = callee.decode(errors="replace")
         if (self.resolve(text) or text) in _KEEPING_EXPORTS:
             return True
@@ -657,11 +681,21 @@ class _Reader:
         if holder is not None and ".from_" not in text:
             return holder
         head, _, name = text.rpartition(".")
-        if head not in ("", "self", "cls"):
-            return False
         if self._casting is None:
             self._casting = _casting_functions(self.code)
-        return self._casting.get(name) is False
+        if head in ("self", "cls") or (not head and name in self._casting):
+            return self._casting.get(name) is False
+        function = self._function_named(text)
+        return False if function is None else Passed(function)
+
+    def _keepers(self) -> tuple[str, ...]:
+        """This file's top-level functions none of whose definitions casts anything: a model
+        another file hands one keeps its dtype there."""
+        if self._casting is None:
+            self._casting = _casting_functions(self.code)
+        prefix = f"{self.module}." if self.module else ""
+        found = (f"{prefix}{n}" for n in self._top_defs() if self._casting.get(n) is False)
+        return tuple(sorted(found))
 
     def _builds(
         self, bodies: list[range], keys: set[str], plain: Sequence[range] = ()
@@ -689,7 +723,101 @@ class _Reader:
             kept = assigned is not None and assigned.group(1).decode() in keys
             called = code[close : close + 8].lstrip().startswith(b"(")
             held = self._holds_half(code[end:close])
+            index = _return_index(code, at, close)
+            if index is not None and self._factory_at(at) is not None:
+                self._direct.append((at, index, cls))  # ``return Model(...)``: callers decide
+                kept = True
             out.append((cls, self.spot(at, text), (kept or called) and not held))
+        return out
+
+    # -- factories: functions that build a model and return it ------------------------------
+    def _function_named(self, text: str) -> str | None:
+        """The qualified project function a call's callee text may name (``build_model``,
+        ``models.get_model``): a top-level function of this file, or an imported name that
+        is no well-known library's; None otherwise."""
+        head, _, rest = text.partition(".")
+        if not head or head in _SKIP_NAMES or any(p[:1].isupper() for p in text.split(".")):
+            return None  # (``Model.from_config(...)``: a class's, not a function of the file)
+        if head in self._top_defs() and not rest:
+            return f"{self.module}.{head}" if self.module else head
+        if head not in self.imports:
+            return None
+        found = self.imports[head]
+        if found.partition(".")[0] in _NOT_PROJECT:
+            return None
+        return f"{found}.{rest}" if rest else found
+
+    def _top_defs(self) -> dict[str, int]:
+        """Each top-level function of the file: name -> the offset of its ``def``."""
+        if self._defs is None:
+            found = _DEF.finditer(self.code)
+            self._defs = {m.group(2).decode(): m.start() for m in found if not m.group(1)}
+        return self._defs
+
+    def _factory_at(self, at: int) -> str | None:
+        """The top-level function whose own body holds the offset ``at`` (a ``return`` there
+        hands its value to that function's callers); None inside a method or nested function,
+        whose callers this file cannot name."""
+        if self._bodies is None:
+            spans = []
+            for match in _DEF.finditer(self.code):
+                indent = len(match.group(1).expandtabs())
+                end = body_end(self.code, match.end(), indent)
+                spans.append((match.start(), end, indent, match.group(2).decode()))
+            self._bodies = spans
+        inner = None
+        for start, end, indent, name in self._bodies:
+            if start <= at < end and (inner is None or indent >= inner[0]):
+                inner = (indent, name)
+        if inner is None or inner[0] != 0:
+            return None
+        return f"{self.module}.{inner[1]}" if self.module else inner[1]
+
+    def _made(self, models: dict[str, set[str]], bodies: list[range]) -> list[tuple[str, int, str]]:
+        """The calls of the project's functions bound to variables outside class bodies
+        (``vae = load_vae(cfg)``, ``model, cfg = build(args)``): each variable is bound to
+        what the function returns (a ``pkg.f()#i`` name the project joins to the classes
+        ``pkg.f`` returns at position ``i`` of its tuple, ``#`` alone the whole value).
+        Returns (that name, the call's offset, the variable) for each."""
+        out = []
+        starts = [b.start for b in bodies]
+        for match in _MADE.finditer(self.code):
+            i = bisect_right(starts, match.start()) - 1
+            if i >= 0 and match.start() in bodies[i]:
+                continue  # (a module's part follows the class that builds it)
+            made = self._function_named(match.group(2).decode())
+            if made is None:
+                continue
+            targets = [t.strip() for t in match.group(1).decode().split(",") if t.strip()]
+            for index, target in enumerate(targets):
+                name = f"{made}{CALLED}{index if len(targets) > 1 else ''}"
+                models.setdefault(target, set()).add(name)
+                out.append((name, match.start(2), target))
+        return out
+
+    def _factories(
+        self, returned: list[tuple[str, int, int, str]], keys: set[str], unsafe: set[str]
+    ) -> set[tuple[str, int, str]]:
+        """(function, position, class) of each model a top-level function returns; a value
+        returned elsewhere (a method, a nested function) escapes as before."""
+        out = set()
+        for key, at, index, cls in returned:
+            function = self._factory_at(at)
+            if function is None:
+                unsafe.add(cls)
+                keys.discard(key)
+                continue
+            out.add((function, index, cls))
+        return out
+
+    def _returned_builds(self) -> set[tuple[str, int, str]]:
+        """(function, position, class) of each ``return Model(...)`` of a top-level
+        function (found by :meth:`_builds`)."""
+        out = set()
+        for at, index, cls in self._direct:
+            function = self._factory_at(at)
+            if function is not None:
+                out.add((function, index, cls))
         return out
 
     def _holds_half(self, arguments: bytes) -> bool:
@@ -735,8 +863,14 @@ def _escapes(
     models: dict[str, set[str]],
     taker: Callable[[bytes], str | None] = lambda callee: None,
     held: Collection[str] = (),
-    keeping: Callable[[bytes], bool | str] = lambda callee: False,
-) -> tuple[set[str], set[str], list[tuple[str, int, str]], set[tuple[str, str]]]:
+    keeping: Callable[[bytes], bool | str | Passed] = lambda callee: False,
+) -> tuple[
+    set[str],
+    set[str],
+    list[tuple[str, int, str]],
+    set[tuple[str, str]],
+    list[tuple[str, int, int, str]],
+]:
     """The classes some variable of which reaches a use that might cast it, the variables
     all of whose uses keep the dtype: calling it or a method of it whose name and arguments
     say nothing of half (``.to(device)``, ``.eval()``, ``.generate(x)``), ``torch.compile``,
@@ -749,13 +883,16 @@ def _escapes(
     (:mod:`mpcheck.project.models`). ``self.<attr>`` variables count only in ``held`` (a
     plain class's attributes; a module's parts follow the class that builds them). Last,
     (class, holder) for each model handed to a class's constructor: it follows that class
-    if the project defines it, else it escapes (:mod:`mpcheck.project.models`)."""
+    if the project defines it, else it escapes (:mod:`mpcheck.project.models`). And
+    (variable, offset, position, class) for each model returned (``return model``, ``return
+    model, cfg``): the function's callers decide (:meth:`_Reader._factories`)."""
     models = {k: v for k, v in models.items() if not k.startswith("self.") or k in held}
     if not models:
-        return set(), set(), [], set()
+        return set(), set(), [], set(), []
     holders: list[tuple[str, str]] = []
     bad: set[str] = set()
     taken: list[tuple[str, int, str]] = []
+    returns: list[tuple[str, int, int]] = []  # (variable, offset, position returned)
     aliases: dict[str, set[str]] = {}  # alias -> the variables it may stand for
     todo = sorted(models)
     seen = set(todo)
@@ -771,6 +908,12 @@ def _escapes(
                 continue
             kept = _keeps(code, match.start(), match.end(), keeping)
             if kept is True:
+                continue
+            if isinstance(kept, _Returned):
+                returns.append((key, match.start(), kept.index))
+                continue
+            if isinstance(kept, Passed):
+                holders.append((key, f"{kept.function}{PASSED}"))
                 continue
             if kept is False:
                 bad.add(key)
@@ -803,7 +946,15 @@ def _escapes(
         for source in sorted({key} if key in models else aliases.get(key, set()))
         if source in models and source not in bad
     ]
-    return unsafe, set(models) - bad, handed, parts
+    returned = [
+        (key, at, index, cls)
+        for key, at, index in returns
+        if key not in bad
+        for source in sorted({key} if key in models else aliases.get(key, set()))
+        if source in models and source not in bad
+        for cls in sorted(models[source])
+    ]
+    return unsafe, set(models) - bad, handed, parts, returned
 
 
 _KEYWORD_BEFORE = re.compile(rb"[A-Za-z_]\w*\s*=\s*$")
@@ -819,6 +970,93 @@ _CASTING_METHOD = re.compile(rb"half|bfloat16|float16|fp16|bf16|double|dtype|pre
 _COMPARED = re.compile(rb"(?:is\b|==|!=|:\s*$)", re.MULTILINE)
 _BINDING_BEFORE = re.compile(rb"\b(?:as|for|del)[ \t]+$")
 _DEF_BEFORE = re.compile(rb"(?:\bdef\s+\w+\s*|\blambda\b[^:\n]*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """A model handed to ``function``, a function of another project file (``load_weights(
+    pipeline, path)``): it keeps its dtype if no definition of that function casts."""
+
+    function: str
+
+
+# ``(class, "pkg.f()>")`` among a record's ``held``: a model handed to the function ``pkg.f``.
+PASSED = "()>"
+
+
+@dataclass(frozen=True, slots=True)
+class _Returned:
+    """A model variable returned by its function: at ``index`` of the returned tuple, or
+    the whole value (-1)."""
+
+    index: int
+
+
+# A call's value: ``pkg.f()#1`` is what ``pkg.f`` returns at position 1, ``pkg.f()#`` all of it.
+CALLED = "()#"
+_DECLARED = re.compile(rb"[ \t]*(?:global|nonlocal)\b")
+_RETURN_HEAD = re.compile(rb"[ \t]*return[ \t]+")
+_ELEMENT_END = re.compile(rb"[ \t\r]*(,|\)|\n|$)")
+# ``model = build(cfg)`` / ``model, cfg = build(cfg)``: a lowercase function's value bound
+_MADE = re.compile(
+    rb"^[ \t]*((?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)*[A-Za-z_][\w.]*)[ \t]*,?[ \t]*=[ \t]*"
+    rb"([A-Za-z_][\w.]*)[ \t]*\(",
+    re.MULTILINE,
+)
+# Imported roots that are libraries, never the project's own functions (a cheap filter: a
+# name that is no project function is dropped when the project joins the records anyway).
+_NOT_PROJECT = frozenset(
+    "torch numpy math os sys re json random logging time copy functools itertools collections "
+    "typing pathlib argparse transformers diffusers accelerate einops safetensors huggingface_hub "
+    "torchaudio torchvision librosa scipy PIL cv2 tqdm yaml omegaconf hydra gradio datasets "
+    "lightning pytorch_lightning peft timm deepspeed soundfile pandas".split()
+)
+_SKIP_NAMES = frozenset({"self", "cls", "super", "print", "len", "isinstance", "getattr"})
+
+
+def _return_index(code: bytes, start: int, end: int) -> int | None:
+    """Where the expression at ``start:end`` sits in a ``return`` statement that returns it
+    whole or as an element of a plain tuple (``return model``, ``return model, cfg``,
+    ``return (\n Model(),\n vae,\n)``): its position, or -1 for the whole value; None when it
+    is no such element (``return model.half()``, ``return f(model)``)."""
+    after = _ELEMENT_END.match(code, end)
+    if after is None:
+        return None
+    opening = _enclosing(code, start)
+    first = code.rfind(b"\n", 0, opening) + 1 if opening > 0 else 0
+    if opening > 0 and code[first:opening].strip() == b"return":
+        begin = opening + 1  # ``return (a, b)`` over one line or several
+    else:
+        line = code.rfind(b"\n", 0, start) + 1
+        head = _RETURN_HEAD.match(code, line, start)
+        if head is None:
+            return None
+        begin = head.end()
+    commas = _element(code, begin, start)
+    if commas is None:
+        return None
+    if commas or after.group(1) == b",":
+        return commas
+    return -1
+
+
+def _element(code: bytes, begin: int, start: int) -> int | None:
+    """How many elements of a tuple precede ``start`` (commas outside brackets between
+    ``begin`` and it), or None when ``start`` does not begin an element."""
+    depth, commas, last = 0, 0, begin
+    for i in range(begin, start):
+        c = code[i]
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif c == 0x2C and depth == 0:
+            commas, last = commas + 1, i + 1
+    if depth or code[last:start].strip(b" \t\r\n\\"):
+        return None
+    return commas
 
 
 def _taken(code: bytes, start: int, taker: Callable[[bytes], str | None]) -> str | None:
@@ -839,15 +1077,23 @@ def _taken(code: bytes, start: int, taker: Callable[[bytes], str | None]) -> str
 
 
 def _keeps(
-    code: bytes, start: int, end: int, keeping: Callable[[bytes], bool | str] = lambda c: False
-) -> bool | list[str] | str:
+    code: bytes,
+    start: int,
+    end: int,
+    keeping: Callable[[bytes], bool | str | Passed] = lambda c: False,
+) -> bool | list[str] | str | _Returned | Passed:
     """Whether the use of a model variable at ``start:end`` keeps its dtype (True), might
-    cast it (False), binds it to other names whose uses decide (their list), or hands it to
-    a class's constructor (its name)."""
+    cast it (False), binds it to other names whose uses decide (their list), hands it to
+    a class's constructor (its name), or returns it (:class:`_Returned`)."""
     after = code[end : end + 60].lstrip(b" \t")
     if after.startswith(b"=") and not after.startswith(b"=="):
         return True  # bound again
     line = code.rfind(b"\n", 0, start) + 1
+    if _DECLARED.match(code, line):
+        return True  # ``global model``: a declaration of the name, no use of the value
+    index = _return_index(code, start, end)
+    if index is not None:
+        return _Returned(index)
     if _TARGETS_BEFORE.fullmatch(code, line, start) and _TARGETS_AFTER.match(code, end):
         previous = code[max(0, line - 200) : line].rstrip()  # (not an argument's own line)
         if previous[-1:] not in (b"(", b"[", b"{", b",", b"\\"):
@@ -888,7 +1134,7 @@ def _keeps(
         if callee.rpartition(b".")[2].decode() in _KEEPING_WRAPPERS:
             return True
         verdict = keeping(callee)
-        if isinstance(verdict, str):
+        if isinstance(verdict, (str, Passed)):
             return verdict
         if verdict:
             found = _WITH_AS.match(code, _closing(code, opening + 1))
