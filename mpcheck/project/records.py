@@ -46,6 +46,24 @@ FORMAT = 8
 HALF_WORDS = re.compile(
     rb"\bhalf\b|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision|set_default_dtype"
 )
+# What each of ``HALF_WORDS`` holds: most files hold none, and ``in`` finds that at memory
+# speed, where the pattern (led by ``\b``) is tried at every offset.
+_HALF_LITERALS = (
+    b"half",
+    b"float16",
+    b"fp16",
+    b"bf16",
+    b"torch_dtype",
+    b"deepspeed",
+    b"precision",
+    b"set_default_dtype",
+)
+
+
+def _has_any(code: bytearray | bytes, words: tuple[bytes, ...]) -> bool:
+    return any(word in code for word in words)
+
+
 # A spot: (line, column (1-based), the code a message quotes).
 Spot = tuple[int, int, str]
 
@@ -368,7 +386,7 @@ class _Reader:
         for _, start, end, effect in wrappers:
             if effect in (wrap.AUTOCAST, wrap.FULL):
                 masked[start:end] = b" " * (end - start)
-        half = HALF_WORDS.search(masked) is not None
+        half = _has_any(masked, _HALF_LITERALS) and HALF_WORDS.search(masked) is not None
         found = list(_CLASS.finditer(code))
         self.local = {m.group(2).decode() for m in found if not m.group(1)}
         classes, bodies = self._classes(found)
@@ -380,7 +398,7 @@ class _Reader:
         held = self._held(plain)
         unsafe, keys, taken, parts = _escapes(code, models, self._taker, held, self._keeping_callee)
         builds = self._builds(bodies, keys, plain)
-        main = _MAIN.search(code)
+        main = _MAIN.search(code) if b"__name__" in code else None
         wrapped = [
             (cls, self.spot(at), lib) for key, at, lib in taken for cls in sorted(models[key])
         ]
