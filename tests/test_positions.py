@@ -81,3 +81,26 @@ def _descendants(node: cst.CSTNode) -> list[cst.CSTNode]:
     for child in node.children:
         out += [child, *_descendants(child)]
     return out
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = 1\n\x0cdef f(a):\n    return a.half()\n\x0cy = f(2)\nz = 3\n",
+        "x = 1\r\ndef f(a):\n    return a.half()\r\n\r\ny = f(2)\r\nz = 3\r\n",
+        "class A:\n    def f(self):\n        pass\n\x0c    def g(self): return 1\nz = 3\n",
+    ],
+)
+def test_nodes_early_in_a_file_are_placed_as_when_the_whole_file_is_generated(
+    source: str,
+) -> None:
+    """Generation stops once the wanted nodes are placed; a node ending where a dropped
+    form feed starts the next line is still realigned as the whole text realigns it."""
+    module = cst.parse_module(source)
+    last = module.body[-1]
+    for node in _all_nodes(module):
+        if node is last or node in _descendants(last) or node is module:
+            continue
+        alone = positions(module, [node], source)
+        with_last = positions(module, [node, last], source)  # (the whole file generated)
+        assert alone[node] == with_last[node], (type(node).__name__, source)

@@ -67,11 +67,15 @@ def _target_torch(value: str | None) -> tuple[int, int] | None:
 
 
 def _options(
-    project: Project, cache: Path | None, file: Path, given: Sequence[Path] = ()
+    project: Project,
+    cache: Path | None,
+    file: Path,
+    given: Sequence[Path] = (),
+    seen: dict[Path, bool] | None = None,
 ) -> Options:
     from mpcheck.settings.roots import analysis_root
 
-    root = analysis_root(file, Path.cwd(), given)
+    root = analysis_root(file, Path.cwd(), given, seen)
     return Options.from_settings(
         project.settings, str(root), cache_dir=None if cache is None else str(cache)
     )
@@ -215,8 +219,13 @@ def run_check(args: argparse.Namespace) -> int:
         project_of = {str(f): resolver.project_for(f) for f in files}
         cache_dir = _usable_cache(args, resolver, cwd)
         _fresh_run()
+        seen: dict[Path, bool] = {}  # (which directories declare a project, asked once each)
         jobs = [
-            (f, project_of[str(f)].rules_for(f), _options(project_of[str(f)], cache_dir, f, paths))
+            (
+                f,
+                project_of[str(f)].rules_for(f),
+                _options(project_of[str(f)], cache_dir, f, paths, seen),
+            )
             for f in files
         ]
         progress = None

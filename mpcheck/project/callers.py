@@ -47,7 +47,8 @@ _LIBRARIES = frozenset(
     copy time pathlib dataclasses contextlib""".split()
 )
 # A call of a lowercase name: ``f(``, ``mod.f(`` (a longer chain is a method of an object).
-_CALL = re.compile(rb"(?<![\w.])([a-z_]\w*)(?:\.([a-z_]\w*))?[ \t]*\(")
+# (The look-behind after the first letter: only letters are tried, not every offset.)
+_CALL = re.compile(rb"([a-z_](?<![\w.][a-z_])\w*)(?:\.([a-z_]\w*))?[ \t]*\(")
 
 
 def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool) -> CallersPass:

@@ -32,11 +32,13 @@ RUN_BITS = 4096
 _HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
 _NAME = re.compile(rb"[A-Za-z_]\w*")
 # Import statements (parenthesised ones over several lines too): they name, not use.
-_IMPORTS = re.compile(
-    rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.MULTILINE
-)
+# (Each begins with the newline before it: a pattern led by a literal is searched for it, where
+# ``^`` is tried at every offset; :func:`construction_of` puts a newline before the file.)
+_IMPORTS = re.compile(rb"\n[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)")
 # A call of a lowercase name (its receiver, ``self.`` or ``torch.nn.``, read back from it).
-_CALLED = re.compile(rb"(?<!\w)([a-z_]\w*)[ \t]*\(")
+# (The look-behind after the first letter: a pattern led by a set of letters is tried only
+# at those, where a leading look-behind is tried at every offset.)
+_CALLED = re.compile(rb"([a-z_](?<!\w[a-z_])\w*)[ \t]*\(")
 _BRACKETS = re.compile(rb"[()\[\]{}]")
 # A dtype or half tensor handed over: the callee then computes in what it is given.
 _DTYPE_WORDS = re.compile(rb"dtype|float16|bfloat16|\bhalf\b|fp16|bf16|autocast")
@@ -59,7 +61,8 @@ def construction_of(code: bytes, module: str) -> ConstructionPass:
     (``module``: its dotted module path, which qualifies the classes named as callers)."""
     calls: set[tuple[str, str]] = set()
     edges: set[tuple[str, str]] = set()
-    code = _IMPORTS.sub(_blank_import, code)  # ``from .tables import sinusoids`` names only
+    # ``from .tables import sinusoids`` names only (see ``_IMPORTS`` for the newline)
+    code = _IMPORTS.sub(_blank_import, b"\n" + code)[1:]
     # a name written more often than it is plainly called or defined is used otherwise
     headers = list(_HEADER.finditer(code))
     plain = Counter(m.group(3) for m in headers)
@@ -134,13 +137,13 @@ def body_end(code: bytes, at: int, indent: int) -> int:
     that starts code (a closing bracket or a blank line continues it). (The callers pass
     reads bodies the same way.)"""
     pattern = _ENDS.get(indent)
-    if pattern is None:
-        pattern = _ENDS[indent] = re.compile(rb"^[ \t]{0,%d}[^\s#)\]}]" % indent, re.MULTILINE)
+    if pattern is None:  # (led by the newline before the line: see ``_IMPORTS``)
+        pattern = _ENDS[indent] = re.compile(rb"\n[ \t]{0,%d}[^\s#)\]}]" % indent)
     nl = code.find(b"\n", at)
     if nl < 0:
         return len(code)
-    found = pattern.search(code, nl + 1)
-    return found.start() if found else len(code)
+    found = pattern.search(code, nl)
+    return found.start() + 1 if found else len(code)
 
 
 _ENDS: dict[int, re.Pattern[bytes]] = {}

@@ -48,6 +48,24 @@ FORMAT = 11
 HALF_WORDS = re.compile(
     rb"\bhalf\b|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision|set_default_dtype"
 )
+# What each of ``HALF_WORDS`` holds: most files hold none, and ``in`` finds that at memory
+# speed, where the pattern (led by ``\b``) is tried at every offset.
+_HALF_LITERALS = (
+    b"half",
+    b"float16",
+    b"fp16",
+    b"bf16",
+    b"torch_dtype",
+    b"deepspeed",
+    b"precision",
+    b"set_default_dtype",
+)
+
+
+def _has_any(code: bytearray | bytes, words: tuple[bytes, ...]) -> bool:
+    return any(word in code for word in words)
+
+
 # A spot: (line, column (1-based), the code a message quotes).
 Spot = tuple[int, int, str]
 
@@ -405,7 +423,7 @@ class _Reader:
         for _, start, end, effect in wrappers:
             if effect in (wrap.AUTOCAST, wrap.FULL):
                 masked[start:end] = b" " * (end - start)
-        half = HALF_WORDS.search(masked) is not None
+        half = _has_any(masked, _HALF_LITERALS) and HALF_WORDS.search(masked) is not None
         found = list(_CLASS.finditer(code))
         self.local = {m.group(2).decode() for m in found if not m.group(1)}
         classes, bodies = self._classes(found)
@@ -424,7 +442,7 @@ class _Reader:
         for name, at, target in made:
             text = f"{name.partition(CALLED)[0].rpartition('.')[2]}(...)"
             builds.append((name, self.spot(at, text), target in keys))
-        main = _MAIN.search(code)
+        main = _MAIN.search(code) if b"__name__" in code else None
         wrapped = [
             (cls, self.spot(at), lib) for key, at, lib in taken for cls in sorted(models[key])
         ]

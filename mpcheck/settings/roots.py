@@ -11,7 +11,7 @@ checked, and match its classes with theirs.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 
 __all__ = ["analysis_root"]
@@ -19,7 +19,17 @@ __all__ = ["analysis_root"]
 _MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 
 
-def _declares(directory: Path) -> bool:
+def _declares(directory: Path, seen: MutableMapping[Path, bool] | None = None) -> bool:
+    """Whether ``directory`` holds a project's marker; ``seen``: the answers one run has
+    had (a run of many files asks of the same parent directories for each, globbing them)."""
+    if seen is None:
+        return _marked(directory)
+    if directory not in seen:
+        seen[directory] = _marked(directory)
+    return seen[directory]
+
+
+def _marked(directory: Path) -> bool:
     if any(os.path.exists(directory / marker) for marker in _MARKERS):
         return True
     try:
@@ -28,24 +38,29 @@ def _declares(directory: Path) -> bool:
         return False
 
 
-def _declaring(start: Path) -> Path | None:
+def _declaring(start: Path, seen: MutableMapping[Path, bool] | None) -> Path | None:
     for directory in (start, *start.parents):
-        if _declares(directory):
+        if _declares(directory, seen):
             return directory
     return None
 
 
-def analysis_root(file: Path, cwd: Path, given: Sequence[Path] = ()) -> Path:
+def analysis_root(
+    file: Path,
+    cwd: Path,
+    given: Sequence[Path] = (),
+    seen: MutableMapping[Path, bool] | None = None,
+) -> Path:
     """The project root of ``file`` (see the module docstring); ``given``: the paths the
     run was asked to check, the fallback for a file outside the working directory that no
-    directory above declares a project for."""
+    directory above declares a project for; ``seen``: a memo of directories one run shares."""
     file = Path(os.path.abspath(file))
     cwd = Path(os.path.abspath(cwd))
-    declared = _declaring(file.parent)
+    declared = _declaring(file.parent, seen)
     if cwd in file.parents:
         if declared is None or declared == cwd or cwd not in declared.parents:
             return cwd  # inside the project the run started in (or in no project at all)
-        return cwd if _declares(cwd) else declared
+        return cwd if _declares(cwd, seen) else declared
     if declared is not None:
         return declared
     for path in given:
