@@ -114,7 +114,9 @@ def materialise(corpus: Corpus, root: Path, mirrors: Path) -> Path | None:
             _, kind, oid, size = meta.split()
             if kind != "blob" or not name.startswith(prefix):
                 continue
-            if name.endswith(SOURCES) or (name.endswith(WORDS) and int(size) <= MAX_WORDS):
+            # (a blob the snapshot lacks has no size: ``BAD``; it is left out below anyway)
+            small = size.isdigit() and int(size) <= MAX_WORDS
+            if name.endswith(SOURCES) or (name.endswith(WORDS) and small):
                 blobs[name] = oid
         paths = _present(mirror, blobs)
         if not paths:  # (``git archive`` with no path would take every blob)

@@ -134,6 +134,7 @@ def test_a_corpus_unpacks_without_the_blobs_its_mirror_lacks(tmp_path: Path) -> 
     repo.mkdir(parents=True)
     (repo / "kept.py").write_text("x = 1\n")
     (repo / "big.ipynb").write_text('{"cells": []}\n')
+    (repo / "notes.md").write_text("# lost\n")
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
@@ -142,6 +143,9 @@ def test_a_corpus_unpacks_without_the_blobs_its_mirror_lacks(tmp_path: Path) -> 
     blob = subprocess.run([*git, "rev-parse", "HEAD:big.ipynb"], check=True, capture_output=True)
     oid = blob.stdout.decode().strip()
     (repo / ".git" / "objects" / oid[:2] / oid[2:]).unlink()  # as a snapshot without it
+    words = subprocess.run([*git, "rev-parse", "HEAD:notes.md"], check=True, capture_output=True)
+    oid = words.stdout.decode().strip()
+    (repo / ".git" / "objects" / oid[:2] / oid[2:]).unlink()  # (its size reads ``BAD``)
     corpus = precision.Corpus("c", "sealed", repo="o/r", commit=commit.stdout.strip(), sealed=True)
     target = precision.materialise(corpus, tmp_path / "out", tmp_path / "mirrors")
     assert target is not None
