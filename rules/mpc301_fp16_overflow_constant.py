@@ -302,6 +302,13 @@ class Fp16OverflowConstant(Rule):
         if argument and target.origin is not None:
             name = self.ctx.code(target.origin.node)
             message += f" (if `{name}` is a float tensor; it may be bool or int, then it is fine)"
+        runs_in = over[0] if len(over) == 1 else "half"  # (``finfo(float32).min``: both)
+        clause = self.evidence_clause(site.scope, target, f"if `{{subject}}` runs in {runs_in}")
+        if clause is not None:  # an error needs evidence that half reaches it
+            message = f"{message} ({clause[0]})"
+            related.extend(clause[1])
+            if clause[2]:
+                severity = Severity.WARNING
         self.report(value.node, message, related=related, fix=fix, severity=severity)
 
     def _effect(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mpcheck.api import (
     CallSite,
     Cause,
+    Fact,
     Operand,
     PhaseProduct,
     Prec,
@@ -125,6 +126,15 @@ class HalfPositions(Rule):
         severity = Severity.ERROR if cast.known_half else Severity.WARNING
         self.report(call.node, message, severity=severity)
 
+    def _evidenced(self, call: CallSite, message: str, half: Fact) -> None:
+        """A warning whose half side follows the model's dtype, saying why that is half here
+        (the cast or library base that makes the class half), or its premise."""
+        clause = self.evidence_clause(call.scope, half, "if `{subject}` is cast to half")
+        if clause is None:
+            self.report(call.node, message)
+            return
+        self.report(call.node, f"{message} ({clause[0]})", related=clause[1])
+
     def _product(self, call: CallSite, product: PhaseProduct) -> None:
         positions, frequencies = product.positions, product.frequencies
         pos = self.ctx.module.code_for_node(positions.node)
@@ -167,7 +177,7 @@ class HalfPositions(Rule):
                 "at position 1000 even when the product runs in float32; build the "
                 "frequencies in float32 (`dtype=torch.float32`) and cast only the cos/sin"
             )
-            self.report(call.node, message)
+            self._evidenced(call, message, cast.fact)
             return
         if cast is not None and not self.autocast_only(call.scope):  # (else never cast)
             which = self.ctx.module.code_for_node(cast.node)
@@ -178,7 +188,7 @@ class HalfPositions(Rule):
                 "positions past 256 (bfloat16) or 2048 (float16) round onto shared phases; "
                 "multiply `.float()` operands (or recompute the frequencies in float32)"
             )
-            self.report(call.node, message)
+            self._evidenced(call, message, cast.fact)
             return
         if call.scope.function is None or autocast_policy(call.aten, "cuda") != "lower_precision":
             return

@@ -304,3 +304,35 @@ def test_a_function_of_another_file_keeps_a_model_only_if_it_casts_nothing() -> 
     assert kind(b"from pkg import util\nutil.load(model, 'p')\nmodel(x)\n") == "float32"
     assert kind(b"from pkg.util import to_half\nto_half(model)\nmodel(x)\n") is None
     assert kind(b"from other import fiddle\nfiddle(model)\nmodel(x)\n") is None  # not ours
+
+
+def test_a_numerics_warning_names_the_cast_that_makes_its_class_half() -> None:
+    """MPC302 (and MPC301, MPC303) say why the model's dtype is float16 here, as MPC101
+    does: the class, the class that builds it, and the cast in the script's file."""
+    case = XFILE / "bad_cast_reaches_norm_square"
+    (finding,) = findings(case, "--no-cache")
+    assert finding["code"] == "MPC302"
+    assert finding["message"].endswith(
+        "(half: `RMSNorm` is built in `DiT`; `DiT` is cast to half by `DiT(8).half()` at "
+        "dit/sample.py:14)"
+    )
+    there = [
+        (Path(r["filename"]).name, r["location"]["row"])
+        for r in finding["related"]
+        if "filename" in r
+    ]
+    assert ("sample.py", 14) in there
+
+
+def test_an_application_s_own_builds_outrank_a_library_base_s_contract(tmp_path: Path) -> None:
+    """A library base says its users run the class in half. An application that shows every
+    build of its subclass (float32, never cast) is that user: nothing to report. Shipped as
+    a package, the same class has users the project does not show: the contract holds."""
+    case = XFILE / "good_application_library_subclass"
+    assert findings(case, "--no-cache") == []
+    package = tmp_path / "package"
+    shutil.copytree(case, package)
+    (package / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\n')
+    (finding,) = findings(package, "--no-cache")
+    assert finding["code"] == "MPC101" and finding["severity"] == "error"
+    assert "(half: `Denoiser` is a `ModelMixin`, which its users run in half)" in finding["message"]

@@ -57,6 +57,7 @@ class HalfEvidence:
     place: Place | None = None
     node: cst.CSTNode | None = None
     note: str | None = None
+    subject: str | None = None  # the premise's class or function (a numerics rule words it)
 
     @property
     def latent(self) -> bool:
@@ -104,7 +105,7 @@ class Evidence:
 
     def premise(self, name: str, node: cst.CSTNode | None = None) -> HalfEvidence:
         text = f"latent: raises if `{name}` runs in half without autocast"
-        return HalfEvidence(PREMISE, text, None, node)
+        return HalfEvidence(PREMISE, text, None, node, subject=name)
 
     def _decide(
         self, name: str, anchor: cst.CSTNode, bases: Sequence[str], pretrained: bool
@@ -114,7 +115,7 @@ class Evidence:
             self.elsewhere[anchor] = reach.place  # the cast: a related location in its file
             return HalfEvidence(CAST, _text(name, reach), reach.place, anchor, _link(name, reach))
         library = _library(bases, pretrained)
-        if library is not None:
+        if library is not None and not self._own(name, reach):
             text = f"`{name}` is a `{library}`, which its users run in half"
             return HalfEvidence(LIBRARY, text, None, anchor)
         if self.setting:
@@ -128,6 +129,17 @@ class Evidence:
             text = f"nothing in the project builds, imports or names `{name}`"
             return HalfEvidence(UNREACHED, text, None, anchor)
         return self.premise(name, anchor)
+
+    def _own(self, name: str, reach: Reach | None) -> bool:
+        """Whether an application's own evidence outranks a library base's contract: the
+        contract says the library's users run the class in half, and in an application
+        that shows its builds the project is those users. Its float32 builds (or autocast
+        around every call) decide, and a class it never builds does not run."""
+        if self.uses is None or not self.uses.application:
+            return False
+        if reach is not None:
+            return reach.kind in (FLOAT32, AUTOCAST)
+        return not self.uses.reached(name)
 
 
 def _library(bases: Sequence[str], pretrained: bool) -> str | None:

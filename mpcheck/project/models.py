@@ -91,8 +91,13 @@ class ModelUses:
         callables: Callables | None = None,
         autocasts: bool = True,
         dtype_loads: frozenset[str] | None = None,
+        application: bool = False,
     ) -> None:
         self._reach = dict(reach)
+        # an application (no package its users install) that shows where it builds its
+        # models: a library base's contract ("its users run it in half") is about the
+        # library's users, and here the project's own builds are the users
+        self.application = application
         # whether anything may run the project's code under autocast: a file opens an
         # enabled region or brings a trainer that may (:func:`~mpcheck.project.records.
         # may_autocast`), or the project is a package its users run as they like
@@ -118,6 +123,7 @@ class ModelUses:
             self.callables,
             self.autocasts,
             self._dtype_loads,
+            self.application,
         )
 
     def runs_in_modules(self, name: str) -> bool:
@@ -174,7 +180,7 @@ class ModelUses:
     @property
     def digest(self) -> str:
         """Changes when any class's evidence does (a cache entry keyed on it is then stale)."""
-        text = repr((sorted(self._reach.items()), self.autocasts))
+        text = repr((sorted(self._reach.items()), self.autocasts, self.application))
         if self._mentions is not None:
             text += self._mentions.digest
         if self.construction is not None:
@@ -409,14 +415,17 @@ def uses_of_records(
                 built[name] = Reach(FLOAT32, place)
     reach: dict[str, Reach] = {}
     autocast = {k: v for k, v in covered.items() if k not in uncovered}
+    known = not alone and bool(demos)
+    application = known and not installable and not opaque
+    if application:  # the contract is about its users; an application's builds are its own
+        roots = {k: v for k, v in roots.items() if k in casts or not only(k)}
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
     _spread(built, reach, bodies, only)
     _spread(_bases(subclasses, reach, only), reach, bodies, only)
     # What nothing reaches is known only in a project that shows where it builds its models
     # (a script, a trainer): a library, or a module file checked by itself, builds none, and
-    # every class of it is as reachable as its users make it.
-    known = not alone and bool(demos)
+    # every class of it is as reachable as its users make it (``known``, above).
     mentions = _Mentions(records, bodies, {*demos, *subclasses}) if known else None
     ran = None
     if known:
@@ -441,6 +450,7 @@ def uses_of_records(
         callables=lambdas,
         autocasts=autocasts,
         dtype_loads=loads,
+        application=application,
     )
 
 

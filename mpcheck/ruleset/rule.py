@@ -183,20 +183,38 @@ class Rule:
         evidence = scope.evidence
         if evidence is not None and evidence.kind == NEVER_BUILT:
             return  # code nothing runs: no finding at all
-        if evidence is None or (half is not None and half.prec is not Prec.MODEL):
-            self.report(node, message, related=related, fix=fix, severity=severity)
+        if evidence is not None and evidence.float32 and _follows_model(half):
             return
-        if evidence.float32:
-            return
+        clause = self.evidence_clause(scope, half)
         more = list(related)
-        if evidence.latent:
-            message, severity = f"{message} ({evidence.text})", Severity.WARNING
-        else:
-            message = f"{message} (half: {evidence.text})"
-            if evidence.node is not None:  # the class, and the cast in its file (resolved
-                note = evidence.text if evidence.note is None else evidence.note  # by module)
-                more.append((evidence.node, note))
+        if clause is not None:
+            text, links, latent = clause
+            message = f"{message} ({text})"
+            more.extend(links)
+            if latent:
+                severity = Severity.WARNING
         self.report(node, message, related=more, fix=fix, severity=severity)
+
+    def evidence_clause(
+        self, scope: Scope, half: Fact | None, premise: str | None = None
+    ) -> tuple[str, list[tuple[cst.CSTNode, str]], bool] | None:
+        """What a finding whose half side follows the model's dtype says of why that is half
+        here: ``half: <evidence>`` with the class and the cast as related locations, or the
+        premise alone (``latent``: a finding resting on it is a warning). ``premise``: the
+        hazard's own wording of it (``if `X` runs in float16``) where "raises ... without
+        autocast" would be wrong (a silent numeric hazard). None when the code itself makes
+        the value half, or outside a module's code: nothing to add."""
+        evidence = scope.evidence
+        if evidence is None or not _follows_model(half) or evidence.float32:
+            return None
+        if evidence.latent:
+            if premise is None or evidence.subject is None:
+                return evidence.text, [], True
+            return f"latent: {premise.format(subject=evidence.subject)}", [], True
+        links: list[tuple[cst.CSTNode, str]] = []
+        if evidence.node is not None:  # the class, and the cast in its file (by module)
+            links.append((evidence.node, evidence.text if evidence.note is None else evidence.note))
+        return f"half: {evidence.text}", links, False
 
     def against_half(self, scope: Scope, value: Fact | None) -> bool:
         """Whether the project's evidence says ``value`` never runs in half here: it follows
@@ -316,3 +334,9 @@ def _rules_in(objects: Iterable[object]) -> Sequence[type[Rule]]:
 
 def rules_by_code() -> dict[str, type[Rule]]:
     return {r.code: r for r in all_rules()}
+
+
+def _follows_model(half: Fact | None) -> bool:
+    """Whether a finding's half side is half only when the model is (no fact: the scope's
+    premise alone): a value the code itself makes half is its own evidence."""
+    return half is None or half.prec is Prec.MODEL
