@@ -2,8 +2,9 @@
 
 Read in this order: :mod:`frames` (what the walk carries), :mod:`reporting` (when a
 site reaches the rules), :mod:`binding`, :mod:`promotion`, :mod:`buffers`, :mod:`aliases`
-and :mod:`scripts` (pure helpers), :mod:`base` (the walk's state and the recursion points every
-part reaches the others through), then the parts, each given the parts it asks questions of:
+(with :mod:`tensor_use`: one :mod:`body_uses` walk) and :mod:`scripts` (pure helpers),
+:mod:`base` (the walk's state and the recursion points every part reaches the others
+through), then the parts, each given the parts it asks questions of:
 
 - :mod:`autocast` (``Regions``): autocast regions and contexts;
 - :mod:`functions` (``Definitions``): the file's classes and functions, their summaries;

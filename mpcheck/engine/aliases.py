@@ -9,70 +9,13 @@ other way, or a parameter, may be any callable.
 
 from __future__ import annotations
 
-from typing import cast
-
 import libcst as cst
 
-from mpcheck.project.names import children
-
-# Node classes looked up by identity (libcst's node classes are ABCs, whose isinstance was
-# most of this walk's cost; none of these has a subclass, ``tests/test_aliases.py`` checks)
-_OWN_SCOPE: frozenset[type[cst.CSTNode]] = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
-_TARGETED: frozenset[type[cst.CSTNode]] = frozenset(
-    {cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For}
-)
+from mpcheck.engine.body_uses import body_uses
 
 
 def function_aliases(function: cst.FunctionDef) -> dict[str, tuple[cst.Name, ...]]:
     """The local names of ``function`` bound only to function names, and those names
-    (assignments in nested functions and classes are theirs). One walk of the body."""
-    params = function.params
-    every = [*params.posonly_params, *params.params, *params.kwonly_params]
-    found: dict[str, list[cst.Name]] = {}
-    spoiled = {p.name.value for p in every}
-    for extra in (params.star_arg, params.star_kwarg):
-        if isinstance(extra, cst.Param):
-            spoiled.add(extra.name.value)
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
-        kind = type(node)  # (each class below has no subclass: identity is isinstance)
-        if kind in _OWN_SCOPE:
-            continue
-        if kind is cst.Assign:
-            node = cast(cst.Assign, node)
-            targets = [t.target for t in node.targets]
-            choices = _choices(node.value)
-            if len(targets) == 1 and isinstance(targets[0], cst.Name) and choices:
-                found.setdefault(targets[0].value, []).extend(choices)
-            else:
-                for target in targets:
-                    spoiled.update(_names(target))
-        elif kind in _TARGETED:
-            bound = cast(cst.AugAssign | cst.AnnAssign | cst.NamedExpr | cst.For, node).target
-            spoiled.update(_names(bound))
-        elif kind is cst.With:
-            for item in cast(cst.With, node).items:
-                if item.asname is not None:
-                    spoiled.update(_names(item.asname.name))
-        stack.extend(children(node))
-    return {name: tuple(names) for name, names in found.items() if name not in spoiled}
-
-
-def _choices(value: cst.BaseExpression) -> list[cst.Name]:
-    if isinstance(value, cst.Name):
-        return [value]
-    if isinstance(value, cst.IfExp):
-        body, orelse = _choices(value.body), _choices(value.orelse)
-        return [*body, *orelse] if body and orelse else []
-    return []
-
-
-def _names(target: cst.CSTNode) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {n for e in target.elements for n in _names(e.value)}
-    if isinstance(target, cst.StarredElement):
-        return _names(target.value)
-    return set()
+    (assignments in nested functions and classes are theirs). The walk is shared with
+    :mod:`tensor_use` (:mod:`body_uses`); a walk of the file asks its ``Definitions``."""
+    return body_uses(function).aliases

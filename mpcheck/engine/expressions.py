@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import libcst as cst
 
-from mpcheck.engine.aliases import function_aliases
 from mpcheck.engine.autocast import Regions, named_autocast
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
@@ -77,8 +76,6 @@ class Expressions:
         self.modules = modules
         self.casts = casts
         self.tensors = tensors
-        # each function's local names bound to functions (:mod:`aliases`), by node
-        self._aliases: dict[cst.FunctionDef, dict[str, tuple[cst.Name, ...]]] = {}
 
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         if node is None:
@@ -496,10 +493,7 @@ class Expressions:
         function = frame.scope.function
         if function is None or name in self.file.functions or name in self.file.classes:
             return None
-        aliases = self._aliases.get(function)
-        if aliases is None:
-            aliases = self._aliases[function] = function_aliases(function)
-        targets = aliases.get(name, ())
+        targets = self.definitions.uses(function).aliases.get(name, ())
         made: list[Fact] = []
         with self.file.reporting.muted():
             for target in targets:

@@ -21,6 +21,7 @@ from mpcheck.engine.binding import (
     joined_default,
     parameters,
 )
+from mpcheck.engine.body_uses import BodyUses, body_uses
 from mpcheck.engine.facts import (
     SCALAR,
     UNKNOWN,
@@ -41,7 +42,6 @@ from mpcheck.engine.imported import class_bases, inherit
 from mpcheck.engine.keep_fp32 import wholly_fp32
 from mpcheck.engine.records import factories_first, fields
 from mpcheck.engine.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
-from mpcheck.engine.tensor_use import tensor_uses
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.names import dotted
 from mpcheck.project.summary import ClassSummary
@@ -60,10 +60,18 @@ class Definitions:
         self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
         self.summaries: dict[cst.FunctionDef, Fact] = {}  # what each function returns
         self.in_progress: set[cst.FunctionDef] = set()  # being walked: not again inside
-        # Bare parameters each function uses as tensors: it depends on the function alone,
-        # and a frame is made each time a function is walked (nested functions, re-walks).
-        self.tensor_params: dict[cst.FunctionDef, frozenset[str]] = {}
+        # The names each function uses as tensors and its local function aliases: they
+        # depend on the function alone, and a frame is made each time a function is walked
+        # (nested functions, re-walks).
+        self._uses: dict[cst.FunctionDef, BodyUses] = {}
         self.uses_torch_modules = False
+
+    def uses(self, fn: cst.FunctionDef) -> BodyUses:
+        """What one walk of ``fn``'s body tells (:mod:`body_uses`), walked once per file."""
+        found = self._uses.get(fn)
+        if found is None:
+            found = self._uses[fn] = body_uses(fn)
+        return found
 
     def register_class(self, node: cst.ClassDef) -> ClassInfo:
         bases, elsewhere = class_bases(node, self.file.imports, self.file.project)
@@ -323,9 +331,7 @@ class Definitions:
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)
         bare = frozenset(p.name.value for p in params if p.annotation is None)
-        tensors = self.tensor_params.get(fn)
-        if tensors is None:
-            tensors = self.tensor_params[fn] = tensor_uses(fn, bare) if bare else frozenset()
+        tensors = self.uses(fn).tensors & bare if bare else frozenset()
         index = 0
         for param in params:
             name = param.name.value

@@ -10,40 +10,14 @@ A rule that needs a half *tensor* asks for that evidence (``Origin.unproven``).
 
 from __future__ import annotations
 
-from typing import cast
-
 import libcst as cst
 
-from mpcheck.project.names import descendants
-
-# What a Python int or float answers too: using them proves nothing.
-_NUMBER_ATTRIBUTES = frozenset(
-    {"real", "imag", "conjugate", "is_integer", "hex", "as_integer_ratio", "bit_length"}
-)
+from mpcheck.engine.body_uses import body_uses
 
 
 def tensor_uses(fn: cst.FunctionDef, names: frozenset[str]) -> frozenset[str]:
     """The ``names`` (parameters of ``fn``) that its body uses as tensors: indexed
     (``x[:, None]``), an attribute read or method called (``x.view(...)``, ``x.shape``) or
-    multiplied with ``@``. (A plain walk over the nodes: libcst's visitor rebuilds every node
-    it passes, which cost more than the function's whole dtype walk.)"""
-    found: set[str] = set()
-    for node in descendants(fn.body):
-        kind = type(node)  # (identity: libcst's classes are ABCs, isinstance on them is slow)
-        if kind is cst.Attribute:
-            attribute = cast(cst.Attribute, node)
-            if attribute.attr.value not in _NUMBER_ATTRIBUTES:
-                found.add(_name(attribute.value, names))  # ``x.view(...)``, ``x.shape``
-        elif kind is cst.Subscript:
-            found.add(_name(cast(cst.Subscript, node).value, names))  # ``x[:, None]``
-        elif kind is cst.BinaryOperation:
-            binary = cast(cst.BinaryOperation, node)
-            if type(binary.operator) is cst.MatrixMultiply:
-                found.update((_name(binary.left, names), _name(binary.right, names)))  # ``q @ k``
-    found.discard("")
-    return frozenset(found)
-
-
-def _name(node: cst.BaseExpression, names: frozenset[str]) -> str:
-    """``node``'s name when it is one of ``names``, else ""."""
-    return node.value if type(node) is cst.Name and node.value in names else ""
+    multiplied with ``@``. The walk is shared with :mod:`aliases` (:mod:`body_uses`); a
+    walk of the file asks its ``Definitions``."""
+    return body_uses(fn).tensors & names

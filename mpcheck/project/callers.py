@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.construction import body_end
+from mpcheck.project.lines import line_matches
 
 __all__ = ["CallersPass", "ModuleCode", "callers_of"]
 
@@ -39,6 +40,7 @@ CallersPass = tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[st
 EMPTY: CallersPass = ((), (), ())
 
 _HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
+_HEADER_WORD = re.compile(rb"(?:def|class)[ \t]+\w")  # (see :func:`line_matches`)
 _SKIP = frozenset(w.encode() for w in (*keyword.kwlist, *dir(builtins), "self", "cls", "super"))
 # Libraries a file imports functions from: nobody's helper in the project (kept out of records).
 _LIBRARIES = frozenset(
@@ -58,7 +60,7 @@ def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool
     for (``ops`` -> ``pkg.ops``); ``stars``: it star-imports (a bare name may come from any)."""
     headers = []  # (start, end of body, indent, kind, name)
     names_at = set()  # (where a header's name stands: no call)
-    for match in _HEADER.finditer(code):
+    for match in line_matches(_HEADER, _HEADER_WORD, code):
         indent = len(match.group(1).expandtabs())
         end = body_end(code, match.end(), indent)
         headers.append((match.start(), end, indent, match.group(2), match.group(3).decode()))

@@ -26,10 +26,14 @@ from collections import Counter
 from collections.abc import Iterable
 from zlib import crc32
 
+from mpcheck.project.brackets import closing
+from mpcheck.project.lines import line_matches
+
 __all__ = ["RUN_BITS", "Construction", "ConstructionPass", "construction_of"]
 
 RUN_BITS = 4096
 _HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
+_HEADER_WORD = re.compile(rb"(?:def|class)[ \t]+\w")  # (see :func:`line_matches`)
 _NAME = re.compile(rb"[A-Za-z_]\w*")
 # Import statements (parenthesised ones over several lines too): they name, not use.
 # (Each begins with the newline before it: a pattern led by a literal is searched for it, where
@@ -39,7 +43,6 @@ _IMPORTS = re.compile(rb"\n[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)
 # (The look-behind after the first letter: a pattern led by a set of letters is tried only
 # at those, where a leading look-behind is tried at every offset.)
 _CALLED = re.compile(rb"([a-z_](?<!\w[a-z_])\w*)[ \t]*\(")
-_BRACKETS = re.compile(rb"[()\[\]{}]")
 # A dtype or half tensor handed over: the callee then computes in what it is given.
 _DTYPE_WORDS = re.compile(rb"dtype|float16|bfloat16|\bhalf\b|fp16|bf16|autocast")
 _SKIP = frozenset(w.encode() for w in (*keyword.kwlist, *dir(builtins), "self", "cls"))
@@ -64,7 +67,7 @@ def construction_of(code: bytes, module: str) -> ConstructionPass:
     # ``from .tables import sinusoids`` names only (see ``_IMPORTS`` for the newline)
     code = _IMPORTS.sub(_blank_import, b"\n" + code)[1:]
     # a name written more often than it is plainly called or defined is used otherwise
-    headers = list(_HEADER.finditer(code))
+    headers = list(line_matches(_HEADER, _HEADER_WORD, code))
     plain = Counter(m.group(3) for m in headers)
     for start, end, kind, owner in _segments(code, module, headers):
         if kind != _RUN:
@@ -189,7 +192,7 @@ def _scan(
             continue
         if code[max(0, match.start() - 10) : match.start()].split()[-1:] == [b"def"]:
             continue  # (a header, not a call)
-        if _DTYPE_WORDS.search(code, match.end(), _close(code, match.end())):
+        if _DTYPE_WORDS.search(code, match.end(), closing(code, match.end())):
             continue  # handed a dtype or a half tensor
         plain[word] += 1
         if kind == _DEF:
@@ -217,16 +220,6 @@ def _blank_import(match: re.Match[bytes]) -> bytes:
 
 # A table for ``bytes.translate``: every byte but a newline becomes a space (one C call).
 SPACES = bytes(0x0A if byte == 0x0A else 0x20 for byte in range(256))
-
-
-def _close(code: bytes, start: int) -> int:
-    """Where the call whose arguments start at ``start`` closes (at most 2000 bytes on)."""
-    depth, end = 1, min(len(code), start + 2000)
-    for bracket in _BRACKETS.finditer(code, start, end):
-        depth += 1 if bracket.group() in b"([{" else -1
-        if depth == 0:
-            return bracket.start()
-    return end
 
 
 class Construction:

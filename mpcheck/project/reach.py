@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from mpcheck.project.lines import line_matches
+
 __all__ = ["SIDE_SUFFIXES", "ReachPass", "Reached", "reach_of"]
 
 # One file's part: (it is an entry, how it loads modules by name (:data:`STATIC`,
@@ -57,6 +59,7 @@ _BY_CONFIG = re.compile(rb"\b(?:instantiate|locate|get_class|get_method|Lightnin
 # configuration's ``target:``, a script's ``--module inference``).
 _LISTS = re.compile(rb"\b(?:listdir|scandir|iterdir|glob|walk|iter_modules|__path__)\b")
 _DEF = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
+_DEF_WORD = re.compile(rb"def[ \t]+\w")  # (see :func:`line_matches`)
 _STRING = re.compile(rb"""(['"])([A-Za-z_][\w.]{1,120})\1""")
 _WORD = re.compile(rb"[A-Za-z_]\w*")
 # Libraries whose attributes are never the project's (``torch.nn``, ``np.mean``).
@@ -98,7 +101,7 @@ def reach_of(
             at = code.find(key, at + 1)
     strings = {m.group(2).decode() for m in _STRING.finditer(data)}
     unnamed = []  # (written once: at its ``def``; a longer name containing it keeps it named)
-    for match in _DEF.finditer(code):
+    for match in line_matches(_DEF, _DEF_WORD, code):
         name = match.group(1)
         if not name.startswith(b"__") and data.count(name) == 1:
             if not _decorated(code, match.start()):

@@ -33,10 +33,12 @@ from typing import Any
 from zlib import crc32
 
 from mpcheck.knowledge import wrappers as wrap
+from mpcheck.project.brackets import closing, enclosing, opening
 from mpcheck.project.callables import NONE as NO_CALLABLES
 from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
+from mpcheck.project.lines import line_matches
 from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
@@ -258,6 +260,7 @@ def _blanked(match: re.Match[bytes]) -> bytes:
 
 
 _CLASS = re.compile(rb"^([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?", re.MULTILINE)
+_CLASS_WORD = re.compile(rb"class[ \t]+\w")
 _TOP = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)  # a line at column 0: a class body ends
 _CALLED = re.compile(rb"[A-Z]\w*\s*(?:\.from_\w+)?\(")  # (classes are CapWords)
 _IDENT = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
@@ -301,6 +304,7 @@ class _Reader:
         self._half_names: frozenset[bytes] | None = None  # (see :meth:`_holds_half`)
         self._casting: dict[str, bool] | None = None  # (see :meth:`_keeping_callee`)
         self._defs: dict[str, int] | None = None  # (see :meth:`_top_defs`)
+        self._headers: list[re.Match[bytes]] | None = None  # (see :meth:`_def_headers`)
         self._bodies: list[tuple[int, int, int, str]] | None = None  # (:meth:`_factory_at`)
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
@@ -424,7 +428,7 @@ class _Reader:
             if effect in (wrap.AUTOCAST, wrap.FULL):
                 masked[start:end] = b" " * (end - start)
         half = _has_any(masked, _HALF_LITERALS) and HALF_WORDS.search(masked) is not None
-        found = list(_CLASS.finditer(code))
+        found = list(line_matches(_CLASS, _CLASS_WORD, code))
         self.local = {m.group(2).decode() for m in found if not m.group(1)}
         classes, bodies = self._classes(found)
         tops = [m for m in found if not m.group(1)]
@@ -491,7 +495,7 @@ class _Reader:
             settings = wrap.WRAPPERS.get(name or "")
             if settings is None:
                 continue
-            close = _closing(code, match.end()) + 1
+            close = closing(code, match.end()) + 1
             found = _arguments(code, data, match.end(), close - 1)
             effects = []
             for setting in settings:
@@ -613,7 +617,7 @@ class _Reader:
             classes = targets(receiver)
             if not classes:
                 continue
-            end = match.end() if match.group(1) else _closing(code, match.end()) + 1
+            end = match.end() if match.group(1) else closing(code, match.end()) + 1
             if match.group(1) is None and not _halfish_args(code[match.end() : end - 1]):
                 continue
             for cls in classes:
@@ -626,7 +630,7 @@ class _Reader:
         for kw in _DTYPE_KW.finditer(code):
             if not _HALFISH_BYTES.search(kw.group(2)):
                 continue
-            opening = _enclosing(code, kw.start())
+            opening = enclosing(code, kw.start())
             if opening <= 0:
                 continue
             window = code[max(0, opening - 200) : opening]
@@ -700,7 +704,7 @@ class _Reader:
             return holder
         head, _, name = text.rpartition(".")
         if self._casting is None:
-            self._casting = _casting_functions(self.code)
+            self._casting = _casting_functions(self.code, self._def_headers())
         if head in ("self", "cls") or (not head and name in self._casting):
             return self._casting.get(name) is False
         function = self._function_named(text)
@@ -710,7 +714,7 @@ class _Reader:
         """This file's top-level functions none of whose definitions casts anything: a model
         another file hands one keeps its dtype there."""
         if self._casting is None:
-            self._casting = _casting_functions(self.code)
+            self._casting = _casting_functions(self.code, self._def_headers())
         prefix = f"{self.module}." if self.module else ""
         found = (f"{prefix}{n}" for n in self._top_defs() if self._casting.get(n) is False)
         return tuple(sorted(found))
@@ -732,7 +736,7 @@ class _Reader:
             cls = self._class_named(name, at)
             if cls is None:
                 continue
-            close = _closing(code, end) + 1
+            close = closing(code, end) + 1
             text = " ".join(self.data[at:close].decode(errors="replace").split())
             if len(text) > 60:
                 text = f"{name.rpartition('.')[2]}(...)"
@@ -765,10 +769,16 @@ class _Reader:
             return None
         return f"{found}.{rest}" if rest else found
 
+    def _def_headers(self) -> list[re.Match[bytes]]:
+        """Every ``def`` header of the file (:data:`_DEF`), found once for all who ask."""
+        if self._headers is None:
+            self._headers = list(line_matches(_DEF, _DEF_WORD, self.code))
+        return self._headers
+
     def _top_defs(self) -> dict[str, int]:
         """Each top-level function of the file: name -> the offset of its ``def``."""
         if self._defs is None:
-            found = _DEF.finditer(self.code)
+            found = self._def_headers()
             self._defs = {m.group(2).decode(): m.start() for m in found if not m.group(1)}
         return self._defs
 
@@ -778,7 +788,7 @@ class _Reader:
         whose callers this file cannot name."""
         if self._bodies is None:
             spans = []
-            for match in _DEF.finditer(self.code):
+            for match in self._def_headers():
                 indent = len(match.group(1).expandtabs())
                 end = body_end(self.code, match.end(), indent)
                 spans.append((match.start(), end, indent, match.group(2).decode()))
@@ -799,7 +809,7 @@ class _Reader:
         Returns (that name, the call's offset, the variable) for each."""
         out = []
         starts = [b.start for b in bodies]
-        for match in _MADE.finditer(self.code):
+        for match in line_matches(_MADE, _MADE_CALL, self.code):
             i = bisect_right(starts, match.start()) - 1
             if i >= 0 and match.start() in bodies[i]:
                 continue  # (a module's part follows the class that builds it)
@@ -1021,6 +1031,7 @@ _MADE = re.compile(
     rb"([A-Za-z_][\w.]*)[ \t]*\(",
     re.MULTILINE,
 )
+_MADE_CALL = re.compile(rb"=[ \t]*[A-Za-z_][\w.]*[ \t]*\(")  # (each match of ``_MADE`` holds one)
 # Imported roots that are libraries, never the project's own functions (a cheap filter: a
 # name that is no project function is dropped when the project joins the records anyway).
 _NOT_PROJECT = frozenset(
@@ -1040,7 +1051,7 @@ def _return_index(code: bytes, start: int, end: int) -> int | None:
     after = _ELEMENT_END.match(code, end)
     if after is None:
         return None
-    opening = _enclosing(code, start)
+    opening = enclosing(code, start)
     first = code.rfind(b"\n", 0, opening) + 1 if opening > 0 else 0
     if opening > 0 and code[first:opening].strip() == b"return":
         begin = opening + 1  # ``return (a, b)`` over one line or several
@@ -1087,7 +1098,7 @@ def _taken(code: bytes, start: int, taker: Callable[[bytes], str | None]) -> str
     before = before.rstrip(b" \t\n")
     if not before.endswith((b"(", b",")):
         return None
-    opening = _enclosing(code, start)
+    opening = enclosing(code, start)
     if opening <= 0:
         return None
     window = code[max(0, opening - 200) : opening]
@@ -1125,7 +1136,7 @@ def _keeps(
         if rest.startswith(b"("):  # a method of it (or of a part of it) called
             if _CASTING_METHOD.search(method):
                 return False
-            close = _closing(code, chain.end() + code[chain.end() :].index(b"(") + 1)
+            close = closing(code, chain.end() + code[chain.end() :].index(b"(") + 1)
             if method == b"to":  # (its own half ``.to(...)`` is a cast: :meth:`_Reader._casts`)
                 direct = chain.group().count(b".") == 1
                 return direct or not _halfish_args(code[chain.end() : close].strip(b" \t()"))
@@ -1143,7 +1154,7 @@ def _keeps(
     before = before.rstrip(b" \t\n")
     if _DEF_BEFORE.search(code, max(0, start - 200), start) or _DEF_BEFORE.search(before[:-1]):
         return True  # a parameter of ``def``/``lambda`` of the same name: no use
-    opening = _enclosing(code, start) if before.endswith((b"(", b",")) else -1
+    opening = enclosing(code, start) if before.endswith((b"(", b",")) else -1
     if opening > 0:
         window = code[max(0, opening - 200) : opening]
         callee = window[len(window.rstrip(_IDENT + b".")) :]
@@ -1155,7 +1166,7 @@ def _keeps(
         if isinstance(verdict, (str, Passed)):
             return verdict
         if verdict:
-            found = _WITH_AS.match(code, _closing(code, opening + 1))
+            found = _WITH_AS.match(code, closing(code, opening + 1))
             return [found.group(1).decode()] if found else True
         return False
     assigned = _ALIAS_LINE.match(code, line, start)
@@ -1169,21 +1180,20 @@ def _keeps(
     return False
 
 
-def _casting_functions(code: bytes) -> dict[str, bool]:
+def _casting_functions(code: bytes, headers: Iterable[re.Match[bytes]]) -> dict[str, bool]:
     """Each function name this file defines -> whether some definition of it casts anything
     (``.half()``, a half dtype, a ``dtype`` value): a model handed to one that does not
-    keeps its dtype there."""
+    keeps its dtype there. ``headers``: the file's ``def`` headers (:data:`_DEF`)."""
     out: dict[str, bool] = {}
-    found = list(_DEF.finditer(code))
-    for match in found:
+    for match in headers:
+        # the body ends at the next line holding code indented no deeper than the ``def``
+        # (each leading whitespace byte counts one, as ``bytes.lstrip`` strips them)
         indent = len(match.group(1))
-        stop = len(code)
-        for line in _LINE_START.finditer(code, match.end()):
-            text = code[line.start() : code.find(b"\n", line.start()) % (len(code) + 1)]
-            stripped = text.lstrip()
-            if stripped and len(text) - len(stripped) <= indent:
-                stop = line.start()
-                break
+        pattern = _DEDENTS.get(indent)
+        if pattern is None:
+            pattern = _DEDENTS[indent] = re.compile(rb"\n[ \t\r\v\f]{0,%d}[^ \t\r\v\f\n]" % indent)
+        found = pattern.search(code, match.end())
+        stop = found.start() + 1 if found is not None else len(code)
         casts = _HALF_TEXT.search(code, match.end(), stop) is not None
         name = match.group(2).decode()
         out[name] = out.get(name, False) or casts
@@ -1191,7 +1201,10 @@ def _casting_functions(code: bytes) -> dict[str, bool]:
 
 
 _DEF = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
-_LINE_START = re.compile(rb"(?<=\n)(?=[^\n])")
+_DEF_WORD = re.compile(
+    rb"def[ \t]+\w"
+)  # (what :func:`~mpcheck.project.lines.line_matches` looks for)
+_DEDENTS: dict[int, re.Pattern[bytes]] = {}
 _MAIN = re.compile(rb"^if[ \t(]+__name__[ \t]*==", re.MULTILINE)
 _KEEPING_EXPORTS = frozenset(
     {"torch.onnx.export", "torch.jit.trace", "torch.jit.script", "torch.export.export"}
@@ -1244,7 +1257,7 @@ def may_autocast(code: bytes, imports: Iterable[str]) -> bool:
         rest = after.lstrip()
         if rest.startswith(b"("):
             opening = word.end() + len(after) - len(rest)
-            if _disabled(code[opening : _closing(code, opening + 1)]):
+            if _disabled(code[opening : closing(code, opening + 1)]):
                 continue  # ``autocast(..., enabled=False)``: turns it off
         return True
     return False
@@ -1257,9 +1270,9 @@ def _autocast_contexts(code: bytes) -> set[bytes]:
     out = set()
     for call in _AUTOCAST_CALL.finditer(code):
         at = call.start()
-        if _disabled(code[at : _closing(code, call.end())]):
+        if _disabled(code[at : closing(code, call.end())]):
             continue
-        opening = _enclosing(code, at)
+        opening = enclosing(code, at)
         start = opening if opening >= 0 and code[:opening].rstrip().endswith(b"=") else at
         line = code.rfind(b"\n", 0, start) + 1
         bound = _CONTEXT_BOUND.match(code, line)
@@ -1282,7 +1295,7 @@ def _receiver(data: bytes, end: int) -> tuple[int, bytes]:
     """The receiver ending at ``end``: ``model``, ``self.unet``, ``Model(8)`` (its start)."""
     start = end
     if end > 0 and data[end - 1 : end] == b")":
-        start = _opening(data, end - 1)
+        start = opening(data, end - 1)
         if start < 0:
             return end, b""
     window = data[max(0, start - 200) : start]
@@ -1290,51 +1303,6 @@ def _receiver(data: bytes, end: int) -> tuple[int, bytes]:
     if not head or not (head[:1].isalpha() or head[:1] == b"_"):
         return end, b""
     return start - len(head), data[start - len(head) : end]
-
-
-def _opening(data: bytes, close: int) -> int:
-    """The ``(`` that the ``)`` at ``close`` closes (-1: none within 2000 bytes)."""
-    depth, i, stop = 0, close, max(-1, close - 2000)
-    while i > stop:
-        c = data[i]
-        if c in b")]}":
-            depth += 1
-        elif c in b"([{":
-            depth -= 1
-            if depth == 0:
-                return i
-        i -= 1
-    return -1
-
-
-def _enclosing(data: bytes, at: int) -> int:
-    """The ``(`` of the call whose arguments hold ``at`` (-1: none within 2000 bytes)."""
-    depth, i, stop = 0, at - 1, max(-1, at - 2000)
-    while i > stop:
-        c = data[i]
-        if c in b")]}":
-            depth += 1
-        elif c in b"([{":
-            if depth == 0:
-                return i if c == 0x28 else -1
-            depth -= 1
-        i -= 1
-    return -1
-
-
-def _closing(data: bytes, start: int) -> int:
-    """Where the call whose arguments start at ``start`` closes (at most 2000 bytes on)."""
-    depth, i, end = 1, start, min(len(data), start + 2000)
-    while i < end:
-        c = data[i]
-        if c in b"([{":
-            depth += 1
-        elif c in b")]}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return end
 
 
 _WRAPPER_NAMES = re.compile(

@@ -1,0 +1,144 @@
+"""The record pass's cheaper scans answer as the ones they replaced: line-anchored patterns
+found by a literal part (:mod:`mpcheck.project.lines`) and bracket matching by a regex
+(:mod:`mpcheck.project.brackets`), compared with the plain forms on generated code and on
+every fixture of the repository."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+from mpcheck.project import callers, construction, reach, records
+from mpcheck.project.brackets import closing, enclosing, opening
+from mpcheck.project.lines import line_matches
+
+ROOT = Path(__file__).resolve().parent.parent
+_PIECES = [
+    b"\n", b"\n", b"    ", b"\t", b" ", b"def", b"class", b"async ", b"f", b"Model", b"x",
+    b"(", b")", b"[", b"]", b"{", b"}", b",", b"=", b"==", b":", b".", b"import ", b"from ",
+    b"a.b", b"\r", b"\x0c", b"_1",
+]  # fmt: skip
+
+
+def _generated(count: int, seed: int = 21) -> list[bytes]:
+    rng = random.Random(seed)
+    return [b"".join(rng.choices(_PIECES, k=rng.randrange(1, 160))) for _ in range(count)]
+
+
+def _corpus() -> list[bytes]:
+    files = sorted((ROOT / "fixtures").rglob("*.py"))[:400]
+    return [records.blank(p.read_bytes()) for p in files] + _generated(3000)
+
+
+def _spans(matches: object) -> list[tuple[tuple[int, int], ...]]:
+    return [
+        tuple(m.span(g) for g in range(m.re.groups + 1))
+        for m in matches  # type: ignore[attr-defined]
+    ]
+
+
+def test_line_anchored_patterns_found_by_a_literal_match_as_finditer_does() -> None:
+    pairs = [
+        (records._DEF, records._DEF_WORD),
+        (records._CLASS, records._CLASS_WORD),
+        (records._MADE, records._MADE_CALL),
+        (callers._HEADER, callers._HEADER_WORD),
+        (construction._HEADER, construction._HEADER_WORD),
+        (reach._DEF, reach._DEF_WORD),
+    ]
+    for code in _corpus():
+        for pattern, lead in pairs:
+            expected = _spans(pattern.finditer(code))
+            assert _spans(line_matches(pattern, lead, code)) == expected, (pattern, code)
+
+
+def test_a_match_spanning_lines_hides_the_lines_it_covers_as_in_finditer() -> None:
+    pattern = re.compile(rb"^x\((?:[^)]*)\)", re.MULTILINE)
+    code = b"x(a,\nx(b)\n)\nx(c)\n"
+    assert _spans(line_matches(pattern, re.compile(rb"x\("), code)) == _spans(
+        pattern.finditer(code)
+    )
+    assert len(list(line_matches(pattern, re.compile(rb"x\("), code))) == 2
+
+
+def _enclosing_loop(data: bytes, at: int) -> int:
+    depth, i, stop = 0, at - 1, max(-1, at - 2000)
+    while i > stop:
+        c = data[i]
+        if c in b")]}":
+            depth += 1
+        elif c in b"([{":
+            if depth == 0:
+                return i if c == 0x28 else -1
+            depth -= 1
+        i -= 1
+    return -1
+
+
+def _opening_loop(data: bytes, close: int) -> int:
+    depth, i, stop = 0, close, max(-1, close - 2000)
+    while i > stop:
+        c = data[i]
+        if c in b")]}":
+            depth += 1
+        elif c in b"([{":
+            depth -= 1
+            if depth == 0:
+                return i
+        i -= 1
+    return -1
+
+
+def _closing_loop(data: bytes, start: int) -> int:
+    depth, i, end = 1, start, min(len(data), start + 2000)
+    while i < end:
+        c = data[i]
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return end
+
+
+def test_bracket_matching_answers_as_the_byte_loops_did() -> None:
+    rng = random.Random(37)
+    long = b"".join(_generated(200, seed=5))  # (longer than the 2,000-byte reach)
+    for code in [*_generated(600), long, b"(" * 2500 + b"x" + b")" * 2500]:
+        offsets = {0, len(code), *(rng.randrange(len(code) + 1) for _ in range(40))}
+        for at in sorted(offsets):
+            assert enclosing(code, at) == _enclosing_loop(code, at), (code, at)
+            assert closing(code, at) == _closing_loop(code, at), (code, at)
+            if at < len(code):
+                assert opening(code, at) == _opening_loop(code, at), (code, at)
+
+
+def _casting_loop(code: bytes) -> dict[str, bool]:
+    out: dict[str, bool] = {}
+    for match in records._DEF.finditer(code):
+        indent, stop = len(match.group(1)), len(code)
+        for line in re.finditer(rb"(?<=\n)(?=[^\n])", code[match.end() :]):
+            at = match.end() + line.start()
+            text = code[at : code.find(b"\n", at) % (len(code) + 1)]
+            stripped = text.lstrip()
+            if stripped and len(text) - len(stripped) <= indent:
+                stop = at
+                break
+        casts = records._HALF_TEXT.search(code, match.end(), stop) is not None
+        name = match.group(2).decode()
+        out[name] = out.get(name, False) or casts
+    return out
+
+
+def test_a_function_body_ends_where_the_line_loop_ended_it() -> None:
+    extra = [
+        b"def f(m):\n    return m\n\x0c\ndef g(m):\n \t m.half()\n",
+        b"def f(m):\n  \r\n    m.to(dtype)\n  \x0b x\nclass A:\n  def g(self):\n    pass\n",
+        b"class A:\n def f(m):\n  return m\n\x0cx = 1\n  m.half()\n",  # (a form feed indents)
+    ]
+    for code in [*_corpus(), *extra]:
+        headers = list(records._DEF.finditer(code))
+        assert records._casting_functions(code, headers) == _casting_loop(code), code
