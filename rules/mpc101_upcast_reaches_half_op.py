@@ -185,9 +185,11 @@ class UpcastReachesHalfOp(Rule):
     def check_literal(self, call: CallSite) -> None:
         """``self.conv(x.to(torch.bfloat16))`` in a class the project casts to float16: the
         value the code hard-codes to one half dtype meets weights of the other."""
-        clash = _literal_clash(call)
         evidence = call.scope.evidence
-        if clash is None or evidence is None:
+        if evidence is None or not evidence.written:
+            return  # (no cast of the project writes a half dtype down for this class)
+        clash = _literal_clash(call)
+        if clash is None:
             return
         literal, model = clash
         dtype = literal.fact.dtype or ""
