@@ -73,6 +73,17 @@ class UpcastReachesHalfOp(Rule):
         (the model is then made half by passing it), when another method updates the
         attribute, and when it only casts what the module returns.
 
+        A cast to a fixed half dtype is the same hazard with the other half: a module that
+        interpolates in float32 and casts back with `.to(torch.bfloat16)` (instead of to the
+        dtype it came in with) hands bfloat16 to its own conv, whose weights are float16 where
+        the project casts the model with `.to(torch.float16)` or `.half()` (a demo's fallback
+        without bfloat16 hardware): "Input type (c10::BFloat16) and bias type (c10::Half)
+        should be the same". It belongs here and not to MPC104 (parts of one model in two
+        dtypes): the weights share one dtype, and it is the activation that was cast to a
+        dtype of its own. mpcheck reports it only where a cast of the project writes the
+        other half dtype down and reaches the class; a dtype variable (`weight_dtype`) says
+        neither, and a model cast to the hard-coded dtype runs.
+
         Scripts, samplers and trainers count too: a model they cast to a working dtype, or a
         pipeline's `unet`/`vae` reached through `pipe`, takes its input and its conditioning
         keywords (`encoder_hidden_states=`, `pooled_projections=`) in its own dtype.
@@ -122,6 +133,7 @@ class UpcastReachesHalfOp(Rule):
     def check_call(self, call: CallSite) -> None:
         clash = _clash(call)
         if clash is None:
+            self.check_literal(call)
             self.check_through(call)
             return
         upcast, half = clash
@@ -169,6 +181,37 @@ class UpcastReachesHalfOp(Rule):
                 applicability="unsafe",
             )
         self.report_evidenced(call.node, message, call.scope, half.fact, related=related, fix=fix)
+
+    def check_literal(self, call: CallSite) -> None:
+        """``self.conv(x.to(torch.bfloat16))`` in a class the project casts to float16: the
+        value the code hard-codes to one half dtype meets weights of the other."""
+        evidence = call.scope.evidence
+        if evidence is None or not evidence.written:
+            return  # (no cast of the project writes a half dtype down for this class)
+        clash = _literal_clash(call)
+        if clash is None:
+            return
+        literal, model = clash
+        dtype = literal.fact.dtype or ""
+        found = evidence.cast_to_other(dtype)
+        if found is None:
+            return
+        weights, other = found
+        what = self.ctx.code(literal.node)
+        if call.is_module_call and call.receiver is not None:
+            where = f"`{self.ctx.code(call.receiver.node)}` has the model's weights"
+        else:
+            where = f"`{self.ctx.code(model.node)}` has the model's dtype"
+        message = (
+            f"`{what}` is {dtype} ({self.where(literal.fact)}) but {where}, which are "
+            f"{weights} where the project casts the model to it ({other}); cast it to the "
+            "weights' dtype instead of a fixed one"
+        )
+        related = self.related_for(what, literal.fact)
+        if evidence.node is not None:  # (the class's place, the cast, follows it)
+            note = evidence.note if other == evidence.text else None
+            related.append((evidence.node, other if note is None else note))
+        self.report(call.node, message, related=related)
 
     def check_through(self, call: CallSite) -> None:
         """``self.output(context, x)`` with ``context`` upcast: a half layer inside gets it."""
@@ -276,6 +319,25 @@ def _clash(call: CallSite) -> tuple[Operand, Operand] | None:
     if call.op is OpKind.NORM and upcast is not first:
         return None  # a low input with float32 norm parameters is supported
     return upcast, half
+
+
+def _literal_clash(call: CallSite) -> tuple[Operand, Operand] | None:
+    """The operand cast to a written-down half dtype (``.to(torch.bfloat16)``, ``.half()``)
+    and the one in the model's dtype, of a call that refuses to mix them."""
+    if call.op in (None, OpKind.EMBEDDING, OpKind.MODEL) or call.is_attention:
+        return None
+    if call.recast_by_autocast or call.scope.autocast is not None:
+        return None  # (autocast recasts both, or says what the weights are)
+    first, params = call.operands()
+    if first is None:
+        return None
+    fact = first.fact
+    if not (fact.prec is Prec.HALF and fact.cause is Cause.CAST and not fact.maybe):
+        return None
+    if fact.dtype not in ("float16", "bfloat16"):
+        return None
+    model = next((o for o in params if o.fact.prec is Prec.MODEL), None)
+    return None if model is None else (first, model)
 
 
 def _is_upcast(operand: Operand) -> bool:

@@ -336,3 +336,41 @@ def test_an_application_s_own_builds_outrank_a_library_base_s_contract(tmp_path:
     (finding,) = findings(package, "--no-cache")
     assert finding["code"] == "MPC101" and finding["severity"] == "error"
     assert "(half: `Denoiser` is a `ModelMixin`, which its users run in half)" in finding["message"]
+
+
+def test_a_cast_names_the_half_dtype_it_writes_down_and_its_parts_follow() -> None:
+    """``.to(torch.float16)``, ``.half()``, ``torch_dtype=torch.bfloat16`` each write one half
+    dtype down; a dtype variable or a choice between both writes none."""
+    model = b"class Up(nn.Module):\n    pass\nclass Dec(nn.Module):\n    def __init__(self):\n"
+    model += b"        self.up = Up()\n"
+    cases = {
+        b"d = Dec().to(torch.float16)\n": ("float16",),
+        b"d = Dec()\nd.half()\n": ("float16",),
+        b"d = Dec.from_pretrained(p, torch_dtype=torch.bfloat16)\n": ("bfloat16",),
+        b"d = Dec().to(weight_dtype)\n": (),
+        b"d = Dec().to(torch.bfloat16 if bf16 else torch.float16)\n": (),
+        b"d = Dec()\nif cuda:\n    d.to(torch.bfloat16)\nelse:\n    d.to(torch.float16)\n": (
+            "float16",
+            "bfloat16",
+        ),
+    }
+    for script, written in cases.items():
+        uses = uses_of_sources({"model.py": model, "run.py": b"from model import Dec\n" + script})
+        for dtype in ("float16", "bfloat16"):
+            found = uses.at("model").cast_to("Up", dtype)  # a part of the cast model
+            assert (found is not None) == (dtype in written), (script, dtype)
+            if found is not None:
+                assert found.via == ("Dec",) and found.place.path == "run.py"
+
+
+def test_a_fixed_half_dtype_meets_the_other_only_where_a_cast_writes_it(tmp_path: Path) -> None:
+    """The decoder of ``bad_hardcoded_half_upsample`` cast to a dtype variable, or to the
+    bfloat16 its upsampling hard-codes, gives no finding; cast to float16, it does."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "bad_hardcoded_half_upsample", case)
+    script = case / "vq" / "decode.py"
+    text = script.read_text()
+    assert [f["code"] for f in findings(case, "--no-cache")] == ["MPC101"]
+    for cast in ("torch.bfloat16", "weight_dtype"):
+        script.write_text(text.replace("torch.float16", cast))
+        assert findings(case, "--no-cache") == [], cast

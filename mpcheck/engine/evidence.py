@@ -58,6 +58,15 @@ class HalfEvidence:
     node: cst.CSTNode | None = None
     note: str | None = None
     subject: str | None = None  # the premise's class or function (a numerics rule words it)
+    # (half dtype, what says so): casts of the project that write a half dtype down and
+    # reach the class (``Model(...).to(torch.float16)``): on that path its weights are it
+    written: tuple[tuple[str, str], ...] = ()
+
+    def cast_to_other(self, dtype: str) -> tuple[str, str] | None:
+        """The half dtype other than ``dtype`` that a cast of the project gives the class,
+        and what says so (a value hard-coded to ``dtype`` then meets weights of the other),
+        or None."""
+        return next(((d, text) for d, text in self.written if d != dtype), None)
 
     @property
     def latent(self) -> bool:
@@ -107,13 +116,25 @@ class Evidence:
         text = f"latent: raises if `{name}` runs in half without autocast"
         return HalfEvidence(PREMISE, text, None, node, subject=name)
 
+    def _written(self, name: str) -> tuple[tuple[str, str], ...]:
+        """Each half dtype some cast reaching the class ``name`` writes down, with the text
+        saying so (the chain of classes and the cast)."""
+        if self.uses is None:
+            return ()
+        found = ((d, self.uses.cast_to(name, d)) for d in ("float16", "bfloat16"))
+        return tuple((d, _text(name, r)) for d, r in found if r is not None)
+
     def _decide(
         self, name: str, anchor: cst.CSTNode, bases: Sequence[str], pretrained: bool
     ) -> HalfEvidence:
         reach = self.uses.of(name) if self.uses is not None else None
         if reach is not None and reach.kind == CAST:
             self.elsewhere[anchor] = reach.place  # the cast: a related location in its file
-            return HalfEvidence(CAST, _text(name, reach), reach.place, anchor, _link(name, reach))
+            written = self._written(name)
+            link = _link(name, reach)
+            return HalfEvidence(
+                CAST, _text(name, reach), reach.place, anchor, link, written=written
+            )
         library = _library(bases, pretrained)
         if library is not None and not self._own(name, reach):
             text = f"`{name}` is a `{library}`, which its users run in half"

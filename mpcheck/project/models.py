@@ -92,12 +92,15 @@ class ModelUses:
         autocasts: bool = True,
         dtype_loads: frozenset[str] | None = None,
         application: bool = False,
+        cast_to: Mapping[str, Mapping[str, Reach]] = MappingProxyType({}),
     ) -> None:
         self._reach = dict(reach)
         # an application (no package its users install) that shows where it builds its
         # models: a library base's contract ("its users run it in half") is about the
         # library's users, and here the project's own builds are the users
         self.application = application
+        # half dtype -> class -> a cast that writes that dtype down and reaches the class
+        self._cast_to = cast_to
         # whether anything may run the project's code under autocast: a file opens an
         # enabled region or brings a trainer that may (:func:`~mpcheck.project.records.
         # may_autocast`), or the project is a package its users run as they like
@@ -124,6 +127,7 @@ class ModelUses:
             self.autocasts,
             self._dtype_loads,
             self.application,
+            self._cast_to,
         )
 
     def runs_in_modules(self, name: str) -> bool:
@@ -174,13 +178,21 @@ class ModelUses:
         """The evidence of the class ``name`` defined in :attr:`module`."""
         return self._reach.get(f"{self.module}.{name}" if self.module else name)
 
+    def cast_to(self, name: str, dtype: str) -> Reach | None:
+        """A cast of the project that writes ``dtype`` down (``.half()``,
+        ``.to(torch.bfloat16)``) and reaches the class ``name`` of :attr:`module` (its own
+        model or one that builds it), or None: on that path its weights are ``dtype``."""
+        found = self._cast_to.get(dtype, {})
+        return found.get(f"{self.module}.{name}" if self.module else name)
+
     def __len__(self) -> int:
         return len(self._reach)
 
     @property
     def digest(self) -> str:
         """Changes when any class's evidence does (a cache entry keyed on it is then stale)."""
-        text = repr((sorted(self._reach.items()), self.autocasts, self.application))
+        written = sorted((d, sorted(m.items())) for d, m in self._cast_to.items())
+        text = repr((sorted(self._reach.items()), self.autocasts, self.application, written))
         if self._mentions is not None:
             text += self._mentions.digest
         if self.construction is not None:
@@ -313,6 +325,7 @@ def uses_of_records(
     roots: dict[str, Reach] = {}
     bodies: dict[str, set[str]] = {}  # class -> the project classes its body builds
     casts: dict[str, Reach] = {}
+    written: dict[str, dict[str, Reach]] = {}  # half dtype -> class -> a cast writing it
     covered: dict[str, Reach] = {}  # every call seen runs under an enabled autocast
     uncovered: set[str] = set()
     sites: dict[str, list[tuple[Place, bool]]] = {}  # builds outside classes, kept float32?
@@ -339,16 +352,20 @@ def uses_of_records(
                 text = f"`{leaf}` is a `{lib}`, which its users run in half"
                 place = Place(path, cls.line, 1, f"{text} ({where(path, cls.line)})")
                 roots[cls.name] = Reach(LIBRARY, place)
-        for name, (line, column, _), what in record.casts:
+        for name, (line, column, _), what, dtype in record.casts:
             if _UNDER_DTYPE in what:  # ``X.from_pretrained(..., torch_dtype=...)``
                 under_dtype.update(expand(name))
                 leaf = name.rpartition(".")[2]
                 loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
                 opaque = opaque or (loader and names.resolve(name) is None)
             for target in expand(name):
+                text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
                 if target not in casts:
-                    text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
                     casts[target] = Reach(CAST, Place(path, line, column, text))
+                if dtype:
+                    written.setdefault(dtype, {}).setdefault(
+                        target, Reach(CAST, Place(path, line, column, text))
+                    )
         for name, region in record.calls:
             for target in expand(name):
                 if region is None:
@@ -421,6 +438,9 @@ def uses_of_records(
         roots = {k: v for k, v in roots.items() if k in casts or not only(k)}
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
+    cast_to: dict[str, dict[str, Reach]] = {}
+    for dtype, cast_roots in written.items():
+        _spread(cast_roots, cast_to.setdefault(dtype, {}), bodies)
     _spread(built, reach, bodies, only)
     _spread(_bases(subclasses, reach, only), reach, bodies, only)
     # What nothing reaches is known only in a project that shows where it builds its models
@@ -451,6 +471,7 @@ def uses_of_records(
         autocasts=autocasts,
         dtype_loads=loads,
         application=application,
+        cast_to=cast_to,
     )
 
 

@@ -43,7 +43,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 11
+FORMAT = 12
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -99,7 +99,7 @@ class ModelRecord:
     classes: tuple[ClassRecord, ...] = ()
     aliases: tuple[tuple[str, str], ...] = ()
     stars: tuple[str, ...] = ()
-    casts: tuple[tuple[str, Spot, str], ...] = ()
+    casts: tuple[tuple[str, Spot, str, str], ...] = ()
     calls: tuple[tuple[str, Spot | None], ...] = ()
     builds: tuple[tuple[str, Spot, bool], ...] = ()
     half: bool = False
@@ -175,7 +175,7 @@ class ModelRecord:
                 ),
                 tuple((str(a), str(b)) for a, b in aliases),
                 tuple(map(str, stars)),
-                tuple((str(c), _spot(s), str(w)) for c, s, w in casts),
+                tuple((str(c), _spot(s), str(w), str(d)) for c, s, w, d in casts),
                 tuple((str(c), None if s is None else _spot(s)) for c, s in calls),
                 tuple((str(c), _spot(s), bool(k)) for c, s, k in builds),
                 bool(half),
@@ -591,10 +591,11 @@ class _Reader:
                 out.setdefault(assigned.group(1).decode(), set()).add(cls)
         return out
 
-    def _casts(self, models: dict[str, set[str]]) -> list[tuple[str, Spot, str]]:
+    def _casts(self, models: dict[str, set[str]]) -> list[tuple[str, Spot, str, str]]:
         """Each project class this file builds or loads in half, or builds and then casts to
         half: ``Model(...).half()``, ``model.to(weight_dtype)`` of a ``model = Model(...)``,
-        ``Model.from_pretrained(..., torch_dtype=torch.float16)``."""
+        ``Model.from_pretrained(..., torch_dtype=torch.float16)``; with the one half dtype
+        the cast writes down (:func:`_written_dtype`)."""
         data, code = self.data, self.code
         out = []
 
@@ -620,13 +621,15 @@ class _Reader:
             end = match.end() if match.group(1) else closing(code, match.end()) + 1
             if match.group(1) is None and not _halfish_args(code[match.end() : end - 1]):
                 continue
+            dtype = _written_dtype(match.group(1) or code[match.end() : end - 1])
             for cls in classes:
                 leaf = cls.rpartition(".")[2]
                 text = " ".join(data[start:end].decode(errors="replace").split())
                 if len(text) > 60:
                     tail = match.group(0).decode() + ("...)" if not match.group(1) else "")
                     text = f"{leaf}(...){tail}"
-                out.append((cls, self.spot(start), f"`{leaf}` is cast to half by `{text}`"))
+                what = f"`{leaf}` is cast to half by `{text}`"
+                out.append((cls, self.spot(start), what, dtype))
         for kw in _DTYPE_KW.finditer(code):
             if not _HALFISH_BYTES.search(kw.group(2)):
                 continue
@@ -642,7 +645,8 @@ class _Reader:
                 leaf = named.rpartition(".")[2]
                 written = f"{kw.group(1).decode()}={kw.group(2).decode()}"
                 what = f"`{leaf}` is built in half by `{leaf}(..., {written})`"
-                out.append((named, self.spot(opening - len(head)), what))
+                dtype = _written_dtype(kw.group(2))
+                out.append((named, self.spot(opening - len(head)), what, dtype))
         return out
 
     def _regions(self, models: dict[str, set[str]]) -> list[tuple[str, Spot | None]]:
@@ -1283,6 +1287,21 @@ def _autocast_contexts(code: bytes) -> set[bytes]:
 
 def _disabled(line: bytes) -> bool:
     return re.search(rb"enabled\s*=\s*False", line) is not None
+
+
+_FLOAT16_WRITTEN = re.compile(rb"(?<![\w.])(?:torch\.)?(?:float16|half)\b|\bfp16\b")
+_BFLOAT16_WRITTEN = re.compile(rb"\bbfloat16\b|\bbf16\b")
+
+
+def _written_dtype(text: bytes) -> str:
+    """The one half dtype a cast writes down (``.half()``, ``.to(torch.bfloat16)``,
+    ``torch_dtype=torch.float16``): "float16" or "bfloat16"; "" for a dtype variable
+    (``weight_dtype``) or a choice between both, which the cast's text does not decide."""
+    fp16 = _FLOAT16_WRITTEN.search(text) is not None
+    bf16 = _BFLOAT16_WRITTEN.search(text) is not None
+    if fp16 == bf16:
+        return ""
+    return "float16" if fp16 else "bfloat16"
 
 
 def _halfish_args(text: bytes) -> bool:
