@@ -26,6 +26,19 @@ def _with_model(operand: Operand) -> bool:
     return operand.fact.is_tensor and operand.fact.prec is Prec.MODEL
 
 
+def _handed(operand: Operand) -> bool:
+    """An input of the function whose dtype nothing here decides (not cast, not upcast)."""
+    fact = operand.fact
+    origin = fact.origin
+    return (
+        fact.is_tensor
+        and fact.prec in (Prec.UNKNOWN, Prec.MODEL, Prec.INT)
+        and origin is not None
+        and origin.cause is Cause.ACTIVATION
+        and bool(fact.params)
+    )
+
+
 def _made_like(operand: Operand) -> bool:
     """Made in another tensor's dtype (``torch.arange(half, dtype=x.dtype)``, ``.to(x)``),
     not a buffer a model cast reaches."""
@@ -183,6 +196,7 @@ class HalfPositions(Rule):
         if call.scope.function is None or autocast_policy(call.aten, "cuda") != "lower_precision":
             return
         if call.scope.no_autocast:
+            self._input_cast(call, product)
             return  # the project never turns autocast on: the premise cannot hold
         message = (
             f"if this runs under autocast (mixed-precision training or inference), "
@@ -190,5 +204,34 @@ class HalfPositions(Rule):
             "even on float32 operands, and positions past 256 (bfloat16) or 2048 (float16) "
             "round onto shared phases; compute the phases under "
             "`torch.autocast(..., enabled=False)`"
+        )
+        self.report(call.node, message)
+
+    def _input_cast(self, call: CallSite, product: PhaseProduct) -> None:
+        """Phases of a model's code in a project whose FSDP policy casts the models' floating
+        forward inputs to a half ``param_dtype`` (FSDP2's ``cast_forward_inputs``, FSDP1's
+        root): positions or timesteps handed in reach the product in half, no autocast
+        needed. Int positions are not cast, so a position believed int (by its name) counts
+        only when the frequencies are of no known float32 (made in its dtype: the code takes
+        it for floating)."""
+        policy = call.scope.input_cast
+        if policy is None or not (call.scope.in_module or call.scope.module_code):
+            return
+        positions, frequencies = product.positions, product.frequencies
+        handed = next((o for o in (positions, frequencies) if _handed(o)), None)
+        if handed is None:
+            return
+        other = frequencies if handed is positions else positions
+        if handed.fact.prec is Prec.INT and other.fact.prec in (Prec.FULL, Prec.INT):
+            return  # (int positions by float32 frequencies: FSDP casts neither)
+        which = self.ctx.module.code_for_node(handed.node)
+        pos = self.ctx.module.code_for_node(positions.node)
+        freq = self.ctx.module.code_for_node(frequencies.node)
+        message = (
+            f"phases `{pos}` x `{freq}` are computed in the dtype of `{which}`, handed in: "
+            f"when the model's floating inputs carry it, {policy} casts them to its "
+            "`param_dtype` before the forward (FSDP's `cast_forward_inputs`; no autocast "
+            "involved), and in half positions past 256 (bfloat16) or 2048 (float16) round "
+            "onto shared phases; multiply `.float()` operands"
         )
         self.report(call.node, message)

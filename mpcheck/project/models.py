@@ -91,8 +91,12 @@ class ModelUses:
         callables: Callables | None = None,
         autocasts: bool = True,
         dtype_loads: frozenset[str] | None = None,
+        input_cast: str | None = None,
     ) -> None:
         self._reach = dict(reach)
+        # an FSDP policy of the project that casts its models' floating forward inputs to a
+        # half (or unknown) ``param_dtype``, quoted with its place; None: none does
+        self.input_cast = input_cast
         # whether anything may run the project's code under autocast: a file opens an
         # enabled region or brings a trainer that may (:func:`~mpcheck.project.records.
         # may_autocast`), or the project is a package its users run as they like
@@ -118,6 +122,7 @@ class ModelUses:
             self.callables,
             self.autocasts,
             self._dtype_loads,
+            self.input_cast,
         )
 
     def runs_in_modules(self, name: str) -> bool:
@@ -427,8 +432,18 @@ def uses_of_records(
     passes = {r.module: r.callers for r in records.values()}
     called = ModuleCode(passes, classes, names.resolve, names.follow)
     lambdas = Callables({p: r.callables for p, r in records.items()})
-    autocasts = alone or installable or bool(wrappers) or bool(wrapped)
+    # (FSDP's policies cast, they never autocast: :data:`~mpcheck.knowledge.wrappers.WRAPPERS`)
+    autocasts = alone or installable or any(lib != "torch" for lib in wrappers)
+    autocasts = autocasts or any(lib != "torch" for uses in wrapped.values() for lib, _ in uses)
     autocasts = autocasts or any(record.autocasts for record in records.values())
+    inputs = next(
+        (
+            f"{text} at {where(path, line)}"
+            for path in sorted(records)
+            for line, _, text in records[path].inputs
+        ),
+        None,
+    )
     loads = None
     if known and not installable and not defaults and not opaque:
         loads = frozenset(_parts_of(under_dtype, bodies))
@@ -441,6 +456,7 @@ def uses_of_records(
         callables=lambdas,
         autocasts=autocasts,
         dtype_loads=loads,
+        input_cast=inputs,
     )
 
 
