@@ -440,7 +440,7 @@ def uses_of_records(
         (
             f"{text} at {where(path, line)}"
             for path in sorted(records)
-            for line, _, text in records[path].inputs
+            for line, _, text in reversed(records[path].inputs)  # (the root: wrapped last)
         ),
         None,
     )
