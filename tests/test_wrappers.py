@@ -151,8 +151,8 @@ def test_fsdp_half_param_dtype_casts_the_module(
     parameters: the float32 gate meeting them is an error naming the wrapper."""
     (finding,) = findings(FSDP1, capsys, monkeypatch)
     assert finding["severity"] == "error"
-    assert "`GatedMLP` is cast to half by `FSDP(model, mixed_precision=policy," in (
-        finding["message"]
+    assert (
+        "`GatedMLP` is cast to half by `FSDP(model, mixed_precision=policy," in (finding["message"])
     )
 
 
@@ -195,9 +195,7 @@ def test_fsdp2_input_cast_is_the_premise_of_half_phases(
     and the finding names the policy's place (the root's ``fully_shard``)."""
     (finding,) = findings(FSDP2, capsys, monkeypatch)
     assert finding["code"] == "MPC303" and finding["severity"] == "warning"
-    assert "`fully_shard(model, mp_policy=mp_policy)` at video/train.py:23" in (
-        finding["message"]
-    )
+    assert "`fully_shard(model, mp_policy=mp_policy)` at video/train.py:23" in (finding["message"])
     assert "cast_forward_inputs" in finding["message"]
 
 

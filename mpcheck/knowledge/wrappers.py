@@ -24,6 +24,7 @@ __all__ = [
     "AUTOCAST",
     "CAST",
     "FSDP_POLICIES",
+    "FSDP_WRAPPERS",
     "FULL",
     "TAKING_CALLS",
     "TAKING_METHODS",
@@ -132,6 +133,8 @@ WRAPPERS: Mapping[str, tuple[Setting, ...]] = MappingProxyType(
     }
 )
 
+FSDP_WRAPPERS = frozenset(name for name in WRAPPERS if name.startswith("torch.distributed."))
+
 
 @dataclass(frozen=True, slots=True)
 class Policy:
@@ -187,7 +190,7 @@ TAKING_CALLS: Mapping[str, str] = MappingProxyType(
         "transformers.Seq2SeqTrainer": "transformers",
         "transformers.trainer.Trainer": "transformers",
         "deepspeed.initialize": "deepspeed",
-        **{name: "torch" for name in WRAPPERS if name.startswith("torch.distributed.")},
+        **dict.fromkeys(FSDP_WRAPPERS, "torch"),
     }
 )
 # Libraries (and trainers) that may run a project's models under autocast, whatever the

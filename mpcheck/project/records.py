@@ -539,7 +539,7 @@ class _Reader:
             if name == "deepspeed.initialize":
                 effects = [wrap.CAST if _deepspeed_half(code, data) else wrap.UNKNOWN]
             suffix = ""
-            if name in wrap.TAKING_CALLS and wrap.TAKING_CALLS[name] == "torch":  # FSDP
+            if name in wrap.FSDP_WRAPPERS:
                 given = found.get(settings[0].keyword)
                 starred = b"**" in code[match.end() : close]
                 kind, inputs = self._fsdp_policy(given, starred, match.end(), close)
