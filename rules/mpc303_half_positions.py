@@ -211,9 +211,9 @@ class HalfPositions(Rule):
         """Phases of a model's code in a project whose FSDP policy casts the models' floating
         forward inputs to a half ``param_dtype`` (FSDP2's ``cast_forward_inputs``, FSDP1's
         root): positions or timesteps handed in reach the product in half, no autocast
-        needed. Int positions are not cast, so a position believed int (by its name) counts
-        only when the frequencies are of no known float32 (made in its dtype: the code takes
-        it for floating)."""
+        needed. FSDP casts neither int tensors nor buffers, so a position believed int (by its
+        name) counts only when the frequencies are of no known dtype (made in its dtype: the
+        code takes it for floating)."""
         policy = call.scope.input_cast
         if policy is None or not (call.scope.in_module or call.scope.module_code):
             return
@@ -222,8 +222,8 @@ class HalfPositions(Rule):
         if handed is None:
             return
         other = frequencies if handed is positions else positions
-        if handed.fact.prec is Prec.INT and other.fact.prec in (Prec.FULL, Prec.INT):
-            return  # (int positions by float32 frequencies: FSDP casts neither)
+        if handed.fact.prec is Prec.INT and other.fact.prec is not Prec.UNKNOWN:
+            return  # (int positions by float32 or buffer frequencies: FSDP casts neither)
         which = self.ctx.module.code_for_node(handed.node)
         pos = self.ctx.module.code_for_node(positions.node)
         freq = self.ctx.module.code_for_node(frequencies.node)

@@ -387,3 +387,26 @@ def test_a_module_cast_to_half_raises_and_under_autocast_runs(
         assert module(x).dtype == torch.bfloat16
     with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
         module.to(torch.bfloat16)(x)
+
+
+def test_fsdp2_int_positions_by_buffer_frequencies_give_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """FSDP casts neither int tensors nor buffers: integer positions (by their name) times a
+    float32 ``inv_freq`` buffer stay a float32 product under the policy."""
+    case = variant(
+        tmp_path,
+        FSDP2,
+        "video/model.py",
+        "        self.phases = torch.empty(0)\n",
+        "        self.phases = torch.empty(0)\n"
+        "        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2) / dim))\n"
+        '        self.register_buffer("inv_freq", inv_freq, persistent=False)\n',
+    )
+    model = case / "video/model.py"
+    model.write_text(
+        model.read_text().replace(
+            "phases = rope(ids, self.dim)", "phases = torch.outer(ids, self.inv_freq)"
+        )
+    )
+    assert findings(case, capsys, monkeypatch) == []
