@@ -62,7 +62,12 @@ class HalfPositions(Rule):
         `torch.autocast(..., enabled=False)` around the product. A diffusion timestep
         (0..1000) cast to the latents' bfloat16 dtype before the timestep projection is
         rounded to a multiple of 4 above 512, so the model sees another timestep than the
-        scheduler meant. Not reported: products with float64 frequencies (Flux's `rope`),
+        scheduler meant. PyTorch's FSDP does the same without any autocast: a policy with a
+        half `param_dtype` casts the floating inputs of the model's forward to it
+        (`MixedPrecisionPolicy(cast_forward_inputs=True)`, FSDP2's default, at each
+        `fully_shard`-ed module; `MixedPrecision` at the root), so positions or timesteps
+        handed in as float32 reach the product rounded (integer tensors and buffers are
+        not cast). Not reported: products with float64 frequencies (Flux's `rope`),
         which autocast never casts (its `cached_cast` skips float64; the product promotes to
         float64), and timesteps cast only to scale noise or weight a loss (once mixed with
         another tensor they are a sample or a weight, rounded relatively like any activation),
@@ -84,7 +89,9 @@ class HalfPositions(Rule):
         (or `@torch.autocast(..., enabled=False)` on the method, or a variable bound once to
         that region, also against `nullcontext()` for devices without autocast), then
         `emb.cos().to(x.dtype)`. Keep timesteps float32 up to the timestep projection
-        (`t.to(torch.float32)`). mpcheck offers no fix: a layer that takes the timestep as
+        (`t.to(torch.float32)`). Under an FSDP policy, hand integer positions (not cast) or
+        set `cast_forward_inputs=False` where the inputs must stay float32. mpcheck offers
+        no fix: a layer that takes the timestep as
         its input (a `Linear` of the timestep) needs it in its own dtype, and raises on
         float32.
         """
