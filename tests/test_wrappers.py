@@ -410,3 +410,21 @@ def test_fsdp2_int_positions_by_buffer_frequencies_give_nothing(
         )
     )
     assert findings(case, capsys, monkeypatch) == []
+
+
+def test_fsdp_policy_computing_in_float32_is_no_half_mention() -> None:
+    """A policy whose parameters (and buffers) stay float32 reduces gradients in bfloat16 at
+    most: the project's only mention of half is no premise that its modules run in half.
+    FSDP1's half ``buffer_dtype`` casts the buffers, so it still counts."""
+    script = (
+        "import torch\n"
+        "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision\n\n"
+        "policy = MixedPrecision(param_dtype=torch.float32, reduce_dtype=torch.bfloat16)\n\n\n"
+        "def wrap(model):\n    return FSDP(model, mixed_precision=policy)\n"
+    )
+    record = record_of(script.encode(), "run.py")
+    assert record.half is False
+    assert [w[2] for w in record.wrappers] == ["full"]
+    buffers = record_of(script.replace("reduce_dtype", "buffer_dtype").encode(), "run.py")
+    assert buffers.half is True
+    assert [w[2] for w in buffers.wrappers] == ["unknown"]

@@ -307,6 +307,7 @@ class _Reader:
         self._casting: dict[str, bool] | None = None  # (see :meth:`_keeping_callee`)
         self._defs: dict[str, int] | None = None  # (see :meth:`_top_defs`)
         self._bodies: list[tuple[int, int, int, str]] | None = None  # (:meth:`_factory_at`)
+        self._policy_list: list[tuple[int, int, str, bool]] | None = None  # (:meth:`_policies`)
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
         # import ``Decoder`` from one module and another function from another
@@ -429,6 +430,10 @@ class _Reader:
         for _, start, end, effect in wrappers:
             if effect.removesuffix(_INPUTS) in (wrap.AUTOCAST, wrap.FULL):
                 masked[start:end] = b" " * (end - start)
+        if b"MixedPrecision" in code:  # a policy computing in float32 makes nothing half
+            for start, end, kind, _ in self._policies():
+                if kind == wrap.FULL:
+                    masked[start:end] = b" " * (end - start)
         half = _has_any(masked, _HALF_LITERALS) and HALF_WORDS.search(masked) is not None
         found = list(_CLASS.finditer(code))
         self.local = {m.group(2).decode() for m in found if not m.group(1)}
@@ -566,12 +571,15 @@ class _Reader:
         chosen = own or policies
         if not chosen:
             return (wrap.UNKNOWN, True) if given not in ("None",) else (wrap.FULL, False)
-        kinds = [kind for _, kind, _ in chosen]
-        return wrap.effect(kinds), any(k != wrap.FULL and casts for _, k, casts in chosen)
+        kinds = [kind for _, _, kind, _ in chosen]
+        return wrap.effect(kinds), any(k != wrap.FULL and casts for _, _, k, casts in chosen)
 
-    def _policies(self) -> list[tuple[int, str, bool]]:
+    def _policies(self) -> list[tuple[int, int, str, bool]]:
         """Each FSDP mixed-precision policy this file builds (``MixedPrecisionPolicy(...)``):
-        (offset, its effect from ``param_dtype`` as written, whether it casts inputs)."""
+        (its span, its effect, whether it casts inputs). The effect is ``param_dtype``'s as
+        written; FSDP1's ``buffer_dtype`` in half casts the buffers: unknown at least."""
+        if self._policy_list is not None:
+            return self._policy_list
         code, data, out = self.code, self.data, []
         for match in _POLICY_CALL.finditer(code):
             window = code[max(0, match.start() - 200) : match.start()]
@@ -583,8 +591,11 @@ class _Reader:
             close = _closing(code, match.end())
             found = _arguments(code, data, match.end(), close)
             kind = wrap.policy_effect(found.get("param_dtype", found.get(0)))
+            if kind == wrap.FULL and wrap.policy_effect(found.get("buffer_dtype")) != wrap.FULL:
+                kind = wrap.UNKNOWN
             casts = any(found.get(key, str(default)) != "False" for key, default in policy.inputs)
-            out.append((match.start() - len(head), kind, casts))
+            out.append((match.start() - len(head), close + 1, kind, casts))
+        self._policy_list = out
         return out
 
     def _accelerate_deepspeed(self, code: bytes) -> bool:
