@@ -428,3 +428,23 @@ def test_fsdp_policy_computing_in_float32_is_no_half_mention() -> None:
     buffers = record_of(script.replace("reduce_dtype", "buffer_dtype").encode(), "run.py")
     assert buffers.half is True
     assert [w[2] for w in buffers.wrappers] == ["unknown"]
+
+
+def test_a_policy_changed_in_another_file_reaches_a_cached_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """The FSDP input cast is project-wide evidence: a cached run of the model's file is
+    stale once the trainer's policy starts casting the inputs."""
+    old = "MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)"
+    kept = "MixedPrecisionPolicy(param_dtype=param_dtype, cast_forward_inputs=False)"
+    case = variant(tmp_path, FSDP2, "video/train.py", old, kept)
+    monkeypatch.chdir(case)
+    forget_uses()
+    assert main(["check", "--output-format", "json", "."]) == 0
+    capsys.readouterr()
+    train = case / "video/train.py"
+    train.write_text(train.read_text().replace(kept, old))
+    forget_uses()
+    assert main(["check", "--output-format", "json", "."]) == 1
+    (finding,) = json.loads(capsys.readouterr().out)
+    assert finding["code"] == "MPC303"

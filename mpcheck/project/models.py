@@ -179,7 +179,7 @@ class ModelUses:
     @property
     def digest(self) -> str:
         """Changes when any class's evidence does (a cache entry keyed on it is then stale)."""
-        text = repr((sorted(self._reach.items()), self.autocasts))
+        text = repr((sorted(self._reach.items()), self.autocasts, self.input_cast))
         if self._mentions is not None:
             text += self._mentions.digest
         if self.construction is not None:
