@@ -27,6 +27,19 @@ def _with_model(operand: Operand) -> bool:
     return operand.fact.is_tensor and operand.fact.prec is Prec.MODEL
 
 
+def _handed(operand: Operand) -> bool:
+    """An input of the function whose dtype nothing here decides (not cast, not upcast)."""
+    fact = operand.fact
+    origin = fact.origin
+    return (
+        fact.is_tensor
+        and fact.prec in (Prec.UNKNOWN, Prec.MODEL, Prec.INT)
+        and origin is not None
+        and origin.cause is Cause.ACTIVATION
+        and bool(fact.params)
+    )
+
+
 def _made_like(operand: Operand) -> bool:
     """Made in another tensor's dtype (``torch.arange(half, dtype=x.dtype)``, ``.to(x)``),
     not a buffer a model cast reaches."""
@@ -50,7 +63,12 @@ class HalfPositions(Rule):
         `torch.autocast(..., enabled=False)` around the product. A diffusion timestep
         (0..1000) cast to the latents' bfloat16 dtype before the timestep projection is
         rounded to a multiple of 4 above 512, so the model sees another timestep than the
-        scheduler meant. Not reported: products with float64 frequencies (Flux's `rope`),
+        scheduler meant. PyTorch's FSDP does the same without any autocast: a policy with a
+        half `param_dtype` casts the floating inputs of the model's forward to it
+        (`MixedPrecisionPolicy(cast_forward_inputs=True)`, FSDP2's default, at each
+        `fully_shard`-ed module; `MixedPrecision` at the root), so positions or timesteps
+        handed in as float32 reach the product rounded (integer tensors and buffers are
+        not cast). Not reported: products with float64 frequencies (Flux's `rope`),
         which autocast never casts (its `cached_cast` skips float64; the product promotes to
         float64), and timesteps cast only to scale noise or weight a loss (once mixed with
         another tensor they are a sample or a weight, rounded relatively like any activation),
@@ -72,7 +90,9 @@ class HalfPositions(Rule):
         (or `@torch.autocast(..., enabled=False)` on the method, or a variable bound once to
         that region, also against `nullcontext()` for devices without autocast), then
         `emb.cos().to(x.dtype)`. Keep timesteps float32 up to the timestep projection
-        (`t.to(torch.float32)`). mpcheck offers no fix: a layer that takes the timestep as
+        (`t.to(torch.float32)`). Under an FSDP policy, hand integer positions (not cast) or
+        set `cast_forward_inputs=False` where the inputs must stay float32. mpcheck offers
+        no fix: a layer that takes the timestep as
         its input (a `Linear` of the timestep) needs it in its own dtype, and raises on
         float32.
         """
@@ -193,6 +213,7 @@ class HalfPositions(Rule):
         if call.scope.function is None or autocast_policy(call.aten, "cuda") != "lower_precision":
             return
         if call.scope.no_autocast:
+            self._input_cast(call, product)
             return  # the project never turns autocast on: the premise cannot hold
         message = (
             f"if this runs under autocast (mixed-precision training or inference), "
@@ -200,5 +221,34 @@ class HalfPositions(Rule):
             "even on float32 operands, and positions past 256 (bfloat16) or 2048 (float16) "
             "round onto shared phases; compute the phases under "
             "`torch.autocast(..., enabled=False)`"
+        )
+        self.report(call.node, message)
+
+    def _input_cast(self, call: CallSite, product: PhaseProduct) -> None:
+        """Phases of a model's code in a project whose FSDP policy casts the models' floating
+        forward inputs to a half ``param_dtype`` (FSDP2's ``cast_forward_inputs``, FSDP1's
+        root): positions or timesteps handed in reach the product in half, no autocast
+        needed. FSDP casts neither int tensors nor buffers, so a position believed int (by its
+        name) counts only when the frequencies are of no known dtype (made in its dtype: the
+        code takes it for floating)."""
+        policy = call.scope.input_cast
+        if policy is None or not (call.scope.in_module or call.scope.module_code):
+            return
+        positions, frequencies = product.positions, product.frequencies
+        handed = next((o for o in (positions, frequencies) if _handed(o)), None)
+        if handed is None:
+            return
+        other = frequencies if handed is positions else positions
+        if handed.fact.prec is Prec.INT and other.fact.prec is not Prec.UNKNOWN:
+            return  # (int positions by float32 or buffer frequencies: FSDP casts neither)
+        which = self.ctx.module.code_for_node(handed.node)
+        pos = self.ctx.module.code_for_node(positions.node)
+        freq = self.ctx.module.code_for_node(frequencies.node)
+        message = (
+            f"phases `{pos}` x `{freq}` are computed in the dtype of `{which}`, handed in: "
+            f"when the model's floating inputs carry it, {policy} casts them to its "
+            "`param_dtype` before the forward (FSDP's `cast_forward_inputs`; no autocast "
+            "involved), and in half positions past 256 (bfloat16) or 2048 (float16) round "
+            "onto shared phases; multiply `.float()` operands"
         )
         self.report(call.node, message)

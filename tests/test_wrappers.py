@@ -28,6 +28,8 @@ from tests.support import FIXTURES, XFILE, check_fixture
 ACCELERATE = XFILE / "good_accelerate_prepared_model"
 LIGHTNING = XFILE / "bad_lightning_true_precision"
 DEEPSPEED = XFILE / "bad_deepspeed_bf16_engine"
+FSDP1 = XFILE / "bad_fsdp_bf16_params"
+FSDP2 = XFILE / "bad_fsdp2_input_positions"
 
 
 @pytest.fixture(autouse=True)
@@ -140,6 +142,112 @@ def test_deepspeed_without_a_config_it_can_read_keeps_the_premise(
     case = variant(tmp_path, DEEPSPEED, "lm/train.py", '"bf16": {"enabled": True},', "")
     (finding,) = findings(case, capsys, monkeypatch)
     assert finding["severity"] == "warning" and "latent" in finding["message"]
+
+
+def test_fsdp_half_param_dtype_casts_the_module(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """FSDP's ``MixedPrecision(param_dtype=torch.bfloat16)`` runs the forward with bfloat16
+    parameters: the float32 gate meeting them is an error naming the wrapper."""
+    (finding,) = findings(FSDP1, capsys, monkeypatch)
+    assert finding["severity"] == "error"
+    assert (
+        "`GatedMLP` is cast to half by `FSDP(model, mixed_precision=policy," in (finding["message"])
+    )
+
+
+_FSDP1_POLICY = "param_dtype=torch.bfloat16, reduce_dtype=torch.float32"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (_FSDP1_POLICY, "param_dtype=torch.float32, reduce_dtype=torch.bfloat16"),
+        (_FSDP1_POLICY, "param_dtype=None, reduce_dtype=torch.bfloat16"),
+        ("model = FSDP(model, mixed_precision=policy,", "model = FSDP(model,"),
+    ],
+    ids=["float32", "none", "no-policy"],
+)
+def test_fsdp_float32_params_keep_the_module_float32(
+    old: str, new: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """A policy whose ``param_dtype`` is float32 or None (its reductions may be half), or no
+    policy, is no half evidence: the model only built in float32 stays so."""
+    case = variant(tmp_path, FSDP1, "lm/train.py", old, new)
+    assert findings(case, capsys, monkeypatch) == []
+
+
+def test_fsdp_policy_from_elsewhere_keeps_the_premise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """A policy this project builds where mpcheck cannot read it (handed in) might cast."""
+    old = "policy = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)"
+    case = variant(tmp_path, FSDP1, "lm/train.py", old, "policy = make_policy()")
+    (finding,) = findings(case, capsys, monkeypatch)
+    assert finding["severity"] == "warning" and "latent" in finding["message"]
+
+
+def test_fsdp2_input_cast_is_the_premise_of_half_phases(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """FSDP2's policy casts the root's floating inputs (``cast_forward_inputs``): in a project
+    that never autocasts, phases computed in the dtype of handed-in coordinates are half,
+    and the finding names the policy's place (the root's ``fully_shard``)."""
+    (finding,) = findings(FSDP2, capsys, monkeypatch)
+    assert finding["code"] == "MPC303" and finding["severity"] == "warning"
+    assert "`fully_shard(model, mp_policy=mp_policy)` at video/train.py:23" in (finding["message"])
+    assert "cast_forward_inputs" in finding["message"]
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        "MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32)",
+        "MixedPrecisionPolicy(param_dtype=param_dtype, cast_forward_inputs=False)",
+        "MixedPrecisionPolicy(reduce_dtype=torch.bfloat16)",
+    ],
+    ids=["float32", "inputs-kept", "params-kept"],
+)
+def test_fsdp2_policy_that_leaves_inputs_float32_gives_nothing(
+    new: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    old = "MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)"
+    case = variant(tmp_path, FSDP2, "video/train.py", old, new)
+    assert findings(case, capsys, monkeypatch) == []
+
+
+def test_fsdp_policies_are_read_as_torch_defines_them() -> None:
+    """FSDP1 casts the root's inputs by default, FSDP2 every sharded module's; an aliased
+    ``FSDP`` and a policy in ``**config`` are read; float32 parameters cast nothing."""
+    script = (
+        "import torch\n"
+        "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision\n"
+        "from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard\n"
+        "from net import Net\n\n"
+        "def one(dtype):\n"
+        "    model = Net()\n"
+        "    cfg = {'mp_policy': MixedPrecisionPolicy(param_dtype=dtype)}\n"
+        "    fully_shard(model, **cfg)\n"
+    )
+    record = record_of(script.encode(), "run.py")
+    assert [(w[0].rpartition(".")[2], w[2]) for w in record.wrappers] == [
+        ("fully_shard", "unknown")
+    ]
+    assert len(record.inputs) == 1
+    fsdp1 = script.replace(
+        "    cfg = {'mp_policy': MixedPrecisionPolicy(param_dtype=dtype)}\n"
+        "    fully_shard(model, **cfg)\n",
+        "    FSDP(model, mixed_precision=MixedPrecision(param_dtype=torch.float16,"
+        " cast_root_forward_inputs={root}))\n",
+    )
+    record = record_of(fsdp1.format(root="True").encode(), "run.py")
+    assert [w[2] for w in record.wrappers] == ["cast"] and len(record.inputs) == 1
+    assert ("net.Net", "torch") in {(c, lib) for c, _, lib in record.wrapped}
+    record = record_of(fsdp1.format(root="False").encode(), "run.py")
+    assert [w[2] for w in record.wrappers] == ["cast"] and record.inputs == ()
+    kept = fsdp1.format(root="True").replace("torch.float16", "torch.float32")
+    record = record_of(kept.encode(), "run.py")
+    assert [w[2] for w in record.wrappers] == ["full"] and record.inputs == ()
 
 
 TRAINER = """
@@ -279,3 +387,64 @@ def test_a_module_cast_to_half_raises_and_under_autocast_runs(
         assert module(x).dtype == torch.bfloat16
     with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
         module.to(torch.bfloat16)(x)
+
+
+def test_fsdp2_int_positions_by_buffer_frequencies_give_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """FSDP casts neither int tensors nor buffers: integer positions (by their name) times a
+    float32 ``inv_freq`` buffer stay a float32 product under the policy."""
+    case = variant(
+        tmp_path,
+        FSDP2,
+        "video/model.py",
+        "        self.phases = torch.empty(0)\n",
+        "        self.phases = torch.empty(0)\n"
+        "        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2) / dim))\n"
+        '        self.register_buffer("inv_freq", inv_freq, persistent=False)\n',
+    )
+    model = case / "video/model.py"
+    model.write_text(
+        model.read_text().replace(
+            "phases = rope(ids, self.dim)", "phases = torch.outer(ids, self.inv_freq)"
+        )
+    )
+    assert findings(case, capsys, monkeypatch) == []
+
+
+def test_fsdp_policy_computing_in_float32_is_no_half_mention() -> None:
+    """A policy whose parameters (and buffers) stay float32 reduces gradients in bfloat16 at
+    most: the project's only mention of half is no premise that its modules run in half.
+    FSDP1's half ``buffer_dtype`` casts the buffers, so it still counts."""
+    script = (
+        "import torch\n"
+        "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision\n\n"
+        "policy = MixedPrecision(param_dtype=torch.float32, reduce_dtype=torch.bfloat16)\n\n\n"
+        "def wrap(model):\n    return FSDP(model, mixed_precision=policy)\n"
+    )
+    record = record_of(script.encode(), "run.py")
+    assert record.half is False
+    assert [w[2] for w in record.wrappers] == ["full"]
+    buffers = record_of(script.replace("reduce_dtype", "buffer_dtype").encode(), "run.py")
+    assert buffers.half is True
+    assert [w[2] for w in buffers.wrappers] == ["unknown"]
+
+
+def test_a_policy_changed_in_another_file_reaches_a_cached_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """The FSDP input cast is project-wide evidence: a cached run of the model's file is
+    stale once the trainer's policy starts casting the inputs."""
+    old = "MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)"
+    kept = "MixedPrecisionPolicy(param_dtype=param_dtype, cast_forward_inputs=False)"
+    case = variant(tmp_path, FSDP2, "video/train.py", old, kept)
+    monkeypatch.chdir(case)
+    forget_uses()
+    assert main(["check", "--output-format", "json", "."]) == 0
+    capsys.readouterr()
+    train = case / "video/train.py"
+    train.write_text(train.read_text().replace(kept, old))
+    forget_uses()
+    assert main(["check", "--output-format", "json", "."]) == 1
+    (finding,) = json.loads(capsys.readouterr().out)
+    assert finding["code"] == "MPC303"

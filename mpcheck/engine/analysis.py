@@ -81,6 +81,8 @@ class FileAnalysis(Walk):
         self.uses = uses
         # a project that never turns autocast on (nor lets its users): nothing runs under it
         self.may_autocast = uses is None or uses.autocasts or half_setting
+        # an FSDP policy casting the models' floating forward inputs to half (its text)
+        self.input_cast = None if uses is None else uses.input_cast
         self.regions = Regions(self)
         self.definitions = Definitions(self, self.regions)
         self.modules = Modules(self, self.regions, self.definitions)

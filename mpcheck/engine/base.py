@@ -80,6 +80,9 @@ class Walk(ABC):
         # whether anything may run this code under autocast (False: the project never
         # turns it on, and is no package its users run as they like)
         self.may_autocast = True
+        # an FSDP policy of the project that casts its models' floating forward inputs to
+        # half: where it is, quoted (None: none; :class:`mpcheck.project.models.ModelUses`)
+        self.input_cast: str | None = None
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
         self.keep = KeepFp32()

@@ -327,6 +327,7 @@ class Definitions:
             evidence=evidence,
             module_code=module_code,
             no_autocast=not self.file.may_autocast,
+            input_cast=self.file.input_cast,
         )
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)

@@ -119,6 +119,9 @@ class Scope:
     # The project never turns autocast on (no enabled region, no trainer that may, no
     # package its users run as they like): a premise "if this runs under autocast" is false.
     no_autocast: bool = False
+    # An FSDP mixed-precision policy of the project casts the floating inputs of its models'
+    # forward to a half ``param_dtype`` (torch's ``cast_forward_inputs``): the policy, quoted.
+    input_cast: str | None = None
 
     @property
     def script(self) -> bool:

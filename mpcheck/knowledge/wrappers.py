@@ -4,9 +4,10 @@ A wrapper's precision setting either runs the model's ``forward`` under autocast
 its weights float32 (``AUTOCAST``: accelerate's native mixed precision, Lightning's
 ``"16-mixed"``, transformers' ``TrainingArguments(fp16=True)``), casts the weights to half
 (``CAST``: Lightning's ``"bf16-true"``, DeepSpeed's ``"bf16": {"enabled": true}``,
-``fp16_full_eval``), or does neither (``FULL``). :mod:`mpcheck.project.records` reads these
-lines: a model only built in float32 and handed to an autocasting wrapper stays float32-built
-and runs under autocast; one handed to a casting wrapper is half.
+``fp16_full_eval``, an FSDP policy's half ``param_dtype``), or does neither (``FULL``).
+:mod:`mpcheck.project.records` reads these lines: a model only built in float32 and handed
+to an autocasting wrapper stays float32-built and runs under autocast; one handed to a
+casting wrapper is half.
 
 To teach one more wrapper, add its line to :data:`WRAPPERS` (qualified class or function
 name -> the settings that decide its precision) and, if it takes the model by a method of its
@@ -22,16 +23,20 @@ from types import MappingProxyType
 __all__ = [
     "AUTOCAST",
     "CAST",
+    "FSDP_POLICIES",
+    "FSDP_WRAPPERS",
     "FULL",
     "TAKING_CALLS",
     "TAKING_METHODS",
     "UNKNOWN",
     "WRAPPERS",
     "AUTOCASTING",
+    "Policy",
     "Setting",
     "autocasting",
     "effect",
     "library_of",
+    "policy_effect",
 ]
 
 AUTOCAST, CAST, FULL, UNKNOWN = "autocast", "cast", "full", "unknown"
@@ -83,6 +88,17 @@ _TRAINING_ARGUMENTS = (
 # DeepSpeed's engine casts the module to its config's fp16/bf16 (a config this file writes
 # with ``"bf16": {"enabled": True}`` says so; :mod:`mpcheck.project.records` reads it)
 _DEEPSPEED = (Setting("config", absent=UNKNOWN), Setting("config_params", absent=UNKNOWN))
+# PyTorch's FSDP (torch 2.13, read in torch/distributed/fsdp): a policy's ``param_dtype``
+# is the dtype of the unsharded parameters the forward computes with (no autocast; the
+# sharded float32 parameters are the optimizer's). Buffers are not cast by FSDP2 at all,
+# and by FSDP1 only to a ``buffer_dtype``. Floating forward inputs are cast to
+# ``param_dtype``: FSDP2 before each ``fully_shard``-ed module's forward
+# (``cast_forward_inputs``, default True), FSDP1 at the root (``cast_root_forward_inputs``,
+# default True; every wrapped module with ``cast_forward_inputs=True``). No policy, or a
+# ``param_dtype`` of None or float32, keeps the model float32 (:mod:`mpcheck.project.records`
+# reads the policy, in the call or built in its file, by :data:`FSDP_POLICIES`).
+_FSDP1 = (Setting("mixed_precision", absent=FULL),)
+_FSDP2 = (Setting("mp_policy", absent=FULL),)
 
 WRAPPERS: Mapping[str, tuple[Setting, ...]] = MappingProxyType(
     {
@@ -97,8 +113,66 @@ WRAPPERS: Mapping[str, tuple[Setting, ...]] = MappingProxyType(
         "transformers.Seq2SeqTrainingArguments": _TRAINING_ARGUMENTS,
         "transformers.training_args.TrainingArguments": _TRAINING_ARGUMENTS,
         "deepspeed.initialize": _DEEPSPEED,
+        **dict.fromkeys(
+            (
+                "torch.distributed.fsdp.FullyShardedDataParallel",
+                "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+            ),
+            _FSDP1,
+        ),
+        **dict.fromkeys(
+            (
+                "torch.distributed.fsdp.fully_shard",
+                "torch.distributed.fsdp._fully_shard.fully_shard",
+                "torch.distributed.fsdp._fully_shard._fully_shard.fully_shard",
+                "torch.distributed._composable.fsdp.fully_shard",
+                "torch.distributed._composable.fsdp.fully_shard.fully_shard",
+            ),
+            _FSDP2,
+        ),
     }
 )
+
+FSDP_WRAPPERS = frozenset(name for name in WRAPPERS if name.startswith("torch.distributed."))
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """An FSDP mixed-precision policy class: which of its keywords cast the forward's
+    floating inputs to ``param_dtype``, and their defaults (torch 2.13)."""
+
+    inputs: tuple[tuple[str, bool], ...]
+
+
+# FSDP1's policy casts the root's inputs by default, FSDP2's every sharded module's.
+_FSDP1_POLICY = Policy((("cast_root_forward_inputs", True), ("cast_forward_inputs", False)))
+_FSDP2_POLICY = Policy((("cast_forward_inputs", True),))
+FSDP_POLICIES: Mapping[str, Policy] = MappingProxyType(
+    {
+        "torch.distributed.fsdp.MixedPrecision": _FSDP1_POLICY,
+        "torch.distributed.fsdp.api.MixedPrecision": _FSDP1_POLICY,
+        "torch.distributed.fsdp.fully_sharded_data_parallel.MixedPrecision": _FSDP1_POLICY,
+        "torch.distributed.fsdp.MixedPrecisionPolicy": _FSDP2_POLICY,
+        "torch.distributed.fsdp._fully_shard.MixedPrecisionPolicy": _FSDP2_POLICY,
+        "torch.distributed.fsdp._fully_shard._fsdp_api.MixedPrecisionPolicy": _FSDP2_POLICY,
+        "torch.distributed._composable.fsdp.MixedPrecisionPolicy": _FSDP2_POLICY,
+    }
+)
+# A policy's ``param_dtype`` as written: half casts, these keep float32, anything else (a
+# variable, a config lookup) is unknown here.
+HALF_DTYPES = frozenset(
+    {"torch.float16", "torch.half", "torch.bfloat16", "float16", "bfloat16", "half"}
+)
+FULL_DTYPES = frozenset({"torch.float32", "torch.float", "float32", "None"})
+
+
+def policy_effect(dtype: str | None) -> str:
+    """A policy's effect from its ``param_dtype`` as written (None: not given)."""
+    if dtype is None or dtype in FULL_DTYPES:
+        return FULL
+    return CAST if dtype in HALF_DTYPES else UNKNOWN
+
+
 # Where a wrapper takes the model: a method of its value, by library (``accelerator.prepare
 # (model)``, ``trainer.fit(model)``), or a call's ``model`` keyword or first argument
 # (``Trainer(model=model)``, ``deepspeed.initialize(model=model)``). The model takes the
@@ -116,6 +190,7 @@ TAKING_CALLS: Mapping[str, str] = MappingProxyType(
         "transformers.Seq2SeqTrainer": "transformers",
         "transformers.trainer.Trainer": "transformers",
         "deepspeed.initialize": "deepspeed",
+        **dict.fromkeys(FSDP_WRAPPERS, "torch"),
     }
 )
 # Libraries (and trainers) that may run a project's models under autocast, whatever the

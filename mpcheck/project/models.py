@@ -93,6 +93,7 @@ class ModelUses:
         dtype_loads: frozenset[str] | None = None,
         application: bool = False,
         cast_to: Mapping[str, Mapping[str, Reach]] = MappingProxyType({}),
+        input_cast: str | None = None,
     ) -> None:
         self._reach = dict(reach)
         # an application (no package its users install) that shows where it builds its
@@ -101,6 +102,9 @@ class ModelUses:
         self.application = application
         # half dtype -> class -> a cast that writes that dtype down and reaches the class
         self._cast_to = cast_to
+        # an FSDP policy of the project that casts its models' floating forward inputs to a
+        # half (or unknown) ``param_dtype``, quoted with its place; None: none does
+        self.input_cast = input_cast
         # whether anything may run the project's code under autocast: a file opens an
         # enabled region or brings a trainer that may (:func:`~mpcheck.project.records.
         # may_autocast`), or the project is a package its users run as they like
@@ -128,6 +132,7 @@ class ModelUses:
             self._dtype_loads,
             self.application,
             self._cast_to,
+            self.input_cast,
         )
 
     def runs_in_modules(self, name: str) -> bool:
@@ -192,7 +197,8 @@ class ModelUses:
     def digest(self) -> str:
         """Changes when any class's evidence does (a cache entry keyed on it is then stale)."""
         written = sorted((d, sorted(m.items())) for d, m in self._cast_to.items())
-        text = repr((sorted(self._reach.items()), self.autocasts, self.application, written))
+        evidence = (self.autocasts, self.application, written, self.input_cast)
+        text = repr((sorted(self._reach.items()), *evidence))
         if self._mentions is not None:
             text += self._mentions.digest
         if self.construction is not None:
@@ -456,8 +462,18 @@ def uses_of_records(
     passes = {r.module: r.callers for r in records.values()}
     called = ModuleCode(passes, classes, names.resolve, names.follow)
     lambdas = Callables({p: r.callables for p, r in records.items()})
-    autocasts = alone or installable or bool(wrappers) or bool(wrapped)
+    # (FSDP's policies cast, they never autocast: :data:`~mpcheck.knowledge.wrappers.WRAPPERS`)
+    autocasts = alone or installable or any(lib != "torch" for lib in wrappers)
+    autocasts = autocasts or any(lib != "torch" for uses in wrapped.values() for lib, _ in uses)
     autocasts = autocasts or any(record.autocasts for record in records.values())
+    inputs = next(
+        (
+            f"{text} at {where(path, line)}"
+            for path in sorted(records)
+            for line, _, text in reversed(records[path].inputs)  # (the root: wrapped last)
+        ),
+        None,
+    )
     loads = None
     if known and not installable and not defaults and not opaque:
         loads = frozenset(_parts_of(under_dtype, bodies))
@@ -472,6 +488,7 @@ def uses_of_records(
         dtype_loads=loads,
         application=application,
         cast_to=cast_to,
+        input_cast=inputs,
     )
 
 

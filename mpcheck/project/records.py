@@ -43,7 +43,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 12
+FORMAT = 13
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -126,6 +126,9 @@ class ModelRecord:
     # the models a top-level function builds and returns; its callers' uses decide their fate
     factories: tuple[tuple[str, int, str], ...] = ()
     keepers: tuple[str, ...] = ()  # its top-level functions that cast nothing
+    # its FSDP wrappers whose policy casts the forward's floating inputs to a half (or
+    # unknown) ``param_dtype``: a float32 position or timestep handed to the model arrives so
+    inputs: tuple[Spot, ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -155,6 +158,7 @@ class ModelRecord:
             self.autocasts,
             self.factories,
             self.keepers,
+            self.inputs,
         ]
 
     @classmethod
@@ -163,7 +167,7 @@ class ModelRecord:
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
-            main, held, ran, handed, autocasts, factories, keepers = rest
+            main, held, ran, handed, autocasts, factories, keepers, inputs = rest
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -215,6 +219,7 @@ class ModelRecord:
                 bool(autocasts),
                 tuple((str(f), int(i), str(c)) for f, i, c in factories),
                 tuple(map(str, keepers)),
+                tuple(_spot(s) for s in inputs),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -306,6 +311,7 @@ class _Reader:
         self._defs: dict[str, int] | None = None  # (see :meth:`_top_defs`)
         self._headers: list[re.Match[bytes]] | None = None  # (see :meth:`_def_headers`)
         self._bodies: list[tuple[int, int, int, str]] | None = None  # (:meth:`_factory_at`)
+        self._policy_list: list[tuple[int, int, str, bool]] | None = None  # (:meth:`_policies`)
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
         # import ``Decoder`` from one module and another function from another
@@ -422,11 +428,16 @@ class _Reader:
     def read(self) -> ModelRecord:
         data, code = self.data, self.code
         self._read_imports()
-        wrappers = self._wrappers() if _names_wrapper(code) else []
+        aliased = self._wrapper_aliases()
+        wrappers = self._wrappers(aliased) if aliased or _names_wrapper(code) else []
         masked = bytearray(code)
         for _, start, end, effect in wrappers:
-            if effect in (wrap.AUTOCAST, wrap.FULL):
+            if effect.removesuffix(_INPUTS) in (wrap.AUTOCAST, wrap.FULL):
                 masked[start:end] = b" " * (end - start)
+        if b"MixedPrecision" in code:  # a policy computing in float32 makes nothing half
+            for start, end, kind, _ in self._policies():
+                if kind == wrap.FULL:
+                    masked[start:end] = b" " * (end - start)
         half = _has_any(masked, _HALF_LITERALS) and HALF_WORDS.search(masked) is not None
         found = list(line_matches(_CLASS, _CLASS_WORD, code))
         self.local = {m.group(2).decode() for m in found if not m.group(1)}
@@ -468,7 +479,10 @@ class _Reader:
             tuple(sorted(unsafe)),
             b"set_default_dtype" in code or b"set_default_tensor_type" in code,
             words_of(self.data),
-            tuple((name, spot, effect) for (name, spot), _, _, effect in wrappers),
+            tuple(
+                (name, spot, effect.removesuffix(_INPUTS))
+                for (name, spot), _, _, effect in wrappers
+            ),
             tuple(wrapped),
             self._accelerate_deepspeed(code),
             construction_of(code, self.module),
@@ -480,14 +494,34 @@ class _Reader:
             may_autocast(code, self.imports.values()),
             tuple(sorted(factories)),
             self._keepers(),
+            tuple(spot for (_, spot), _, _, effect in wrappers if effect.endswith(_INPUTS)),
         )
 
-    def _wrappers(self) -> list[tuple[tuple[str, Spot], int, int, str]]:
+    def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
+        """The names this file binds a wrapper to under another name (``from
+        torch.distributed.fsdp import FullyShardedDataParallel as FSDP``), as a pattern of
+        their calls; None when it binds none."""
+        names = [
+            name.encode()
+            for name, target in self.imports.items()
+            if target in wrap.WRAPPERS and name != target.rpartition(".")[2] and "." not in name
+        ]
+        if not names:
+            return None
+        return re.compile(rb"(?<![\w.])(" + b"|".join(map(re.escape, names)) + rb")\s*\(")
+
+    def _wrappers(
+        self, aliased: re.Pattern[bytes] | None = None
+    ) -> list[tuple[tuple[str, Spot], int, int, str]]:
         """Each mixed-precision wrapper this file builds or calls (a line of
         :data:`mpcheck.knowledge.wrappers.WRAPPERS`): (its text and spot), the span of its
-        call, and its effect, read from its arguments as written."""
+        call, and its effect, read from its arguments as written (an FSDP wrapper's whose
+        policy casts the forward's inputs ends with ``_INPUTS``)."""
         code, data, out = self.code, self.data, []
-        for match in _WRAPPER_NAMES.finditer(code):
+        matches = list(_WRAPPER_NAMES.finditer(code))
+        if aliased is not None:
+            matches = sorted([*matches, *aliased.finditer(code)], key=lambda m: m.start())
+        for match in matches:
             window = code[max(0, match.start() - 200) : match.start()]
             head = window[len(window.rstrip(_IDENT + b".")) :]
             start = match.start() - len(head)
@@ -513,12 +547,59 @@ class _Reader:
                     effects.append(wrap.UNKNOWN)  # (``deepspeed_plugin=``: not in the table)
             if name == "deepspeed.initialize":
                 effects = [wrap.CAST if _deepspeed_half(code, data) else wrap.UNKNOWN]
+            suffix = ""
+            if name in wrap.FSDP_WRAPPERS:
+                given = found.get(settings[0].keyword)
+                starred = b"**" in code[match.end() : close]
+                kind, inputs = self._fsdp_policy(given, starred, match.end(), close)
+                effects, suffix = [kind], _INPUTS if inputs else ""
             text = " ".join(data[start:close].decode(errors="replace").split())
             text = text.replace("( ", "(").replace(", )", ")").replace(",)", ")")
             if len(text) > 60:
                 text = f"{text[:56]}...)"
-            effect = wrap.effect(effects)
+            effect = wrap.effect(effects) + suffix
             out.append(((str(name), self.spot(start, f"`{text}`")), start, close, effect))
+        return out
+
+    def _fsdp_policy(
+        self, given: str | None, starred: bool, start: int, end: int
+    ) -> tuple[str, bool]:
+        """An FSDP wrapper's effect and whether its policy casts the forward's floating
+        inputs: the policy built in its call, or else those its file builds (a ``policy``
+        variable, ``**fsdp_config``); no policy keeps the model float32 (unknown when the
+        call takes keywords from elsewhere and its file builds none)."""
+        if given is None and not starred:
+            return wrap.FULL, False
+        policies = self._policies()
+        own = [p for p in policies if start <= p[0] < end]
+        chosen = own or policies
+        if not chosen:
+            return (wrap.UNKNOWN, True) if given not in ("None",) else (wrap.FULL, False)
+        kinds = [kind for _, _, kind, _ in chosen]
+        return wrap.effect(kinds), any(k != wrap.FULL and casts for _, _, k, casts in chosen)
+
+    def _policies(self) -> list[tuple[int, int, str, bool]]:
+        """Each FSDP mixed-precision policy this file builds (``MixedPrecisionPolicy(...)``):
+        (its span, its effect, whether it casts inputs). The effect is ``param_dtype``'s as
+        written; FSDP1's ``buffer_dtype`` in half casts the buffers: unknown at least."""
+        if self._policy_list is not None:
+            return self._policy_list
+        code, data, out = self.code, self.data, []
+        for match in _POLICY_CALL.finditer(code):
+            window = code[max(0, match.start() - 200) : match.start()]
+            head = window[len(window.rstrip(_IDENT + b".")) :]
+            name = self.resolve((head + match.group(1)).decode()) or ""
+            policy = wrap.FSDP_POLICIES.get(name)
+            if policy is None:
+                continue
+            close = closing(code, match.end())
+            found = _arguments(code, data, match.end(), close)
+            kind = wrap.policy_effect(found.get("param_dtype", found.get(0)))
+            if kind == wrap.FULL and wrap.policy_effect(found.get("buffer_dtype")) != wrap.FULL:
+                kind = wrap.UNKNOWN
+            casts = any(found.get(key, str(default)) != "False" for key, default in policy.inputs)
+            out.append((match.start() - len(head), close + 1, kind, casts))
+        self._policy_list = out
         return out
 
     def _accelerate_deepspeed(self, code: bytes) -> bool:
@@ -1339,6 +1420,14 @@ def _names_wrapper(code: bytes) -> bool:
     has (``_WRAPPER_NAMES``), looking for the bare names first."""
     return any(leaf in code for leaf in _WRAPPER_LEAVES) and bool(_WRAPPER_NAMES.search(code))
 
+
+# The suffix of an FSDP wrapper's effect when its policy casts the forward's inputs.
+_INPUTS = "+inputs"
+_POLICY_CALL = re.compile(
+    rb"(?<![\w])("
+    + b"|".join(sorted({re.escape(n.rpartition(".")[2].encode()) for n in wrap.FSDP_POLICIES}))
+    + rb")\s*\("
+)
 
 _DEEPSPEED_HALF = re.compile(
     rb"[\"'](?:"
