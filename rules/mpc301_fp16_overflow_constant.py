@@ -84,6 +84,11 @@ class Fp16OverflowConstant(Rule):
         Arithmetic needs evidence that the operand is a tensor: an unannotated input that the
         function never indexes, calls a method on or multiplies with `@`
         (`budget * 0.9 * 1e9`) may be a Python number, and is not reported.
+        Severity follows evidence: a raising form is an error only when the project makes the
+        module half (a cast of it or of a model that builds it, in any file, or a library base
+        whose users run it in half), and the message names that evidence; where only the
+        premise that the module may run in half supports it, it is a warning that says so
+        ("latent: if `Attention` runs in float16").
         """
     symptom = """
         `RuntimeError: value cannot be converted to type c10::Half without overflow` (or

@@ -147,6 +147,10 @@ class HalfPrecisionVariance(Rule):
         operand transposed whose result the same function divides by is reported: ordinary
         attention (`q @ k.transpose(-2, -1)`) sums over the head dim, and channel attention
         (`q.transpose(-2, -1) @ k` then a softmax) normalises with a softmax.
+        A finding whose tensor follows the model's dtype says why that is half here (the
+        cast of the class or of a model that builds it, in any file, or its library base),
+        with the cast as a related location, or states its premise ("latent: if `X` runs
+        in float16").
         """
     symptom = """
         No error: the norm's output is all zeros or NaN for the tokens whose activations

@@ -76,6 +76,10 @@ class HalfPositions(Rule):
         dtype (`.float()`): no cast of the module runs between two statements of `__init__`,
         and a loader's half default dtype (`from_pretrained(torch_dtype=...)`) does not
         change an explicit float32, so that cos/sin cache is made from float32 phases.
+        A finding whose frequencies follow the model's dtype says why that is half here
+        (the cast of the class or of a model that builds it, or its library base), with
+        the cast as a related location, or states its premise ("latent: if `X` is cast
+        to half").
         """
     symptom = """
         Nothing raises. Long sequences degrade (positions far apart share phases), generated
