@@ -308,12 +308,10 @@ class Fp16OverflowConstant(Rule):
             name = self.ctx.code(target.origin.node)
             message += f" (if `{name}` is a float tensor; it may be bool or int, then it is fine)"
         runs_in = over[0] if len(over) == 1 else "half"  # (``finfo(float32).min``: both)
-        clause = self.evidence_clause(site.scope, target, f"if `{{subject}}` runs in {runs_in}")
-        if clause is not None:  # an error needs evidence that half reaches it
-            message = f"{message} ({clause[0]})"
-            related.extend(clause[1])
-            if clause[2]:
-                severity = Severity.WARNING
+        premise = f"if `{{subject}}` runs in {runs_in}"
+        message, related, latent = self.with_evidence(message, site.scope, target, related, premise)
+        if latent:  # an error needs evidence that half reaches it
+            severity = Severity.WARNING
         self.report(value.node, message, related=related, fix=fix, severity=severity)
 
     def _effect(

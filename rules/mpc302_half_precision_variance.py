@@ -291,10 +291,8 @@ class HalfPrecisionVariance(Rule):
             "(`.float()`) and cast the normalised result back"
         )
         related = [(fact.origin.node, fact.origin.text)] if fact.origin is not None else []
-        clause = self.evidence_clause(call.scope, fact, "if `{subject}` runs in float16")
-        if clause is not None:  # why the model's dtype is float16 here, or the premise
-            message = f"{message} ({clause[0]})"
-            related.extend(clause[1])
+        premise = "if `{subject}` runs in float16"  # (or why the model's dtype is float16)
+        message, related, _ = self.with_evidence(message, call.scope, fact, related, premise)
         self.pending[call.node] = (message, related)
         self.carried[id(call.result)] = (call.result, call.node)
 

@@ -153,11 +153,9 @@ class HalfPositions(Rule):
     def _evidenced(self, call: CallSite, message: str, half: Fact) -> None:
         """A warning whose half side follows the model's dtype, saying why that is half here
         (the cast or library base that makes the class half), or its premise."""
-        clause = self.evidence_clause(call.scope, half, "if `{subject}` is cast to half")
-        if clause is None:
-            self.report(call.node, message)
-            return
-        self.report(call.node, f"{message} ({clause[0]})", related=clause[1])
+        premise = "if `{subject}` is cast to half"
+        message, related, _ = self.with_evidence(message, call.scope, half, premise=premise)
+        self.report(call.node, message, related=related)
 
     def _product(self, call: CallSite, product: PhaseProduct) -> None:
         positions, frequencies = product.positions, product.frequencies

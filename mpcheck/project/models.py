@@ -441,7 +441,7 @@ def uses_of_records(
     known = not alone and bool(demos)
     application = known and not installable and not opaque
     if application:  # the contract is about its users; an application's builds are its own
-        roots = {k: v for k, v in roots.items() if k in casts or not only(k)}
+        roots = {k: v for k, v in roots.items() if not only(k)}  # (a cast still wins)
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
     cast_to: dict[str, dict[str, Reach]] = {}

@@ -185,36 +185,36 @@ class Rule:
             return  # code nothing runs: no finding at all
         if evidence is not None and evidence.float32 and _follows_model(half):
             return
-        clause = self.evidence_clause(scope, half)
-        more = list(related)
-        if clause is not None:
-            text, links, latent = clause
-            message = f"{message} ({text})"
-            more.extend(links)
-            if latent:
-                severity = Severity.WARNING
+        message, more, latent = self.with_evidence(message, scope, half, related)
+        if latent:
+            severity = Severity.WARNING
         self.report(node, message, related=more, fix=fix, severity=severity)
 
-    def evidence_clause(
-        self, scope: Scope, half: Fact | None, premise: str | None = None
-    ) -> tuple[str, list[tuple[cst.CSTNode, str]], bool] | None:
-        """What a finding whose half side follows the model's dtype says of why that is half
-        here: ``half: <evidence>`` with the class and the cast as related locations, or the
-        premise alone (``latent``: a finding resting on it is a warning). ``premise``: the
-        hazard's own wording of it (``if `X` runs in float16``) where "raises ... without
-        autocast" would be wrong (a silent numeric hazard). None when the code itself makes
-        the value half, or outside a module's code: nothing to add."""
+    def with_evidence(
+        self,
+        message: str,
+        scope: Scope,
+        half: Fact | None,
+        related: Iterable[tuple[cst.CSTNode, str]] = (),
+        premise: str | None = None,
+    ) -> tuple[str, list[tuple[cst.CSTNode, str]], bool]:
+        """``message`` saying why its half side, which follows the model's dtype, is half
+        here (``half: <evidence>``, the class and the cast added to ``related``), or the
+        premise alone, and whether only the premise holds it (a finding resting on it is a
+        warning). ``premise``: the hazard's own wording of it (``if `X` runs in float16``)
+        where "raises ... without autocast" would be wrong (a silent numeric hazard).
+        Unchanged when the code itself makes the value half, or outside a module's code."""
+        more = list(related)
         evidence = scope.evidence
         if evidence is None or not _follows_model(half) or evidence.float32:
-            return None
+            return message, more, False
         if evidence.latent:
             if premise is None or evidence.subject is None:
-                return evidence.text, [], True
-            return f"latent: {premise.format(subject=evidence.subject)}", [], True
-        links: list[tuple[cst.CSTNode, str]] = []
+                return f"{message} ({evidence.text})", more, True
+            return f"{message} (latent: {premise.format(subject=evidence.subject)})", more, True
         if evidence.node is not None:  # the class, and the cast in its file (by module)
-            links.append((evidence.node, evidence.text if evidence.note is None else evidence.note))
-        return f"half: {evidence.text}", links, False
+            more.append((evidence.node, evidence.text if evidence.note is None else evidence.note))
+        return f"{message} (half: {evidence.text})", more, False
 
     def against_half(self, scope: Scope, value: Fact | None) -> bool:
         """Whether the project's evidence says ``value`` never runs in half here: it follows
