@@ -205,8 +205,9 @@ class HalfPositions(Rule):
             which = self.ctx.module.code_for_node(cast.node)
             message = (
                 f"phases `{pos}` x `{freq}` are computed in the model's dtype: when the model "
-                f"is cast to half (`model.half()`, `.to(torch.bfloat16)` and `torch_dtype=` "
-                f"cast every floating buffer, persistent or not), `{which}` is half and "
+                "is cast to half (`model.half()` and `.to(torch.bfloat16)` cast every "
+                "floating buffer, persistent or not; a `torch_dtype=` load only those built "
+                f"without an explicit float32 dtype), `{which}` is half and "
                 "positions past 256 (bfloat16) or 2048 (float16) round onto shared phases; "
                 "multiply `.float()` operands (or recompute the frequencies in float32)"
             )
