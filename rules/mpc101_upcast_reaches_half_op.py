@@ -168,7 +168,7 @@ class UpcastReachesHalfOp(Rule):
             "cast it back before this call"
         )
         related = self.related_for(what, upcast.fact) + decided
-        if half.fact.origin is not None and half.fact.cause is Cause.MODEL_CAST:
+        if half.fact.origin is not None and half.fact.cause in (Cause.MODEL_CAST, Cause.CONTRACT):
             related.append((half.fact.origin.node, f"the model is {half.fact.origin.text}"))
         fix = None
         library = call.receiver is not None and call.receiver.fact.layer in LIBRARY_LAYER_NAMES

@@ -517,7 +517,7 @@ class SubmoduleDtypeSplit(Rule):
 FORCED_FP32 = (Cause.UPCAST, *DEFAULT_FLOAT32)
 # How a part comes to differ from its model: cast on its own (``model.head.float()``, built
 # with ``dtype=``), or built in the default float32 and attached to a half model.
-SPLIT_CAUSES = (Cause.MODEL_CAST, Cause.LITERAL)
+SPLIT_CAUSES = (Cause.MODEL_CAST, Cause.CONTRACT, Cause.LITERAL)
 MODULE_CASTS = frozenset({"float", "half", "bfloat16", "double", "to", "type"})
 
 

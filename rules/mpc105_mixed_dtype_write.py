@@ -223,7 +223,7 @@ class MixedDtypeWrite(Rule):
 # (``mpcheck.engine.evidence``): the premise of the ambient walk, seen to hold.
 _UNDER_AUTOCAST = "autocast"
 # Where a destination's dtype comes from, worth naming: it is not just "an input".
-_EXPLAINING = (Cause.PARAMETER, Cause.CAST, Cause.MODEL_CAST, Cause.AUTOCAST)
+_EXPLAINING = (Cause.PARAMETER, Cause.CAST, Cause.MODEL_CAST, Cause.CONTRACT, Cause.AUTOCAST)
 
 
 def _half(fact: Fact) -> bool:

@@ -374,3 +374,25 @@ def test_a_fixed_half_dtype_meets_the_other_only_where_a_cast_writes_it(tmp_path
     for cast in ("torch.bfloat16", "weight_dtype"):
         script.write_text(text.replace("torch.float16", cast))
         assert findings(case, "--no-cache") == [], cast
+
+
+@pytest.mark.parametrize(
+    ("case", "premise"),
+    [
+        ("bad_application_pipeline_contract", "(latent: the pipeline's `vae`, half when"),
+        ("bad_application_scheduler_step", "(latent: raises if the model whose outputs"),
+    ],
+)
+def test_a_library_contract_outside_modules_is_a_premise_in_an_application(
+    tmp_path: Path, case: str, premise: str
+) -> None:
+    """A pipeline's models and a sampler's model outputs are half when the library's users
+    load the pipeline in half. In an application nothing shows such a load: a warning that
+    states that premise. Shipped as a package, its users are the contract: an error."""
+    (finding,) = findings(XFILE / case, "--no-cache")
+    assert finding["severity"] == "warning" and premise in finding["message"]
+    package = tmp_path / "package"
+    shutil.copytree(XFILE / case, package)
+    (package / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\n')
+    (finding,) = findings(package, "--no-cache")
+    assert finding["severity"] == "error" and "latent" not in finding["message"]

@@ -83,6 +83,7 @@ class FileAnalysis(Walk):
         self.may_autocast = uses is None or uses.autocasts or half_setting
         # an FSDP policy casting the models' floating forward inputs to half (its text)
         self.input_cast = None if uses is None else uses.input_cast
+        self.application = uses is not None and uses.application and not half_setting
         self.regions = Regions(self)
         self.definitions = Definitions(self, self.regions)
         self.modules = Modules(self, self.regions, self.definitions)
@@ -120,6 +121,9 @@ class FileAnalysis(Walk):
             return found
         owner = cls.node.name.value if cls else name if fn.name.value == "__init__" else None
         return self.construction.evidence(fn, owner, found)
+
+    def sampler_evidence(self, name: str) -> HalfEvidence | None:
+        return self.evidence.handed(name) if self.application else None
 
     def called_from_modules(self, name: str) -> bool:
         return self.uses is not None and self.uses.runs_in_modules(name)

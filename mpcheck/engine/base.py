@@ -83,6 +83,9 @@ class Walk(ABC):
         # an FSDP policy of the project that casts its models' floating forward inputs to
         # half: where it is, quoted (None: none; :class:`mpcheck.project.models.ModelUses`)
         self.input_cast: str | None = None
+        # an application (no package its users install) that shows where it builds its
+        # models: a library's contract about its users is only a premise here
+        self.application = False
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
         self.keep = KeepFp32()
@@ -103,6 +106,11 @@ class Walk(ABC):
     ) -> HalfEvidence:
         """Why the code of ``cls`` (or the function ``name``) may run in half; ``fn``: the
         function walked (construction code is evidence of float32)."""
+
+    @abstractmethod
+    def sampler_evidence(self, name: str) -> HalfEvidence | None:
+        """Why a sampler or scheduler ``name`` steps half model outputs: None where a
+        library's users run it in half (no premise to state), else the premise."""
 
     @abstractmethod
     def called_from_modules(self, name: str) -> bool:

@@ -112,6 +112,13 @@ class Evidence:
             return HalfEvidence(UNREACHED, text)
         return self.premise(name)
 
+    def handed(self, name: str) -> HalfEvidence:
+        """A sampler or scheduler ``name`` of an application: the model outputs it steps are
+        half only if the model that makes them is, which nothing here shows (a premise; in a
+        library, its users' pipelines run it in half: no premise is stated there)."""
+        text = f"latent: raises if the model whose outputs `{name}` steps runs in half"
+        return HalfEvidence(PREMISE, text)
+
     def premise(self, name: str, node: cst.CSTNode | None = None) -> HalfEvidence:
         text = f"latent: raises if `{name}` runs in half without autocast"
         return HalfEvidence(PREMISE, text, None, node, subject=name)

@@ -191,7 +191,10 @@ class Expressions:
         elif frame.scope.in_module or holder is None or not T.holds_models(holder, attr):
             return None
         text = f"the pipeline's `{attr}`, half when the pipeline is loaded in float16"
-        origin = Origin(node, Cause.MODEL_CAST, text)
+        # Diffusers' users load its pipelines in half: in a library that contract is evidence;
+        # an application is the user, and shows no such load here (a premise).
+        cause = Cause.CONTRACT if self.file.application else Cause.MODEL_CAST
+        origin = Origin(node, cause, text)
         return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
 
     def _in_pipeline(self, frame: Frame) -> bool:

@@ -58,6 +58,9 @@ class Cause(enum.Enum):
     TABLE = "table"  # a scheduler's 1-D float32 table (``alphas_cumprod``, ``sigmas``)
     BUFFER = "buffer"  # a float32 non-persistent buffer, which ``from_pretrained`` leaves as is
     FROZEN = "frozen"  # DTYPE: fixed when a module was built (``self.dtype = dtype``), not cast
+    # Half only by a library's contract that the project does not show holding: a pipeline's
+    # model (``pipe.vae``) in an application that never loads it in half. A premise.
+    CONTRACT = "contract"
 
 
 # Causes of a float32 tensor that nobody asked for: the default dtype of a factory, of int

@@ -312,6 +312,8 @@ class Definitions:
         elif outer is None and name is not None and fn.name.value == "__init__":
             made = self.file.half_evidence(None, name, fn)  # (any class: built, not run)
             evidence = made if made.float32 else None
+        elif outer is None and cls is not None and cls.is_sampler and name is not None:
+            evidence = self.file.sampler_evidence(name)
         module_code = outer.scope.module_code if outer is not None else False
         handed = False  # (only scripts, datasets and plain classes call it: see ``_handed``)
         if cls is None and outer is None:

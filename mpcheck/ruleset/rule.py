@@ -22,7 +22,7 @@ from mpcheck.diagnostics import RuleInfo, Severity
 from mpcheck.engine.evidence import AUTOCAST as AUTOCAST_ONLY
 from mpcheck.engine.evidence import FLOAT32 as FLOAT32_ONLY
 from mpcheck.engine.evidence import UNREACHED as NEVER_BUILT
-from mpcheck.engine.facts import Fact, Origin, Prec
+from mpcheck.engine.facts import Cause, Fact, Origin, Prec
 from mpcheck.engine.sites import (
     CallSite,
     ClassSite,
@@ -206,6 +206,8 @@ class Rule:
         Unchanged when the code itself makes the value half, or outside a module's code."""
         more = list(related)
         evidence = scope.evidence
+        if half is not None and half.cause is Cause.CONTRACT and half.origin is not None:
+            return f"{message} (latent: {half.origin.text})", more, True
         if evidence is None or not _follows_model(half) or evidence.float32:
             return message, more, False
         if evidence.latent:
