@@ -197,7 +197,8 @@ class ModelUses:
     def digest(self) -> str:
         """Changes when any class's evidence does (a cache entry keyed on it is then stale)."""
         written = sorted((d, sorted(m.items())) for d, m in self._cast_to.items())
-        evidence = (self.autocasts, self.application, written, self.input_cast)
+        loads = None if self._dtype_loads is None else sorted(self._dtype_loads)
+        evidence = (self.autocasts, self.application, written, self.input_cast, loads)
         text = repr((sorted(self._reach.items()), *evidence))
         if self._mentions is not None:
             text += self._mentions.digest
