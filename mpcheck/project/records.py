@@ -43,7 +43,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 13
+FORMAT = 14
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -311,7 +311,9 @@ class _Reader:
         self._defs: dict[str, int] | None = None  # (see :meth:`_top_defs`)
         self._headers: list[re.Match[bytes]] | None = None  # (see :meth:`_def_headers`)
         self._bodies: list[tuple[int, int, int, str]] | None = None  # (:meth:`_factory_at`)
-        self._policy_list: list[tuple[int, int, str, bool]] | None = None  # (:meth:`_policies`)
+        self._policy_list: list[tuple[int, int, str, bool, bool]] | None = (
+            None  # (:meth:`_policies`)
+        )
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
         # import ``Decoder`` from one module and another function from another
@@ -435,7 +437,7 @@ class _Reader:
             if effect.removesuffix(_INPUTS) in (wrap.AUTOCAST, wrap.FULL):
                 masked[start:end] = b" " * (end - start)
         if b"MixedPrecision" in code:  # a policy computing in float32 makes nothing half
-            for start, end, kind, _ in self._policies():
+            for start, end, kind, _, _ in self._policies():
                 if kind == wrap.FULL:
                     masked[start:end] = b" " * (end - start)
         half = _has_any(masked, _HALF_LITERALS) and HALF_WORDS.search(masked) is not None
@@ -551,8 +553,10 @@ class _Reader:
             if name in wrap.FSDP_WRAPPERS:
                 given = found.get(settings[0].keyword)
                 starred = b"**" in code[match.end() : close]
-                kind, inputs = self._fsdp_policy(given, starred, match.end(), close)
+                kind, inputs, buffers = self._fsdp_policy(given, starred, match.end(), close)
                 effects, suffix = [kind], _INPUTS if inputs else ""
+                if kind == wrap.CAST and buffers:
+                    suffix = wrap.BUFFERS + suffix
             text = " ".join(data[start:close].decode(errors="replace").split())
             text = text.replace("( ", "(").replace(", )", ")").replace(",)", ")")
             if len(text) > 60:
@@ -563,25 +567,29 @@ class _Reader:
 
     def _fsdp_policy(
         self, given: str | None, starred: bool, start: int, end: int
-    ) -> tuple[str, bool]:
+    ) -> tuple[str, bool, bool]:
         """An FSDP wrapper's effect and whether its policy casts the forward's floating
-        inputs: the policy built in its call, or else those its file builds (a ``policy``
-        variable, ``**fsdp_config``); no policy keeps the model float32 (unknown when the
-        call takes keywords from elsewhere and its file builds none)."""
+        inputs, and the buffers: the policy built in its call, or else those its file builds
+        (a ``policy`` variable, ``**fsdp_config``); no policy keeps the model float32
+        (unknown when the call takes keywords from elsewhere and its file builds none)."""
         if given is None and not starred:
-            return wrap.FULL, False
+            return wrap.FULL, False, False
         policies = self._policies()
         own = [p for p in policies if start <= p[0] < end]
         chosen = own or policies
         if not chosen:
-            return (wrap.UNKNOWN, True) if given not in ("None",) else (wrap.FULL, False)
-        kinds = [kind for _, _, kind, _ in chosen]
-        return wrap.effect(kinds), any(k != wrap.FULL and casts for _, _, k, casts in chosen)
+            if given in ("None",):
+                return wrap.FULL, False, False
+            return wrap.UNKNOWN, True, True
+        kinds = [kind for _, _, kind, _, _ in chosen]
+        inputs = any(k != wrap.FULL and casts for _, _, k, casts, _ in chosen)
+        return wrap.effect(kinds), inputs, any(buffers for *_, buffers in chosen)
 
-    def _policies(self) -> list[tuple[int, int, str, bool]]:
+    def _policies(self) -> list[tuple[int, int, str, bool, bool]]:
         """Each FSDP mixed-precision policy this file builds (``MixedPrecisionPolicy(...)``):
-        (its span, its effect, whether it casts inputs). The effect is ``param_dtype``'s as
-        written; FSDP1's ``buffer_dtype`` in half casts the buffers: unknown at least."""
+        (its span, its effect, whether it casts inputs, whether it casts buffers). The effect
+        is ``param_dtype``'s as written; FSDP1's ``buffer_dtype`` in half casts the buffers
+        (unknown at least when the parameters stay float32)."""
         if self._policy_list is not None:
             return self._policy_list
         code, data, out = self.code, self.data, []
@@ -595,10 +603,11 @@ class _Reader:
             close = closing(code, match.end())
             found = _arguments(code, data, match.end(), close)
             kind = wrap.policy_effect(found.get("param_dtype", found.get(0)))
-            if kind == wrap.FULL and wrap.policy_effect(found.get("buffer_dtype")) != wrap.FULL:
+            buffers = policy.buffers and wrap.policy_effect(found.get("buffer_dtype")) != wrap.FULL
+            if kind == wrap.FULL and buffers:
                 kind = wrap.UNKNOWN
             casts = any(found.get(key, str(default)) != "False" for key, default in policy.inputs)
-            out.append((match.start() - len(head), close + 1, kind, casts))
+            out.append((match.start() - len(head), close + 1, kind, casts, buffers))
         self._policy_list = out
         return out
 
