@@ -490,3 +490,29 @@ def test_fsdp1_policy_records_whether_it_casts_buffers() -> None:
     assert [w[2] for w in record_of(both.encode(), "run.py").wrappers] == ["cast+buffers"]
     unknown = script.replace("bfloat16)", "bfloat16, buffer_dtype=dtype)")
     assert [w[2] for w in record_of(unknown.encode(), "run.py").wrappers] == ["cast+buffers"]
+
+
+HELPER = XFILE / "bad_fsdp2_policy_in_helper"
+
+
+def test_a_model_handed_to_a_sharding_helper_takes_its_policy(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """``apply_fsdp(model)`` of another file shards what it is given with a bfloat16 policy:
+    the model's float32 gate is an error naming that wrapper (no premise). A helper whose
+    policy computes in float32 keeps the model float32 (silent)."""
+    (finding,) = findings(HELPER, capsys, monkeypatch)
+    assert (finding["code"], finding["severity"]) == ("MPC101", "error")
+    assert "`fully_shard(model, mp_policy=policy)` at lm/sharding.py:10" in finding["message"]
+    assert findings(XFILE / "good_fsdp2_float32_policy_in_helper", capsys, monkeypatch) == []
+
+
+def test_a_function_sharding_its_argument_is_recorded_and_keeps_nothing() -> None:
+    """The record names the function wrapping (not a keeper: it may cast what it is given);
+    one whose policy computes in float32 wraps nothing that matters."""
+    code = (HELPER / "lm/sharding.py").read_bytes()
+    record = record_of(code, "lm/sharding.py")
+    assert [(f, s[0]) for f, s in record.wrapping] == [("lm.sharding.apply_fsdp", 10)]
+    assert record.keepers == ()
+    full = record_of(code.replace(b"param_dtype=torch.bfloat16", b"param_dtype=None"), "x.py")
+    assert full.wrapping == ()

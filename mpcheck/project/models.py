@@ -361,6 +361,12 @@ def uses_of_records(
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
     held: list[tuple[str | None, str | None]] = []  # (part, the class it is handed to)
+    # a project function handing what it is given to an FSDP wrapper: where it wraps
+    fsdp_functions = {
+        function: Place(path, line, column, "")
+        for path, record in records.items()
+        for function, (line, column, _) in record.wrapping
+    }
     for path in sorted(records):
         record = records[path]
         for cls in record.classes:
@@ -408,7 +414,13 @@ def uses_of_records(
         unsafe.update(t for name in record.unsafe for t in expand(name))
         for handed, owner in record.held:
             if owner.endswith(PASSED):  # handed to a project function: kept if it casts nothing
-                if not factories.keeps(owner.removesuffix(PASSED)):
+                function = owner.removesuffix(PASSED)
+                wrapper = fsdp_functions.get(names.follow(function) or function)
+                if wrapper is not None:  # (``apply_fsdp(model, ...)``: the wrapper's effect)
+                    for target in expand(handed):
+                        wrapped.setdefault(target, []).append(("torch", wrapper))
+                    continue
+                if not factories.keeps(function):
                     unsafe.update(expand(handed))
                 continue
             held.extend((t, names.resolve(owner)) for t in expand(handed))

@@ -129,6 +129,10 @@ class ModelRecord:
     # its FSDP wrappers whose policy casts the forward's floating inputs to a half (or
     # unknown) ``param_dtype``: a float32 position or timestep handed to the model arrives so
     inputs: tuple[Spot, ...] = ()
+    # (function, spot of the wrapper call): its top-level functions that hand a value to an
+    # FSDP wrapper with a policy (``def apply_fsdp(model, ...)``); a model another file
+    # hands one takes the wrapper's effect, it is not kept as it was
+    wrapping: tuple[tuple[str, Spot], ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -159,6 +163,7 @@ class ModelRecord:
             self.factories,
             self.keepers,
             self.inputs,
+            self.wrapping,
         ]
 
     @classmethod
@@ -167,7 +172,7 @@ class ModelRecord:
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
-            main, held, ran, handed, autocasts, factories, keepers, inputs = rest
+            main, held, ran, handed, autocasts, factories, keepers, inputs, wrapping = rest
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -220,6 +225,7 @@ class ModelRecord:
                 tuple((str(f), int(i), str(c)) for f, i, c in factories),
                 tuple(map(str, keepers)),
                 tuple(_spot(s) for s in inputs),
+                tuple((str(f), _spot(s)) for f, s in wrapping),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -460,6 +466,12 @@ class _Reader:
             text = f"{name.partition(CALLED)[0].rpartition('.')[2]}(...)"
             builds.append((name, self.spot(at, text), target in keys))
         main = _MAIN.search(code) if b"__name__" in code else None
+        wrapping: dict[str, Spot] = {}
+        for (name, spot), start, _, effect in wrappers:
+            if name in wrap.FSDP_WRAPPERS and effect.removesuffix(_INPUTS) != wrap.FULL:
+                function = self._factory_at(start)
+                if function is not None:
+                    wrapping.setdefault(function, spot)
         wrapped = [
             (cls, self.spot(at), lib) for key, at, lib in taken for cls in sorted(models[key])
         ]
@@ -495,8 +507,9 @@ class _Reader:
             callables_of(self.data, code),
             may_autocast(code, self.imports.values()),
             tuple(sorted(factories)),
-            self._keepers(),
+            tuple(k for k in self._keepers() if k not in wrapping),
             tuple(spot for (_, spot), _, _, effect in wrappers if effect.endswith(_INPUTS)),
+            tuple(sorted(wrapping.items())),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
