@@ -93,6 +93,21 @@ def test_a_cast_added_in_another_file_reaches_a_cached_run(tmp_path: Path) -> No
     assert [f["severity"] for f in findings(case, *cache)] == ["error"]
 
 
+def test_a_load_added_in_another_file_reaches_a_cached_run(tmp_path: Path) -> None:
+    """Which classes a half load builds (``from_pretrained(torch_dtype=...)``) is part of the
+    evidence the cache keys on: a second load added to the script, the first cast unchanged,
+    turns the float32 non-persistent buffer into an error on the next (cached) run."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_cast_after_load_buffer", case)
+    script = case / "video" / "sample.py"
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert findings(case, *cache) == []
+    cast = "    model = VideoTransformer.from_pretrained(state).to(torch.float16)\n"
+    load = "    VideoTransformer.from_pretrained(state, torch_dtype=torch.float16)\n"
+    script.write_text(script.read_text().replace(cast, cast + load))
+    assert [f["code"] for f in findings(case, *cache)] == ["MPC102"]
+
+
 def test_the_scan_follows_containment_and_prefers_a_cast() -> None:
     uses = uses_of_sources(
         {

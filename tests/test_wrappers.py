@@ -448,3 +448,71 @@ def test_a_policy_changed_in_another_file_reaches_a_cached_run(
     assert main(["check", "--output-format", "json", "."]) == 1
     (finding,) = json.loads(capsys.readouterr().out)
     assert finding["code"] == "MPC303"
+
+
+KEPT = XFILE / "good_fsdp2_float32_rotary_buffer"
+CAST_BUFFERS = XFILE / "bad_fsdp_bf16_rotary_buffer"
+
+
+def test_fsdp_casts_parameters_and_leaves_buffers_as_built(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """FSDP2's ``param_dtype=torch.bfloat16`` casts no buffer: the rotary ``inv_freq`` stays
+    float32 and so do its phases (silent). FSDP1 with ``buffer_dtype=torch.bfloat16`` casts
+    every buffer: the phases are bfloat16, reported naming the wrapper."""
+    assert findings(KEPT, capsys, monkeypatch) == []
+    (finding,) = findings(CAST_BUFFERS, capsys, monkeypatch)
+    assert finding["code"] == "MPC303"
+    assert "`FSDP(model, mixed_precision=policy" in finding["message"]
+
+
+def test_another_cast_of_the_model_casts_its_buffers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """``.to(torch.bfloat16)`` before sharding casts every floating buffer: FSDP's leaving
+    them alone no longer keeps ``inv_freq`` float32."""
+    case = variant(tmp_path, KEPT, "lm/train.py", "model = TinyLM()", "model = TinyLM().bfloat16()")
+    found = [f for f in findings(case, capsys, monkeypatch) if f["code"] == "MPC303"]
+    assert [f["location"]["row"] for f in found] == [17]
+
+
+def test_fsdp1_policy_records_whether_it_casts_buffers() -> None:
+    """FSDP1 casts buffers only to a ``buffer_dtype`` given; FSDP2 has none: the record
+    keeps the difference (``+buffers``) for the project's evidence."""
+    script = (
+        "import torch\n"
+        "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision\n\n"
+        "policy = MixedPrecision(param_dtype=torch.bfloat16)\n\n\n"
+        "def wrap(model):\n    return FSDP(model, mixed_precision=policy)\n"
+    )
+    assert [w[2] for w in record_of(script.encode(), "run.py").wrappers] == ["cast"]
+    both = script.replace("bfloat16)", "bfloat16, buffer_dtype=torch.bfloat16)")
+    assert [w[2] for w in record_of(both.encode(), "run.py").wrappers] == ["cast+buffers"]
+    unknown = script.replace("bfloat16)", "bfloat16, buffer_dtype=dtype)")
+    assert [w[2] for w in record_of(unknown.encode(), "run.py").wrappers] == ["cast+buffers"]
+
+
+HELPER = XFILE / "bad_fsdp2_policy_in_helper"
+
+
+def test_a_model_handed_to_a_sharding_helper_takes_its_policy(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """``apply_fsdp(model)`` of another file shards what it is given with a bfloat16 policy:
+    the model's float32 gate is an error naming that wrapper (no premise). A helper whose
+    policy computes in float32 keeps the model float32 (silent)."""
+    (finding,) = findings(HELPER, capsys, monkeypatch)
+    assert (finding["code"], finding["severity"]) == ("MPC101", "error")
+    assert "`fully_shard(model, mp_policy=policy)` at lm/sharding.py:10" in finding["message"]
+    assert findings(XFILE / "good_fsdp2_float32_policy_in_helper", capsys, monkeypatch) == []
+
+
+def test_a_function_sharding_its_argument_is_recorded_and_keeps_nothing() -> None:
+    """The record names the function wrapping (not a keeper: it may cast what it is given);
+    one whose policy computes in float32 wraps nothing that matters."""
+    code = (HELPER / "lm/sharding.py").read_bytes()
+    record = record_of(code, "lm/sharding.py")
+    assert [(f, s[0]) for f, s in record.wrapping] == [("lm.sharding.apply_fsdp", 10)]
+    assert record.keepers == ()
+    full = record_of(code.replace(b"param_dtype=torch.bfloat16", b"param_dtype=None"), "x.py")
+    assert full.wrapping == ()

@@ -139,6 +139,9 @@ class FileAnalysis(Walk):
     def loaded_under_dtype(self, name: str) -> bool:
         return self.uses is None or self.uses.loaded_under_dtype(name)
 
+    def buffers_kept(self, name: str) -> str | None:
+        return None if self.uses is None else self.uses.buffers_kept(name)
+
     def expr(self, node: cst.BaseExpression | None, frame: Frame) -> Fact:
         return self.expressions.expr(node, frame)
 

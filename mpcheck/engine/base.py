@@ -129,6 +129,11 @@ class Walk(ABC):
         (:mod:`mpcheck.project.callables`)."""
 
     @abstractmethod
+    def buffers_kept(self, name: str) -> str | None:
+        """The FSDP wrapper (quoted) that is the only cast reaching this file's class
+        ``name`` and leaves its buffers as built (:mod:`mpcheck.engine.buffers`), or None."""
+
+    @abstractmethod
     def loaded_under_dtype(self, name: str) -> bool:
         """Whether a load of this file's class ``name`` may build it under a half default
         dtype (``from_pretrained(torch_dtype=...)``), which leaves a non-persistent buffer

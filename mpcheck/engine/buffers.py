@@ -26,10 +26,14 @@ def registered(
     kwargs: dict[str, Operand],
     in_module: bool,
     pretrained: bool,
+    kept: str | None = None,
 ) -> tuple[str, Fact] | None:
     """The attribute ``register_buffer("name", t)`` binds and its fact, or None if unclear.
 
-    ``pretrained``: the class is one that ``from_pretrained`` loads (``T.PRETRAINED_SUFFIXES``).
+    ``pretrained``: the class is one that ``from_pretrained`` loads (``T.PRETRAINED_SUFFIXES``)
+    under a half dtype. ``kept``: the FSDP wrapper that is the only cast of the class and
+    casts its parameters only; a buffer built float32 stays float32 under it (one built in
+    the default dtype too, unless a load builds the class under a half one).
     """
     name = args[0] if args else kwargs.get("name")
     if name is None or not isinstance(name.node, cst.SimpleString):
@@ -47,6 +51,14 @@ def registered(
     if not (value.floating and in_module):
         return attr, value
     kind = "buffer" if method == "register_buffer" else "parameter"
+    built = value.prec is Prec.FULL and value.dtype in ("float32", "float64")
+    if kind == "buffer" and kept and built and not (pretrained and value.default_float32):
+        text = (
+            f"a {value.dtype} buffer, which {kept} does not cast (FSDP casts the "
+            "parameters; a buffer only to FSDP1's `buffer_dtype=`)"
+        )
+        fact = Fact(Kind.TENSOR, Prec.FULL, value.dtype, Origin(node, Cause.BUFFER, text))
+        return attr, fact
     if kind == "buffer" and pretrained and _left_float32(value, args, kwargs):
         text = (
             "a float32 non-persistent buffer, which `from_pretrained(torch_dtype=...)` "

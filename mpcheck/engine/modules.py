@@ -547,7 +547,9 @@ class Modules:
         pretrained = info is not None and info.pretrained
         if info is not None and pretrained:
             pretrained = self.file.loaded_under_dtype(info.node.name.value)
-        bound = registered(node, method, args, kwargs, frame.scope.in_module, pretrained)
+        kept = None if info is None else self.file.buffers_kept(info.node.name.value)
+        in_module = frame.scope.in_module
+        bound = registered(node, method, args, kwargs, in_module, pretrained, kept)
         if bound is None:
             return
         key = f"{path}.{bound[0]}"

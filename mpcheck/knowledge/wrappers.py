@@ -22,6 +22,7 @@ from types import MappingProxyType
 
 __all__ = [
     "AUTOCAST",
+    "BUFFERS",
     "CAST",
     "FSDP_POLICIES",
     "FSDP_WRAPPERS",
@@ -139,14 +140,25 @@ FSDP_WRAPPERS = frozenset(name for name in WRAPPERS if name.startswith("torch.di
 @dataclass(frozen=True, slots=True)
 class Policy:
     """An FSDP mixed-precision policy class: which of its keywords cast the forward's
-    floating inputs to ``param_dtype``, and their defaults (torch 2.13)."""
+    floating inputs to ``param_dtype``, and their defaults (torch 2.13); ``buffers``: it
+    takes a ``buffer_dtype`` (FSDP1), the only way FSDP casts a buffer."""
 
     inputs: tuple[tuple[str, bool], ...]
+    buffers: bool = False
 
 
-# FSDP1's policy casts the root's inputs by default, FSDP2's every sharded module's.
-_FSDP1_POLICY = Policy((("cast_root_forward_inputs", True), ("cast_forward_inputs", False)))
+# FSDP1's policy casts the root's inputs by default, FSDP2's every sharded module's. FSDP1
+# casts every buffer, persistent or not, to a ``buffer_dtype`` given (none: left as built);
+# FSDP2 has no such setting and never casts a buffer (torch 2.13: ``_runtime_utils.
+# _cast_buffers_to_dtype_and_device``; ``_fully_shard`` manages parameters only).
+_FSDP1_POLICY = Policy(
+    (("cast_root_forward_inputs", True), ("cast_forward_inputs", False)), buffers=True
+)
 _FSDP2_POLICY = Policy((("cast_forward_inputs", True),))
+# The suffix of a casting FSDP wrapper's effect, as records keep it, when its policy also
+# casts the buffers (FSDP1's ``buffer_dtype`` in half or unknown); without it the cast
+# reaches parameters only and every buffer keeps the dtype it was built with.
+BUFFERS = "+buffers"
 FSDP_POLICIES: Mapping[str, Policy] = MappingProxyType(
     {
         "torch.distributed.fsdp.MixedPrecision": _FSDP1_POLICY,

@@ -94,8 +94,11 @@ class ModelUses:
         application: bool = False,
         cast_to: Mapping[str, Mapping[str, Reach]] = MappingProxyType({}),
         input_cast: str | None = None,
+        buffers_kept: Mapping[str, Reach] = MappingProxyType({}),
     ) -> None:
         self._reach = dict(reach)
+        # class -> the FSDP wrapper casting its parameters only: its buffers stay as built
+        self._buffers_kept = buffers_kept
         # an application (no package its users install) that shows where it builds its
         # models: a library base's contract ("its users run it in half") is about the
         # library's users, and here the project's own builds are the users
@@ -133,6 +136,7 @@ class ModelUses:
             self.application,
             self._cast_to,
             self.input_cast,
+            self._buffers_kept,
         )
 
     def runs_in_modules(self, name: str) -> bool:
@@ -179,6 +183,14 @@ class ModelUses:
             return True
         return (f"{self.module}.{name}" if self.module else name) in self._dtype_loads
 
+    def buffers_kept(self, name: str) -> str | None:
+        """The FSDP wrapper (quoted, with its place) whose policy is the only cast reaching
+        the class ``name`` of :attr:`module` and casts parameters only (FSDP2 never casts a
+        buffer, FSDP1 only to a ``buffer_dtype``): its buffers keep the dtype they were
+        built with. None: none, or another cast reaches it too."""
+        found = self._buffers_kept.get(f"{self.module}.{name}" if self.module else name)
+        return None if found is None else found.place.text
+
     def of(self, name: str) -> Reach | None:
         """The evidence of the class ``name`` defined in :attr:`module`."""
         return self._reach.get(f"{self.module}.{name}" if self.module else name)
@@ -197,7 +209,9 @@ class ModelUses:
     def digest(self) -> str:
         """Changes when any class's evidence does (a cache entry keyed on it is then stale)."""
         written = sorted((d, sorted(m.items())) for d, m in self._cast_to.items())
-        evidence = (self.autocasts, self.application, written, self.input_cast)
+        loads = None if self._dtype_loads is None else sorted(self._dtype_loads)
+        kept = sorted(self._buffers_kept)
+        evidence = (self.autocasts, self.application, written, self.input_cast, loads, kept)
         text = repr((sorted(self._reach.items()), *evidence))
         if self._mentions is not None:
             text += self._mentions.digest
@@ -347,6 +361,12 @@ def uses_of_records(
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
     held: list[tuple[str | None, str | None]] = []  # (part, the class it is handed to)
+    # a project function handing what it is given to an FSDP wrapper: where it wraps
+    fsdp_functions = {
+        function: Place(path, line, column, "")
+        for path, record in records.items()
+        for function, (line, column, _) in record.wrapping
+    }
     for path in sorted(records):
         record = records[path]
         for cls in record.classes:
@@ -394,7 +414,13 @@ def uses_of_records(
         unsafe.update(t for name in record.unsafe for t in expand(name))
         for handed, owner in record.held:
             if owner.endswith(PASSED):  # handed to a project function: kept if it casts nothing
-                if not factories.keeps(owner.removesuffix(PASSED)):
+                function = owner.removesuffix(PASSED)
+                wrapper = fsdp_functions.get(names.follow(function) or function)
+                if wrapper is not None:  # (``apply_fsdp(model, ...)``: the wrapper's effect)
+                    for target in expand(handed):
+                        wrapped.setdefault(target, []).append(("torch", wrapper))
+                    continue
+                if not factories.keeps(function):
                     unsafe.update(expand(handed))
                 continue
             held.extend((t, names.resolve(owner)) for t in expand(handed))
@@ -413,7 +439,8 @@ def uses_of_records(
     # installable package's own function; none at all) might be cast there
     unsafe.update(factories.unseen(lambda path: installable and _in_package(path, records)))
     deepspeed = any(record.deepspeed for record in records.values())
-    autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where)
+    fsdp: dict[str, Reach] = {}  # cast by an FSDP policy that leaves the buffers as built
+    autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where, fsdp)
     plain = {c.name for r in records.values() for c in r.classes if c.bases in ((), ("object",))}
     for part, holder in held:  # a project module's part; anything else might cast it
         if part is not None and (holder is None or holder in plain):
@@ -444,6 +471,7 @@ def uses_of_records(
         roots = {k: v for k, v in roots.items() if not only(k)}  # (a cast still wins)
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
+    buffers_kept = _buffers_kept(fsdp, casts, roots, bodies) if fsdp and not defaults else {}
     cast_to: dict[str, dict[str, Reach]] = {}
     for dtype, cast_roots in written.items():
         _spread(cast_roots, cast_to.setdefault(dtype, {}), bodies)
@@ -489,6 +517,7 @@ def uses_of_records(
         application=application,
         cast_to=cast_to,
         input_cast=inputs,
+        buffers_kept=buffers_kept,
     )
 
 
@@ -581,15 +610,17 @@ def _wrapped(
     unsafe: set[str],
     deepspeed: bool,
     where: Callable[[str, int], str],
+    kept: dict[str, Reach],
 ) -> dict[str, Place]:
     """Each class handed to a wrapper takes the effect of its library's wrappers in the
-    project: a cast (added to ``casts``), unknown (added to ``unsafe``), or autocast (the
+    project: a cast (added to ``casts``; to ``kept`` too, with the wrapper, when it is an
+    FSDP cast of the parameters only), unknown (added to ``unsafe``), or autocast (the
     classes returned, with what to quote); full precision keeps it float32 as it was."""
     autocasting: dict[str, Place] = {}
     for target, uses in sorted(wrapped.items()):
         leaf = target.rpartition(".")[2]
         for lib, handed in uses:
-            found = wrappers.get(lib, [])
+            found = [(e.removesuffix(wrap.BUFFERS), p) for e, p in wrappers.get(lib, [])]
             effect = wrap.effect([e for e, _ in found]) if found else wrap.UNKNOWN
             if lib == "accelerate" and deepspeed and effect == wrap.AUTOCAST:
                 effect = wrap.UNKNOWN  # (accelerate under DeepSpeed casts the model)
@@ -601,6 +632,9 @@ def _wrapped(
                 text = f"`{leaf}` is cast to half by {source.text} (it takes `{leaf}` at {at})"
                 place = Place(handed.path, handed.line, handed.column, text)
                 casts[target] = Reach(CAST, place)
+                buffers = any(e.endswith(wrap.BUFFERS) for e, _ in wrappers.get(lib, []))
+                if lib == "torch" and not buffers:
+                    kept[target] = Reach(CAST, source)
             elif effect == wrap.AUTOCAST and target not in autocasting:
                 source = next(p for e, p in found if e == effect)
                 text = (
@@ -609,6 +643,26 @@ def _wrapped(
                 )
                 autocasting[target] = Place(handed.path, handed.line, handed.column, text)
     return autocasting
+
+
+def _buffers_kept(
+    kept: Mapping[str, Reach],
+    casts: Mapping[str, Reach],
+    roots: Mapping[str, Reach],
+    bodies: Mapping[str, set[str]],
+) -> dict[str, Reach]:
+    """The classes whose only half evidence is an FSDP cast of the parameters (FSDP2, or
+    FSDP1 without a half ``buffer_dtype``; ``kept``: the classes handed to one, which no
+    other cast reached first), with that wrapper: their buffers keep the dtype they were
+    built with. A class (or part) some other cast or a library base reaches
+    (``.half()`` and ``.to(dtype)`` cast every floating buffer) is none of them."""
+    others = {name: reach for name, reach in casts.items() if name not in kept}
+    others.update((name, reach) for name, reach in roots.items() if name not in others)
+    cast: dict[str, Reach] = {}
+    _spread(others, cast, bodies)
+    found: dict[str, Reach] = {}
+    _spread(kept, found, bodies)
+    return {name: reach for name, reach in found.items() if name not in cast}
 
 
 class _Float32:

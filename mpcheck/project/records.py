@@ -43,7 +43,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 13
+FORMAT = 14
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -129,6 +129,10 @@ class ModelRecord:
     # its FSDP wrappers whose policy casts the forward's floating inputs to a half (or
     # unknown) ``param_dtype``: a float32 position or timestep handed to the model arrives so
     inputs: tuple[Spot, ...] = ()
+    # (function, spot of the wrapper call): its top-level functions that hand a value to an
+    # FSDP wrapper with a policy (``def apply_fsdp(model, ...)``); a model another file
+    # hands one takes the wrapper's effect, it is not kept as it was
+    wrapping: tuple[tuple[str, Spot], ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -159,6 +163,7 @@ class ModelRecord:
             self.factories,
             self.keepers,
             self.inputs,
+            self.wrapping,
         ]
 
     @classmethod
@@ -167,7 +172,7 @@ class ModelRecord:
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
-            main, held, ran, handed, autocasts, factories, keepers, inputs = rest
+            main, held, ran, handed, autocasts, factories, keepers, inputs, wrapping = rest
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -220,6 +225,7 @@ class ModelRecord:
                 tuple((str(f), int(i), str(c)) for f, i, c in factories),
                 tuple(map(str, keepers)),
                 tuple(_spot(s) for s in inputs),
+                tuple((str(f), _spot(s)) for f, s in wrapping),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -311,7 +317,9 @@ class _Reader:
         self._defs: dict[str, int] | None = None  # (see :meth:`_top_defs`)
         self._headers: list[re.Match[bytes]] | None = None  # (see :meth:`_def_headers`)
         self._bodies: list[tuple[int, int, int, str]] | None = None  # (:meth:`_factory_at`)
-        self._policy_list: list[tuple[int, int, str, bool]] | None = None  # (:meth:`_policies`)
+        self._policy_list: list[tuple[int, int, str, bool, bool]] | None = (
+            None  # (:meth:`_policies`)
+        )
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
         # import ``Decoder`` from one module and another function from another
@@ -435,7 +443,7 @@ class _Reader:
             if effect.removesuffix(_INPUTS) in (wrap.AUTOCAST, wrap.FULL):
                 masked[start:end] = b" " * (end - start)
         if b"MixedPrecision" in code:  # a policy computing in float32 makes nothing half
-            for start, end, kind, _ in self._policies():
+            for start, end, kind, _, _ in self._policies():
                 if kind == wrap.FULL:
                     masked[start:end] = b" " * (end - start)
         half = _has_any(masked, _HALF_LITERALS) and HALF_WORDS.search(masked) is not None
@@ -458,6 +466,12 @@ class _Reader:
             text = f"{name.partition(CALLED)[0].rpartition('.')[2]}(...)"
             builds.append((name, self.spot(at, text), target in keys))
         main = _MAIN.search(code) if b"__name__" in code else None
+        wrapping: dict[str, Spot] = {}
+        for (name, spot), start, _, effect in wrappers:
+            if name in wrap.FSDP_WRAPPERS and effect.removesuffix(_INPUTS) != wrap.FULL:
+                function = self._factory_at(start)
+                if function is not None:
+                    wrapping.setdefault(function, spot)
         wrapped = [
             (cls, self.spot(at), lib) for key, at, lib in taken for cls in sorted(models[key])
         ]
@@ -493,8 +507,9 @@ class _Reader:
             callables_of(self.data, code),
             may_autocast(code, self.imports.values()),
             tuple(sorted(factories)),
-            self._keepers(),
+            tuple(k for k in self._keepers() if k not in wrapping),
             tuple(spot for (_, spot), _, _, effect in wrappers if effect.endswith(_INPUTS)),
+            tuple(sorted(wrapping.items())),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -551,8 +566,10 @@ class _Reader:
             if name in wrap.FSDP_WRAPPERS:
                 given = found.get(settings[0].keyword)
                 starred = b"**" in code[match.end() : close]
-                kind, inputs = self._fsdp_policy(given, starred, match.end(), close)
+                kind, inputs, buffers = self._fsdp_policy(given, starred, match.end(), close)
                 effects, suffix = [kind], _INPUTS if inputs else ""
+                if kind == wrap.CAST and buffers:
+                    suffix = wrap.BUFFERS + suffix
             text = " ".join(data[start:close].decode(errors="replace").split())
             text = text.replace("( ", "(").replace(", )", ")").replace(",)", ")")
             if len(text) > 60:
@@ -563,25 +580,29 @@ class _Reader:
 
     def _fsdp_policy(
         self, given: str | None, starred: bool, start: int, end: int
-    ) -> tuple[str, bool]:
+    ) -> tuple[str, bool, bool]:
         """An FSDP wrapper's effect and whether its policy casts the forward's floating
-        inputs: the policy built in its call, or else those its file builds (a ``policy``
-        variable, ``**fsdp_config``); no policy keeps the model float32 (unknown when the
-        call takes keywords from elsewhere and its file builds none)."""
+        inputs, and the buffers: the policy built in its call, or else those its file builds
+        (a ``policy`` variable, ``**fsdp_config``); no policy keeps the model float32
+        (unknown when the call takes keywords from elsewhere and its file builds none)."""
         if given is None and not starred:
-            return wrap.FULL, False
+            return wrap.FULL, False, False
         policies = self._policies()
         own = [p for p in policies if start <= p[0] < end]
         chosen = own or policies
         if not chosen:
-            return (wrap.UNKNOWN, True) if given not in ("None",) else (wrap.FULL, False)
-        kinds = [kind for _, _, kind, _ in chosen]
-        return wrap.effect(kinds), any(k != wrap.FULL and casts for _, _, k, casts in chosen)
+            if given in ("None",):
+                return wrap.FULL, False, False
+            return wrap.UNKNOWN, True, True
+        kinds = [kind for _, _, kind, _, _ in chosen]
+        inputs = any(k != wrap.FULL and casts for _, _, k, casts, _ in chosen)
+        return wrap.effect(kinds), inputs, any(buffers for *_, buffers in chosen)
 
-    def _policies(self) -> list[tuple[int, int, str, bool]]:
+    def _policies(self) -> list[tuple[int, int, str, bool, bool]]:
         """Each FSDP mixed-precision policy this file builds (``MixedPrecisionPolicy(...)``):
-        (its span, its effect, whether it casts inputs). The effect is ``param_dtype``'s as
-        written; FSDP1's ``buffer_dtype`` in half casts the buffers: unknown at least."""
+        (its span, its effect, whether it casts inputs, whether it casts buffers). The effect
+        is ``param_dtype``'s as written; FSDP1's ``buffer_dtype`` in half casts the buffers
+        (unknown at least when the parameters stay float32)."""
         if self._policy_list is not None:
             return self._policy_list
         code, data, out = self.code, self.data, []
@@ -595,10 +616,11 @@ class _Reader:
             close = closing(code, match.end())
             found = _arguments(code, data, match.end(), close)
             kind = wrap.policy_effect(found.get("param_dtype", found.get(0)))
-            if kind == wrap.FULL and wrap.policy_effect(found.get("buffer_dtype")) != wrap.FULL:
+            buffers = policy.buffers and wrap.policy_effect(found.get("buffer_dtype")) != wrap.FULL
+            if kind == wrap.FULL and buffers:
                 kind = wrap.UNKNOWN
             casts = any(found.get(key, str(default)) != "False" for key, default in policy.inputs)
-            out.append((match.start() - len(head), close + 1, kind, casts))
+            out.append((match.start() - len(head), close + 1, kind, casts, buffers))
         self._policy_list = out
         return out
 
