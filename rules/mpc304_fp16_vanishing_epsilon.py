@@ -58,6 +58,13 @@ CARRIERS = frozenset(
     }
 )
 DIVISIONS = frozenset({"div", "div_", "true_divide", "divide"})
+# torch functions that divide by a norm floored at ``eps`` (computed in the input's dtype):
+# qualname -> (slot and keyword of eps, its default, the aten op CUDA autocast runs in float32).
+FLOORED = {
+    "torch.nn.functional.normalize": (3, 1e-12, "norm"),
+    "torch.nn.functional.cosine_similarity": (3, 1e-8, "cosine_similarity"),
+    "torch.cosine_similarity": (3, 1e-8, "cosine_similarity"),
+}
 # Why a class may run in half (``Scope.evidence.kind``): a cast of the project (float16 when
 # one writes it down), a library base or the configuration (half, dtype not said), or the
 # premise alone.
@@ -148,6 +155,9 @@ class Fp16VanishingEpsilon(Rule):
         self.reported: set[cst.CSTNode] = set()
 
     def check_call(self, call: CallSite) -> None:
+        if call.qualname in FLOORED:
+            self._floored(call)
+            return
         self._consume(call)
         guard = self._guard(call)
         if guard is not None:
@@ -204,6 +214,30 @@ class Fp16VanishingEpsilon(Rule):
             return any(dtype == "float16" for dtype, _ in evidence.written)
         return evidence.kind in UNSAID
 
+    def _floored(self, call: CallSite) -> None:
+        """``F.normalize(x)``: ``x / x.norm(...).clamp_min(1e-12)``, all in ``x``'s dtype."""
+        slot, default, aten = FLOORED[call.qualname or ""]
+        given = call.arg(slot, "eps")
+        number = default if given is None else _number(given)
+        tensor = call.arg(0, "input") or call.arg(0, "x1")
+        if number is None or number <= 0.0 or to_fp16(number) != 0.0 or tensor is None:
+            return
+        if call.scope.full_precision is not None or not tensor.fact.is_tensor:
+            return
+        region = call.scope.autocast
+        if region is not None and region.recasts(aten):
+            return  # CUDA autocast computes the norm in float32, where eps survives
+        if not self._fp16(tensor.fact, call.scope):
+            return
+        node = call.node if given is None else given.node
+        eps = f"eps={number:g}" + (" (its default)" if given is None else "")
+        message = (
+            f"`{self.ctx.code(call.node, 50)}` divides by a norm floored at {eps}, which "
+            "rounds to 0 in float16 (so does anything below 2**-25, about 3e-8): an all-zero "
+            "row gives 0 / 0 = NaN; pass an eps float16 holds (1e-6) or compute it in float32"
+        )
+        self._finish(node, message, tensor.fact, call)
+
     # -- where a guard is needed -------------------------------------------------------
     def _consume(self, call: CallSite) -> None:
         name = call.method or _torch_function(call.qualname) or ""
@@ -249,6 +283,18 @@ class Fp16VanishingEpsilon(Rule):
         made = guard.constant.fact.origin
         if made is not None and not _is_literal(node):  # set on another line or file
             related.append((made.node, f"{guard.number:g} comes from `{made.text}`"))
+        self._finish(node, message, tensor, use, related)
+
+    def _finish(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        tensor: Fact,
+        use: CallSite,
+        related: list[tuple[cst.CSTNode, str]] | None = None,
+    ) -> None:
+        """Report with the evidence that ``tensor`` is float16 (or the premise it rests on)."""
+        related = list(related or ())
         severity = None
         if tensor.prec is Prec.HALF:  # the code makes it float16 itself
             message += f" (the tensor is float16: {self.where(tensor)})"

@@ -193,3 +193,31 @@ def test_a_constant_of_another_file_is_read(tmp_path: Path, utils: str, rows: li
     assert [(f["code"], f["location"]["row"]) for f in found] == [("MPC304", r) for r in rows]
     if rows:
         assert "`EPS` (1e-10) rounds to 0 in float16" in found[0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("forward", "count"),
+    [
+        ("return F.normalize(self.proj(x), dim=-1)\n", 1),  # eps=1e-12 by default
+        ("return F.normalize(self.proj(x), dim=-1, eps=1e-10)\n", 1),
+        ("return F.cosine_similarity(self.proj(x), x, dim=-1)\n", 1),  # eps=1e-8
+        ("return F.normalize(self.proj(x), dim=-1, eps=1e-6)\n", 0),
+        ("return F.normalize(self.proj(x).float(), dim=-1)\n", 0),
+    ],
+)
+def test_a_norm_floored_at_a_vanishing_eps(forward: str, count: int) -> None:
+    found = findings(module(forward))
+    assert len(found) == count
+    if found:
+        assert "which rounds to 0 in float16" in found[0].message
+        assert "an all-zero row gives 0 / 0 = NaN" in found[0].message
+
+
+def test_cuda_autocast_normalizes_in_float32() -> None:
+    body = """
+        def embed(x):
+            head = nn.Linear(8, 4)
+            with torch.autocast("cuda"):
+                return F.normalize(head(x), dim=-1)
+        """
+    assert findings(body) == []
