@@ -109,6 +109,10 @@ class Fp16VanishingEpsilon(Rule):
         casts -- is the argument of `log`/`log2`/`log10`, `sqrt`, `rsqrt`, `reciprocal`, a
         negative power, or the divisor of a division. A constant that is only added, or a
         guard float16 holds (2**-24 and up, e.g. 1e-7 or 1e-6), is not reported.
+        `F.normalize` and `F.cosine_similarity` divide by a norm floored at their `eps`
+        (1e-12 and 1e-8 by default), computed in the input's dtype: the same hazard, NaN for
+        an all-zero row of a float16 input (measured), except under CUDA autocast, which
+        computes the norm in float32.
 
         Severity follows evidence that the tensor is float16, not just half: an error where
         the code makes it float16 itself (`.half()`, `.to(torch.float16)`, a float16 load,
