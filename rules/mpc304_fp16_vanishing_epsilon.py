@@ -8,6 +8,7 @@ import libcst as cst
 
 from mpcheck.api import (
     CallSite,
+    Cause,
     Fact,
     Kind,
     Operand,
@@ -24,16 +25,10 @@ ADDS = frozenset({"add", "add_"})
 # Flooring a value: ``x.clamp(min=eps)``, ``x.clamp_min(eps)``, ``torch.clamp(x, eps)``.
 CLAMPS = {"clamp": (0, "min"), "clamp_": (0, "min"), "clip": (0, "min"), "clip_": (0, "min")}
 CLAMPS |= {"clamp_min": (0, "min"), "clamp_min_": (0, "min")}
-# What a guarded value protects: the op gives -inf/inf (NaN after) on an exact 0.
-GUARDED = {
-    "log": "-inf",
-    "log2": "-inf",
-    "log10": "-inf",
-    "log_": "-inf",
-    "sqrt": "an infinite gradient",
-    "rsqrt": "inf",
-    "reciprocal": "inf",
-}
+# What a guarded value protects: the op gives -inf/inf (NaN after) on an exact 0. (``sqrt``
+# of 0 is 0: only its gradient is inf, so a root is followed to what divides by it.)
+GUARDED = {"log": "-inf", "log2": "-inf", "log10": "-inf", "log_": "-inf"}
+GUARDED |= {"rsqrt": "inf", "reciprocal": "inf"}
 # Ops that carry a guarded value unchanged in its zeros (shape ops, casts after the add):
 # ``(p + 1e-8).float().log()`` is still log(0), the eps vanished before the cast.
 CARRIERS = frozenset(
@@ -55,6 +50,7 @@ CARRIERS = frozenset(
         "to",
         "type_as",
         "mul",
+        "sqrt",
     }
 )
 DIVISIONS = frozenset({"div", "div_", "true_divide", "divide"})
@@ -66,9 +62,9 @@ FLOORED = {
     "torch.cosine_similarity": (3, 1e-8, "cosine_similarity"),
 }
 # Why a class may run in half (``Scope.evidence.kind``): a cast of the project (float16 when
-# one writes it down), a library base or the configuration (half, dtype not said), or the
-# premise alone.
-CAST, UNSAID = "cast", frozenset({"library", "setting", "premise"})
+# one writes it down), a library base or the configuration (half, dtype not said). The
+# premise alone ("any module may run in half") is not evidence of float16: nothing is said.
+CAST, UNSAID = "cast", frozenset({"library", "setting"})
 
 
 @dataclass(frozen=True)
@@ -106,9 +102,9 @@ class Fp16VanishingEpsilon(Rule):
         Reported: a positive constant (a literal, or a constant of another project file)
         below 2**-25 added to a tensor (`+`, `add`, `add_`, `+=`) or flooring it (`clamp`/
         `clip` with `min=`, `clamp_min`), whose result -- directly or through shape ops and
-        casts -- is the argument of `log`/`log2`/`log10`, `sqrt`, `rsqrt`, `reciprocal`, a
-        negative power, or the divisor of a division. A constant that is only added, or a
-        guard float16 holds (2**-24 and up, e.g. 1e-7 or 1e-6), is not reported.
+        casts -- is the argument of `log`/`log2`/`log10`, `rsqrt`, `reciprocal`, a negative
+        power, or the divisor of a division (also through a `sqrt`). A constant that is only
+        added, or a guard float16 holds (2**-24 and up, e.g. 1e-7 or 1e-6), is not reported.
         `F.normalize` and `F.cosine_similarity` divide by a norm floored at their `eps`
         (1e-12 and 1e-8 by default), computed in the input's dtype: the same hazard, NaN for
         an all-zero row of a float16 input (measured), except under CUDA autocast, which
@@ -117,12 +113,15 @@ class Fp16VanishingEpsilon(Rule):
         Severity follows evidence that the tensor is float16, not just half: an error where
         the code makes it float16 itself (`.half()`, `.to(torch.float16)`, a float16 load,
         the output of an op float16 autocast lowers) or where a cast of the project writes
-        float16 for the module it is in (`model.half()` in any file); a warning stating its
-        premise ("latent: if `X` runs in float16") where the module only may run in half (a
-        library base whose users run it in half, or the premise that any module may). A
-        tensor that is bfloat16, float32, of a half dtype the code does not say, or in a
-        module the project only builds in float32, only runs under autocast or never builds,
-        gives nothing.
+        float16 for the module it is in (`model.half()` in any file); a warning where only a
+        library base says its users run the module in half (or the `models-run-in-half`
+        setting), with that evidence named. The premise alone that a module may run in half
+        gives nothing (measured on the unseen tuning sets: its findings were mostly code that
+        never runs in float16), nor does a tensor that is bfloat16, float32, of a half dtype
+        the code does not say, or in a module the project only builds in float32, only runs
+        under autocast or never builds. A learned weight is never exactly 0 (`1 / (alpha +
+        1e-9)` of a parameter): not reported. `sqrt(0)` is 0 (only its gradient is inf), so
+        a root is followed to the division that needs its guard.
         """
     symptom = """
         No error: `-inf` in a log-probability or focal cost (an assignment solver then
@@ -144,12 +143,16 @@ class Fp16VanishingEpsilon(Rule):
             def forward(self, logits):
                 prob = logits.sigmoid()
                 return -(prob + 1e-8).log()  # 1e-8 is 0 in float16: log(0) = -inf
+
+        cost = FocalCost().half()
         """
     good = """
         class FocalCost(nn.Module):
             def forward(self, logits):
                 prob = logits.sigmoid()
                 return -(prob.float() + 1e-8).log()
+
+        cost = FocalCost().half()
         """
 
     def __init__(self, ctx: RuleContext) -> None:
@@ -206,7 +209,10 @@ class Fp16VanishingEpsilon(Rule):
         return None
 
     def _fp16(self, fact: Fact, scope: Scope) -> bool:
-        """Whether the project shows that ``fact`` can be float16 here (see the rule page)."""
+        """Whether the project shows that ``fact`` can be float16 here (see the rule page).
+        A learned weight (``self.alpha``, a codebook) is never exactly 0: not guarded."""
+        if fact.cause is Cause.PARAMETER:
+            return False
         if fact.prec is Prec.HALF:
             return fact.dtype == "float16"
         if fact.prec is not Prec.MODEL or self.against_half(scope, fact):

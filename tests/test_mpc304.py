@@ -90,16 +90,40 @@ def test_a_module_not_cast_to_float16_is_quiet(build: str) -> None:
     assert findings(module("return torch.log(x.abs() + 1e-8)\n", build)) == []
 
 
-def test_the_premise_alone_is_a_warning_stating_it() -> None:
-    (d,) = findings(
-        """
+def test_the_premise_alone_gives_nothing() -> None:
+    body = """
         class Head(nn.Module):
             def forward(self, p):
                 return torch.log(p + 1e-8)
+
+        def score(p):
+            return torch.log(p + 1e-8)
         """
-    )
-    assert d.severity.value == "warning"
-    assert d.message.endswith("(latent: if `Head` runs in float16)")
+    assert findings(body) == []
+
+
+def test_a_learned_weight_is_never_zero() -> None:
+    """BigVGAN's Snake activation: ``1 / (alpha + 1e-9)`` of a trained parameter."""
+    body = """
+        class Snake(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.alpha = nn.Parameter(torch.zeros(n))
+
+            def forward(self, x):
+                alpha = torch.exp(self.alpha.unsqueeze(0).unsqueeze(-1))
+                return x + (1.0 / (alpha + 1e-9)) * torch.sin(x * alpha) ** 2
+
+        def main():
+            return Snake(4).half()(torch.randn(2, 4, 8).half())
+        """
+    assert findings(body) == []
+
+
+def test_a_root_is_followed_to_its_division() -> None:
+    assert findings(module("return torch.sqrt(x.var(-1) + 1e-8)\n")) == []
+    (d,) = findings(module("return x / torch.sqrt(x.var(-1, keepdim=True) + 1e-8)\n"))
+    assert "gives inf or NaN where the tensor is 0" in d.message
 
 
 def test_a_library_base_is_a_warning() -> None:
