@@ -144,6 +144,7 @@ class Fp16VanishingEpsilon(Rule):
                 prob = logits.sigmoid()
                 return -(prob + 1e-8).log()  # 1e-8 is 0 in float16: log(0) = -inf
 
+
         cost = FocalCost().half()
         """
     good = """
@@ -151,6 +152,7 @@ class Fp16VanishingEpsilon(Rule):
             def forward(self, logits):
                 prob = logits.sigmoid()
                 return -(prob.float() + 1e-8).log()
+
 
         cost = FocalCost().half()
         """
