@@ -16,7 +16,6 @@ from mpcheck.api import (
     Rule,
     RuleContext,
     Scope,
-    Severity,
     to_fp16,
 )
 
@@ -61,10 +60,11 @@ FLOORED = {
     "torch.nn.functional.cosine_similarity": (3, 1e-8, "cosine_similarity"),
     "torch.cosine_similarity": (3, 1e-8, "cosine_similarity"),
 }
-# Why a class may run in half (``Scope.evidence.kind``): a cast of the project (float16 when
-# one writes it down), a library base or the configuration (half, dtype not said). The
-# premise alone ("any module may run in half") is not evidence of float16: nothing is said.
-CAST, UNSAID = "cast", frozenset({"library", "setting"})
+# Why a class may run in half (``Scope.evidence.kind``): only a cast of the project that
+# writes float16 down says float16. A library base or the configuration says "half" (float16
+# or bfloat16, which holds the guard), and the premise that any module may run in half says
+# nothing: neither is evidence of float16.
+CAST = "cast"
 
 
 @dataclass(frozen=True)
@@ -110,18 +110,19 @@ class Fp16VanishingEpsilon(Rule):
         an all-zero row of a float16 input (measured), except under CUDA autocast, which
         computes the norm in float32.
 
-        Severity follows evidence that the tensor is float16, not just half: an error where
-        the code makes it float16 itself (`.half()`, `.to(torch.float16)`, a float16 load,
-        the output of an op float16 autocast lowers) or where a cast of the project writes
-        float16 for the module it is in (`model.half()` in any file); a warning where only a
-        library base says its users run the module in half (or the `models-run-in-half`
-        setting), with that evidence named. The premise alone that a module may run in half
-        gives nothing (measured on the unseen tuning sets: its findings were mostly code that
-        never runs in float16), nor does a tensor that is bfloat16, float32, of a half dtype
-        the code does not say, or in a module the project only builds in float32, only runs
-        under autocast or never builds. A learned weight is never exactly 0 (`1 / (alpha +
-        1e-9)` of a parameter): not reported. `sqrt(0)` is 0 (only its gradient is inf), so
-        a root is followed to the division that needs its guard.
+        Reported only on evidence that the tensor is float16, not just half: the code makes
+        it float16 itself (`.half()`, `.to(torch.float16)`, a float16 load, the output of an
+        op float16 autocast lowers), or a cast of the project writes float16 for the module
+        it is in (`model.half()` in any file, named in the message). A library base whose
+        users run it in half, the `models-run-in-half` setting or a cast to a dtype the code
+        does not say (`.to(weight_dtype)`) mean float16 or bfloat16, and bfloat16 holds the
+        guard; the premise that any module may run in half says nothing (measured on the
+        unseen tuning sets: such findings were mostly code never run in float16). None of
+        them is reported, nor a tensor that is bfloat16 or float32, or in a module the
+        project only builds in float32, only runs under autocast or never builds. A
+        learned weight is never exactly 0 (`1 / (alpha + 1e-9)` of a parameter): not
+        reported. `sqrt(0)` is 0 (only its gradient is inf), so a root is followed to the
+        division that needs its guard.
         """
     symptom = """
         No error: `-inf` in a log-probability or focal cost (an assignment solver then
@@ -222,9 +223,7 @@ class Fp16VanishingEpsilon(Rule):
         evidence = scope.evidence
         if evidence is None:
             return False
-        if evidence.kind == CAST:
-            return any(dtype == "float16" for dtype, _ in evidence.written)
-        return evidence.kind in UNSAID
+        return evidence.kind == CAST and any(d == "float16" for d, _ in evidence.written)
 
     def _floored(self, call: CallSite) -> None:
         """``F.normalize(x)``: ``x / x.norm(...).clamp_min(1e-12)``, all in ``x``'s dtype."""
@@ -305,24 +304,16 @@ class Fp16VanishingEpsilon(Rule):
         use: CallSite,
         related: list[tuple[cst.CSTNode, str]] | None = None,
     ) -> None:
-        """Report with the evidence that ``tensor`` is float16 (or the premise it rests on)."""
+        """Report with the evidence that ``tensor`` is float16 (its cast, or the module's)."""
         related = list(related or ())
-        severity = None
         if tensor.prec is Prec.HALF:  # the code makes it float16 itself
             message += f" (the tensor is float16: {self.where(tensor)})"
             if tensor.origin is not None:
                 related.append((tensor.origin.node, f"float16 here: {tensor.origin.text}"))
-            if tensor.maybe:
-                severity = Severity.WARNING
         else:
-            premise = "if `{subject}` runs in float16"
-            message, related, latent = self.with_evidence(
-                message, use.scope, tensor, related, premise
-            )
-            evidence = use.scope.evidence
-            if latent or evidence is None or evidence.kind != CAST:
-                severity = Severity.WARNING  # half, but float16 is not written down
-        self.report(node, message, related=related, severity=severity)
+            # the cast of the project that writes float16 for this module (``_fp16``)
+            message, related, _ = self.with_evidence(message, use.scope, tensor, related)
+        self.report(node, message, related=related)
 
 
 def _number(operand: Operand) -> float | None:
