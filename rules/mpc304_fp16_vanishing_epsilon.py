@@ -1,0 +1,341 @@
+"""MPC304: a guard constant float16 cannot hold (``p + 1e-8``) protects a log, root or division."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from mpcheck.api import (
+    CallSite,
+    Cause,
+    Fact,
+    Kind,
+    Operand,
+    Prec,
+    Rule,
+    RuleContext,
+    Scope,
+    to_fp16,
+)
+
+# Adding a guard: ``x + eps``, ``x.add(eps)``, ``x += eps`` (the engine's ``add_``).
+ADDS = frozenset({"add", "add_"})
+# Flooring a value: ``x.clamp(min=eps)``, ``x.clamp_min(eps)``, ``torch.clamp(x, eps)``.
+CLAMPS = {"clamp": (0, "min"), "clamp_": (0, "min"), "clip": (0, "min"), "clip_": (0, "min")}
+CLAMPS |= {"clamp_min": (0, "min"), "clamp_min_": (0, "min")}
+# What a guarded value protects: the op gives -inf/inf (NaN after) on an exact 0. (``sqrt``
+# of 0 is 0: only its gradient is inf, so a root is followed to what divides by it.)
+GUARDED = {"log": "-inf", "log2": "-inf", "log10": "-inf", "log_": "-inf"}
+GUARDED |= {"rsqrt": "inf", "reciprocal": "inf"}
+# Ops that carry a guarded value unchanged in its zeros (shape ops, casts after the add):
+# ``(p + 1e-8).float().log()`` is still log(0), the eps vanished before the cast.
+CARRIERS = frozenset(
+    {
+        "view",
+        "reshape",
+        "unsqueeze",
+        "squeeze",
+        "expand",
+        "expand_as",
+        "flatten",
+        "transpose",
+        "permute",
+        "contiguous",
+        "clone",
+        "detach",
+        "float",
+        "double",
+        "to",
+        "type_as",
+        "mul",
+        "sqrt",
+    }
+)
+DIVISIONS = frozenset({"div", "div_", "true_divide", "divide"})
+# torch functions that divide by a norm floored at ``eps`` (computed in the input's dtype):
+# qualname -> (slot and keyword of eps, its default, the aten op CUDA autocast runs in float32).
+FLOORED = {
+    "torch.nn.functional.normalize": (3, 1e-12, "norm"),
+    "torch.nn.functional.cosine_similarity": (3, 1e-8, "cosine_similarity"),
+    "torch.cosine_similarity": (3, 1e-8, "cosine_similarity"),
+}
+# Why a class may run in half (``Scope.evidence.kind``): only a cast of the project that
+# writes float16 down says float16. A library base or the configuration says "half" (float16
+# or bfloat16, which holds the guard), and the premise that any module may run in half says
+# nothing: neither is evidence of float16.
+CAST = "cast"
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A constant added to (or flooring) a tensor that is float16 on evidence."""
+
+    constant: Operand
+    number: float
+    tensor: Fact
+    site: CallSite
+
+
+class Fp16VanishingEpsilon(Rule):
+    code = "MPC304"
+    name = "fp16-vanishing-epsilon"
+    summary = (
+        "A guard constant below float16's smallest subnormal (`p + 1e-8`, "
+        "`x.clamp(min=1e-10)`) is added to a float16 tensor before a log, root or division: "
+        "it rounds to 0, so the guard does nothing."
+    )
+    why = """
+        float16's smallest subnormal is 2**-24 (5.96e-8) and anything below 2**-25 (2.98e-8)
+        rounds to 0: `torch.tensor(1e-8, dtype=torch.float16)` is 0. A Python number added
+        to a tensor takes the tensor's dtype (type promotion: a scalar never widens a
+        tensor), so the guard in `torch.log(p + 1e-8)`, `x / (norm + 1e-10)`,
+        `torch.rsqrt(var + 1e-12)` or `p.clamp(min=1e-10).log()` adds nothing to a float16
+        tensor: where `p`, `norm` or `var` is 0 -- a probability float16 rounds to 0 (a
+        sigmoid below about -17), an all-zero feature, a constant row -- the log is -inf, the
+        root's reciprocal inf and the division inf or NaN (measured on torch 2.13: all of
+        them). Autocast does not help: the add runs in its operand's dtype (a Linear,
+        matmul or conv output is float16 under CUDA's default autocast), and a log, `rsqrt`
+        or `pow` on autocast's float32 list only upcasts the 0 the add made. bfloat16 has
+        float32's exponent range (1e-8 survives), and so does float32: neither is reported.
+
+        Reported: a positive constant (a literal, or a constant of another project file)
+        below 2**-25 added to a tensor (`+`, `add`, `add_`, `+=`) or flooring it (`clamp`/
+        `clip` with `min=`, `clamp_min`), whose result -- directly or through shape ops and
+        casts -- is the argument of `log`/`log2`/`log10`, `rsqrt`, `reciprocal`, a negative
+        power, or the divisor of a division (also through a `sqrt`). A constant that is only
+        added, or a guard float16 holds (2**-24 and up, e.g. 1e-7 or 1e-6), is not reported.
+        `F.normalize` and `F.cosine_similarity` divide by a norm floored at their `eps`
+        (1e-12 and 1e-8 by default), computed in the input's dtype: the same hazard, NaN for
+        an all-zero row of a float16 input (measured), except under CUDA autocast, which
+        computes the norm in float32.
+
+        Reported only on evidence that the tensor is float16, not just half: the code makes
+        it float16 itself (`.half()`, `.to(torch.float16)`, a float16 load, the output of an
+        op float16 autocast lowers), or a cast of the project writes float16 for the module
+        it is in (`model.half()` in any file, named in the message). A library base whose
+        users run it in half, the `models-run-in-half` setting or a cast to a dtype the code
+        does not say (`.to(weight_dtype)`) mean float16 or bfloat16, and bfloat16 holds the
+        guard; the premise that any module may run in half says nothing (measured on the
+        unseen tuning sets: such findings were mostly code never run in float16). None of
+        them is reported, nor a tensor that is bfloat16 or float32, or in a module the
+        project only builds in float32, only runs under autocast or never builds. A
+        learned weight is never exactly 0 (`1 / (alpha + 1e-9)` of a parameter): not
+        reported. `sqrt(0)` is 0 (only its gradient is inf), so a root is followed to the
+        division that needs its guard.
+        """
+    symptom = """
+        No error: `-inf` in a log-probability or focal cost (an assignment solver then
+        raises `ValueError: matrix contains invalid numeric entries`), `inf`/NaN after a
+        normalisation of an all-zero vector, NaN losses -- only in float16 runs; bfloat16 and
+        float32 runs are fine.
+        """
+    how_to_fix = """
+        Use a guard float16 holds -- a normal number such as `1e-6`, or the tensor's own
+        `torch.finfo(x.dtype).eps` (9.8e-4 in float16, 1.2e-7 in float32) -- or compute the
+        guarded op in float32: `(p.float() + 1e-8).log()`, then cast back if needed.
+        `torch.finfo(x.dtype).tiny` (6.1e-5 in float16) holds in float16 but is 1.2e-38 in
+        float32: `log(p + tiny)` is then -87 where `p` is 0 and its gradient 1/tiny
+        overflows, so it changes float32 runs. No fix is offered: which guard keeps the
+        float32 results is the author's choice.
+        """
+    bad = """
+        class FocalCost(nn.Module):
+            def forward(self, logits):
+                prob = logits.sigmoid()
+                return -(prob + 1e-8).log()  # 1e-8 is 0 in float16: log(0) = -inf
+
+
+        cost = FocalCost().half()
+        """
+    good = """
+        class FocalCost(nn.Module):
+            def forward(self, logits):
+                prob = logits.sigmoid()
+                return -(prob.float() + 1e-8).log()
+
+
+        cost = FocalCost().half()
+        """
+
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        # Guarded values, followed by the identity of their facts (kept alive here).
+        self.guarded: dict[int, tuple[Fact, Guard]] = {}
+        self.reported: set[cst.CSTNode] = set()
+
+    def check_call(self, call: CallSite) -> None:
+        if call.qualname in FLOORED:
+            self._floored(call)
+            return
+        self._consume(call)
+        guard = self._guard(call)
+        if guard is not None:
+            self.guarded[id(call.result)] = (call.result, guard)
+
+    # -- where a guard is made ---------------------------------------------------------
+    def _guard(self, call: CallSite) -> Guard | None:
+        if call.scope.full_precision is not None:
+            return None  # ``if x.dtype == torch.float32:``: a float16 run never gets here
+        name = call.method or _torch_function(call.qualname)
+        if name is None:
+            return None
+        pair = self._operands(call, name)
+        if pair is None:
+            return None
+        tensor, constant = pair
+        number = _number(constant)
+        if number is None or number <= 0.0 or to_fp16(number) != 0.0:
+            return None  # no guard, or one float16 holds (2**-25 and up round to 2**-24)
+        if not tensor.fact.is_tensor or not self._fp16(tensor.fact, call.scope):
+            return None
+        return Guard(constant, number, tensor.fact, call)
+
+    def _operands(self, call: CallSite, name: str) -> tuple[Operand, Operand] | None:
+        """``(tensor, constant)`` of an add or a floor; None for any other call."""
+        if name in ADDS:
+            if call.method is not None and call.receiver is not None:
+                other = call.arg(0, "other")
+                return (call.receiver, other) if other is not None else None
+            if len(call.args) == 2:
+                left, right = call.args
+                return (right, left) if left.fact.kind is Kind.SCALAR else (left, right)
+            return None
+        if name in CLAMPS:
+            index, keyword = CLAMPS[name]
+            if call.method is not None and call.receiver is not None:
+                bound = call.arg(index, keyword)
+                return (call.receiver, bound) if bound is not None else None
+            first = call.arg(0, "input")
+            bound = call.arg(index + 1, keyword)
+            return (first, bound) if first is not None and bound is not None else None
+        return None
+
+    def _fp16(self, fact: Fact, scope: Scope) -> bool:
+        """Whether the project shows that ``fact`` can be float16 here (see the rule page).
+        A learned weight (``self.alpha``, a codebook) is never exactly 0: not guarded."""
+        if fact.cause is Cause.PARAMETER:
+            return False
+        if fact.prec is Prec.HALF:
+            return fact.dtype == "float16"
+        if fact.prec is not Prec.MODEL or self.against_half(scope, fact):
+            return False
+        evidence = scope.evidence
+        if evidence is None:
+            return False
+        return evidence.kind == CAST and any(d == "float16" for d, _ in evidence.written)
+
+    def _floored(self, call: CallSite) -> None:
+        """``F.normalize(x)``: ``x / x.norm(...).clamp_min(1e-12)``, all in ``x``'s dtype."""
+        slot, default, aten = FLOORED[call.qualname or ""]
+        given = call.arg(slot, "eps")
+        number = default if given is None else _number(given)
+        tensor = call.arg(0, "input") or call.arg(0, "x1")
+        if number is None or number <= 0.0 or to_fp16(number) != 0.0 or tensor is None:
+            return
+        if call.scope.full_precision is not None or not tensor.fact.is_tensor:
+            return
+        region = call.scope.autocast
+        if region is not None and region.recasts(aten):
+            return  # CUDA autocast computes the norm in float32, where eps survives
+        if not self._fp16(tensor.fact, call.scope):
+            return
+        node = call.node if given is None else given.node
+        eps = f"eps={number:g}" + (" (its default)" if given is None else "")
+        message = (
+            f"`{self.ctx.code(call.node, 50)}` divides by a norm floored at {eps}, which "
+            "rounds to 0 in float16 (so does anything below 2**-25, about 3e-8): an all-zero "
+            "row gives 0 / 0 = NaN; pass an eps float16 holds (1e-6) or compute it in float32"
+        )
+        self._finish(node, message, tensor.fact, call)
+
+    # -- where a guard is needed -------------------------------------------------------
+    def _consume(self, call: CallSite) -> None:
+        name = call.method or _torch_function(call.qualname) or ""
+        subject = call.receiver if call.method else (call.args[0] if call.args else None)
+        held = self._held(subject)
+        if held is not None and name in GUARDED:
+            self._report(held, call, GUARDED[name])
+            return
+        if held is not None and name == "pow" and _negative_power(call):
+            self._report(held, call, "inf")
+            return
+        if name in DIVISIONS:
+            divisor = call.arg(0, "other") if call.method else call.arg(1, "other")
+            guard = self._held(divisor)
+            if guard is not None:
+                self._report(guard, call, "inf or NaN")
+            return
+        if held is not None and name in CARRIERS:
+            self.guarded[id(call.result)] = (call.result, held)
+
+    def _held(self, operand: Operand | None) -> Guard | None:
+        if operand is None:
+            return None
+        entry = self.guarded.get(id(operand.fact))
+        return entry[1] if entry is not None and entry[0] is operand.fact else None
+
+    def _report(self, guard: Guard, use: CallSite, gives: str) -> None:
+        node = guard.constant.node
+        if node in self.reported:
+            return
+        self.reported.add(node)
+        shown = f"`{self.ctx.code(node)}`"
+        if not _is_literal(node):
+            shown += f" ({guard.number:g})"
+        tensor = guard.tensor
+        message = (
+            f"{shown} rounds to 0 in float16 (so does anything below 2**-25, about 3e-8): "
+            f"`{self.ctx.code(guard.site.node, 50)}` guards nothing in a float16 tensor, and "
+            f"`{self.ctx.code(use.node, 50)}` gives {gives} where the tensor is 0; use a guard "
+            "float16 holds (1e-6, or `torch.finfo(x.dtype).eps`) or compute in float32"
+        )
+        related: list[tuple[cst.CSTNode, str]] = []
+        made = guard.constant.fact.origin
+        if made is not None and not _is_literal(node):  # set on another line or file
+            related.append((made.node, f"{guard.number:g} comes from `{made.text}`"))
+        self._finish(node, message, tensor, use, related)
+
+    def _finish(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        tensor: Fact,
+        use: CallSite,
+        related: list[tuple[cst.CSTNode, str]] | None = None,
+    ) -> None:
+        """Report with the evidence that ``tensor`` is float16 (its cast, or the module's)."""
+        related = list(related or ())
+        if tensor.prec is Prec.HALF:  # the code makes it float16 itself
+            message += f" (the tensor is float16: {self.where(tensor)})"
+            if tensor.origin is not None:
+                related.append((tensor.origin.node, f"float16 here: {tensor.origin.text}"))
+        else:
+            # the cast of the project that writes float16 for this module (``_fp16``)
+            message, related, _ = self.with_evidence(message, use.scope, tensor, related)
+        self.report(node, message, related=related)
+
+
+def _number(operand: Operand) -> float | None:
+    if operand.fact.kind is not Kind.SCALAR:
+        return None
+    return operand.fact.value
+
+
+def _is_literal(node: cst.BaseExpression) -> bool:
+    """``1e-8``, ``-1e-10``: the number itself, nothing to explain."""
+    if isinstance(node, cst.UnaryOperation):
+        return _is_literal(node.expression)
+    return isinstance(node, (cst.Float, cst.Integer))
+
+
+def _negative_power(call: CallSite) -> bool:
+    exponent = call.arg(1, "exponent") if call.method is None else call.arg(0, "exponent")
+    number = _number(exponent) if exponent is not None else None
+    return number is not None and number < 0
+
+
+def _torch_function(qualname: str | None) -> str | None:
+    if qualname and qualname.startswith("torch.") and qualname.count(".") == 1:
+        return qualname.split(".", 1)[1]
+    return None
