@@ -142,3 +142,72 @@ def test_a_function_body_ends_where_the_line_loop_ended_it() -> None:
     for code in [*_corpus(), *extra]:
         headers = list(records._DEF.finditer(code))
         assert records._casting_functions(code, headers) == _casting_loop(code), code
+
+
+# What the keyword-led scans replaced, as they were: each was tried at every offset (a
+# leading ``\n``, ``\b``, look-behind, or a ``[A-Za-z_][\w.]*`` backtracking over each chain).
+_OLD_IMPORTS = re.compile(rb"\n[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)")
+_OLD_METHOD = re.compile(rb"\bdef[ \t]+(\w+)[ \t]*\(\s*self\b")
+_OLD_SPLIT = re.compile(
+    rb"([A-Za-z_][\w.]*)\.get_input_embeddings\(\s*\)\s*\.(to|float|half|bfloat16|double|type)\("
+)
+_OLD_HALF_WORDS = re.compile(
+    rb"\bhalf\b|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision|set_default_dtype"
+)
+_OLD_ENTRY = re.compile(
+    rb"^(?:if[ \t]+__name__\b|(?:for|while|with|async[ \t]+with)\b|[A-Za-z_][\w.]*[ \t]*\()", re.M
+)
+_KEYWORD_PIECES = [
+    b"import", b"import ", b"from a import (b,\n c)", b"def", b"def ", b"self", b"(self",
+    b"half", b"_half", b"half_", b".get_input_embeddings", b"()", b".to(", b".half(",
+    b"torch.float16", b"bf16", b"3", b"with ", b"for", b"if __name__", b"model", b"mymodel",
+    b"a.model", b"autocast", b"wrap", b"model_", b"x.model", b"fsdp",
+]  # fmt: skip
+
+
+def _keyword_corpus() -> list[bytes]:
+    rng = random.Random(22)
+    pieces = _PIECES + _KEYWORD_PIECES * 2
+    made = [b"".join(rng.choices(pieces, k=rng.randrange(1, 120))) for _ in range(3000)]
+    spelled = [
+        b"e = self.text_encoder.get_input_embeddings().to(dtype=torch.float16)\n",
+        b"3a.b.get_input_embeddings() .half()\n.get_input_embeddings().to(x)",
+        b"(m).get_input_embeddings().float(); _9.x1.get_input_embeddings(\n).type(t)",
+        b"a..b.get_input_embeddings().double(", b"1.get_input_embeddings().half(",
+    ]  # fmt: skip
+    return _corpus() + made + spelled
+
+
+def test_keyword_led_scans_answer_as_the_patterns_they_replaced() -> None:
+    """Import blanking, method headers, input-embedding casts, half words, a script's entry
+    and the wrapper gate find what the patterns tried at every offset found."""
+    from mpcheck.project import callables
+
+    for code in _keyword_corpus():
+        old = _OLD_IMPORTS.sub(lambda m: m.group().translate(construction.SPACES), b"\n" + code)
+        assert construction._blank_imports(code) == old[1:], code
+        heads = [(m.start(), m.group(1)) for m in callables._METHOD.finditer(code)]
+        assert heads == [(m.start(), m.group(1)) for m in _OLD_METHOD.finditer(code)], code
+        splits = [
+            (callables._receiver(code, m.start()), m.end(), m.group(1))
+            for m in callables._SPLIT.finditer(code)
+            if callables._receiver(code, m.start()) >= 0
+        ]
+        expected = [(m.start(), m.end(), m.group(2)) for m in _OLD_SPLIT.finditer(code)]
+        assert splits == expected, code
+        assert _spans(records.HALF_WORDS.finditer(code)) == _spans(_OLD_HALF_WORDS.finditer(code))
+        entry = reach._ENTRY.match(code) or reach._ENTRY_LINE.search(code)
+        assert (entry is not None) is (_OLD_ENTRY.search(code) is not None), code
+        expected_wrap = records._WRAPPER_NAMES.search(code) is not None
+        assert records._names_wrapper(code) is expected_wrap, code
+
+
+def test_model_names_are_found_where_a_leading_look_behind_found_them() -> None:
+    """The uses of a model's variables (``_escapes``) are matched by each name, its look-behind
+    after it, at the places the pattern with the look-behind first matched."""
+    names = ["model", "model_", "self.model", "m"]
+    alternatives = b"|".join(re.escape(n.encode()) for n in sorted(names, key=len, reverse=True))
+    old = re.compile(rb"(?<![\w.])(" + alternatives + rb")(?![\w])")
+    new = records._names_pattern(names)
+    for code in _keyword_corpus():
+        assert _spans(new.finditer(code)) == _spans(old.finditer(code)), code

@@ -45,17 +45,19 @@ _CALLEE = re.compile(rb"([A-Za-z_][\w.]*)\s*$")
 _KEYWORD = re.compile(rb"^\s*(\w+)\s*=(?!=)")
 _CALLED = re.compile(rb"(\w+)\s*\(")
 _ATTR = re.compile(rb"\.(\w+)")
-_SPLIT = re.compile(
-    rb"([A-Za-z_][\w.]*)\.get_input_embeddings\(\s*\)\s*\.(to|float|half|bfloat16|double|type)\("
-)
+# The cast after ``.get_input_embeddings()``; the receiver before it is read back (a pattern
+# led by ``[A-Za-z_][\w.]*`` was tried at every letter and backtracked over each chain).
+_SPLIT = re.compile(rb"\.get_input_embeddings\(\s*\)\s*\.(to|float|half|bfloat16|double|type)\(")
 _DTYPE_WORDS = re.compile(rb"dtype|float|half|bfloat|bf16|fp16|fp32")
-_METHOD = re.compile(rb"\bdef[ \t]+(\w+)[ \t]*\(\s*self\b")
+# (led by the keyword, its word boundary checked behind it: ``\b`` first is tried everywhere)
+_METHOD = re.compile(rb"def(?<!\wdef)[ \t]+(\w+)[ \t]*\(\s*self\b")
 _OWN = re.compile(rb"self\.(\w+)[ \t]*(?=[(,)])")
 _WITH = re.compile(rb"^[ \t]*with\b[^\n]*autocast")
 _OPEN, _CLOSE = b"([{", b")]}"
 _IDENT = frozenset(
     bytes([c]) for c in b"_.0123456789" + bytes(range(65, 91)) + bytes(range(97, 123))
 )
+_LEADING = frozenset(bytes([c]) for c in b"_" + bytes(range(65, 91)) + bytes(range(97, 123)))
 
 
 def callables_of(data: bytes, code: bytes) -> CallablesPass:
@@ -177,17 +179,31 @@ def _splits(data: bytes, code: bytes) -> list[Split]:
     column, the statement as written)."""
     out = []
     for match in _SPLIT.finditer(code):
+        at = _receiver(code, match.start())
+        if at < 0:
+            continue
         end = code.find(b")", match.end())
         args = code[match.end() : end if end >= 0 else match.end()]
-        if match.group(2) in (b"to", b"type") and not _DTYPE_WORDS.search(args):
+        if match.group(1) in (b"to", b"type") and not _DTYPE_WORDS.search(args):
             continue  # ``.to(device)``: no cast
-        start = code.rfind(b"\n", 0, match.start()) + 1
-        stop = code.find(b"\n", match.start())
-        text = data[match.start() : stop if stop >= 0 else len(data)].decode(errors="replace")
-        line = code.count(b"\n", 0, match.start()) + 1
-        name = match.group(1).split(b".")[-1].decode()
-        out.append((name, line, match.start() - start + 1, " ".join(text.split())[:140]))
+        start = code.rfind(b"\n", 0, at) + 1
+        stop = code.find(b"\n", at)
+        text = data[at : stop if stop >= 0 else len(data)].decode(errors="replace")
+        line = code.count(b"\n", 0, at) + 1
+        name = code[at : match.start()].split(b".")[-1].decode()
+        out.append((name, line, at - start + 1, " ".join(text.split())[:140]))
     return out
+
+
+def _receiver(code: bytes, dot: int) -> int:
+    """Where the dotted receiver ending at ``dot`` starts (its first letter or ``_`` in the
+    run of name characters and dots before it; -1: none)."""
+    at = dot
+    while at > 0 and code[at - 1 : at] in _IDENT:
+        at -= 1
+    while at < dot and code[at : at + 1] not in _LEADING:
+        at += 1
+    return at if at < dot else -1
 
 
 def _runs(code: bytes) -> list[tuple[str, str]]:

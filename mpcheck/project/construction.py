@@ -36,9 +36,9 @@ _HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MUL
 _HEADER_WORD = re.compile(rb"(?:def|class)[ \t]+\w")  # (see :func:`line_matches`)
 _NAME = re.compile(rb"[A-Za-z_]\w*")
 # Import statements (parenthesised ones over several lines too): they name, not use.
-# (Each begins with the newline before it: a pattern led by a literal is searched for it, where
-# ``^`` is tried at every offset; :func:`construction_of` puts a newline before the file.)
-_IMPORTS = re.compile(rb"\n[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)")
+# (Tried only at the start of a line holding the ``import`` keyword: see :func:`line_matches`.)
+_IMPORTS = re.compile(rb"[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)")
+_IMPORT_WORD = re.compile(rb"import[ \t]")
 # A call of a lowercase name (its receiver, ``self.`` or ``torch.nn.``, read back from it).
 # (The look-behind after the first letter: a pattern led by a set of letters is tried only
 # at those, where a leading look-behind is tried at every offset.)
@@ -64,8 +64,7 @@ def construction_of(code: bytes, module: str) -> ConstructionPass:
     (``module``: its dotted module path, which qualifies the classes named as callers)."""
     calls: set[tuple[str, str]] = set()
     edges: set[tuple[str, str]] = set()
-    # ``from .tables import sinusoids`` names only (see ``_IMPORTS`` for the newline)
-    code = _IMPORTS.sub(_blank_import, b"\n" + code)[1:]
+    code = _blank_imports(code)  # ``from .tables import sinusoids`` names only
     # a name written more often than it is plainly called or defined is used otherwise
     headers = list(line_matches(_HEADER, _HEADER_WORD, code))
     plain = Counter(m.group(3) for m in headers)
@@ -140,7 +139,7 @@ def body_end(code: bytes, at: int, indent: int) -> int:
     that starts code (a closing bracket or a blank line continues it). (The callers pass
     reads bodies the same way.)"""
     pattern = _ENDS.get(indent)
-    if pattern is None:  # (led by the newline before the line: see ``_IMPORTS``)
+    if pattern is None:  # (led by the newline before the line: a literal is searched for)
         pattern = _ENDS[indent] = re.compile(rb"\n[ \t]{0,%d}[^\s#)\]}]" % indent)
     nl = code.find(b"\n", at)
     if nl < 0:
@@ -182,15 +181,21 @@ def _scan(
 ) -> None:
     """The plain calls (no dtype handed) of one segment: at construction a call, from
     another function's body (by its bare name or on ``self``/``cls``) an edge."""
+    if kind == _DEF and not owner or kind == _TOP and not _BOUND.match(code, start):
+        return  # (no call there counts: the tests below, once per segment)
     for match in _CALLED.finditer(code, start, end):
-        word, receiver = match.group(1), _head(code, match.start())
-        if word in _SKIP or receiver in _LIBRARIES:
+        word = match.group(1)
+        if word in _SKIP:
             continue
-        if kind == _DEF and (receiver not in (b"", b"self", b"cls") or not owner):
+        at = match.start()
+        receiver = _head(code, at)
+        if receiver in _LIBRARIES:
             continue
-        if kind == _TOP and (receiver or not _BOUND.match(code, start)):
+        if kind == _DEF and receiver not in (b"", b"self", b"cls"):
             continue
-        if code[max(0, match.start() - 10) : match.start()].split()[-1:] == [b"def"]:
+        if kind == _TOP and receiver:
+            continue
+        if code[max(0, at - 10) : at].split()[-1:] == [b"def"]:
             continue  # (a header, not a call)
         if _DTYPE_WORDS.search(code, match.end(), closing(code, match.end())):
             continue  # handed a dtype or a half tensor
@@ -214,8 +219,18 @@ def _head(code: bytes, at: int) -> bytes:
 _CHAIN = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
 
 
-def _blank_import(match: re.Match[bytes]) -> bytes:
-    return match.group().translate(SPACES)
+def _blank_imports(code: bytes) -> bytes:
+    """``code`` with its import statements blanked (newlines kept). A pattern led by the
+    newline before a line was tried at every newline of the file, a tenth of the pass."""
+    pieces: list[bytes] = []
+    done = 0
+    for match in line_matches(_IMPORTS, _IMPORT_WORD, code):
+        pieces += (code[done : match.start()], match.group().translate(SPACES))
+        done = match.end()
+    if not pieces:
+        return code
+    pieces.append(code[done:])
+    return b"".join(pieces)
 
 
 # A table for ``bytes.translate``: every byte but a newline becomes a space (one C call).

@@ -46,8 +46,11 @@ _MAX_SIDE = 2 * 1024 * 1024  # bytes: larger side files (data) are not read
 # A statement at the top level that runs something: ``if __name__``, a loop, a ``with``, or
 # a call (``main()``, ``fire.Fire(run)``); definitions and assignments run nothing of note.
 _ENTRY = re.compile(
-    rb"^(?:if[ \t]+__name__\b|(?:for|while|with|async[ \t]+with)\b|[A-Za-z_][\w.]*[ \t]*\()", re.M
+    rb"(?:if[ \t]+__name__\b|(?:for|while|with|async[ \t]+with)\b|[A-Za-z_][\w.]*[ \t]*\()"
 )
+# (the same after a newline: led by it, the search is for the newline, where ``^`` under
+# ``re.M`` is tried at every offset)
+_ENTRY_LINE = re.compile(b"\n" + _ENTRY.pattern)
 _DYNAMIC = re.compile(
     rb"\b(?:import_module|__import__)[ \t]*\([ \t]*(?:[rbuRBU]?(['\"])[\w.]*\1[ \t]*[,)])?"
 )
@@ -76,7 +79,7 @@ def reach_of(
     """The file's part (see :data:`ReachPass`): ``data`` its bytes, ``code`` the same with
     strings and comments blanked, ``imports`` what the names its imports bind stand for,
     ``plain`` the modules of its ``import a.b.c`` (which binds only ``a``)."""
-    entry = _ENTRY.search(code) is not None
+    entry = _ENTRY.match(code) is not None or _ENTRY_LINE.search(code) is not None
     dynamic = STATIC
     if b"import_module" in data or b"__import__" in data:
         for match in _DYNAMIC.finditer(data):

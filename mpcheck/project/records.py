@@ -47,8 +47,9 @@ FORMAT = 14
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
-HALF_WORDS = re.compile(
-    rb"\bhalf\b|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision|set_default_dtype"
+HALF_WORDS = re.compile(  # (``half`` checks its word boundary behind it: see ``_names_wrapper``)
+    rb"half(?<!\whalf)(?!\w)|float16|bfloat16|fp16|bf16|torch_dtype|deepspeed|precision"
+    rb"|set_default_dtype"
 )
 # What each of ``HALF_WORDS`` holds: most files hold none, and ``in`` finds that at memory
 # speed, where the pattern (led by ``\b``) is tried at every offset.
@@ -1032,9 +1033,8 @@ def _escapes(
     todo = sorted(models)
     seen = set(todo)
     while todo:
-        names = b"|".join(re.escape(v.encode()) for v in sorted(todo, key=len, reverse=True))
+        pattern = _names_pattern(todo)
         todo = []
-        pattern = re.compile(rb"(?<![\w.])(" + names + rb")(?![\w])")
         for match in pattern.finditer(code):
             key = match.group(1).decode()
             lib = _taken(code, match.start(), taker)
@@ -1090,6 +1090,20 @@ def _escapes(
         for cls in sorted(models[source])
     ]
     return unsafe, set(models) - bad, handed, parts, returned
+
+
+def _names_pattern(names: Iterable[str]) -> re.Pattern[bytes]:
+    """Each use of one of ``names`` (not part of a longer name or an attribute), longest
+    first. Each name checks what stands before it after it: a leading look-behind is tried
+    at every offset of the file, a name only where its first letter stands."""
+    return re.compile(
+        rb"("
+        + b"|".join(
+            re.escape(v.encode()) + rb"(?<![\w.]" + re.escape(v.encode()) + rb")"
+            for v in sorted(names, key=len, reverse=True)
+        )
+        + rb")(?![\w])"
+    )
 
 
 _KEYWORD_BEFORE = re.compile(rb"[A-Za-z_]\w*\s*=\s*$")
@@ -1432,15 +1446,20 @@ _WRAPPER_NAMES = re.compile(
     + b"|".join(sorted({re.escape(n.rpartition(".")[2].encode()) for n in wrap.WRAPPERS}))
     + rb")\s*\("
 )
-# The names themselves: a file holding none of them (most) needs no regex search, whose
-# leading look-behind makes it try every offset (a tenth of the records pass on diffusers).
 _WRAPPER_LEAVES = tuple(sorted({n.rpartition(".")[2].encode() for n in wrap.WRAPPERS}))
+# Each name a wrapper of :data:`~mpcheck.knowledge.wrappers.WRAPPERS` has, called: a pattern
+# per name, led by the name and checking the word boundary behind it (a leading look-behind
+# is tried at every offset of the file; a file holding none of the names needs no search).
+_WRAPPER_CALLS = tuple(
+    (leaf, re.compile(re.escape(leaf) + rb"(?<!\w" + re.escape(leaf) + rb")\s*\("))
+    for leaf in _WRAPPER_LEAVES
+)
 
 
 def _names_wrapper(code: bytes) -> bool:
     """Whether ``code`` calls a name a wrapper of :data:`~mpcheck.knowledge.wrappers.WRAPPERS`
-    has (``_WRAPPER_NAMES``), looking for the bare names first."""
-    return any(leaf in code for leaf in _WRAPPER_LEAVES) and bool(_WRAPPER_NAMES.search(code))
+    has (what ``_WRAPPER_NAMES`` finds), looking for the bare names first."""
+    return any(leaf in code and pattern.search(code) for leaf, pattern in _WRAPPER_CALLS)
 
 
 # The suffix of an FSDP wrapper's effect when its policy casts the forward's inputs.
