@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from mpcheck.engine.facts import Fact, Kind, Origin, Prec
+from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec
 from mpcheck.engine.sites import Operand
 from mpcheck.project.names import children, descendants, dotted
 
@@ -74,6 +74,20 @@ def passed(
     params = parameters(fn, skip_self=skip_self)
     bound = bind_arguments(fn, args, kwargs, skip_self=skip_self)
     return {p.name.value: f for p, f in zip(params, bound, strict=True) if f is not None}
+
+
+def unpassed_none(
+    fn: cst.FunctionDef, args: tuple[Operand, ...], kwargs: Mapping[str, Operand]
+) -> dict[str, Fact]:
+    """The parameters defaulting to ``None`` that the call does not pass: ``None`` in a
+    re-walk of ``fn`` for it (``dtype=None`` is no dtype: ``.to(dtype=dtype)`` keeps it)."""
+    params = parameters(fn, skip_self=False)
+    bound = bind_arguments(fn, args, kwargs, skip_self=False)
+    return {
+        p.name.value: Fact(Kind.OTHER, origin=Origin(p.default, Cause.LITERAL, "`None`"))
+        for p, f in zip(params, bound, strict=True)
+        if f is None and isinstance(p.default, cst.Name) and p.default.value == "None"
+    }
 
 
 class FixedDefault(NamedTuple):

@@ -11,14 +11,17 @@ keep it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import libcst as cst
 
-from mpcheck.engine.facts import Fact, Kind, Prec
+from mpcheck.engine.binding import bind_arguments, parameters
+from mpcheck.engine.facts import Cause, Fact, Kind, Prec, join
 from mpcheck.engine.frames import Frame
 from mpcheck.engine.sites import Operand
 from mpcheck.project.names import dotted
 
-__all__ = ["hand_over"]
+__all__ = ["cast_by_callee", "hand_over"]
 
 _LOOKING = frozenset(
     "print len isinstance issubclass id repr str type hasattr getattr callable vars".split()
@@ -42,3 +45,45 @@ def hand_over(
         path = dotted(op.node)
         if path is not None and frame.env.get(path) == fact:
             frame.env[path] = Fact(Kind.MODULE, Prec.UNKNOWN, layer=fact.layer)
+
+
+def cast_by_callee(
+    fn: cst.FunctionDef,
+    args: tuple[Operand, ...],
+    kwargs: Mapping[str, Operand],
+    after: Frame,
+    frame: Frame,
+) -> None:
+    """A helper of this file walked with the call's models (``after``: its frame at the end)
+    that cast a model handed to it (``model.to(device, dtype=dtype)``, accelerate's
+    ``set_module_tensor_to_device(model, name, device, value, dtype=dtype)``): a module's
+    casts change the object itself, so the caller's variable is cast too (as it is where
+    the helper returns: each ``return``, and its end when it falls off it)."""
+    ends = [*after.exits, *(() if after.dead else (after.env,))]
+    if not ends:
+        return
+    params = parameters(fn, skip_self=False)
+    bound = bind_arguments(fn, args, kwargs, skip_self=False)
+    for param, before in zip(params, bound, strict=True):
+        if before is None or before.kind is not Kind.MODULE:
+            continue
+        seen = [env.get(param.name.value) for env in ends]
+        now = seen[0] if all(f is not None for f in seen) else None
+        for other in seen[1:]:
+            now = join(now, other) if now is not None and other is not None else None
+        if (
+            now is None
+            or now == before
+            or now.kind is not Kind.MODULE
+            or now.origin is None
+            or now.origin.cause is not Cause.MODEL_CAST
+        ):
+            continue
+        op = next((o for o in (*args, *kwargs.values()) if o.fact is before), None)
+        path = dotted(op.node) if op is not None else None
+        held = frame.env.get(path) if path is not None else None
+        if path is None or held is None or held.kind is not Kind.MODULE:
+            continue  # (forgotten by :func:`hand_over` is still the object handed)
+        frame.env[path] = now
+        for key in [k for k in frame.env if k.startswith(path + ".")]:
+            del frame.env[key]

@@ -559,6 +559,33 @@ class Modules:
             frame.env[key] = built
             info.registered[key] = (built, bound[1])
 
+    def set_tensors(
+        self,
+        node: cst.Call,
+        position: int,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> None:
+        """``set_module_tensor_to_device(model, name, device, value=v, dtype=dtype)`` with a
+        computed ``name`` (a loop over a state dict's keys): the model is cast to ``dtype``
+        in place. A literal name sets one tensor only, and no ``dtype`` keeps each dtype."""
+        dtype = kwargs.get("dtype") or (args[position] if len(args) > position else None)
+        named = kwargs.get("tensor_name") or (args[1] if len(args) > 1 else None)
+        if not args or dtype is None or named is None or isinstance(named.node, cst.SimpleString):
+            return
+        if isinstance(dtype.node, cst.Name) and dtype.node.value == "None":
+            return  # (each tensor keeps its dtype)
+        module, path = args[0].fact, dotted(args[0].node)
+        if module.kind is not Kind.MODULE or path is None:
+            return
+        cast = self.module_cast(node, "to", (), {"dtype": dtype}, script=frame.scope.script)
+        if cast is not None:
+            new = replace(
+                module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe
+            )
+            self._rebind(path, new, frame)
+
     def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
         frame.env[path] = new
         prefix = path + "."

@@ -306,9 +306,14 @@ class Statements:
                 batch = data_api.batch_of(stmt.iter, f"a batch of `{name}`")
                 items = Fact(Kind.SEQ, elem=seq_of((SCALAR, batch)) if counted else batch)
             models = items.items if items.kind is Kind.SEQ and items.items else ()
-            if 1 < len(models) <= 8 and all(m.kind is Kind.MODULE for m in models):
+            if (
+                1 < len(models) <= 8
+                and all(m.kind is Kind.MODULE or m == UNKNOWN for m in models)
+                and any(m.kind is Kind.MODULE for m in models)
+            ):
                 # ``for model in [unet, text_encoder]: ...param.data = param.float()``: what
-                # the body does to each model, kept apart (a joined model is neither)
+                # the body does to each model, kept apart (a joined model is neither; nor is
+                # a half model joined with one the walk does not know)
                 with self.file.reporting.muted():
                     for model in models:
                         self.bind(stmt.target, model, frame)

@@ -549,6 +549,14 @@ def pick(generic: Fact, special: Fact | None) -> Fact:
         )
     if special.kind is Kind.SEQ and has_training(special):
         return special
+    if (  # ``return [m for m in models]``: the call's models, item for item
+        special.kind is Kind.SEQ
+        and special.items is not None
+        and generic.kind is Kind.SEQ
+        and generic.items is None
+        and any(f.kind is Kind.MODULE and f.prec is not Prec.UNKNOWN for f in special.items)
+    ):
+        return special
     return generic
 
 

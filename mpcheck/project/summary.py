@@ -32,7 +32,7 @@ __all__ = [
     "Value",
 ]
 
-FORMAT = 8  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 9  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,9 @@ class Value:
     layer: str | None = None  # a module value: its torch.nn class name, when known
     items: tuple[Value, ...] | None = None  # a tuple of known length (``return q, k``)
     number: float | None = None  # a Python number bound at module level (``NEAR_INF = 1e20``)
+    # an ``accelerate.Accelerator`` returned: its ``mixed_precision`` ("fp16", "bf16", "no";
+    # "launch" when set at launch time; "deepspeed" when DeepSpeed scales, not accelerate)
+    mode: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +225,7 @@ class Pool:
                 layer=value.layer and one(value.layer),
                 items=None if items is None else one(tuple(self._value(i) for i in items)),
                 number=value.number,
+                mode=value.mode and one(value.mode),
             )
         )
 
@@ -304,6 +308,7 @@ def _value(data: dict[str, Any]) -> Value:
         layer=data["layer"],
         items=None if items is None else tuple(_value(i) for i in items),
         number=data.get("number"),
+        mode=data.get("mode"),
     )
 
 
