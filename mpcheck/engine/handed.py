@@ -21,7 +21,7 @@ from mpcheck.engine.frames import Frame
 from mpcheck.engine.sites import Operand
 from mpcheck.project.names import dotted
 
-__all__ = ["cast_by_callee", "hand_over"]
+__all__ = ["cast_by_callee", "cast_by_imported", "hand_over", "param_cast"]
 
 _LOOKING = frozenset(
     "print len isinstance issubclass id repr str type hasattr getattr callable vars".split()
@@ -87,3 +87,49 @@ def cast_by_callee(
         frame.env[path] = now
         for key in [k for k in frame.env if k.startswith(path + ".")]:
             del frame.env[key]
+
+
+def param_cast(
+    fn: cst.FunctionDef | None, model: cst.BaseExpression, dtype: cst.BaseExpression
+) -> tuple[int, int] | None:
+    """``(i, j)`` when ``fn`` casts its ``i``-th parameter (a model) to its ``j``-th (a dtype
+    defaulting to None or to nothing): what another file's call of it does to its model."""
+    if fn is None or not isinstance(model, cst.Name) or not isinstance(dtype, cst.Name):
+        return None
+    params = parameters(fn, skip_self=False)
+    names = [p.name.value for p in params]
+    if model.value not in names or dtype.value not in names:
+        return None
+    j = names.index(dtype.value)
+    default = params[j].default
+    if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
+        return None  # (a call that passes nothing casts to the default: not followed)
+    return names.index(model.value), j
+
+
+def cast_by_imported(
+    casts: tuple[tuple[int, int], ...],
+    params: tuple[str, ...],
+    args: tuple[Operand, ...],
+    kwargs: Mapping[str, Operand],
+) -> list[tuple[str, Operand, Operand]]:
+    """The caller's models that a function of another file casts in place (its summary's
+    ``casts``), with the dtype each is cast to: (variable, model, dtype) for each passed
+    model variable and a passed dtype that is not ``None``."""
+
+    def argument(index: int) -> Operand | None:
+        if index < len(args):
+            return args[index]
+        return kwargs.get(params[index]) if index < len(params) else None
+
+    found = []
+    for i, j in casts:
+        model, dtype = argument(i), argument(j)
+        if model is None or dtype is None or model.fact.kind is not Kind.MODULE:
+            continue
+        if isinstance(dtype.node, cst.Name) and dtype.node.value == "None":
+            continue
+        path = dotted(model.node)
+        if path is not None:
+            found.append((path, model, dtype))
+    return found

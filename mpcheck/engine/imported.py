@@ -63,9 +63,10 @@ def _mode(fact: Fact) -> str | None:
         return None
     if isinstance(acc.node, cst.Param):
         return None  # the caller's own accelerator, handed back
-    if not acc.own_scaler:
+    if acc.own_scaler is False:
         return "deepspeed"
-    return acc.mixed_precision or "launch"
+    mode = acc.mixed_precision or "launch"
+    return mode if acc.own_scaler else f"{mode}+deepspeed"
 
 
 def call_result(

@@ -203,8 +203,7 @@ class Tracker:
         elif "fp16" in kwargs:
             flag = bool_value(kwargs["fp16"].node)
             mp = None if flag is None else "fp16" if flag else "no"
-        own = "deepspeed_plugin" not in kwargs
-        accelerator = Accelerator(node, f"`{self.code(node)}`", mp, own)
+        accelerator = Accelerator(node, f"`{self.code(node)}`", mp, own_scaler(kwargs))
         return Fact(Kind.ACCELERATOR, train=accelerator)
 
     def make_optimizer(
@@ -595,8 +594,9 @@ class Tracker:
             return replace(result, items=items) if items != result.items else result
         text = f"`{self.code(node)}` (made in `{name}`)"
         if kind is Kind.ACCELERATOR and value.mode is not None:
-            own = value.mode != "deepspeed"
-            mp = None if value.mode in ("launch", "deepspeed") else value.mode
+            mode, _, plugin = value.mode.partition("+")
+            own = False if mode == "deepspeed" else None if plugin else True
+            mp = None if mode in ("launch", "deepspeed") else mode
             return Fact(Kind.ACCELERATOR, train=Accelerator(node, text, mp, own))
         if kind is Kind.OPTIMIZER:
             params = tuple(
@@ -664,3 +664,17 @@ class Tracker:
             frame.env[STATE] = sub.env[STATE]
         cast_by_callee(fn, args, kwargs, sub, frame)
         return pick(generic, sub.returns)
+
+
+def own_scaler(kwargs: Mapping[str, Operand]) -> bool | None:
+    """Whether an ``Accelerator(...)`` runs its own GradScaler and autocast: not under
+    DeepSpeed (``deepspeed_plugin=DeepSpeedPlugin(...)``); a plugin that may be None (a
+    helper's result, ``prepare_deepspeed_plugin(args)``) leaves them to the runs without it."""
+    plugin = kwargs.get("deepspeed_plugin")
+    if plugin is None or (isinstance(plugin.node, cst.Name) and plugin.node.value == "None"):
+        return True
+    if isinstance(plugin.node, cst.Call) and (dotted(plugin.node.func) or "").endswith(
+        "DeepSpeedPlugin"
+    ):
+        return False
+    return None

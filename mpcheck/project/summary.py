@@ -77,6 +77,9 @@ class Function:
 
     params: tuple[str, ...]
     returns: Value
+    # (model, dtype) parameter positions: it casts the model handed to it to that dtype in
+    # place (a module's cast changes the object the caller holds)
+    casts: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +233,8 @@ class Pool:
         )
 
     def _function(self, function: Function) -> Function:
-        return self._one(Function(self._strings(function.params), self._value(function.returns)))
+        params, returns = self._strings(function.params), self._value(function.returns)
+        return self._one(Function(params, returns, self._one(function.casts)))
 
     def _class(self, cls: ClassSummary) -> ClassSummary:
         one = self._one
@@ -313,7 +317,8 @@ def _value(data: dict[str, Any]) -> Value:
 
 
 def _function(data: dict[str, Any]) -> Function:
-    return Function(tuple(data["params"]), _value(data["returns"]))
+    casts = tuple((int(m), int(d)) for m, d in data.get("casts", ()))
+    return Function(tuple(data["params"]), _value(data["returns"]), casts)
 
 
 def _class(data: dict[str, Any]) -> ClassSummary:
