@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from mpcheck.engine.binding import passed, unpassed_none
+from mpcheck.engine.binding import none_arguments, passed
 from mpcheck.engine.facts import UNKNOWN, Cause, Fact, Kind, Prec, seq_of, tensor_of_dtype
 from mpcheck.engine.frames import Frame, WalkApi
 from mpcheck.engine.guards import linked_module
@@ -134,6 +134,8 @@ class Tracker:
             return self.make_scaler(node, qual, args, kwargs, frame.scope.bf16_mode)
         if qual in api.ACCELERATORS:
             return self.make_accelerator(node, kwargs)
+        if qual in api.DEEPSPEED_PLUGINS:  # (never None: accelerate then runs no scaler)
+            return Fact(Kind.OTHER, layer=api.DEEPSPEED_PLUGINS[0])
         if api.is_optimizer_class(qual):
             return self.make_optimizer(node, (qual,), args, kwargs)
         if qual in api.OPTIMIZER_FACTORIES:
@@ -647,8 +649,8 @@ class Tracker:
             )
         outer = None if fn in self.top_level else frame
         sub = analysis.function_frame(fn, None, outer)
-        sub.env.update(unpassed_none(fn, args, kwargs))
         sub.env.update(passed(fn, args, kwargs, skip_self=False))
+        sub.env.update(none_arguments(fn, args, kwargs))
         if STATE in frame.env:
             sub.env[STATE] = frame.env[STATE]
         self.budget -= 1
@@ -673,8 +675,4 @@ def own_scaler(kwargs: Mapping[str, Operand]) -> bool | None:
     plugin = kwargs.get("deepspeed_plugin")
     if plugin is None or (isinstance(plugin.node, cst.Name) and plugin.node.value == "None"):
         return True
-    if isinstance(plugin.node, cst.Call) and (dotted(plugin.node.func) or "").endswith(
-        "DeepSpeedPlugin"
-    ):
-        return False
-    return None
+    return False if plugin.fact.layer == api.DEEPSPEED_PLUGINS[0] else None
