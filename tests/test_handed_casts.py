@@ -205,3 +205,23 @@ def test_a_summary_keeps_casts_and_accelerator_modes() -> None:
     again = ModuleSummary.from_json(summary.to_json())
     assert again is not None
     assert again.functions["load"] == function
+
+
+def test_a_helper_binding_its_parameter_to_another_model_leaves_the_callers(
+    tmp_path: Path,
+) -> None:
+    """``model = Model.from_pretrained(..., torch_dtype=weight_dtype)`` in a helper (a final
+    validation loading the saved model) is another object: the caller's stays float32."""
+    files = project()
+    files["loader.py"] = files["loader.py"].replace(
+        LOAD, "validate(unet, final=True)"
+    ) + textwrap.dedent(
+        """
+
+        def validate(model, final):
+            if final:
+                model = Net().to(dtype=torch.float16)
+            return model(torch.randn(1, 4, dtype=torch.float16))
+        """
+    )
+    assert findings(tmp_path, files) == set()

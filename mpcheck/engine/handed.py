@@ -67,10 +67,12 @@ def cast_by_callee(
     for param, before in zip(params, bound, strict=True):
         if before is None or before.kind is not Kind.MODULE:
             continue
-        seen = [env.get(param.name.value) for env in ends]
-        now = seen[0] if all(f is not None for f in seen) else None
+        name = param.name.value
+        # on a path that bound the parameter to another model, the caller's is as it was
+        seen = [f if _casts_handed(f, name) else before for f in (e.get(name) for e in ends)]
+        now = seen[0]
         for other in seen[1:]:
-            now = join(now, other) if now is not None and other is not None else None
+            now = join(now, other)
         if (
             now is None
             or now == before
@@ -133,3 +135,16 @@ def cast_by_imported(
         if path is not None:
             found.append((path, model, dtype))
     return found
+
+
+def _casts_handed(fact: Fact | None, name: str) -> bool:
+    """Whether ``fact`` is the helper's cast of the very object handed as ``name``
+    (``model.to(...)``, ``model = model.half()``, ``set_module_tensor_to_device(model, ...)``),
+    not another model bound to the parameter (``Model.from_pretrained(..., torch_dtype=...)``)."""
+    node = fact.origin.node if fact is not None and fact.origin is not None else None
+    if not isinstance(node, cst.Call):
+        return False
+    if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == name:
+        return True
+    first = node.args[0].value if node.args else None
+    return isinstance(first, cst.Name) and first.value == name
