@@ -134,8 +134,6 @@ class Tracker:
             return self.make_scaler(node, qual, args, kwargs, frame.scope.bf16_mode)
         if qual in api.ACCELERATORS:
             return self.make_accelerator(node, kwargs)
-        if qual in api.DEEPSPEED_PLUGINS:  # (never None: accelerate then runs no scaler)
-            return Fact(Kind.OTHER, layer=api.DEEPSPEED_PLUGINS[0])
         if api.is_optimizer_class(qual):
             return self.make_optimizer(node, (qual,), args, kwargs)
         if qual in api.OPTIMIZER_FACTORIES:
@@ -670,9 +668,8 @@ class Tracker:
 
 def own_scaler(kwargs: Mapping[str, Operand]) -> bool | None:
     """Whether an ``Accelerator(...)`` runs its own GradScaler and autocast: not under
-    DeepSpeed (``deepspeed_plugin=DeepSpeedPlugin(...)``); a plugin that may be None (a
-    helper's result, ``prepare_deepspeed_plugin(args)``) leaves them to the runs without it."""
+    DeepSpeed. A ``deepspeed_plugin=`` that may be None (a helper's result) is taken as
+    DeepSpeed too: projects that pass one patch or bypass the scaler on their other runs
+    (sd-scripts' ``full_fp16`` replaces its ``_unscale_grads_``), which is not followed."""
     plugin = kwargs.get("deepspeed_plugin")
-    if plugin is None or (isinstance(plugin.node, cst.Name) and plugin.node.value == "None"):
-        return True
-    return False if plugin.fact.layer == api.DEEPSPEED_PLUGINS[0] else None
+    return plugin is None or (isinstance(plugin.node, cst.Name) and plugin.node.value == "None")
