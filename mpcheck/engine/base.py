@@ -88,6 +88,9 @@ class Walk(ABC):
         self.application = False
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
+        # (model, dtype) parameter positions of each function that casts the model handed
+        # to it in place (``set_module_tensor_to_device(model, k, ..., dtype=dtype)``)
+        self.param_casts: dict[cst.FunctionDef, set[tuple[int, int]]] = {}
         self.keep = KeepFp32()
         # Module classes of other project files built here, by the name they are built as
         # (their layer): calls of their instances go by the class's summary.

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from mpcheck.engine.facts import Fact, Kind, Origin, Prec
+from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec
 from mpcheck.engine.sites import Operand
 from mpcheck.project.names import children, descendants, dotted
 
@@ -74,6 +74,23 @@ def passed(
     params = parameters(fn, skip_self=skip_self)
     bound = bind_arguments(fn, args, kwargs, skip_self=skip_self)
     return {p.name.value: f for p, f in zip(params, bound, strict=True) if f is not None}
+
+
+def none_arguments(
+    fn: cst.FunctionDef, args: tuple[Operand, ...], kwargs: Mapping[str, Operand]
+) -> dict[str, Fact]:
+    """The parameters a call leaves ``None`` (passes ``None``, or passes nothing for a
+    ``None`` default): ``None`` in a re-walk of ``fn`` for it, where ``dtype=None`` is no
+    dtype (``set_module_tensor_to_device(..., dtype=dtype)`` then keeps each tensor's)."""
+    out = {}
+    positional = [p for p in parameters(fn, skip_self=False) if p not in fn.params.kwonly_params]
+    for i, param in enumerate(parameters(fn, skip_self=False)):
+        name = param.name.value
+        given = kwargs.get(name) or (args[i] if param in positional and i < len(args) else None)
+        node = given.node if given is not None else param.default
+        if isinstance(node, cst.Name) and node.value == "None":
+            out[name] = Fact(Kind.OTHER, origin=Origin(node, Cause.LITERAL, "`None`"))
+    return out
 
 
 class FixedDefault(NamedTuple):

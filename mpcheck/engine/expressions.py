@@ -378,14 +378,57 @@ class Expressions:
     def comprehension(self, node: cst.BaseComp, frame: Frame) -> Fact:
         sub = Frame(dict(frame.env), frame.scope)
         for_in: cst.CompFor | None = node.for_in
+        first = True
         while for_in is not None:
-            self.file.bind(for_in.target, iterate(self.expr(for_in.iter, sub)), sub)
+            items = self.expr(for_in.iter, sub)
+            if first and (mapped := self.mapped(node, items, frame)) is not None:
+                return mapped
+            first = False
+            self.file.bind(for_in.target, iterate(items), sub)
             for cond in for_in.ifs:
                 self.expr(cond.test, sub)
             for_in = for_in.inner_for_in
         if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
             return Fact(Kind.SEQ, elem=self.expr(node.elt, sub))
         return UNKNOWN
+
+    def mapped(self, node: cst.BaseComp, items: Fact, frame: Frame) -> Fact | None:
+        """``[m.module if ddp else m for m in models if m is not None]`` over a list of known
+        length (``items``): Python runs the element once per item, so item ``i`` of the
+        result is the element with the target bound to item ``i`` (a join of the items
+        would lose a half model beside an unknown one). Only where the length is kept: one
+        ``for`` with a plain name target, and no condition but ``target is not None`` on
+        items that are models or tensors (never None)."""
+        for_in = node.for_in
+        if (
+            not isinstance(node, cst.ListComp)
+            or for_in.inner_for_in is not None
+            or not isinstance(for_in.target, cst.Name)
+            or for_in.asynchronous is not None
+        ):
+            return None
+        name = for_in.target.value
+        if items.kind is not Kind.SEQ and len(items.params) == 1 and _keeps_item(node.elt, name):
+            # a function's own walk: its parameter's list, item for item (a summary says so)
+            if all(_not_none_test(cond.test, name) for cond in for_in.ifs):
+                return Fact(Kind.SEQ, params=items.params)
+            return None
+        if (
+            items.kind is not Kind.SEQ
+            or items.items is None
+            or not 0 < len(items.items) <= _MAPPED_ITEMS
+        ):
+            return None
+        if for_in.ifs and (
+            any(not _not_none_test(cond.test, name) for cond in for_in.ifs)
+            or any(i.kind not in (Kind.MODULE, Kind.TENSOR) for i in items.items)
+        ):
+            return None
+        out = []
+        for item in items.items:
+            sub = Frame({**frame.env, name: item}, frame.scope)
+            out.append(self.expr(node.elt, sub))
+        return Fact(Kind.SEQ, items=tuple(out))
 
     def dict_display(self, node: cst.Dict, frame: Frame) -> Fact:
         return self.file.training.dict_display(
@@ -608,6 +651,10 @@ class Expressions:
         if not isinstance(function, Function):
             return None
         result = call_result(node, name, function, args, kwargs)
+        if function.casts:  # ``_load_state_dict(unet, sd, device, dtype)``: casts ``unet``
+            self.modules.cast_handed(node, function, args, kwargs, frame)
+        if function.returns.kind in _TRAINING_RETURNS:  # ``prepare_accelerator(args)``
+            result = self.file.training.returned(node, name, function.returns, result, args, kwargs)
         place = function.returns.origin
         if place is not None and result.origin is not None and result.origin.node is node:
             self.file.elsewhere[node] = place  # a finding pointing here points there too
@@ -627,6 +674,9 @@ class Expressions:
     ) -> Fact | None:
         """Library code we know (diffusers' ``Timesteps`` returns float32, ``torchaudio.load``
         loads float32 data in [-1, 1]), or None."""
+        if name in T.TENSOR_SETTERS:
+            self.modules.set_tensors(node, T.TENSOR_SETTERS[name], args, kwargs, frame)
+            return UNKNOWN
         if name.startswith("torch.ops."):  # a custom op (a kernel, an extension's): its
             # result has no argument's dtype unless the op table says so
             return self.file.emit(CallRecord(node, UNKNOWN_TENSOR, args, kwargs), frame)
@@ -779,3 +829,33 @@ def _table(node: cst.Attribute, name: str) -> Fact:
     """A diffusers-style scheduler's noise table: 1-D float32 whatever the model runs in."""
     text = f"made float32 by `{name}` (a scheduler's float32 table)"
     return Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.TABLE, text))
+
+
+# What a function of another file may return as a training object (or a tuple holding one).
+_TRAINING_RETURNS = frozenset({"accelerator", "optimizer", "seq"})
+
+# A comprehension over a list display of at most this many items is walked once per item.
+_MAPPED_ITEMS = 8
+
+
+def _not_none_test(test: cst.BaseExpression, name: str) -> bool:
+    """``name is not None``: true of every model or tensor."""
+    return (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and test.left.value == name
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.IsNot)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    )
+
+
+def _keeps_item(elt: cst.BaseExpression, name: str) -> bool:
+    """``m``, ``m.module`` (the model a DDP/FSDP/DeepSpeed wrapper holds, in its own dtype),
+    or a choice between them: the element is the item's model."""
+    if isinstance(elt, cst.IfExp):
+        return _keeps_item(elt.body, name) and _keeps_item(elt.orelse, name)
+    if isinstance(elt, cst.Attribute) and elt.attr.value == "module":
+        elt = elt.value
+    return isinstance(elt, cst.Name) and elt.value == name

@@ -11,14 +11,17 @@ keep it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import libcst as cst
 
-from mpcheck.engine.facts import Fact, Kind, Prec
+from mpcheck.engine.binding import bind_arguments, parameters
+from mpcheck.engine.facts import Cause, Fact, Kind, Prec, join
 from mpcheck.engine.frames import Frame
 from mpcheck.engine.sites import Operand
 from mpcheck.project.names import dotted
 
-__all__ = ["hand_over"]
+__all__ = ["cast_by_callee", "cast_by_imported", "hand_over", "param_cast"]
 
 _LOOKING = frozenset(
     "print len isinstance issubclass id repr str type hasattr getattr callable vars".split()
@@ -42,3 +45,106 @@ def hand_over(
         path = dotted(op.node)
         if path is not None and frame.env.get(path) == fact:
             frame.env[path] = Fact(Kind.MODULE, Prec.UNKNOWN, layer=fact.layer)
+
+
+def cast_by_callee(
+    fn: cst.FunctionDef,
+    args: tuple[Operand, ...],
+    kwargs: Mapping[str, Operand],
+    after: Frame,
+    frame: Frame,
+) -> None:
+    """A helper of this file walked with the call's models (``after``: its frame at the end)
+    that cast a model handed to it (``model.to(device, dtype=dtype)``, accelerate's
+    ``set_module_tensor_to_device(model, name, device, value, dtype=dtype)``): a module's
+    casts change the object itself, so the caller's variable is cast too (as it is where
+    the helper returns: each ``return``, and its end when it falls off it)."""
+    ends = [*after.exits, *(() if after.dead else (after.env,))]
+    if not ends:
+        return
+    params = parameters(fn, skip_self=False)
+    bound = bind_arguments(fn, args, kwargs, skip_self=False)
+    for param, before in zip(params, bound, strict=True):
+        if before is None or before.kind is not Kind.MODULE:
+            continue
+        name = param.name.value
+        # on a path that bound the parameter to another model, the caller's is as it was
+        seen = [f if _casts_handed(f, name) else before for f in (e.get(name) for e in ends)]
+        now = seen[0]
+        for other in seen[1:]:
+            now = join(now, other)
+        if (
+            now is None
+            or now == before
+            or now.kind is not Kind.MODULE
+            or now.origin is None
+            or now.origin.cause is not Cause.MODEL_CAST
+        ):
+            continue
+        op = next((o for o in (*args, *kwargs.values()) if o.fact is before), None)
+        path = dotted(op.node) if op is not None else None
+        held = frame.env.get(path) if path is not None else None
+        if path is None or held is None or held.kind is not Kind.MODULE:
+            continue  # (forgotten by :func:`hand_over` is still the object handed)
+        frame.env[path] = now
+        for key in [k for k in frame.env if k.startswith(path + ".")]:
+            del frame.env[key]
+
+
+def param_cast(
+    fn: cst.FunctionDef | None, model: cst.BaseExpression, dtype: cst.BaseExpression
+) -> tuple[int, int] | None:
+    """``(i, j)`` when ``fn`` casts its ``i``-th parameter (a model) to its ``j``-th (a dtype
+    defaulting to None or to nothing): what another file's call of it does to its model."""
+    if fn is None or not isinstance(model, cst.Name) or not isinstance(dtype, cst.Name):
+        return None
+    params = parameters(fn, skip_self=False)
+    names = [p.name.value for p in params]
+    if model.value not in names or dtype.value not in names:
+        return None
+    j = names.index(dtype.value)
+    default = params[j].default
+    if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
+        return None  # (a call that passes nothing casts to the default: not followed)
+    return names.index(model.value), j
+
+
+def cast_by_imported(
+    casts: tuple[tuple[int, int], ...],
+    params: tuple[str, ...],
+    args: tuple[Operand, ...],
+    kwargs: Mapping[str, Operand],
+) -> list[tuple[str, Operand, Operand]]:
+    """The caller's models that a function of another file casts in place (its summary's
+    ``casts``), with the dtype each is cast to: (variable, model, dtype) for each passed
+    model variable and a passed dtype that is not ``None``."""
+
+    def argument(index: int) -> Operand | None:
+        if index < len(args):
+            return args[index]
+        return kwargs.get(params[index]) if index < len(params) else None
+
+    found = []
+    for i, j in casts:
+        model, dtype = argument(i), argument(j)
+        if model is None or dtype is None or model.fact.kind is not Kind.MODULE:
+            continue
+        if isinstance(dtype.node, cst.Name) and dtype.node.value == "None":
+            continue
+        path = dotted(model.node)
+        if path is not None:
+            found.append((path, model, dtype))
+    return found
+
+
+def _casts_handed(fact: Fact | None, name: str) -> bool:
+    """Whether ``fact`` is the helper's cast of the very object handed as ``name``
+    (``model.to(...)``, ``model = model.half()``, ``set_module_tensor_to_device(model, ...)``),
+    not another model bound to the parameter (``Model.from_pretrained(..., torch_dtype=...)``)."""
+    node = fact.origin.node if fact is not None and fact.origin is not None else None
+    if not isinstance(node, cst.Call):
+        return False
+    if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == name:
+        return True
+    first = node.args[0].value if node.args else None
+    return isinstance(first, cst.Name) and first.value == name

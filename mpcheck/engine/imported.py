@@ -17,6 +17,7 @@ from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec, one_path_facto
 from mpcheck.engine.frames import ClassInfo
 from mpcheck.engine.keep_fp32 import KeepFp32
 from mpcheck.engine.sites import Operand
+from mpcheck.engine.training import Accelerator
 from mpcheck.project.names import ImportTable, dotted
 from mpcheck.project.summary import (
     ClassSummary,
@@ -51,7 +52,21 @@ def value_of(fact: Fact, place: Callable[[cst.CSTNode], tuple[int, int]], path: 
         layer=fact.layer,
         items=items,
         number=fact.value if fact.kind is Kind.SCALAR else None,
+        mode=_mode(fact),
     )
+
+
+def _mode(fact: Fact) -> str | None:
+    """An accelerator's mixed precision as a summary keeps it (:attr:`Value.mode`)."""
+    acc = fact.train
+    if fact.kind is not Kind.ACCELERATOR or not isinstance(acc, Accelerator):
+        return None
+    if isinstance(acc.node, cst.Param):
+        return None  # the caller's own accelerator, handed back
+    if acc.own_scaler is False:
+        return "deepspeed"
+    mode = acc.mixed_precision or "launch"
+    return mode if acc.own_scaler else f"{mode}+deepspeed"
 
 
 def call_result(
@@ -86,6 +101,10 @@ def fact_of(
         items = None
         if value.items is not None:
             items = tuple(fact_of(v, node, name, argument) for v in value.items)
+        elif len(value.same_as) == 1:  # ``[m.module if ddp else m for m in models]``
+            handed = argument(value.same_as[0])
+            if handed is not None and handed.kind is Kind.SEQ and handed.items is not None:
+                return handed
         return Fact(Kind.SEQ, items=items)
     if value.same_as and Prec(value.prec) in (Prec.MODEL, Prec.UNKNOWN):
         actual = [f for f in map(argument, value.same_as) if f is not None]

@@ -28,6 +28,7 @@ from mpcheck.engine.facts import (
 )
 from mpcheck.engine.frames import ClassInfo, Env, Frame
 from mpcheck.engine.functions import Definitions
+from mpcheck.engine.handed import cast_by_imported, param_cast
 from mpcheck.engine.imported import call_result, fact_of
 from mpcheck.engine.own_parts import inherited_method, own_part
 from mpcheck.engine.pipelines import shares
@@ -36,7 +37,7 @@ from mpcheck.engine.sites import CallSite, InnerCall, Operand, Owner
 from mpcheck.engine.splits import changed_calls
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.names import dotted
-from mpcheck.project.summary import ClassSummary, Value
+from mpcheck.project.summary import ClassSummary, Function, Value
 
 MODULE_CASTS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
 NON_MODULE_HINTS = ("Tokenizer", "Processor", "Scheduler", "FeatureExtractor", "Config", "Pipeline")
@@ -560,6 +561,59 @@ class Modules:
             # model's dtype (``_walk_function`` hands them ``info.registered``)
             frame.env[key] = built
             info.registered[key] = (built, bound[1])
+
+    def set_tensors(
+        self,
+        node: cst.Call,
+        position: int,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> None:
+        """``set_module_tensor_to_device(model, name, device, value=v, dtype=dtype)`` with a
+        computed ``name`` (a loop over a state dict's keys): the model is cast to ``dtype``
+        in place. A literal name sets one tensor only, and no ``dtype`` keeps each dtype."""
+        dtype = kwargs.get("dtype") or (args[position] if len(args) > position else None)
+        named = kwargs.get("tensor_name") or (args[1] if len(args) > 1 else None)
+        if not args or dtype is None or named is None or isinstance(named.node, cst.SimpleString):
+            return
+        if isinstance(dtype.node, cst.Name) and dtype.node.value == "None":
+            return  # (each tensor keeps its dtype)
+        fn = frame.scope.function
+        found = param_cast(fn, args[0].node, dtype.node)
+        if found is not None and fn is not None:  # what a call from another file does
+            self.file.param_casts.setdefault(fn, set()).add(found)
+        module, path = args[0].fact, dotted(args[0].node)
+        if module.kind is not Kind.MODULE or path is None:
+            return
+        cast = self.module_cast(node, "to", (), {"dtype": dtype}, script=frame.scope.script)
+        if cast is not None:
+            new = replace(
+                module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe
+            )
+            self._rebind(path, new, frame)
+
+    def cast_handed(
+        self,
+        node: cst.Call,
+        function: Function,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> None:
+        """A function of another file that casts the model handed to it in place
+        (:attr:`Function.casts`): the caller's variable is cast at this call."""
+        for path, model, dtype in cast_by_imported(function.casts, function.params, args, kwargs):
+            cast = self.module_cast(node, "to", (), {"dtype": dtype}, script=frame.scope.script)
+            if cast is not None:
+                new = replace(
+                    model.fact,
+                    prec=cast.prec,
+                    dtype=cast.dtype,
+                    origin=cast.origin,
+                    maybe=cast.maybe,
+                )
+                self._rebind(path, new, frame)
 
     def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
         frame.env[path] = new

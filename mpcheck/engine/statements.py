@@ -50,6 +50,7 @@ from mpcheck.engine.guards import (
     runs_take,
     split_by_run,
 )
+from mpcheck.engine.handed import param_cast
 from mpcheck.engine.keep_fp32 import ADAPTER_DICTS
 from mpcheck.engine.promotion import is_advanced_index, iterate
 from mpcheck.engine.reachability import bound_names, never_taken
@@ -306,9 +307,14 @@ class Statements:
                 batch = data_api.batch_of(stmt.iter, f"a batch of `{name}`")
                 items = Fact(Kind.SEQ, elem=seq_of((SCALAR, batch)) if counted else batch)
             models = items.items if items.kind is Kind.SEQ and items.items else ()
-            if 1 < len(models) <= 8 and all(m.kind is Kind.MODULE for m in models):
+            if (
+                1 < len(models) <= 8
+                and all(m.kind is Kind.MODULE or m == UNKNOWN for m in models)
+                and any(m.kind is Kind.MODULE for m in models)
+            ):
                 # ``for model in [unet, text_encoder]: ...param.data = param.float()``: what
-                # the body does to each model, kept apart (a joined model is neither)
+                # the body does to each model, kept apart (a joined model is neither; nor is
+                # a half model joined with one the walk does not know)
                 with self.file.reporting.muted():
                     for model in models:
                         self.bind(stmt.target, model, frame)
@@ -407,6 +413,15 @@ class Statements:
         method = call.func.attr.value
         if method not in T.MODULE_STATEMENTS or (method == "to" and not call.args):
             return
+        if method == "to":  # ``model.to(device, dtype=dtype)`` of two of the function's
+            # parameters: what a call from another file does to the model it hands
+            dtype = next(
+                (a.value for a in call.args if a.keyword and a.keyword.value == "dtype"), None
+            )
+            fn = frame.scope.function
+            found = param_cast(fn, call.func.value, dtype) if dtype is not None else None
+            if found is not None and fn is not None:
+                self.file.param_casts.setdefault(fn, set()).add(found)
         key = dotted(call.func.value)
         if key is not None and self.expressions.expr(call.func.value, frame) == UNKNOWN:
             text = f"a model (`{key}.{method}(...)` changes it in place)"

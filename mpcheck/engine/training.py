@@ -94,13 +94,18 @@ class Accelerator:
     node: cst.CSTNode
     text: str
     mixed_precision: str | None  # "fp16" | "bf16" | "no" | ...; None: set at launch time
-    own_scaler: bool = True  # False under DeepSpeed, which scales on its own
+    # False under DeepSpeed, which scales on its own; None: on the runs a ``deepspeed_plugin=``
+    # that may be None gives none (accelerate's own scaler and autocast on the others)
+    own_scaler: bool | None = True
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, Accelerator) or other == self:
             return self
         mp = self.mixed_precision if self.mixed_precision == other.mixed_precision else None
-        return replace(self, mixed_precision=mp, own_scaler=self.own_scaler or other.own_scaler)
+        own = self.own_scaler or other.own_scaler
+        if own is not True and None in (self.own_scaler, other.own_scaler):
+            own = None
+        return replace(self, mixed_precision=mp, own_scaler=own)
 
     def forward_region(self, torch_version: tuple[int, int] | None) -> Autocast | None:
         """The autocast accelerate wraps around the ``forward`` of a model it prepares: with
@@ -121,8 +126,10 @@ class Accelerator:
     @property
     def scaler(self) -> Scaler:
         enabled = None if self.mixed_precision is None else self.mixed_precision == "fp16"
-        if not self.own_scaler:
+        if self.own_scaler is False:
             enabled = False
+        elif self.own_scaler is None and enabled:
+            enabled = None  # (not on the DeepSpeed runs)
         return Scaler(self.node, self.text, "accelerate", None, enabled)
 
 
@@ -548,6 +555,14 @@ def pick(generic: Fact, special: Fact | None) -> Fact:
             items=tuple(pick(g, s) for g, s in zip(generic.items, special.items, strict=False)),
         )
     if special.kind is Kind.SEQ and has_training(special):
+        return special
+    if (  # ``return [m for m in models]``: the call's models, item for item
+        special.kind is Kind.SEQ
+        and special.items is not None
+        and generic.kind is Kind.SEQ
+        and generic.items is None
+        and any(f.kind is Kind.MODULE and f.prec is not Prec.UNKNOWN for f in special.items)
+    ):
         return special
     return generic
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from mpcheck.engine.binding import passed
+from mpcheck.engine.binding import none_arguments, passed
 from mpcheck.engine.facts import UNKNOWN, Cause, Fact, Kind, Prec, seq_of, tensor_of_dtype
 from mpcheck.engine.frames import Frame, WalkApi
 from mpcheck.engine.guards import linked_module
+from mpcheck.engine.handed import cast_by_callee
 from mpcheck.engine.held import held
 from mpcheck.engine.sites import Autocast, Flags, Operand
 from mpcheck.engine.training import (
@@ -45,6 +46,7 @@ from mpcheck.engine.training import (
 )
 from mpcheck.knowledge import training_api as api
 from mpcheck.project.names import dotted
+from mpcheck.project.summary import Value
 
 _NO_STATE = State()  # a path no training object reached (asked at every module call)
 
@@ -201,8 +203,7 @@ class Tracker:
         elif "fp16" in kwargs:
             flag = bool_value(kwargs["fp16"].node)
             mp = None if flag is None else "fp16" if flag else "no"
-        own = "deepspeed_plugin" not in kwargs
-        accelerator = Accelerator(node, f"`{self.code(node)}`", mp, own)
+        accelerator = Accelerator(node, f"`{self.code(node)}`", mp, own_scaler(kwargs))
         return Fact(Kind.ACCELERATOR, train=accelerator)
 
     def make_optimizer(
@@ -571,6 +572,45 @@ class Tracker:
             self.set_state(frame, replace(state, clip=None))
 
     # -- helper functions -------------------------------------------------------------------
+    def returned(
+        self,
+        node: cst.Call,
+        name: str,
+        value: Value,
+        result: Fact,
+        args: tuple[Operand, ...],
+        kwargs: Mapping[str, Operand],
+    ) -> Fact:
+        """What a function of another file returns, as a training object: the accelerator
+        it builds (its summary keeps the mixed precision), or an optimizer, which trains the
+        model parameters the call hands it (``get_optimizer(args, trainable_params=params)``:
+        nothing else reaches a helper's optimizer from here)."""
+        kind = Kind(value.kind)
+        if kind is Kind.SEQ and value.items is not None and result.items is not None:
+            items = tuple(
+                self.returned(node, name, v, f, args, kwargs)
+                for v, f in zip(value.items, result.items, strict=False)
+            )
+            return replace(result, items=items) if items != result.items else result
+        text = f"`{self.code(node)}` (made in `{name}`)"
+        if kind is Kind.ACCELERATOR and value.mode is not None:
+            mode, _, plugin = value.mode.partition("+")
+            own = False if mode == "deepspeed" else None if plugin else True
+            mp = None if mode in ("launch", "deepspeed") else mode
+            return Fact(Kind.ACCELERATOR, train=Accelerator(node, text, mp, own))
+        if kind is Kind.OPTIMIZER:
+            params = tuple(
+                dict.fromkeys(
+                    p
+                    for op in (*args, *kwargs.values())
+                    for p in flatten(op.fact)
+                    if isinstance(p.train, Params)
+                )
+            )
+            if params:
+                return Fact(Kind.OPTIMIZER, train=Optimizer(node, text, (), params))
+        return result
+
     def after_call(
         self,
         node: cst.Call,
@@ -608,6 +648,7 @@ class Tracker:
         outer = None if fn in self.top_level else frame
         sub = analysis.function_frame(fn, None, outer)
         sub.env.update(passed(fn, args, kwargs, skip_self=False))
+        sub.env.update(none_arguments(fn, args, kwargs))
         if STATE in frame.env:
             sub.env[STATE] = frame.env[STATE]
         self.budget -= 1
@@ -621,4 +662,14 @@ class Tracker:
             self.active.discard(fn)
         if STATE in sub.env:
             frame.env[STATE] = sub.env[STATE]
+        cast_by_callee(fn, args, kwargs, sub, frame)
         return pick(generic, sub.returns)
+
+
+def own_scaler(kwargs: Mapping[str, Operand]) -> bool | None:
+    """Whether an ``Accelerator(...)`` runs its own GradScaler and autocast: not under
+    DeepSpeed. A ``deepspeed_plugin=`` that may be None (a helper's result) is taken as
+    DeepSpeed too: projects that pass one patch or bypass the scaler on their other runs
+    (sd-scripts' ``full_fp16`` replaces its ``_unscale_grads_``), which is not followed."""
+    plugin = kwargs.get("deepspeed_plugin")
+    return plugin is None or (isinstance(plugin.node, cst.Name) and plugin.node.value == "None")

@@ -33,6 +33,14 @@ MODEL_INPUTS = ("sample", "x", "input", "hidden_states", "pixel_values", "inputs
 # Methods that, called as a statement (result discarded), only make sense on an nn.Module:
 # ``vae.to(device, dtype=weight_dtype)`` casts in place, a tensor's ``.to`` returns a copy.
 MODULE_STATEMENTS = frozenset({"to", "half", "bfloat16", "float", "cuda", "eval", "train"})
+# Library functions that set a module's named tensor in place, converted to ``dtype=`` when
+# given (floating values only; without it each keeps the old tensor's dtype), by the
+# position of ``dtype``: accelerate's checkpoint loading over every state-dict key is a
+# cast of the whole model.
+TENSOR_SETTERS = {
+    "accelerate.utils.modeling.set_module_tensor_to_device": 4,
+    "accelerate.utils.set_module_tensor_to_device": 4,
+}
 # Keyword inputs that a whole model feeds to its own layers (cross-attention projections,
 # pooled-embedding Linears, a safety checker's CLIP tower), so they must be in its dtype too.
 # Timesteps, sigmas and masks are not here: models cast or embed those themselves.

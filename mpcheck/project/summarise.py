@@ -191,7 +191,10 @@ class FileSummariser:
             if fact is None:
                 continue
             place = _placer(module, text, text.find(f"def {name}("))
-            functions[name] = Function(_params(fn, method=False), value_of(fact, place, shown))
+            casts = tuple(sorted(walk.param_casts.get(fn, ())))
+            functions[name] = Function(
+                _params(fn, method=False), value_of(fact, place, shown), casts
+            )
         classes = {}
         residual = _kept_residuals(walk, text, shown)
         for stmt in module.body:

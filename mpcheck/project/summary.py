@@ -32,7 +32,7 @@ __all__ = [
     "Value",
 ]
 
-FORMAT = 8  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 9  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,9 @@ class Value:
     layer: str | None = None  # a module value: its torch.nn class name, when known
     items: tuple[Value, ...] | None = None  # a tuple of known length (``return q, k``)
     number: float | None = None  # a Python number bound at module level (``NEAR_INF = 1e20``)
+    # an ``accelerate.Accelerator`` returned: its ``mixed_precision`` ("fp16", "bf16", "no";
+    # "launch" when set at launch time; "deepspeed" when DeepSpeed scales, not accelerate)
+    mode: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,9 @@ class Function:
 
     params: tuple[str, ...]
     returns: Value
+    # (model, dtype) parameter positions: it casts the model handed to it to that dtype in
+    # place (a module's cast changes the object the caller holds)
+    casts: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,11 +228,13 @@ class Pool:
                 layer=value.layer and one(value.layer),
                 items=None if items is None else one(tuple(self._value(i) for i in items)),
                 number=value.number,
+                mode=value.mode and one(value.mode),
             )
         )
 
     def _function(self, function: Function) -> Function:
-        return self._one(Function(self._strings(function.params), self._value(function.returns)))
+        params, returns = self._strings(function.params), self._value(function.returns)
+        return self._one(Function(params, returns, self._one(function.casts)))
 
     def _class(self, cls: ClassSummary) -> ClassSummary:
         one = self._one
@@ -304,11 +312,13 @@ def _value(data: dict[str, Any]) -> Value:
         layer=data["layer"],
         items=None if items is None else tuple(_value(i) for i in items),
         number=data.get("number"),
+        mode=data.get("mode"),
     )
 
 
 def _function(data: dict[str, Any]) -> Function:
-    return Function(tuple(data["params"]), _value(data["returns"]))
+    casts = tuple((int(m), int(d)) for m, d in data.get("casts", ()))
+    return Function(tuple(data["params"]), _value(data["returns"]), casts)
 
 
 def _class(data: dict[str, Any]) -> ClassSummary:
