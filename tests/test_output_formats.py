@@ -64,7 +64,8 @@ class Block(nn.Module):
 
 PROJECT_FILES = frozenset(
     """bad_device_branch.py bad_encoder_layernorm.py bad_from_imports_cpu_and_custom_fn.py
-    bad_legacy_amp_training_loop.py bad_rmsnorm_block.py bad_script_half_model.py bad_script_working_dtype.py bad_unet_timestep_class_embedding.py
+    bad_legacy_amp_training_loop.py bad_rmsnorm_block.py bad_script_half_model.py
+    bad_script_working_dtype.py bad_unet_timestep_class_embedding.py
     bad_upcast_into_submodule_output.py""".split()
 )
 Where = tuple[str, int, int, str]  # root-relative POSIX path, row, 1-based column, code
