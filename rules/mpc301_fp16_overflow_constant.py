@@ -224,7 +224,7 @@ class Fp16OverflowConstant(Rule):
     def _remember(self, call: CallSite, *values: Operand | None) -> None:
         """Note a float32 tensor ``call`` made from a number beyond float16's range."""
         for value in values:
-            number = _number(value) if value is not None else None
+            number = value.number if value is not None else None
             if value is not None and number is not None and math.isfinite(number):
                 if abs(number) > LIMITS["float16"]:
                     self.constants[call.node] = value
@@ -241,7 +241,7 @@ class Fp16OverflowConstant(Rule):
         fixable: bool = True,
         offer_fix: bool = True,
     ) -> None:
-        number = _number(value) if value is not None else None
+        number = value.number if value is not None else None
         if value is None or number is None or not math.isfinite(number):
             return
         if site.scope.full_precision is not None:
@@ -280,7 +280,7 @@ class Fp16OverflowConstant(Rule):
             if not over:
                 return
         text = self.ctx.code(value.node)
-        shown = f"`{text}`" if _is_literal(value.node) else f"`{text}` ({number:g})"
+        shown = f"`{text}`" if value.spelled else f"`{text}` ({number:g})"
         bound = "min" if number < 0 else "max"
         use = f"`torch.finfo({dtype_code or '<tensor>.dtype'}).{bound}`"
         if not fixable:  # a clamp bound: advice, not a drop-in
@@ -416,20 +416,6 @@ class Fp16OverflowConstant(Rule):
             if operand.fact.kind is Kind.DTYPE:
                 return self._dtype_expr(operand.node)
         return None
-
-
-def _number(value: Operand) -> float | None:
-    """The Python number an operand holds, when the engine knows it."""
-    if value.fact.kind is not Kind.SCALAR:
-        return None
-    return value.fact.value
-
-
-def _is_literal(node: cst.BaseExpression) -> bool:
-    """``-1e9``, ``1e5``, ``-100000.0``: the number itself, nothing to explain."""
-    if isinstance(node, cst.UnaryOperation):
-        return _is_literal(node.expression)
-    return isinstance(node, (cst.Float, cst.Integer))
 
 
 def _integer_only(node: cst.BaseExpression) -> bool:

@@ -184,7 +184,7 @@ class Fp16VanishingEpsilon(Rule):
         if pair is None:
             return None
         tensor, constant = pair
-        number = _number(constant)
+        number = constant.number
         if number is None or number <= 0.0 or to_fp16(number) != 0.0:
             return None  # no guard, or one float16 holds (2**-25 and up round to 2**-24)
         if not tensor.fact.is_tensor or not self._fp16(tensor.fact, call.scope):
@@ -229,7 +229,7 @@ class Fp16VanishingEpsilon(Rule):
         """``F.normalize(x)``: ``x / x.norm(...).clamp_min(1e-12)``, all in ``x``'s dtype."""
         slot, default, aten = FLOORED[call.qualname or ""]
         given = call.arg(slot, "eps")
-        number = default if given is None else _number(given)
+        number = default if given is None else given.number
         tensor = call.arg(0, "input") or call.arg(0, "x1")
         if number is None or number <= 0.0 or to_fp16(number) != 0.0 or tensor is None:
             return
@@ -281,7 +281,7 @@ class Fp16VanishingEpsilon(Rule):
             return
         self.reported.add(node)
         shown = f"`{self.ctx.code(node)}`"
-        if not _is_literal(node):
+        if not guard.constant.spelled:
             shown += f" ({guard.number:g})"
         tensor = guard.tensor
         message = (
@@ -292,7 +292,7 @@ class Fp16VanishingEpsilon(Rule):
         )
         related: list[tuple[cst.CSTNode, str]] = []
         made = guard.constant.fact.origin
-        if made is not None and not _is_literal(node):  # set on another line or file
+        if made is not None and not guard.constant.spelled:  # set on another line or file
             related.append((made.node, f"{guard.number:g} comes from `{made.text}`"))
         self._finish(node, message, tensor, use, related)
 
@@ -316,22 +316,9 @@ class Fp16VanishingEpsilon(Rule):
         self.report(node, message, related=related)
 
 
-def _number(operand: Operand) -> float | None:
-    if operand.fact.kind is not Kind.SCALAR:
-        return None
-    return operand.fact.value
-
-
-def _is_literal(node: cst.BaseExpression) -> bool:
-    """``1e-8``, ``-1e-10``: the number itself, nothing to explain."""
-    if isinstance(node, cst.UnaryOperation):
-        return _is_literal(node.expression)
-    return isinstance(node, (cst.Float, cst.Integer))
-
-
 def _negative_power(call: CallSite) -> bool:
     exponent = call.arg(1, "exponent") if call.method is None else call.arg(0, "exponent")
-    number = _number(exponent) if exponent is not None else None
+    number = exponent.number if exponent is not None else None
     return number is not None and number < 0
 
 

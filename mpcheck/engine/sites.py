@@ -137,6 +137,19 @@ class Operand:
     node: cst.BaseExpression
     fact: Fact
 
+    @property
+    def number(self) -> float | None:
+        """The Python number the operand holds, when the engine knows it."""
+        return self.fact.value if self.fact.kind is Kind.SCALAR else None
+
+    @property
+    def spelled(self) -> bool:
+        """``-1e9``, ``1e-8``: the number itself is written here (nothing to explain)."""
+        node = self.node
+        while isinstance(node, cst.UnaryOperation):
+            node = node.expression
+        return isinstance(node, (cst.Float, cst.Integer))
+
 
 @dataclass(frozen=True)
 class CallSite:
