@@ -459,9 +459,7 @@ class Modules:
         """``model.half()``, ``model.to(dtype)``, ``self.helper(x)``, ``vae.encode(x)``."""
         cast = self.module_cast(node, method, args, kwargs, script=frame.scope.script)
         if cast is not None:
-            new = replace(
-                module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe
-            )
+            new = _cast_to(module, cast)
             if path is not None:
                 if not frame.scope.in_module:
                     self.file.training.round_trip(path, module, cast, frame)
@@ -584,14 +582,8 @@ class Modules:
         if found is not None and fn is not None:  # what a call from another file does
             self.file.param_casts.setdefault(fn, set()).add(found)
         module, path = args[0].fact, dotted(args[0].node)
-        if module.kind is not Kind.MODULE or path is None:
-            return
-        cast = self.module_cast(node, "to", (), {"dtype": dtype}, script=frame.scope.script)
-        if cast is not None:
-            new = replace(
-                module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe
-            )
-            self._rebind(path, new, frame)
+        if module.kind is Kind.MODULE and path is not None:
+            self._cast_in_place(node, path, module, dtype, frame)
 
     def cast_handed(
         self,
@@ -604,16 +596,15 @@ class Modules:
         """A function of another file that casts the model handed to it in place
         (:attr:`Function.casts`): the caller's variable is cast at this call."""
         for path, model, dtype in cast_by_imported(function.casts, function.params, args, kwargs):
-            cast = self.module_cast(node, "to", (), {"dtype": dtype}, script=frame.scope.script)
-            if cast is not None:
-                new = replace(
-                    model.fact,
-                    prec=cast.prec,
-                    dtype=cast.dtype,
-                    origin=cast.origin,
-                    maybe=cast.maybe,
-                )
-                self._rebind(path, new, frame)
+            self._cast_in_place(node, path, model.fact, dtype, frame)
+
+    def _cast_in_place(
+        self, node: cst.Call, path: str, model: Fact, dtype: Operand, frame: Frame
+    ) -> None:
+        """``model.to(dtype=dtype)`` done by a call the model is handed to: ``path`` is cast."""
+        cast = self.module_cast(node, "to", (), {"dtype": dtype}, script=frame.scope.script)
+        if cast is not None:
+            self._rebind(path, _cast_to(model, cast), frame)
 
     def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
         frame.env[path] = new
@@ -680,3 +671,8 @@ def _owner(path: str | None, env: Env) -> Owner | None:
         if fact is not None and fact.kind is Kind.MODULE:
             return Owner(key, fact)
     return None
+
+
+def _cast_to(module: Fact, cast: Fact) -> Fact:
+    """The module ``module`` after ``cast`` (its dtype and why)."""
+    return replace(module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe)
