@@ -216,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
             real += verdict["verdict"] in REAL
             per_rule[(f.code, "real" if verdict["verdict"] in REAL else "false")] += 1
         rows.append((corpus, lines, len(findings), real))
+        # progress as each corpus ends: a long run is readable (and stoppable) before its end
+        fresh = sum(1 for f in findings if (f.code, f.path, f.anchor) not in known)
+        print(f"{corpus.name}: {len(findings)} findings, {real} real, {fresh} new", file=sys.stderr)
 
     gone = [v for k, v in known.items() if k not in seen and _in_run(v, rows)]
     _print_corpora(rows, args.markdown)
