@@ -357,10 +357,13 @@ class Expressions:
         return UNKNOWN
 
     def scalar(self, index: cst.BaseExpression, fact: Fact, frame: Frame) -> bool:
-        """An index with no dimensions of its own: no tensor, what a caller passes, or that
-        plus or minus a number (``sigmas[i + 1]``, the next step's sigma)."""
-        if not fact.is_tensor or (
-            fact.origin is not None and isinstance(fact.origin.node, cst.Param)
+        """An index with no dimensions of its own: no tensor, a 0-dim one (``argmin`` of a
+        whole tensor), what a caller passes, or that plus or minus a number (``sigmas[i + 1]``,
+        the next step's sigma)."""
+        if (
+            not fact.is_tensor
+            or fact.zero_dim
+            or (fact.origin is not None and isinstance(fact.origin.node, cst.Param))
         ):
             return True
         if not isinstance(index, cst.BinaryOperation):

@@ -194,6 +194,15 @@ def _matched_to_frequencies(node: cst.BaseExpression) -> bool:
     return name is not None and _FREQUENCIES.search(name) is not None
 
 
+# complex dtypes of single or double precision: a pair of float32 (float64) numbers
+_WIDE_COMPLEX = frozenset({"complex64", "cfloat", "complex128", "cdouble"})
+
+
+def _wide_complex(node: cst.BaseExpression) -> bool:
+    """``torch.complex64`` / ``torch.cdouble``: a cast target that holds no half number."""
+    return isinstance(node, cst.Attribute) and node.attr.value in _WIDE_COMPLEX
+
+
 def _is_arange(node: cst.BaseExpression) -> bool:
     root = _root(node)
     return (
@@ -385,6 +394,8 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
         return None  # ``t.to(self.time.weight.dtype)``: the input a half layer requires
     if _matched_to_frequencies(target.node):
         return None  # ``t.type(freqs.dtype)``: positions for a phase product, not a timestep
+    if _wide_complex(target.node):
+        return None  # ``freqs.to(torch.complex64)``: two float32s, nothing rounded to half
     prec = call.result.prec
     if prec in (Prec.FULL, Prec.INT, Prec.BOOL) or call.result.dtype in ("float32", "float64"):
         return None
