@@ -129,10 +129,15 @@ def test_a_model_handed_to_a_helper_is_no_float32_evidence() -> None:
         ("if model is not None:\n        y = model.generate(x)", True),
         ("helper(model)", False),  # (a function of another file: it might cast it)
         ("model.encoder.half()", False),
+        # sizes and tests read off the model: a tensor factory or a builtin takes numbers
+        ("z = torch.randn(2, model.in_channels, 8)\nn = len(model.blocks)", True),
+        ("ok = isinstance(model, nn.Module) and hasattr(model, 'blocks')", True),
+        ("z = helper(2, model.in_channels)", False),  # (another file's function: unknown)
     ],
 )
 def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> None:
-    source = "from net import Net\n\ndef main(x, device):\n    model = Net()\n"
+    source = "import torch\nfrom torch import nn\nfrom net import Net\n\n"
+    source += "def main(x, device):\n    model = Net()\n"
     source += "".join(f"    {line}\n" for line in use.splitlines())
     (build,) = record_of(source.encode(), "run.py").builds
     assert build[0] == "net.Net" and build[2] is kept

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 from zlib import crc32
 
+from mpcheck.knowledge import torch_api as T
 from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.brackets import closing, enclosing, opening
 from mpcheck.project.callables import NONE as NO_CALLABLES
@@ -43,7 +44,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 14
+FORMAT = 15
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -805,7 +806,8 @@ class _Reader:
         (its qualified name): the model becomes its part, and follows it; a function of
         another project file (:class:`Passed`): the project decides whether it casts."""
         text = callee.decode(errors="replace")
-        if (self.resolve(text) or text) in _KEEPING_EXPORTS:
+        resolved = self.resolve(text) or text
+        if resolved in _KEEPING_EXPORTS or resolved in _NUMBER_TAKERS:
             return True
         holder = self._class_named(text)
         if holder is not None and ".from_" not in text:
@@ -1329,6 +1331,13 @@ _DEDENTS: dict[int, re.Pattern[bytes]] = {}
 _MAIN = re.compile(rb"^if[ \t(]+__name__[ \t]*==", re.MULTILINE)
 _KEEPING_EXPORTS = frozenset(
     {"torch.onnx.export", "torch.jit.trace", "torch.jit.script", "torch.export.export"}
+)
+# Calls that take sizes, values or a test of the object, never a module to change: what a
+# model hands them (``torch.randn(n, model.in_channels)``, ``len(model.blocks)``,
+# ``isinstance(model, nn.Module)``) leaves the model as it is.
+_NUMBER_TAKERS = frozenset(
+    {*T.FLOAT_FACTORIES, *T.INT_FACTORIES, *T.FACTORIES, *T.SHAPE_FACTORIES}
+    | {"int", "float", "bool", "str", "range", "len", "round", "isinstance", "hasattr"}
 )
 
 
