@@ -135,6 +135,9 @@ class HalfPrecisionVariance(Rule):
         nor one whose values the engine bounds below 256 (a waveform in [-1, 1] from
         `torchaudio.load`, a `softmax`, `tanh` or `sin` output, pixels after `/ 255`, and what
         shape-only ops, `clamp` and arithmetic with numbers make of them): their squares fit.
+        An STFT bin is bounded by `n_fft * max|window| * max|x|`, so the power of a short
+        frame of bounded audio fits (128 points: 16384), and that of a 1024-point frame
+        may not (a full-scale sine gives |X| = 256 with a Hann window, whose square is inf).
         Inside a CUDA autocast region `pow`, `sum` and `rsqrt` run in float32, so
         `x.pow(2).mean()` is safe there while `(x * x).mean()` (`mul` is not on autocast's
         float32 list) is not; CPU autocast upcasts none of them.

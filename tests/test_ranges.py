@@ -85,3 +85,22 @@ def test_a_join_keeps_the_wider_bound_and_loses_a_missing_one() -> None:
     assert join(UNIT, Fact(Kind.TENSOR, Prec.HALF, "float16", bound=4.0)).bound == 4.0
     assert join(UNIT, FREE).bound is None
     assert magnitude(Fact(Kind.SCALAR, value=-3.0)) == 3.0
+
+
+def test_stft_is_bounded_by_its_frame_window_and_input() -> None:
+    """|X| <= n_fft * max|window| * max|x|: a 64-point STFT of a waveform in [-1, 1] is
+    within 64, a 1024-point one within 1024 (its square may pass 65504: no bound hides it)."""
+    hann = function("torch.hann_window", number(64))
+    assert hann == 1.0
+    window = Fact(Kind.TENSOR, Prec.FULL, "float32", bound=hann)
+    assert function("torch.stft", tensor(UNIT), number(64), window=tensor(window)) == 64.0
+    assert method("stft", UNIT, number(1024)) == 1024.0  # no window: rectangular, ones
+    none = Operand(cst.Name("None"), Fact(Kind.OTHER))
+    assert function("torch.stft", tensor(UNIT), number(256), window=none) == 256.0
+    assert function("torch.stft", tensor(FREE), number(64)) is None  # an unbounded input
+    assert function("torch.stft", tensor(UNIT), number(64), window=tensor(FREE)) is None
+    assert function("torch.stft", tensor(UNIT), tensor(FREE)) is None  # n_fft not a number
+    # |X| is what ``abs``/``view_as_real`` keep, and its square is the bound squared
+    spectrum = Fact(Kind.TENSOR, Prec.HALF, "float16", bound=64.0)
+    assert function("torch.view_as_real", tensor(spectrum)) == 64.0
+    assert function("torch.pow", tensor(spectrum), number(2)) == 4096.0

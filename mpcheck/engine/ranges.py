@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import libcst as cst
+
 from mpcheck.engine.base import CallRecord
 from mpcheck.engine.facts import Fact, Kind
 from mpcheck.engine.sites import Operand
@@ -70,6 +72,8 @@ def _bound(call: CallRecord) -> float | None:
         bounds = [magnitude(f) for f in items or ()]
         known = [b for b in bounds if b is not None]
         return max(known) if known and len(known) == len(bounds) else None
+    if function in R.STFTS or call.method in R.STFTS:
+        return _stft(call)
     if call.method in R.KEEPS_METHODS or function in R.KEEPS_FUNCTIONS:
         subject = _operand(call, 0, "input")
         return magnitude(subject.fact) if subject is not None else None
@@ -102,6 +106,23 @@ def _arithmetic(call: CallRecord, how: str) -> float | None:
     if a is None or b is None:
         return None
     return a + b if how in ("add", "sub") else a * b
+
+
+def _stft(call: CallRecord) -> float | None:
+    """``stft(x, n_fft, hop, win_length, window)``: n_fft * max|window| * max|x| (a window
+    of ones when none is given); None when ``x``, ``n_fft`` or the window is not bounded."""
+    signal, size = _operand(call, 0, "input"), _operand(call, 1, "n_fft")
+    window = _operand(call, 4, "window")
+    if signal is None or size is None:
+        return None
+    x, n = magnitude(signal.fact), magnitude(size.fact)
+    if window is None or (isinstance(window.node, cst.Name) and window.node.value == "None"):
+        w: float | None = 1.0  # a rectangular window: ones
+    else:
+        w = magnitude(window.fact)
+    if x is None or n is None or w is None:
+        return None
+    return n * w * x
 
 
 def _clamped(call: CallRecord) -> float | None:

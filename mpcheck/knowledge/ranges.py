@@ -35,6 +35,12 @@ UNIT_FUNCTIONS = frozenset(
         "torch.rand",  # uniform on [0, 1)
         "torch.rand_like",
         "torchvision.transforms.v2.functional.to_dtype",
+        # torch's window functions: every element in [0, 1] (torch 2.13, periodic or not)
+        "torch.hann_window",
+        "torch.hamming_window",
+        "torch.blackman_window",
+        "torch.bartlett_window",
+        "torch.kaiser_window",
     }
 ) | bounded(1.0)  # data sources whose library states [-1, 1] or [0, 1] (knowledge.sources)
 # Layers (``Fact.layer``, the torch.nn class name) whose output is in [-1, 1].
@@ -70,3 +76,9 @@ CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_", "torch.clamp", "torch.cl
 RANGES = frozenset({"torch.arange", "torch.linspace"})
 # ``x.square()``, ``torch.square(x)``: the bound squared.
 SQUARES = frozenset({"square", "square_"})
+# The short-time Fourier transform (``torch.stft(x, n_fft, ..., window=w)``, ``x.stft(...)``):
+# each bin is a windowed sum over one frame, |X| = |sum_n w[n] x[n] e^(-i...)| <= sum |w| max|x|
+# <= n_fft * max|w| * max|x| (a window is at most ``n_fft`` long; without one it is all ones).
+# A full-scale sine at a bin's centre reaches sum(w) * 1/2: 256 for a 1024-point Hann
+# window, whose square (65536) is already past float16's range.
+STFTS = frozenset({"torch.stft", "stft"})
