@@ -460,8 +460,9 @@ class Modules:
         """``model.half()``, ``model.to(dtype)``, ``self.helper(x)``, ``vae.encode(x)``."""
         cast = self.module_cast(node, method, args, kwargs, script=frame.scope.script)
         if cast is not None and frame.scope.bf16_mode is not None and cast.origin is not None:
-            if cast.prec is Prec.HALF and cast.dtype is None:  # the working dtype, where only
-                # bfloat16 runs go (``elif args.mixed_precision == "bf16":``): bfloat16 there
+            if cast.prec is Prec.HALF and (cast.dtype is None or cast.maybe):  # the working
+                # dtype (half on some runs), where only bfloat16 runs go (``elif
+                # args.mixed_precision == "bf16":``): no float16 there; bfloat16 at most
                 text = f"{cast.origin.text}, bfloat16 where only bfloat16 runs go"
                 cast = replace(cast, dtype="bfloat16", origin=replace(cast.origin, text=text))
         if cast is not None:
