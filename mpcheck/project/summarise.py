@@ -187,13 +187,14 @@ class FileSummariser:
         except SourceError:
             text = ""
         functions = {}
+        patches = "_unscale_grads_" in text  # (only such a file can patch a scaler)
         for name, fn in walk.functions.items():
             fact = walk.summaries.get(fn)
             if fact is None:
                 continue
             place = _placer(module, text, text.find(f"def {name}("))
             casts = tuple(sorted(walk.param_casts.get(fn, ())))
-            unscale = fp16_unscale_params(fn) if "_unscale_grads_" in text else ()
+            unscale = fp16_unscale_params(fn) if patches else ()
             functions[name] = Function(
                 _params(fn, method=False), value_of(fact, place, shown), casts, unscale
             )
