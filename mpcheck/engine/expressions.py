@@ -656,6 +656,10 @@ class Expressions:
         result = call_result(node, name, function, args, kwargs)
         if function.casts:  # ``_load_state_dict(unet, sd, device, dtype)``: casts ``unet``
             self.modules.cast_handed(node, function, args, kwargs, frame)
+        if function.fp16_unscale:  # ``patch_accelerator_for_fp16_training(accelerator)``
+            self.file.training.patch_scaler(
+                function.fp16_unscale, function.params, args, kwargs, frame
+            )
         if function.returns.kind in _TRAINING_RETURNS:  # ``prepare_accelerator(args)``
             result = self.file.training.returned(node, name, function.returns, result, args, kwargs)
         place = function.returns.origin

@@ -177,6 +177,7 @@ class WalkApi(Protocol):
     classes: dict[str, ClassInfo]
     reporting: Reporting
     target_torch: tuple[int, int] | None
+    source: bytes
 
     @property
     def in_progress(self) -> set[cst.FunctionDef]: ...

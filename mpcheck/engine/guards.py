@@ -30,6 +30,7 @@ from mpcheck.project.names import dotted
 
 _MEMO = "\0guarded\0"
 _OPTIONAL = "\0optional\0"
+_TRAINS_IF = "\0trains_if\0"  # ``model.requires_grad_(train_model)``: the flag, as memo layer
 
 
 def guard_of(test: cst.BaseExpression) -> tuple[str, bool] | None:
@@ -50,6 +51,27 @@ def forget(env: Env, name: str) -> None:
     """``name`` is bound anew: what the ``if`` statements before said of it is past."""
     env.pop(_MEMO + name, None)
     env.pop(_OPTIONAL + name, None)
+    env.pop(_TRAINS_IF + name, None)
+
+
+def trains_if(env: Env, name: str, arg: cst.BaseExpression) -> None:
+    """``model.requires_grad_(train_model)``: the model has trainable parameters only on the
+    runs where that flag holds (a cast under ``if not train_model:`` casts frozen weights,
+    whose gradients are None: no scaler sees them). Any other argument forgets it."""
+    flag = guard_of(arg)
+    if flag is None or flag[0] in ("True", "False"):
+        env.pop(_TRAINS_IF + name, None)
+    else:
+        env[_TRAINS_IF + name] = Fact(Kind.OTHER, layer=_flag(*flag))
+
+
+def trained_flags(env: Env, name: str) -> Flags:
+    """The flag a ``requires_grad_`` of ``name`` tied its training to, as a known flag."""
+    memo = env.get(_TRAINS_IF + name)
+    if memo is None or memo.layer is None:
+        return ()
+    negated = memo.layer.startswith("not ")
+    return ((memo.layer[4:] if negated else memo.layer, not negated),)
 
 
 def remember(before: Env, after: Env, then: Env, guard: tuple[str, bool]) -> None:
@@ -63,8 +85,26 @@ def remember(before: Env, after: Env, then: Env, guard: tuple[str, bool]) -> Non
         # (a cast to a ``weight_dtype`` half on some paths joins to itself: still a change)
         if merged is not None and (merged != fact or previous not in (None, fact)):
             skipped = _other_paths(before, name, flag, polarity)
-            memo = replace(seq_of((merged, fact, skipped)), layer=_flag(flag, polarity))
+            # an earlier ``if`` on another flag that bound the name: what the paths that
+            # skipped this one held is known more finely by that one (see ``on_flagged_path``)
+            earlier = _shortened(before.get(_MEMO + name), _CHAIN - 1)
+            chain = (earlier,) if earlier is not None else ()
+            memo = replace(seq_of((merged, fact, skipped, *chain)), layer=_flag(flag, polarity))
             after[_MEMO + name] = memo
+
+
+_CHAIN = 4  # memos kept per name: ``if`` statements on distinct flags seldom nest deeper
+
+
+def _shortened(memo: Fact | None, depth: int) -> Fact | None:
+    """``memo`` with at most ``depth`` memos in its chain (itself included)."""
+    if memo is None or memo.items is None or depth <= 0:
+        return None
+    if len(memo.items) <= 3:
+        return memo
+    inner = _shortened(memo.items[3], depth - 1)
+    items = memo.items[:3] + ((inner,) if inner is not None else ())
+    return memo if items == memo.items else replace(memo, items=items)
 
 
 def _other_paths(before: Env, name: str, flag: str, polarity: bool) -> Fact:
@@ -72,7 +112,7 @@ def _other_paths(before: Env, name: str, flag: str, polarity: bool) -> Fact:
     or, where an earlier ``if`` on the complement bound it, what that one bound."""
     memo = before.get(_MEMO + name)
     if memo is not None and memo.items is not None and memo.layer == _flag(flag, not polarity):
-        merged, bound, _ = memo.items
+        merged, bound = memo.items[:2]
         if before.get(name) == merged:
             return bound
     return before.get(name, UNKNOWN)
@@ -93,14 +133,24 @@ def on_flagged_path(env: Env, name: str, flags: Flags) -> Fact | None:
     last ``if`` that bound it tested one of them: what its body bound, or what the paths that
     skipped it held; None when nothing says so."""
     memo = env.get(_MEMO + name)
-    if memo is None or memo.items is None or env.get(name) != memo.items[0]:
+    return _flagged(memo, env.get(name), flags)
+
+
+def _flagged(memo: Fact | None, now: Fact | None, flags: Flags) -> Fact | None:
+    """``on_flagged_path`` through a chain of memos: where the last ``if`` was skipped, the
+    ``if`` before it (on another flag) may say what those paths held."""
+    if memo is None or memo.items is None or now != memo.items[0]:
         return None
+    bound, skipped = memo.items[1], memo.items[2]
+    earlier = memo.items[3] if len(memo.items) > 3 else None
     for flag, value in flags:
         if memo.layer == _flag(flag, value):
-            return memo.items[1]
+            return bound
         if memo.layer == _flag(flag, not value):
-            return memo.items[2]
-    return None
+            return _flagged(earlier, skipped, flags) or skipped
+    # a flag not known here: either path, the skipped one as the ``if`` before says
+    deeper = _flagged(earlier, skipped, flags)
+    return None if deeper is None else _join_models(bound, deeper)
 
 
 def complete(before: Env, after: Env, then: Env, guard: tuple[str, bool]) -> None:
@@ -113,7 +163,7 @@ def complete(before: Env, after: Env, then: Env, guard: tuple[str, bool]) -> Non
         memo = before.get(_MEMO + name)
         if memo is None or memo.items is None or memo.layer != _flag(flag, not polarity):
             continue
-        merged, bound, _ = memo.items
+        merged, bound = memo.items[:2]
         if before.get(name) == merged:  # (rebinding the name forgets the memo)
             after[name] = _join_models(bound, fact)
 

@@ -28,6 +28,7 @@ from mpcheck.engine.facts import (
 )
 from mpcheck.engine.frames import ClassInfo, Env, Frame
 from mpcheck.engine.functions import Definitions
+from mpcheck.engine.guards import trains_if
 from mpcheck.engine.handed import cast_by_imported, param_cast
 from mpcheck.engine.imported import call_result, fact_of
 from mpcheck.engine.own_parts import inherited_method, own_part
@@ -458,6 +459,12 @@ class Modules:
     ) -> Fact:
         """``model.half()``, ``model.to(dtype)``, ``self.helper(x)``, ``vae.encode(x)``."""
         cast = self.module_cast(node, method, args, kwargs, script=frame.scope.script)
+        if cast is not None and frame.scope.bf16_mode is not None and cast.origin is not None:
+            if cast.prec is Prec.HALF and (cast.dtype is None or cast.maybe):  # the working
+                # dtype (half on some runs), where only bfloat16 runs go (``elif
+                # args.mixed_precision == "bf16":``): no float16 there; bfloat16 at most
+                text = f"{cast.origin.text}, bfloat16 where only bfloat16 runs go"
+                cast = replace(cast, dtype="bfloat16", origin=replace(cast.origin, text=text))
         if cast is not None:
             new = _cast_to(module, cast)
             if path is not None:
@@ -481,6 +488,9 @@ class Modules:
         if method == "to" and "dtype" in kwargs and module.prec is Prec.FULL:
             return replace(module, prec=Prec.UNKNOWN, dtype=None, origin=None)  # to a dtype we
             # do not know (``.to(dtype=self.pretrained_model.dtype)``): no longer float32
+        if method == "requires_grad_" and path is not None and not frame.scope.in_module:
+            given = args[0] if args else kwargs.get("requires_grad")
+            trains_if(frame.env, path, given.node if given is not None else cst.Name("True"))
         if method in ("eval", "train", "requires_grad_", "cuda", "cpu", "apply", "zero_grad", "to"):
             return module  # ``.to(device)``: a dtype cast was handled above
         if isinstance(node.func, cst.Attribute) and dotted(node.func.value) == "self":

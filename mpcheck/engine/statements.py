@@ -63,6 +63,7 @@ from mpcheck.engine.switches import (
     remember_switched,
     switch_of,
 )
+from mpcheck.engine.training import bf16_when
 from mpcheck.knowledge import data_api
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.names import descendants, dotted
@@ -154,10 +155,12 @@ class Statements:
             self.one_path(stmt.test, frame, then, other)
             self.switched_paths(stmt, frame, then, other)
             remember_optional(frame.env, then.env, other.env)
-            guard = guard_of(stmt.test) if stmt.orelse is None else None
-            if guard is not None:  # ``if cache: vae = load()`` ... ``if not cache: vae = ...``
-                complete(before, frame.env, then.env, guard)
+            guard = guard_of(stmt.test)
+            if guard is not None and stmt.orelse is None:  # ``if cache: vae = load()`` ...
+                complete(before, frame.env, then.env, guard)  # ... ``if not cache: ...``
                 remember(before, frame.env, then.env, guard)
+            elif guard is not None:  # ``if full_fp16: ... elif full_bf16: ...``: the runs
+                remember(other.env, frame.env, then.env, guard)  # without the flag took the else
             if tested is not None and tested in frame.env:
                 frame.env[tested] = defaulted(frame.env[tested])
             converted = self.converted(stmt)
@@ -403,6 +406,11 @@ class Statements:
             leave(stmt, frame)
         elif isinstance(stmt, (cst.Raise, cst.Continue, cst.Break)):
             leave(stmt, frame)
+        elif isinstance(stmt, cst.Assert):
+            self.expressions.expr(stmt.test, frame)
+            mode = bf16_when(stmt.test, True)  # ``assert args.mixed_precision == "bf16"``:
+            if mode is not None:  # the rest of this path runs only in bfloat16 mode
+                frame.scope = replace(frame.scope, bf16_mode=mode)
 
     def module_by_use(self, call: cst.BaseExpression, frame: Frame) -> None:
         """``ae.to(device, dtype=weight_dtype)`` or ``ae.eval()`` as a statement: only a
@@ -592,7 +600,10 @@ class Statements:
             value = replace(value, prec=Prec.MODEL, dtype=None, origin=None)
         old = frame.env.get(key)
         frame.env[key] = value
-        forget(frame.env, key)
+        if value is not old or value.kind is not Kind.MODULE:
+            # (``model = accelerator.prepare(model)``: the same module object, so what the
+            # ``if`` statements before said of the name still holds)
+            forget(frame.env, key)
         if value.kind is Kind.MODULE:
             model_rebound(frame.env, key)
         if old is not None and old.kind is Kind.MODULE:  # children of a rebound module

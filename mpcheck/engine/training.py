@@ -295,6 +295,10 @@ class State:
     halved: tuple[tuple[str, Fact, Fact], ...] = ()
     # the modules an optimizer step has trained so far on this path (as bound then)
     stepped: tuple[Fact, ...] = ()
+    # the scalers (their nodes: an accelerator's scaler is its node) told to take float16
+    # gradients (``mpcheck.engine.scaler_patch``), each with the flags known where that ran:
+    # () is every run; kept from every path that saw it (the flags say which runs)
+    patched: tuple[tuple[cst.CSTNode, Flags], ...] = ()
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, State) or other == self:
@@ -322,6 +326,7 @@ class State:
             self.clip or other.clip,
             unique(self.halved + other.halved),
             unique(self.stepped + other.stepped),
+            unique(self.patched + other.patched),
         )
 
     def forward_region(self, module: Fact) -> Autocast | None:
@@ -354,6 +359,18 @@ class State:
     def with_scaler(self, state: ScalerState) -> State:
         rest = tuple(s for s in self.scalers if s.scaler.node is not state.scaler.node)
         return replace(self, scalers=rest + (state,))
+
+    def patch_of(self, scaler: Scaler | None) -> Flags | None:
+        """The flags of the runs on which ``scaler`` takes float16 gradients: () on every
+        run; None when nothing patched it, or when it is patched on runs the walk cannot
+        tell apart by one flag (then it is taken as not patched)."""
+        found = [
+            flags for node, flags in self.patched if scaler is not None and node is scaler.node
+        ]
+        if () in found:
+            return ()
+        single = [flags for flags in found if len(flags) == 1]
+        return single[0] if single else None
 
     def trainable_of(self, module: Fact) -> Fact:
         """The fact of ``module``'s trainable parameters (whose gradients a scaler sees)."""

@@ -15,9 +15,10 @@ import libcst as cst
 from mpcheck.engine.binding import none_arguments, passed
 from mpcheck.engine.facts import UNKNOWN, Cause, Fact, Kind, Prec, seq_of, tensor_of_dtype
 from mpcheck.engine.frames import Frame, WalkApi
-from mpcheck.engine.guards import linked_module
+from mpcheck.engine.guards import linked_module, trained_flags
 from mpcheck.engine.handed import cast_by_callee
 from mpcheck.engine.held import held
+from mpcheck.engine.scaler_patch import fp16_unscale_params
 from mpcheck.engine.sites import Autocast, Flags, Operand
 from mpcheck.engine.training import (
     STATE,
@@ -443,8 +444,20 @@ class Tracker:
         return tuple({id(o.node): o for o in found}.values())
 
     # -- the loop's steps -------------------------------------------------------------------
-    def use(self, optimizer: Optimizer, frame: Frame, unscaled: bool | None) -> OptimizerUse:
+    def use(
+        self,
+        optimizer: Optimizer,
+        frame: Frame,
+        unscaled: bool | None,
+        scaler: Scaler | None = None,
+    ) -> OptimizerUse:
+        """The optimizer's parameters as a step of ``scaler`` sees them. Where the scaler was
+        told to take float16 gradients under one flag, only the runs without that flag can
+        raise: the modules are taken as they are there; and a module whose ``requires_grad_``
+        follows a flag has gradients only where that flag holds."""
         state = self.state(frame)
+        patch = state.patch_of(scaler)
+        unpatched: Flags = tuple((f, not v) for f, v in patch) if patch else ()
         found: list[Fact] = []
         recast: list[Fact] = []
         trained: list[Fact] = []
@@ -454,7 +467,8 @@ class Tracker:
                 found.append(param)
                 continue
             for path, built, flags in link.sources:
-                module = linked_module(frame.env, path, built, flags)
+                more = (*unpatched, *trained_flags(frame.env, path)) if path else ()
+                module = linked_module(frame.env, path, built, (*flags, *more))
                 trained += [module, built]
                 found.append(state.trainable_of(module))
                 recast += [cast for m, cast in state.recasts if m in (module, built)]
@@ -481,6 +495,8 @@ class Tracker:
         scaled = current.scaled if current is not None else False
         unscaled = current.any_unscaled if current is not None else False
         backward = current.backward if current is not None else None
+        if scaler is not None and self.state(frame).patch_of(scaler) == ():
+            scaler = replace(scaler, allow_fp16=True)  # told to take float16 on every run
         site = TrainingSite(
             node, action, frame.scope, scaler, optimizers, scaled, unscaled, via, loss, regions
         )
@@ -508,7 +524,9 @@ class Tracker:
     ) -> None:
         state = self.state(frame)
         current = state.scaler_state(scaler)
-        uses = tuple(self.use(o, frame, current.maybe_unscaled_of(o.node)) for o in optimizers)
+        uses = tuple(
+            self.use(o, frame, current.maybe_unscaled_of(o.node), scaler) for o in optimizers
+        )
         self.emit(
             self.site(
                 node, Action.UNSCALE, frame, scaler, optimizers=uses, current=current, via=via
@@ -527,7 +545,9 @@ class Tracker:
             scaler = accelerator.scaler
             current = state.scaler_state(scaler)
             optimizers = self.prepared(accelerator, frame)
-            uses = tuple(self.use(o, frame, current.maybe_unscaled_of(o.node)) for o in optimizers)
+            uses = tuple(
+                self.use(o, frame, current.maybe_unscaled_of(o.node), scaler) for o in optimizers
+            )
             site = self.site(
                 node, Action.CLIP, frame, scaler, optimizers=uses, current=current, via=via
             )
@@ -554,7 +574,7 @@ class Tracker:
     ) -> None:
         state = self.state(frame)
         current = state.scaler_state(scaler)
-        use = self.use(optimizer, frame, current.maybe_unscaled_of(optimizer.node))
+        use = self.use(optimizer, frame, current.maybe_unscaled_of(optimizer.node), scaler)
         site = self.site(
             node, Action.STEP, frame, scaler, optimizers=(use,), current=current, via=via
         )
@@ -572,6 +592,26 @@ class Tracker:
             self.set_state(frame, replace(state, clip=None))
 
     # -- helper functions -------------------------------------------------------------------
+    def patch_scaler(
+        self,
+        positions: tuple[int, ...],
+        params: Sequence[str],
+        args: tuple[Operand, ...],
+        kwargs: Mapping[str, Operand],
+        frame: Frame,
+    ) -> None:
+        """A call of a function that tells the scaler (or the accelerator's) handed at
+        ``positions`` to take float16 gradients (``mpcheck.engine.scaler_patch``): from here
+        on, on the runs where the flags known at this call hold."""
+        state = self.state(frame)
+        for i in positions:
+            op = args[i] if i < len(args) else kwargs.get(params[i]) if i < len(params) else None
+            info = op.fact.train if op is not None else None
+            if isinstance(info, (Accelerator, Scaler)):
+                entry = (info.node, frame.scope.flags)
+                state = replace(state, patched=unique((*state.patched, entry)))
+        self.set_state(frame, state)
+
     def returned(
         self,
         node: cst.Call,
@@ -628,6 +668,11 @@ class Tracker:
         in order with the caller's; the loop state it leaves flows back. Only training sites
         are reported from that walk (its own walk reported the function's call sites)."""
         analysis = self.analysis
+        if b"_unscale_grads_" in analysis.source:  # (the file's bytes: a cheap test first)
+            positions = fp16_unscale_params(fn)
+            if positions:
+                names = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+                self.patch_scaler(positions, names, args, kwargs, frame)
         if fn.name.value in api.TRAINABLE_CAST_NAMES:  # a copy of diffusers' helper
             self.cast_trainable(node, args, kwargs, frame)
             return generic

@@ -24,6 +24,7 @@ from mpcheck.engine.functions import torch_module
 from mpcheck.engine.imported import value_of
 from mpcheck.engine.keep_fp32 import keep_patterns
 from mpcheck.engine.kept_residual import kept_residuals
+from mpcheck.engine.scaler_patch import fp16_unscale_params
 from mpcheck.files.parsing import Unparsable, parse, parseable
 from mpcheck.files.source import SourceError, SourceFile
 from mpcheck.knowledge import torch_api as T
@@ -186,14 +187,16 @@ class FileSummariser:
         except SourceError:
             text = ""
         functions = {}
+        patches = "_unscale_grads_" in text  # (only such a file can patch a scaler)
         for name, fn in walk.functions.items():
             fact = walk.summaries.get(fn)
             if fact is None:
                 continue
             place = _placer(module, text, text.find(f"def {name}("))
             casts = tuple(sorted(walk.param_casts.get(fn, ())))
+            unscale = fp16_unscale_params(fn) if patches else ()
             functions[name] = Function(
-                _params(fn, method=False), value_of(fact, place, shown), casts
+                _params(fn, method=False), value_of(fact, place, shown), casts, unscale
             )
         classes = {}
         residual = _kept_residuals(walk, text, shown)

@@ -80,6 +80,9 @@ class Function:
     # (model, dtype) parameter positions: it casts the model handed to it to that dtype in
     # place (a module's cast changes the object the caller holds)
     casts: tuple[tuple[int, int], ...] = ()
+    # parameter positions whose GradScaler (a scaler, or an accelerator's) takes float16
+    # gradients after the call: it replaces ``_unscale_grads_`` to pass ``allow_fp16=True``
+    fp16_unscale: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +237,8 @@ class Pool:
 
     def _function(self, function: Function) -> Function:
         params, returns = self._strings(function.params), self._value(function.returns)
-        return self._one(Function(params, returns, self._one(function.casts)))
+        one = self._one
+        return one(Function(params, returns, one(function.casts), one(function.fp16_unscale)))
 
     def _class(self, cls: ClassSummary) -> ClassSummary:
         one = self._one
@@ -318,7 +322,8 @@ def _value(data: dict[str, Any]) -> Value:
 
 def _function(data: dict[str, Any]) -> Function:
     casts = tuple((int(m), int(d)) for m, d in data.get("casts", ()))
-    return Function(tuple(data["params"]), _value(data["returns"]), casts)
+    unscale = tuple(int(i) for i in data.get("fp16_unscale", ()))
+    return Function(tuple(data["params"]), _value(data["returns"]), casts, unscale)
 
 
 def _class(data: dict[str, Any]) -> ClassSummary:
