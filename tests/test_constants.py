@@ -8,7 +8,6 @@ import textwrap
 import libcst as cst
 
 from mpcheck.engine.constants import Constants
-from mpcheck.engine.facts import SCALAR, join
 from tests.support import check
 
 HALF_MODEL = """
@@ -79,12 +78,3 @@ def test_function_default_handed_on_is_unknown() -> None:
     assert isinstance(fn, cst.FunctionDef)
     known = Constants(plain, plain.code.encode()).default(fn, fn.params.params[1], 1, None)
     assert known is not None and known.value == 1e-8
-
-
-def test_numbers_of_two_paths_join_to_unknown() -> None:
-    small, large = (
-        SCALAR.__class__(SCALAR.kind, value=1e-8),
-        SCALAR.__class__(SCALAR.kind, value=1e-3),
-    )
-    assert join(small, large).value is None
-    assert join(small, small).value == 1e-8

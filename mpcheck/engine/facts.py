@@ -427,9 +427,6 @@ def _join(a: Fact, b: Fact) -> Fact:
         mixed = [f for f in (a, b) if joined_with_arguments(f)]
         if len(mixed) == 1:
             return replace(mixed[0], params=a.params | b.params)
-    if a.kind is Kind.SCALAR and a.value != b.value:
-        # ``eps = 1e-3 if fast else 1e-8``: a number only when every path binds it
-        return replace(a, value=None, origin=None, params=a.params | b.params)
     if a.prec is b.prec and a.dtype == b.dtype:
         return replace(a, maybe=a.maybe or b.maybe, params=a.params | b.params)
     if a.kind in (Kind.DTYPE, Kind.MODULE):
