@@ -81,6 +81,10 @@ class Fp16OverflowConstant(Rule):
         `if x.dtype == torch.float32:`) is not reported: a half-precision run never gets it.
         A product with a factor whose values the engine bounds (`0.5 * torch.sigmoid(x) * 1e5`
         is at most 5e4) is not reported when the bound times the constant fits float16.
+        The constant may be written elsewhere: a constant of the file or of another project
+        file (`NEG_INF = -1e9`), a parameter's default that no call of the file replaces
+        (`def forward(self, x, mask, fill=-1e9)`), or `self.fill` set once in `__init__` from
+        one; a constant some code rebinds (`global NEG_INF`) is not known, nor reported.
         Arithmetic needs evidence that the operand is a tensor: an unannotated input that the
         function never indexes, calls a method on or multiplies with `@`
         (`budget * 0.9 * 1e9`) may be a Python number, and is not reported.

@@ -99,8 +99,10 @@ class Fp16VanishingEpsilon(Rule):
         or `pow` on autocast's float32 list only upcasts the 0 the add made. bfloat16 has
         float32's exponent range (1e-8 survives), and so does float32: neither is reported.
 
-        Reported: a positive constant (a literal, or a constant of another project file)
-        below 2**-25 added to a tensor (`+`, `add`, `add_`, `+=`) or flooring it (`clamp`/
+        Reported: a positive constant below 2**-25 -- a literal, a constant of the file or
+        of another project file (`EPS = 1e-8`), a parameter's default that no call of the
+        file replaces (`def encode(self, boxes, eps=1e-8)`), or `self.eps` set once in
+        `__init__` from one -- added to a tensor (`+`, `add`, `add_`, `+=`) or flooring it (`clamp`/
         `clip` with `min=`, `clamp_min`), whose result -- directly or through shape ops and
         casts -- is the argument of `log`/`log2`/`log10`, `rsqrt`, `reciprocal`, a negative
         power, or the divisor of a division (also through a `sqrt`). A constant that is only

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from mpcheck.engine.constants import Constants
 from mpcheck.engine.evidence import HalfEvidence
 from mpcheck.engine.facts import Cause, Fact, Kind, Origin
 from mpcheck.engine.frames import ClassInfo, Frame
@@ -75,6 +76,7 @@ class Walk(ABC):
         self.elsewhere: dict[cst.CSTNode, Place] = {}
         self.source = source
         self.imports = imports
+        self.constants = Constants(module, source)  # the numbers names stand for
         self.reporting = Reporting(listener)
         self.half_capable = module_half_capable
         # whether anything may run this code under autocast (False: the project never

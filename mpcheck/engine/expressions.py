@@ -92,7 +92,8 @@ class Expressions:
             return fact
         if node.value in ("True", "False"):
             return Fact(Kind.SCALAR, value=float(node.value == "True"))
-        return self.global_name(node)
+        known = self.file.constants.name(node.value)  # ``EPS = 1e-8`` at the top of the file
+        return known if known is not None else self.global_name(node)
 
     def global_name(self, node: cst.BaseExpression) -> Fact:
         qual = self.file.imports.resolve(node)

@@ -255,6 +255,9 @@ class Definitions:
                     built, model = cls.registered.get(key, (None, fact))
                     if fact is built:  # a buffer as built: the model's dtype after ``__init__``
                         fact = model
+                    if fact.kind is Kind.SCALAR and fact.value is not None:
+                        if not self.file.constants.attribute_set_once(key[len("self.") :]):
+                            fact = replace(fact, value=None)  # set again elsewhere
                     old = cls.attrs.get(key)
                     cls.attrs[key] = (
                         fact if old is None or fn.name.value == "__init__" else join(old, fact)
@@ -342,10 +345,13 @@ class Definitions:
                 continue
             if fn.name.value == "__init__":
                 built = self.annotated_default(param) or self.annotated_instance(param, index)
+                built = built or self._default_number(fn, param, index, cls)
                 env[name] = built or Fact(Kind.OTHER, params=frozenset({index}))
             else:
                 sample = sampler and name in T.SAMPLE_PARAMS
-                env[name] = self._param_fact(param, index, tensor_params or sample)
+                env[name] = self._default_number(fn, param, index, cls) or self._param_fact(
+                    param, index, tensor_params or sample
+                )
                 if handed:
                     env[name] = _handed(env[name], param)
                 if name in bare and name not in tensors:
@@ -563,6 +569,17 @@ class Definitions:
         return {
             k: f for k, f in self.file.script.env.items() if f.kind is Kind.MODULE and "." not in k
         }
+
+    def _default_number(
+        self, fn: cst.FunctionDef, param: cst.Param, index: int, cls: ClassInfo | None
+    ) -> Fact | None:
+        """A parameter's numeric default, when no call of the file passes it
+        (:mod:`mpcheck.engine.constants`): ``eps=1e-8`` is 1e-8 in the function's walk."""
+        if param.default is None or param.name.value.endswith("dtype"):
+            return None
+        owner = cls.node.name.value if cls is not None else None
+        known = self.file.constants.default(fn, param, index, owner)
+        return None if known is None else replace(known, params=frozenset({index}))
 
     def _param_fact(self, param: cst.Param, index: int, tensor_params: bool) -> Fact:
         name = param.name.value
