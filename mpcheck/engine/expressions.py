@@ -543,6 +543,8 @@ class Expressions:
         function = frame.scope.function
         if function is None or name in self.file.functions or name in self.file.classes:
             return None
+        if not self.definitions.may_alias(name):
+            return None  # (no function here binds it: no walk of the body for aliases)
         targets = self.definitions.uses(function).aliases.get(name, ())
         made: list[Fact] = []
         with self.file.reporting.muted():

@@ -6,6 +6,7 @@ A function is walked once for its own sites and summarised by what it returns;
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from functools import cached_property
 
@@ -64,6 +65,10 @@ class Definitions:
         # depend on the function alone, and a frame is made each time a function is walked
         # (nested functions, re-walks).
         self._uses: dict[cst.FunctionDef, BodyUses] = {}
+        self._assigned: dict[str, bool] = {}  # (see :meth:`may_alias`)
+        # What each name an annotation writes stands for in the project (None: nothing):
+        # asked once per parameter, answered once per file (see :meth:`_project_symbol`)
+        self._symbols: dict[str, object] = {}
         self.uses_torch_modules = False
 
     def uses(self, fn: cst.FunctionDef) -> BodyUses:
@@ -71,6 +76,16 @@ class Definitions:
         found = self._uses.get(fn)
         if found is None:
             found = self._uses[fn] = body_uses(fn)
+        return found
+
+    def may_alias(self, name: str) -> bool:
+        """Whether a function of this file may bind ``name`` to functions (``attn_fn = a if
+        split else b``, :mod:`aliases`): its source writes ``name`` before an ``=``. Most
+        bare calls (``len(x)``, a helper) name nothing so bound, and then no body is walked
+        for them. (True when the source is not at hand, or the name is not ASCII.)"""
+        found = self._assigned.get(name)
+        if found is None:
+            found = self._assigned[name] = _written_before_equals(self.file.source, name)
         return found
 
     def register_class(self, node: cst.ClassDef) -> ClassInfo:
@@ -336,7 +351,15 @@ class Definitions:
         )
         params = list(fn.params.posonly_params) + list(fn.params.params)
         params += list(fn.params.kwonly_params)
-        bare = frozenset(p.name.value for p in params if p.annotation is None)
+        # The parameters a walk of the body must prove tensors: unannotated ones, less a
+        # method's ``self`` and the parameters of ``__init__`` (built, never ``unproven``).
+        # Most functions have none left, and then their body is not walked for it.
+        own = 1 if cls is not None and params and params[0].name.value in ("self", "cls") else 0
+        bare = (
+            frozenset(p.name.value for p in params[own:] if p.annotation is None)
+            if fn.name.value != "__init__"
+            else frozenset()
+        )
         tensors = self.uses(fn).tensors & bare if bare else frozenset()
         index = 0
         for param in params:
@@ -480,8 +503,7 @@ class Definitions:
         known = self.file.imported.get(name)
         if known is not None or self.file.project is None or not name.isidentifier():
             return known if known is not None and not known.is_module else None
-        located = self.file.imports.locate(cst.Name(name))
-        found = self.file.project(*located) if located is not None else None
+        found = self._project_symbol(name)
         if not isinstance(found, ClassSummary) or found.is_module or not found.methods:
             return None
         self.file.imported[name] = found
@@ -506,11 +528,24 @@ class Definitions:
         """The summary of module class ``name`` imported from another project file."""
         if name in self.file.imported or self.file.project is None or not name.isidentifier():
             return self.file.imported.get(name)  # (``Literal["sde-dpmsolver++"]`` names no class)
-        located = self.file.imports.locate(cst.Name(name))
-        found = self.file.project(*located) if located is not None else None
+        found = self._project_symbol(name)
         if not isinstance(found, ClassSummary) or not found.is_module:
             return None
         self.file.imported[name] = found  # its methods answer calls on the instance
+        return found
+
+    def _project_symbol(self, name: str) -> object:
+        """What the bare ``name`` stands for in the project, through this file's imports
+        (None: nothing). Asked for every name of every parameter's annotation, most of which
+        (``Optional``, ``torch``, a config class) find no class: one lookup per name and
+        file. (The answer cannot change during the file's walk: the project's summaries and
+        the import cycles open around it are the same at each of its lookups.)"""
+        if name in self._symbols:
+            return self._symbols[name]
+        assert self.file.project is not None
+        located = self.file.imports.locate(cst.Name(name))
+        found = self.file.project(*located) if located is not None else None
+        self._symbols[name] = found
         return found
 
     def _called_by_base(self, fn: cst.FunctionDef, cls: ClassInfo | None) -> bool:
@@ -691,6 +726,25 @@ class Definitions:
             return given
 
         return sub(result)
+
+
+_ASSIGNS = re.compile(rb"(?:[\s)\\]|#[^\n]*)*=(?!=)")  # (``x = ``, ``(x) =``, ``x \\\n=``)
+_IDENT = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _written_before_equals(source: bytes, name: str) -> bool:
+    """Whether ``source`` writes the name ``name`` followed by ``=`` (an assignment's
+    target, or a keyword: more than the assignments, never fewer)."""
+    if not source or not name.isascii():
+        return True
+    key = name.encode()
+    at = source.find(key)
+    while at >= 0:
+        end = at + len(key)
+        if (at == 0 or source[at - 1] not in _IDENT) and _ASSIGNS.match(source, end):
+            return True
+        at = source.find(key, end)
+    return False
 
 
 def _handed(fact: Fact, param: cst.Param) -> Fact:

@@ -111,6 +111,8 @@ def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool
     methods: set[tuple[str, str]] = set()
     functions: set[tuple[str, str]] = set()
     for start, end, kind, owner in spans:
+        if not stars and not any(code.find(w, start, end) >= 0 for w in wanted):
+            continue  # (no project function's name written there: no call of one)
         for call in _CALL.finditer(code, start, end):
             key = (call.group(1), call.group(2))
             if (key[0] not in wanted and not stars) or call.start() in names_at:
