@@ -292,3 +292,46 @@ def test_a_factory_in_a_file_with_windows_line_ends() -> None:
     """``return Net.from_pretrained(...)`` followed by ``\\r\\n`` still returns the model."""
     source = b"from net import Net\r\n\r\ndef load(p):\r\n    return Net.from_pretrained(p)\r\n"
     assert record_of(source, "run.py").factories == (("run.load", -1, "net.Net"),)
+
+
+@pytest.mark.parametrize(
+    ("literal", "members"),
+    [
+        ('{"s": small, "l": Large}', ("nets.small", "nets.Large")),
+        ("[small, ext.build]", ("nets.small", "ext.build")),
+        ('{"s": small, "n": 3}', None),  # (a value that is no name: data, not a registry)
+        ('{"s": small, **more}', None),
+        ('{"s": lambda: Large}', None),
+        ('{"s": torch.compile}', None),  # (a library's functions only)
+    ],
+)
+def test_a_module_level_literal_of_project_callables_is_a_registry(
+    literal: str, members: tuple[str, ...] | None
+) -> None:
+    """A module-level dict, list or tuple every value of which names a project function or
+    class is a registry: calling one of its values runs one of them."""
+    source = "import torch\nimport ext\n\nclass Large:\n    pass\n\ndef small():\n"
+    source += f"    return Large()\n\n\nMODELS = {literal}\n"
+    found = record_of(source.encode(), "nets.py").registries
+    assert found == ((("nets.MODELS", members),) if members else ())
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "model = MODELS[name](depth=2)",
+        'model = MODELS.get("s")()',
+        "build = MODELS[name]\n    model = build()",
+    ],
+)
+def test_a_registry_call_binds_what_its_values_return(use: str) -> None:
+    """``MODELS[key](...)``, ``MODELS.get(key)(...)`` and a name bound to ``MODELS[key]`` then
+    called: the value is what the registry's values return, and its uses are theirs."""
+    source = f"from nets import MODELS\n\ndef main(name, x):\n    {use}\n    model.to('cpu')\n"
+    record = record_of(source.encode(), "run.py")
+    assert record.builds[-1][0] == "nets.MODELS()#" and record.builds[-1][2] is True
+
+
+def test_a_registry_call_cast_to_half_is_a_cast_of_what_it_returns() -> None:
+    source = b"from nets import MODELS\n\nmodel = MODELS[name]().half()\n"
+    assert [c[0] for c in record_of(source, "run.py").casts] == ["nets.MODELS()#"]

@@ -553,6 +553,9 @@ class _Factories:
                 self.products.setdefault(function, []).append((index, built))
                 self.home.setdefault(function, path)
         self.called: set[str] = set()  # the factories whose value some call binds
+        # registry -> its members (:attr:`ModelRecord.registries`): calling one of its values
+        # runs one of them, so the value is what any of them returns (a function) or builds
+        self.registries = {r: m for record in records.values() for r, m in record.registries}
         # the project's top-level functions that cast nothing (a model handed one keeps)
         self.keepers = frozenset(k for r in records.values() for k in r.keepers)
 
@@ -567,6 +570,12 @@ class _Factories:
             return [] if found is None else [found]
         function, _, index = name.partition(CALLED)
         function = self.names.follow(function) or function
+        if function in self.registries and depth <= 8:
+            values: list[str] = []
+            for member in self.registries[function]:
+                made = self.expand(f"{member}{CALLED}{index}", depth + 1)
+                values.extend(t for t in made or self.expand(member) if t not in values)
+            return values
         if function not in self.products or depth > 8:
             return []
         self.called.add(function)

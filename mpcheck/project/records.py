@@ -44,7 +44,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 15
+FORMAT = 16
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -135,6 +135,10 @@ class ModelRecord:
     # FSDP wrapper with a policy (``def apply_fsdp(model, ...)``); a model another file
     # hands one takes the wrapper's effect, it is not kept as it was
     wrapping: tuple[tuple[str, Spot], ...] = ()
+    # (name, members): its module-level registries, a dict/list/tuple literal of project
+    # functions or classes (``MODELS = {"b": build_b, "l": Large}``); ``MODELS[key](...)``
+    # calls one of them, so its value is what any of them returns or builds
+    registries: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -166,6 +170,7 @@ class ModelRecord:
             self.keepers,
             self.inputs,
             self.wrapping,
+            self.registries,
         ]
 
     @classmethod
@@ -174,7 +179,8 @@ class ModelRecord:
         try:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
-            main, held, ran, handed, autocasts, factories, keepers, inputs, wrapping = rest
+            main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
+            wrapping, registries = last
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -228,6 +234,7 @@ class ModelRecord:
                 tuple(map(str, keepers)),
                 tuple(_spot(s) for s in inputs),
                 tuple((str(f), _spot(s)) for f, s in wrapping),
+                tuple((str(r), tuple(map(str, m))) for r, m in registries),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -322,6 +329,7 @@ class _Reader:
         self._policy_list: list[tuple[int, int, str, bool, bool]] | None = (
             None  # (:meth:`_policies`)
         )
+        self._registry_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registries`)
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
         # import ``Decoder`` from one module and another function from another
@@ -512,6 +520,7 @@ class _Reader:
             tuple(k for k in self._keepers() if k not in wrapping),
             tuple(spot for (_, spot), _, _, effect in wrappers if effect.endswith(_INPUTS)),
             tuple(sorted(wrapping.items())),
+            tuple(sorted(self._registries().items())),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -710,6 +719,10 @@ class _Reader:
                 return sorted(models[text])
             if "(" not in text:
                 return []
+            item = _ITEM_CALLEE.match(text)
+            if item is not None:  # ``MODELS[name](...).half()``: what its values return
+                registry = self._registry_named(item.group(1))
+                return [] if registry is None else [f"{registry}{CALLED}"]
             cls = self._class_named(text.split("(", 1)[0])
             if cls is None:  # ``build_model(cfg).half()``: what the factory returns is cast
                 made = self._function_named(text.split("(", 1)[0])
@@ -919,11 +932,29 @@ class _Reader:
         Returns (that name, the call's offset, the variable) for each."""
         out = []
         starts = [b.start for b in bodies]
-        for match in line_matches(_MADE, _MADE_CALL, self.code):
+        code = self.code
+        items: dict[bytes, str] = {}  # ``build = MODELS[key]``: the name -> the registry
+        found = list(line_matches(_MADE, _MADE_CALL, code))
+        if b"](" in code or b")(" in code or found:
+            for item in line_matches(_ITEM, _ITEM_LEAD, code):
+                registry = self._registry_named(item.group(2).decode())
+                if registry is None:
+                    continue
+                if item.group(3) is None:
+                    items[item.group(1)] = registry
+                else:
+                    found.append(item)
+            found.sort(key=lambda m: m.start())
+        for match in found:
             i = bisect_right(starts, match.start()) - 1
             if i >= 0 and match.start() in bodies[i]:
                 continue  # (a module's part follows the class that builds it)
-            made = self._function_named(match.group(2).decode())
+            if match.re is _ITEM:  # ``model = MODELS[key](...)``: one of its values called
+                made = self._registry_named(match.group(2).decode())
+            else:
+                made = self._function_named(match.group(2).decode())
+                if made is None and match.group(2) in items:
+                    made = items[match.group(2)]  # (``build = MODELS[key]; m = build(...)``)
             if made is None:
                 continue
             targets = [t.strip() for t in match.group(1).decode().split(",") if t.strip()]
@@ -932,6 +963,60 @@ class _Reader:
                 models.setdefault(target, set()).add(name)
                 out.append((name, match.start(2), target))
         return out
+
+    def _registries(self) -> dict[str, tuple[str, ...]]:
+        """This file's registries: qualified name -> members, for each module-level literal
+        (dict, list or tuple) every value of which is a bare name of a top-level function or
+        class of the file or an imported name of no well-known library (``MODELS = {"b":
+        build_b, "l": Large}``). Calling one of its values (``MODELS[key](...)``) runs one
+        of them."""
+        if self._registry_map is None:
+            out: dict[str, tuple[str, ...]] = {}
+            code = self.code
+            for match in _REGISTRY.finditer(code):
+                body = match.group(3)
+                if b"lambda" in body:
+                    continue
+                members: list[str] = []
+                for item in body.split(b","):
+                    value = item.rpartition(b":")[2] if match.group(2) == b"{" else item
+                    value = value.strip()
+                    if not value and not item.strip():
+                        continue  # (a trailing comma)
+                    member = self._member(value.decode()) if _NAME.fullmatch(value) else None
+                    if member is None:
+                        members = []
+                        break
+                    members.append(member)
+                if members:
+                    name = match.group(1).decode()
+                    out[f"{self.module}.{name}" if self.module else name] = tuple(members)
+            self._registry_map = out
+        return self._registry_map
+
+    def _member(self, text: str) -> str | None:
+        """The qualified project function or class a registry's value names, or None."""
+        head = text.partition(".")[0]
+        if head in self.local or head in self._top_defs():
+            return f"{self.module}.{text}" if self.module else text
+        found = self.imports.get(head)
+        if found is None or found.partition(".")[0] in _NOT_PROJECT:
+            return None
+        return self.resolve(text)
+
+    def _registry_named(self, text: str) -> str | None:
+        """The qualified registry a callee's text names: this file's own, or an imported
+        name (the project joins it to the registry it stands for, if any)."""
+        head, _, rest = text.partition(".")
+        if head in self.local or head in self._top_defs() or head in _SKIP_NAMES:
+            return None
+        if head in self.imports:
+            found = self.imports[head]
+            if found.partition(".")[0] in _NOT_PROJECT:
+                return None
+            return f"{found}.{rest}" if rest else found
+        found = f"{self.module}.{text}" if self.module else text
+        return found if found in self._registries() else None
 
     def _factories(
         self, returned: list[tuple[str, int, int, str]], keys: set[str], unsafe: set[str]
@@ -1155,6 +1240,24 @@ _MADE = re.compile(
     re.MULTILINE,
 )
 _MADE_CALL = re.compile(rb"=[ \t]*[A-Za-z_][\w.]*[ \t]*\(")  # (each match of ``_MADE`` holds one)
+# ``NAME = {...}`` / ``[...]`` / ``(...)`` at column 0 holding no bracket, ``=`` or ``*``
+# (a value that is no bare name): a module-level literal, maybe a registry
+_REGISTRY = re.compile(
+    rb"^([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*([\[{(])([^\[\]{}()=*]*)[\]})]", re.MULTILINE
+)
+_NAME = re.compile(rb"[A-Za-z_][\w.]*")
+# ``x = MODELS[key](`` / ``x = MODELS.get(key)(`` (group 2: the call), or ``build =
+# MODELS[key]`` (a name bound to one of its values, called later)
+_ITEM = re.compile(
+    rb"^[ \t]*((?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)*[A-Za-z_][\w.]*)[ \t]*,?[ \t]*=[ \t]*"
+    rb"([A-Za-z_][\w.]*)[ \t]*(?:\[[^\]\n]*\]|\.get[ \t]*\([^()\n]*\))[ \t]*(?:(\()|$)",
+    re.MULTILINE,
+)
+_ITEM_CALLEE = re.compile(r"([A-Za-z_][\w.]*)\s*(?:\[[^\]\n]*\]|\.get\s*\([^()\n]*\))\s*\(")
+_ITEM_LEAD = re.compile(
+    rb"=[ \t]*[A-Za-z_][\w.]*[ \t]*(?:\[[^\]\n]*\]|\.get[ \t]*\([^()\n]*\))[ \t]*(?:\(|$)",
+    re.MULTILINE,
+)
 # Imported roots that are libraries, never the project's own functions (a cheap filter: a
 # name that is no project function is dropped when the project joins the records anyway).
 _NOT_PROJECT = frozenset(
@@ -1443,6 +1546,10 @@ def _receiver(data: bytes, end: int) -> tuple[int, bytes]:
         start = opening(data, end - 1)
         if start < 0:
             return end, b""
+        if data[start - 1 : start] in (b"]", b")"):  # ``MODELS[key]()``, ``MODELS.get(k)()``
+            inner = opening(data, start - 1)
+            if inner > 0 and (data[inner] == 0x5B or data[max(0, inner - 4) : inner] == b".get"):
+                start = inner - (4 if data[inner] == 0x28 else 0)
     window = data[max(0, start - 200) : start]
     head = window[len(window.rstrip(_IDENT + b".")) :]
     if not head or not (head[:1].isalpha() or head[:1] == b"_"):
