@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import runpy
+import subprocess
+import sys
+import textwrap
 import warnings
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -137,3 +142,23 @@ def every_node(root: cst.CSTNode) -> list[cst.CSTNode]:
         out.append(node)
         stack.extend(node.children)
     return out
+
+
+def project_findings(
+    tmp_path: Path, files: Mapping[str, str], codes: Collection[str] = ()
+) -> set[tuple[str, int, str]]:
+    """Write a small project (relative name -> dedented text) under ``tmp_path`` and check it
+    with the CLI as a user would: (file name, row, code) of each finding (of ``codes`` only,
+    when given)."""
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json", "."]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    return {
+        (Path(d["filename"]).name, d["location"]["row"], d["code"])
+        for d in json.loads(done.stdout)
+        if not codes or d["code"] in codes
+    }

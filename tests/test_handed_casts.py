@@ -10,15 +10,13 @@ helper of another file is still one. The whole case, proven under torch, is
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from mpcheck.project.summary import Function, ModuleSummary, Value
+from tests.support import project_findings as findings
 
 LOADER = """
 import torch
@@ -68,17 +66,6 @@ def train(args, state_dict):
 
 PARAMS = "params = list(unet.parameters())"
 LOAD = 'load_state(unet, state_dict, "cpu", dtype=dtype)'
-
-
-def findings(tmp_path: Path, files: dict[str, str]) -> set[tuple[str, int, str]]:
-    for name, text in files.items():
-        (tmp_path / name).write_text(textwrap.dedent(text).lstrip())
-    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json", "."]
-    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert done.returncode in (0, 1), done.stderr
-    return {
-        (Path(d["filename"]).name, d["location"]["row"], d["code"]) for d in json.loads(done.stdout)
-    }
 
 
 def step_row(text: str) -> int:

@@ -6,13 +6,12 @@ files, is ``fixtures/xfile/*_helper_cache_keys`` (tests/test_xfile.py)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.support import project_findings as findings
 
 HEAD = """
 import torch
@@ -42,19 +41,6 @@ class Head(nn.Module):
 
 model = Head().half()
 """
-
-
-def findings(tmp_path: Path, files: dict[str, str]) -> set[tuple[str, int, str]]:
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip())
-    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json", "."]
-    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert done.returncode in (0, 1), done.stderr
-    return {
-        (Path(d["filename"]).name, d["location"]["row"], d["code"]) for d in json.loads(done.stdout)
-    }
 
 
 def head(body: str) -> str:

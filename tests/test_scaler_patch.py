@@ -10,9 +10,6 @@ each piece is varied through the CLI on small projects."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import libcst as cst
 import pytest
 
 from mpcheck.engine.scaler_patch import fp16_unscale_params
+from tests.support import project_findings
 
 PATCH = """
 import torch
@@ -57,16 +55,8 @@ def train(args):
 
 
 def findings(tmp_path: Path, files: dict[str, str]) -> set[tuple[str, int, str]]:
-    for name, text in files.items():
-        (tmp_path / name).write_text(textwrap.dedent(text).lstrip())
-    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json", "."]
-    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert done.returncode in (0, 1), done.stderr
-    return {  # the scaler's error only (a half model draws other findings too)
-        (Path(d["filename"]).name, d["location"]["row"], d["code"])
-        for d in json.loads(done.stdout)
-        if d["code"] == "MPC201"
-    }
+    """The scaler's errors only (a half model draws other findings too)."""
+    return project_findings(tmp_path, files, codes={"MPC201"})
 
 
 def step_row(text: str) -> int:
