@@ -10,6 +10,7 @@ import libcst as cst
 from mpcheck.engine.autocast import Regions, named_autocast
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
+from mpcheck.engine.constants import number_of
 from mpcheck.engine.dtype_arithmetic import promoted
 from mpcheck.engine.facts import (
     SCALAR,
@@ -209,11 +210,8 @@ class Expressions:
         return Fact(Kind.SCALAR, value=value, origin=origin, dtype=finfo.dtype, prec=finfo.prec)
 
     def literal(self, node: cst.BaseExpression, frame: Frame) -> Fact:
-        if isinstance(node, cst.Integer):
-            return Fact(Kind.SCALAR, value=float(int(node.value.replace("_", ""), 0)))
-        if isinstance(node, cst.Float):
-            return Fact(Kind.SCALAR, value=float(node.value.replace("_", "")))
-        return UNKNOWN
+        number = number_of(node)
+        return UNKNOWN if number is None else Fact(Kind.SCALAR, value=number)
 
     def unary(self, node: cst.UnaryOperation, frame: Frame) -> Fact:
         inner = self.expr(node.expression, frame)
