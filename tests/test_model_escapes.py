@@ -20,7 +20,8 @@ class Model(nn.Module):
         return x
 
     def guided(self, x, scale):
-        return self.forward(x) * scale
+        half = x[: len(x) // 2]  # (a variable named so: no cast)
+        return self.forward(torch.cat([half, half])) * scale
 
     def to_half(self):
         return self.half()
@@ -95,16 +96,6 @@ def test_uses_that_keep_a_model_through_copies_methods_and_bound_methods(
     body: str, kind: str | None
 ) -> None:
     assert _kind(body) == kind
-
-
-def test_a_hand_off_under_autocast_is_a_call_under_it() -> None:
-    """The callee calls what it is handed, in the region around the hand-off."""
-    source = b"from net import Net\nfrom losses import Losses\n\nmodel = Net()\nlosses = Losses()\n"
-    source += b"with torch.autocast('cpu', dtype=torch.bfloat16):\n"
-    source += b"    loss = losses.compute(model, x)\n    y = sample(model.guided, x)\n"
-    record = record_of(source, "run.py")
-    regions = [(cls, spot is not None) for cls, spot in record.calls if cls == "net.Net"]
-    assert regions == [("net.Net", True), ("net.Net", True)]
 
 
 def test_the_record_lists_the_methods_that_cast_and_those_that_do_not() -> None:

@@ -562,6 +562,7 @@ class _Factories:
         # one keeps), and the methods that cast
         self.keepers = frozenset(k for r in records.values() for k in r.keepers)
         self.casters = frozenset(k for r in records.values() for k in r.casters)
+        self._expanded: dict[tuple[str, int], list[str]] = {}  # (:meth:`expand`)
         self.bases = {
             c.name: c.bases for r in records.values() for c in r.classes if c.bases
         }  # (resolved when asked: :meth:`_lineage`)
@@ -603,7 +604,16 @@ class _Factories:
         return out
 
     def expand(self, name: str, depth: int = 0) -> list[str]:
-        """The project classes ``name`` stands for: a class, or what a call returns."""
+        """The project classes ``name`` stands for: a class, or what a call returns (each
+        name at each depth expanded once: factories returning each other's values would
+        otherwise be walked once per path)."""
+        key = (name, depth)
+        found = self._expanded.get(key)
+        if found is None:
+            found = self._expanded[key] = self._expand(name, depth)
+        return found
+
+    def _expand(self, name: str, depth: int) -> list[str]:
         if CALLED not in name:
             found = self.names.resolve(name)
             return [] if found is None else [found]

@@ -478,8 +478,8 @@ class _Reader:
         casts = self._casts(models) if _CASTS.search(code) else []
         held = self._held(plain)
         found_uses = _escapes(code, models, self._taker, held, self._keeping_callee)
-        unsafe, keys, taken, parts, returned, handoffs = found_uses
-        calls = self._regions(models, handoffs) if b"autocast" in code and models else []
+        unsafe, keys, taken, parts, returned = found_uses
+        calls = self._regions(models) if b"autocast" in code and models else []
         factories = self._factories(returned, keys, unsafe)
         builds = self._builds(bodies, keys, plain)
         factories.update(self._returned_builds())
@@ -801,18 +801,11 @@ class _Reader:
                 out.append((named, self.spot(opening - len(head)), what, dtype))
         return out
 
-    def _regions(
-        self, models: dict[str, set[str]], handoffs: Sequence[tuple[str, int]] = ()
-    ) -> list[tuple[str, Spot | None]]:
+    def _regions(self, models: dict[str, set[str]]) -> list[tuple[str, Spot | None]]:
         """Each call of a model variable (``model(x)``, ``self.transformer(...)``): the class,
         with the enabled autocast region around it (None outside one), found by indentation:
         a ``with ...autocast(...):`` (or an ``@autocast(...)`` decorator) covers the lines
-        indented deeper than it. A model handed to a callee that calls it (``handoffs``:
-        (variable, offset), see :func:`_escapes`) is called there, in the region around the
-        hand-off."""
-        handed: dict[int, list[str]] = {}
-        for key, at in handoffs:
-            handed.setdefault(self.code.count(b"\n", 0, at) + 1, []).append(key)
+        indented deeper than it."""
         names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
         called = re.compile(rb"(?<![\w.])(" + names + rb")\s*\(")
         bound = _autocast_contexts(self.code)
@@ -839,9 +832,6 @@ class _Reader:
                 region = stack[-1][1] if stack else None
                 for cls in sorted(models[match.group(1).decode()]):
                     out.append((cls, region))
-            for key in handed.get(row, ()):
-                region = stack[-1][1] if stack else None
-                out.extend((cls, region) for cls in sorted(models.get(key, ())))
         return out
 
     def _held(self, plain: list[range]) -> set[str]:
@@ -1133,6 +1123,9 @@ class _Reader:
 
 
 _HALF_TEXT = re.compile(rb"half|float16|bfloat16|bf16|fp16|dtype")
+# What a function casting something writes: ``.half()`` or ``torch.half``, a half dtype, a
+# ``dtype``; not a variable named ``half`` (``half = x[: len(x) // 2]``, ``half_dim``).
+_CASTING_TEXT = re.compile(rb"\.half\b|float16|bfloat16|bf16|fp16|dtype")
 # A half setting turned off (``use_fp16=False``) holds no half.
 _OFF = re.compile(rb"\b\w*(?:half|fp16|bf16)\w*\s*=\s*(?:False|None)\b")
 _ARG_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)(?![\w(]|\s*=(?!=))")  # (a value, not a keyword)
@@ -1171,7 +1164,6 @@ def _escapes(
     list[tuple[str, int, str]],
     set[tuple[str, str]],
     list[tuple[str, int, int, str]],
-    list[tuple[str, int]],
 ]:
     """The classes some variable of which reaches a use that might cast it, the variables
     all of whose uses keep the dtype: calling it or a method of it whose name and arguments
@@ -1187,12 +1179,10 @@ def _escapes(
     (class, holder) for each model handed to a class's constructor: it follows that class
     if the project defines it, else it escapes (:mod:`mpcheck.project.models`). And
     (variable, offset, position, class) for each model returned (``return model``, ``return
-    model, cfg``): the function's callers decide (:meth:`_Reader._factories`). Last,
-    (variable, offset) of each hand-off to a callee that calls what it is handed (a project
-    function or method, a bound method handed on): a call of the model there."""
+    model, cfg``): the function's callers decide (:meth:`_Reader._factories`)."""
     models = {k: v for k, v in models.items() if not k.startswith("self.") or k in held}
     if not models:
-        return set(), set(), [], set(), [], []
+        return set(), set(), [], set(), []
     holders: list[tuple[str, str]] = []
     bad: set[str] = set()
     taken: list[tuple[str, int, str]] = []
@@ -1200,7 +1190,6 @@ def _escapes(
     aliases: dict[str, set[str]] = {}  # alias -> the variables it may stand for
     # (variable, method): a method of it handed on (``sample(model.forward_with_cfg)``)
     bound: list[tuple[str, str]] = []  # (the method, or else the functions: ``m|pkg.f``)
-    handoffs: list[tuple[str, int]] = []
     methods: dict[str, set[tuple[str, str]]] = {}  # ``fn = model.m``: fn -> (model, m)
     todo = sorted(models)
     seen = set(todo)
@@ -1221,11 +1210,9 @@ def _escapes(
                 continue
             if isinstance(kept, Passed):
                 holders.extend((key, f"{function}{PASSED}") for function in kept.functions)
-                handoffs.append((key, match.start()))
                 continue
             if isinstance(kept, _Bound) and not kept.targets:
                 bound.append((key, OR.join((kept.name, *kept.also))))
-                handoffs.append((key, match.start()))
                 continue
             if isinstance(kept, _Bound):
                 for target in kept.targets:
@@ -1236,7 +1223,6 @@ def _escapes(
                 continue
             if kept is False and key in methods and key not in aliases and key not in models:
                 bound.extend((v, m) for v, m in methods[key] if m != "forward")
-                handoffs.extend((v, match.start()) for v, _ in methods[key])
                 continue  # (a bound method's use: a call of the model at most)
             if kept is False:
                 bad.add(key)
@@ -1286,8 +1272,7 @@ def _escapes(
         if source in models and source not in bad
         for cls in sorted(models[source])
     ]
-    called = [(key, at) for key, at in handoffs if key in models and key not in bad]
-    return unsafe, set(models) - bad, handed, parts, returned, called
+    return unsafe, set(models) - bad, handed, parts, returned
 
 
 def _names_pattern(names: Iterable[str]) -> re.Pattern[bytes]:
@@ -1598,7 +1583,7 @@ def _casting_spans(
             pattern = _DEDENTS[indent] = re.compile(rb"\n[ \t\r\v\f]{0,%d}[^ \t\r\v\f\n]" % indent)
         found = pattern.search(code, match.end())
         stop = found.start() + 1 if found is not None else len(code)
-        out.append((match, _HALF_TEXT.search(code, match.end(), stop) is not None))
+        out.append((match, _CASTING_TEXT.search(code, match.end(), stop) is not None))
     return out
 
 
