@@ -594,7 +594,8 @@ class _Factories:
 
     def _lineage(self, cls: str) -> list[str]:
         """``cls`` and its project bases, nearest first."""
-        out, todo = [], [cls]
+        out: list[str] = []
+        todo = [cls]
         while todo and len(out) < 32:
             name = todo.pop(0)
             if name in out:

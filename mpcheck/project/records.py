@@ -1290,8 +1290,10 @@ def _names_pattern(names: Iterable[str]) -> re.Pattern[bytes]:
 
 
 _KEYWORD_BEFORE = re.compile(rb"[A-Za-z_]\w*\s*=\s*$")
+# ``ema = deepcopy(model)`` / ``copy.deepcopy(model)`` (a chain after it: the copy still)
 _COPY = re.compile(
-    rb"^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*((?:copy\.)?deepcopy)[ \t]*\([ \t]*([A-Za-z_][\w.]*)[ \t]*\)",
+    rb"^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*((?:copy\.)?deepcopy)"
+    rb"[ \t]*\([ \t]*([A-Za-z_][\w.]*)[ \t]*\)",
     re.MULTILINE,
 )
 _TARGETS_BEFORE = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*")
