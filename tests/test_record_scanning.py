@@ -127,7 +127,7 @@ def _casting_loop(code: bytes) -> dict[str, bool]:
             if stripped and len(text) - len(stripped) <= indent:
                 stop = at
                 break
-        casts = records._HALF_TEXT.search(code, match.end(), stop) is not None
+        casts = records._CASTING_TEXT.search(code, match.end(), stop) is not None
         name = match.group(2).decode()
         out[name] = out.get(name, False) or casts
     return out
@@ -141,7 +141,8 @@ def test_a_function_body_ends_where_the_line_loop_ended_it() -> None:
     ]
     for code in [*_corpus(), *extra]:
         headers = list(records._DEF.finditer(code))
-        assert records._casting_functions(code, headers) == _casting_loop(code), code
+        spans = records._casting_spans(code, headers)
+        assert records._casting_functions(spans) == _casting_loop(code), code
 
 
 # What the keyword-led scans replaced, as they were: each was tried at every offset (a

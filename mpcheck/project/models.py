@@ -42,6 +42,8 @@ from mpcheck.project.construction import Construction
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
     CALLED,
+    METHOD,
+    OR,
     PASSED,
     ModelRecord,
     may_write,
@@ -556,15 +558,63 @@ class _Factories:
         # registry -> its members (:attr:`ModelRecord.registries`): calling one of its values
         # runs one of them, so the value is what any of them returns (a function) or builds
         self.registries = {r: m for record in records.values() for r, m in record.registries}
-        # the project's top-level functions that cast nothing (a model handed one keeps)
+        # the project's top-level functions and methods that cast nothing (a model handed
+        # one keeps), and the methods that cast
         self.keepers = frozenset(k for r in records.values() for k in r.keepers)
+        self.casters = frozenset(k for r in records.values() for k in r.casters)
+        self._expanded: dict[tuple[str, int], list[str]] = {}  # (:meth:`expand`)
+        self.bases = {
+            c.name: c.bases for r in records.values() for c in r.classes if c.bases
+        }  # (resolved when asked: :meth:`_lineage`)
 
     def keeps(self, function: str) -> bool:
-        """Whether ``function`` is a project function none of whose definitions casts."""
+        """Whether ``function`` is a project function none of whose definitions casts; or,
+        spelled ``receiver:method`` (:data:`METHOD`), a method that casts nothing of every
+        class ``receiver`` stands for; ``first|second``: either keeps."""
+        if OR in function:  # a bound method if it is one (whoever calls it), else a part
+            method, *others = function.split(OR)
+            receiver, _, name = method.rpartition(METHOD)
+            classes = self.expand(receiver)
+            if classes and all(self._method_keeps(c, name) is not None for c in classes):
+                return all(self._method_keeps(c, name) for c in classes)
+            return all(self.keeps(f) for f in others)
+        if METHOD in function:
+            receiver, _, method = function.rpartition(METHOD)
+            classes = self.expand(receiver)
+            return bool(classes) and all(self._method_keeps(c, method) for c in classes)
         return (self.names.follow(function) or function) in self.keepers
 
+    def _method_keeps(self, cls: str, method: str) -> bool | None:
+        """Whether no definition of ``method`` in ``cls`` or its project bases casts (one
+        may run another by ``super()``); None when none of them defines it."""
+        names = [f"{c}.{method}" for c in self._lineage(cls)]
+        if any(n in self.casters for n in names):
+            return False
+        return True if any(n in self.keepers for n in names) else None
+
+    def _lineage(self, cls: str) -> list[str]:
+        """``cls`` and its project bases, nearest first."""
+        out: list[str] = []
+        todo = [cls]
+        while todo and len(out) < 32:
+            name = todo.pop(0)
+            if name in out:
+                continue
+            out.append(name)
+            todo.extend(b for b in map(self.names.resolve, self.bases.get(name, ())) if b)
+        return out
+
     def expand(self, name: str, depth: int = 0) -> list[str]:
-        """The project classes ``name`` stands for: a class, or what a call returns."""
+        """The project classes ``name`` stands for: a class, or what a call returns (each
+        name at each depth expanded once: factories returning each other's values would
+        otherwise be walked once per path)."""
+        key = (name, depth)
+        found = self._expanded.get(key)
+        if found is None:
+            found = self._expanded[key] = self._expand(name, depth)
+        return found
+
+    def _expand(self, name: str, depth: int) -> list[str]:
         if CALLED not in name:
             found = self.names.resolve(name)
             return [] if found is None else [found]

@@ -44,7 +44,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 16
+FORMAT = 17
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -139,6 +139,9 @@ class ModelRecord:
     # functions or classes (``MODELS = {"b": build_b, "l": Large}``); ``MODELS[key](...)``
     # calls one of them, so its value is what any of them returns or builds
     registries: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # the methods of its top-level classes that cast something (``pkg.Class.method``); those
+    # that cast nothing are among ``keepers``
+    casters: tuple[str, ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -171,6 +174,7 @@ class ModelRecord:
             self.inputs,
             self.wrapping,
             self.registries,
+            self.casters,
         ]
 
     @classmethod
@@ -180,7 +184,7 @@ class ModelRecord:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
-            wrapping, registries = last
+            wrapping, registries, casters = last
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -235,6 +239,7 @@ class ModelRecord:
                 tuple(_spot(s) for s in inputs),
                 tuple((str(f), _spot(s)) for f, s in wrapping),
                 tuple((str(r), tuple(map(str, m))) for r, m in registries),
+                tuple(map(str, casters)),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -323,6 +328,9 @@ class _Reader:
         self._calls: list[tuple[int, int, str]] | None = None
         self._half_names: frozenset[bytes] | None = None  # (see :meth:`_holds_half`)
         self._casting: dict[str, bool] | None = None  # (see :meth:`_keeping_callee`)
+        self._spans_found: list[tuple[re.Match[bytes], bool]] | None = None  # (:meth:`_spans`)
+        self._objects: dict[str, set[str]] = {}  # variable -> classes (:meth:`_keeping_callee`)
+        self._top_names: list[str] = []  # the names of the top-level classes, in order
         self._defs: dict[str, int] | None = None  # (see :meth:`_top_defs`)
         self._headers: list[re.Match[bytes]] | None = None  # (see :meth:`_def_headers`)
         self._bodies: list[tuple[int, int, int, str]] | None = None  # (:meth:`_factory_at`)
@@ -461,14 +469,17 @@ class _Reader:
         self.local = {m.group(2).decode() for m in found if not m.group(1)}
         classes, bodies = self._classes(found)
         tops = [m for m in found if not m.group(1)]
+        self._top_names = [m.group(2).decode() for m in tops]
         plain = [b for m, b in zip(tops, bodies, strict=True) if _plain(m.group(3))]
         models = self._bound()
         made = self._made(models, bodies)
+        self._copies(models)
+        self._objects = models
         casts = self._casts(models) if _CASTS.search(code) else []
-        calls = self._regions(models) if b"autocast" in code and models else []
         held = self._held(plain)
         found_uses = _escapes(code, models, self._taker, held, self._keeping_callee)
         unsafe, keys, taken, parts, returned = found_uses
+        calls = self._regions(models) if b"autocast" in code and models else []
         factories = self._factories(returned, keys, unsafe)
         builds = self._builds(bodies, keys, plain)
         factories.update(self._returned_builds())
@@ -491,6 +502,7 @@ class _Reader:
             if name != target
         )
         del data
+        keepers, casters = self._keepers(bodies)
         return ModelRecord(
             self.module,
             tuple(classes),
@@ -517,10 +529,11 @@ class _Reader:
             callables_of(self.data, code),
             may_autocast(code, self.imports.values()),
             tuple(sorted(factories)),
-            tuple(k for k in self._keepers() if k not in wrapping),
+            tuple(k for k in keepers if k not in wrapping),
             tuple(spot for (_, spot), _, _, effect in wrappers if effect.endswith(_INPUTS)),
             tuple(sorted(wrapping.items())),
             tuple(sorted(self._registries().items())),
+            casters,
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -705,6 +718,27 @@ class _Reader:
                 out.setdefault(assigned.group(1).decode(), set()).add(cls)
         return out
 
+    def _copies(self, models: dict[str, set[str]]) -> None:
+        """Bind each deep copy of a model variable (``ema = deepcopy(model)``, ``ema =
+        copy.deepcopy(model).to(device)``) to its source's classes: a deep copy is a model of
+        the same class, with its source's dtypes, whose own casts and calls count."""
+        if b"deepcopy" not in self.code:
+            return
+        found = [
+            (m.group(1).decode(), m.group(3).decode())
+            for m in _COPY.finditer(self.code)
+            if self.resolve(m.group(2).decode()) == "copy.deepcopy"
+        ]
+        for _ in range(len(found)):  # (a copy of a copy)
+            grown = False
+            for target, source in found:
+                classes = models.get(source, set())
+                if not classes <= models.get(target, set()):
+                    models.setdefault(target, set()).update(classes)
+                    grown = True
+            if not grown:
+                break
+
     def _casts(self, models: dict[str, set[str]]) -> list[tuple[str, Spot, str, str]]:
         """Each project class this file builds or loads in half, or builds and then casts to
         half: ``Model(...).half()``, ``model.to(weight_dtype)`` of a ``model = Model(...)``,
@@ -812,35 +846,63 @@ class _Reader:
                     out.add(assigned.group(1).decode())
         return out
 
-    def _keeping_callee(self, callee: bytes) -> bool | str | Passed:
+    def _keeping_callee(self, callee: bytes) -> bool | str | Passed | _Copied:
         """Whether handing a model to ``callee`` keeps its dtype: a function of this file
         (``f``, ``self.f``) none of whose definitions casts anything, or an export/trace
         (``torch.onnx.export``, ``torch.jit.trace``), which runs the model as it is; a class
         (its qualified name): the model becomes its part, and follows it; a function of
-        another project file (:class:`Passed`): the project decides whether it casts."""
+        another project file, or a method of an object of a project class (``diffusion.
+        training_losses(model, ...)``) (:class:`Passed`): the project decides whether it
+        casts; ``copy.deepcopy`` (:data:`COPIED`): the copy's uses decide."""
         text = callee.decode(errors="replace")
         resolved = self.resolve(text) or text
         if resolved in _KEEPING_EXPORTS or resolved in _NUMBER_TAKERS:
             return True
+        if resolved == "copy.deepcopy":
+            return COPIED
         holder = self._class_named(text)
         if holder is not None and ".from_" not in text:
             return holder
         head, _, name = text.rpartition(".")
+        receiver = self._objects.get(head) if head else None
+        if receiver:  # a method of an object this file builds: its class's method decides
+            return Passed(tuple(f"{cls}{METHOD}{name}" for cls in sorted(receiver)))
         if self._casting is None:
-            self._casting = _casting_functions(self.code, self._def_headers())
+            self._casting = _casting_functions(self._spans())
         if head in ("self", "cls") or (not head and name in self._casting):
             return self._casting.get(name) is False
         function = self._function_named(text)
-        return False if function is None else Passed(function)
+        return False if function is None else Passed((function,))
 
-    def _keepers(self) -> tuple[str, ...]:
-        """This file's top-level functions none of whose definitions casts anything: a model
-        another file hands one keeps its dtype there."""
+    def _keepers(self, bodies: Sequence[range] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """This file's top-level functions none of whose definitions casts anything, and the
+        methods of its top-level classes (``pkg.Class.method``) that cast nothing: a model
+        another file hands one keeps its dtype there. Second, the methods that do cast
+        (a subclass's keeping method may run its base's by ``super()``)."""
         if self._casting is None:
-            self._casting = _casting_functions(self.code, self._def_headers())
+            self._casting = _casting_functions(self._spans())
         prefix = f"{self.module}." if self.module else ""
-        found = (f"{prefix}{n}" for n in self._top_defs() if self._casting.get(n) is False)
-        return tuple(sorted(found))
+        found = [f"{prefix}{n}" for n in self._top_defs() if self._casting.get(n) is False]
+        casting: set[str] = set()
+        if bodies:
+            starts = [b.start for b in bodies]
+            names = {b.start: n for b, n in zip(bodies, self._top_names, strict=True)}
+            indents: dict[int, int] = {}  # class body -> the indent of its methods
+            methods: dict[str, bool] = {}
+            for match, casts in self._spans():
+                indent = len(match.group(1))
+                i = bisect_right(starts, match.start()) - 1
+                if not indent or i < 0 or match.start() not in bodies[i]:
+                    continue
+                own = indents.setdefault(starts[i], indent)
+                name = match.group(2).decode()
+                if indent != own or (name.startswith("__") and name != "__call__"):
+                    continue
+                method = f"{prefix}{names[starts[i]]}.{name}"
+                methods[method] = methods.get(method, False) or casts
+            found.extend(m for m, casts in methods.items() if not casts)
+            casting.update(m for m, casts in methods.items() if casts)
+        return tuple(sorted(found)), tuple(sorted(casting))
 
     def _builds(
         self, bodies: list[range], keys: set[str], plain: Sequence[range] = ()
@@ -891,6 +953,12 @@ class _Reader:
         if found.partition(".")[0] in _NOT_PROJECT:
             return None
         return f"{found}.{rest}" if rest else found
+
+    def _spans(self) -> list[tuple[re.Match[bytes], bool]]:
+        """Each ``def`` of the file with whether its body casts (:func:`_casting_spans`)."""
+        if self._spans_found is None:
+            self._spans_found = _casting_spans(self.code, self._def_headers())
+        return self._spans_found
 
     def _def_headers(self) -> list[re.Match[bytes]]:
         """Every ``def`` header of the file (:data:`_DEF`), found once for all who ask."""
@@ -1055,6 +1123,9 @@ class _Reader:
 
 
 _HALF_TEXT = re.compile(rb"half|float16|bfloat16|bf16|fp16|dtype")
+# What a function casting something writes: ``.half()`` or ``torch.half``, a half dtype, a
+# ``dtype``; not a variable named ``half`` (``half = x[: len(x) // 2]``, ``half_dim``).
+_CASTING_TEXT = re.compile(rb"\.half\b|float16|bfloat16|bf16|fp16|dtype")
 # A half setting turned off (``use_fp16=False``) holds no half.
 _OFF = re.compile(rb"\b\w*(?:half|fp16|bf16)\w*\s*=\s*(?:False|None)\b")
 _ARG_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)(?![\w(]|\s*=(?!=))")  # (a value, not a keyword)
@@ -1086,7 +1157,7 @@ def _escapes(
     models: dict[str, set[str]],
     taker: Callable[[bytes], str | None] = lambda callee: None,
     held: Collection[str] = (),
-    keeping: Callable[[bytes], bool | str | Passed] = lambda callee: False,
+    keeping: Callable[[bytes], bool | str | Passed | _Copied] = lambda callee: False,
 ) -> tuple[
     set[str],
     set[str],
@@ -1117,6 +1188,9 @@ def _escapes(
     taken: list[tuple[str, int, str]] = []
     returns: list[tuple[str, int, int]] = []  # (variable, offset, position returned)
     aliases: dict[str, set[str]] = {}  # alias -> the variables it may stand for
+    # (variable, method): a method of it handed on (``sample(model.forward_with_cfg)``)
+    bound: list[tuple[str, str]] = []  # (the method, or else the functions: ``m|pkg.f``)
+    methods: dict[str, set[tuple[str, str]]] = {}  # ``fn = model.m``: fn -> (model, m)
     todo = sorted(models)
     seen = set(todo)
     while todo:
@@ -1135,8 +1209,21 @@ def _escapes(
                 returns.append((key, match.start(), kept.index))
                 continue
             if isinstance(kept, Passed):
-                holders.append((key, f"{kept.function}{PASSED}"))
+                holders.extend((key, f"{function}{PASSED}") for function in kept.functions)
                 continue
+            if isinstance(kept, _Bound) and not kept.targets:
+                bound.append((key, OR.join((kept.name, *kept.also))))
+                continue
+            if isinstance(kept, _Bound):
+                for target in kept.targets:
+                    methods.setdefault(target, set()).add((key, kept.name))
+                    if target not in seen:
+                        seen.add(target)
+                        todo.append(target)
+                continue
+            if kept is False and key in methods and key not in aliases and key not in models:
+                bound.extend((v, m) for v, m in methods[key] if m != "forward")
+                continue  # (a bound method's use: a call of the model at most)
             if kept is False:
                 bad.add(key)
                 continue
@@ -1161,6 +1248,15 @@ def _escapes(
         sources = {key} if key in models else aliases.get(key, set())
         if key not in bad:
             parts.update((cls, holder) for s in sources if s in models for cls in models[s])
+    for key, method in bound:
+        sources = {key} if key in models else aliases.get(key, set())
+        if key not in bad:
+            parts.update(
+                (cls, f"{cls}{METHOD}{method}{PASSED}")
+                for s in sources
+                if s in models and s not in bad
+                for cls in models[s]
+            )
     handed = [
         (source, at, lib)
         for key, at, lib in taken
@@ -1194,6 +1290,12 @@ def _names_pattern(names: Iterable[str]) -> re.Pattern[bytes]:
 
 
 _KEYWORD_BEFORE = re.compile(rb"[A-Za-z_]\w*\s*=\s*$")
+# ``ema = deepcopy(model)`` / ``copy.deepcopy(model)`` (a chain after it: the copy still)
+_COPY = re.compile(
+    rb"^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*((?:copy\.)?deepcopy)"
+    rb"[ \t]*\([ \t]*([A-Za-z_][\w.]*)[ \t]*\)",
+    re.MULTILINE,
+)
 _TARGETS_BEFORE = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*")
 _TARGETS_AFTER = re.compile(rb"(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*,?[ \t]*=(?!=)")
 _CHAIN = re.compile(rb"(?:\s*\.\s*[A-Za-z_]\w*(?:\[[^\]\n]*\])?)*")
@@ -1204,20 +1306,50 @@ _ALIAS_END = re.compile(rb"[ \t]*(?:,|if\b|else\b|$)", re.MULTILINE)
 _WITH_AS = re.compile(rb"\)\s*as\s+([A-Za-z_]\w*)")
 _CASTING_METHOD = re.compile(rb"half|bfloat16|float16|fp16|bf16|double|dtype|precision|^type$")
 _COMPARED = re.compile(rb"(?:is\b|==|!=|:\s*$)", re.MULTILINE)
-_BINDING_BEFORE = re.compile(rb"\b(?:as|for|del)[ \t]+$")
+# (``from diffusion import ...``: a module's name, not a variable's)
+_BINDING_BEFORE = re.compile(rb"\b(?:as|for|del|from|import)[ \t]+$")
 _DEF_BEFORE = re.compile(rb"(?:\bdef\s+\w+\s*|\blambda\b[^:\n]*)$")
 
 
 @dataclass(frozen=True, slots=True)
 class Passed:
-    """A model handed to ``function``, a function of another project file (``load_weights(
-    pipeline, path)``): it keeps its dtype if no definition of that function casts."""
+    """A model handed to ``functions``, a function of another project file (``load_weights(
+    pipeline, path)``), or a method of an object of a project class (``diffusion.
+    training_losses(model, ...)``: ``pkg.SpacedDiffusion:training_losses``, one per class
+    the object may be): it keeps its dtype if no definition of them casts."""
 
-    function: str
+    functions: tuple[str, ...]
 
 
-# ``(class, "pkg.f()>")`` among a record's ``held``: a model handed to the function ``pkg.f``.
+# ``(class, "pkg.f()>")`` among a record's ``held``: a model handed to the function ``pkg.f``;
+# ``(class, "pkg.C:m()>")``: to the method ``m`` of an object of class ``pkg.C`` (or, for a
+# bound method ``model.m`` handed on, the method ``m`` of the model's own class ``pkg.C``);
+# ``(class, "pkg.C:m|pkg.f()>")``: that method, or else the function ``pkg.f`` keeping.
 PASSED = "()>"
+METHOD = ":"
+OR = "|"
+
+
+@dataclass(frozen=True, slots=True)
+class _Copied:
+    """``copy.deepcopy``: the copy has its source's class and dtypes, and its own uses."""
+
+
+COPIED = _Copied()
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    """A use reading the attribute ``name`` of a model (``model.forward_with_cfg``) that
+    would escape as a value: a bound method handed on is a call of the model by whatever
+    takes it, so the model keeps its dtype if ``name`` is a method of its class that casts
+    nothing; ``targets``: the names the attribute is bound to (``fn = model.forward``)."""
+
+    name: str
+    targets: tuple[str, ...] = ()
+    # the functions it is handed to (:class:`Passed`): if they cast nothing, a part read
+    # and handed to them (``load(model.encoder)``) keeps its dtype too
+    also: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -1335,14 +1467,17 @@ def _keeps(
     code: bytes,
     start: int,
     end: int,
-    keeping: Callable[[bytes], bool | str | Passed] = lambda c: False,
-) -> bool | list[str] | str | _Returned | Passed:
+    keeping: Callable[[bytes], bool | str | Passed | _Copied] = lambda c: False,
+) -> bool | list[str] | str | _Returned | Passed | _Bound:
     """Whether the use of a model variable at ``start:end`` keeps its dtype (True), might
     cast it (False), binds it to other names whose uses decide (their list), hands it to
-    a class's constructor (its name), or returns it (:class:`_Returned`)."""
+    a class's constructor (its name), or returns it (:class:`_Returned`); reads a method
+    of it that is handed on or bound (:class:`_Bound`). A deep copy of it (``deepcopy(
+    model)``) is used as the copy is: the copy is a model of its class."""
     after = code[end : end + 60].lstrip(b" \t")
     if after.startswith(b"=") and not after.startswith(b"=="):
         return True  # bound again
+    attribute = ""  # (the one attribute the use reads, if it reads one)
     line = code.rfind(b"\n", 0, start) + 1
     if _DECLARED.match(code, line):
         return True  # ``global model``: a declaration of the name, no use of the value
@@ -1370,6 +1505,8 @@ def _keeps(
         if rest.startswith(b"=") and not rest.startswith(b"=="):
             return not _HALF_TEXT.search(rest[: rest.find(b"\n") % 60 + 1])  # an attribute set
         end = chain.end()  # an attribute read: what it is handed to decides
+        if chain.group().count(b".") == 1 and b"[" not in chain.group():
+            attribute = method.decode()
     rest = code[end : end + 60].lstrip(b" \t")
     if _COMPARED.match(rest) or _BINDING_BEFORE.search(code, max(0, start - 60), start):
         return True  # compared (``is None``), tested, or a name ``as``/``for`` binds
@@ -1389,12 +1526,19 @@ def _keeps(
         if callee.rpartition(b".")[2].decode() in _KEEPING_WRAPPERS:
             return True
         verdict = keeping(callee)
+        if verdict is COPIED:  # ``deepcopy(model)``: the copy's use decides
+            close = closing(code, opening + 1)
+            if attribute or not before.endswith(b"(") or code[end:close].strip():
+                return False
+            return _keeps(code, opening - len(callee), close + 1, keeping)
+        if isinstance(verdict, Passed) and attribute and attribute != "forward":
+            return _Bound(attribute, also=verdict.functions)
         if isinstance(verdict, (str, Passed)):
             return verdict
         if verdict:
             found = _WITH_AS.match(code, closing(code, opening + 1))
             return [found.group(1).decode()] if found else True
-        return False
+        return _bound(attribute)
     assigned = _ALIAS_LINE.match(code, line, start)
     if assigned is not None and assigned.end() <= start and _ALIAS_END.match(code, end):
         between = code[assigned.end() : start]
@@ -1402,15 +1546,36 @@ def _keeps(
             b"]"
         ):
             targets = [t.strip() for t in assigned.group(1).decode().split(",")]
+            if attribute:  # ``fn = model.forward_with_cfg``: a bound method (or a part)
+                return _Bound(attribute, tuple(t for t in targets if t))
             return [t for t in targets if t]
-    return False
+    return _bound(attribute)
 
 
-def _casting_functions(code: bytes, headers: Iterable[re.Match[bytes]]) -> dict[str, bool]:
+def _bound(attribute: str) -> bool | _Bound:
+    """A use that would escape: False, unless it reads a method of the model (``forward``
+    of any module, which runs it as it is; another name: the project decides)."""
+    if not attribute:
+        return False
+    return attribute == "forward" or _Bound(attribute)
+
+
+def _casting_functions(spans: Iterable[tuple[re.Match[bytes], bool]]) -> dict[str, bool]:
     """Each function name this file defines -> whether some definition of it casts anything
     (``.half()``, a half dtype, a ``dtype`` value): a model handed to one that does not
-    keeps its dtype there. ``headers``: the file's ``def`` headers (:data:`_DEF`)."""
+    keeps its dtype there. ``spans``: :func:`_casting_spans`."""
     out: dict[str, bool] = {}
+    for match, casts in spans:
+        name = match.group(2).decode()
+        out[name] = out.get(name, False) or casts
+    return out
+
+
+def _casting_spans(
+    code: bytes, headers: Iterable[re.Match[bytes]]
+) -> list[tuple[re.Match[bytes], bool]]:
+    """Each ``def`` header (:data:`_DEF`) with whether its body casts anything."""
+    out: list[tuple[re.Match[bytes], bool]] = []
     for match in headers:
         # the body ends at the next line holding code indented no deeper than the ``def``
         # (each leading whitespace byte counts one, as ``bytes.lstrip`` strips them)
@@ -1420,9 +1585,7 @@ def _casting_functions(code: bytes, headers: Iterable[re.Match[bytes]]) -> dict[
             pattern = _DEDENTS[indent] = re.compile(rb"\n[ \t\r\v\f]{0,%d}[^ \t\r\v\f\n]" % indent)
         found = pattern.search(code, match.end())
         stop = found.start() + 1 if found is not None else len(code)
-        casts = _HALF_TEXT.search(code, match.end(), stop) is not None
-        name = match.group(2).decode()
-        out[name] = out.get(name, False) or casts
+        out.append((match, _CASTING_TEXT.search(code, match.end(), stop) is not None))
     return out
 
 
