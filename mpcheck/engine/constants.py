@@ -35,7 +35,8 @@ __all__ = ["Constants", "number_of"]
 
 # ``= v``, ``+= v`` (never ``==``), after an attribute's name
 _SETS = rb"\s*(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=)"
-_GLOBAL = re.compile(rb"\bglobal\s+([\w\s,]+)")
+# (the keyword first, its word boundary behind it: a leading ``\b`` is tried at every offset)
+_GLOBAL = re.compile(rb"global(?<!\wglobal)\s+([\w\s,]+)")
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
