@@ -35,7 +35,9 @@ __all__ = ["Constants", "number_of"]
 
 # ``= v``, ``+= v`` (never ``==``), after an attribute's name
 _SETS = rb"\s*(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=)"
-_GLOBAL = re.compile(rb"\bglobal\s+([\w\s,]+)")
+# (the keyword first, its word boundary behind it: a leading ``\b`` is tried at every offset)
+_GLOBAL = re.compile(rb"global(?<!\wglobal)\s+([\w\s,]+)")
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def number_of(node: cst.BaseExpression | None) -> float | None:
@@ -60,6 +62,7 @@ class Constants:
         self.module = module
         self._source = source
         self._passed: dict[str, tuple[frozenset[str], int, bool]] = {}
+        self._named: dict[str, tuple[frozenset[str], int, bool]] = {}
         self._set_once: dict[str, bool] = {}
 
     @cached_property
@@ -165,44 +168,56 @@ class Constants:
         ``super().__init__(...)`` and ``Base.__init__(self, ...)``."""
         if callee in self._passed:
             return self._passed[callee]
+        found = self._calls_named(callee)
+        if callee[:1].isupper():
+            inits = self._calls_named("__init__")
+            found = (found[0] | inits[0], max(found[1], inits[1]), found[2] or inits[2])
+        self._passed[callee] = found
+        return found
+
+    def _calls_named(self, name: str) -> tuple[frozenset[str], int, bool]:
+        """:meth:`_calls` of the one name ``name`` written in the file (each class asks of
+        ``__init__``: its calls are read once per file, not once per class)."""
+        if name in self._named:
+            return self._named[name]
         keywords: set[str] = set()
         positional, opaque = 0, False
         code = self.code
-        names = [callee] + (["__init__"] if callee[:1].isupper() else [])
-        for name in names:
-            pattern = re.compile(rb"(?<![\w])" + re.escape(name.encode()) + rb"(?![\w])")
-            for match in pattern.finditer(code):
-                before = code[max(0, match.start() - 4) : match.start()]
-                if (
-                    before == b"def "
-                    or code[max(0, match.start() - 6) : match.start()] == b"class "
-                ):
-                    continue  # the definition itself
-                after = match.end()
-                while after < len(code) and code[after] in b" \t":
-                    after += 1
-                if after >= len(code) or code[after] != 0x28:
-                    # a function handed on as a value (a class named in an annotation is not)
-                    opaque = opaque or not name[:1].isupper()
-                    continue
-                end = closing(code, after + 1, 20000)
-                text = self._source_text(after, end + 1)
-                try:
-                    call = ast.parse("f" + text, mode="eval").body
-                except (SyntaxError, ValueError, RecursionError):
-                    opaque = True
-                    continue
-                if not isinstance(call, ast.Call):
-                    opaque = True
-                    continue
-                if any(isinstance(a, ast.Starred) for a in call.args):
-                    opaque = True
-                if any(k.arg is None for k in call.keywords):
-                    opaque = True
-                keywords.update(k.arg for k in call.keywords if k.arg is not None)
-                positional = max(positional, len(call.args))
+        # (no leading look-behind, tried at every offset: the byte before is tested below)
+        pattern = re.compile(re.escape(name.encode()) + rb"(?![\w])")
+        for match in pattern.finditer(code):
+            start = match.start()
+            if start > 0 and code[start - 1] in _WORD:
+                continue  # (inside a longer name)
+            if code[max(0, start - 4) : start] == b"def " or code[max(0, start - 6) : start] == (
+                b"class "
+            ):
+                continue  # the definition itself
+            after = match.end()
+            while after < len(code) and code[after] in b" \t":
+                after += 1
+            if after >= len(code) or code[after] != 0x28:
+                # a function handed on as a value (a class named in an annotation is not)
+                opaque = opaque or not name[:1].isupper()
+                continue
+            end = closing(code, after + 1, 20000)
+            text = self._source_text(after, end + 1)
+            try:
+                call = ast.parse("f" + text, mode="eval").body
+            except (SyntaxError, ValueError, RecursionError):
+                opaque = True
+                continue
+            if not isinstance(call, ast.Call):
+                opaque = True
+                continue
+            if any(isinstance(a, ast.Starred) for a in call.args):
+                opaque = True
+            if any(k.arg is None for k in call.keywords):
+                opaque = True
+            keywords.update(k.arg for k in call.keywords if k.arg is not None)
+            positional = max(positional, len(call.args))
         found = (frozenset(keywords), positional, opaque)
-        self._passed[callee] = found
+        self._named[name] = found
         return found
 
     def _source_text(self, start: int, end: int) -> str:

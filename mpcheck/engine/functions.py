@@ -360,7 +360,6 @@ class Definitions:
             if fn.name.value != "__init__"
             else frozenset()
         )
-        tensors = self.uses(fn).tensors & bare if bare else frozenset()
         index = 0
         for param in params:
             name = param.name.value
@@ -377,7 +376,8 @@ class Definitions:
                 )
                 if handed:
                     env[name] = _handed(env[name], param)
-                if name in bare and name not in tensors:
+                # (the body is walked only for an input ``unproven`` would change)
+                if name in bare and _provable(env[name]) and name not in self.uses(fn).tensors:
                     env[name] = unproven(env[name])
                 if sampler and name in T.INT_PARAM_NAMES:
                     env[name] = Fact(Kind.OTHER, params=frozenset({index}))  # continuous t
@@ -762,9 +762,15 @@ def _handed(fact: Fact, param: cst.Param) -> Fact:
 
 def unproven(fact: Fact) -> Fact:
     """An input the function never uses as a tensor: taken for one, but maybe a number."""
-    if fact.kind is not Kind.TENSOR or fact.origin is None:
+    origin = fact.origin
+    if not _provable(fact) or origin is None:
         return fact
-    return replace(fact, origin=replace(fact.origin, unproven=True))
+    return replace(fact, origin=replace(origin, unproven=True))
+
+
+def _provable(fact: Fact) -> bool:
+    """Whether :func:`unproven` changes ``fact``: a tensor taken for one from somewhere."""
+    return fact.kind is Kind.TENSOR and fact.origin is not None
 
 
 def _annotation_names(node: cst.CSTNode) -> list[str]:

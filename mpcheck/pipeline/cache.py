@@ -163,7 +163,9 @@ class FileCache:
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    json.dump(data, out, separators=(",", ":"))
+                    # (``dumps``: ``json.dump`` encodes in Python, chunk by chunk, where
+                    # ``dumps`` runs the C encoder; a cold run writes an entry per file)
+                    out.write(json.dumps(data, separators=(",", ":")))
                 os.replace(tmp, target)
             except BaseException:
                 _remove(tmp)

@@ -67,6 +67,7 @@ class Resolver:
         self._config_of: dict[str, Path | ConfigError | None] = {}
         self._projects: dict[tuple[Path | None, Path | None], Project | ConfigError] = {}
         self._declaring: dict[str, Path] = {}
+        self._declares: dict[Path, bool] = {}  # directory -> declares a project
 
     def project_for(self, path: Path | str) -> Project:
         """The project governing the file ``path``."""
@@ -123,7 +124,8 @@ class Resolver:
         """The project directory at or above ``directory`` (``project_root``), cached."""
         found = self._declaring.get(directory)
         if found is None:
-            found = self._declaring[directory] = project_root(Path(directory))
+            found = project_root(Path(directory), self._declares)
+            self._declaring[directory] = found
         return found
 
     def _load(self, config: Path | None, declaring: Path | None = None) -> Project:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import configparser
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -95,16 +95,26 @@ def declared_torch(root: Path) -> tuple[TorchVersion, str] | None:
     return None
 
 
-def project_root(start: Path) -> Path:
+def project_root(start: Path, seen: MutableMapping[Path, bool] | None = None) -> Path:
     """The nearest directory at or above ``start`` that declares a project (a
     ``pyproject.toml``, ``setup.cfg`` or ``requirements*.txt``) or is a git checkout's top;
-    ``start`` itself when there is none."""
+    ``start`` itself when there is none. ``seen``: the answers one run has had (its files'
+    directories share their parents, and globbing each parent again for each was seconds)."""
     for directory in (start, *start.parents):
-        if (directory / "pyproject.toml").is_file() or (directory / "setup.cfg").is_file():
-            return directory
-        if any(directory.glob("requirements*.txt")) or (directory / ".git").exists():
+        declares = None if seen is None else seen.get(directory)
+        if declares is None:
+            declares = _declares(directory)
+            if seen is not None:
+                seen[directory] = declares
+        if declares:
             return directory
     return start
+
+
+def _declares(directory: Path) -> bool:
+    if (directory / "pyproject.toml").is_file() or (directory / "setup.cfg").is_file():
+        return True
+    return any(directory.glob("requirements*.txt")) or (directory / ".git").exists()
 
 
 def _pyproject(path: Path) -> Iterable[str]:
