@@ -43,6 +43,8 @@ _HALVES = frozenset({"half", "bfloat16"})
 _DEVICE = re.compile(rb"^\s*(?:[\w.]*device|\"\s*\"|'\s*'|[\w.]*cuda\(\)|)\s*$")
 _FULL_DTYPE = re.compile(rb"^\s*(?:dtype\s*=\s*)?torch\.(?:float32|float|float64|double)\s*$")
 _NAME = re.compile(rb"[A-Za-z_]\w*")
+# A line binding names: ``wav = ...``, ``wav, sr = ...`` (not ``==``, not ``x.y = ...``)
+_ASSIGNS = re.compile(rb"[ \t]*([A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*=(?!=)")
 _DOTTED = re.compile(rb"[A-Za-z_][\w.]*")
 _NUMBER = re.compile(rb"^\s*-?\s*(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$")
 _HALFISH = re.compile(rb"float16|bfloat16|\bhalf\b|fp16|bf16")
@@ -178,15 +180,15 @@ def _assigned(
 ) -> tuple[bytes, int | None, int] | None:
     """The right side of the nearest assignment of ``name`` between ``start`` and ``at``,
     with ``name``'s position in a tuple target (None: a plain target) and where it is."""
-    target = re.compile(
-        rb"^[ \t]*((?:[A-Za-z_]\w*[ \t]*,[ \t]*)*"
-        + re.escape(name)
-        + rb"(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*=(?!=)",
-        re.MULTILINE,
-    )
     found = None
-    for match in target.finditer(code, start, at):
-        found = match
+    here = code.rfind(name, start, at)
+    while here >= 0:  # (the nearest line binding ``name``, found backwards at C speed)
+        line = code.rfind(b"\n", 0, here) + 1
+        match = _ASSIGNS.match(code, max(line, start))
+        if match is not None and name in (n.strip() for n in match.group(1).split(b",")):
+            found = match
+            break
+        here = code.rfind(name, start, line) if line > start else -1
     if found is None:
         return None
     names = [n.strip() for n in found.group(1).split(b",")]
