@@ -330,8 +330,24 @@ class ModuleCode:
     @property
     def digest(self) -> str:
         """The functions module code calls, and what the calls hand (a cache key part)."""
-        handed = sorted((k, sorted(v)) for k, v in self._handed.items())
+        handed = sorted((k, sorted(map(_reduced, v))) for k, v in self._handed.items())
+        # (only the functions a call hands something full: an edit of other calls changes
+        # no answer of :meth:`full_inputs`, and must not recheck the project)
+        handed = [(k, v) for k, v in handed if all(c and c != ESCAPED and "*" not in c for c in v)]
         return repr((sorted(self.called), sorted(self.outside), handed))
+
+
+def _reduced(args: Handed) -> Handed:
+    """What :meth:`ModuleCode.full_inputs` reads of a call: the slots (position or keyword)
+    handed full precision or a number, with their kind; a splat or an escape as it is."""
+    if args == ESCAPED or "*" in args:
+        return args
+    slots = []
+    for index, value in enumerate(args):
+        name, equals, kind = value.partition("=")
+        if (kind if equals else value) in (FULL, NUMBER):
+            slots.append(value if equals else f"{index}:{value}")
+    return tuple(slots)
 
 
 def _runs_models(name: str) -> bool:
