@@ -117,7 +117,10 @@ def test_a_helper_whose_summary_changes_rechecks_its_importers(
     rope.write_text(rope.read_text().replace("q = q.float()", "q = q"))
     analysed.clear()
     status, after, _ = run(tree)
-    assert sorted(analysed) == ["attention.py", "rope.py"]
+    # (the edit also changes what ``rope.py``'s own call hands ``rotate_half``: float32
+    # before, unknown after, which the project-wide digest of the callers pass holds, so
+    # every file is rechecked; a per-file key would recheck ``rope.py`` alone for it)
+    assert sorted(analysed) == ["__init__.py", "attention.py", "rope.py"]
     assert status == 0 and after == run(tree, "--no-cache")[1]
 
 

@@ -44,7 +44,7 @@ def test_a_files_pass_names_each_callee_by_its_qualified_name() -> None:
     )
     imports = {"np": "numpy", "torch": "torch", "nn": "torch.nn", "ops": "pkg.ops"}
     imports["rms_norm"] = "pkg.ops.rms_norm"
-    defined, methods, functions = callers_of(code, "pkg.model", imports, stars=False)
+    defined, methods, functions, _ = callers_of(code, "pkg.model", imports, stars=False)
     assert defined == ("pkg.model.helper",)
     # (a nested helper's calls are its method's; ``self.proj`` and torch's are no helpers)
     assert methods == (
@@ -311,3 +311,58 @@ def test_autograd_functions_and_attention_processors_hand_activations() -> None:
     names = ("hashing", "calc_mean_std", "normalize")
     found = outside(sources, "pkg.ops", names)
     assert found == {"hashing": False, "calc_mean_std": False, "normalize": True}
+
+
+def _handed(source: str, imports: dict[str, str]) -> dict[str, set[tuple[str, ...]]]:
+    code = blank(dedent(source))
+    *_, handed = callers_of(code, "pkg.run", imports, stars=False)
+    found: dict[str, set[tuple[str, ...]]] = {}
+    for callee, args in handed:
+        found.setdefault(callee, set()).add(args)
+    return found
+
+
+def test_what_each_call_hands_is_read_off_its_text_and_its_names_assignments() -> None:
+    imports = {"torch": "torch", "torchaudio": "torchaudio", "np": "numpy"}
+    imports |= {"spec": "pkg.mel.spec", "mel": "pkg.mel"}
+    found = _handed(
+        """\
+        def load(path, model):
+            wav, sr = torchaudio.load(path)
+            wav = wav.unsqueeze(0).to(model.device)
+            a = spec(wav, 1024)
+            b = mel.spec(torch.from_numpy(np.zeros(3)), n_fft=512)
+            c = spec(model(wav).half(), 1024)
+            d = spec(model(wav), hop=model.hop)
+            e = spec(torch.randn(3, dtype=torch.bfloat16), *sizes)
+            return spec
+        """,
+        imports,
+    )
+    assert found["pkg.mel.spec"] == {
+        ("f", "n"),
+        ("f", "n_fft=n"),
+        ("h", "n"),
+        ("?", "hop=?"),
+        ("h", "*"),
+        ("!",),  # (``return spec``: handed on, so anything may call it)
+    }
+
+
+def test_a_parameter_every_call_hands_full_precision_is_no_activation(tmp_path: Path) -> None:
+    from mpcheck.project.callers import ModuleCode
+
+    passes = {
+        "pkg.mel": (("pkg.mel.spec",), (), (), ()),
+        "pkg.run": (
+            (),
+            (),
+            (),
+            (("pkg.mel.spec", ("f", "n")), ("pkg.mel.spec", ("f", "n_fft=n", "x=?"))),
+        ),
+    }
+    code = ModuleCode(passes, {}, lambda _: None, lambda _: None)
+    assert code.full_inputs("pkg.mel.spec", ("y", "n_fft", "x")) == {"y": False, "n_fft": True}
+    passes["pkg.run"] = ((), (), (), (("pkg.mel.spec", ("f", "n")), ("pkg.mel.spec", ("!",))))
+    code = ModuleCode(passes, {}, lambda _: None, lambda _: None)
+    assert code.full_inputs("pkg.mel.spec", ("y", "n_fft", "x")) == {}

@@ -37,6 +37,7 @@ from mpcheck.engine.starred import bind_starred
 from mpcheck.engine.statements import Statements
 from mpcheck.engine.tensors import Tensors
 from mpcheck.project.callables import SplitRun
+from mpcheck.project.exports import exported
 from mpcheck.project.models import ModelUses
 from mpcheck.project.names import ImportTable
 from mpcheck.project.summary import ProjectLookup
@@ -84,6 +85,8 @@ class FileAnalysis(Walk):
         # an FSDP policy casting the models' floating forward inputs to half (its text)
         self.input_cast = None if uses is None else uses.input_cast
         self.application = uses is not None and uses.application and not half_setting
+        self._half_setting = half_setting
+        self._declared: frozenset[str] | None = None  # the file's literal ``__all__``
         self.regions = Regions(self)
         self.definitions = Definitions(self, self.regions)
         self.modules = Modules(self, self.regions, self.definitions)
@@ -130,6 +133,24 @@ class FileAnalysis(Walk):
 
     def called_outside_modules(self, name: str) -> bool:
         return self.uses is not None and self.uses.runs_outside_modules(name)
+
+    def full_inputs(self, name: str, params: tuple[str, ...]) -> dict[str, bool]:
+        if self.uses is None or self._entry_point(name):
+            return {}
+        return self.uses.full_inputs(name, params)
+
+    def _entry_point(self, name: str) -> bool:
+        """Whether users of the project may call its function ``name`` with anything: a
+        public function a package declares in ``__all__``, or
+        any public one where the configuration says its users run its code in half. An
+        application's functions have no other callers than its own."""
+        if self.application or name.startswith("_"):
+            return False
+        if self._half_setting:
+            return True
+        if self._declared is None:
+            self._declared = frozenset(exported(self.module)[1] or ())
+        return name in self._declared
 
     def handed_split(self, function: str, slots: Collection[str]) -> SplitRun | None:
         if self.uses is None or self.uses.callables is None:

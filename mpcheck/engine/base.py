@@ -128,6 +128,13 @@ class Walk(ABC):
         never from a module's code: only scripts, datasets and plain classes hand it data."""
 
     @abstractmethod
+    def full_inputs(self, name: str, params: tuple[str, ...]) -> dict[str, bool]:
+        """The parameters (of ``params``) of this file's function ``name`` (outside a
+        class) that every call in the project hands a full-precision value (True: a number),
+        where no user
+        of the project may call it otherwise (:mod:`mpcheck.project.arguments`)."""
+
+    @abstractmethod
     def handed_split(self, function: str, slots: Collection[str]) -> SplitRun | None:
         """A lambda the project hands to this file's ``function`` (its name) in one of
         ``slots`` that runs a module split by its input embeddings

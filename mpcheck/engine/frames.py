@@ -60,8 +60,9 @@ class ClassInfo:
 
     @cached_property
     def casts_input(self) -> bool:
-        """Whether ``forward`` casts its input or opens an autocast region itself (read once
-        per class: every call of a half model in a script asks)."""
+        """Whether ``forward`` casts its input (or a value made of it, ``wav.clamp(-1, 1)
+        .float()``) or opens an autocast region itself: then the input's dtype is not what
+        its layers see (read once per class: every call of a half model in a script asks)."""
         fn = self.methods.get("forward")
         if fn is None:
             return True  # called some other way: nothing to say about its input
@@ -70,9 +71,9 @@ class ClassInfo:
         while stack:
             node = stack.pop()
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-                receiver, attr = dotted(node.func.value), node.func.attr.value
+                receiver, attr = _root(node.func.value), node.func.attr.value
                 if attr == "autocast" or (receiver in params and attr in _CASTS):
-                    return True
+                    return True  # (``wav.clamp(-1, 1).float()``: a value made of it, cast)
             stack.extend(children(node))
         return False
 
@@ -191,3 +192,26 @@ class WalkApi(Protocol):
     def function_frame(
         self, fn: cst.FunctionDef, cls: ClassInfo | None, outer: Frame | None
     ) -> Frame: ...
+
+
+def _root(node: cst.BaseExpression) -> str | None:
+    """The name a chain of dtype-keeping methods and subscripts starts from (``wav`` of
+    ``wav.clamp(-1, 1)``; None: no name, or a new tensor such as ``x.new_zeros(n)``)."""
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value not in _KEEPS:
+                return None
+            node = node.func.value
+        elif isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Name):
+            return node.value
+        else:
+            return None
+
+
+# Methods whose result is the tensor's values in its dtype (shape, range, copies).
+_KEEPS = frozenset(
+    """clamp clip clamp_ clip_ unsqueeze squeeze view reshape permute transpose contiguous
+    clone detach flatten abs""".split()
+)

@@ -334,9 +334,13 @@ class Definitions:
             evidence = self.file.sampler_evidence(name)
         module_code = outer.scope.module_code if outer is not None else False
         handed = False  # (only scripts, datasets and plain classes call it: see ``_handed``)
+        full: dict[str, bool] = {}  # (every call hands them full precision; True: numbers)
         if cls is None and outer is None:
             module_code = self.file.called_from_modules(fn.name.value)
             handed = not module_code and self.file.called_outside_modules(fn.name.value)
+            names = tuple(p.name.value for p in (*fn.params.posonly_params, *fn.params.params))
+            names += tuple(p.name.value for p in fn.params.kwonly_params)
+            full = self.file.full_inputs(fn.name.value, names)
         scope = Scope(
             fn,
             name,
@@ -360,6 +364,11 @@ class Definitions:
             if fn.name.value != "__init__"
             else frozenset()
         )
+        # (the body is walked for its tensor uses only where an answer depends on them)
+        tensors = self.uses(fn).tensors & bare if bare and full else frozenset()
+        # every input the body uses as a tensor is full precision at every call: the others
+        # (numbers, objects) cannot bring a model's activation in either
+        all_full = bool(full) and bool(tensors) and tensors <= full.keys()
         index = 0
         for param in params:
             name = param.name.value
@@ -376,6 +385,10 @@ class Definitions:
                 )
                 if handed:
                     env[name] = _handed(env[name], param)
+                if name in full:
+                    env[name] = _full_everywhere(env[name], param, index, full[name])
+                elif all_full and name in bare and name not in tensors:
+                    env[name] = _full_everywhere(env[name], param, index, False, used=False)
                 # (the body is walked only for an input ``unproven`` would change)
                 if name in bare and _provable(env[name]) and name not in self.uses(fn).tensors:
                     env[name] = unproven(env[name])
@@ -756,6 +769,26 @@ def _handed(fact: Fact, param: cst.Param) -> Fact:
     if fact.kind is not Kind.TENSOR or fact.prec is not Prec.MODEL or not fact.from_input:
         return fact
     what = f"`{param.name.value}`, handed to the function by scripts and data code only"
+    assert fact.origin is not None  # (``from_input``)
+    return replace(fact, prec=Prec.UNKNOWN, origin=replace(fact.origin, text=what))
+
+
+def _full_everywhere(
+    fact: Fact, param: cst.Param, index: int, numbers: bool, *, used: bool = True
+) -> Fact:
+    """A tensor input that every call of the project hands a full-precision value (loaded
+    data, a numpy array, a factory without ``dtype=``, an upcast: see
+    :mod:`mpcheck.project.arguments`): no model's activation, so no premise that it is half
+    holds. Its exact dtype may be float32 or float64, so it is known only as not half. One
+    that every call hands a Python number (``numbers``) is no tensor at all; one the body
+    never uses as a tensor, beside such inputs (not ``used``), brings no activation either."""
+    if fact.kind is not Kind.TENSOR or fact.prec is not Prec.MODEL or not fact.from_input:
+        return fact
+    if numbers:
+        return Fact(Kind.OTHER, params=frozenset({index}))
+    what = f"`{param.name.value}`, handed full-precision values by every call in the project"
+    if not used:
+        what = f"`{param.name.value}`, never used as a tensor beside full-precision inputs"
     assert fact.origin is not None  # (``from_input``)
     return replace(fact, prec=Prec.UNKNOWN, origin=replace(fact.origin, text=what))
 

@@ -175,7 +175,8 @@ class Modules:
                 CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
             )
         op, aten = T.LAYERS.get(layer or "", (None, ""))
-        if op is None and takes_half_input(module, path, self.file.classes.get(layer or ""), frame):
+        own, imported = self.file.classes.get(layer or ""), self.file.imported.get(layer or "")
+        if op is None and takes_half_input(module, path, own, frame, imported):
             op = T.OpKind.MODEL
         elif op is None and feeds_its_weights(module, self.file.imported.get(layer or ""), frame):
             op = T.OpKind.MODEL  # ``self.x_embedder(x)``: a patch embedding of another file

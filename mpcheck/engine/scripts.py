@@ -14,11 +14,18 @@ from mpcheck.engine.sites import Operand
 from mpcheck.project.summary import ClassSummary
 
 
-def takes_half_input(module: Fact, path: str | None, own: ClassInfo | None, frame: Frame) -> bool:
+def takes_half_input(
+    module: Fact,
+    path: str | None,
+    own: ClassInfo | None,
+    frame: Frame,
+    imported: ClassSummary | None = None,
+) -> bool:
     """A model a script cast to half, whose input must be half too.
 
-    Not under autocast (its layers recast their input), not when the file's own class casts
-    what it is given, and not when a part of it was cast apart (MPC104 follows that).
+    Not under autocast (its layers recast their input), not when its class casts what it
+    is given (the file's own class, or another file's by its summary), and not when a part
+    of it was cast apart (MPC104 follows that).
     """
     if module.prec is not Prec.HALF or frame.scope.in_module:
         return False
@@ -27,6 +34,8 @@ def takes_half_input(module: Fact, path: str | None, own: ClassInfo | None, fram
         return False
     parts = [f for k, f in frame.env.items() if path is not None and k.startswith(f"{path}.")]
     if any(f.kind is Kind.MODULE and f.prec is not module.prec for f in parts):
+        return False
+    if imported is not None and imported.casts_input:
         return False
     return own is None or not own.casts_input
 

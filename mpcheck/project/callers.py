@@ -30,14 +30,24 @@ import re
 from collections.abc import Callable, Mapping
 
 from mpcheck.knowledge import torch_api as T
+from mpcheck.project.arguments import FULL, NUMBER, Handed, arguments_of
+from mpcheck.project.brackets import enclosing
 from mpcheck.project.construction import body_end
 from mpcheck.project.lines import line_matches
 
 __all__ = ["CallersPass", "ModuleCode", "callers_of"]
 
-# One file's pass: (top-level functions), ((callee, class), ...), ((callee, function), ...)
-CallersPass = tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
-EMPTY: CallersPass = ((), (), ())
+# One file's pass: (top-level functions), ((callee, class), ...), ((callee, function), ...),
+# ((callee, what each call hands it), ...) (:mod:`mpcheck.project.arguments`; ``("!",)``: the
+# function's name is written without a call, so it may be called with anything)
+CallersPass = tuple[
+    tuple[str, ...],
+    tuple[tuple[str, str], ...],
+    tuple[tuple[str, str], ...],
+    tuple[tuple[str, Handed], ...],
+]
+EMPTY: CallersPass = ((), (), (), ())
+ESCAPED: Handed = ("!",)
 
 _HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
 _HEADER_WORD = re.compile(rb"(?:def|class)[ \t]+\w")  # (see :func:`line_matches`)
@@ -65,8 +75,6 @@ def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool
         end = body_end(code, match.end(), indent)
         headers.append((match.start(), end, indent, match.group(2), match.group(3).decode()))
         names_at.add(match.start(3))
-    if not headers:
-        return EMPTY
     top = {name for _, _, indent, kind, name in headers if indent == 0 and kind == b"def"}
     # Only names that may be the project's functions are looked for: its own top-level
     # functions, and what its imports bind outside the libraries (not classes: CapWords).
@@ -77,7 +85,7 @@ def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool
     }
     heads.update(top)
     if not heads and not stars:
-        return tuple(sorted(_qualify(module, n) for n in top)), (), ()
+        return tuple(sorted(_qualify(module, n) for n in top)), (), (), ()
     wanted = {h.encode() for h in heads}
     memo: dict[tuple[bytes, bytes | None], str | None] = {}
 
@@ -124,7 +132,64 @@ def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool
                 continue
             (methods if kind == "class" else functions).add((callee, owner))
     defined = (_qualify(module, name) for name in top)
-    return tuple(sorted(defined)), tuple(sorted(methods)), tuple(sorted(functions))
+    handed = _handed(code, wanted, names_at, spans, imports, qualified)
+    return tuple(sorted(defined)), tuple(sorted(methods)), tuple(sorted(functions)), handed
+
+
+def _handed(
+    code: bytes,
+    wanted: set[bytes],
+    names_at: set[int],
+    spans: list[tuple[int, int, str, str]],
+    imports: Mapping[str, str],
+    qualified: Callable[[bytes, bytes | None], str | None],
+) -> tuple[tuple[str, Handed], ...]:
+    """Each call of a project function in ``code`` (module level too) with what it hands,
+    and each name of one written without a call (:data:`ESCAPED`)."""
+    found: list[tuple[str, Handed]] = []
+    starts = sorted((start, end) for start, end, _, _ in spans)
+    for word in wanted:
+        at = code.find(word)
+        while at >= 0:
+            end = at + len(word)
+            here, at = at, code.find(word, end)
+            before = code[here - 1] if here else 0x0A
+            if before in _WORD or before == 0x2E or end < len(code) and code[end] in _WORD:
+                continue  # (part of another name, or an attribute: ``x.f``)
+            if here in names_at or _in_import(code, here):
+                continue
+            attr = _ATTR.match(code, end)
+            after = attr.end() if attr is not None else end
+            callee = qualified(word, attr.group(1) if attr is not None else None)
+            if callee is None:
+                continue
+            opened = _OPEN.match(code, after)
+            if opened is None:
+                found.append((callee, ESCAPED))
+                continue
+            start = next((s for s, e in reversed(starts) if s <= here < e), 0)
+            args, _ = arguments_of(code, opened.end() - 1, start, imports)
+            found.append((callee, args))
+    return tuple(sorted(set(found)))
+
+
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_ATTR = re.compile(rb"\.([a-z_]\w*)")
+_OPEN = re.compile(rb"[ \t]*\(")
+
+
+def _in_import(code: bytes, at: int) -> bool:
+    """Whether the name at ``at`` stands in an import statement (its line, or the line of
+    the bracket holding it, starts with ``from`` or ``import``)."""
+    line = code.rfind(b"\n", 0, at) + 1
+    text = code[line:at].lstrip()
+    if text.startswith((b"from ", b"import ")):
+        return True
+    opened = enclosing(code, at)
+    if opened < 0:
+        return False
+    line = code.rfind(b"\n", 0, opened) + 1
+    return code[line:opened].lstrip().startswith(b"from ")
 
 
 def _qualify(module: str, name: str) -> str:
@@ -148,7 +213,7 @@ class ModuleCode:
         self.classes = classes  # (``passes``: each file's, by its module)
         self.resolve_class = resolve_class
         self._modules: dict[str, bool] = {}
-        defined = {name for names, _, _ in passes.values() for name in names}
+        defined = {name for names, *_ in passes.values() for name in names}
         from_modules: set[str] = set()
         calls: dict[str, set[str]] = {}  # caller function -> its callees
         by_leaf: dict[str, list[str]] = {}
@@ -174,9 +239,15 @@ class ModuleCode:
             return by_leaf.get(callee.rpartition(".")[2], [])
 
         found = passes.values()
+        # callee -> what each of its calls hands it (:mod:`mpcheck.project.arguments`)
+        self._handed: dict[str, set[Handed]] = {}
+        for *_, handed in found:
+            for callee, args in handed:
+                for name in target(callee):
+                    self._handed.setdefault(name, set()).add(args)
         called: set[str] = set()  # (by anything: a module, a script, a plain class)
         from_runners: set[str] = set()  # (by a module, a pipeline or a sampler)
-        for _, methods, functions in found:
+        for _, methods, functions, _ in found:
             for callee, owner in methods:
                 targets = target(callee)
                 called.update(targets)
@@ -232,10 +303,51 @@ class ModuleCode:
             return self.module_class(project, depth + 1)
         return base.rsplit(".", 1)[-1].endswith(T.MODULE_BASE_SUFFIXES)
 
+    def full_inputs(self, function: str, params: tuple[str, ...]) -> dict[str, bool]:
+        """The parameters (of ``params``, in order) that every call of the project function
+        ``function`` (qualified) hands a full-precision value or a number (True: only
+        numbers): none when nothing calls it or its name is handed on without a call (then
+        anything may call it)."""
+        calls = self._handed.get(function)
+        if not calls or ESCAPED in calls:
+            return {}
+        full = set(params)
+        numbers = set(params)
+        for args in calls:
+            given: dict[str, str] = {}
+            for index, value in enumerate(args):
+                name, equals, kind = value.partition("=")
+                if equals:
+                    given[name] = kind
+                elif value == "*":
+                    return {}  # (``f(*args)``: which parameter gets what is unknown)
+                elif index < len(params):
+                    given[params[index]] = value
+            full &= {name for name, kind in given.items() if kind in (FULL, NUMBER)}
+            numbers &= {name for name, kind in given.items() if kind == NUMBER}
+        return {name: name in numbers for name in full}
+
     @property
     def digest(self) -> str:
-        """The functions module code calls (a cache key part)."""
-        return repr((sorted(self.called), sorted(self.outside)))
+        """The functions module code calls, and what the calls hand (a cache key part)."""
+        handed = sorted((k, sorted(map(_reduced, v))) for k, v in self._handed.items())
+        # (only the functions a call hands something full: an edit of other calls changes
+        # no answer of :meth:`full_inputs`, and must not recheck the project)
+        handed = [(k, v) for k, v in handed if all(c and c != ESCAPED and "*" not in c for c in v)]
+        return repr((sorted(self.called), sorted(self.outside), handed))
+
+
+def _reduced(args: Handed) -> Handed:
+    """What :meth:`ModuleCode.full_inputs` reads of a call: the slots (position or keyword)
+    handed full precision or a number, with their kind; a splat or an escape as it is."""
+    if args == ESCAPED or "*" in args:
+        return args
+    slots = []
+    for index, value in enumerate(args):
+        name, equals, kind = value.partition("=")
+        if (kind if equals else value) in (FULL, NUMBER):
+            slots.append(value if equals else f"{index}:{value}")
+    return tuple(slots)
 
 
 def _runs_models(name: str) -> bool:

@@ -155,6 +155,15 @@ class ModelUses:
             return False
         return (f"{self.module}.{name}" if self.module else name) in self.module_code.outside
 
+    def full_inputs(self, name: str, params: tuple[str, ...]) -> dict[str, bool]:
+        """The parameters of the function ``name`` of :attr:`module` (defined outside a
+        class) that every call of the project hands a full-precision value
+        (:meth:`~mpcheck.project.callers.ModuleCode.full_inputs`)."""
+        if self.module_code is None:
+            return {}
+        qualified = f"{self.module}.{name}" if self.module else name
+        return self.module_code.full_inputs(qualified, params)
+
     def reached(self, name: str) -> bool:
         """Whether anything in the project may build the class ``name`` of :attr:`module`:
         a class that nothing builds, subclasses, imports, exports or names (in code or in a

@@ -215,6 +215,7 @@ class ModelRecord:
                     tuple(map(str, by[0])),
                     tuple((str(n), str(c)) for n, c in by[1]),
                     tuple((str(n), str(c)) for n, c in by[2]),
+                    tuple((str(n), tuple(map(str, a))) for n, a in by[3]),
                 ),
                 int(main),
                 tuple((str(c), str(h)) for c, h in held),

@@ -330,6 +330,7 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
         keep_patterns=tuple(patterns),
         dtype_default=fixed,
         feeds_weights=info.feeds_weights,
+        casts_input=info.is_module and "forward" in info.methods and info.casts_input,
         fed_inputs=tuple(sorted(info.fed_inputs)),
         adapter_casts=_sorted(walk.keep.casts.get(name)),
     )

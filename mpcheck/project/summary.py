@@ -32,7 +32,7 @@ __all__ = [
     "Value",
 ]
 
-FORMAT = 10  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 11  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +107,9 @@ class ClassSummary:
     # ``forward`` hands its first input as it came to one of its own layers: a caller must
     # pass it in the module's dtype (``x_embedder(x.float())`` raises in a half model)
     feeds_weights: bool = False
+    # ``forward`` casts its input (or a value made of it) itself: a half model of it takes
+    # any dtype (``wav = wav.clamp(-1, 1).float()``, ``x = x.to(self.dtype)``)
+    casts_input: bool = False
     # the positions (``self`` excluded) of every input ``forward`` hands as it came, alone or
     # in arithmetic with others, to its own layers: a float32 argument there meets half weights
     fed_inputs: tuple[int, ...] = ()
@@ -256,6 +259,7 @@ class Pool:
             if default is None
             else (default[0], self._place(default[1]), one(default[2]), one(default[3])),
             feeds_weights=cls.feeds_weights,
+            casts_input=cls.casts_input,
             fed_inputs=one(cls.fed_inputs),
             adapter_casts=None if cls.adapter_casts is None else self._strings(cls.adapter_casts),
             kept_residual=cls.kept_residual,
@@ -338,6 +342,7 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         keep_patterns=tuple(data["keep_patterns"]),
         dtype_default=_default(data["dtype_default"]),
         feeds_weights=data["feeds_weights"],
+        casts_input=bool(data.get("casts_input", False)),
         fed_inputs=tuple(int(i) for i in data["fed_inputs"]),
         adapter_casts=None if data["adapter_casts"] is None else tuple(data["adapter_casts"]),
         kept_residual=_kept_residual(data.get("kept_residual")),
