@@ -86,16 +86,17 @@ class ScalerFp16Params(Rule):
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self.recasts_seen: set[int] = set()  # recasts reported (one finding each)
-        self.reported: set[int] = set()  # optimizers whose first unscale was reported
+        # (optimizer, function) pairs whose first unscale was reported: a hook or closure
+        # defined inside the loop's function runs at another time (a gradient hook during
+        # ``backward``), so its report does not stand for the loop's own unscale
+        self.reported: set[tuple[int, int]] = set()
 
     def check_training(self, site: TrainingSite) -> None:
         scaler = site.scaler
         if not site.unscales or scaler is None or not scaler.raises_on_fp16:
             return
         for use in site.optimizers:
-            if use.unscaled is True or (
-                use.unscaled is None and id(use.optimizer.node) in self.reported
-            ):
+            if use.unscaled is True or (use.unscaled is None and _key(use, site) in self.reported):
                 continue  # an earlier call unscaled them (and was reported)
             # (unscaled on some paths only, and not reported: a path that skipped the step
             # after a clip, ``continue``, comes round to this call with them unscaled; the
@@ -148,8 +149,12 @@ class ScalerFp16Params(Rule):
         related += decided
         related.append((optimizer.node, f"the optimizer {optimizer.text} is built here"))
         related.append((scaler.node, _scaler_role(scaler)))
-        self.reported.add(id(optimizer.node))
+        self.reported.add(_key(use, site))
         self.report(site.node, message, related=related)
+
+
+def _key(use: OptimizerUse, site: TrainingSite) -> tuple[int, int]:
+    return id(use.optimizer.node), id(site.scope.function)
 
 
 def _scaler_role(scaler: Scaler) -> str:

@@ -150,24 +150,25 @@ from accelerate import Accelerator
 
 
 def make_accelerator(args):
-    return Accelerator(mixed_precision={mode}{plugin})
+    {plugin}
+    return Accelerator(mixed_precision={mode}, deepspeed_plugin=plugin)
 
 
 def get_optimizer(args, trainable_params):
     return "AdamW", torch.optim.AdamW(trainable_params, lr=args.lr)
 """
 
-NO_PLUGIN = ""
-HELPER_PLUGIN = ", deepspeed_plugin=prepare_deepspeed_plugin(args)"
+NO_PLUGIN = "plugin = None"
+HELPER_PLUGIN = "plugin = prepare_deepspeed_plugin(args)"
 
 
 @pytest.mark.parametrize(
     ("mode", "plugin", "reported"),
     [
         ("args.mixed_precision", NO_PLUGIN, True),  # set at launch: fp16 on some runs
-        ('"fp16"', HELPER_PLUGIN, False),  # taken as DeepSpeed (see ``own_scaler``)
+        ('"fp16"', HELPER_PLUGIN, True),  # DeepSpeed on some runs only
         ('"bf16"', NO_PLUGIN, False),  # no loss scaling in bfloat16
-        ('"fp16"', ", deepspeed_plugin=DeepSpeedPlugin(zero_stage=2)", False),  # it scales
+        ('"fp16"', "plugin = DeepSpeedPlugin(zero_stage=2)", False),  # DeepSpeed scales
     ],
     ids=["launch", "plugin-maybe-none", "bf16", "deepspeed"],
 )

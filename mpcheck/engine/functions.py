@@ -36,6 +36,7 @@ from mpcheck.engine.facts import (
     joined_with_arguments,
     one_path_factory,
     promote,
+    settled,
 )
 from mpcheck.engine.frames import Call, ClassInfo, Env, Frame
 from mpcheck.engine.frozen import frozen_dtypes
@@ -278,11 +279,11 @@ class Definitions:
                         fact if old is None or fn.name.value == "__init__" else join(old, fact)
                     )
         if not seeded:
-            return frame.returns or UNKNOWN
+            return settled(frame.returns)
         with self.file.reporting.muted():
             plain = self.function_frame(fn, cls, None)
             self.file.block(body, plain)
-        return plain.returns or UNKNOWN
+        return settled(plain.returns)
 
     def function_site(self, fn: cst.FunctionDef, frame: Frame) -> None:
         if not self.file.reporting.takes("functions"):

@@ -657,7 +657,9 @@ class Modules:
                     code = self.file.code(op.node)
                     text = f"cast to the working dtype `{code}` (half when that is float16)"
                     origin = Origin(node, Cause.MODEL_CAST, text)
-                    return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
+                    # (a parameter's dtype: the caller's argument decides, see ``fact_of``)
+                    params = op.fact.params
+                    return Fact(Kind.MODULE, Prec.HALF, None, origin, params, maybe=True)
         return None
 
     def working_dtype(self, op: Operand, keyword: bool) -> bool:
@@ -685,4 +687,11 @@ def _owner(path: str | None, env: Env) -> Owner | None:
 
 def _cast_to(module: Fact, cast: Fact) -> Fact:
     """The module ``module`` after ``cast`` (its dtype and why)."""
-    return replace(module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe)
+    return replace(
+        module,
+        prec=cast.prec,
+        dtype=cast.dtype,
+        origin=cast.origin,
+        maybe=cast.maybe,
+        params=cast.params,  # (to a parameter's working dtype: the caller's argument decides)
+    )

@@ -28,9 +28,11 @@ from mpcheck.engine.facts import (
     defaulted,
     element,
     join,
+    none_literal,
     none_tested,
     promote,
     seq_of,
+    settled,
     tensor_or_none,
 )
 from mpcheck.engine.frames import Frame
@@ -363,7 +365,7 @@ class Statements:
         with self.file.reporting.unmuted():
             if isinstance(fn.body, cst.IndentedBlock):
                 self.block(fn.body.body, sub)
-        self.definitions.summaries[fn] = sub.returns or UNKNOWN
+        self.definitions.summaries[fn] = settled(sub.returns)
         frame.env[fn.name.value] = Fact(Kind.OTHER)
         self.file.functions.setdefault(fn.name.value, fn)
 
@@ -397,7 +399,11 @@ class Statements:
             self.module_by_use(stmt.value, frame)
             self.expressions.expr(stmt.value, frame)
         elif isinstance(stmt, cst.Return):
-            fact = self.expressions.expr(stmt.value, frame) if stmt.value is not None else UNKNOWN
+            value = stmt.value
+            if isinstance(value, cst.Name) and value.value == "None":
+                fact = none_literal(value)  # (joined with a dtype: that dtype on some paths)
+            else:
+                fact = self.expressions.expr(value, frame) if value is not None else UNKNOWN
             frame.returns = fact if frame.returns is None else join(frame.returns, fact)
             if stmt.value is not None and self.file.reporting.takes("returns"):
                 self.file.reporting.listener.deliver(
