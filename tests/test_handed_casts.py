@@ -212,3 +212,68 @@ def test_a_helper_binding_its_parameter_to_another_model_leaves_the_callers(
         """
     )
     assert findings(tmp_path, files) == set()
+
+
+LOADERS = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+
+def load_models(state_dict, dtype=None):
+    model = Net()
+    model.load_state_dict(state_dict)
+    model.to(dtype=dtype)
+    return model
+
+
+def match_mixed_precision(args, weight_dtype):
+    if args.full_fp16:
+        return weight_dtype
+    return None
+"""
+
+TARGETS = """
+import torch
+
+from loaders import load_models, match_mixed_precision
+
+
+def load_target_model(args, weight_dtype):
+    return load_models({}, match_mixed_precision(args, weight_dtype))
+"""
+
+TRAINER = """
+import torch
+
+from targets import load_target_model
+
+
+def train(args, loader):
+    weight_dtype = torch.float16 if args.fp16 else torch.float32
+    model = load_target_model(args, {handed})
+    optimizer = torch.optim.AdamW(model.parameters())
+    scaler = torch.amp.GradScaler("cpu")
+    for x in loader:
+        scaler.scale(model(x).float().mean()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""
+
+
+@pytest.mark.parametrize(("handed", "reported"), [("weight_dtype", True), ("None", False)])
+def test_a_model_returned_cast_to_a_parameters_dtype_follows_the_callers_argument(
+    tmp_path: Path, handed: str, reported: bool
+) -> None:
+    """A helper returns the model it loads cast to the dtype its caller hands it, through a
+    helper that returns that dtype or None: the working dtype may be float16, None casts
+    nothing (sd-scripts' sd3 loader and its fix)."""
+    files = {"loaders.py": LOADERS, "targets.py": TARGETS}
+    files["train.py"] = TRAINER.format(handed=handed)
+    found = findings(tmp_path, files, ("MPC201",))
+    assert found == ({("train.py", 13, "MPC201")} if reported else set())

@@ -338,3 +338,35 @@ def test_params_taken_where_the_cast_may_have_happened_are_reported(
     (d,) = findings(CORRELATED.format(taken=taken, cast=cast))
     assert span(d) == (18, 9, 18, 31)
     assert f"trains parameters that are {half}" in d.message
+
+
+def test_a_gradient_hook_unscaling_does_not_stand_for_the_loops_own_unscale() -> None:
+    """A hook defined in the training function runs during ``backward`` on the runs that
+    register it; the loop's own unscale, on the other runs, raises too and is reported too
+    (even where an earlier round that skipped the step leaves it unscaled on some paths)."""
+    found = findings(
+        """
+        def train(args, model, loader):
+            model = model.half()
+            optimizer = torch.optim.AdamW(model.parameters())
+            scaler = torch.amp.GradScaler("cpu")
+            if args.fused:
+
+                def hook(param):
+                    scaler.unscale_(optimizer)
+                    scaler.step(optimizer)
+                    scaler.update()
+
+                for p in model.parameters():
+                    p.register_post_accumulate_grad_hook(hook)
+            for x in loader:
+                loss = model(x).float().mean()
+                scaler.scale(loss).backward()
+                if not args.fused:
+                    scaler.unscale_(optimizer)
+                    if args.sync:
+                        scaler.step(optimizer)
+                        scaler.update()
+        """
+    )
+    assert [span(d)[0] for d in found] == [12, 22]
