@@ -266,14 +266,17 @@ def train(args, loader):
 """
 
 
+@pytest.mark.parametrize("same_file", [False, True], ids=["helpers-apart", "helpers-together"])
 @pytest.mark.parametrize(("handed", "reported"), [("weight_dtype", True), ("None", False)])
 def test_a_model_returned_cast_to_a_parameters_dtype_follows_the_callers_argument(
-    tmp_path: Path, handed: str, reported: bool
+    tmp_path: Path, handed: str, reported: bool, same_file: bool
 ) -> None:
     """A helper returns the model it loads cast to the dtype its caller hands it, through a
     helper that returns that dtype or None: the working dtype may be float16, None casts
     nothing (sd-scripts' sd3 loader and its fix)."""
     files = {"loaders.py": LOADERS, "targets.py": TARGETS}
+    if same_file:  # (the summary of a function of the same file, substituted at the call)
+        files = {"targets.py": LOADERS + TARGETS.split("\n\n\n", 1)[1]}
     files["train.py"] = TRAINER.format(handed=handed)
     found = findings(tmp_path, files, ("MPC201",))
     assert found == ({("train.py", 13, "MPC201")} if reported else set())

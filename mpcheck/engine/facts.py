@@ -406,6 +406,17 @@ def is_none(fact: Fact) -> bool:
     )
 
 
+def cast_to_working_dtype(fact: Fact) -> bool:
+    """A model cast to a dtype the code does not spell (a working dtype, half on some runs):
+    linked by ``params`` to the parameter that held it in a function's summary."""
+    return (
+        fact.kind is Kind.MODULE
+        and fact.prec is Prec.HALF
+        and fact.maybe
+        and fact.cause is Cause.MODEL_CAST
+    )
+
+
 def settled(returns: Fact | None) -> Fact:
     """What a walked function returns, as its callers take it: a function that only ever
     returns ``None`` returns nothing known."""
