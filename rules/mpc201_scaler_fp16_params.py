@@ -90,6 +90,11 @@ class ScalerFp16Params(Rule):
         # defined inside the loop's function runs at another time (a gradient hook during
         # ``backward``), so its report does not stand for the loop's own unscale
         self.reported: set[tuple[int, int]] = set()
+        # each optimizer's unscales in walk order: (function, report or None when quiet). A
+        # hook is walked where it is defined, before what the function does next (a scaler
+        # patch under a flag); the function's own later unscale sees the final state, so a
+        # hook's report stands only if no later unscale of another function is quiet
+        self.seen: dict[int, list[tuple[int, _Pending | None]]] = {}
 
     def check_training(self, site: TrainingSite) -> None:
         scaler = site.scaler
@@ -105,6 +110,9 @@ class ScalerFp16Params(Rule):
             if half is not None:
                 self._report(site, scaler, use, half)
             else:
+                self.seen.setdefault(id(use.optimizer.node), []).append(
+                    (id(site.scope.function), None)
+                )
                 for cast in filter(can_be_fp16, use.recast):  # bfloat16 ones: MPC205
                     self._report_recast(site, scaler, use, cast)
 
@@ -150,7 +158,22 @@ class ScalerFp16Params(Rule):
         related.append((optimizer.node, f"the optimizer {optimizer.text} is built here"))
         related.append((scaler.node, _scaler_role(scaler)))
         self.reported.add(_key(use, site))
-        self.report(site.node, message, related=related)
+        pending = (site.node, message, related)
+        self.seen.setdefault(id(optimizer.node), []).append((id(site.scope.function), pending))
+
+    def finish(self) -> None:
+        for sites in self.seen.values():
+            for i, (function, pending) in enumerate(sites):
+                if pending is None:
+                    continue
+                later = sites[i + 1 :]
+                if any(f != function and p is None for f, p in later):
+                    continue  # (a hook defined before the state the loop ends in)
+                node, message, related = pending
+                self.report(node, message, related=related)
+
+
+_Pending = tuple[cst.CSTNode, str, list[tuple[cst.CSTNode, str]]]
 
 
 def _key(use: OptimizerUse, site: TrainingSite) -> tuple[int, int]:

@@ -370,3 +370,34 @@ def test_a_gradient_hook_unscaling_does_not_stand_for_the_loops_own_unscale() ->
         """
     )
     assert [span(d)[0] for d in found] == [12, 22]
+
+
+def test_a_gradient_hook_defined_before_the_upcast_runs_after_it() -> None:
+    """A hook is walked where it is defined, but runs in the loop's ``backward``: after the
+    model was upcast to float32 there, its unscale takes float32 gradients, as the loop's."""
+    found = findings(
+        """
+        def train(args, model, loader):
+            model = model.half()
+            optimizer = torch.optim.AdamW(model.parameters())
+            scaler = torch.amp.GradScaler("cpu")
+            if args.fused:
+
+                def hook(param):
+                    scaler.unscale_(optimizer)
+                    scaler.step(optimizer)
+                    scaler.update()
+
+                for p in model.parameters():
+                    p.register_post_accumulate_grad_hook(hook)
+            model.float()
+            for x in loader:
+                loss = model(x).float().mean()
+                scaler.scale(loss).backward()
+                if not args.fused:
+                    scaler.unscale_(optimizer)
+                    scaler.step(optimizer)
+                    scaler.update()
+        """
+    )
+    assert found == []
