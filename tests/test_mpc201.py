@@ -401,3 +401,28 @@ def test_a_gradient_hook_defined_before_the_upcast_runs_after_it() -> None:
         """
     )
     assert found == []
+
+
+@pytest.mark.parametrize(("flag", "reported"), [("False", False), ("args.train_te", True)])
+def test_a_local_bound_only_to_false_never_takes_its_branch(flag: str, reported: bool) -> None:
+    """``train_te = False`` then ``if train_te:`` (HunyuanDiT's trainer): the half encoder
+    never joins the trained parameters."""
+    found = findings(
+        f"""
+        def train(args, loader):
+            model = nn.Linear(8, 1)
+            te = nn.Linear(8, 8).half()
+            train_te = {flag}
+            params = list(model.parameters())
+            if train_te:
+                params.extend(te.parameters())
+            optimizer = torch.optim.SGD(params, lr=0.1)
+            scaler = torch.amp.GradScaler("cuda")
+            for x, y in loader:
+                loss = F.mse_loss(model(x).float(), y)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    )
+    assert bool(found) is reported
