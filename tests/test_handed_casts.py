@@ -245,7 +245,7 @@ from loaders import load_models, match_mixed_precision
 
 
 def load_target_model(args, weight_dtype):
-    return load_models({}, match_mixed_precision(args, weight_dtype))
+    return load_models({}, {target})
 """
 
 TRAINER = """
@@ -267,16 +267,26 @@ def train(args, loader):
 
 
 @pytest.mark.parametrize("same_file", [False, True], ids=["helpers-apart", "helpers-together"])
-@pytest.mark.parametrize(("handed", "reported"), [("weight_dtype", True), ("None", False)])
+@pytest.mark.parametrize(
+    ("handed", "target", "reported"),
+    [
+        ("weight_dtype", "weight_dtype", True),  # the working dtype: float16 on fp16 runs
+        ("None", "match_mixed_precision(args, weight_dtype)", False),  # None: nothing cast
+        # the working dtype on the flag's runs only: no evidence which runs those are
+        ("weight_dtype", "match_mixed_precision(args, weight_dtype)", False),
+    ],
+    ids=["working-dtype", "none", "dtype-or-none"],
+)
 def test_a_model_returned_cast_to_a_parameters_dtype_follows_the_callers_argument(
-    tmp_path: Path, handed: str, reported: bool, same_file: bool
+    tmp_path: Path, handed: str, target: str, reported: bool, same_file: bool
 ) -> None:
     """A helper returns the model it loads cast to the dtype its caller hands it, through a
     helper that returns that dtype or None: the working dtype may be float16, None casts
     nothing (sd-scripts' sd3 loader and its fix)."""
-    files = {"loaders.py": LOADERS, "targets.py": TARGETS}
+    targets = TARGETS.replace("{target}", target)
+    files = {"loaders.py": LOADERS, "targets.py": targets}
     if same_file:  # (the summary of a function of the same file, substituted at the call)
-        files = {"targets.py": LOADERS + TARGETS.split("\n\n\n", 1)[1]}
+        files = {"targets.py": LOADERS + targets.split("\n\n\n", 1)[1]}
     files["train.py"] = TRAINER.format(handed=handed)
     found = findings(tmp_path, files, ("MPC201",))
     assert found == ({("train.py", 13, "MPC201")} if reported else set())

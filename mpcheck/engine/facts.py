@@ -417,6 +417,14 @@ def cast_to_working_dtype(fact: Fact) -> bool:
     )
 
 
+def casts_nothing_known(dtype: Fact) -> bool:
+    """A dtype argument that is no evidence of a cast to half: ``None``, or a parameter's
+    dtype a helper passes on some runs only (None on the others)."""
+    return is_none(dtype) or (
+        dtype.kind is Kind.DTYPE and dtype.maybe and dtype.prec is Prec.UNKNOWN
+    )
+
+
 def settled(returns: Fact | None) -> Fact:
     """What a walked function returns, as its callers take it: a function that only ever
     returns ``None`` returns nothing known."""

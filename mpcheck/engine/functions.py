@@ -33,7 +33,7 @@ from mpcheck.engine.facts import (
     Origin,
     Prec,
     cast_to_working_dtype,
-    is_none,
+    casts_nothing_known,
     join,
     joined_with_arguments,
     none_literal,
@@ -707,7 +707,7 @@ class Definitions:
             if fact.params and cast_to_working_dtype(fact):
                 # a model cast to the dtype a parameter holds: the argument decides
                 given = next((handed[i] for i in sorted(fact.params) if i < len(handed)), None)
-                if given is not None and is_none(given):
+                if given is not None and casts_nothing_known(given):
                     return Fact(Kind.MODULE, layer=fact.layer)  # ``dtype=None`` casts nothing
                 return replace(fact, params=given.params if given is not None else frozenset())
             # ``def pack_one(t, pattern)``: ``t`` is an int by its name only (a timestep), and
@@ -723,7 +723,9 @@ class Definitions:
                 return replace(fact, params=frozenset())
             if fact.kind is Kind.DTYPE:
                 base = actual[0]
-                return replace(base, kind=Kind.DTYPE) if base.kind is Kind.TENSOR else base
+                base = replace(base, kind=Kind.DTYPE) if base.kind is Kind.TENSOR else base
+                # (``return weight_dtype`` under a flag, ``return None`` else: on some paths)
+                return replace(base, maybe=True) if fact.maybe else base
             if fact.kind is not Kind.TENSOR:
                 return actual[0]
             if len(actual) == 1 and actual[0].kind is Kind.MODULE and fact.from_input:

@@ -20,7 +20,7 @@ from mpcheck.engine.facts import (
     Kind,
     Origin,
     Prec,
-    is_none,
+    casts_nothing_known,
     none_literal,
     one_path_factory,
     promote,
@@ -136,7 +136,7 @@ def fact_of(
             return replace(actual[0], maybe=True) if value.maybe else actual[0]
         return Fact(kind)
     handed = _working_dtype_argument(value, argument)
-    if handed is not None and is_none(handed):
+    if handed is not None and casts_nothing_known(handed):
         return Fact(Kind.MODULE, layer=value.layer)  # ``dtype=None`` casts nothing
     origin = None
     if value.origin is not None:

@@ -665,10 +665,14 @@ class Modules:
     def working_dtype(self, op: Operand, keyword: bool) -> bool:
         """A dtype a script casts to that it does not spell: a parameter (``dtype``), or a
         value it cannot see (``weight_dtype = prepare_dtype(args)``, ``self.train_dtype``)
-        passed as ``dtype=`` or under a name that says it is one. Half on some runs."""
+        passed as ``dtype=`` or under a name that says it is one. Half on some runs. Not
+        one a helper returns on some runs only, None on the others (sd-scripts'
+        ``match_mixed_precision``: the working dtype only under the flags that train the whole
+        model in it): which runs those are is not known here, no evidence of half."""
         fact = op.fact
         if fact.kind is Kind.DTYPE:
-            return bool(fact.params)  # ``.to(dtype=x.dtype)`` follows ``x``, not a setting
+            # (``.to(dtype=x.dtype)`` follows ``x``, not a setting)
+            return bool(fact.params) and not fact.maybe
         if fact != UNKNOWN:
             return False
         return keyword or "dtype" in self.file.code(op.node).lower()
