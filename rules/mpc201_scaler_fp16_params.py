@@ -86,16 +86,22 @@ class ScalerFp16Params(Rule):
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self.recasts_seen: set[int] = set()  # recasts reported (one finding each)
-        self.reported: set[int] = set()  # optimizers whose first unscale was reported
+        # (optimizer, function) pairs whose first unscale was reported: a hook or closure
+        # defined inside the loop's function runs at another time (a gradient hook during
+        # ``backward``), so its report does not stand for the loop's own unscale
+        self.reported: set[tuple[int, int]] = set()
+        # each optimizer's unscales in walk order: (function, report or None when quiet). A
+        # hook is walked where it is defined, before what the function does next (a scaler
+        # patch under a flag); the function's own later unscale sees the final state, so a
+        # hook's report stands only if no later unscale of another function is quiet
+        self.seen: dict[int, list[tuple[int, _Pending | None]]] = {}
 
     def check_training(self, site: TrainingSite) -> None:
         scaler = site.scaler
         if not site.unscales or scaler is None or not scaler.raises_on_fp16:
             return
         for use in site.optimizers:
-            if use.unscaled is True or (
-                use.unscaled is None and id(use.optimizer.node) in self.reported
-            ):
+            if use.unscaled is True or (use.unscaled is None and _key(use, site) in self.reported):
                 continue  # an earlier call unscaled them (and was reported)
             # (unscaled on some paths only, and not reported: a path that skipped the step
             # after a clip, ``continue``, comes round to this call with them unscaled; the
@@ -104,6 +110,9 @@ class ScalerFp16Params(Rule):
             if half is not None:
                 self._report(site, scaler, use, half)
             else:
+                self.seen.setdefault(id(use.optimizer.node), []).append(
+                    (id(site.scope.function), None)
+                )
                 for cast in filter(can_be_fp16, use.recast):  # bfloat16 ones: MPC205
                     self._report_recast(site, scaler, use, cast)
 
@@ -148,8 +157,27 @@ class ScalerFp16Params(Rule):
         related += decided
         related.append((optimizer.node, f"the optimizer {optimizer.text} is built here"))
         related.append((scaler.node, _scaler_role(scaler)))
-        self.reported.add(id(optimizer.node))
-        self.report(site.node, message, related=related)
+        self.reported.add(_key(use, site))
+        pending = (site.node, message, related)
+        self.seen.setdefault(id(optimizer.node), []).append((id(site.scope.function), pending))
+
+    def finish(self) -> None:
+        for sites in self.seen.values():
+            for i, (function, pending) in enumerate(sites):
+                if pending is None:
+                    continue
+                later = sites[i + 1 :]
+                if any(f != function and p is None for f, p in later):
+                    continue  # (a hook defined before the state the loop ends in)
+                node, message, related = pending
+                self.report(node, message, related=related)
+
+
+_Pending = tuple[cst.CSTNode, str, list[tuple[cst.CSTNode, str]]]
+
+
+def _key(use: OptimizerUse, site: TrainingSite) -> tuple[int, int]:
+    return id(use.optimizer.node), id(site.scope.function)
 
 
 def _scaler_role(scaler: Scaler) -> str:

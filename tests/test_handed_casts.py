@@ -150,24 +150,25 @@ from accelerate import Accelerator
 
 
 def make_accelerator(args):
-    return Accelerator(mixed_precision={mode}{plugin})
+    {plugin}
+    return Accelerator(mixed_precision={mode}, deepspeed_plugin=plugin)
 
 
 def get_optimizer(args, trainable_params):
     return "AdamW", torch.optim.AdamW(trainable_params, lr=args.lr)
 """
 
-NO_PLUGIN = ""
-HELPER_PLUGIN = ", deepspeed_plugin=prepare_deepspeed_plugin(args)"
+NO_PLUGIN = "plugin = None"
+HELPER_PLUGIN = "plugin = prepare_deepspeed_plugin(args)"
 
 
 @pytest.mark.parametrize(
     ("mode", "plugin", "reported"),
     [
         ("args.mixed_precision", NO_PLUGIN, True),  # set at launch: fp16 on some runs
-        ('"fp16"', HELPER_PLUGIN, False),  # taken as DeepSpeed (see ``own_scaler``)
+        ('"fp16"', HELPER_PLUGIN, True),  # DeepSpeed on some runs only
         ('"bf16"', NO_PLUGIN, False),  # no loss scaling in bfloat16
-        ('"fp16"', ", deepspeed_plugin=DeepSpeedPlugin(zero_stage=2)", False),  # it scales
+        ('"fp16"', "plugin = DeepSpeedPlugin(zero_stage=2)", False),  # DeepSpeed scales
     ],
     ids=["launch", "plugin-maybe-none", "bf16", "deepspeed"],
 )
@@ -211,3 +212,81 @@ def test_a_helper_binding_its_parameter_to_another_model_leaves_the_callers(
         """
     )
     assert findings(tmp_path, files) == set()
+
+
+LOADERS = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+
+def load_models(state_dict, dtype=None):
+    model = Net()
+    model.load_state_dict(state_dict)
+    model.to(dtype=dtype)
+    return model
+
+
+def match_mixed_precision(args, weight_dtype):
+    if args.full_fp16:
+        return weight_dtype
+    return None
+"""
+
+TARGETS = """
+import torch
+
+from loaders import load_models, match_mixed_precision
+
+
+def load_target_model(args, weight_dtype):
+    return load_models({}, {target})
+"""
+
+TRAINER = """
+import torch
+
+from targets import load_target_model
+
+
+def train(args, loader):
+    weight_dtype = torch.float16 if args.fp16 else torch.float32
+    model = load_target_model(args, {handed})
+    optimizer = torch.optim.AdamW(model.parameters())
+    scaler = torch.amp.GradScaler("cpu")
+    for x in loader:
+        scaler.scale(model(x).float().mean()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""
+
+
+@pytest.mark.parametrize("same_file", [False, True], ids=["helpers-apart", "helpers-together"])
+@pytest.mark.parametrize(
+    ("handed", "target", "reported"),
+    [
+        ("weight_dtype", "weight_dtype", True),  # the working dtype: float16 on fp16 runs
+        ("None", "match_mixed_precision(args, weight_dtype)", False),  # None: nothing cast
+        # the working dtype on the flag's runs only: no evidence which runs those are
+        ("weight_dtype", "match_mixed_precision(args, weight_dtype)", False),
+    ],
+    ids=["working-dtype", "none", "dtype-or-none"],
+)
+def test_a_model_returned_cast_to_a_parameters_dtype_follows_the_callers_argument(
+    tmp_path: Path, handed: str, target: str, reported: bool, same_file: bool
+) -> None:
+    """A helper returns the model it loads cast to the dtype its caller hands it, through a
+    helper that returns that dtype or None: the working dtype may be float16, None casts
+    nothing (sd-scripts' sd3 loader and its fix)."""
+    targets = TARGETS.replace("{target}", target)
+    files = {"loaders.py": LOADERS, "targets.py": targets}
+    if same_file:  # (the summary of a function of the same file, substituted at the call)
+        files = {"targets.py": LOADERS + targets.split("\n\n\n", 1)[1]}
+    files["train.py"] = TRAINER.format(handed=handed)
+    found = findings(tmp_path, files, ("MPC201",))
+    assert found == ({("train.py", 13, "MPC201")} if reported else set())

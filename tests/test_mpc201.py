@@ -338,3 +338,91 @@ def test_params_taken_where_the_cast_may_have_happened_are_reported(
     (d,) = findings(CORRELATED.format(taken=taken, cast=cast))
     assert span(d) == (18, 9, 18, 31)
     assert f"trains parameters that are {half}" in d.message
+
+
+def test_a_gradient_hook_unscaling_does_not_stand_for_the_loops_own_unscale() -> None:
+    """A hook defined in the training function runs during ``backward`` on the runs that
+    register it; the loop's own unscale, on the other runs, raises too and is reported too
+    (even where an earlier round that skipped the step leaves it unscaled on some paths)."""
+    found = findings(
+        """
+        def train(args, model, loader):
+            model = model.half()
+            optimizer = torch.optim.AdamW(model.parameters())
+            scaler = torch.amp.GradScaler("cpu")
+            if args.fused:
+
+                def hook(param):
+                    scaler.unscale_(optimizer)
+                    scaler.step(optimizer)
+                    scaler.update()
+
+                for p in model.parameters():
+                    p.register_post_accumulate_grad_hook(hook)
+            for x in loader:
+                loss = model(x).float().mean()
+                scaler.scale(loss).backward()
+                if not args.fused:
+                    scaler.unscale_(optimizer)
+                    if args.sync:
+                        scaler.step(optimizer)
+                        scaler.update()
+        """
+    )
+    assert [span(d)[0] for d in found] == [12, 22]
+
+
+def test_a_gradient_hook_defined_before_the_upcast_runs_after_it() -> None:
+    """A hook is walked where it is defined, but runs in the loop's ``backward``: after the
+    model was upcast to float32 there, its unscale takes float32 gradients, as the loop's."""
+    found = findings(
+        """
+        def train(args, model, loader):
+            model = model.half()
+            optimizer = torch.optim.AdamW(model.parameters())
+            scaler = torch.amp.GradScaler("cpu")
+            if args.fused:
+
+                def hook(param):
+                    scaler.unscale_(optimizer)
+                    scaler.step(optimizer)
+                    scaler.update()
+
+                for p in model.parameters():
+                    p.register_post_accumulate_grad_hook(hook)
+            model.float()
+            for x in loader:
+                loss = model(x).float().mean()
+                scaler.scale(loss).backward()
+                if not args.fused:
+                    scaler.unscale_(optimizer)
+                    scaler.step(optimizer)
+                    scaler.update()
+        """
+    )
+    assert found == []
+
+
+@pytest.mark.parametrize(("flag", "reported"), [("False", False), ("args.train_te", True)])
+def test_a_local_bound_only_to_false_never_takes_its_branch(flag: str, reported: bool) -> None:
+    """``train_te = False`` then ``if train_te:`` (HunyuanDiT's trainer): the half encoder
+    never joins the trained parameters."""
+    found = findings(
+        f"""
+        def train(args, loader):
+            model = nn.Linear(8, 1)
+            te = nn.Linear(8, 8).half()
+            train_te = {flag}
+            params = list(model.parameters())
+            if train_te:
+                params.extend(te.parameters())
+            optimizer = torch.optim.SGD(params, lr=0.1)
+            scaler = torch.amp.GradScaler("cuda")
+            for x, y in loader:
+                loss = F.mse_loss(model(x).float(), y)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    )
+    assert bool(found) is reported

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec
+from mpcheck.engine.facts import Fact, Kind, Origin, Prec, none_literal
 from mpcheck.engine.sites import Operand
 from mpcheck.project.names import children, descendants, dotted
 
@@ -89,7 +89,7 @@ def none_arguments(
         given = kwargs.get(name) or (args[i] if param in positional and i < len(args) else None)
         node = given.node if given is not None else param.default
         if isinstance(node, cst.Name) and node.value == "None":
-            out[name] = Fact(Kind.OTHER, origin=Origin(node, Cause.LITERAL, "`None`"))
+            out[name] = none_literal(node)
     return out
 
 

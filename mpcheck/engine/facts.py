@@ -389,12 +389,54 @@ def join(a: Fact, b: Fact) -> Fact:
     return joined
 
 
+def none_literal(node: cst.CSTNode) -> Fact:
+    """``None`` passed or returned: no dtype, no tensor (``.to(dtype=None)`` casts nothing)."""
+    return Fact(Kind.OTHER, origin=Origin(node, Cause.LITERAL, "`None`"))
+
+
+def is_none(fact: Fact) -> bool:
+    """A fact :func:`none_literal` made."""
+    origin = fact.origin
+    return (
+        fact.kind is Kind.OTHER
+        and fact.train is None
+        and origin is not None
+        and origin.cause is Cause.LITERAL
+        and origin.text == "`None`"
+    )
+
+
+def cast_to_working_dtype(fact: Fact) -> bool:
+    """A model cast to a dtype the code does not spell (a working dtype, half on some runs):
+    linked by ``params`` to the parameter that held it in a function's summary."""
+    return (
+        fact.kind is Kind.MODULE
+        and fact.prec is Prec.HALF
+        and fact.maybe
+        and fact.cause is Cause.MODEL_CAST
+    )
+
+
+def casts_nothing_known(dtype: Fact) -> bool:
+    """A dtype argument that is no evidence of a cast to half: ``None``, or a parameter's
+    dtype a helper passes on some runs only (None on the others)."""
+    return is_none(dtype) or (
+        dtype.kind is Kind.DTYPE and dtype.maybe and dtype.prec is Prec.UNKNOWN
+    )
+
+
+def settled(returns: Fact | None) -> Fact:
+    """What a walked function returns, as its callers take it: a function that only ever
+    returns ``None`` returns nothing known."""
+    return UNKNOWN if returns is None or is_none(returns) else returns
+
+
 def _join(a: Fact, b: Fact) -> Fact:
     if a.train is not None or b.train is not None:
         if a.kind is not b.kind:
             # ``scaler = GradScaler() if amp else None``: a training object on some paths.
             for side, other in ((a, b), (b, a)):
-                if side.train is not None and other == UNKNOWN:
+                if side.train is not None and (other == UNKNOWN or is_none(other)):
                     return replace(side, maybe=True)
             return UNKNOWN
         first, second = (a, b) if a.train is not None else (b, a)
@@ -402,6 +444,11 @@ def _join(a: Fact, b: Fact) -> Fact:
         train = first.train.join(second.train)
         return replace(join(replace(a, train=None), replace(b, train=None)), train=train)
     if a.kind is not b.kind:
+        # ``return weight_dtype if args.full_fp16 else None``: that dtype on some paths, no
+        # dtype (nothing cast) on the others
+        for side, other in ((a, b), (b, a)):
+            if side.kind is Kind.DTYPE and is_none(other):
+                return replace(side, maybe=True)
         return UNKNOWN
     if a.kind is Kind.SEQ:
         if a.items is not None and b.items is not None and len(a.items) == len(b.items):
@@ -431,8 +478,10 @@ def _join(a: Fact, b: Fact) -> Fact:
         return replace(a, maybe=a.maybe or b.maybe, params=a.params | b.params)
     if a.kind in (Kind.DTYPE, Kind.MODULE):
         if a.prec is Prec.HALF and b.prec is Prec.HALF:
-            # float16 on one path, bfloat16 on another: half, dtype unknown.
-            return replace(a, dtype=None, maybe=a.maybe or b.maybe)
+            # float16 on one path, bfloat16 on another: half, dtype unknown; said from the
+            # side that may be float16 (what a float16 hazard then names as its source)
+            keep = b if a.dtype == "bfloat16" and b.dtype != "bfloat16" else a
+            return replace(keep, dtype=None, maybe=a.maybe or b.maybe)
         # "weight_dtype is float16 on some paths": keep the half side, marked maybe.
         for side in (a, b):
             if side.prec is Prec.HALF:

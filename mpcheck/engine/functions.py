@@ -32,10 +32,14 @@ from mpcheck.engine.facts import (
     Kind,
     Origin,
     Prec,
+    cast_to_working_dtype,
+    casts_nothing_known,
     join,
     joined_with_arguments,
+    none_literal,
     one_path_factory,
     promote,
+    settled,
 )
 from mpcheck.engine.frames import Call, ClassInfo, Env, Frame
 from mpcheck.engine.frozen import frozen_dtypes
@@ -278,11 +282,11 @@ class Definitions:
                         fact if old is None or fn.name.value == "__init__" else join(old, fact)
                     )
         if not seeded:
-            return frame.returns or UNKNOWN
+            return settled(frame.returns)
         with self.file.reporting.muted():
             plain = self.function_frame(fn, cls, None)
             self.file.block(body, plain)
-        return plain.returns or UNKNOWN
+        return settled(plain.returns)
 
     def function_site(self, fn: cst.FunctionDef, frame: Frame) -> None:
         if not self.file.reporting.takes("functions"):
@@ -706,11 +710,19 @@ class Definitions:
     ) -> Fact:
         """Replace a summary's parameter-derived parts by the call's argument facts."""
         bound = bind_arguments(fn, args, kwargs, skip_self=skip_self)
+        nones = {k: _none_marked(v) for k, v in kwargs.items()}
+        handed = bind_arguments(fn, tuple(map(_none_marked, args)), nones, skip_self=skip_self)
 
         def sub(fact: Fact) -> Fact:
             if fact.kind is Kind.SEQ:
                 items = tuple(sub(f) for f in fact.items) if fact.items is not None else None
                 return replace(fact, items=items, elem=sub(fact.elem) if fact.elem else None)
+            if fact.params and cast_to_working_dtype(fact):
+                # a model cast to the dtype a parameter holds: the argument decides
+                given = next((handed[i] for i in sorted(fact.params) if i < len(handed)), None)
+                if given is not None and casts_nothing_known(given):
+                    return Fact(Kind.MODULE, layer=fact.layer)  # ``dtype=None`` casts nothing
+                return replace(fact, params=given.params if given is not None else frozenset())
             # ``def pack_one(t, pattern)``: ``t`` is an int by its name only (a timestep), and
             # a floating tensor passed to it says what it really is
             guessed = fact.prec is Prec.INT and fact.cause is Cause.ACTIVATION
@@ -724,7 +736,9 @@ class Definitions:
                 return replace(fact, params=frozenset())
             if fact.kind is Kind.DTYPE:
                 base = actual[0]
-                return replace(base, kind=Kind.DTYPE) if base.kind is Kind.TENSOR else base
+                base = replace(base, kind=Kind.DTYPE) if base.kind is Kind.TENSOR else base
+                # (``return weight_dtype`` under a flag, ``return None`` else: on some paths)
+                return replace(base, maybe=True) if fact.maybe else base
             if fact.kind is not Kind.TENSOR:
                 return actual[0]
             if len(actual) == 1 and actual[0].kind is Kind.MODULE and fact.from_input:
@@ -739,6 +753,16 @@ class Definitions:
             return given
 
         return sub(result)
+
+
+def _none_marked(op: Operand) -> Operand:
+    """``None`` passed: a fact that says so (:func:`~mpcheck.engine.facts.is_none`)."""
+    node = op.node
+    return (
+        Operand(node, none_literal(node))
+        if isinstance(node, cst.Name) and node.value == "None"
+        else op
+    )
 
 
 _ASSIGNS = re.compile(rb"(?:[\s)\\]|#[^\n]*)*=(?!=)")  # (``x = ``, ``(x) =``, ``x \\\n=``)

@@ -9,11 +9,22 @@ origin is that call, worded with where the dtype was really decided
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Protocol
 
 import libcst as cst
 
-from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec, one_path_factory, promote
+from mpcheck.engine.facts import (
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    casts_nothing_known,
+    none_literal,
+    one_path_factory,
+    promote,
+)
 from mpcheck.engine.frames import ClassInfo
 from mpcheck.engine.keep_fp32 import KeepFp32
 from mpcheck.engine.sites import Operand
@@ -79,11 +90,19 @@ def call_result(
     """What calling ``function`` (imported as ``name``) with these arguments returns."""
 
     def argument(index: int) -> Fact | None:
+        given = None
         if index < len(args):
-            return args[index].fact
-        if index < len(function.params) and function.params[index] in kwargs:
-            return kwargs[function.params[index]].fact
-        return None
+            given = args[index]
+        elif index < len(function.params) and function.params[index] in kwargs:
+            given = kwargs[function.params[index]]
+        if given is None:
+            return None
+        node = given.node
+        return (
+            none_literal(node)
+            if isinstance(node, cst.Name) and node.value == "None"
+            else given.fact
+        )
 
     return fact_of(function.returns, node, name, argument)
 
@@ -111,8 +130,14 @@ def fact_of(
         if len(actual) == 1 and one_path_factory(actual[0]):
             return actual[0]  # float32 on the path where a factory made the argument
         if actual:
-            return promote(actual, node) if kind is Kind.TENSOR else actual[0]
+            if kind is Kind.TENSOR:
+                return promote(actual, node)
+            # (``return weight_dtype if args.full_fp16 else None``: that dtype on some paths)
+            return replace(actual[0], maybe=True) if value.maybe else actual[0]
         return Fact(kind)
+    handed = _working_dtype_argument(value, argument)
+    if handed is not None and casts_nothing_known(handed):
+        return Fact(Kind.MODULE, layer=value.layer)  # ``dtype=None`` casts nothing
     origin = None
     if value.origin is not None:
         where = f"{value.origin.path}:{value.origin.line}"
@@ -123,11 +148,23 @@ def fact_of(
         Prec(value.prec),
         value.dtype,
         origin,
+        # (the caller's own parameter decides in its turn: its summary links it)
+        handed.params if handed is not None else frozenset(),
         zero_dim=value.zero_dim,
         maybe=value.maybe,
         layer=value.layer,
         value=value.number,
     )
+
+
+def _working_dtype_argument(value: Value, argument: Callable[[int], Fact | None]) -> Fact | None:
+    """A model the function returns cast to the working dtype its caller hands it
+    (``load(..., weight_dtype)`` loading the weights in ``weight_dtype``): that argument."""
+    if value.kind != Kind.MODULE.value or value.cause != Cause.MODEL_CAST.value:
+        return None
+    if not value.same_as or not value.maybe or Prec(value.prec) is not Prec.HALF:
+        return None
+    return argument(value.same_as[0])
 
 
 Elsewhere = tuple[cst.BaseExpression, str, int, ClassSummary]

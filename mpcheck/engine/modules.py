@@ -658,16 +658,22 @@ class Modules:
                     code = self.file.code(op.node)
                     text = f"cast to the working dtype `{code}` (half when that is float16)"
                     origin = Origin(node, Cause.MODEL_CAST, text)
-                    return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
+                    # (a parameter's dtype: the caller's argument decides, see ``fact_of``)
+                    params = op.fact.params
+                    return Fact(Kind.MODULE, Prec.HALF, None, origin, params, maybe=True)
         return None
 
     def working_dtype(self, op: Operand, keyword: bool) -> bool:
         """A dtype a script casts to that it does not spell: a parameter (``dtype``), or a
         value it cannot see (``weight_dtype = prepare_dtype(args)``, ``self.train_dtype``)
-        passed as ``dtype=`` or under a name that says it is one. Half on some runs."""
+        passed as ``dtype=`` or under a name that says it is one. Half on some runs. Not
+        one a helper returns on some runs only, None on the others (sd-scripts'
+        ``match_mixed_precision``: the working dtype only under the flags that train the whole
+        model in it): which runs those are is not known here, no evidence of half."""
         fact = op.fact
         if fact.kind is Kind.DTYPE:
-            return bool(fact.params)  # ``.to(dtype=x.dtype)`` follows ``x``, not a setting
+            # (``.to(dtype=x.dtype)`` follows ``x``, not a setting)
+            return bool(fact.params) and not fact.maybe
         if fact != UNKNOWN:
             return False
         return keyword or "dtype" in self.file.code(op.node).lower()
@@ -686,4 +692,11 @@ def _owner(path: str | None, env: Env) -> Owner | None:
 
 def _cast_to(module: Fact, cast: Fact) -> Fact:
     """The module ``module`` after ``cast`` (its dtype and why)."""
-    return replace(module, prec=cast.prec, dtype=cast.dtype, origin=cast.origin, maybe=cast.maybe)
+    return replace(
+        module,
+        prec=cast.prec,
+        dtype=cast.dtype,
+        origin=cast.origin,
+        maybe=cast.maybe,
+        params=cast.params,  # (to a parameter's working dtype: the caller's argument decides)
+    )

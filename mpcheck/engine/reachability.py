@@ -45,6 +45,52 @@ def never_taken(test: cst.BaseExpression, bound: Callable[[], Collection[str]]) 
     return False
 
 
+def bound_false(fn: cst.FunctionDef, name: str) -> bool:
+    """Whether every binding of ``name`` in ``fn`` (a local, no parameter) is the literal
+    ``False`` or ``None``: ``train_te = False`` then ``if train_te:`` never runs its body."""
+    if any(p.name.value == name for p in (*fn.params.params, *fn.params.kwonly_params)):
+        return False
+    values: list[cst.BaseExpression | None] = []
+
+    class _Bindings(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(name in _names(t.target) for t in node.targets):
+                values.append(node.value)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if name in _names(node.target):
+                values.append(node.value)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if name in _names(node.target):
+                values.append(None)
+
+        def visit_For(self, node: cst.For) -> None:
+            if name in _names(node.target):
+                values.append(None)
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            if isinstance(node.name, cst.BaseExpression) and name in _names(node.name):
+                values.append(None)
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            if name in _names(node.target):
+                values.append(None)
+
+        def visit_Global(self, node: cst.Global) -> None:
+            if any(n.name.value == name for n in node.names):
+                values.append(None)
+
+        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+            if any(n.name.value == name for n in node.names):
+                values.append(None)
+
+    fn.body.visit(_Bindings())
+    return bool(values) and all(
+        isinstance(v, cst.Name) and v.value in ("False", "None") for v in values
+    )
+
+
 def bound_names(module: cst.Module) -> frozenset[str]:
     """Every name the file binds: parameters, assignment and loop targets, imports, defs."""
     found: set[str] = set()

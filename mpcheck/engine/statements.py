@@ -28,9 +28,11 @@ from mpcheck.engine.facts import (
     defaulted,
     element,
     join,
+    none_literal,
     none_tested,
     promote,
     seq_of,
+    settled,
     tensor_or_none,
 )
 from mpcheck.engine.frames import Frame
@@ -53,7 +55,7 @@ from mpcheck.engine.guards import (
 from mpcheck.engine.handed import param_cast
 from mpcheck.engine.keep_fp32 import ADAPTER_DICTS
 from mpcheck.engine.promotion import is_advanced_index, iterate
-from mpcheck.engine.reachability import bound_names, never_taken
+from mpcheck.engine.reachability import bound_false, bound_names, never_taken
 from mpcheck.engine.sites import Operand, ReturnSite, SetItemSite, StoreSite
 from mpcheck.engine.storage import replaced, widened
 from mpcheck.engine.switches import (
@@ -110,7 +112,13 @@ class Statements:
             for small in stmt.body:
                 self.small(small, frame)
         elif isinstance(stmt, cst.If):
-            if never_taken(stmt.test, lambda: self.bound):  # ``if False:``: only the ``else`` runs
+            fn = frame.scope.function
+            local_false = (
+                isinstance(stmt.test, cst.Name)
+                and fn is not None
+                and bound_false(fn, stmt.test.value)
+            )  # ``train_te = False`` earlier in the function
+            if local_false or never_taken(stmt.test, lambda: self.bound):  # ``if False:``
                 if isinstance(stmt.orelse, cst.If):
                     self.statement(stmt.orelse, frame)
                 elif stmt.orelse is not None:
@@ -363,7 +371,7 @@ class Statements:
         with self.file.reporting.unmuted():
             if isinstance(fn.body, cst.IndentedBlock):
                 self.block(fn.body.body, sub)
-        self.definitions.summaries[fn] = sub.returns or UNKNOWN
+        self.definitions.summaries[fn] = settled(sub.returns)
         frame.env[fn.name.value] = Fact(Kind.OTHER)
         self.file.functions.setdefault(fn.name.value, fn)
 
@@ -397,7 +405,13 @@ class Statements:
             self.module_by_use(stmt.value, frame)
             self.expressions.expr(stmt.value, frame)
         elif isinstance(stmt, cst.Return):
-            fact = self.expressions.expr(stmt.value, frame) if stmt.value is not None else UNKNOWN
+            returned = stmt.value
+            if isinstance(returned, cst.Name) and returned.value == "None":
+                fact = none_literal(returned)  # (joined with a dtype: that dtype on some paths)
+            elif returned is not None:
+                fact = self.expressions.expr(returned, frame)
+            else:
+                fact = UNKNOWN
             frame.returns = fact if frame.returns is None else join(frame.returns, fact)
             if stmt.value is not None and self.file.reporting.takes("returns"):
                 self.file.reporting.listener.deliver(

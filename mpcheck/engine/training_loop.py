@@ -13,7 +13,16 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from mpcheck.engine.binding import none_arguments, passed
-from mpcheck.engine.facts import UNKNOWN, Cause, Fact, Kind, Prec, seq_of, tensor_of_dtype
+from mpcheck.engine.facts import (
+    UNKNOWN,
+    Cause,
+    Fact,
+    Kind,
+    Prec,
+    seq_of,
+    settled,
+    tensor_of_dtype,
+)
 from mpcheck.engine.frames import Frame, WalkApi
 from mpcheck.engine.guards import linked_module, trained_flags
 from mpcheck.engine.handed import cast_by_callee
@@ -135,6 +144,8 @@ class Tracker:
             return self.make_scaler(node, qual, args, kwargs, frame.scope.bf16_mode)
         if qual in api.ACCELERATORS:
             return self.make_accelerator(node, kwargs)
+        if qual in api.DEEPSPEED_PLUGINS:  # (never None: accelerate then runs no scaler)
+            return Fact(Kind.OTHER, layer=api.DEEPSPEED_PLUGINS[0])
         if api.is_optimizer_class(qual):
             return self.make_optimizer(node, (qual,), args, kwargs)
         if qual in api.OPTIMIZER_FACTORIES:
@@ -708,13 +719,14 @@ class Tracker:
         if STATE in sub.env:
             frame.env[STATE] = sub.env[STATE]
         cast_by_callee(fn, args, kwargs, sub, frame)
-        return pick(generic, sub.returns)
+        return pick(generic, settled(sub.returns) if sub.returns is not None else None)
 
 
 def own_scaler(kwargs: Mapping[str, Operand]) -> bool | None:
     """Whether an ``Accelerator(...)`` runs its own GradScaler and autocast: not under
-    DeepSpeed. A ``deepspeed_plugin=`` that may be None (a helper's result) is taken as
-    DeepSpeed too: projects that pass one patch or bypass the scaler on their other runs
-    (sd-scripts' ``full_fp16`` replaces its ``_unscale_grads_``), which is not followed."""
+    DeepSpeed (``deepspeed_plugin=DeepSpeedPlugin(...)``); a plugin that may be None (a
+    helper's result, ``prepare_deepspeed_plugin(args)``) leaves them to the runs without it."""
     plugin = kwargs.get("deepspeed_plugin")
-    return plugin is None or (isinstance(plugin.node, cst.Name) and plugin.node.value == "None")
+    if plugin is None or (isinstance(plugin.node, cst.Name) and plugin.node.value == "None"):
+        return True
+    return False if plugin.fact.layer == api.DEEPSPEED_PLUGINS[0] else None

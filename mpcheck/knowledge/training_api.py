@@ -26,6 +26,12 @@ FP16_TOLERANT_SCALERS = frozenset(
     }
 )
 ACCELERATORS = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
+# accelerate's DeepSpeed plugin: an Accelerator given one scales nothing itself
+DEEPSPEED_PLUGINS = (
+    "accelerate.utils.DeepSpeedPlugin",
+    "accelerate.DeepSpeedPlugin",
+    "accelerate.utils.dataclasses.DeepSpeedPlugin",
+)
 OPTIMIZER_PACKAGES = (
     "torch.optim.",
     "bitsandbytes.optim.",
