@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from mpcheck.knowledge import sources as S
 from mpcheck.knowledge import torch_api as T
-from mpcheck.project.brackets import closing
+from mpcheck.project.brackets import closing, opening, parts
 
 __all__ = ["FULL", "HALF", "NUMBER", "UNKNOWN", "Handed", "arguments_of", "value_of"]
 
@@ -59,7 +59,7 @@ def arguments_of(
     end = closing(code, open_at + 1)
     positional: list[str] = []
     keywords: list[str] = []
-    for part in _split(code, open_at + 1, end):
+    for part in parts(code, open_at + 1, end):
         text = code[part[0] : part[1]].strip()
         if not text:
             continue
@@ -87,7 +87,7 @@ def value_of(
     # peel the methods and subscripts that keep the dtype, from the end
     while True:
         if text.endswith(b"]"):
-            inner = _opening(text, len(text) - 1)
+            inner = opening(text, len(text) - 1, len(text))
             if inner <= 0:
                 return UNKNOWN
             head = text[:inner]
@@ -97,7 +97,7 @@ def value_of(
             continue
         if not text.endswith(b")"):
             break
-        inner = _opening(text, len(text) - 1)
+        inner = opening(text, len(text) - 1, len(text))
         if inner <= 0:
             return UNKNOWN
         head, args = text[:inner].rstrip(), text[inner + 1 : -1]
@@ -151,7 +151,7 @@ def _loader_item(head: bytes, index: bytes, resolve: Mapping[str, str]) -> bool:
     head = head.strip()
     if not head.endswith(b")"):
         return False
-    inner = _opening(head, len(head) - 1)
+    inner = opening(head, len(head) - 1, len(head))
     func = head[:inner].rstrip() if inner > 0 else b""
     if not _DOTTED.fullmatch(func) or b"dtype" in head[inner:]:
         return False
@@ -206,33 +206,3 @@ def _assigned(
     rhs = code[found.end() : end]
     position = None if len(names) == 1 else names.index(name)
     return rhs, position, found.start()
-
-
-def _opening(text: bytes, close: int) -> int:
-    """The bracket ``text[close]`` closes (-1: none)."""
-    depth = 0
-    for i in range(close, -1, -1):
-        ch = text[i]
-        if ch in b")]}":
-            depth += 1
-        elif ch in b"([{":
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
-
-
-def _split(code: bytes, start: int, end: int) -> list[tuple[int, int]]:
-    """The top-level comma-separated parts of ``code[start:end]``."""
-    parts, depth, begin = [], 0, start
-    for i in range(start, end):
-        ch = code[i]
-        if ch in b"([{":
-            depth += 1
-        elif ch in b")]}":
-            depth -= 1
-        elif ch == 0x2C and depth == 0:
-            parts.append((begin, i))
-            begin = i + 1
-    parts.append((begin, end))
-    return parts

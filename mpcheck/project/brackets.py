@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["closing", "enclosing", "opening"]
+__all__ = ["closing", "enclosing", "opening", "parts"]
 
 _BRACKETS = re.compile(rb"[()\[\]{}]")
+_BRACKETS_OR_COMMAS = re.compile(rb"[()\[\]{},]")
 _OPENERS = b"([{"
 _CLOSERS = b")]}"
 
@@ -59,3 +60,20 @@ def closing(code: bytes, start: int, reach: int = 2000) -> int:
         if depth == 0:
             return found.start()
     return end
+
+
+def parts(code: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    """The top-level comma-separated parts of ``code[start:end]`` (a call's arguments), as
+    ``(begin, end)`` offsets."""
+    found, depth, begin = [], 0, start
+    for match in _BRACKETS_OR_COMMAS.finditer(code, start, end):
+        ch = code[match.start()]
+        if ch in _OPENERS:
+            depth += 1
+        elif ch in _CLOSERS:
+            depth -= 1
+        elif depth == 0:
+            found.append((begin, match.start()))
+            begin = match.start() + 1
+    found.append((begin, end))
+    return found
