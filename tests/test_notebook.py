@@ -53,12 +53,30 @@ def _notebook(*cells: str) -> str:
         "%run train.py \\\n  --fp16\n",
         "for f in files:\n    !rm {f}\n",  # a block whose only statement is a shell line
         "torch.autocast??\n",
+        "cd PhotoMaker/\n",  # automagic: a one-line cell naming a line magic without %
+        "\npip install -q diffusers\n",  # (leading blank lines do not count)
+        "ls -la\n",  # (IPython's Python-operator check does not look at ``-``)
     ],
 )
 def test_ipython_forms_are_not_syntax_errors(cell: str) -> None:
     text = _notebook("import torch\n", cell)
     assert [d.code for d in check_notebook(text, "nb.ipynb", all_rules())] == []
     assert len(load(text).source.splitlines()) == 1 + cell.count("\n")  # rows kept
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        ("cd PhotoMaker/\nx = 1\n",),  # two lines: IPython applies automagic to one-line cells
+        ("cd PhotoMaker/\n\n",),  # (a trailing blank line is a line)
+        ("cd = 'x'\n", "cd PhotoMaker/\n"),  # the notebook's ``cd`` shadows the magic
+        ("def pip(x): ...\n", "pip install x\n"),
+        ("for ls in []: pass\n", "ls ~/data\n"),
+    ],
+)
+def test_automagic_only_where_ipython_applies_it(cells: tuple[str, ...]) -> None:
+    text = _notebook("import torch\n", *cells)
+    assert [d.code for d in check_notebook(text, "nb.ipynb", all_rules())] == ["MPC001"]
 
 
 def test_python_is_not_taken_for_a_magic() -> None:

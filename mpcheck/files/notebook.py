@@ -6,6 +6,9 @@ assignments (``files = !ls``), with the lines a trailing ``\\`` continues, becom
 (``pass`` where indented, so a block keeps a statement), so every row of the joined source is
 one row of one cell. A cell magic that runs its body as Python (``%%time``, ``%%timeit``,
 ``%%capture``, as ruff's list) masks only its own line; any other ``%%`` cell is skipped.
+IPython's automagic is masked as IPython applies it: a cell whose one line is a line magic's
+name without ``%`` (``cd PhotoMaker/``, ``pip install x``) runs that magic, unless the notebook
+binds the name or the rest reads as Python (``cd = 1``, ``ls(x)``).
 Cells are split into lines as Python's tokenizer splits them (``\\n``, ``\\r\\n``, ``\\r``), so a
 form feed or U+2028 in a cell moves nothing. Findings are mapped back to ``(cell, row)``, and
 rows they cite in their messages to ``cell N, line R``.
@@ -23,6 +26,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import dropwhile
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,26 @@ _ASSIGNED = re.compile(r"^\s*[\w.\[\](), *]+?\s*=\s*(!|%(?!=))")
 # body is checked, their own first line masked.
 BODY_MAGICS = frozenset({"capture", "debug", "prun", "pypy", "python", "python3", "time", "timeit"})
 _CELL_MAGIC = re.compile(r"\s*%%(\w*)")
+# IPython's default line magics and its POSIX shell aliases: what automagic runs without ``%``
+AUTOMAGICS = frozenset(
+    {
+        *("alias", "alias_magic", "autoawait", "autocall", "automagic", "autosave", "bookmark"),
+        *("cat", "cd", "clear", "colors", "conda", "config", "cp", "debug", "dhist", "dirs"),
+        *("doctest_mode", "ed", "edit", "env", "gui", "hist", "history", "killbgscripts"),
+        *("ldir", "less", "lf", "lk", "ll", "load", "load_ext", "loadpy", "logoff", "logon"),
+        *("logstart", "logstate", "logstop", "ls", "lsmagic", "lx", "macro", "magic", "mamba"),
+        *("man", "matplotlib", "micromamba", "mkdir", "more", "mv", "notebook", "page"),
+        *("pastebin", "pdb", "pdef", "pdoc", "pfile", "pinfo", "pinfo2", "pip", "popd"),
+        *("pprint", "precision", "prun", "psearch", "psource", "pushd", "pwd", "pycat", "pylab"),
+        *("qtconsole", "quickref", "recall", "rehashx", "reload_ext", "rep", "rerun", "reset"),
+        *("reset_selective", "rm", "rmdir", "run", "save", "sc", "set_env", "store", "sx"),
+        *("system", "tb", "time", "timeit", "unalias", "unload_ext", "who", "who_ls", "whos"),
+        *("xdel", "xmode"),
+    }
+)
+# ``name rest``: IPython's split of a line (its ``ifun`` and ``the_rest``); a rest led by one
+# of these is Python (its assignment and Python-operator checkers run before automagic)
+_AUTOMAGIC = re.compile(r"^\s*([A-Za-z_]\w*)(?:\s+(?![!=()<>,+*/%^&|])\S.*)?\s*$")
 # "line 41" in a message (the engine's row references), but not inside quoted `code`
 _BOM = "\ufeff"
 MAX_ROUNDS = 10  # fix, check, fix again: overlapping fixes converge well before this
@@ -71,7 +95,8 @@ class Notebook:
     @property
     def source(self) -> str:
         """The code cells joined, magics masked: what the engine checks."""
-        return "".join(line for cell in self.cells for line in _masked(cell.lines))
+        bound = _bound_names(cell.lines for cell in self.cells)
+        return "".join(line for cell in self.cells for line in _masked(cell.lines, bound))
 
     def locate(self, row: int) -> tuple[Cell, int]:
         """The cell holding joined ``row`` and the row within that cell."""
@@ -135,16 +160,19 @@ def _layout(text: str) -> tuple[int | None, bool, bool]:
     return indent, text.isascii(), text.endswith("\n")
 
 
-def _masked(lines: Sequence[str]) -> list[str]:
+def _masked(lines: Sequence[str], bound: frozenset[str] = frozenset()) -> list[str]:
     """Magics and shell lines as blank lines (``pass`` where indented: ``for f in files:
     !rm {f}`` keeps its block), with the lines their trailing ``\\`` continues (``!python
     train.py \\`` then ``--lr 1e-4``, as IPython reads them); a ``%%`` cell entirely, but the
-    first line only of one whose body is Python (``%%time``)."""
+    first line only of one whose body is Python (``%%time``); an automagic cell (``bound``: the
+    names the notebook binds, which shadow a magic)."""
     magic = _CELL_MAGIC.match(lines[0]) if lines else None
     if magic is not None:
         if magic.group(1) not in BODY_MAGICS:
             return ["\n"] * len(lines)
         return ["\n", *_masked(lines[1:])]
+    if _automagic(lines, bound):
+        return ["\n"] * len(lines)
     masked: list[str] = []
     continued = False
     for line in lines:
@@ -158,6 +186,37 @@ def _masked(lines: Sequence[str]) -> list[str]:
             continue
         continued = line.rstrip("\r\n").endswith("\\")
     return masked
+
+
+def _automagic(lines: Sequence[str], bound: frozenset[str]) -> bool:
+    """IPython (7 and later) applies automagic to a cell of one line only (its dynamic
+    transforms run on single-line cells), when the line's first name is a line magic that no
+    name of the user's namespace shadows and the rest is not Python's (``cd = 1``, ``ls(x)``);
+    leading blank lines do not count."""
+    text = list(dropwhile(lambda line: not line.strip(), lines))
+    if len(text) != 1:
+        return False
+    match = _AUTOMAGIC.match(text[0].rstrip("\r\n"))
+    return match is not None and match.group(1) in AUTOMAGICS and match.group(1) not in bound
+
+
+def _bound_names(cells: Iterable[Sequence[str]]) -> frozenset[str]:
+    """The magic names a notebook binds (``ls = ...``, ``def cd``, ``import time``, ``for env
+    in``, ``as run``): in the user's namespace, each shadows the magic of its name."""
+    text = "".join(line for lines in cells for line in lines)
+    if not any(name in text for name in ("=", "def ", "class ", "import ", "for ", " as ")):
+        return frozenset()
+    found = set()
+    for name in AUTOMAGICS:
+        if name in text and re.search(_BINDS.format(name=re.escape(name)), text, re.M):
+            found.add(name)
+    return frozenset(found)
+
+
+_BINDS = (
+    r"^\s*(?:{name}\s*(?::[^=\n]*)?=(?!=)|(?:def|class)\s+{name}\b|for\s+{name}\b)"
+    r"|\bimport\b[^\n]*\b{name}\b|\bas\s+{name}\b"
+)
 
 
 def check_notebook(
@@ -342,7 +401,7 @@ def with_noqa_notebook(data: bytes, diagnostics: Iterable[Diagnostic]) -> tuple[
         # directives are found in the masked cell (a magic line does not tokenize) and written
         # into the cell's own lines: masking keeps every row, and no finding is on a magic row
         raw = split_lines(source)
-        masked = _masked(raw)
+        masked = _masked(raw, bound)
         added, count = with_noqa_text("".join(masked), [replace(d, cell=0) for d in mine])
         lines = [
             new if old == kept else old
@@ -351,5 +410,6 @@ def with_noqa_notebook(data: bytes, diagnostics: Iterable[Diagnostic]) -> tuple[
         return "".join(lines), count
 
     bom, text = _decode(data)
+    bound = _bound_names(cell.lines for cell in load(text).cells)
     new, count = _rewrite_cells(text, add, diagnostics)
     return (bom + new.encode("utf-8") if new != text else data), count
