@@ -55,7 +55,7 @@ from mpcheck.engine.guards import (
 from mpcheck.engine.handed import param_cast
 from mpcheck.engine.keep_fp32 import ADAPTER_DICTS
 from mpcheck.engine.promotion import is_advanced_index, iterate
-from mpcheck.engine.reachability import bound_false, bound_names, never_taken
+from mpcheck.engine.reachability import bound_names, false_locals, never_taken
 from mpcheck.engine.sites import Operand, ReturnSite, SetItemSite, StoreSite
 from mpcheck.engine.storage import replaced, widened
 from mpcheck.engine.switches import (
@@ -81,6 +81,7 @@ class Statements:
         self.regions = regions
         self.definitions = definitions
         self.expressions = expressions
+        self._false: dict[cst.FunctionDef, frozenset[str]] = {}
 
     def block(
         self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
@@ -107,6 +108,13 @@ class Statements:
         """The names this file binds (a builtin it shadows is no builtin)."""
         return bound_names(self.file.module)
 
+    def false_locals(self, fn: cst.FunctionDef) -> frozenset[str]:
+        """:func:`false_locals` of ``fn``, read once per function."""
+        found = self._false.get(fn)
+        if found is None:
+            found = self._false[fn] = false_locals(fn)
+        return found
+
     def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
@@ -116,7 +124,7 @@ class Statements:
             local_false = (
                 isinstance(stmt.test, cst.Name)
                 and fn is not None
-                and bound_false(fn, stmt.test.value)
+                and stmt.test.value in self.false_locals(fn)
             )  # ``train_te = False`` earlier in the function
             if local_false or never_taken(stmt.test, lambda: self.bound):  # ``if False:``
                 if isinstance(stmt.orelse, cst.If):
