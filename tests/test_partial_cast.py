@@ -98,3 +98,11 @@ def test_another_method_casting_the_whole_module_wins() -> None:
         """
     )
     assert converted_parts(methods, lambda expr: False) is None
+
+
+def test_a_dtype_only_kept_is_not_handed() -> None:
+    kept = "def __init__(self, d, dtype=None):\n    self.dtype = dtype\n"
+    assert not hands_dtype(_fn(kept))
+    assert hands_dtype(
+        _fn("def __init__(self, d, dtype=None):\n    self.p = nn.Linear(d, d, dtype=dtype)\n")
+    )

@@ -47,7 +47,7 @@ def unhanded(file: Walk, frame: Frame, value: Fact) -> Fact | None:
 
 
 def hands_dtype(fn: cst.FunctionDef | None) -> bool:
-    """``fn`` is an ``__init__`` taking a ``dtype`` parameter that its body names (hands on)."""
+    """``fn`` is an ``__init__`` taking a ``dtype`` parameter that its body hands on."""
     if fn is None or fn.name.value != "__init__":
         return False
     params = (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
@@ -66,12 +66,21 @@ def built_by_dtype(evidence: HalfEvidence) -> bool:
 
 
 def _names(node: cst.CSTNode, name: str) -> bool:
+    """``name`` is handed on in ``node``: an argument of a call (``dtype=dtype``) or a value
+    of a dict (``{"device": device, "dtype": dtype}``, unpacked into calls), not only kept
+    (``self.dtype = dtype``)."""
     stack: list[cst.CSTNode] = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Name) and current.value == name:
+        if isinstance(current, cst.Arg) and _is(current.value, name):
+            return True
+        if isinstance(current, cst.DictElement) and _is(current.value, name):
             return True
         if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and current is not node:
             continue
         stack.extend(current.children)
     return False
+
+
+def _is(expr: cst.BaseExpression, name: str) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == name
