@@ -76,6 +76,13 @@ class FactoryDtypeDefault(Rule):
         reported where it is read into the activations (`hidden_states + self.pos_embed`),
         with the `register_buffer` as a related location.
 
+        Factory kwargs reach only what they are handed: a module whose `__init__` takes
+        `dtype` and hands it on (`nn.Linear(..., **factory_kwargs)`) is made half by building
+        it with `dtype=torch.bfloat16`, and a parameter or buffer it makes without that dtype
+        (`nn.Parameter(torch.ones(n, device=device))`) stays float32. When nothing casts the
+        module once built, that factory is reported where the parameter meets the half
+        activations; code that upcasts to meet it (mamba's MIMO weights) is right.
+
         Python scalars and 0-dim tensors (`torch.tensor(1.0)`, `torch.full((), 0.0)`, a
         loss) never promote a tensor, and integer or bool tensors used as indices or masks
         are fine. Under `torch.autocast`,

@@ -65,7 +65,11 @@ class SubmoduleDtypeSplit(Rule):
         in a fixed `dtype=torch.half` default, not passed, while the same routine rebuilds
         that child's other replacements in the dtype it reads from the model
         (`dtype=child.weight.dtype`): in a bfloat16 or float32 model that part alone is
-        float16. Norm
+        float16. So are the parts a partial conversion leaves: a model's own method that
+        casts some of its parts (`self.input_blocks.apply(convert_module_to_f16)`, guided
+        diffusion's `convert_to_fp16`), when nothing casts the model whole, leaves the others
+        (`time_embed`, `out`) float32, so a float32 value fed to them is right and a half one
+        is refused. Norm
         layers are the exception: torch's float32 LayerNorm/GroupNorm/BatchNorm/RMSNorm accept
         a half input and return its dtype, so keeping them in float32 is fine -- but a float32
         input into a half norm raises, and apex's `FusedLayerNorm`/`FusedRMSNorm` read their

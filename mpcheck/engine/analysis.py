@@ -25,6 +25,7 @@ from mpcheck.engine.construction import Construction
 from mpcheck.engine.emitter import SiteEmitter
 from mpcheck.engine.evidence import Evidence, HalfEvidence
 from mpcheck.engine.expressions import Expressions
+from mpcheck.engine.factory_kwargs import built_by_dtype
 from mpcheck.engine.facts import Fact
 from mpcheck.engine.frames import ClassInfo, Frame
 from mpcheck.engine.functions import Definitions
@@ -159,6 +160,12 @@ class FileAnalysis(Walk):
 
     def loaded_under_dtype(self, name: str) -> bool:
         return self.uses is None or self.uses.loaded_under_dtype(name)
+
+    def built_by_dtype(self, cls: ClassInfo, name: str) -> bool:
+        index = self.uses.construction if self.uses is not None else None
+        if self._half_setting or (index is not None and index.default_dtype):
+            return False  # built under a half default dtype: its factories are half too
+        return not cls.pretrained and built_by_dtype(self.half_evidence(cls, name))
 
     def buffers_kept(self, name: str) -> str | None:
         return None if self.uses is None else self.uses.buffers_kept(name)

@@ -146,6 +146,11 @@ class Walk(ABC):
         ``name`` and leaves its buffers as built (:mod:`mpcheck.engine.buffers`), or None."""
 
     @abstractmethod
+    def built_by_dtype(self, cls: ClassInfo, name: str) -> bool:
+        """Whether this file's class ``name`` is made half by its ``dtype=`` build only
+        (:mod:`mpcheck.engine.factory_kwargs`): no cast once built, no half default dtype."""
+
+    @abstractmethod
     def loaded_under_dtype(self, name: str) -> bool:
         """Whether a load of this file's class ``name`` may build it under a half default
         dtype (``from_pretrained(torch_dtype=...)``), which leaves a non-persistent buffer

@@ -23,6 +23,7 @@ from mpcheck.engine.binding import (
     parameters,
 )
 from mpcheck.engine.body_uses import BodyUses, body_uses
+from mpcheck.engine.evidence import PREMISE
 from mpcheck.engine.facts import (
     SCALAR,
     UNKNOWN,
@@ -45,11 +46,12 @@ from mpcheck.engine.frames import Call, ClassInfo, Env, Frame
 from mpcheck.engine.frozen import frozen_dtypes
 from mpcheck.engine.imported import class_bases, inherit
 from mpcheck.engine.keep_fp32 import wholly_fp32
+from mpcheck.engine.partial_cast import casts_to_half, converted_parts
 from mpcheck.engine.records import factories_first, fields
 from mpcheck.engine.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.names import dotted
-from mpcheck.project.summary import ClassSummary
+from mpcheck.project.summary import ClassSummary, Function
 
 NON_TENSOR_PARAMS = frozenset(
     "self cls args kwargs config cfg opt hparams accelerator device dtype".split()
@@ -74,6 +76,7 @@ class Definitions:
         # asked once per parameter, answered once per file (see :meth:`_project_symbol`)
         self._symbols: dict[str, object] = {}
         self.uses_torch_modules = False
+        self._unconverted: dict[str, Env] = {}  # (see :meth:`unconverted_parts`)
 
     def uses(self, fn: cst.FunctionDef) -> BodyUses:
         """What one walk of ``fn``'s body tells (:mod:`body_uses`), walked once per file."""
@@ -318,6 +321,7 @@ class Definitions:
             env.update(cls.attrs)
             if in_module and fn.name.value != "__init__":
                 env.update(self.frozen_attrs(cls))
+                env.update(self.unconverted_parts(cls))
             env["self"] = Fact(Kind.MODULE, Prec.MODEL if in_module else Prec.UNKNOWN)
         sampler = bool(cls and cls.is_sampler) or bool(outer and outer.scope.sampler)
         step = cls.lightning_steps.get(fn.name.value) if cls is not None else None
@@ -327,6 +331,8 @@ class Definitions:
         tensor_params = (in_module and not self._called_by_base(fn, cls)) or (
             cls is None and self.file.half_capable and outer is None
         )
+        if in_module and cls is not None and self.unconverted_parts(cls):
+            tensor_params = False  # a partially converted model's inputs are its caller's
         evidence = outer.scope.evidence if outer is not None else None
         if in_module or (tensor_params and outer is None):
             owner = cls if in_module else None
@@ -426,6 +432,47 @@ class Definitions:
                 for key, f in found.items()
             }
         return cls.frozen
+
+    def unconverted_parts(self, cls: ClassInfo) -> Env:
+        """The parts a partial half conversion of the class leaves float32
+        (:mod:`partial_cast`): when nothing casts the class whole (only the premise), the
+        parts and parameters its own converting method does not name. Its methods' inputs
+        are then what its callers hand, not the converted parts' dtype."""
+        name = cls.node.name.value
+        if name in self._unconverted:
+            return self._unconverted[name]
+        init = cls.methods.get("__init__")
+        if init is not None and init not in self.summaries:
+            return {}  # (its parts are known once ``__init__`` is walked)
+        self._unconverted[name] = {}
+        found = converted_parts(cls.methods, self._halves)
+        if found is None or self.file.half_evidence(cls, name).kind != PREMISE:
+            return {}
+        method, parts = found
+        named = ", ".join(f"`{p}`" for p in parts[:3]) + (", ..." if parts[3:] else "")
+        text = f"left float32 by `{name}.{method}`, which casts only {named} to half"
+        where = cls.methods[method]
+        kept: Env = {}
+        for key, fact in cls.attrs.items():
+            attr = key[len("self.") :]
+            if not key.startswith("self.") or "." in attr or attr in parts:
+                continue
+            part = fact.kind is Kind.MODULE or fact.cause is Cause.PARAMETER
+            if part and fact.prec is Prec.MODEL and not fact.maybe:
+                origin = Origin(where.name, Cause.MODEL_CAST, text)
+                kept[key] = replace(fact, prec=Prec.FULL, dtype="float32", origin=origin)
+        self._unconverted[name] = kept
+        return kept
+
+    def _halves(self, expr: cst.BaseExpression) -> bool:
+        """Whether the function ``expr`` names casts its argument to half in place."""
+        if isinstance(expr, cst.Name) and expr.value in self.file.functions:
+            return casts_to_half(self.file.functions[expr.value])
+        located = self.file.imports.locate(expr) if self.file.project is not None else None
+        if located is None or self.file.project is None:
+            return False
+        function = self.file.project(*located)
+        return isinstance(function, Function) and function.halves
 
     def constructor_dtype(self, node: cst.Call, layer: str | None) -> Operand | None:
         """``KVCache(n, d)`` of a class whose ``__init__`` takes ``dtype=torch.float32`` (or

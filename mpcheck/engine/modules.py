@@ -15,6 +15,7 @@ from mpcheck.engine.autocast import Regions
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.binding import passed
 from mpcheck.engine.buffers import as_built, registered
+from mpcheck.engine.factory_kwargs import unhanded
 from mpcheck.engine.facts import (
     UNKNOWN,
     UNKNOWN_TENSOR,
@@ -562,6 +563,10 @@ class Modules:
         bound = registered(node, method, args, kwargs, in_module, pretrained, kept)
         if bound is None:
             return
+        tensor = args[1] if len(args) > 1 else kwargs.get("tensor", kwargs.get("param"))
+        if in_module and bound[1].prec is Prec.MODEL and tensor is not None:
+            kept_built = unhanded(self.file, frame, tensor.fact)
+            bound = bound if kept_built is None else (bound[0], kept_built)
         key = f"{path}.{bound[0]}"
         frame.env[key] = bound[1]
         built = as_built(bound[1], args, kwargs) if frame.in_init and path == "self" else None

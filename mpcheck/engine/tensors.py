@@ -10,6 +10,7 @@ import libcst as cst
 from mpcheck.engine.autocast import Regions
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
+from mpcheck.engine.factory_kwargs import unhanded
 from mpcheck.engine.facts import (
     UNKNOWN,
     UNKNOWN_TENSOR,
@@ -313,7 +314,7 @@ class Tensors:
                 if name in ("Parameter", "Buffer", "ParameterList", "ParameterDict"):
                     inner = args[0].fact if args else UNKNOWN_TENSOR
                     if frame.scope.in_module:
-                        inner = Fact(
+                        inner = unhanded(self.file, frame, inner) or Fact(
                             Kind.TENSOR,
                             Prec.MODEL,
                             None,

@@ -24,6 +24,7 @@ from mpcheck.engine.functions import torch_module
 from mpcheck.engine.imported import value_of
 from mpcheck.engine.keep_fp32 import keep_patterns
 from mpcheck.engine.kept_residual import kept_residuals
+from mpcheck.engine.partial_cast import casts_to_half
 from mpcheck.engine.scaler_patch import fp16_unscale_params
 from mpcheck.files.parsing import Unparsable, parse, parseable
 from mpcheck.files.source import SourceError, SourceFile
@@ -196,7 +197,11 @@ class FileSummariser:
             casts = tuple(sorted(walk.param_casts.get(fn, ())))
             unscale = fp16_unscale_params(fn) if patches else ()
             functions[name] = Function(
-                _params(fn, method=False), value_of(fact, place, shown), casts, unscale
+                _params(fn, method=False),
+                value_of(fact, place, shown),
+                casts,
+                unscale,
+                casts_to_half(fn),
             )
         classes = {}
         residual = _kept_residuals(walk, text, shown)

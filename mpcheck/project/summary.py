@@ -83,6 +83,9 @@ class Function:
     # parameter positions whose GradScaler (a scaler, or an accelerator's) takes float16
     # gradients after the call: it replaces ``_unscale_grads_`` to pass ``allow_fp16=True``
     fp16_unscale: tuple[int, ...] = ()
+    # it casts its first argument (a module, or its weights) to half in place, as
+    # ``convert_module_to_f16`` does for ``model.input_blocks.apply(...)``
+    halves: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +244,10 @@ class Pool:
     def _function(self, function: Function) -> Function:
         params, returns = self._strings(function.params), self._value(function.returns)
         one = self._one
-        return one(Function(params, returns, one(function.casts), one(function.fp16_unscale)))
+        made = Function(
+            params, returns, one(function.casts), one(function.fp16_unscale), function.halves
+        )
+        return one(made)
 
     def _class(self, cls: ClassSummary) -> ClassSummary:
         one = self._one
@@ -327,7 +333,8 @@ def _value(data: dict[str, Any]) -> Value:
 def _function(data: dict[str, Any]) -> Function:
     casts = tuple((int(m), int(d)) for m, d in data.get("casts", ()))
     unscale = tuple(int(i) for i in data.get("fp16_unscale", ()))
-    return Function(tuple(data["params"]), _value(data["returns"]), casts, unscale)
+    halves = bool(data.get("halves", False))
+    return Function(tuple(data["params"]), _value(data["returns"]), casts, unscale, halves)
 
 
 def _class(data: dict[str, Any]) -> ClassSummary:
