@@ -12,10 +12,12 @@ from mpcheck.api import (
     Fact,
     Kind,
     Operand,
+    Origin,
     Prec,
     Rule,
     RuleContext,
     Scope,
+    Severity,
     to_fp16,
 )
 
@@ -65,6 +67,12 @@ FLOORED = {
 # or bfloat16, which holds the guard), and the premise that any module may run in half says
 # nothing: neither is evidence of float16.
 CAST = "cast"
+# What says the class runs in half without saying float16: a library base whose users load it
+# in half, the configuration, a cast to a dtype the code does not write down. Where the code
+# makes rows of the guarded value exactly 0 (zero padding, a masked fill with 0), that is a
+# latent hazard: a warning stating the float16 premise. The bare premise that any module may
+# run in half is not enough, even then.
+HALF_BY_CONTRACT = frozenset({"library", "setting", CAST})
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,7 @@ class Guard:
     number: float
     tensor: Fact
     site: CallSite
+    zeros: Origin | None = None  # only a premise: float16 is not shown, exact-zero rows are
 
 
 class Fp16VanishingEpsilon(Rule):
@@ -120,8 +129,16 @@ class Fp16VanishingEpsilon(Rule):
         does not say (`.to(weight_dtype)`) mean float16 or bfloat16, and bfloat16 holds the
         guard; the premise that any module may run in half says nothing (measured on the
         unseen tuning sets: such findings were mostly code never run in float16). None of
-        them is reported, nor a tensor that is bfloat16 or float32, or in a module the
-        project only builds in float32, only runs under autocast or never builds. A
+        them is an error, nor a tensor that is bfloat16 or float32, or in a module the
+        project only builds in float32, only runs under autocast or never builds. One
+        exception, a warning stating the float16 premise: where the code itself makes rows
+        of the guarded value exactly 0 -- zero padding (`F.pad` without `value=`), rows of
+        `torch.zeros` joined to data, a masked fill with 0 -- and hands them through ops
+        that keep a zero row 0 (reshapes, casts, products, a `Linear` built with
+        `bias=False`, into a module of the file: Swin v2's window attention pads the
+        feature map, and its bias-free key projection gives all-zero keys that
+        `F.normalize` turns into NaN, measured), under a library's contract or the
+        configuration. A
         learned weight is never exactly 0 (`1 / (alpha + 1e-9)` of a parameter): not
         reported. `sqrt(0)` is 0 (only its gradient is inf), so a root is followed to the
         division that needs its guard.
@@ -167,16 +184,22 @@ class Fp16VanishingEpsilon(Rule):
         self.reported: set[cst.CSTNode] = set()
 
     def check_call(self, call: CallSite) -> None:
+        self._check(call, None)
+        for site in _handed_zero_rows(call):
+            self._check(site, call)
+
+    def _check(self, call: CallSite, via: CallSite | None) -> None:
+        """One call; ``via``: the module call that hands it exact-zero rows (a re-walk)."""
         if call.qualname in FLOORED:
-            self._floored(call)
+            self._floored(call, via)
             return
-        self._consume(call)
-        guard = self._guard(call)
+        self._consume(call, via)
+        guard = self._guard(call, via)
         if guard is not None:
             self.guarded[id(call.result)] = (call.result, guard)
 
     # -- where a guard is made ---------------------------------------------------------
-    def _guard(self, call: CallSite) -> Guard | None:
+    def _guard(self, call: CallSite, via: CallSite | None) -> Guard | None:
         if call.scope.full_precision is not None:
             return None  # ``if x.dtype == torch.float32:``: a float16 run never gets here
         name = call.method or _torch_function(call.qualname)
@@ -189,9 +212,12 @@ class Fp16VanishingEpsilon(Rule):
         number = constant.number
         if number is None or number <= 0.0 or to_fp16(number) != 0.0:
             return None  # no guard, or one float16 holds (2**-25 and up round to 2**-24)
-        if not tensor.fact.is_tensor or not self._fp16(tensor.fact, call.scope):
+        if not tensor.fact.is_tensor:
             return None
-        return Guard(constant, number, tensor.fact, call)
+        if via is None and self._fp16(tensor.fact, call.scope):
+            return Guard(constant, number, tensor.fact, call)
+        zeros = self._zero_premise(tensor.fact, call.scope)
+        return Guard(constant, number, tensor.fact, call, zeros) if zeros is not None else None
 
     def _operands(self, call: CallSite, name: str) -> tuple[Operand, Operand] | None:
         """``(tensor, constant)`` of an add or a floor; None for any other call."""
@@ -227,7 +253,22 @@ class Fp16VanishingEpsilon(Rule):
             return False
         return evidence.kind == CAST and any(d == "float16" for d, _ in evidence.written)
 
-    def _floored(self, call: CallSite) -> None:
+    def _zero_premise(self, fact: Fact, scope: Scope) -> Origin | None:
+        """Where the code made rows of ``fact`` exactly 0, when only a contract (not a cast
+        of the project) says the class runs in half, float16 or bfloat16 (see the rule page)."""
+        zeros = fact.zero_rows
+        if zeros is None or fact.cause is Cause.PARAMETER or self._fp16(fact, scope):
+            return None
+        if fact.prec is Prec.HALF:
+            return zeros if fact.dtype is None else None  # a half dtype the code does not say
+        if fact.prec is not Prec.MODEL or self.against_half(scope, fact):
+            return None
+        evidence = scope.evidence
+        if evidence is None or evidence.float32 or evidence.kind not in HALF_BY_CONTRACT:
+            return None
+        return zeros
+
+    def _floored(self, call: CallSite, via: CallSite | None) -> None:
         """``F.normalize(x)``: ``x / x.norm(...).clamp_min(1e-12)``, all in ``x``'s dtype."""
         slot, default, aten = FLOORED[call.qualname or ""]
         given = call.arg(slot, "eps")
@@ -240,8 +281,11 @@ class Fp16VanishingEpsilon(Rule):
         region = call.scope.autocast
         if region is not None and region.recasts(aten):
             return  # CUDA autocast computes the norm in float32, where eps survives
-        if not self._fp16(tensor.fact, call.scope):
-            return
+        zeros = None
+        if via is not None or not self._fp16(tensor.fact, call.scope):
+            zeros = self._zero_premise(tensor.fact, call.scope)
+            if zeros is None:
+                return
         node = call.node if given is None else given.node
         eps = f"eps={number:g}" + (" (its default)" if given is None else "")
         message = (
@@ -249,24 +293,54 @@ class Fp16VanishingEpsilon(Rule):
             "rounds to 0 in float16 (so does anything below 2**-25, about 3e-8): an all-zero "
             "row gives 0 / 0 = NaN; pass an eps float16 holds (1e-6) or compute it in float32"
         )
+        if zeros is not None:
+            self._latent(node, message, zeros, call, via)
+            return
         self._finish(node, message, tensor.fact, call)
 
+    def _latent(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        zeros: Origin,
+        use: CallSite,
+        via: CallSite | None,
+        related: list[tuple[cst.CSTNode, str]] | None = None,
+    ) -> None:
+        """A warning stating the premise: float16 is not shown, the exact-zero rows are."""
+        if node in self.reported:
+            return
+        self.reported.add(node)
+        evidence = use.scope.evidence
+        subject = (evidence.subject if evidence is not None else None) or use.scope.class_name
+        why = f"{evidence.text}, and bfloat16 holds the guard" if evidence is not None else ""
+        made = f"{zeros.text} at {self.line(zeros.node)}"
+        if via is not None:
+            made += f", handed in by `{self.ctx.code(via.node, 50)}` at {self.line(via.node)}"
+        premise = f"if `{subject}` runs in float16" if subject else "if this runs in float16"
+        message += f" (latent: {premise}; {why}; rows are exactly 0 there: {made})"
+        more = list(related or ())
+        more.append((zeros.node, f"rows made exactly 0 here: {zeros.text}"))
+        if via is not None:
+            more.append((via.node, "the zero rows are handed in here"))
+        self.report(node, message, related=more, severity=Severity.WARNING)
+
     # -- where a guard is needed -------------------------------------------------------
-    def _consume(self, call: CallSite) -> None:
+    def _consume(self, call: CallSite, via: CallSite | None) -> None:
         name = call.method or _torch_function(call.qualname) or ""
         subject = call.receiver if call.method else (call.args[0] if call.args else None)
         held = self._held(subject)
         if held is not None and name in GUARDED:
-            self._report(held, call, GUARDED[name])
+            self._report(held, call, GUARDED[name], via)
             return
         if held is not None and name == "pow" and _negative_power(call):
-            self._report(held, call, "inf")
+            self._report(held, call, "inf", via)
             return
         if name in DIVISIONS:
             divisor = call.arg(0, "other") if call.method else call.arg(1, "other")
             guard = self._held(divisor)
             if guard is not None:
-                self._report(guard, call, "inf or NaN")
+                self._report(guard, call, "inf or NaN", via)
             return
         if held is not None and name in CARRIERS:
             self.guarded[id(call.result)] = (call.result, held)
@@ -277,11 +351,10 @@ class Fp16VanishingEpsilon(Rule):
         entry = self.guarded.get(id(operand.fact))
         return entry[1] if entry is not None and entry[0] is operand.fact else None
 
-    def _report(self, guard: Guard, use: CallSite, gives: str) -> None:
+    def _report(self, guard: Guard, use: CallSite, gives: str, via: CallSite | None) -> None:
         node = guard.constant.node
         if node in self.reported:
             return
-        self.reported.add(node)
         shown = f"`{self.ctx.code(node)}`"
         if not guard.constant.spelled:
             shown += f" ({guard.number:g})"
@@ -296,6 +369,10 @@ class Fp16VanishingEpsilon(Rule):
         made = guard.constant.fact.origin
         if made is not None and not guard.constant.spelled:  # set on another line or file
             related.append((made.node, f"{guard.number:g} comes from `{made.text}`"))
+        if guard.zeros is not None:
+            self._latent(node, message, guard.zeros, use, via, related)
+            return
+        self.reported.add(node)
         self._finish(node, message, tensor, use, related)
 
     def _finish(
@@ -316,6 +393,17 @@ class Fp16VanishingEpsilon(Rule):
             # the cast of the project that writes float16 for this module (``_fp16``)
             message, related, _ = self.with_evidence(message, use.scope, tensor, related)
         self.report(node, message, related=related)
+
+
+def _handed_zero_rows(call: CallSite) -> list[CallSite]:
+    """The calls inside a module of this file that a call hands exact-zero rows, in walk
+    order, nested calls' own after theirs (the engine's re-walk: ``CallSite.through``)."""
+    found: list[CallSite] = []
+    for item in call.through:
+        if item.unsplit is None:  # (a re-walk for zero rows pairs with no plain walk)
+            found.append(item.site)
+            found.extend(_handed_zero_rows(item.site))
+    return found
 
 
 def _negative_power(call: CallSite) -> bool:

@@ -139,6 +139,110 @@ def test_a_library_base_says_half_not_float16() -> None:
     assert found == []
 
 
+ZERO_ROWS = """
+    from diffusers import ModelMixin
+
+    class Encoder(ModelMixin):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8, bias={bias})
+
+        def forward(self, x, mask):
+            {make}
+            h = self.proj(x)
+            return h / (h.norm(dim=-1, keepdim=True) + 1e-12)
+    """
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        "x = F.pad(x, (0, 0, 0, 3))",  # zero padding
+        "x = torch.cat([x, torch.zeros_like(x)], 1)",  # zero rows joined to data
+        "x = x.masked_fill(mask[..., None], 0.0)",  # a masked fill with 0
+        "x = F.pad(x, (0, 0, 0, 3)).transpose(0, 1) * 2.0",  # a reshape, then a product
+    ],
+)
+def test_rows_the_code_makes_zero_are_a_latent_hazard_under_the_contract(make: str) -> None:
+    (d,) = findings(ZERO_ROWS.format(bias="False", make=make))
+    assert d.severity.value == "warning"
+    assert "(latent: if `Encoder` runs in float16;" in d.message
+    assert "bfloat16 holds the guard; rows are exactly 0 there" in d.message
+    assert "rows made exactly 0 here" in d.related[-1].message
+
+
+@pytest.mark.parametrize(
+    ("bias", "make"),
+    [
+        ("True", "x = F.pad(x, (0, 0, 0, 3))"),  # the bias: a zero row projects to it
+        ("False", "x = F.pad(x, (0, 0, 0, 3), value=-1.0)"),  # padding with -1
+        ("False", "x = F.pad(x, (0, 0, 0, 3), mode='reflect')"),
+        ("False", "x = x.masked_fill(mask[..., None], -1e4)"),
+        ("False", "x = F.pad(x, (0, 0, 0, 3)) + 1.0"),  # a sum: no zero row kept
+        ("False", "x = F.pad(x, (0, 0, 0, 3))[:, :5]"),  # (indexing: not followed)
+        # a buffer of zeros bound to a name is often filled in place first: not a source
+        ("False", "z = torch.zeros_like(x); z.index_add_(0, mask, x); x = torch.cat([x, z])"),
+    ],
+)
+def test_rows_that_are_not_kept_zero_say_nothing(bias: str, make: str) -> None:
+    found = findings(ZERO_ROWS.format(bias=bias, make=make))
+    if "[:, :5]" in make:  # a slice keeps the fact: it may keep the padded rows
+        assert len(found) == 1
+    else:
+        assert found == []
+
+
+def test_zero_rows_without_any_half_evidence_say_nothing() -> None:
+    body = ZERO_ROWS.format(bias="False", make="x = F.pad(x, (0, 0, 0, 3))")
+    body = body.replace("from diffusers import ModelMixin\n", "").replace("ModelMixin", "nn.Module")
+    assert findings(body) == []
+
+
+def test_zero_rows_follow_helpers_and_module_calls_of_the_file() -> None:
+    """Swin v2: padded in a method, cut into windows by a helper, normalised two modules
+    down; the warning names the padding and the call that hands the rows in."""
+    (d,) = findings(
+        """
+        from transformers import PreTrainedModel
+
+        def windows(x, size):
+            return x.view(-1, size * size, x.shape[-1])
+
+        class Keys(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.key = nn.Linear(8, 8, bias=False)
+
+            def forward(self, h):
+                return F.normalize(self.key(h), dim=-1)
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.keys = Keys()
+
+            def forward(self, h):
+                return self.keys(h)
+
+        class Swin(PreTrainedModel):
+            def __init__(self, config):
+                super().__init__(config)
+                self.block = Block()
+
+            def pad(self, x):
+                return F.pad(x, (0, 0, 0, 1, 0, 1))
+
+            def forward(self, x):
+                return self.block(windows(self.pad(x), 4))
+        """
+    )
+    assert span(d)[:2] == (16, 16)
+    assert "zero padding at line 32, handed in by `self.block(windows(self.pad(x), 4))`" in (
+        d.message
+    )
+    assert [r.start.row for r in d.related][-2:] == [32, 35]
+
+
 def test_a_tensor_the_code_makes_float16_names_its_cast() -> None:
     (d,) = findings(
         """

@@ -37,6 +37,7 @@ from mpcheck.engine.sites import Scope
 from mpcheck.engine.starred import bind_starred
 from mpcheck.engine.statements import Statements
 from mpcheck.engine.tensors import Tensors
+from mpcheck.engine.zero_rows import zeroed
 from mpcheck.project.callables import SplitRun
 from mpcheck.project.exports import exported
 from mpcheck.project.models import ModelUses
@@ -189,7 +190,7 @@ class FileAnalysis(Walk):
         return self.definitions.function_frame(fn, cls, outer)
 
     def emit(self, call: CallRecord, frame: Frame) -> Fact:
-        call = ranged(call)  # the result's value range, before rules read it
+        call = zeroed(ranged(call))  # its value range and zero rows, before rules read them
         self.ambient.note(call, frame)
         return self.emitter.emit(call, frame)
 

@@ -123,6 +123,11 @@ class Fact:
     # TENSOR: an upper bound on |x| over its elements (mpcheck.engine.ranges), None when
     # nothing bounds it. Coarse on purpose: it only has to tell 1 and 255 from 65504.
     bound: float | None = None
+    # TENSOR: rows that are exactly 0 by construction may be in it (mpcheck.engine.zero_rows):
+    # where they were made (zero padding, ``torch.zeros`` rows, a masked fill with 0). At a
+    # function's input it names the parameter itself: what the caller hands decides.
+    # MODULE: a layer that maps a zero row to a zero row (built without a bias): where.
+    zeros: Origin | None = None
 
     # -- questions rules ask -------------------------------------------------
     @property
@@ -186,6 +191,12 @@ class Fact:
         return self.prec is Prec.FULL or (
             self.prec is Prec.MODEL and self.cause is not Cause.AUTOCAST
         )
+
+    @property
+    def zero_rows(self) -> Origin | None:
+        """TENSOR: where the code made rows of it exactly 0 (not an input's own marker)."""
+        zeros = self.zeros
+        return zeros if zeros is not None and not isinstance(zeros.node, cst.Param) else None
 
     @property
     def from_input(self) -> bool:
@@ -385,7 +396,12 @@ def join(a: Fact, b: Fact) -> Fact:
         joined = replace(joined, bound=bound)
     apart = a.apart or b.apart  # found apart from a model on one path: apart on some
     if apart is not None and joined.is_tensor and joined.apart is None:
-        return replace(joined, apart=apart)
+        joined = replace(joined, apart=apart)
+    # zero rows made on one path: on some (made ones outrank a parameter's own)
+    made = [z for z in (a.zeros, b.zeros) if z is not None and not isinstance(z.node, cst.Param)]
+    zeros = made[0] if made else a.zeros or b.zeros
+    if joined.is_tensor and joined.zeros != zeros:
+        joined = replace(joined, zeros=zeros)
     return joined
 
 

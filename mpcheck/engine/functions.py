@@ -7,6 +7,7 @@ A function is walked once for its own sites and summarised by what it returns;
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
 
@@ -404,6 +405,8 @@ class Definitions:
                     env[name] = unproven(env[name])
                 if sampler and name in T.INT_PARAM_NAMES:
                     env[name] = Fact(Kind.OTHER, params=frozenset({index}))  # continuous t
+                if env[name].is_tensor and env[name].zeros is None:  # the caller's zero rows
+                    env[name] = replace(env[name], zeros=Origin(param, Cause.ACTIVATION, name))
             index += 1
         # ``@autocast(enabled=False)`` on this function: its inputs come from autocast
         if (
@@ -799,7 +802,33 @@ class Definitions:
                 return joined_default(fact, given, fn)
             return given
 
-        return sub(result)
+        return _handed_zeros(sub(result), result, parameters(fn, skip_self=skip_self), bound)
+
+
+def _handed_zeros(
+    fact: Fact, summary: Fact, params: Sequence[cst.Param], bound: Sequence[Fact | None]
+) -> Fact:
+    """What a function returns (``fact``, its ``summary`` substituted) holds the zero rows its
+    body made, or those of the input its summary marks (``Fact.zeros``): the argument's."""
+    if fact.kind is Kind.SEQ and fact.items is not None:
+        if summary.kind is not Kind.SEQ or summary.items is None:
+            return fact
+        if len(summary.items) != len(fact.items):
+            return fact
+        items = tuple(
+            _handed_zeros(f, g, params, bound)
+            for f, g in zip(fact.items, summary.items, strict=True)
+        )
+        return replace(fact, items=items) if items != fact.items else fact
+    if not fact.is_tensor:
+        return fact
+    mark = summary.zeros if summary.is_tensor else None
+    zeros = mark
+    if mark is not None and isinstance(mark.node, cst.Param):
+        index = next((i for i, p in enumerate(params) if p is mark.node), None)
+        given = bound[index] if index is not None and index < len(bound) else None
+        zeros = given.zeros if given is not None and given.is_tensor else None
+    return replace(fact, zeros=zeros) if zeros != fact.zeros else fact
 
 
 def _none_marked(op: Operand) -> Operand:

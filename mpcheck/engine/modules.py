@@ -37,6 +37,7 @@ from mpcheck.engine.pipelines import shares
 from mpcheck.engine.scripts import fed_arguments, feeds_its_weights, model_of, takes_half_input
 from mpcheck.engine.sites import CallSite, InnerCall, Operand, Owner
 from mpcheck.engine.splits import changed_calls
+from mpcheck.engine.zero_rows import bias_free, made
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.names import dotted
 from mpcheck.project.summary import ClassSummary, Function, Value
@@ -55,6 +56,13 @@ class Modules:
         self.definitions = definitions
 
     def construct_module(
+        self, node: cst.Call, layer: str | None, frame: Frame, kwargs: dict[str, Operand]
+    ) -> Fact:
+        """A freshly built nn.Module, and whether it keeps zero rows (:func:`bias_free`)."""
+        built = self._construct_module(node, layer, frame, kwargs)
+        return bias_free(built, node, kwargs)
+
+    def _construct_module(
         self, node: cst.Call, layer: str | None, frame: Frame, kwargs: dict[str, Operand]
     ) -> Fact:
         """A freshly built nn.Module: in a model's __init__ it follows the model's dtype.
@@ -230,6 +238,8 @@ class Modules:
         through: tuple[InnerCall, ...] = ()
         if not inner and returned is None:
             through, returned = self.follow_float32(module, args, kwargs, frame)
+        if not inner and not through:
+            through = self.follow_zero_rows(module, args, kwargs, frame)
         if returned is not None and returned.floating:
             result = returned
         if (
@@ -296,6 +306,38 @@ class Modules:
         with_args, returned = self._walk_as(fn, info, module, {}, args, kwargs, frame)
         plain, _ = self._walk_as(fn, info, module, {}, (), {}, frame)
         return changed_calls(with_args, plain), returned
+
+    def follow_zero_rows(
+        self,
+        module: Fact,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> tuple[InnerCall, ...]:
+        """``self.attention(windows)`` of zero-padded windows: where the zero rows go inside.
+
+        A ``forward`` is summarised with its inputs as they may be, so a guard that fails only
+        on an exact-zero row (``F.normalize``) cannot tell the rows it is handed. When the class
+        is in this file and an argument holds rows the code made exactly 0
+        (:mod:`mpcheck.engine.zero_rows`), its ``forward`` is walked again with the call's facts
+        (nested calls too, within the re-walk depth); the calls whose operands hold such rows
+        are returned.
+        """
+        if not any(o.fact.is_tensor and made(o.fact.zeros) for o in (*args, *kwargs.values())):
+            return ()
+        info = self.file.classes.get(module.layer or "")
+        fn = info.methods.get("forward") if info is not None and info.is_module else None
+        if (
+            info is None
+            or fn is None
+            or fn in self.definitions.in_progress
+            or not self.file.reporting.may_rewalk
+            or not (self.file.reporting.listener.wants("calls") or self.file.reporting.recording)
+        ):
+            return ()
+        self.definitions.analyse_class(info)
+        walked, _ = self._walk_as(fn, info, module, {}, args, kwargs, frame)
+        return tuple(InnerCall(site, None) for site in walked if _holds_zero_rows(site))
 
     def split_call(
         self,
@@ -364,7 +406,7 @@ class Modules:
         for key, fact in list(frame.env.items()):
             if (key == "self" or key.startswith("self.")) and fact.prec is Prec.MODEL:
                 if fact.kind is Kind.MODULE:
-                    frame.env[key] = replace(module, layer=fact.layer)
+                    frame.env[key] = replace(module, layer=fact.layer, zeros=fact.zeros)
                 elif fact.kind is Kind.TENSOR:
                     frame.env[key] = replace(
                         fact, prec=module.prec, dtype=module.dtype, maybe=module.maybe
@@ -705,3 +747,10 @@ def _cast_to(module: Fact, cast: Fact) -> Fact:
         maybe=cast.maybe,
         params=cast.params,  # (to a parameter's working dtype: the caller's argument decides)
     )
+
+
+def _holds_zero_rows(site: CallSite) -> bool:
+    """A call one of whose operands holds rows the code made exactly 0, or that leads to one."""
+    operands = [site.receiver] if site.receiver is not None else []
+    operands += [*site.args, *site.kwargs.values()]
+    return bool(site.through) or any(o.fact.is_tensor and made(o.fact.zeros) for o in operands)
