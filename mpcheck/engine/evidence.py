@@ -14,8 +14,9 @@ model to something that does (a trainer's half setting, DeepSpeed, an FSDP polic
 premise needs a half path the engine cannot see: in an application whose every half path
 names the classes it reaches, a class none reaches runs in float32; the premise stays for the
 classes an unresolved path may reach (a cast of a model of unknown class, a model handed to
-library code, an opaque loader, a half default dtype: then every class). A project that never
-names a half dtype, a cast to one, autocast or a mixed-precision setting runs in float32.
+library code, an opaque loader, a half default dtype: then every class). An application that
+never names a half dtype, a cast to one, autocast or a mixed-precision setting runs in float32
+(an installable package's users may cast it in code it does not show: the premise stays).
 """
 
 from __future__ import annotations

@@ -66,9 +66,9 @@ __all__ = [
 LIBRARY_SUFFIXES = ("ModelMixin", "PreTrainedModel", "PretrainedModel", "PeftModel", "TunerLayer")
 _LIBRARY_ROOTS = ("timm.", "peft.")
 CAST, LIBRARY, AUTOCAST, FLOAT32 = "cast", "library", "autocast", "float32"
-# A project whose code never mentions half precision runs in float32 (the premise that a
-# module may run in half needs someone to make it half: a cast, a half load, autocast or a
-# trainer's setting; a library whose users do so says it with ``models-run-in-half``).
+# An application whose code never mentions half precision runs in float32 (the premise that
+# a module may run in half needs someone to make it half: a cast, a half load, autocast or a
+# trainer's setting; an installable package's users may do so where it does not show).
 HALF_FREE = (
     "no file of the project names a half dtype, a cast to one, autocast or a mixed-precision "
     "setting: it runs in float32"
@@ -113,9 +113,8 @@ class ModelUses:
         # known to cast: handed to library code; the classes its casts reach, to quote).
         # None: some path's target is unknown (or a library): any class may run in half
         self._closed = closed
-        # no file of the project names a half dtype, a cast to one, autocast, a trainer that
-        # may autocast or a mixed-precision setting: nothing of it runs in half (its users'
-        # casts of a library are a premise the library states in its configuration)
+        # an application no file of which names a half dtype, a cast to one, autocast, a
+        # trainer that may autocast or a mixed-precision setting: nothing of it runs in half
         self.half_free = half_free
         # class -> the FSDP wrapper casting its parameters only: its buffers stay as built
         self._buffers_kept = buffers_kept
@@ -415,7 +414,8 @@ def uses_of_records(
     under_dtype: set[str] = set()  # loaded under a half default dtype (``torch_dtype=``)
     opaque = False  # a library pipeline or Auto class loads classes by name under a dtype
     any_half = any(record.half for record in records.values())
-    loose = [Place(p, ln, col, t) for p, r in records.items() for ln, col, t in r.loose]
+    loose = [Place(p, ln, col, t) for p, r in sorted(records.items()) for ln, col, t in r.loose]
+    modules = {r.module for r in records.values()}
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
@@ -443,8 +443,8 @@ def uses_of_records(
                 leaf = name.rpartition(".")[2]
                 loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
                 opaque = opaque or (loader and names.resolve(name) is None)
-            if not expand(name) and _unknown_model(name, names):
-                loose.append(Place(path, line, column, what))
+            if not expand(name) and _unknown_model(name, names, modules):
+                loose.append(Place(path, line, column, ""))  # (its function: unknown here)
             for target in expand(name):
                 text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
                 if target not in casts:
@@ -483,8 +483,6 @@ def uses_of_records(
                     continue
                 if not factories.keeps(function):
                     unsafe.update(expand(handed))
-                    if not expand(handed) and _unknown_model(handed, names):
-                        loose.append(Place(path, 0, 0, f"`{handed}` is handed to `{function}`"))
                 continue
             held.extend((t, names.resolve(owner)) for t in expand(handed))
         for name, (line, column, text), effect in record.wrappers:
@@ -569,7 +567,12 @@ def uses_of_records(
     if known and not installable and not defaults and not opaque:
         loads = frozenset(_parts_of(under_dtype, bodies))
     mentions_half = any_half or defaults or any(r.autocasts for r in records.values())
-    half_free = not alone and not mentions_half and not any(lib != "torch" for lib in wrappers)
+    # (an installable package's users build and cast its classes in code it does not show:
+    # its own silence on half says nothing of theirs, e.g. a model package a benchmark casts)
+    half_free = not alone and not installable and not mentions_half
+    half_free = half_free and not any(lib != "torch" for lib in wrappers)
+    if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
+        loose = [p for p in loose if not _dead(p, records[p.path].module, ran)]
     closed = None
     if application and not defaults and not loose and not _may_cast(wrappers):
         half = _half_reached({*casts, *unsafe, *roots}, bodies, subclasses)
@@ -593,11 +596,23 @@ def uses_of_records(
     )
 
 
-def _unknown_model(name: str, names: _Names) -> bool:
+def _dead(place: Place, module: str, ran: Reached) -> bool:
+    """Whether the half cast at ``place`` (its text: the top-level function holding it, or
+    "") is in a file or a function nothing runs."""
+    return ran.module_dead(module) or bool(place.text) and ran.function_dead(place.text)
+
+
+def _unknown_model(name: str, names: _Names, modules: Collection[str]) -> bool:
     """Whether ``name``, which resolves to no project class, may still be one: what a
-    project function or registry returns that the records cannot follow, or a class of a
-    project class's name that its imports do not pin (a library's class is none)."""
-    return CALLED in name or name.rpartition(".")[2] in names.by_leaf
+    project function returns that the records cannot follow (``instantiate_from_config(
+    cfg)``), or a class of a project class's name that its imports do not pin (a library's
+    class or function is none)."""
+    if CALLED in name:
+        function = name.partition(CALLED)[0]
+        function = names.follow(function) or function
+        return function.rpartition(".")[0] in modules
+    leaf = name.rpartition(".")[2]
+    return any(c.rpartition(".")[2] == leaf for c in names.classes)
 
 
 def _may_cast(wrappers: Mapping[str, list[tuple[str, Place]]]) -> bool:

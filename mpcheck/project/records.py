@@ -144,7 +144,8 @@ class ModelRecord:
     casters: tuple[str, ...] = ()
     # its half casts of a model whose class the file cannot name (``getattr(m, name)().half()``,
     # ``net.half()`` of a ``net`` it also calls ``.eval()`` on, built elsewhere): a half path
-    # whose target is unknown, so any class of the project may be on it
+    # whose target is unknown, so any class of the project may be on it (the text: the
+    # top-level function holding it, "" elsewhere)
     loose: tuple[Spot, ...] = ()
 
     def to_plain(self) -> list[Any]:
@@ -780,12 +781,12 @@ class _Reader:
             if not receiver:
                 at = _getattr_call(code, match.start())
                 if at >= 0:  # ``getattr(m, name)(...).half()``: a class picked by name
-                    self._loose.append(self.spot(at))
+                    self._loose.append(self.spot(at, self._home(at)))
                 continue
             classes = targets(receiver)
             if not classes:
                 if self._module_of_unknown_class(receiver):
-                    self._loose.append(self.spot(start))
+                    self._loose.append(self.spot(start, self._home(start)))
                 continue
             dtype = _written_dtype(match.group(1) or code[match.end() : end - 1])
             for cls in classes:
@@ -814,6 +815,14 @@ class _Reader:
                 dtype = _written_dtype(kw.group(2))
                 out.append((named, self.spot(opening - len(head)), what, dtype))
         return out
+
+    def _home(self, at: int) -> str:
+        """The qualified top-level function holding the offset ``at`` ("" elsewhere): a
+        cast there runs only if something runs that function."""
+        function = self._factory_at(at)
+        if function is None:
+            return ""
+        return f"{self.module}.{function}" if self.module else function
 
     def _module_of_unknown_class(self, receiver: bytes) -> bool:
         """Whether a cast's receiver the file cannot name a project class for is a module
