@@ -415,7 +415,6 @@ def uses_of_records(
     opaque = False  # a library pipeline or Auto class loads classes by name under a dtype
     any_half = any(record.half for record in records.values())
     loose = [Place(p, ln, col, t) for p, r in sorted(records.items()) for ln, col, t in r.loose]
-    modules = {r.module for r in records.values()}
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
@@ -443,7 +442,7 @@ def uses_of_records(
                 leaf = name.rpartition(".")[2]
                 loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
                 opaque = opaque or (loader and names.resolve(name) is None)
-            if not expand(name) and _unknown_model(name, names, modules):
+            if not expand(name) and _unknown_model(name, names):
                 loose.append(Place(path, line, column, ""))  # (its function: unknown here)
             for target in expand(name):
                 text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
@@ -567,9 +566,10 @@ def uses_of_records(
     if known and not installable and not defaults and not opaque:
         loads = frozenset(_parts_of(under_dtype, bodies))
     mentions_half = any_half or defaults or any(r.autocasts for r in records.values())
-    # (an installable package's users build and cast its classes in code it does not show:
-    # its own silence on half says nothing of theirs, e.g. a model package a benchmark casts)
-    half_free = not alone and not installable and not mentions_half
+    # (an application that shows its builds: an installable package's users, or those of a
+    # project that builds nothing, build and cast its classes in code it does not show; its
+    # own silence on half says nothing of theirs, e.g. a model package a benchmark casts)
+    half_free = known and not installable and not mentions_half
     half_free = half_free and not any(lib != "torch" for lib in wrappers)
     if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
         loose = [p for p in loose if not _dead(p, records[p.path].module, ran)]
@@ -602,15 +602,14 @@ def _dead(place: Place, module: str, ran: Reached) -> bool:
     return ran.module_dead(module) or bool(place.text) and ran.function_dead(place.text)
 
 
-def _unknown_model(name: str, names: _Names, modules: Collection[str]) -> bool:
-    """Whether ``name``, which resolves to no project class, may still be one: what a
-    project function returns that the records cannot follow (``instantiate_from_config(
-    cfg)``), or a class of a project class's name that its imports do not pin (a library's
-    class or function is none)."""
+def _unknown_model(name: str, names: _Names) -> bool:
+    """Whether ``name``, which resolves to no project class, may still be one: what a call
+    returns that the records cannot follow (``instantiate_from_config(cfg)``, a library
+    registry building the project's registered classes, ``torch.load`` of a pickled model),
+    or a class of a project class's name that its imports do not pin (a library's class is
+    none)."""
     if CALLED in name:
-        function = name.partition(CALLED)[0]
-        function = names.follow(function) or function
-        return function.rpartition(".")[0] in modules
+        return True
     leaf = name.rpartition(".")[2]
     return any(c.rpartition(".")[2] == leaf for c in names.classes)
 
