@@ -411,3 +411,68 @@ def test_a_library_contract_outside_modules_is_a_premise_in_an_application(
     (package / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\n')
     (finding,) = findings(package, "--no-cache")
     assert finding["severity"] == "error" and "latent" not in finding["message"]
+
+
+def _sources(case: Path) -> dict[str, bytes]:
+    return {p.relative_to(case).as_posix(): p.read_bytes() for p in case.rglob("*.py")}
+
+
+def test_a_class_no_half_path_reaches_runs_in_float32_when_every_path_resolves() -> None:
+    """Weights change dtype only where code casts, loads or hands the model to something
+    that does: an application whose every half path names its class (``ModelA(8).half()``)
+    runs the class none of them reaches in float32 (issue 36)."""
+    case = XFILE / "good_closed_half_paths"
+    assert findings(case, "--no-cache") == []
+    uses = uses_of_sources(_sources(case)).at("app.models")
+    assert uses.float32_text("ModelA") is None or uses.of("ModelA") is not None
+    assert uses.float32_text("ModelB") == (
+        "no half cast, load or wrapper of the project reaches `ModelB` "
+        "(its half paths reach `ModelA`)"
+    )
+
+
+def test_a_cast_of_a_model_picked_by_name_keeps_the_premise() -> None:
+    """``getattr(models, name)(8).half()``: the cast's class is unknown, so every class of
+    the project may be on it; the hazard stays a warning stating the premise."""
+    (finding,) = findings(XFILE / "bad_unresolved_half_cast", "--no-cache")
+    assert finding["severity"] == "warning"
+    assert "latent: raises if `ModelB` runs in half" in finding["message"]
+    uses = uses_of_sources(_sources(XFILE / "bad_unresolved_half_cast")).at("app.models")
+    assert uses.float32_text("ModelB") is None
+
+
+def test_a_cast_of_an_unresolved_factory_or_a_module_variable_keeps_the_premise() -> None:
+    """A factory whose product the records cannot follow, or a variable the file uses as a
+    module (``.eval()``) bound to no project class, is a half path of unknown target."""
+    models = (
+        b"from torch import nn\n\nclass A(nn.Module):\n    pass\n\nclass B(nn.Module):\n    pass\n"
+    )
+    for script in (
+        b"from app.models import A\nfrom app.util import make\n\nA()\nm = make(cfg).half()\n",
+        b"from app.models import A\nimport registry\n\nA()\nnet = registry.build(cfg)\n"
+        b"net.eval()\nnet.half()\n",
+    ):
+        sources = {
+            "app/__init__.py": b"",
+            "app/models.py": models,
+            "app/util.py": b"def make(cfg):\n    return cfg.cls()\n",
+            "run.py": script,
+        }
+        uses = uses_of_sources(sources).at("app.models")
+        assert uses.float32_text("B") is None, script
+
+
+def test_a_half_free_application_runs_in_float32_and_a_half_free_package_keeps_the_premise(
+    tmp_path: Path,
+) -> None:
+    """An application that never names a half dtype, a cast, autocast or a mixed-precision
+    setting runs in float32. An installable package's users build and cast its classes in
+    code it does not show (a benchmark casting a model package that never names half: real
+    bug benchmark-d56a625), so there the premise stays."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "bad_library_demo_build", case)  # (installable: a warning)
+    sources = _sources(case)
+    assert not uses_of_sources(sources, installable=True).half_free
+    (case / "pyproject.toml").unlink()  # the same code as an application: silent
+    assert uses_of_sources(sources).half_free
+    assert findings(case, "--no-cache") == []

@@ -43,14 +43,19 @@ class Encoder(nn.Module):
     def forward(self, x):
         return self.proj(x)
 """
+# (a second model comes from a hub loader, so that cast's class is unknown and every class
+# the project runs may be on it: a hazard of ``vid/xt.py`` is then a premise warning; with
+# only the cast naming ``vid.model.Encoder``, ``xt.Encoder`` would run in float32, issue 36)
 RUN = """
+import hub
 import torch
 
 from vid.model import Encoder
 {extra}
 if __name__ == "__main__":
     encoder = Encoder(8).to(torch.bfloat16)
-    print(encoder(torch.randn(2, 8, dtype=torch.bfloat16)).dtype)
+    other = hub.load("weights").to(torch.bfloat16)
+    print(encoder(torch.randn(2, 8, dtype=torch.bfloat16)).dtype, other)
 """
 SPEC = """
 import torch

@@ -8,6 +8,15 @@ or builds it (``model.half()`` in a script, in any file: :mod:`mpcheck.project.m
 library base whose users run it in half (diffusers ``ModelMixin``, transformers
 ``PreTrainedModel``, timm, peft), or the project's own setting (``models-run-in-half``: the
 project is a model library and says its users run every module of it in half).
+
+A module's weights change dtype only when code casts them, loads them in a dtype or hands the
+model to something that does (a trainer's half setting, DeepSpeed, an FSDP policy). So the
+premise needs a half path the engine cannot see: in an application whose every half path
+names the classes it reaches, a class none reaches runs in float32; the premise stays for the
+classes an unresolved path may reach (a cast of a model of unknown class, a model handed to
+library code, an opaque loader, a half default dtype: then every class). An application that
+never names a half dtype, a cast to one, autocast or a mixed-precision setting runs in float32
+(an installable package's users may cast it in code it does not show: the premise stays).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from mpcheck.project.models import (
     AUTOCAST,
     CAST,
     FLOAT32,
+    HALF_FREE,
     LIBRARY,
     LIBRARY_SUFFIXES,
     ModelUses,
@@ -110,6 +120,8 @@ class Evidence:
         if self.uses is not None and not self.uses.function_reached(name):
             text = f"nothing in the project imports, calls or names `{name}`"
             return HalfEvidence(UNREACHED, text)
+        if self.uses is not None and self.uses.half_free and not self.setting:
+            return HalfEvidence(FLOAT32, HALF_FREE)
         return self.premise(name)
 
     def handed(self, name: str) -> HalfEvidence:
@@ -156,6 +168,9 @@ class Evidence:
         if self.uses is not None and not self.uses.reached(name):
             text = f"nothing in the project builds, imports or names `{name}`"
             return HalfEvidence(UNREACHED, text, None, anchor)
+        found = self.uses.float32_text(name) if self.uses is not None else None
+        if found is not None:  # (no half path reaches it: :meth:`ModelUses.float32_text`)
+            return HalfEvidence(FLOAT32, found, None, anchor)
         return self.premise(name, anchor)
 
     def _own(self, name: str, reach: Reach | None) -> bool:

@@ -66,6 +66,13 @@ __all__ = [
 LIBRARY_SUFFIXES = ("ModelMixin", "PreTrainedModel", "PretrainedModel", "PeftModel", "TunerLayer")
 _LIBRARY_ROOTS = ("timm.", "peft.")
 CAST, LIBRARY, AUTOCAST, FLOAT32 = "cast", "library", "autocast", "float32"
+# An application whose code never mentions half precision runs in float32 (the premise that
+# a module may run in half needs someone to make it half: a cast, a half load, autocast or a
+# trainer's setting; an installable package's users may do so where it does not show).
+HALF_FREE = (
+    "no file of the project names a half dtype, a cast to one, autocast or a mixed-precision "
+    "setting: it runs in float32"
+)
 _SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__"})
 
 
@@ -97,8 +104,18 @@ class ModelUses:
         cast_to: Mapping[str, Mapping[str, Reach]] = MappingProxyType({}),
         input_cast: str | None = None,
         buffers_kept: Mapping[str, Reach] = MappingProxyType({}),
+        closed: tuple[frozenset[str], tuple[str, ...]] | None = None,
+        half_free: bool = False,
     ) -> None:
         self._reach = dict(reach)
+        # an application whose every half path (cast, half load, wrapper that casts) names
+        # the classes it reaches: (the classes some path may reach, premise where it is not
+        # known to cast: handed to library code; the classes its casts reach, to quote).
+        # None: some path's target is unknown (or a library): any class may run in half
+        self._closed = closed
+        # an application no file of which names a half dtype, a cast to one, autocast, a
+        # trainer that may autocast or a mixed-precision setting: nothing of it runs in half
+        self.half_free = half_free
         # class -> the FSDP wrapper casting its parameters only: its buffers stay as built
         self._buffers_kept = buffers_kept
         # an application (no package its users install) that shows where it builds its
@@ -139,7 +156,26 @@ class ModelUses:
             self._cast_to,
             self.input_cast,
             self._buffers_kept,
+            self._closed,
+            self.half_free,
         )
+
+    def float32_text(self, name: str) -> str | None:
+        """Why the class ``name`` of :attr:`module` runs in float32 when nothing else says
+        so: no half path of the project reaches it (and every one names what it reaches), or
+        the project never mentions half precision. None: it may run in half (the premise)."""
+        if self.half_free:
+            return HALF_FREE
+        if self._closed is None:
+            return None
+        reached, cast = self._closed
+        if (f"{self.module}.{name}" if self.module else name) in reached:
+            return None
+        text = f"no half cast, load or wrapper of the project reaches `{name}`"
+        if not cast:
+            return text
+        shown = ", ".join(f"`{c}`" for c in cast[:2]) + (", ..." if len(cast) > 2 else "")
+        return f"{text} (its half paths reach {shown})"
 
     def runs_in_modules(self, name: str) -> bool:
         """Whether the project calls the function ``name`` of :attr:`module` (defined outside
@@ -222,7 +258,17 @@ class ModelUses:
         written = sorted((d, sorted(m.items())) for d, m in self._cast_to.items())
         loads = None if self._dtype_loads is None else sorted(self._dtype_loads)
         kept = sorted(self._buffers_kept)
-        evidence = (self.autocasts, self.application, written, self.input_cast, loads, kept)
+        closed = None if self._closed is None else (sorted(self._closed[0]), self._closed[1])
+        evidence = (
+            self.autocasts,
+            self.application,
+            written,
+            self.input_cast,
+            loads,
+            kept,
+            closed,
+            self.half_free,
+        )
         text = repr((sorted(self._reach.items()), *evidence))
         if self._mentions is not None:
             text += self._mentions.digest
@@ -368,6 +414,7 @@ def uses_of_records(
     under_dtype: set[str] = set()  # loaded under a half default dtype (``torch_dtype=``)
     opaque = False  # a library pipeline or Auto class loads classes by name under a dtype
     any_half = any(record.half for record in records.values())
+    loose = [Place(p, ln, col, t) for p, r in sorted(records.items()) for ln, col, t in r.loose]
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
@@ -395,6 +442,8 @@ def uses_of_records(
                 leaf = name.rpartition(".")[2]
                 loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
                 opaque = opaque or (loader and names.resolve(name) is None)
+            if not expand(name) and _unknown_model(name, names):
+                loose.append(Place(path, line, column, ""))  # (its function: unknown here)
             for target in expand(name):
                 text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
                 if target not in casts:
@@ -516,6 +565,19 @@ def uses_of_records(
     loads = None
     if known and not installable and not defaults and not opaque:
         loads = frozenset(_parts_of(under_dtype, bodies))
+    mentions_half = any_half or defaults or any(r.autocasts for r in records.values())
+    # (an application that shows its builds: an installable package's users, or those of a
+    # project that builds nothing, build and cast its classes in code it does not show; its
+    # own silence on half says nothing of theirs, e.g. a model package a benchmark casts)
+    half_free = known and not installable and not mentions_half
+    half_free = half_free and not any(lib != "torch" for lib in wrappers)
+    if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
+        loose = [p for p in loose if not _dead(p, records[p.path].module, ran)]
+    closed = None
+    if application and not defaults and not loose and not _may_cast(wrappers):
+        half = _half_reached({*casts, *unsafe, *roots}, bodies, subclasses)
+        shown = sorted({c.rpartition(".")[2] for c in casts if c in reach})
+        closed = (frozenset(half), tuple(shown))
     return ModelUses(
         reach,
         mentions=mentions,
@@ -529,7 +591,56 @@ def uses_of_records(
         cast_to=cast_to,
         input_cast=inputs,
         buffers_kept=buffers_kept,
+        closed=closed,
+        half_free=half_free,
     )
+
+
+def _dead(place: Place, module: str, ran: Reached) -> bool:
+    """Whether the half cast at ``place`` (its text: the top-level function holding it, or
+    "") is in a file or a function nothing runs."""
+    return ran.module_dead(module) or bool(place.text) and ran.function_dead(place.text)
+
+
+def _unknown_model(name: str, names: _Names) -> bool:
+    """Whether ``name``, which resolves to no project class, may still be one: what a call
+    returns that the records cannot follow (``instantiate_from_config(cfg)``, a library
+    registry building the project's registered classes, ``torch.load`` of a pickled model),
+    or a class of a project class's name that its imports do not pin (a library's class is
+    none)."""
+    if CALLED in name:
+        return True
+    leaf = name.rpartition(".")[2]
+    return any(c.rpartition(".")[2] == leaf for c in names.classes)
+
+
+def _may_cast(wrappers: Mapping[str, list[tuple[str, Place]]]) -> bool:
+    """Whether a wrapper of the project may cast the models handed to it (its setting casts,
+    or is unknown here): a model of unknown class may be among them."""
+    return any(
+        e.removesuffix(wrap.BUFFERS) in (wrap.CAST, wrap.UNKNOWN)
+        for u in wrappers.values()
+        for e, _ in u
+    )
+
+
+def _half_reached(
+    roots: Iterable[str], bodies: Mapping[str, set[str]], subclasses: Mapping[str, set[str]]
+) -> set[str]:
+    """``roots`` (the classes a half path reaches), the parts their bodies build and the
+    project bases whose code runs in them (and those bases' parts), transitively."""
+    bases: dict[str, set[str]] = {}
+    for parent, derived in subclasses.items():
+        for child in derived:
+            bases.setdefault(child, set()).add(parent)
+    out, todo = set(roots), list(roots)
+    while todo:
+        name = todo.pop()
+        for other in (*bodies.get(name, ()), *bases.get(name, ())):
+            if other not in out:
+                out.add(other)
+                todo.append(other)
+    return out
 
 
 # A cast record's text for a model built under a dtype (:meth:`records._Reader._casts`).

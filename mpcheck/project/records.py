@@ -44,7 +44,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 17
+FORMAT = 18
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -142,6 +142,11 @@ class ModelRecord:
     # the methods of its top-level classes that cast something (``pkg.Class.method``); those
     # that cast nothing are among ``keepers``
     casters: tuple[str, ...] = ()
+    # its half casts of a model whose class the file cannot name (``getattr(m, name)().half()``,
+    # ``net.half()`` of a ``net`` it also calls ``.eval()`` on, built elsewhere): a half path
+    # whose target is unknown, so any class of the project may be on it (the text: the
+    # top-level function holding it, "" elsewhere)
+    loose: tuple[Spot, ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -175,6 +180,7 @@ class ModelRecord:
             self.wrapping,
             self.registries,
             self.casters,
+            self.loose,
         ]
 
     @classmethod
@@ -184,7 +190,7 @@ class ModelRecord:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
-            wrapping, registries, casters = last
+            wrapping, registries, casters, loose = last
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -241,6 +247,7 @@ class ModelRecord:
                 tuple((str(f), _spot(s)) for f, s in wrapping),
                 tuple((str(r), tuple(map(str, m))) for r, m in registries),
                 tuple(map(str, casters)),
+                tuple(_spot(s) for s in loose),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -339,6 +346,7 @@ class _Reader:
             None  # (:meth:`_policies`)
         )
         self._registry_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registries`)
+        self._loose: list[Spot] = []  # (:meth:`_casts`: casts of a model of unknown class)
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
         # import ``Decoder`` from one module and another function from another
@@ -535,6 +543,7 @@ class _Reader:
             tuple(sorted(wrapping.items())),
             tuple(sorted(self._registries().items())),
             casters,
+            tuple(self._loose),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -765,14 +774,19 @@ class _Reader:
             return [cls]
 
         for match in _CAST_AT.finditer(code):
+            end = match.end() if match.group(1) else closing(code, match.end()) + 1
+            if match.group(1) is None and not _halfish_args(code[match.end() : end - 1]):
+                continue
             start, receiver = _receiver(code, match.start())
             if not receiver:
+                at = _getattr_call(code, match.start())
+                if at >= 0:  # ``getattr(m, name)(...).half()``: a class picked by name
+                    self._loose.append(self.spot(at, self._home(at)))
                 continue
             classes = targets(receiver)
             if not classes:
-                continue
-            end = match.end() if match.group(1) else closing(code, match.end()) + 1
-            if match.group(1) is None and not _halfish_args(code[match.end() : end - 1]):
+                if self._module_of_unknown_class(receiver):
+                    self._loose.append(self.spot(start, self._home(start)))
                 continue
             dtype = _written_dtype(match.group(1) or code[match.end() : end - 1])
             for cls in classes:
@@ -801,6 +815,33 @@ class _Reader:
                 dtype = _written_dtype(kw.group(2))
                 out.append((named, self.spot(opening - len(head)), what, dtype))
         return out
+
+    def _home(self, at: int) -> str:
+        """The qualified top-level function holding the offset ``at`` ("" elsewhere): a
+        cast there runs only if something runs that function."""
+        function = self._factory_at(at)
+        if function is None:
+            return ""
+        return f"{self.module}.{function}" if self.module else function
+
+    def _module_of_unknown_class(self, receiver: bytes) -> bool:
+        """Whether a cast's receiver the file cannot name a project class for is a module
+        (a tensor's ``.half()`` changes no weights): a ``getattr(...)(...)`` value, or a
+        variable the file uses as a module only is (``.eval()``, ``.parameters()``,
+        ``.load_state_dict(...)``: no tensor has them) and does not bind to a library's
+        model (``pipe = StableDiffusionPipeline.from_pretrained(...)``: no project class)."""
+        if b"(" in receiver:
+            return receiver.startswith(b"getattr(")
+        name = re.escape(receiver)
+        used = re.compile(rb"(?<![\w.])" + name + rb"\s*\.\s*(?:" + _MODULE_ONLY + rb")\s*\(")
+        if used.search(self.code) is None:
+            return False
+        bound = re.compile(rb"(?<![\w.])" + name + rb"\s*=\s*([A-Za-z_][\w.]*)\s*[(.]")
+        roots = {
+            self.imports.get(m.group(1).split(b".")[0].decode(), "").partition(".")[0]
+            for m in bound.finditer(self.code)
+        }
+        return not roots or not roots <= _NOT_PROJECT
 
     def _regions(self, models: dict[str, set[str]]) -> list[tuple[str, Spot | None]]:
         """Each call of a model variable (``model(x)``, ``self.transformer(...)``): the class,
@@ -1399,6 +1440,10 @@ _NOT_PROJECT = frozenset(
     "torchaudio torchvision librosa scipy PIL cv2 tqdm yaml omegaconf hydra gradio datasets "
     "lightning pytorch_lightning peft timm deepspeed soundfile pandas".split()
 )
+# Methods of ``nn.Module`` that no tensor has: a value they are called on is a module.
+_MODULE_ONLY = (
+    rb"eval|parameters|named_parameters|state_dict|load_state_dict|modules|named_modules|children"
+)
 _SKIP_NAMES = frozenset({"self", "cls", "super", "print", "len", "isinstance", "getattr"})
 
 
@@ -1701,6 +1746,20 @@ def _halfish_args(text: bytes) -> bool:
     """A half dtype, or a dtype variable (``weight_dtype``, ``args.dtype``): the dtype a
     mixed-precision setting maps to, or one a caller passes. Only float32 written down is not."""
     return any(_HALFISH_BYTES.search(part.strip()) for part in text.split(b","))
+
+
+def _getattr_call(data: bytes, end: int) -> int:
+    """Where ``getattr(...)(...)`` ending at ``end`` starts (a value of a class picked by
+    name), or -1."""
+    if end <= 0 or data[end - 1 : end] != b")":
+        return -1
+    start = opening(data, end - 1)
+    if start <= 0 or data[start - 1 : start] != b")":
+        return -1
+    inner = opening(data, start - 1)
+    if inner < 7 or data[inner - 7 : inner] != b"getattr":
+        return -1
+    return inner - 7
 
 
 def _receiver(data: bytes, end: int) -> tuple[int, bytes]:
