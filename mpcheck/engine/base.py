@@ -52,6 +52,14 @@ class CallRecord:
     fed: tuple[Operand, ...] = ()  # see ``CallSite.fed``
     handed_split: SplitRun | None = None  # see ``CallSite.handed_split``
 
+    def operand(self, index: int, keyword: str) -> Operand | None:
+        """The ``index``-th operand of a function, counting a method's receiver first, or the
+        one passed as ``keyword`` (``F.pad(x, p, "constant", 0)`` or ``value=0``)."""
+        operands = [self.receiver, *self.args] if self.method and self.receiver else list(self.args)
+        if index < len(operands):
+            return operands[index]
+        return self.kwargs.get(keyword)
+
 
 class Walk(ABC):
     """One file's walk: its state and its recursion points (the parts answer them)."""

@@ -291,21 +291,24 @@ class Modules:
             o.fact.is_tensor and o.fact.prec is Prec.FULL for o in (*args, *kwargs.values())
         ):
             return (), None
-        info = self.file.classes.get(module.layer or "")
-        fn = info.methods.get("forward") if info is not None and info.is_module else None
-        if (
-            info is None
-            or fn is None
-            or fn in self.definitions.in_progress
-            or not self.file.reporting.may_rewalk
-            or self.file.reporting.recording
-            or not self.file.reporting.listener.wants("calls")
-        ):
+        reporting = self.file.reporting
+        found = self._forward_of(module)
+        if found is None or reporting.recording or not reporting.listener.wants("calls"):
             return (), None
+        info, fn = found
         self.definitions.analyse_class(info)
         with_args, returned = self._walk_as(fn, info, module, {}, args, kwargs, frame)
         plain, _ = self._walk_as(fn, info, module, {}, (), {}, frame)
         return changed_calls(with_args, plain), returned
+
+    def _forward_of(self, module: Fact) -> tuple[ClassInfo, cst.FunctionDef] | None:
+        """The ``forward`` of ``module``'s class when it is in this file and may be walked
+        again here (not already being walked, within the re-walk depth)."""
+        info = self.file.classes.get(module.layer or "")
+        fn = info.methods.get("forward") if info is not None and info.is_module else None
+        if info is None or fn is None or fn in self.definitions.in_progress:
+            return None
+        return (info, fn) if self.file.reporting.may_rewalk else None
 
     def follow_zero_rows(
         self,
@@ -325,16 +328,11 @@ class Modules:
         """
         if not any(o.fact.is_tensor and made(o.fact.zeros) for o in (*args, *kwargs.values())):
             return ()
-        info = self.file.classes.get(module.layer or "")
-        fn = info.methods.get("forward") if info is not None and info.is_module else None
-        if (
-            info is None
-            or fn is None
-            or fn in self.definitions.in_progress
-            or not self.file.reporting.may_rewalk
-            or not (self.file.reporting.listener.wants("calls") or self.file.reporting.recording)
-        ):
+        reporting = self.file.reporting
+        found = self._forward_of(module)
+        if found is None or not (reporting.listener.wants("calls") or reporting.recording):
             return ()
+        info, fn = found
         self.definitions.analyse_class(info)
         walked, _ = self._walk_as(fn, info, module, {}, args, kwargs, frame)
         return tuple(InnerCall(site, None) for site in walked if _holds_zero_rows(site))

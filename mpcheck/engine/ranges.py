@@ -18,7 +18,6 @@ import libcst as cst
 
 from mpcheck.engine.base import CallRecord
 from mpcheck.engine.facts import Fact, Kind
-from mpcheck.engine.sites import Operand
 from mpcheck.knowledge import ranges as R
 
 # Integer dtypes whose every value is bounded by the dtype itself (pixels as loaded).
@@ -47,14 +46,6 @@ def ranged(call: CallRecord) -> CallRecord:
     return replace(call, result=replace(result, bound=bound))
 
 
-def _operand(call: CallRecord, index: int, keyword: str) -> Operand | None:
-    """The ``index``-th operand of a function, counting the receiver of a method first."""
-    operands = [call.receiver, *call.args] if call.method and call.receiver else list(call.args)
-    if index < len(operands):
-        return operands[index]
-    return call.kwargs.get(keyword)
-
-
 def _bound(call: CallRecord) -> float | None:
     name = call.method or call.qual or ""
     function = call.qual if not call.method else None
@@ -75,12 +66,12 @@ def _bound(call: CallRecord) -> float | None:
     if function in R.STFTS or call.method in R.STFTS:
         return _stft(call)
     if call.method in R.KEEPS_METHODS or function in R.KEEPS_FUNCTIONS:
-        subject = _operand(call, 0, "input")
+        subject = call.operand(0, "input")
         return magnitude(subject.fact) if subject is not None else None
     if name in R.CLAMPS:
         return _clamped(call)
     if short in R.SQUARES:
-        subject = _operand(call, 0, "input")
+        subject = call.operand(0, "input")
         bound = magnitude(subject.fact) if subject is not None else None
         return None if bound is None else bound * bound
     if short in ("add", "sub", "mul", "div", "pow", "add_", "sub_", "mul_", "div_", "pow_"):
@@ -89,7 +80,7 @@ def _bound(call: CallRecord) -> float | None:
 
 
 def _arithmetic(call: CallRecord, how: str) -> float | None:
-    left, right = _operand(call, 0, "input"), _operand(call, 1, "other")
+    left, right = call.operand(0, "input"), call.operand(1, "other")
     if left is None or right is None:
         return None
     a, b = magnitude(left.fact), magnitude(right.fact)
@@ -111,8 +102,8 @@ def _arithmetic(call: CallRecord, how: str) -> float | None:
 def _stft(call: CallRecord) -> float | None:
     """``stft(x, n_fft, hop, win_length, window)``: n_fft * max|window| * max|x| (a window
     of ones when none is given); None when ``x``, ``n_fft`` or the window is not bounded."""
-    signal, size = _operand(call, 0, "input"), _operand(call, 1, "n_fft")
-    window = _operand(call, 4, "window")
+    signal, size = call.operand(0, "input"), call.operand(1, "n_fft")
+    window = call.operand(4, "window")
     if signal is None or size is None:
         return None
     x, n = magnitude(signal.fact), magnitude(size.fact)
@@ -128,9 +119,9 @@ def _stft(call: CallRecord) -> float | None:
 def _clamped(call: CallRecord) -> float | None:
     """``x.clamp(lo, hi)``: within max(|lo|, |hi|) when both are numbers; else x's bound."""
     first = 0 if call.method else 1
-    low = _operand(call, first + 1, "min")
-    high = _operand(call, first + 2, "max")
-    subject = _operand(call, 0, "input")
+    low = call.operand(first + 1, "min")
+    high = call.operand(first + 2, "max")
+    subject = call.operand(0, "input")
     own = magnitude(subject.fact) if subject is not None else None
     ends = [magnitude(o.fact) if o is not None else None for o in (low, high)]
     if None in ends:

@@ -44,13 +44,6 @@ def zeroed(call: CallRecord) -> CallRecord:
     return replace(call, result=replace(result, zeros=zeros))
 
 
-def _operand(call: CallRecord, index: int, keyword: str) -> Operand | None:
-    operands = [call.receiver, *call.args] if call.method and call.receiver else list(call.args)
-    if index < len(operands):
-        return operands[index]
-    return call.kwargs.get(keyword)
-
-
 def _of(operand: Operand | None) -> Origin | None:
     return operand.fact.zeros if operand is not None and operand.fact.is_tensor else None
 
@@ -69,7 +62,7 @@ def _zeros(call: CallRecord) -> Origin | None:
     if call.receiver is not None and not call.method and call.qual is None:
         return _layer(call)
     if call.qual in Z.PADS:
-        mode, value = _operand(call, 2, "mode"), _operand(call, 3, "value")
+        mode, value = call.operand(2, "mode"), call.operand(3, "value")
         constant = mode is None or (
             isinstance(mode.node, cst.SimpleString) and mode.node.evaluated_value == "constant"
         )
@@ -77,7 +70,7 @@ def _zeros(call: CallRecord) -> Origin | None:
             return _text(call, "zero padding")
         return None
     if call.method in Z.FILLS:
-        if _zero(_operand(call, 2, "value")):
+        if _zero(call.operand(2, "value")):
             return _text(call, "positions filled with 0")
         return _of(call.receiver)
     if call.qual in Z.CONCATS:
@@ -91,14 +84,14 @@ def _zeros(call: CallRecord) -> Origin | None:
         found = [f.zeros for f in items or () if f.kind is Kind.TENSOR and f.zeros is not None]
         return next((z for z in found if made(z)), found[0] if found else None)
     if name in Z.PRODUCTS:
-        found = [z for z in (_of(_operand(call, 0, "input")), _of(_operand(call, 1, "other"))) if z]
+        found = [z for z in (_of(call.operand(0, "input")), _of(call.operand(1, "other"))) if z]
         return next((z for z in found if made(z)), found[0] if found else None)
     if name in Z.MATMULS:
-        if call.qual == "torch.nn.functional.linear" and _operand(call, 2, "bias") is not None:
+        if call.qual == "torch.nn.functional.linear" and call.operand(2, "bias") is not None:
             return None
-        return _of(_operand(call, 0, "input"))
+        return _of(call.operand(0, "input"))
     if (call.method in Z.KEEPS) or (call.method is None and call.qual in Z.KEEPS_FUNCTIONS):
-        return _of(_operand(call, 0, "input"))
+        return _of(call.operand(0, "input"))
     return None
 
 
