@@ -106,6 +106,7 @@ class ModelUses:
         buffers_kept: Mapping[str, Reach] = MappingProxyType({}),
         closed: tuple[frozenset[str], tuple[str, ...]] | None = None,
         half_free: bool = False,
+        read: frozenset[str] = frozenset(),
     ) -> None:
         self._reach = dict(reach)
         # an application whose every half path (cast, half load, wrapper that casts) names
@@ -116,6 +117,9 @@ class ModelUses:
         # an application no file of which names a half dtype, a cast to one, autocast, a
         # trainer that may autocast or a mixed-precision setting: nothing of it runs in half
         self.half_free = half_free
+        # the modules whose half paths the records read (``.py`` files of the walk): a file
+        # they did not read (a ``.pyi`` stub, a file checked from outside) may hold its own
+        self._read = read
         # class -> the FSDP wrapper casting its parameters only: its buffers stay as built
         self._buffers_kept = buffers_kept
         # an application (no package its users install) that shows where it builds its
@@ -158,12 +162,16 @@ class ModelUses:
             self._buffers_kept,
             self._closed,
             self.half_free,
+            self._read,
         )
 
     def float32_text(self, name: str) -> str | None:
         """Why the class ``name`` of :attr:`module` runs in float32 when nothing else says
         so: no half path of the project reaches it (and every one names what it reaches), or
-        the project never mentions half precision. None: it may run in half (the premise)."""
+        the project never mentions half precision. None: it may run in half (the premise),
+        as in a file whose half paths the records did not read."""
+        if self.module is not None and self.module not in self._read:
+            return None
         if self.half_free:
             return HALF_FREE
         if self._closed is None:
@@ -268,6 +276,7 @@ class ModelUses:
             kept,
             closed,
             self.half_free,
+            sorted(self._read),
         )
         text = repr((sorted(self._reach.items()), *evidence))
         if self._mentions is not None:
@@ -592,6 +601,7 @@ def uses_of_records(
         input_cast=inputs,
         buffers_kept=buffers_kept,
         closed=closed,
+        read=frozenset(r.module for r in records.values()),
         half_free=half_free,
     )
 
