@@ -17,12 +17,12 @@ import libcst as cst
 
 from mpcheck.engine.evidence import AUTOCAST, CAST, FLOAT32, PREMISE, HalfEvidence
 from mpcheck.project.models import ModelUses
+from mpcheck.project.records import BUILT_IN_HALF
 
 __all__ = ["Construction"]
 
 # How :mod:`mpcheck.project.records` words a build or load in half (``Model(dtype=...)``,
 # ``from_pretrained(torch_dtype=...)``), as against a cast of a model already built.
-_BUILT_HALF = "is built in half by"
 
 
 class Construction:
@@ -63,7 +63,7 @@ class Construction:
         reach = self.uses.at(module).of(leaf)
         if reach is None or reach.kind in (FLOAT32, AUTOCAST):
             return True
-        return reach.kind == CAST and _BUILT_HALF not in reach.place.text
+        return reach.kind == CAST and BUILT_IN_HALF not in reach.place.text
 
 
 def _built_in_float32(found: HalfEvidence) -> bool:
@@ -71,7 +71,7 @@ def _built_in_float32(found: HalfEvidence) -> bool:
     cast after it is built (``model.half()``), not a half load or a ``dtype=`` build."""
     if found.float32:
         return False  # (already silent, with its own reason)
-    return found.kind == PREMISE or (found.kind == CAST and _BUILT_HALF not in found.text)
+    return found.kind == PREMISE or (found.kind == CAST and BUILT_IN_HALF not in found.text)
 
 
 def _takes_dtype(fn: cst.FunctionDef) -> bool:

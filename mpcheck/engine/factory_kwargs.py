@@ -19,11 +19,11 @@ from mpcheck.engine.base import Walk
 from mpcheck.engine.evidence import CAST, PREMISE, HalfEvidence
 from mpcheck.engine.facts import Cause, Fact, Prec
 from mpcheck.engine.frames import Frame
+from mpcheck.project.records import BUILT_IN_HALF
 
 __all__ = ["built_by_dtype", "hands_dtype", "unhanded"]
 
 # How :mod:`mpcheck.project.records` words a build under a dtype (``Model(..., dtype=...)``).
-_BUILT_HALF = "is built in half by"
 
 
 def unhanded(file: Walk, frame: Frame, value: Fact) -> Fact | None:
@@ -62,7 +62,7 @@ def built_by_dtype(evidence: HalfEvidence) -> bool:
     ``from_pretrained`` class, whose load builds it under a half default dtype)."""
     if evidence.kind == PREMISE:
         return True
-    return evidence.kind == CAST and _BUILT_HALF in evidence.text
+    return evidence.kind == CAST and BUILT_IN_HALF in evidence.text
 
 
 def _names(node: cst.CSTNode, name: str) -> bool:

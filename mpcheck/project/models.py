@@ -41,6 +41,7 @@ from mpcheck.project.callers import ModuleCode
 from mpcheck.project.construction import Construction
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
+    BUILT_IN_HALF,
     CALLED,
     METHOD,
     OR,
@@ -446,7 +447,7 @@ def uses_of_records(
                 place = Place(path, cls.line, 1, f"{text} ({where(path, cls.line)})")
                 roots[cls.name] = Reach(LIBRARY, place)
         for name, (line, column, _), what, dtype in record.casts:
-            if _UNDER_DTYPE in what:  # ``X.from_pretrained(..., torch_dtype=...)``
+            if BUILT_IN_HALF in what:  # ``X.from_pretrained(..., torch_dtype=...)``
                 under_dtype.update(expand(name))
                 leaf = name.rpartition(".")[2]
                 loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
@@ -651,10 +652,6 @@ def _half_reached(
                 out.add(other)
                 todo.append(other)
     return out
-
-
-# A cast record's text for a model built under a dtype (:meth:`records._Reader._casts`).
-_UNDER_DTYPE = "is built in half by"
 
 
 def _parts_of(roots: Iterable[str], bodies: Mapping[str, set[str]]) -> set[str]:

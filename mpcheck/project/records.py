@@ -45,6 +45,9 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
 FORMAT = 18
+# How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
+# ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
+BUILT_IN_HALF = "is built in half by"
 # A project that mentions none of these never runs anything in half (``half`` as a word:
 # ``.half()``, ``torch.half``; not ``half_dim``). A wrapper's settings that autocast or keep
 # full precision are no mention (:meth:`_Reader.read` blanks them first).
@@ -811,7 +814,7 @@ class _Reader:
             if named is not None:
                 leaf = named.rpartition(".")[2]
                 written = f"{kw.group(1).decode()}={kw.group(2).decode()}"
-                what = f"`{leaf}` is built in half by `{leaf}(..., {written})`"
+                what = f"`{leaf}` {BUILT_IN_HALF} `{leaf}(..., {written})`"
                 dtype = _written_dtype(kw.group(2))
                 out.append((named, self.spot(opening - len(head)), what, dtype))
         return out
