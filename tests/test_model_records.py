@@ -149,6 +149,33 @@ def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> 
 
 
 @pytest.mark.parametrize(
+    ("cast", "cast_at"),
+    [
+        ("model.eval().half()", True),
+        ("self.net.eval().half()", True),
+        ("Net().to(device).requires_grad_(False).half()", True),
+        ("model.to(memory_format=torch.channels_last).train(False).bfloat16()", True),
+        ("model.cuda().to(torch.float16)", True),
+        ("model.eval().to(device)", False),  # (no half dtype at the end of the chain)
+        ("model.to(torch.float16).eval()", True),  # (the cast is the chain's first call)
+        ("model.generate(x).half()", False),  # a method's result: not the module
+    ],
+)
+def test_a_cast_after_module_methods_returning_self_casts_the_module(
+    cast: str, cast_at: bool
+) -> None:
+    """``nn.Module.eval``, ``train``, ``requires_grad_``, ``cuda``, ``cpu`` and a ``to``
+    without a dtype return the module itself: a cast at the end of a chain of them casts
+    the chain's receiver."""
+    source = "import torch\nfrom net import Net\n\nclass Run:\n    def go(self, device, x):\n"
+    source += "        model = Net()\n        self.net = Net()\n"
+    source += f"        {cast}\n"
+    casts = record_of(source.encode(), "run.py").casts
+    assert bool(casts) is cast_at
+    assert all(c[0] == "net.Net" for c in casts)
+
+
+@pytest.mark.parametrize(
     ("use", "made"),
     [
         ("return model", (("run.main", -1, "net.Net"),)),

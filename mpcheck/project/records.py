@@ -780,7 +780,7 @@ class _Reader:
             end = match.end() if match.group(1) else closing(code, match.end()) + 1
             if match.group(1) is None and not _halfish_args(code[match.end() : end - 1]):
                 continue
-            start, receiver = _receiver(code, match.start())
+            start, receiver = _receiver(code, _module_chain(code, match.start()))
             if not receiver:
                 at = _getattr_call(code, match.start())
                 if at >= 0:  # ``getattr(m, name)(...).half()``: a class picked by name
@@ -1763,6 +1763,28 @@ def _getattr_call(data: bytes, end: int) -> int:
     if inner < 7 or data[inner - 7 : inner] != b"getattr":
         return -1
     return inner - 7
+
+
+# ``nn.Module`` methods that return the module itself: a cast at the end of a chain of them
+# (``self.gpt.eval().half()``, ``Net().to(device).requires_grad_(False).half()``) casts the
+# chain's receiver. ``.to(...)`` only when it names no dtype (a device, a memory format).
+_RETURNS_SELF = re.compile(rb"\.\s*(eval|train|requires_grad_|cuda|cpu|float|to)\s*$")
+
+
+def _module_chain(data: bytes, end: int) -> int:
+    """Where the receiver of a cast at ``end`` ends once the calls of module methods that
+    return the module (:data:`_RETURNS_SELF`) are peeled off it."""
+    while end > 0 and data[end - 1 : end] == b")":
+        inner = opening(data, end - 1)
+        if inner <= 0:
+            break
+        found = _RETURNS_SELF.search(data, max(0, inner - 40), inner)
+        if found is None or found.end() != inner:
+            break
+        if found.group(1) == b"to" and _halfish_args(data[inner + 1 : end - 1]):
+            break
+        end = found.start()
+    return end
 
 
 def _receiver(data: bytes, end: int) -> tuple[int, bytes]:
