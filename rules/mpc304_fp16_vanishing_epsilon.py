@@ -119,7 +119,10 @@ class Fp16VanishingEpsilon(Rule):
         `F.normalize` and `F.cosine_similarity` divide by a norm floored at their `eps`
         (1e-12 and 1e-8 by default), computed in the input's dtype: the same hazard, NaN for
         an all-zero row of a float16 input (measured), except under CUDA autocast, which
-        computes the norm in float32.
+        computes the norm in float32. A learned feature's row is all zero only where code
+        makes it so, so such a norm of a tensor float16 on evidence is an error where the
+        code makes its rows exactly 0 (below) and a warning stating that premise elsewhere
+        (an encoder's pooled embedding, a projection's output).
 
         Reported only on evidence that the tensor is float16, not just half: the code makes
         it float16 itself (`.half()`, `.to(torch.float16)`, a float16 load, the output of an
@@ -296,6 +299,10 @@ class Fp16VanishingEpsilon(Rule):
         if zeros is not None:
             self._latent(node, message, zeros, call, via)
             return
+        if tensor.fact.zero_rows is None:  # float16 shown; the NaN needs an all-zero row
+            message += " (latent: only an all-zero row gives NaN, and no code here makes one)"
+            self._finish(node, message, tensor.fact, call, severity=Severity.WARNING)
+            return
         self._finish(node, message, tensor.fact, call)
 
     def _latent(
@@ -382,6 +389,7 @@ class Fp16VanishingEpsilon(Rule):
         tensor: Fact,
         use: CallSite,
         related: list[tuple[cst.CSTNode, str]] | None = None,
+        severity: Severity | None = None,
     ) -> None:
         """Report with the evidence that ``tensor`` is float16 (its cast, or the module's)."""
         related = list(related or ())
@@ -392,7 +400,7 @@ class Fp16VanishingEpsilon(Rule):
         else:
             # the cast of the project that writes float16 for this module (``_fp16``)
             message, related, _ = self.with_evidence(message, use.scope, tensor, related)
-        self.report(node, message, related=related)
+        self.report(node, message, related=related, severity=severity)
 
 
 def _handed_zero_rows(call: CallSite) -> list[CallSite]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mpcheck import cli
-from mpcheck.diagnostics import Diagnostic
+from mpcheck.diagnostics import Diagnostic, Severity
 from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
@@ -338,6 +338,19 @@ def test_a_norm_floored_at_a_vanishing_eps(forward: str, count: int) -> None:
     if found:
         assert "which rounds to 0 in float16" in found[0].message
         assert "an all-zero row gives 0 / 0 = NaN" in found[0].message
+
+
+def test_a_norm_of_rows_nothing_makes_zero_is_a_latent_warning() -> None:
+    """float16 is shown (``Head().half()``), but the NaN needs an all-zero row, which a
+    projection's output is only by accident: a warning that says so. Rows the code makes
+    exactly 0 (zero padding) keep the error."""
+    (found,) = findings(module("return F.normalize(self.proj(x), dim=-1)\n"))
+    assert found.severity is Severity.WARNING
+    assert "latent: only an all-zero row gives NaN, and no code here makes one" in found.message
+    assert "half: `Head` is cast to half by" in found.message
+    padded = "return F.normalize(F.pad(x, (0, 0, 0, 2)) * 2.0, dim=-1)\n"
+    (found,) = findings(module(padded))
+    assert found.severity is Severity.ERROR
 
 
 def test_cuda_autocast_normalizes_in_float32() -> None:
