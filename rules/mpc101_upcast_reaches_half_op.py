@@ -128,6 +128,7 @@ class UpcastReachesHalfOp(Rule):
                 return self.proj(h.to(x.dtype))
         """
     fixable = True
+    autocast_recasts = True
     fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def check_call(self, call: CallSite) -> None:

@@ -139,6 +139,7 @@ class FactoryDtypeDefault(Rule):
                 return self.conv_in(sample)
         """
     fixable = True
+    autocast_recasts = True
     fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def __init__(self, ctx: RuleContext) -> None:

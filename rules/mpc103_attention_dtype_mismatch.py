@@ -76,6 +76,7 @@ class AttentionDtypeMismatch(Rule):
                 return F.scaled_dot_product_attention(q, k, v)
         """
     fixable = True
+    autocast_recasts = True
     fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def check_call(self, call: CallSite) -> None:

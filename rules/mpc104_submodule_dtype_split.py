@@ -165,6 +165,7 @@ class SubmoduleDtypeSplit(Rule):
             return model.head(feats.float())
         """
     fixable = True
+    autocast_recasts = True
     fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def __init__(self, ctx: RuleContext) -> None:

@@ -176,6 +176,41 @@ def test_a_cast_after_module_methods_returning_self_casts_the_module(
 
 
 @pytest.mark.parametrize(
+    ("use", "outside"),
+    [
+        ("y = model(x)", True),
+        ("y = model.generate(x)", True),  # a method that runs the model
+        ("y = model.encoder.encode(x)", True),  # (a part's method)
+        ("with torch.autocast('cuda'):\n        y = model(x)\n        z = model.sample(y)", False),
+        ("model.eval()\nmodel.requires_grad_(False)\nn = model.parameters()", False),
+    ],
+)
+def test_a_run_outside_every_autocast_region_is_recorded(use: str, outside: bool) -> None:
+    """Whether the file runs the model outside an autocast region: a call or any method but
+    those that do not run it (``eval``, ``parameters``, a cast)."""
+    source = "import torch\nfrom net import Net\n\ndef main(x):\n    model = Net()\n"
+    source += "".join(f"    {line}\n" for line in use.splitlines())
+    assert record_of(source.encode(), "run.py").outside == (("net.Net",) if outside else ())
+
+
+def test_a_part_its_owner_runs_is_not_run_outside_autocast() -> None:
+    """``self.block(x)`` in the body of the class that binds ``self.block`` runs wherever
+    that class runs (under the autocast of its callers); a plain class's ``self.net(x)`` is
+    a run of its own."""
+    source = (
+        "from torch import nn\nfrom net import Block\n\n"
+        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.block = Block()\n\n    def forward(self, x):\n"
+        "        return self.block(x)\n\n"
+        "class Runner:\n    def __init__(self):\n        self.net = Block()\n\n"
+        "    def go(self, x):\n        return self.net(x)\n"
+    )
+    assert record_of(source.encode(), "run.py").outside == ("net.Block",)
+    owned = source.replace("class Runner:", "class Runner(nn.Module):")
+    assert record_of(owned.encode(), "run.py").outside == ()
+
+
+@pytest.mark.parametrize(
     ("use", "made"),
     [
         ("return model", (("run.main", -1, "net.Net"),)),

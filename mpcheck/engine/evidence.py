@@ -17,6 +17,12 @@ classes an unresolved path may reach (a cast of a model of unknown class, a mode
 library code, an opaque loader, a half default dtype: then every class). An application that
 never names a half dtype, a cast to one, autocast or a mixed-precision setting runs in float32
 (an installable package's users may cast it in code it does not show: the premise stays).
+
+A cast model the project runs only inside enabled autocast regions (every call and every
+method that runs it, in every file) has half weights, but autocast recasts the operands of
+the ops on its lists: a float32 value meeting those weights in a Linear, conv, matmul or
+attention raises nothing (``HalfEvidence.autocast``; rules whose ops those are say so with
+``Rule.autocast_recasts``). The ops autocast does not see still meet them.
 """
 
 from __future__ import annotations
@@ -71,6 +77,10 @@ class HalfEvidence:
     # (half dtype, what says so): casts of the project that write a half dtype down and
     # reach the class (``Model(...).to(torch.float16)``): on that path its weights are it
     written: tuple[tuple[str, str], ...] = ()
+    # a cast's class whose every cast model the project runs only under autocast: the region
+    # (quoted, with its place). Its weights are half, and autocast recasts the operands of
+    # the ops on its lists, so a float32 value meeting them there raises nothing
+    autocast: str | None = None
 
     def cast_to_other(self, dtype: str) -> tuple[str, str] | None:
         """The half dtype other than ``dtype`` that a cast of the project gives the class,
@@ -151,8 +161,15 @@ class Evidence:
             self.elsewhere[anchor] = reach.place  # the cast: a related location in its file
             written = self._written(name)
             link = _link(name, reach)
+            around = self.uses.under_autocast(name) if self.uses is not None else None
             return HalfEvidence(
-                CAST, _text(name, reach), reach.place, anchor, link, written=written
+                CAST,
+                _text(name, reach),
+                reach.place,
+                anchor,
+                link,
+                written=written,
+                autocast=around,
             )
         library = _library(bases, pretrained)
         if library is not None and not self._own(name, reach):

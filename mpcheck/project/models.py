@@ -108,8 +108,13 @@ class ModelUses:
         closed: tuple[frozenset[str], tuple[str, ...]] | None = None,
         half_free: bool = False,
         read: frozenset[str] = frozenset(),
+        under_autocast: Mapping[str, Reach] = MappingProxyType({}),
     ) -> None:
         self._reach = dict(reach)
+        # class -> the autocast region around every run of the cast models that reach it,
+        # in every file (no cast model that reaches it runs outside one): its weights are
+        # half, and autocast recasts the operands of the ops on its lists
+        self._under_autocast = under_autocast
         # an application whose every half path (cast, half load, wrapper that casts) names
         # the classes it reaches: (the classes some path may reach, premise where it is not
         # known to cast: handed to library code; the classes its casts reach, to quote).
@@ -164,6 +169,7 @@ class ModelUses:
             self._closed,
             self.half_free,
             self._read,
+            self._under_autocast,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -251,6 +257,12 @@ class ModelUses:
         """The evidence of the class ``name`` defined in :attr:`module`."""
         return self._reach.get(f"{self.module}.{name}" if self.module else name)
 
+    def under_autocast(self, name: str) -> str | None:
+        """The autocast region (quoted, with its place) around every run of the cast models
+        that reach the class ``name`` of :attr:`module`, or None: one runs outside any."""
+        found = self._under_autocast.get(f"{self.module}.{name}" if self.module else name)
+        return None if found is None else found.place.text
+
     def cast_to(self, name: str, dtype: str) -> Reach | None:
         """A cast of the project that writes ``dtype`` down (``.half()``,
         ``.to(torch.bfloat16)``) and reaches the class ``name`` of :attr:`module` (its own
@@ -278,6 +290,7 @@ class ModelUses:
             closed,
             self.half_free,
             sorted(self._read),
+            sorted(self._under_autocast.items()),
         )
         text = repr((sorted(self._reach.items()), *evidence))
         if self._mentions is not None:
@@ -541,6 +554,8 @@ def uses_of_records(
         roots = {k: v for k, v in roots.items() if not only(k)}  # (a cast still wins)
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
+    outside = {t for record in records.values() for n in record.outside for t in expand(n)}
+    under_autocast = _cast_under_autocast(casts, autocast, outside, bodies)
     buffers_kept = _buffers_kept(fsdp, casts, roots, bodies) if fsdp and not defaults else {}
     cast_to: dict[str, dict[str, Reach]] = {}
     for dtype, cast_roots in written.items():
@@ -604,7 +619,27 @@ def uses_of_records(
         closed=closed,
         read=frozenset(r.module for r in records.values()),
         half_free=half_free,
+        under_autocast=under_autocast,
     )
+
+
+def _cast_under_autocast(
+    casts: Mapping[str, Reach],
+    autocast: Mapping[str, Reach],
+    outside: set[str],
+    bodies: Mapping[str, set[str]],
+) -> dict[str, Reach]:
+    """The classes whose every cast model runs under autocast: the cast models the project
+    runs only inside an enabled region (every call and every method that runs them, in every
+    file), their parts, less what any other cast model (or a model run outside a region)
+    builds. Their weights are half; autocast recasts what meets them in the ops on its lists."""
+    inside = {k: v for k, v in autocast.items() if k in casts and k not in outside}
+    if not inside:
+        return {}
+    spread: dict[str, Reach] = {}
+    _spread(inside, spread, bodies)
+    others = _parts_of([c for c in casts if c not in inside], bodies) | _parts_of(outside, bodies)
+    return {k: v for k, v in spread.items() if k not in others}
 
 
 def _dead(place: Place, module: str, ran: Reached) -> bool:

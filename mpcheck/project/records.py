@@ -44,7 +44,7 @@ from mpcheck.project.reach import NONE, ReachPass, reach_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 18
+FORMAT = 19
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -150,6 +150,9 @@ class ModelRecord:
     # whose target is unknown, so any class of the project may be on it (the text: the
     # top-level function holding it, "" elsewhere)
     loose: tuple[Spot, ...] = ()
+    # the classes it runs outside every autocast region: a call of a model variable or of a
+    # method that runs it (``model(x)``, ``model.generate(...)``; not ``.eval()``, ``.to()``)
+    outside: tuple[str, ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -184,6 +187,7 @@ class ModelRecord:
             self.registries,
             self.casters,
             self.loose,
+            self.outside,
         ]
 
     @classmethod
@@ -193,7 +197,7 @@ class ModelRecord:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
-            wrapping, registries, casters, loose = last
+            wrapping, registries, casters, loose, outside = last
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -251,6 +255,7 @@ class ModelRecord:
                 tuple((str(r), tuple(map(str, m))) for r, m in registries),
                 tuple(map(str, casters)),
                 tuple(_spot(s) for s in loose),
+                tuple(map(str, outside)),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -491,7 +496,10 @@ class _Reader:
         held = self._held(plain)
         found_uses = _escapes(code, models, self._taker, held, self._keeping_callee)
         unsafe, keys, taken, parts, returned = found_uses
-        calls = self._regions(models) if b"autocast" in code and models else []
+        autocast = b"autocast" in code
+        owners = [b for m, b in zip(tops, bodies, strict=True) if not _plain(m.group(3))]
+        runs = self._regions(models, autocast, owners) if models else []
+        calls = [(cls, region) for cls, region, method, _ in runs if autocast and not method]
         factories = self._factories(returned, keys, unsafe)
         builds = self._builds(bodies, keys, plain)
         factories.update(self._returned_builds())
@@ -547,6 +555,7 @@ class _Reader:
             tuple(sorted(self._registries().items())),
             casters,
             tuple(self._loose),
+            tuple(sorted({cls for cls, region, _, part in runs if region is None and not part})),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -846,18 +855,44 @@ class _Reader:
         }
         return not roots or not roots <= _NOT_PROJECT
 
-    def _regions(self, models: dict[str, set[str]]) -> list[tuple[str, Spot | None]]:
-        """Each call of a model variable (``model(x)``, ``self.transformer(...)``): the class,
-        with the enabled autocast region around it (None outside one), found by indentation:
-        a ``with ...autocast(...):`` (or an ``@autocast(...)`` decorator) covers the lines
-        indented deeper than it."""
+    def _regions(
+        self, models: dict[str, set[str]], autocast: bool, owners: list[range]
+    ) -> list[tuple[str, Spot | None, bool, bool]]:
+        """Each run of a model variable -- a call (``model(x)``, ``self.transformer(...)``)
+        or a method that runs it (``model.generate(...)``; not one of
+        :data:`_NOT_RUNNING`) -- as its class, the enabled autocast region around it (None
+        outside one), whether a method runs it, and whether it is a part its owner runs
+        (``self.block(x)`` in the body of a class that binds ``self.block``: it runs wherever
+        that class runs). Regions are found by indentation: a
+        ``with ...autocast(...):`` (or an ``@autocast(...)`` decorator) covers the lines
+        indented deeper than it. A file that never writes ``autocast`` runs each outside one."""
         names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
-        called = re.compile(rb"(?<![\w.])(" + names + rb")\s*\(")
+        called = re.compile(rb"(?<![\w.])(" + names + rb")((?:\s*\.\s*\w+)*)\s*\(")
+
+        code = self.code
+
+        def runs(
+            match: re.Match[bytes], region: Spot | None, at: int
+        ) -> Iterable[tuple[str, Spot | None, bool, bool]]:
+            method = match.group(2).rpartition(b".")[2].strip()  # (of a part: ``m.enc.encode``)
+            if method and method.decode() in _NOT_RUNNING:
+                return ()
+            variable = match.group(1)
+            part = variable.startswith(b"self.") and any(
+                at in body and _binds(code, body, variable) for body in owners
+            )
+            classes = sorted(models[variable.decode()])
+            return ((cls, region, bool(method), part) for cls in classes)
+
+        if not autocast:
+            return [run for m in called.finditer(code) for run in runs(m, None, m.start())]
         bound = _autocast_contexts(self.code)
         stack: list[tuple[int, Spot]] = []
-        out = []
+        out: list[tuple[str, Spot | None, bool, bool]] = []
         lines = self.data.split(b"\n")
-        for row, line in enumerate(self.code.split(b"\n"), 1):
+        start = 0
+        for row, line in enumerate(code.split(b"\n"), 1):
+            begin, start = start, start + len(line) + 1
             text = line.lstrip()
             if not text:
                 continue
@@ -874,9 +909,7 @@ class _Reader:
                 stack.append((indent, (row, indent + 1, what)))
                 continue
             for match in called.finditer(line):
-                region = stack[-1][1] if stack else None
-                for cls in sorted(models[match.group(1).decode()]):
-                    out.append((cls, region))
+                out.extend(runs(match, stack[-1][1] if stack else None, begin + match.start()))
         return out
 
     def _held(self, plain: list[range]) -> set[str]:
@@ -1190,6 +1223,21 @@ _KEEPING_METHODS = frozenset(
         "to", "cuda", "cpu", "eval", "train", "parameters", "named_parameters", "modules",
         "named_modules", "children", "zero_grad", "requires_grad_", "forward", "state_dict",
         "load_state_dict", "float", "apply", "register_forward_hook", "num_parameters",
+    }
+)  # fmt: skip
+# Methods of a model that do not run it (no activation is computed): a call of any other
+# (``forward``, ``generate``, ``encode``, ``sample``) runs the model where it is made.
+_NOT_RUNNING = frozenset(
+    {
+        "to", "cuda", "cpu", "eval", "train", "parameters", "named_parameters", "modules",
+        "named_modules", "children", "zero_grad", "requires_grad_", "state_dict",
+        "load_state_dict", "float", "half", "bfloat16", "double", "type", "apply",
+        "register_forward_hook", "register_forward_pre_hook", "register_buffer",
+        "num_parameters", "save_pretrained", "push_to_hub", "buffers", "named_buffers",
+        "get_submodule", "add_module", "register_module", "enable_gradient_checkpointing",
+        "gradient_checkpointing_enable", "set_attn_processor", "tie_weights",
+        "resize_token_embeddings", "get_input_embeddings", "get_output_embeddings",
+        "share_memory", "compile",
     }
 )  # fmt: skip
 _KEEPING_WRAPPERS = frozenset(
@@ -1654,6 +1702,12 @@ _NUMBER_TAKERS = frozenset(
     {*T.FLOAT_FACTORIES, *T.INT_FACTORIES, *T.FACTORIES, *T.SHAPE_FACTORIES}
     | {"int", "float", "bool", "str", "range", "len", "round", "isinstance", "hasattr"}
 )
+
+
+def _binds(code: bytes, body: range, variable: bytes) -> bool:
+    """Whether the class body ``body`` of ``code`` assigns ``variable`` (``self.block = ...``)."""
+    bound = re.compile(re.escape(variable) + rb"\s*(?::[^=\n]*)?=(?!=)")
+    return bound.search(code, body.start, body.stop) is not None
 
 
 def _plain(bases: bytes | None) -> bool:

@@ -116,6 +116,10 @@ class Rule:
     fixable: ClassVar[bool] = False
     # "unsafe": its fixes may change behaviour and need ``--unsafe-fixes`` (said in its docs)
     fix_applicability: ClassVar[str] = "safe"
+    # Its hazard is a dtype clash in an op on autocast's lists (a Linear, conv, matmul,
+    # attention): autocast recasts the operands, so a model whose every cast model runs
+    # under autocast (``HalfEvidence.autocast``) cannot raise there
+    autocast_recasts: ClassVar[bool] = False
 
     def __init__(self, ctx: RuleContext) -> None:
         self.ctx = ctx
@@ -185,10 +189,21 @@ class Rule:
             return  # code nothing runs: no finding at all
         if evidence is not None and evidence.float32 and _follows_model(half):
             return
+        if self._recast(scope) and _follows_model(half):
+            return  # (every cast model reaching it runs under autocast, which recasts here)
         message, more, latent = self.with_evidence(message, scope, half, related)
         if latent:
             severity = Severity.WARNING
         self.report(node, message, related=more, fix=fix, severity=severity)
+
+    def _recast(self, scope: Scope) -> bool:
+        """Whether autocast recasts this rule's op in ``scope``: the rule's ops are on its
+        lists, every cast model reaching the class runs under autocast, and the code opens
+        no region of its own that turns it off."""
+        evidence = scope.evidence
+        if not self.autocast_recasts or evidence is None or evidence.autocast is None:
+            return False
+        return scope.autocast is None or scope.autocast.active
 
     def with_evidence(
         self,
