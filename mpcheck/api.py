@@ -14,6 +14,10 @@ from __future__ import annotations
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Severity
 from mpcheck.engine.binding import input_names
+from mpcheck.engine.evidence import AUTOCAST as EVIDENCE_AUTOCAST
+from mpcheck.engine.evidence import CAST as EVIDENCE_CAST
+from mpcheck.engine.evidence import LIBRARY as EVIDENCE_LIBRARY
+from mpcheck.engine.evidence import SETTING as EVIDENCE_SETTING
 from mpcheck.engine.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
 from mpcheck.engine.phases import PhaseProduct, TimestepCast, phase_product, timestep_cast
 from mpcheck.engine.sites import (
@@ -85,6 +89,10 @@ __all__ = [
     "CONTAINER_LAYERS",
     "DEFAULT_FLOAT32",
     "DTYPE_STRICT_WRITES",
+    "EVIDENCE_AUTOCAST",
+    "EVIDENCE_CAST",
+    "EVIDENCE_LIBRARY",
+    "EVIDENCE_SETTING",
     "FP16_MIN_NORMAL",
     "FP16_TINY",
     "HOOKS",

@@ -6,6 +6,7 @@ import libcst as cst
 
 from mpcheck.api import (
     DTYPE_STRICT_WRITES,
+    EVIDENCE_AUTOCAST,
     CallSite,
     Cause,
     Edit,
@@ -153,9 +154,9 @@ class MixedDtypeWrite(Rule):
             else:
                 continue
             evidence = call.scope.evidence
-            if evidence is not None and evidence.float32 and evidence.kind != _UNDER_AUTOCAST:
+            if evidence is not None and evidence.float32 and evidence.kind != EVIDENCE_AUTOCAST:
                 return  # the project builds it in float32 and names no half anywhere
-            seen = evidence is not None and evidence.kind == _UNDER_AUTOCAST
+            seen = evidence is not None and evidence.kind == EVIDENCE_AUTOCAST
             target, what = self.ctx.code(op.tensor.node), self.ctx.code(source.node)
             message = (
                 f"{'under autocast' if seen else region.premise}, `{self.ctx.code(half.node)}` is "
@@ -219,9 +220,6 @@ class MixedDtypeWrite(Rule):
         return self.ctx.atom(node)
 
 
-# The evidence that every call of a class in the project runs under autocast
-# (``mpcheck.engine.evidence``): the premise of the ambient walk, seen to hold.
-_UNDER_AUTOCAST = "autocast"
 # Where a destination's dtype comes from, worth naming: it is not just "an input".
 _EXPLAINING = (Cause.PARAMETER, Cause.CAST, Cause.MODEL_CAST, Cause.CONTRACT, Cause.AUTOCAST)
 

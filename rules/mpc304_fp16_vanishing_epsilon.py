@@ -7,6 +7,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mpcheck.api import (
+    EVIDENCE_CAST,
+    EVIDENCE_LIBRARY,
+    EVIDENCE_SETTING,
     CallSite,
     Cause,
     Fact,
@@ -65,14 +68,13 @@ FLOORED = {
 # Why a class may run in half (``Scope.evidence.kind``): only a cast of the project that
 # writes float16 down says float16. A library base or the configuration says "half" (float16
 # or bfloat16, which holds the guard), and the premise that any module may run in half says
-# nothing: neither is evidence of float16.
-CAST = "cast"
+# nothing: neither is evidence of float16 (:meth:`_fp16` reads the cast's written dtypes).
 # What says the class runs in half without saying float16: a library base whose users load it
 # in half, the configuration, a cast to a dtype the code does not write down. Where the code
 # makes rows of the guarded value exactly 0 (zero padding, a masked fill with 0), that is a
 # latent hazard: a warning stating the float16 premise. The bare premise that any module may
 # run in half is not enough, even then.
-HALF_BY_CONTRACT = frozenset({"library", "setting", CAST})
+HALF_BY_CONTRACT = frozenset({EVIDENCE_LIBRARY, EVIDENCE_SETTING, EVIDENCE_CAST})
 
 
 @dataclass(frozen=True)
@@ -254,7 +256,7 @@ class Fp16VanishingEpsilon(Rule):
         evidence = scope.evidence
         if evidence is None:
             return False
-        return evidence.kind == CAST and any(d == "float16" for d, _ in evidence.written)
+        return evidence.kind == EVIDENCE_CAST and any(d == "float16" for d, _ in evidence.written)
 
     def _zero_premise(self, fact: Fact, scope: Scope) -> Origin | None:
         """Where the code made rows of ``fact`` exactly 0, when only a contract (not a cast
