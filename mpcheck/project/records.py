@@ -41,10 +41,11 @@ from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.lines import line_matches
 from mpcheck.project.reach import NONE, ReachPass, reach_of
+from mpcheck.project.returns import tensor_returns
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 18
+FORMAT = 19
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -150,6 +151,9 @@ class ModelRecord:
     # whose target is unknown, so any class of the project may be on it (the text: the
     # top-level function holding it, "" elsewhere)
     loose: tuple[Spot, ...] = ()
+    # its top-level functions every ``return`` of which returns a tensor (no model: a cast of
+    # their value is no half path of a model; :mod:`mpcheck.project.returns`)
+    tensors: tuple[str, ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -184,6 +188,7 @@ class ModelRecord:
             self.registries,
             self.casters,
             self.loose,
+            self.tensors,
         ]
 
     @classmethod
@@ -193,7 +198,7 @@ class ModelRecord:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
-            wrapping, registries, casters, loose = last
+            wrapping, registries, casters, loose, tensors = last
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -251,6 +256,7 @@ class ModelRecord:
                 tuple((str(r), tuple(map(str, m))) for r, m in registries),
                 tuple(map(str, casters)),
                 tuple(_spot(s) for s in loose),
+                tuple(map(str, tensors)),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -547,6 +553,7 @@ class _Reader:
             tuple(sorted(self._registries().items())),
             casters,
             tuple(self._loose),
+            tensor_returns(code, self._def_headers(), self.module, self.imports),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -822,10 +829,7 @@ class _Reader:
     def _home(self, at: int) -> str:
         """The qualified top-level function holding the offset ``at`` ("" elsewhere): a
         cast there runs only if something runs that function."""
-        function = self._factory_at(at)
-        if function is None:
-            return ""
-        return f"{self.module}.{function}" if self.module else function
+        return self._factory_at(at) or ""  # (qualified already)
 
     def _module_of_unknown_class(self, receiver: bytes) -> bool:
         """Whether a cast's receiver the file cannot name a project class for is a module
