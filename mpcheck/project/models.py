@@ -29,7 +29,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -632,12 +632,15 @@ class _Tensors:
             return False
         if function in self.tensors:
             return True
-        named = [f for f in self.by_leaf.get(function.rpartition(".")[2], ()) if f == function
-                 or f.endswith(f".{function}")]
+        named = [
+            f
+            for f in self.by_leaf.get(function.rpartition(".")[2], ())
+            if f == function or f.endswith(f".{function}")
+        ]
         return bool(named) and all(f in self.tensors for f in named)
 
 
-def _unknown_model(name: str, names: _Names, tensors: Collection[str] = ()) -> bool:
+def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bool:
     """Whether ``name``, which resolves to no project class, may still be one: what a call
     returns that the records cannot follow (``instantiate_from_config(cfg)``, a library
     registry building the project's registered classes, ``torch.load`` of a pickled model),

@@ -194,7 +194,6 @@ class _Body:
                 return False
         return found
 
-
     def _bound_otherwise(self, name: bytes) -> bool:
         """Whether the body binds ``name`` other than by ``name = value``: a loop, ``as``,
         a tuple target, ``:=``, ``global``."""
