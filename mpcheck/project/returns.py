@@ -51,6 +51,12 @@ _YIELD = re.compile(rb"\byield\b")
 _OPERATOR = re.compile(rb"[-+*/%@<>&|^~]|==|!=")
 _KEYWORD_OPS = re.compile(rb"\s(?:if|else|and|or|not|in|is|lambda)\s")
 _DEPTH = 4
+_BRACKET = re.compile(rb"[()\[\]{}]")
+_ASSIGN = re.compile(
+    rb"^[ \t]+([A-Za-z_]\w*)[ \t]*([-+*/@%&|^]|\*\*|//|>>|<<)?=(?!=)", re.MULTILINE
+)
+_WORDS = re.compile(rb"(?<![\w.])[A-Za-z_]\w*")
+_TARGET = re.compile(rb"([^=]*?)(?:[-+*/@%&|]|\*\*|//)?=(?!=)")  # (an assignment's targets)
 
 
 def tensor_returns(
@@ -74,8 +80,6 @@ def tensor_returns(
 
 
 def _returns_tensors(code: bytes, start: int, end: int, imports: Mapping[str, str]) -> bool:
-    if _YIELD.search(code, start, end) or _NESTED.search(code, start, end):
-        return False  # (a generator; a nested function's returns are not its own)
     params = _params(code, start)
     if params is None:
         return False
@@ -86,7 +90,8 @@ def _returns_tensors(code: bytes, start: int, end: int, imports: Mapping[str, st
         stop = _line_end(code, match.end(), end)
         if not body.tensor(code[match.end() : stop], 0):
             return False
-    return found
+    # (a generator; a nested function's returns are not its own)
+    return found and not _YIELD.search(code, start, end) and not _NESTED.search(code, start, end)
 
 
 def _params(code: bytes, start: int) -> set[bytes] | None:
@@ -108,14 +113,14 @@ def _line_end(code: bytes, at: int, end: int) -> int:
     """Where the logical line from ``at`` ends (brackets and ``\\`` continue it)."""
     depth, i = 0, at
     while i < end:
-        c = code[i]
-        if c in b"([{":
-            depth += 1
-        elif c in b")]}":
-            depth -= 1
-        elif c == 0x0A and depth <= 0 and code[i - 1 : i] != b"\\":
-            return i
-        i += 1
+        nl = code.find(b"\n", i, end)
+        stop = end if nl < 0 else nl
+        part = code[i:stop]
+        depth += sum(part.count(c) for c in (b"(", b"[", b"{"))
+        depth -= sum(part.count(c) for c in (b")", b"]", b"}"))
+        if nl < 0 or (depth <= 0 and not part.endswith(b"\\")):
+            return stop
+        i = nl + 1
     return end
 
 
@@ -127,6 +132,8 @@ class _Body:
     ) -> None:
         self.code, self.start, self.end = code, start, end
         self.params, self.imports = params, imports
+        self._assigned: dict[bytes, list[tuple[bytes, int]]] | None = None
+        self._otherwise: set[bytes] = set()
 
     def tensor(self, text: bytes, depth: int) -> bool:
         """Whether the expression ``text`` is a tensor, a number or ``None``."""
@@ -179,49 +186,55 @@ class _Body:
         return False
 
     def _name(self, name: bytes, depth: int) -> bool:
-        if name in self.params or self._bound_otherwise(name):
+        if name in self.params:
             return False
-        pattern = re.compile(
-            rb"^[ \t]+" + re.escape(name) + rb"[ \t]*(?:([-+*/@%&|]|\*\*|//)?=)(?!=)", re.MULTILINE
+        if self._assigned is None:
+            self._read_bindings()
+        assert self._assigned is not None
+        if name in self._otherwise or name not in self._assigned:
+            return False
+        return all(
+            op or self.tensor(self.code[at : _line_end(self.code, at, self.end)], depth + 1)
+            for op, at in self._assigned[name]
         )
-        found = False
-        for match in pattern.finditer(self.code, self.start, self.end):
-            found = True
-            if match.group(1):
-                continue  # ``x += y``: arithmetic keeps a tensor a tensor
-            stop = _line_end(self.code, match.end(), self.end)
-            if not self.tensor(self.code[match.end() : stop], depth + 1):
-                return False
-        return found
 
-    def _bound_otherwise(self, name: bytes) -> bool:
-        """Whether the body binds ``name`` other than by ``name = value``: a loop, ``as``,
-        a tuple target, ``:=``, ``global``."""
-        word = re.compile(rb"(?<![\w.])" + re.escape(name) + rb"(?!\w)")
+    def _read_bindings(self) -> None:
+        """Each name's plain assignments (``x = ...``, ``x += ...``: the operator, where
+        the value starts), and the names bound otherwise: a loop, ``as``, a tuple target,
+        ``:=``, ``global``."""
+        self._assigned = {}
+        for match in _ASSIGN.finditer(self.code, self.start, self.end):
+            self._assigned.setdefault(match.group(1), []).append((match.group(2), match.end()))
         for line in self.code[self.start : self.end].split(b"\n"):
-            if word.search(line) is None:
-                continue
             text = line.strip()
-            if text.startswith((b"for ", b"async for ", b"global ", b"nonlocal ")):
-                return True
-            if re.search(rb"\bas[ \t]+" + re.escape(name) + rb"\b", text) or b":=" in text:
-                return True
-            target = re.match(rb"([^=]*?)(?:[-+*/@%&|]|\*\*|//)?=(?!=)", text)
-            if target is not None and b"," in _flat(target.group(1)):
-                if word.search(target.group(1)):
-                    return True
-        return False
+            if text.startswith((b"for ", b"async for ", b"global ", b"nonlocal ", b"with ")):
+                self._otherwise.update(_WORDS.findall(text))
+            elif b":=" in text or b" as " in text or b"except" in text:
+                self._otherwise.update(_WORDS.findall(text))
+            else:
+                target = _TARGET.match(text)
+                if target is not None and b"," in _flat(target.group(1)):
+                    self._otherwise.update(_WORDS.findall(target.group(1)))
 
 
 def _flat(text: bytes) -> bytes:
     """``text`` with what brackets hold blanked (its top-level operators stay)."""
-    out, depth = bytearray(), 0
-    for c in text:
-        if c in b")]}":
+    if not _BRACKET.search(text):
+        return text
+    out, depth, last = bytearray(), 0, 0
+    for match in _BRACKET.finditer(text):
+        at = match.start()
+        if text[at] in b")]}":
             depth -= 1
-        out.append(c if depth <= 0 else 0x20)
-        if c in b"([{":
+            if depth == 0:
+                out += b" " * (at - last)
+                last = at
+        else:
+            if depth == 0:
+                out += text[last : at + 1]
+                last = at + 1
             depth += 1
+    out += text[last:] if depth <= 0 else b" " * (len(text) - last)
     return bytes(out)
 
 
