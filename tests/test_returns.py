@@ -84,3 +84,8 @@ def listed(a):
     return [a]
 """
     assert returning(source) == ()
+
+
+def test_a_list_of_models_has_arithmetic_too() -> None:
+    assert returning("def pair(model):\n    return [model] * 2\n") == ()
+    assert returning("def pair(m):\n    x = m.weight\n    return (x + 1) * 2\n") == ()

@@ -51,6 +51,7 @@ _YIELD = re.compile(rb"\byield\b")
 _OPERATOR = re.compile(rb"[-+*/%@<>&|^~]|==|!=")
 _KEYWORD_OPS = re.compile(rb"\s(?:if|else|and|or|not|in|is|lambda)\s")
 _DEPTH = 4
+_LITERAL_OPERAND = re.compile(rb"(?:^|[-+*/%@<>&|^~=!])[ \t]*[\[({]")
 _BRACKET = re.compile(rb"[()\[\]{}]")
 _ASSIGN = re.compile(
     rb"^[ \t]+([A-Za-z_]\w*)[ \t]*([-+*/@%&|^]|\*\*|//|>>|<<)?=(?!=)", re.MULTILINE
@@ -153,7 +154,8 @@ class _Body:
             return False
         flat = _flat(text)
         if _OPERATOR.search(flat.lstrip(b"-+~ ")):
-            return True  # (no module has arithmetic or comparisons)
+            # (no module has arithmetic or comparisons; a list's does: ``[model] * 2``)
+            return _LITERAL_OPERAND.search(flat) is None
         if text[:1] == b"(" and closing(text, 1) == len(text) - 1:
             return self.tensor(text[1:-1], depth + 1)
         if text.endswith(b"]") and text[:1] not in b"[{":
