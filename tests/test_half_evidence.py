@@ -476,3 +476,40 @@ def test_a_half_free_application_runs_in_float32_and_a_half_free_package_keeps_t
     (case / "pyproject.toml").unlink()  # the same code as an application: silent
     assert uses_of_sources(sources).half_free
     assert findings(case, "--no-cache") == []
+
+
+def test_a_cast_of_what_a_tensor_helper_returns_is_no_half_path_of_a_model() -> None:
+    """``sequence_mask(n, t).to(torch.float16)``: every return of the helper is a tensor (a
+    comparison), and ``nn.Module`` has no arithmetic, comparison or indexing, so the cast
+    reaches no model and the closed world holds; a helper returning a model picked by name
+    (``build(name).half()``) keeps every class under the premise."""
+    good = XFILE / "good_tensor_helper_cast"
+    uses = uses_of_sources(_sources(good)).at("app.models")
+    assert uses.float32_text("ModelB") == (
+        "no half cast, load or wrapper of the project reaches `ModelB` "
+        "(its half paths reach `ModelA`)"
+    )
+    bad = uses_of_sources(_sources(XFILE / "bad_model_helper_cast")).at("app.models")
+    assert bad.float32_text("ModelB") is None
+    (finding,) = findings(XFILE / "bad_model_helper_cast", "--no-cache")
+    assert "latent: raises if `ModelB` runs in half" in finding["message"]
+
+
+def test_a_cast_of_unknown_class_in_a_function_nothing_calls_casts_nothing() -> None:
+    """A loose cast names the top-level function holding it; a function nothing names never
+    runs, so its cast is no half path (the function was named twice over before, and never
+    found dead)."""
+    models = (
+        b"from torch import nn\n\nclass A(nn.Module):\n    pass\n\nclass B(nn.Module):\n    pass\n"
+    )
+    convert = b"def convert(name):\n    return getattr(models, name)(8).half()\n\n"
+    sources = {
+        "app/__init__.py": b"",
+        "app/models.py": models,
+        "run.py": b"from app import models\nfrom app.models import A\n\n"
+        + convert
+        + b"a = A().half()\nb = getattr(models, 'B')()\n",
+    }
+    assert uses_of_sources(sources).at("app.models").float32_text("B") is not None
+    sources["run.py"] += b"c = convert('B')\n"
+    assert uses_of_sources(sources).at("app.models").float32_text("B") is None

@@ -29,7 +29,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -418,6 +418,7 @@ def uses_of_records(
     ``__main__`` demos say nothing of the dtype its users build their classes in; ``side``:
     the project's other files whose words may name its code (notebooks, configurations)."""
     names = _Names(records)
+    tensors = _Tensors(records)
 
     def where(path: str, line: int) -> str:
         return f"line {line}" if alone else f"{path}:{line}"
@@ -465,7 +466,7 @@ def uses_of_records(
                 leaf = name.rpartition(".")[2]
                 loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
                 opaque = opaque or (loader and names.resolve(name) is None)
-            if not expand(name) and _unknown_model(name, names):
+            if not expand(name) and _unknown_model(name, names, tensors):
                 loose.append(Place(path, line, column, ""))  # (its function: unknown here)
             for target in expand(name):
                 text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
@@ -648,14 +649,42 @@ def _dead(place: Place, module: str, ran: Reached) -> bool:
     return ran.module_dead(module) or bool(place.text) and ran.function_dead(place.text)
 
 
-def _unknown_model(name: str, names: _Names) -> bool:
+class _Tensors:
+    """The project's functions that return tensors only (:attr:`ModelRecord.tensors`),
+    asked by the name a file's imports give them (``module.commons.f`` for a file run from
+    a folder, defined as ``pkg.module.commons.f``): every project function so named must be
+    one."""
+
+    def __init__(self, records: Mapping[str, ModelRecord]) -> None:
+        self.tensors = frozenset(f for record in records.values() for f in record.tensors)
+        self.by_leaf: dict[str, list[str]] = {}
+        for record in records.values():
+            for function in record.callers[0]:
+                self.by_leaf.setdefault(function.rpartition(".")[2], []).append(function)
+
+    def __contains__(self, function: object) -> bool:
+        if not isinstance(function, str):
+            return False
+        if function in self.tensors:
+            return True
+        named = [
+            f
+            for f in self.by_leaf.get(function.rpartition(".")[2], ())
+            if f == function or f.endswith(f".{function}")
+        ]
+        return bool(named) and all(f in self.tensors for f in named)
+
+
+def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bool:
     """Whether ``name``, which resolves to no project class, may still be one: what a call
     returns that the records cannot follow (``instantiate_from_config(cfg)``, a library
     registry building the project's registered classes, ``torch.load`` of a pickled model),
     or a class of a project class's name that its imports do not pin (a library's class is
-    none)."""
+    none). A project function every ``return`` of which is a tensor (``tensors``:
+    :mod:`mpcheck.project.returns`) returns no model: a cast of its value casts none."""
     if CALLED in name:
-        return True
+        function = name.partition(CALLED)[0]
+        return (names.follow(function) or function) not in tensors
     leaf = name.rpartition(".")[2]
     return any(c.rpartition(".")[2] == leaf for c in names.classes)
 

@@ -41,6 +41,7 @@ from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.lines import line_matches
 from mpcheck.project.reach import NONE, ReachPass, reach_of
+from mpcheck.project.returns import tensor_returns
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
@@ -153,6 +154,9 @@ class ModelRecord:
     # the classes it runs outside every autocast region: a call of a model variable or of a
     # method that runs it (``model(x)``, ``model.generate(...)``; not ``.eval()``, ``.to()``)
     outside: tuple[str, ...] = ()
+    # its top-level functions every ``return`` of which returns a tensor (no model: a cast of
+    # their value is no half path of a model; :mod:`mpcheck.project.returns`)
+    tensors: tuple[str, ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -188,6 +192,7 @@ class ModelRecord:
             self.casters,
             self.loose,
             self.outside,
+            self.tensors,
         ]
 
     @classmethod
@@ -197,7 +202,7 @@ class ModelRecord:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
-            wrapping, registries, casters, loose, outside = last
+            wrapping, registries, casters, loose, outside, tensors = last
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -256,6 +261,7 @@ class ModelRecord:
                 tuple(map(str, casters)),
                 tuple(_spot(s) for s in loose),
                 tuple(map(str, outside)),
+                tuple(map(str, tensors)),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -556,6 +562,7 @@ class _Reader:
             casters,
             tuple(self._loose),
             tuple(sorted({cls for cls, region, _, part in runs if region is None and not part})),
+            tensor_returns(code, self._def_headers(), self.module, self.imports),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -831,10 +838,7 @@ class _Reader:
     def _home(self, at: int) -> str:
         """The qualified top-level function holding the offset ``at`` ("" elsewhere): a
         cast there runs only if something runs that function."""
-        function = self._factory_at(at)
-        if function is None:
-            return ""
-        return f"{self.module}.{function}" if self.module else function
+        return self._factory_at(at) or ""  # (qualified already)
 
     def _module_of_unknown_class(self, receiver: bytes) -> bool:
         """Whether a cast's receiver the file cannot name a project class for is a module

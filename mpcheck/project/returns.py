@@ -1,0 +1,258 @@
+"""Which top-level functions return no model: every ``return`` of theirs returns a tensor.
+
+A half cast of what a project function returns (``rand_gumbel(x.size()).to(dtype=x.dtype)``,
+``mask = sequence_mask(n, t); mask.to(dtype)``) casts a model only if the function may return
+one. ``nn.Module`` has no arithmetic, no indexing, no ``view`` or ``unsqueeze``: a function
+whose every ``return`` is a torch function's value (``torch.cat(...)``, ``F.pad(...)``), an
+arithmetic or comparison (``a * b``, ``x < n``), an indexed value or a tensor-only method's
+value (``mask.unsqueeze(1)``), a number or ``None`` -- directly or through the names its own
+body binds so -- returns a tensor, never a model, and a cast of its value is no half path of a
+model (:func:`mpcheck.project.models.uses_of_records`). Anything else (a parameter, a call of
+another function, a value built by name, ``torch.load``) may be a model: unknown.
+
+This reads the blanked code of the record pass (:func:`mpcheck.project.records.blank`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from mpcheck.project.brackets import closing, opening, parts
+from mpcheck.project.construction import body_end
+
+__all__ = ["tensor_returns"]
+
+# Methods of a tensor that ``nn.Module`` lacks: their value is a tensor (or a number).
+_TENSOR_METHODS = frozenset(
+    """unsqueeze squeeze view reshape permute transpose contiguous clone detach flatten repeat
+    expand narrow flip roll masked_fill masked_fill_ sum mean exp log pow sqrt rsqrt clamp
+    clamp_ abs sin cos softmax log_softmax sigmoid tanh long int bool numel type_as view_as
+    expand_as repeat_interleave cumsum cumprod max min argmax argmin norm std var round floor
+    ceil neg reciprocal unfold gather scatter index_select masked_select matmul mm bmm t
+    squeeze_ unsqueeze_ add mul sub div add_ mul_ sub_ div_ fill_ zero_ uniform_ normal_
+    exponential_ bernoulli to_dense chunk split tolist item triu tril lt gt le ge eq ne
+    logical_not logical_and logical_or any all nonzero sort topk""".split()
+)
+# Methods a module has too and that return the receiver: their value is the receiver's.
+_SELF_METHODS = frozenset({"to", "float", "half", "bfloat16", "double", "cuda", "cpu"})
+# torch's own tensor functions (``torch.cat``, ``torch.nn.functional.pad``): not ``torch.load``
+# or ``torch.compile`` (a model's), nor anything of ``torch.nn`` but its functional ops.
+_TENSOR_FUNCTION = re.compile(
+    r"torch\.(?:(?:nn\.functional|fft|linalg|special)\.)?(?!load\b|compile\b)[a-z_]\w*\Z"
+)
+_NAME = re.compile(rb"[A-Za-z_]\w*\Z")
+_NUMBER = re.compile(rb"-?\s*(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[jJ]?\Z")
+_DOTTED = re.compile(rb"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
+_RETURN = re.compile(rb"(?<![\w.])return\b[ \t]*")
+_NESTED = re.compile(rb"^([ \t]+)(?:async[ \t]+)?(?:def|class)[ \t]+\w", re.MULTILINE)
+_YIELD = re.compile(rb"\byield\b")
+# An operator outside brackets: arithmetic, comparison, bitwise, matmul (``**`` too).
+_OPERATOR = re.compile(rb"[-+*/%@<>&|^~]|==|!=")
+_KEYWORD_OPS = re.compile(rb"\s(?:if|else|and|or|not|in|is|lambda)\s")
+_DEPTH = 4
+_LITERAL_OPERAND = re.compile(rb"(?:^|[-+*/%@<>&|^~=!])[ \t]*[\[({]")
+_BRACKET = re.compile(rb"[()\[\]{}]")
+_ASSIGN = re.compile(
+    rb"^[ \t]+([A-Za-z_]\w*)[ \t]*([-+*/@%&|^]|\*\*|//|>>|<<)?=(?!=)", re.MULTILINE
+)
+_WORDS = re.compile(rb"(?<![\w.])[A-Za-z_]\w*")
+_TARGET = re.compile(rb"([^=]*?)(?:[-+*/@%&|]|\*\*|//)?=(?!=)")  # (an assignment's targets)
+
+
+def tensor_returns(
+    code: bytes,
+    headers: Sequence[re.Match[bytes]],
+    module: str,
+    imports: Mapping[str, str],
+) -> tuple[str, ...]:
+    """The qualified top-level functions of the file (``headers``: its ``def`` matches, the
+    indent in group 1 and the name in group 2) every ``return`` of which returns a tensor
+    (see the module docstring)."""
+    out = []
+    for header in headers:
+        if header.group(1):
+            continue
+        end = body_end(code, header.end(), 0)
+        name = header.group(2).decode()
+        if _returns_tensors(code, header.end(), end, imports):
+            out.append(f"{module}.{name}" if module else name)
+    return tuple(sorted(out))
+
+
+def _returns_tensors(code: bytes, start: int, end: int, imports: Mapping[str, str]) -> bool:
+    params = _params(code, start)
+    if params is None:
+        return False
+    body = _Body(code, start, end, params, imports)
+    found = False
+    for match in _RETURN.finditer(code, start, end):
+        found = True
+        stop = _line_end(code, match.end(), end)
+        if not body.tensor(code[match.end() : stop], 0):
+            return False
+    # (a generator; a nested function's returns are not its own)
+    return found and not _YIELD.search(code, start, end) and not _NESTED.search(code, start, end)
+
+
+def _params(code: bytes, start: int) -> set[bytes] | None:
+    """The parameter names of the ``def`` whose name ends before ``start``."""
+    open_at = code.find(b"(", start)
+    if open_at < 0 or code[start:open_at].strip():
+        return None
+    close = closing(code, open_at + 1)
+    out = set()
+    for begin, stop in parts(code, open_at + 1, close):
+        text = code[begin:stop].strip().lstrip(b"*")
+        name = re.split(rb"[:=]", text, maxsplit=1)[0].strip()
+        if name:
+            out.add(name)
+    return out
+
+
+def _line_end(code: bytes, at: int, end: int) -> int:
+    """Where the logical line from ``at`` ends (brackets and ``\\`` continue it)."""
+    depth, i = 0, at
+    while i < end:
+        nl = code.find(b"\n", i, end)
+        stop = end if nl < 0 else nl
+        part = code[i:stop]
+        depth += sum(part.count(c) for c in (b"(", b"[", b"{"))
+        depth -= sum(part.count(c) for c in (b")", b"]", b"}"))
+        if nl < 0 or (depth <= 0 and not part.endswith(b"\\")):
+            return stop
+        i = nl + 1
+    return end
+
+
+class _Body:
+    """One function body's names, read through their assignments."""
+
+    def __init__(
+        self, code: bytes, start: int, end: int, params: set[bytes], imports: Mapping[str, str]
+    ) -> None:
+        self.code, self.start, self.end = code, start, end
+        self.params, self.imports = params, imports
+        self._assigned: dict[bytes, list[tuple[bytes, int]]] | None = None
+        self._otherwise: set[bytes] = set()
+
+    def tensor(self, text: bytes, depth: int) -> bool:
+        """Whether the expression ``text`` is a tensor, a number or ``None``."""
+        text = text.strip().rstrip(b";").strip()
+        if not text or depth > _DEPTH:
+            return bool(text == b"") and depth <= _DEPTH
+        elements = _top_level(text, b",")
+        if len(elements) > 1:
+            return all(self.tensor(e, depth) for e in elements if e.strip())
+        if text in (b"None", b"True", b"False") or _NUMBER.match(text):
+            return True
+        if _KEYWORD_OPS.search(_flat(text)):
+            if b" if " in _flat(text) and b" else " in _flat(text):
+                head, _, other = _flat_split(text, b" else ")
+                value = _flat_split(head, b" if ")[0]
+                return self.tensor(value, depth + 1) and self.tensor(other, depth + 1)
+            return False
+        flat = _flat(text)
+        if _OPERATOR.search(flat.lstrip(b"-+~ ")):
+            # (no module has arithmetic or comparisons; a list's does: ``[model] * 2``)
+            return _LITERAL_OPERAND.search(flat) is None
+        if text[:1] == b"(" and closing(text, 1) == len(text) - 1:
+            return self.tensor(text[1:-1], depth + 1)
+        if text.endswith(b"]") and text[:1] not in b"[{":
+            at = opening(text, len(text) - 1)  # an indexed tensor (not a list of models)
+            return at > 0 and self.tensor(text[:at], depth + 1)
+        if text.endswith(b")"):
+            return self._call(text, depth)
+        if _NAME.match(text):
+            return self._name(text, depth)
+        return False
+
+    def _call(self, text: bytes, depth: int) -> bool:
+        at = opening(text, len(text) - 1)
+        if at <= 0:
+            return False
+        head = text[:at].rstrip()
+        if _DOTTED.match(head):  # ``torch.cat(...)``, ``F.pad(...)``: by what it names
+            callee = head.decode()
+            first, _, rest = callee.partition(".")
+            found = self.imports.get(first, first)
+            if _TENSOR_FUNCTION.match(f"{found}.{rest}" if rest else found):
+                return True
+        receiver, dot, method = head.rpartition(b".")
+        if not dot or not receiver.strip() or not _NAME.match(method):
+            return False
+        if method.decode() in _TENSOR_METHODS:
+            return True
+        if method.decode() in _SELF_METHODS:
+            return self.tensor(receiver, depth + 1)
+        return False
+
+    def _name(self, name: bytes, depth: int) -> bool:
+        if name in self.params:
+            return False
+        if self._assigned is None:
+            self._read_bindings()
+        assert self._assigned is not None
+        if name in self._otherwise or name not in self._assigned:
+            return False
+        return all(
+            op or self.tensor(self.code[at : _line_end(self.code, at, self.end)], depth + 1)
+            for op, at in self._assigned[name]
+        )
+
+    def _read_bindings(self) -> None:
+        """Each name's plain assignments (``x = ...``, ``x += ...``: the operator, where
+        the value starts), and the names bound otherwise: a loop, ``as``, a tuple target,
+        ``:=``, ``global``."""
+        self._assigned = {}
+        for match in _ASSIGN.finditer(self.code, self.start, self.end):
+            self._assigned.setdefault(match.group(1), []).append((match.group(2), match.end()))
+        for line in self.code[self.start : self.end].split(b"\n"):
+            text = line.strip()
+            if text.startswith((b"for ", b"async for ", b"global ", b"nonlocal ", b"with ")):
+                self._otherwise.update(_WORDS.findall(text))
+            elif b":=" in text or b" as " in text or b"except" in text:
+                self._otherwise.update(_WORDS.findall(text))
+            else:
+                target = _TARGET.match(text)
+                if target is not None and b"," in _flat(target.group(1)):
+                    self._otherwise.update(_WORDS.findall(target.group(1)))
+
+
+def _flat(text: bytes) -> bytes:
+    """``text`` with what brackets hold blanked (its top-level operators stay)."""
+    if not _BRACKET.search(text):
+        return text
+    out, depth, last = bytearray(), 0, 0
+    for match in _BRACKET.finditer(text):
+        at = match.start()
+        if text[at] in b")]}":
+            depth -= 1
+            if depth == 0:
+                out += b" " * (at - last)
+                last = at
+        else:
+            if depth == 0:
+                out += text[last : at + 1]
+                last = at + 1
+            depth += 1
+    out += text[last:] if depth <= 0 else b" " * (len(text) - last)
+    return bytes(out)
+
+
+def _flat_split(text: bytes, word: bytes) -> tuple[bytes, bytes, bytes]:
+    at = _flat(text).find(word)
+    if at < 0:
+        return text, b"", b""
+    return text[:at], word, text[at + len(word) :]
+
+
+def _top_level(text: bytes, sep: bytes) -> list[bytes]:
+    flat, out, begin = _flat(text), [], 0
+    at = flat.find(sep)
+    while at >= 0:
+        out.append(text[begin:at])
+        begin = at + len(sep)
+        at = flat.find(sep, begin)
+    out.append(text[begin:])
+    return out
