@@ -88,4 +88,23 @@ def listed(a):
 
 def test_a_list_of_models_has_arithmetic_too() -> None:
     assert returning("def pair(model):\n    return [model] * 2\n") == ()
-    assert returning("def pair(m):\n    x = m.weight\n    return (x + 1) * 2\n") == ()
+    assert returning("def pair(m):\n    x = m.parts\n    return (x + [m]) * 2\n") == ()
+
+
+def test_a_parenthesised_operand_is_no_literal_but_a_tuple_is() -> None:
+    """``x / (n - 1)`` is arithmetic on a tensor; ``(model,) * 2`` and ``[model] * 2`` repeat
+    a sequence of models."""
+    source = """
+import torch
+
+def scale(n):
+    emb = torch.log(torch.tensor(10000.0)) / (n - 1)
+    return emb
+
+def pair(model):
+    return (model,) * 2
+
+def many(model):
+    return [model] * 2
+"""
+    assert returning(source) == ("m.scale",)

@@ -155,7 +155,7 @@ class _Body:
         flat = _flat(text)
         if _OPERATOR.search(flat.lstrip(b"-+~ ")):
             # (no module has arithmetic or comparisons; a list's does: ``[model] * 2``)
-            return _LITERAL_OPERAND.search(flat) is None
+            return not _literal_operand(text)
         if text[:1] == b"(" and closing(text, 1) == len(text) - 1:
             return self.tensor(text[1:-1], depth + 1)
         if text.endswith(b"]") and text[:1] not in b"[{":
@@ -217,6 +217,22 @@ class _Body:
                 target = _TARGET.match(text)
                 if target is not None and b"," in _flat(target.group(1)):
                     self._otherwise.update(_WORDS.findall(target.group(1)))
+
+
+def _literal_operand(text: bytes) -> bool:
+    """Whether an operand of ``text``'s top-level operators is a list, dict, set or tuple
+    literal (``[model] * 2``, ``(model,) * 2``); a parenthesised expression (``x / (n - 1)``)
+    is none."""
+    for match in _LITERAL_OPERAND.finditer(_flat(text)):
+        at = match.end() - 1
+        if text[at : at + 1] != b"(":
+            return True
+        inner = text[at + 1 : closing(text, at + 1)]
+        if not inner.strip() or b"," in _flat(inner):
+            return True
+        if _OPERATOR.search(_flat(inner)) and _literal_operand(inner):
+            return True  # (``(models + [m]) * 2``)
+    return False
 
 
 def _flat(text: bytes) -> bytes:
