@@ -476,3 +476,48 @@ def test_a_half_free_application_runs_in_float32_and_a_half_free_package_keeps_t
     (case / "pyproject.toml").unlink()  # the same code as an application: silent
     assert uses_of_sources(sources).half_free
     assert findings(case, "--no-cache") == []
+
+
+def _package_text(case: Path, side: tuple[Path, ...] = ()) -> str | None:
+    from mpcheck.project.models import uses_of_records
+    from mpcheck.project.records import record_of
+
+    records = {p: record_of(d, p) for p, d in _sources(case).items()}
+    uses = uses_of_records(records, installable=True, side=side)
+    return uses.at("tinyapp.model").float32_text("Block")
+
+
+def test_a_package_class_only_its_own_code_builds_runs_as_its_builds_say(
+    tmp_path: Path,
+) -> None:
+    """An installable package's users reach what they build or what its factories return:
+    ``Block``, built only inside ``Model``, which only the package's entry point builds (in
+    float32), runs in float32 (issue 36). A class its example, its documentation or nobody
+    in the package builds is its users' to build: the premise stays."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_package_app_builds_model", case)
+    text = _package_text(case)
+    assert text is not None and "`Block` is built only by the package's own code" in text
+    assert "inside `Model`, built at tinyapp/app.py:12" in text
+    assert findings(case, "--no-cache") == []
+    readme = case / "README.md"
+    readme.write_text("```python\nfrom tinyapp.model import Block\nblock = Block(64)\n```\n")
+    assert _package_text(case, (readme,)) is None  # (its documentation builds it)
+    readme.write_text("Run `tinyapp-run` (it needs Python(3.10) or later).\n")
+    assert _package_text(case, (readme,)) is not None
+    # a factory of the package hands its model to users the project does not show
+    app = case / "tinyapp" / "app.py"
+    text = app.read_text()
+    app.write_text(text + "\n\ndef load(dim):\n    model = Model(dim)\n    return model\n")
+    assert _package_text(case) is None
+    app.write_text(text.replace("model = Model(8)", "model = make()"))
+    assert _package_text(case) is None  # (no build of ``Model`` left: its users build it)
+
+
+def test_a_package_class_its_example_builds_keeps_the_premise() -> None:
+    """The twin package whose example builds ``Block``: its users build it, in any dtype."""
+    case = XFILE / "bad_package_users_build_block"
+    assert _package_text(case) is None
+    (finding,) = findings(case, "--no-cache")
+    assert finding["severity"] == "warning" and finding["code"] == "MPC101"
+    assert "latent: raises if `Block` runs in half" in finding["message"]
