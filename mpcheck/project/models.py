@@ -604,13 +604,16 @@ def uses_of_records(
     package = known and installable and not opaque
     if (application or package) and not defaults and not loose and not _may_cast(wrappers):
         users: set[str] = set()
+        configured: set[str] = set()
         if package:  # (its users reach what they build or receive: see :func:`_users_build`)
-            users = _users_build(names, bodies, sites, shown, _documented(side_files))
+            configured = _configured(side_files, names.classes)
+            documented = _documented(side_files)
+            users = _users_build(names, bodies, sites, shown, documented, configured)
         half = _half_reached({*casts, *unsafe, *roots, *users}, bodies, subclasses)
         quoted = sorted({c.rpartition(".")[2] for c in casts if c in reach})
         closed = (frozenset(half), tuple(quoted))
         if package:
-            inside = _inside(set(names.classes) - half, bodies, sites, where)
+            inside = _inside(set(names.classes) - half, bodies, sites, where, configured)
     return ModelUses(
         reach,
         mentions=mentions,
@@ -684,21 +687,47 @@ def _users_build(
     sites: Mapping[str, list[tuple[Place, bool]]],
     shown: Collection[str],
     documented: Collection[str],
+    configured: Collection[str] = (),
 ) -> set[str]:
     """The classes an installable package's users may build themselves: those its
     examples, tests or benchmarks or its documentation (``Block(`` in a ``.md``/``.rst``
     file) build, and those its own code never builds (no class body, no function or script
-    of it: only a user can; a module's ``__main__`` smoke test is no build). The rest the
-    package builds itself, and a user reaches them only through what builds them (or what
-    its factories return)."""
+    of it, no configuration of it naming the class for its loader: only a user can; a
+    module's ``__main__`` smoke test is no build). The rest the package builds itself, and a
+    user reaches them only through what builds them (or what its factories return)."""
     parts = {p for built in bodies.values() for p in built}
-    out = {n for n in names.classes if n not in parts and n not in sites}
+    built = {*parts, *sites, *configured}
+    out = {n for n in names.classes if n not in built}
     out.update(n for n in shown if n in names.classes)
     out.update(n for n in names.classes if n.rpartition(".")[2] in documented)
     return out
 
 
 _CALLED_CLASS = re.compile(r"\b([A-Z][A-Za-z0-9_]*)\s*\(")
+_DOTTED_CLASS = re.compile(r"\b((?:[A-Za-z_]\w*\.)+[A-Z]\w*)\b")
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+
+
+def _configured(side: Iterable[Path], classes: Iterable[str]) -> set[str]:
+    """The classes a configuration file of the project names by import path (``target:
+    ldm.models.autoencoder.AutoencoderKL``): its own config loader builds them."""
+    written: set[str] = set()
+    for path in side:
+        if path.suffix not in _CONFIG_SUFFIXES:
+            continue
+        try:
+            if path.stat().st_size > _MAX_DOC:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        written.update(_DOTTED_CLASS.findall(text))
+    out = set()
+    for name in classes:
+        pieces = name.split(".")  # (``src.pkg.m.Class`` is written ``pkg.m.Class``)
+        if any(".".join(pieces[i:]) in written for i in range(len(pieces) - 1)):
+            out.add(name)
+    return out
 
 
 def _documented(side: Iterable[Path]) -> set[str]:
@@ -722,10 +751,12 @@ def _inside(
     bodies: Mapping[str, set[str]],
     sites: Mapping[str, list[tuple[Place, bool]]],
     where: Callable[[str, int], str],
+    configured: Collection[str] = (),
 ) -> dict[str, str]:
     """For each class of an installable package that no half path reaches, where only the
     package's own code builds it: "inside `Model`, built at run.py:12" (the first owner up the
-    chain of class bodies, and that owner's first build outside a class body)."""
+    chain of class bodies, and that owner's first build outside a class body, or its
+    configuration)."""
     builders: dict[str, list[str]] = {}
     for owner, parts in sorted(bodies.items()):
         for part in parts:
@@ -740,11 +771,15 @@ def _inside(
             chain.append(nxt)
             seen.add(nxt)
         found = sites.get(chain[-1])
+        top = chain[-1].rpartition(".")[2]
+        if not found and chain[-1] in configured:
+            at = "named by its configuration"
+            out[name] = f"inside `{top}`, {at}" if len(chain) > 1 else at
+            continue
         if not found:
             continue
         place = found[0][0]
         at = where(place.path, place.line)
-        top = chain[-1].rpartition(".")[2]
         out[name] = f"inside `{top}`, built at {at}" if len(chain) > 1 else f"at {at}"
     return out
 
