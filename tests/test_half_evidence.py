@@ -521,3 +521,26 @@ def test_a_package_class_its_example_builds_keeps_the_premise() -> None:
     (finding,) = findings(case, "--no-cache")
     assert finding["severity"] == "warning" and finding["code"] == "MPC101"
     assert "latent: raises if `Block` runs in half" in finding["message"]
+
+
+def test_a_package_class_its_configuration_names_is_built_by_its_own_loader(
+    tmp_path: Path,
+) -> None:
+    """A class the package's configuration names by import path (``target:
+    tinyapp.model.Model``) is built by its own config loader, not by its users only: with no
+    half path reaching it, its parts run in float32. Unnamed and unbuilt, its users build it."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_package_app_builds_model", case)
+    app = case / "tinyapp" / "app.py"
+    loader = "from tinyapp.config import instantiate\n"
+    app.write_text(loader + app.read_text().replace("Model(8)", "instantiate('model.yaml')"))
+    (case / "tinyapp" / "config.py").write_text(
+        "import importlib\n\ndef instantiate(path):\n"
+        "    module, _, name = open(path).read().split()[1].rpartition('.')\n"
+        "    return getattr(importlib.import_module(module), name)(8)\n"
+    )
+    assert _package_text(case) is None  # (nothing of the package builds ``Model``)
+    config = case / "model.yaml"
+    config.write_text("target: tinyapp.model.Model\n")
+    text = _package_text(case, (config,))
+    assert text is not None and "(inside `Model`, named by its configuration)" in text
