@@ -19,10 +19,11 @@ never names a half dtype, a cast to one, autocast or a mixed-precision setting r
 (an installable package's users may cast it in code it does not show: the premise stays).
 
 An installable package's unseen users can only cast what reaches them: the classes they build
-themselves (one its demos, tests, examples or documentation build, or one its own code never
-builds: only a user can) and what its factories return, with every part those build. A class
-only the package's own code builds (a part of another class, a model its entry points or
-scripts build) runs in the dtype of those builds, so the package is closed like an
+themselves (one its tests, examples, benchmarks or documentation build, or one its own code
+never builds, in code or by a configuration naming it for its loader: only a user can) and
+what its factories return, with every part those build. A class only the package's own code
+builds (a part of another class, a model its entry points, scripts or configurations build)
+runs in the dtype of those builds, so the package is closed like an
 application over the rest ("`Block` is built only by the package's own code (inside `Model`,
 built at run.py:12), where no half cast, load or wrapper of the project reaches `Block`").
 """
