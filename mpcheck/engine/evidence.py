@@ -23,9 +23,9 @@ themselves (one its tests, examples, benchmarks or documentation build, or one i
 never builds, in code or by a configuration naming it for its loader: only a user can) and
 what its factories return, with every part those build. A class only the package's own code
 builds (a part of another class, a model its entry points, scripts or configurations build)
-runs in the dtype of those builds, so the package is closed like an
-application over the rest ("`Block` is built only by the package's own code (inside `Model`,
-built at run.py:12), where no half cast, load or wrapper of the project reaches `Block`").
+runs in the dtype of those builds, so the package is closed like an application over the
+rest ("`Block` is built only by the package's own code (inside `Model`, built at
+run.py:12), where no half cast, load or wrapper of the project reaches `Block`").
 """
 
 from __future__ import annotations
