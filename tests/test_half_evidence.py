@@ -513,3 +513,71 @@ def test_a_cast_of_unknown_class_in_a_function_nothing_calls_casts_nothing() -> 
     assert uses_of_sources(sources).at("app.models").float32_text("B") is not None
     sources["run.py"] += b"c = convert('B')\n"
     assert uses_of_sources(sources).at("app.models").float32_text("B") is None
+
+
+def _package_text(case: Path, side: tuple[Path, ...] = ()) -> str | None:
+    from mpcheck.project.models import uses_of_records
+    from mpcheck.project.records import record_of
+
+    records = {p: record_of(d, p) for p, d in _sources(case).items()}
+    uses = uses_of_records(records, installable=True, side=side)
+    return uses.at("tinyapp.model").float32_text("Block")
+
+
+def test_a_package_class_only_its_own_code_builds_runs_as_its_builds_say(
+    tmp_path: Path,
+) -> None:
+    """An installable package's users reach what they build or what its factories return:
+    ``Block``, built only inside ``Model``, which only the package's entry point builds (in
+    float32), runs in float32 (issue 36). A class its example, its documentation or nobody
+    in the package builds is its users' to build: the premise stays."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_package_app_builds_model", case)
+    text = _package_text(case)
+    assert text is not None and "`Block` is built only by the package's own code" in text
+    assert "inside `Model`, built at tinyapp/app.py:12" in text
+    assert findings(case, "--no-cache") == []
+    readme = case / "README.md"
+    readme.write_text("```python\nfrom tinyapp.model import Block\nblock = Block(64)\n```\n")
+    assert _package_text(case, (readme,)) is None  # (its documentation builds it)
+    readme.write_text("Run `tinyapp-run` (it needs Python(3.10) or later).\n")
+    assert _package_text(case, (readme,)) is not None
+    # a factory of the package hands its model to users the project does not show
+    app = case / "tinyapp" / "app.py"
+    text = app.read_text()
+    app.write_text(text + "\n\ndef load(dim):\n    model = Model(dim)\n    return model\n")
+    assert _package_text(case) is None
+    app.write_text(text.replace("model = Model(8)", "model = make()"))
+    assert _package_text(case) is None  # (no build of ``Model`` left: its users build it)
+
+
+def test_a_package_class_its_example_builds_keeps_the_premise() -> None:
+    """The twin package whose example builds ``Block``: its users build it, in any dtype."""
+    case = XFILE / "bad_package_users_build_block"
+    assert _package_text(case) is None
+    (finding,) = findings(case, "--no-cache")
+    assert finding["severity"] == "warning" and finding["code"] == "MPC101"
+    assert "latent: raises if `Block` runs in half" in finding["message"]
+
+
+def test_a_package_class_its_configuration_names_is_built_by_its_own_loader(
+    tmp_path: Path,
+) -> None:
+    """A class the package's configuration names by import path (``target:
+    tinyapp.model.Model``) is built by its own config loader, not by its users only: with no
+    half path reaching it, its parts run in float32. Unnamed and unbuilt, its users build it."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_package_app_builds_model", case)
+    app = case / "tinyapp" / "app.py"
+    loader = "from tinyapp.config import instantiate\n"
+    app.write_text(loader + app.read_text().replace("Model(8)", "instantiate('model.yaml')"))
+    (case / "tinyapp" / "config.py").write_text(
+        "import importlib\n\ndef instantiate(path):\n"
+        "    module, _, name = open(path).read().split()[1].rpartition('.')\n"
+        "    return getattr(importlib.import_module(module), name)(8)\n"
+    )
+    assert _package_text(case) is None  # (nothing of the package builds ``Model``)
+    config = case / "model.yaml"
+    config.write_text("target: tinyapp.model.Model\n")
+    text = _package_text(case, (config,))
+    assert text is not None and "(inside `Model`, named by its configuration)" in text

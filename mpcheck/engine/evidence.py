@@ -23,6 +23,15 @@ method that runs it, in every file) has half weights, but autocast recasts the o
 the ops on its lists: a float32 value meeting those weights in a Linear, conv, matmul or
 attention raises nothing (``HalfEvidence.autocast``; rules whose ops those are say so with
 ``Rule.autocast_recasts``). The ops autocast does not see still meet them.
+
+An installable package's unseen users can only cast what reaches them: the classes they build
+themselves (one its tests, examples, benchmarks or documentation build, or one its own code
+never builds, in code or by a configuration naming it for its loader: only a user can) and
+what its factories return, with every part those build. A class only the package's own code
+builds (a part of another class, a model its entry points, scripts or configurations build)
+runs in the dtype of those builds, so the package is closed like an application over the
+rest ("`Block` is built only by the package's own code (inside `Model`, built at
+run.py:12), where no half cast, load or wrapper of the project reaches `Block`").
 """
 
 from __future__ import annotations

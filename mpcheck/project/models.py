@@ -109,12 +109,16 @@ class ModelUses:
         half_free: bool = False,
         read: frozenset[str] = frozenset(),
         under_autocast: Mapping[str, Reach] = MappingProxyType({}),
+        inside: Mapping[str, str] = MappingProxyType({}),
     ) -> None:
         self._reach = dict(reach)
         # class -> the autocast region around every run of the cast models that reach it,
         # in every file (no cast model that reaches it runs outside one): its weights are
         # half, and autocast recasts the operands of the ops on its lists
         self._under_autocast = under_autocast
+        # an installable package's classes its users neither build nor receive, closed like
+        # an application's: class -> where only its own code builds it (:func:`_inside`)
+        self._inside = inside
         # an application whose every half path (cast, half load, wrapper that casts) names
         # the classes it reaches: (the classes some path may reach, premise where it is not
         # known to cast: handed to library code; the classes its casts reach, to quote).
@@ -170,6 +174,7 @@ class ModelUses:
             self.half_free,
             self._read,
             self._under_autocast,
+            self._inside,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -184,9 +189,13 @@ class ModelUses:
         if self._closed is None:
             return None
         reached, cast = self._closed
-        if (f"{self.module}.{name}" if self.module else name) in reached:
+        qualified = f"{self.module}.{name}" if self.module else name
+        if qualified in reached:
             return None
         text = f"no half cast, load or wrapper of the project reaches `{name}`"
+        inside = self._inside.get(qualified)
+        if inside is not None:  # (an installable package: its users do not build it)
+            text = f"`{name}` is built only by the package's own code ({inside}), where {text}"
         if not cast:
             return text
         shown = ", ".join(f"`{c}`" for c in cast[:2]) + (", ..." if len(cast) > 2 else "")
@@ -291,6 +300,7 @@ class ModelUses:
             self.half_free,
             sorted(self._read),
             sorted(self._under_autocast.items()),
+            sorted(self._inside.items()),
         )
         text = repr((sorted(self._reach.items()), *evidence))
         if self._mentions is not None:
@@ -419,6 +429,8 @@ def uses_of_records(
     the project's other files whose words may name its code (notebooks, configurations)."""
     names = _Names(records)
     tensors = _Tensors(records)
+    side_files = list(side)
+    side = side_files
 
     def where(path: str, line: int) -> str:
         return f"line {line}" if alone else f"{path}:{line}"
@@ -431,6 +443,7 @@ def uses_of_records(
     uncovered: set[str] = set()
     sites: dict[str, list[tuple[Place, bool]]] = {}  # builds outside classes, kept float32?
     demos: set[str] = set()  # built by demos, examples or tests only (no float32 evidence)
+    shown: set[str] = set()  # built by an installable package's examples, tests, docs
     unsafe: set[str] = set()  # a value of the class reaches a use that may cast it
     subclasses: dict[str, set[str]] = {}  # project class -> the project classes deriving it
     factories = _Factories(records, names)
@@ -491,6 +504,8 @@ def uses_of_records(
                 if demo and (path.endswith("__main__.py") or 0 < record.main <= line):
                     continue  # the package's own demo: its users build the class as they like
                 if _demo(path) and not _demo(names.classes.get(target, path)):
+                    if installable:
+                        shown.add(target)
                     continue  # (a class of the package built by its examples, tests, benchmarks)
                 leaf = target.rpartition(".")[2]
                 text = f"`{leaf}` is only built in float32 (`{code}`) at {where(path, line)}"
@@ -531,7 +546,8 @@ def uses_of_records(
             unsafe.add(part)
         elif part is not None and holder is not None:
             bodies.setdefault(holder, set()).add(part)
-    only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain)
+    # (a class an installable package's demos build is its users' to build, in any dtype)
+    only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, shown)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)
     built = {}
@@ -600,10 +616,20 @@ def uses_of_records(
     if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
         loose = [p for p in loose if not _dead(p, records[p.path].module, ran)]
     closed = None
-    if application and not defaults and not loose and not _may_cast(wrappers):
-        half = _half_reached({*casts, *unsafe, *roots}, bodies, subclasses)
-        shown = sorted({c.rpartition(".")[2] for c in casts if c in reach})
-        closed = (frozenset(half), tuple(shown))
+    inside: dict[str, str] = {}
+    package = known and installable and not opaque
+    if (application or package) and not defaults and not loose and not _may_cast(wrappers):
+        users: set[str] = set()
+        configured: set[str] = set()
+        if package:  # (its users reach what they build or receive: see :func:`_users_build`)
+            configured = _configured(side_files, names.classes)
+            documented = _documented(side_files)
+            users = _users_build(names, bodies, sites, shown, documented, configured)
+        half = _half_reached({*casts, *unsafe, *roots, *users}, bodies, subclasses)
+        quoted = sorted({c.rpartition(".")[2] for c in casts if c in reach})
+        closed = (frozenset(half), tuple(quoted))
+        if package:
+            inside = _inside(set(names.classes) - half, bodies, sites, where, configured)
     return ModelUses(
         reach,
         mentions=mentions,
@@ -621,6 +647,7 @@ def uses_of_records(
         read=frozenset(r.module for r in records.values()),
         half_free=half_free,
         under_autocast=under_autocast,
+        inside=inside,
     )
 
 
@@ -715,6 +742,109 @@ def _half_reached(
             if other not in out:
                 out.add(other)
                 todo.append(other)
+    return out
+
+
+def _users_build(
+    names: _Names,
+    bodies: Mapping[str, set[str]],
+    sites: Mapping[str, list[tuple[Place, bool]]],
+    shown: Collection[str],
+    documented: Collection[str],
+    configured: Collection[str] = (),
+) -> set[str]:
+    """The classes an installable package's users may build themselves: those its
+    examples, tests or benchmarks or its documentation (``Block(`` in a ``.md``/``.rst``
+    file) build, and those its own code never builds (no class body, no function or script
+    of it, no configuration of it naming the class for its loader: only a user can; a
+    module's ``__main__`` smoke test is no build). The rest the package builds itself, and a
+    user reaches them only through what builds them (or what its factories return)."""
+    parts = {p for built in bodies.values() for p in built}
+    built = {*parts, *sites, *configured}
+    out = {n for n in names.classes if n not in built}
+    out.update(n for n in shown if n in names.classes)
+    out.update(n for n in names.classes if n.rpartition(".")[2] in documented)
+    return out
+
+
+_CALLED_CLASS = re.compile(r"\b([A-Z][A-Za-z0-9_]*)\s*\(")
+_DOTTED_CLASS = re.compile(r"\b((?:[A-Za-z_]\w*\.)+[A-Z]\w*)\b")
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+
+
+def _configured(side: Iterable[Path], classes: Iterable[str]) -> set[str]:
+    """The classes a configuration file of the project names by import path (``target:
+    ldm.models.autoencoder.AutoencoderKL``): its own config loader builds them."""
+    written: set[str] = set()
+    for path in side:
+        if path.suffix not in _CONFIG_SUFFIXES:
+            continue
+        try:
+            if path.stat().st_size > _MAX_DOC:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        written.update(_DOTTED_CLASS.findall(text))
+    out = set()
+    for name in classes:
+        pieces = name.split(".")  # (``src.pkg.m.Class`` is written ``pkg.m.Class``)
+        if any(".".join(pieces[i:]) in written for i in range(len(pieces) - 1)):
+            out.add(name)
+    return out
+
+
+def _documented(side: Iterable[Path]) -> set[str]:
+    """The CapWords names a ``.md``/``.rst`` file of the project calls (``Block(dim=64)``):
+    the classes its documentation shows users building."""
+    out: set[str] = set()
+    for path in side:
+        if path.suffix not in (".md", ".rst"):
+            continue
+        try:
+            if path.stat().st_size > _MAX_DOC:
+                continue
+            out.update(_CALLED_CLASS.findall(path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
+    return out
+
+
+def _inside(
+    classes: Iterable[str],
+    bodies: Mapping[str, set[str]],
+    sites: Mapping[str, list[tuple[Place, bool]]],
+    where: Callable[[str, int], str],
+    configured: Collection[str] = (),
+) -> dict[str, str]:
+    """For each class of an installable package that no half path reaches, where only the
+    package's own code builds it: "inside `Model`, built at run.py:12" (the first owner up the
+    chain of class bodies, and that owner's first build outside a class body, or its
+    configuration)."""
+    builders: dict[str, list[str]] = {}
+    for owner, parts in sorted(bodies.items()):
+        for part in parts:
+            builders.setdefault(part, []).append(owner)
+    out: dict[str, str] = {}
+    for name in sorted(classes):
+        chain, seen = [name], {name}
+        while chain[-1] not in sites and builders.get(chain[-1]):
+            nxt = next((b for b in builders[chain[-1]] if b not in seen), None)
+            if nxt is None:
+                break
+            chain.append(nxt)
+            seen.add(nxt)
+        found = sites.get(chain[-1])
+        top = chain[-1].rpartition(".")[2]
+        if not found and chain[-1] in configured:
+            at = "named by its configuration"
+            out[name] = f"inside `{top}`, {at}" if len(chain) > 1 else at
+            continue
+        if not found:
+            continue
+        place = found[0][0]
+        at = where(place.path, place.line)
+        out[name] = f"inside `{top}`, built at {at}" if len(chain) > 1 else f"at {at}"
     return out
 
 
@@ -925,7 +1055,9 @@ class _Float32:
     called at once), no value of it reaches a use that might cast it, every class that builds
     it is float32 by the same rule (transitively), every class of the project deriving it
     that is built is float32 (its code runs in theirs), and no file changes the default
-    dtype. A cast, a half load or a library base wins over it (they come first).
+    dtype. A cast, a half load or a library base wins over it (they come first). A class an
+    installable package's examples, tests or benchmarks build is never float32 by this rule:
+    its users build it.
     """
 
     def __init__(
@@ -937,8 +1069,10 @@ class _Float32:
         any_half: bool,
         defaults: bool,
         plain: Collection[str] = (),
+        users: Collection[str] = (),
     ) -> None:
         self.sites, self.unsafe, self.subclasses = sites, unsafe, subclasses
+        self.users = users  # an installable package's classes its examples/tests build
         self.any_half, self.defaults = any_half, defaults
         self.builders: dict[str, set[str]] = {}
         for holder, parts in bodies.items():
@@ -960,6 +1094,8 @@ class _Float32:
         derived = [d for d in sorted(self.subclasses.get(name, ())) if self._built(d)]
         if not sites and not builders and not derived:
             return False  # never built: no evidence either way
+        if name in self.users:
+            return False  # (its users build it, in any dtype)
         if not self.any_half:  # (built by a class that is built itself)
             return bool(sites) or any(self(b) for b in (*builders, *derived))
         if self.defaults or name in self.unsafe:
@@ -1028,6 +1164,7 @@ def _library_base(bases: Iterable[str]) -> str | None:
 _USES: dict[str, ModelUses] = {}
 _RECORDS: dict[tuple[str, str], ModelRecord] = {}  # (path, content hash) -> its record
 _MAX_SOURCE = 16 * 1024 * 1024  # bytes: larger files are not project sources
+_MAX_DOC = 2 * 1024 * 1024  # bytes: larger documentation files are not read for builds
 
 
 def uses_for(
