@@ -517,7 +517,8 @@ def uses_of_records(
             unsafe.add(part)
         elif part is not None and holder is not None:
             bodies.setdefault(holder, set()).add(part)
-    only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain)
+    computed = {c.name for r in records.values() for c in r.classes if c.computes_dtype}
+    only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, computed)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)
     built = {}
@@ -585,7 +586,8 @@ def uses_of_records(
         loose = [p for p in loose if not _dead(p, records[p.path].module, ran)]
     closed = None
     if application and not defaults and not loose and not _may_cast(wrappers):
-        half = _half_reached({*casts, *unsafe, *roots}, bodies, subclasses)
+        # (a class building parts in a dtype it computes is a half path to them itself)
+        half = _half_reached({*casts, *unsafe, *roots, *computed}, bodies, subclasses)
         shown = sorted({c.rpartition(".")[2] for c in casts if c in reach})
         closed = (frozenset(half), tuple(shown))
     return ModelUses(
@@ -860,8 +862,10 @@ class _Float32:
     ``.to(device)``, ``.cuda()``, ``.eval()``, ``.parameters()``, ``torch.compile``, DDP; or
     called at once), no value of it reaches a use that might cast it, every class that builds
     it is float32 by the same rule (transitively), every class of the project deriving it
-    that is built is float32 (its code runs in theirs), and no file changes the default
-    dtype. A cast, a half load or a library base wins over it (they come first).
+    that is built is float32 (its code runs in theirs), no file changes the default dtype,
+    and its body builds no part in a dtype it computes itself (``dtype=compute_dtype`` of a
+    configuration's string: its parts, and what their data reaches, may be half). A cast,
+    a half load or a library base wins over it (they come first).
     """
 
     def __init__(
@@ -873,8 +877,10 @@ class _Float32:
         any_half: bool,
         defaults: bool,
         plain: Collection[str] = (),
+        computed: Collection[str] = (),
     ) -> None:
         self.sites, self.unsafe, self.subclasses = sites, unsafe, subclasses
+        self.computed = computed
         self.any_half, self.defaults = any_half, defaults
         self.builders: dict[str, set[str]] = {}
         for holder, parts in bodies.items():
@@ -898,8 +904,8 @@ class _Float32:
             return False  # never built: no evidence either way
         if not self.any_half:  # (built by a class that is built itself)
             return bool(sites) or any(self(b) for b in (*builders, *derived))
-        if self.defaults or name in self.unsafe:
-            return False
+        if self.defaults or name in self.unsafe or name in self.computed:
+            return False  # (a class building parts in a dtype it computes: they may be half)
         if not all(self(d) for d in derived):
             return False
         return all(kept for _, kept in sites) and all(self(b) for b in builders)
