@@ -152,6 +152,40 @@ def test_a_short_name_is_a_timestep_only_when_bound_to_one() -> None:
     assert [row for row, _ in _found(source)] == [7]
 
 
+def test_a_short_name_bound_from_a_value_named_for_timesteps_is_one() -> None:
+    """``t = timestep_start / 1000.0`` binds a timestep, as a loop over timesteps does; an
+    image handed in as ``t`` still does not make the loop's ``t`` one."""
+    source = (
+        "import torch\n\n\n"
+        "def sample(transformer, timesteps, latents, dit_dtype):\n"
+        "    timestep_start = timesteps[0]\n"
+        "    t = timestep_start / 1000.0\n"
+        "    for i, t in enumerate(timesteps):\n"
+        "        latents = transformer(latents, t.repeat(2).to(dtype=dit_dtype))\n"
+        "    return latents\n"
+    )
+    assert [row for row, _ in _found(source)] == [8]
+    image = source.replace("t = timestep_start / 1000.0", "t = latents[0]")
+    assert _found(image) == []
+
+
+def test_a_cast_stored_under_a_timestep_key_is_a_timestep() -> None:
+    """Where the value goes names it: ``inp["timesteps"] = t.to(dtype)`` for ``model(**inp)``,
+    a ``timestep=`` keyword; the same cast stored under another key is no timestep."""
+    source = (
+        "import torch\n\n\n"
+        "def step(model, x, bs, dtype):\n"
+        "    t = torch.sigmoid(torch.randn(bs))\n"
+        "    inp = {}\n"
+        '    inp["timesteps"] = t.to(dtype)\n'
+        "    return model(x, **inp)\n"
+    )
+    assert [row for row, _ in _found(source)] == [7]
+    assert _found(source.replace('"timesteps"', '"weights"')) == []
+    keyword = source.replace('inp["timesteps"] = t.to(dtype)', "inp = dict(timestep=t.to(dtype))")
+    assert [row for row, _ in _found(keyword)] == [7]
+
+
 def test_the_sinusoidal_output_cast_to_the_mlp_dtype_is_quiet() -> None:
     source = (
         "import torch\n\n\n"

@@ -22,7 +22,7 @@ import libcst as cst
 
 from mpcheck.engine.facts import Kind, Prec
 from mpcheck.engine.sites import CallSite, Operand
-from mpcheck.engine.timestep_uses import code_under, only_mixed
+from mpcheck.engine.timestep_uses import code_under, only_mixed, stored_under
 
 __all__ = ["PhaseProduct", "TimestepCast", "phase_product", "timestep_cast"]
 
@@ -48,6 +48,9 @@ _TIMESTEPS = re.compile(
     r"^(?:t|ts|timesteps?|current_t|t_cur|guidance|time_steps?|sigma_t|t_in|t_input)$",
     re.IGNORECASE,
 )
+# What a value of timesteps or noise levels is named by (``timesteps``, ``timestep_start``,
+# ``sigmas``): a short name bound from, or looping over, such a value is a timestep.
+_NAMED_TIMESTEPS = re.compile(r"timestep|sigma")
 # Calls and methods that keep a tensor what it holds (its shape or dtype changes only).
 _KEEPS = frozenset(
     {
@@ -255,6 +258,18 @@ def phase_product(call: CallSite) -> PhaseProduct | None:
     return None
 
 
+def _stored_as_timestep(call: CallSite) -> bool:
+    """Whether the cast's value is handed on under a timestep's name whatever the local was
+    called: ``inp["timesteps"] = t.to(dtype)`` (the model reads it as ``model(**inp)``),
+    ``model(x, timestep=s.to(dtype))``. Where a value goes names what it is, as its own
+    name does."""
+    function = call.scope.function
+    if function is None:
+        return False
+    key = stored_under(call.node, function)
+    return key is not None and _TIMESTEPS.match(key) is not None
+
+
 def _is_timestep(name: str, call: CallSite) -> bool:
     if _TIMESTEPS.match(name) is None:
         return False
@@ -287,7 +302,7 @@ class _Bindings(cst.CSTVisitor):
 
     def _iterates_timesteps(self, iterable: cst.BaseExpression) -> bool:
         text = cst.Module([]).code_for_node(iterable)
-        return re.search(r"timestep|sigma", text) is not None
+        return _NAMED_TIMESTEPS.search(text) is not None
 
     def visit_Parameters(self, node: cst.Parameters) -> None:
         # ``forward(self, x, t)``, ``step(model, x, t)``: a time beside the values it
@@ -324,9 +339,15 @@ class _Bindings(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             if isinstance(target.target, cst.Name) and target.target.value == self.name:
+                # a timestep (``t = timesteps[i]``) or a value named for timesteps or sigmas
+                # (``t = timestep_start / 1000.0``), as a loop over one binds a timestep
                 root = _name(node.value)
                 if root != self.name:
-                    self.found.append(root is not None and _TIMESTEPS.match(root) is not None)
+                    named = root is not None and (
+                        _TIMESTEPS.match(root) is not None
+                        or _NAMED_TIMESTEPS.search(root) is not None
+                    )
+                    self.found.append(named)
             elif self._binds(target.target):
                 self.found.append(False)  # ``t, dtype = x.float(), x.dtype``
 
@@ -373,7 +394,7 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
     if name is None:
         return None
     frequencies = _CAST_FREQUENCIES.match(name) is not None
-    if not frequencies and not _is_timestep(name, call):
+    if not frequencies and not _is_timestep(name, call) and not _stored_as_timestep(call):
         return None
     function = call.scope.function
     if not frequencies and function is not None and only_mixed(call.node, function):

@@ -20,7 +20,7 @@ import libcst as cst
 
 from mpcheck.project.names import children
 
-__all__ = ["code_under", "only_mixed"]
+__all__ = ["code_under", "only_mixed", "stored_under"]
 
 # Methods that keep a timestep a timestep (its shape, device or dtype change only).
 _KEEPS = frozenset(
@@ -174,3 +174,21 @@ def only_mixed(cast: cst.CSTNode, function: cst.FunctionDef) -> bool:
             names.add(where[1:])
             pending.extend(_loads(function, where[1:], parents))
     return True
+
+
+def stored_under(cast: cst.CSTNode, function: cst.FunctionDef) -> str | None:
+    """The name ``cast``'s value is handed on under: the string key of a store
+    (``inp["timesteps"] = cast``) or the keyword of a call argument (``f(timestep=cast)``)."""
+    parent = _parents(function).get(cast)
+    if isinstance(parent, cst.Arg):
+        return parent.keyword.value if parent.keyword is not None else None
+    if not isinstance(parent, cst.Assign) or parent.value is not cast or len(parent.targets) != 1:
+        return None
+    target = parent.targets[0].target
+    if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
+        return None
+    index = target.slice[0].slice
+    if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+        key = index.value.evaluated_value
+        return key if isinstance(key, str) else None
+    return None

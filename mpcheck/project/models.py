@@ -547,7 +547,8 @@ def uses_of_records(
         elif part is not None and holder is not None:
             bodies.setdefault(holder, set()).add(part)
     # (a class an installable package's demos build is its users' to build, in any dtype)
-    only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, shown)
+    computed = {c.name for r in records.values() for c in r.classes if c.computes_dtype}
+    only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, shown, computed)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)
     built = {}
@@ -625,7 +626,9 @@ def uses_of_records(
             configured = _configured(side_files, names.classes)
             documented = _documented(side_files)
             users = _users_build(names, bodies, sites, shown, documented, configured)
-        half = _half_reached({*casts, *unsafe, *roots, *users}, bodies, subclasses)
+        # (a class building parts in a dtype it computes is a half path to them itself)
+        roots_half = {*casts, *unsafe, *roots, *users, *computed}
+        half = _half_reached(roots_half, bodies, subclasses)
         quoted = sorted({c.rpartition(".")[2] for c in casts if c in reach})
         closed = (frozenset(half), tuple(quoted))
         if package:
@@ -1054,10 +1057,12 @@ class _Float32:
     ``.to(device)``, ``.cuda()``, ``.eval()``, ``.parameters()``, ``torch.compile``, DDP; or
     called at once), no value of it reaches a use that might cast it, every class that builds
     it is float32 by the same rule (transitively), every class of the project deriving it
-    that is built is float32 (its code runs in theirs), and no file changes the default
-    dtype. A cast, a half load or a library base wins over it (they come first). A class an
-    installable package's examples, tests or benchmarks build is never float32 by this rule:
-    its users build it.
+    that is built is float32 (its code runs in theirs), no file changes the default dtype,
+    and its body builds no part in a dtype it computes itself (``dtype=compute_dtype`` of a
+    configuration's string: its parts, and what their data reaches, may be half). A cast,
+    a half load or a library base wins over it (they come first). A class an installable
+    package's examples, tests or benchmarks build is never float32 by this rule: its users
+    build it.
     """
 
     def __init__(
@@ -1070,9 +1075,11 @@ class _Float32:
         defaults: bool,
         plain: Collection[str] = (),
         users: Collection[str] = (),
+        computed: Collection[str] = (),
     ) -> None:
         self.sites, self.unsafe, self.subclasses = sites, unsafe, subclasses
         self.users = users  # an installable package's classes its examples/tests build
+        self.computed = computed  # classes building parts in a dtype they compute
         self.any_half, self.defaults = any_half, defaults
         self.builders: dict[str, set[str]] = {}
         for holder, parts in bodies.items():
@@ -1098,8 +1105,8 @@ class _Float32:
             return False  # (its users build it, in any dtype)
         if not self.any_half:  # (built by a class that is built itself)
             return bool(sites) or any(self(b) for b in (*builders, *derived))
-        if self.defaults or name in self.unsafe:
-            return False
+        if self.defaults or name in self.unsafe or name in self.computed:
+            return False  # (a class building parts in a dtype it computes: they may be half)
         if not all(self(d) for d in derived):
             return False
         return all(kept for _, kept in sites) and all(self(b) for b in builders)

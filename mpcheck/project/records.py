@@ -88,6 +88,10 @@ class ClassRecord:
     bases: tuple[str, ...]
     builds: tuple[str, ...]
     named: bool = True  # decorated, or its name is written in its file outside its own body
+    # its body builds a part in a dtype it computes itself (``dtype = _str_to_dtype(cfg.x)``
+    # then ``nn.Embedding(n, d, dtype=dtype)``): whatever dtype the class is built in, its
+    # parts, and the data they make, may be half
+    computes_dtype: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +164,9 @@ class ModelRecord:
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
-        classes = [[c.name, c.line, c.bases, c.builds, c.named] for c in self.classes]
+        classes = [
+            [c.name, c.line, c.bases, c.builds, c.named, c.computes_dtype] for c in self.classes
+        ]
         return [
             FORMAT,
             self.module,
@@ -209,8 +215,10 @@ class ModelRecord:
             return cls(
                 str(module),
                 tuple(
-                    ClassRecord(str(n), int(ln), tuple(map(str, b)), tuple(map(str, m)), bool(k))
-                    for n, ln, b, m, k in classes
+                    ClassRecord(
+                        str(n), int(ln), tuple(map(str, b)), tuple(map(str, m)), bool(k), bool(d)
+                    )
+                    for n, ln, b, m, k, d in classes
                 ),
                 tuple((str(a), str(b)) for a, b in aliases),
                 tuple(map(str, stars)),
@@ -729,7 +737,8 @@ class _Reader:
             before = code[: match.start()].rstrip()
             named = named or before[before.rfind(b"\n") + 1 :].lstrip().startswith(b"@")
             built_by = tuple(sorted(built))
-            out.append(ClassRecord(qualified, line, tuple(bases), built_by, named))
+            computes = _computes_dtype(code[match.end() : stop])
+            out.append(ClassRecord(qualified, line, tuple(bases), built_by, named, computes))
         return out, bodies
 
     def _bound(self) -> dict[str, set[str]]:
@@ -1712,6 +1721,24 @@ def _binds(code: bytes, body: range, variable: bytes) -> bool:
     """Whether the class body ``body`` of ``code`` assigns ``variable`` (``self.block = ...``)."""
     bound = re.compile(re.escape(variable) + rb"\s*(?::[^=\n]*)?=(?!=)")
     return bound.search(code, body.start, body.stop) is not None
+
+
+# ``dtype=compute_dtype`` (``torch_dtype=``) handing a call a bare name, and an assignment of a
+# name from a call (``compute_dtype = _str_to_dtype(config.training.dtype)``)
+_DTYPE_KEYWORD = re.compile(rb"[(,]\s*(?:torch_)?dtype\s*=\s*([A-Za-z_]\w*)\s*[,)]")
+_ASSIGNED_FROM_CALL = rb"^[ \t]+%s[ \t]*(?::[^=\n]*)?=[ \t]*[\w.]+\("
+
+
+def _computes_dtype(body: bytes) -> bool:
+    """Whether a class body hands a call a dtype it computes itself: ``dtype=name`` of a
+    name the body assigns from a call (a helper reading a configuration). A parameter of
+    ``__init__`` (the factory kwargs' case) or a written dtype is none: the build that
+    hands the parameter, or the dtype written, decides those."""
+    for match in _DTYPE_KEYWORD.finditer(body):
+        name = re.escape(match.group(1))
+        if re.search(_ASSIGNED_FROM_CALL % name, body, re.MULTILINE):
+            return True
+    return False
 
 
 def _plain(bases: bytes | None) -> bool:
