@@ -128,7 +128,6 @@ class UpcastReachesHalfOp(Rule):
                 return self.proj(h.to(x.dtype))
         """
     fixable = True
-    autocast_recasts = True
     fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def check_call(self, call: CallSite) -> None:
@@ -181,7 +180,9 @@ class UpcastReachesHalfOp(Rule):
                 (Edit(upcast.node, f"{self.ctx.atom(upcast.node)}.to({dtype_of})"),),
                 applicability="unsafe",
             )
-        self.report_evidenced(call.node, message, call.scope, half.fact, related=related, fix=fix)
+        self.report_evidenced(
+            call.node, message, call.scope, half.fact, related=related, fix=fix, op=call
+        )
 
     def check_literal(self, call: CallSite) -> None:
         """``self.conv(x.to(torch.bfloat16))`` in a class the project casts to float16: the
@@ -266,7 +267,9 @@ class UpcastReachesHalfOp(Rule):
                     applicability="unsafe",
                 )
             half = call.receiver.fact
-            self.report_evidenced(call.node, message, call.scope, half, related=related, fix=fix)
+            self.report_evidenced(
+                call.node, message, call.scope, half, related=related, fix=fix, op=call
+            )
             return
 
     def check_ambient(self, call: CallSite) -> None:

@@ -139,7 +139,6 @@ class FactoryDtypeDefault(Rule):
                 return self.conv_in(sample)
         """
     fixable = True
-    autocast_recasts = True
     fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def __init__(self, ctx: RuleContext) -> None:
@@ -284,7 +283,9 @@ class FactoryDtypeDefault(Rule):
         message = f"`{name}` is {origin.text} on one path ({path}); {where}"
         related = [(call.node, "meets the model's activations here")]
         fix = self._fix(call, default.fact, low)
-        self.report_evidenced(origin.node, message, call.scope, low.fact, related=related, fix=fix)
+        self.report_evidenced(
+            origin.node, message, call.scope, low.fact, related=related, fix=fix, op=call
+        )
 
     def _call_text(self, call: CallSite) -> str:
         if isinstance(call.node, cst.Call):
@@ -378,7 +379,9 @@ class FactoryDtypeDefault(Rule):
             f"{self.line(call.node)}, and its float32 weights refuse that input when it is half"
         )
         related = [(call.node, f"`{x}` reaches the float32 `{name}` here")]
-        self.report_evidenced(origin.node, message, call.scope, first.fact, related=related)
+        self.report_evidenced(
+            origin.node, message, call.scope, first.fact, related=related, op=call
+        )
 
     def report_consumed(self, call: CallSite, factory: Operand, low: Operand) -> None:
         """Report a float32 tensor ``factory`` that a half consumer ``call`` takes in."""
@@ -405,7 +408,7 @@ class FactoryDtypeDefault(Rule):
         related.append((call.node, f"`{name}` runs in the model's dtype here"))
         fix = self._fix(call, fact, low)
         self.report_evidenced(
-            fact.origin.node, message, call.scope, low.fact, related=related, fix=fix
+            fact.origin.node, message, call.scope, low.fact, related=related, fix=fix, op=call
         )
 
     # -- helpers -------------------------------------------------------------------------

@@ -76,7 +76,6 @@ class AttentionDtypeMismatch(Rule):
                 return F.scaled_dot_product_attention(q, k, v)
         """
     fixable = True
-    autocast_recasts = True
     fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def check_call(self, call: CallSite) -> None:
@@ -129,7 +128,7 @@ class AttentionDtypeMismatch(Rule):
         half = next((o.fact for o in low if o.fact.prec is not Prec.MODEL), low[0].fact)
         fix = self._fix(full, low[0])
         self.report_evidenced(
-            call.node, message, call.scope, half, related=_unique(related), fix=fix
+            call.node, message, call.scope, half, related=_unique(related), fix=fix, op=call
         )
         return True
 
@@ -146,7 +145,7 @@ class AttentionDtypeMismatch(Rule):
         related = self.related_for(mask_name, mask.fact) + self.related_for(q_name, q.fact)
         fix = self._fix([mask], q)
         self.report_evidenced(
-            call.node, message, call.scope, mask.fact, related=_unique(related), fix=fix
+            call.node, message, call.scope, mask.fact, related=_unique(related), fix=fix, op=call
         )
 
     # -- helpers -------------------------------------------------------------------------

@@ -165,7 +165,6 @@ class SubmoduleDtypeSplit(Rule):
             return model.head(feats.float())
         """
     fixable = True
-    autocast_recasts = True
     fix_applicability = "unsafe"  # it changes a precision: --unsafe-fixes
 
     def __init__(self, ctx: RuleContext) -> None:
@@ -239,6 +238,7 @@ class SubmoduleDtypeSplit(Rule):
             x.fact,
             related=_unique(related),
             fix=self._fix(x, sub, call.receiver.fact),
+            op=call,
         )
         return True
 
@@ -405,7 +405,9 @@ class SubmoduleDtypeSplit(Rule):
             f"precision, {_consequence(call, x.fact)}"
         )
         related = self._split_related(param, kept) + self._input_related(what, x.fact)
-        self.report_evidenced(call.node, message, call.scope, x.fact, related=_unique(related))
+        self.report_evidenced(
+            call.node, message, call.scope, x.fact, related=_unique(related), op=call
+        )
 
     # -- ``model.head(model.backbone(x))`` with the backbone cast apart --------------------
     def _split_output(self, call: CallSite) -> bool:
@@ -440,6 +442,7 @@ class SubmoduleDtypeSplit(Rule):
             _half_side(x.fact, call.receiver.fact),
             related=_unique(related),
             fix=self._fix(x, sub, call.receiver.fact),
+            op=call,
         )
         return True
 
@@ -481,7 +484,9 @@ class SubmoduleDtypeSplit(Rule):
                 via = side.fact.origin.via
                 related.append((via.node, via.text))
         half = _half_side(x.fact, weights.fact)
-        self.report_evidenced(call.node, message, call.scope, half, related=_unique(related))
+        self.report_evidenced(
+            call.node, message, call.scope, half, related=_unique(related), op=call
+        )
         return True
 
     # -- helpers ---------------------------------------------------------------------

@@ -21,8 +21,9 @@ never names a half dtype, a cast to one, autocast or a mixed-precision setting r
 A cast model the project runs only inside enabled autocast regions (every call and every
 method that runs it, in every file) has half weights, but autocast recasts the operands of
 the ops on its lists: a float32 value meeting those weights in a Linear, conv, matmul or
-attention raises nothing (``HalfEvidence.autocast``; rules whose ops those are say so with
-``Rule.autocast_recasts``). The ops autocast does not see still meet them.
+attention raises nothing (``HalfEvidence.autocast``; ``Rule.report_evidenced`` checks the
+clashing op against autocast's lists). The ops autocast does not see (a compiled kernel, a
+call with ``out=``) still meet them.
 
 An installable package's unseen users can only cast what reaches them: the classes they build
 themselves (one its tests, examples, benchmarks or documentation build, or one its own code

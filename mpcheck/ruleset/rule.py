@@ -33,6 +33,8 @@ from mpcheck.engine.sites import (
     StoreSite,
 )
 from mpcheck.engine.training import TrainingSite
+from mpcheck.knowledge import autocast_ops
+from mpcheck.knowledge.torch_api import is_kernel
 from mpcheck.project.names import ImportTable
 from mpcheck.ruleset.hooks import HOOKS
 from mpcheck.ruleset.plugins import load_all as load_plugins
@@ -116,10 +118,6 @@ class Rule:
     fixable: ClassVar[bool] = False
     # "unsafe": its fixes may change behaviour and need ``--unsafe-fixes`` (said in its docs)
     fix_applicability: ClassVar[str] = "safe"
-    # Its hazard is a dtype clash in an op on autocast's lists (a Linear, conv, matmul,
-    # attention): autocast recasts the operands, so a model whose every cast model runs
-    # under autocast (``HalfEvidence.autocast``) cannot raise there
-    autocast_recasts: ClassVar[bool] = False
 
     def __init__(self, ctx: RuleContext) -> None:
         self.ctx = ctx
@@ -178,32 +176,40 @@ class Rule:
         related: Iterable[tuple[cst.CSTNode, str]] = (),
         fix: NodeFix | None = None,
         severity: Severity | None = None,
+        op: CallSite | None = None,
     ) -> None:
         """A dtype-flow finding whose half side is ``half``: an error when the project gives
         evidence that half reaches ``scope`` (``scope.evidence``, named in the message and
         as related locations: the class and the cast or library base that makes it half); a
         warning stating the premise when the only belief is that a module may run in half.
-        A ``half`` the code makes half itself is its own evidence."""
+        A ``half`` the code makes half itself is its own evidence. ``op``: the call where the
+        dtypes clash, silent when every cast model reaching ``scope`` runs under autocast
+        and autocast recasts that op."""
         evidence = scope.evidence
         if evidence is not None and evidence.kind == NEVER_BUILT:
             return  # code nothing runs: no finding at all
         if evidence is not None and evidence.float32 and _follows_model(half):
             return
-        if self._recast(scope) and _follows_model(half):
+        if op is not None and self._recast(scope, op) and _follows_model(half):
             return  # (every cast model reaching it runs under autocast, which recasts here)
         message, more, latent = self.with_evidence(message, scope, half, related)
         if latent:
             severity = Severity.WARNING
         self.report(node, message, related=more, fix=fix, severity=severity)
 
-    def _recast(self, scope: Scope) -> bool:
-        """Whether autocast recasts this rule's op in ``scope``: the rule's ops are on its
-        lists, every cast model reaching the class runs under autocast, and the code opens
-        no region of its own that turns it off."""
+    def _recast(self, scope: Scope, op: CallSite) -> bool:
+        """Whether the caller's autocast recasts ``op`` in ``scope``: every cast model
+        reaching the class runs under autocast (``HalfEvidence.autocast``), the code opens no
+        region of its own that turns it off, and ``op`` is on autocast's lists (not a compiled
+        kernel, nor a call with ``out=``, which autocast never sees)."""
         evidence = scope.evidence
-        if not self.autocast_recasts or evidence is None or evidence.autocast is None:
+        if evidence is None or evidence.autocast is None:
             return False
-        return scope.autocast is None or scope.autocast.active
+        if scope.autocast is not None and not scope.autocast.active:
+            return False
+        if is_kernel(op.qualname) or "out" in op.kwargs or not op.aten:
+            return False
+        return autocast_ops.policy(op.aten, "cuda", self.ctx.target_torch) not in (None, "banned")
 
     def with_evidence(
         self,
