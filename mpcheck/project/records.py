@@ -369,6 +369,7 @@ class _Reader:
         )
         self._registry_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registries`)
         self._loose: list[Spot] = []  # (:meth:`_casts`: casts of a model of unknown class)
+        self._unknown_modules: dict[bytes, bool] = {}  # (:meth:`_module_of_unknown_class`)
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
         # import ``Decoder`` from one module and another function from another
@@ -857,11 +858,20 @@ class _Reader:
         model (``pipe = StableDiffusionPipeline.from_pretrained(...)``: no project class)."""
         if b"(" in receiver:
             return receiver.startswith(b"getattr(")
+        known = self._unknown_modules.get(receiver)
+        if known is None:
+            known = self._unknown_modules[receiver] = self._module_only(receiver)
+        return known
+
+    def _module_only(self, receiver: bytes) -> bool:
+        """(:meth:`_module_of_unknown_class` for a variable; the name leads each pattern and
+        its look-behind follows it: a leading look-behind is tried at every offset.)"""
         name = re.escape(receiver)
-        used = re.compile(rb"(?<![\w.])" + name + rb"\s*\.\s*(?:" + _MODULE_ONLY + rb")\s*\(")
+        after = rb"(?<![\w.]" + name + rb")"
+        used = re.compile(name + after + rb"\s*\.\s*(?:" + _MODULE_ONLY + rb")\s*\(")
         if used.search(self.code) is None:
             return False
-        bound = re.compile(rb"(?<![\w.])" + name + rb"\s*=\s*([A-Za-z_][\w.]*)\s*[(.]")
+        bound = re.compile(name + after + rb"\s*=\s*([A-Za-z_][\w.]*)\s*[(.]")
         roots = {
             self.imports.get(m.group(1).split(b".")[0].decode(), "").partition(".")[0]
             for m in bound.finditer(self.code)
