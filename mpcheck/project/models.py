@@ -546,9 +546,8 @@ def uses_of_records(
             unsafe.add(part)
         elif part is not None and holder is not None:
             bodies.setdefault(holder, set()).add(part)
-    # (a class an installable package's demos build is its users' to build, in any dtype)
     computed = {c.name for r in records.values() for c in r.classes if c.computes_dtype}
-    only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, shown, computed)
+    only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, computed)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)
     built = {}
@@ -1060,9 +1059,7 @@ class _Float32:
     that is built is float32 (its code runs in theirs), no file changes the default dtype,
     and its body builds no part in a dtype it computes itself (``dtype=compute_dtype`` of a
     configuration's string: its parts, and what their data reaches, may be half). A cast,
-    a half load or a library base wins over it (they come first). A class an installable
-    package's examples, tests or benchmarks build is never float32 by this rule: its users
-    build it.
+    a half load or a library base wins over it (they come first).
     """
 
     def __init__(
@@ -1074,11 +1071,9 @@ class _Float32:
         any_half: bool,
         defaults: bool,
         plain: Collection[str] = (),
-        users: Collection[str] = (),
         computed: Collection[str] = (),
     ) -> None:
         self.sites, self.unsafe, self.subclasses = sites, unsafe, subclasses
-        self.users = users  # an installable package's classes its examples/tests build
         self.computed = computed  # classes building parts in a dtype they compute
         self.any_half, self.defaults = any_half, defaults
         self.builders: dict[str, set[str]] = {}
@@ -1101,8 +1096,6 @@ class _Float32:
         derived = [d for d in sorted(self.subclasses.get(name, ())) if self._built(d)]
         if not sites and not builders and not derived:
             return False  # never built: no evidence either way
-        if name in self.users:
-            return False  # (its users build it, in any dtype)
         if not self.any_half:  # (built by a class that is built itself)
             return bool(sites) or any(self(b) for b in (*builders, *derived))
         if self.defaults or name in self.unsafe or name in self.computed:
