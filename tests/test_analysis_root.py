@@ -47,18 +47,6 @@ def test_from_a_directory_that_is_no_project_the_files_project_is(tmp_path: Path
     assert analysis_root(tmp_path / "loose.py", tmp_path) == tmp_path
 
 
-def test_in_no_project_at_all_the_given_path_is_the_root(tmp_path: Path) -> None:
-    """``cd /tmp && mpcheck check /tmp/work/bare`` with no project marker anywhere: the
-    checked tree is the project, not the whole working directory beside it."""
-    bare = tmp_path / "work" / "bare"
-    shutil.copytree(XFILE / "bad_cast_reaches_block", bare)
-    assert analysis_root(bare / "dit" / "model.py", tmp_path, [bare]) == bare
-    assert analysis_root(bare / "dit" / "model.py", tmp_path, [bare / "dit" / "model.py"]) == (
-        bare / "dit"
-    )
-    assert analysis_root(bare / "dit" / "model.py", tmp_path) == tmp_path  # (nothing given)
-
-
 def test_outside_the_working_directory_the_given_path_is_the_fallback(tmp_path: Path) -> None:
     bare = tmp_path / "bare"
     shutil.copytree(XFILE / "bad_cast_reaches_block", bare)

@@ -5,8 +5,7 @@ The working directory, as mypy and ruff take it, when the run starts inside a pr
 from a directory that is no project (``cd /tmp && mpcheck check /tmp/work/repo``), or on
 files outside the working directory, a file belongs to the nearest directory above it that
 declares a project: taking the working directory then would read every tree beside the one
-checked, and match its classes with theirs. Where no directory declares one, the path the run
-was asked to check is the project.
+checked, and match its classes with theirs.
 """
 
 from __future__ import annotations
@@ -59,22 +58,13 @@ def analysis_root(
     cwd = Path(os.path.abspath(cwd))
     declared = _declaring(file.parent, seen)
     if cwd in file.parents:
-        if declared is None and not _declares(cwd, seen):
-            # (no project anywhere: the path the run was asked to check, not every tree
-            # beside it in the working directory)
-            return _given_top(file, given) or cwd
         if declared is None or declared == cwd or cwd not in declared.parents:
             return cwd  # inside the project the run started in (or in no project at all)
         return cwd if _declares(cwd, seen) else declared
     if declared is not None:
         return declared
-    return _given_top(file, given) or file.parent
-
-
-def _given_top(file: Path, given: Sequence[Path]) -> Path | None:
-    """The path the run was asked to check that holds ``file`` (its directory for a file)."""
     for path in given:
         top = Path(os.path.abspath(path))
         if top == file or top in file.parents:
             return top if top.is_dir() else top.parent
-    return None
+    return file.parent
