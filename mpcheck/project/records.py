@@ -890,26 +890,31 @@ class _Reader:
         ``with ...autocast(...):`` (or an ``@autocast(...)`` decorator) covers the lines
         indented deeper than it. A file that never writes ``autocast`` runs each outside one."""
         names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
-        called = re.compile(rb"(?<![\w.])(" + names + rb")((?:\s*\.\s*\w+)*)\s*\(")
+        # (led by the names, the character before checked in Python: a leading look-behind
+        # would be tried at every offset of the file)
+        called = re.compile(rb"(" + names + rb")((?:\s*\.\s*\w+)*)\s*\(")
 
         code = self.code
+        bound: dict[int, frozenset[bytes]] = {}  # owner body (its start) -> the self.X it binds
 
         def runs(
             match: re.Match[bytes], region: Spot | None, at: int
         ) -> Iterable[tuple[str, Spot | None, bool, bool]]:
+            if at > 0 and code[at - 1 : at] in _IDENT_OR_DOT:
+                return ()
             method = match.group(2).rpartition(b".")[2].strip()  # (of a part: ``m.enc.encode``)
             if method and method.decode() in _NOT_RUNNING:
                 return ()
             variable = match.group(1)
             part = variable.startswith(b"self.") and any(
-                at in body and _binds(code, body, variable) for body in owners
+                at in body and variable in _bound_in(code, body, bound) for body in owners
             )
             classes = sorted(models[variable.decode()])
             return ((cls, region, bool(method), part) for cls in classes)
 
         if not autocast:
             return [run for m in called.finditer(code) for run in runs(m, None, m.start())]
-        bound = _autocast_contexts(self.code)
+        contexts = _autocast_contexts(self.code)
         stack: list[tuple[int, Spot]] = []
         out: list[tuple[str, Spot | None, bool, bool]] = []
         lines = self.data.split(b"\n")
@@ -922,8 +927,8 @@ class _Reader:
             indent = len(line) - len(text)
             while stack and stack[-1][0] >= indent:
                 stack.pop()
-            context = _WITH_NAME.match(line) if bound else None
-            if context is not None and context.group(1) not in bound:
+            context = _WITH_NAME.match(line) if contexts else None
+            if context is not None and context.group(1) not in contexts:
                 context = None
             if (context or _WITH_AUTOCAST.match(line)) and not _disabled(line):
                 shown = lines[row - 1].decode(errors="replace").strip()
@@ -1727,10 +1732,20 @@ _NUMBER_TAKERS = frozenset(
 )
 
 
-def _binds(code: bytes, body: range, variable: bytes) -> bool:
-    """Whether the class body ``body`` of ``code`` assigns ``variable`` (``self.block = ...``)."""
-    bound = re.compile(re.escape(variable) + rb"\s*(?::[^=\n]*)?=(?!=)")
-    return bound.search(code, body.start, body.stop) is not None
+_IDENT_OR_DOT = frozenset(
+    bytes([c]) for c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
+)
+_SELF_BOUND = re.compile(rb"(self(?:\.[A-Za-z_]\w*)+)\s*(?::[^=\n]*)?=(?!=)")
+
+
+def _bound_in(code: bytes, body: range, memo: dict[int, frozenset[bytes]]) -> frozenset[bytes]:
+    """The ``self.X`` names the class body ``body`` of ``code`` assigns (``self.block = ...``,
+    ``self.mid.block_1 = ...``),
+    found once per body (``memo``: by the body's start)."""
+    if body.start not in memo:
+        found = _SELF_BOUND.finditer(code, body.start, body.stop)
+        memo[body.start] = frozenset(m.group(1) for m in found)
+    return memo[body.start]
 
 
 # ``dtype=compute_dtype`` (``torch_dtype=``) handing a call a bare name, and an assignment of a
