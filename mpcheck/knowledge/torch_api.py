@@ -33,6 +33,25 @@ MODEL_INPUTS = ("sample", "x", "input", "hidden_states", "pixel_values", "inputs
 # Methods that, called as a statement (result discarded), only make sense on an nn.Module:
 # ``vae.to(device, dtype=weight_dtype)`` casts in place, a tensor's ``.to`` returns a copy.
 MODULE_STATEMENTS = frozenset({"to", "half", "bfloat16", "float", "cuda", "eval", "train"})
+
+# ``nn.Module`` methods that return the module itself: a cast at the end of a chain of them
+# (``self.gpt.eval().half()``) casts the chain's receiver (``to`` only without a dtype).
+MODULE_RETURNS_SELF = frozenset({"eval", "train", "requires_grad_", "cuda", "cpu", "float", "to"})
+# Methods of a model that do not run it (no activation is computed): a call of any other
+# (``forward``, ``generate``, ``encode``, ``sample``) runs the model where it is made.
+MODULE_NOT_RUNNING = frozenset(
+    {
+        "to", "cuda", "cpu", "eval", "train", "parameters", "named_parameters", "modules",
+        "named_modules", "children", "zero_grad", "requires_grad_", "state_dict",
+        "load_state_dict", "float", "half", "bfloat16", "double", "type", "apply",
+        "register_forward_hook", "register_forward_pre_hook", "register_buffer",
+        "num_parameters", "save_pretrained", "push_to_hub", "buffers", "named_buffers",
+        "get_submodule", "add_module", "register_module", "enable_gradient_checkpointing",
+        "gradient_checkpointing_enable", "set_attn_processor", "tie_weights",
+        "resize_token_embeddings", "get_input_embeddings", "get_output_embeddings",
+        "share_memory", "compile",
+    }
+)  # fmt: skip
 # Library functions that set a module's named tensor in place, converted to ``dtype=`` when
 # given (floating values only; without it each keeps the old tensor's dtype), by the
 # position of ``dtype``: accelerate's checkpoint loading over every state-dict key is a

@@ -883,11 +883,11 @@ class _Reader:
     ) -> list[tuple[str, Spot | None, bool, bool]]:
         """Each run of a model variable -- a call (``model(x)``, ``self.transformer(...)``)
         or a method that runs it (``model.generate(...)``; not one of
-        :data:`_NOT_RUNNING`) -- as its class, the enabled autocast region around it (None
-        outside one), whether a method runs it, and whether it is a part its owner runs
-        (``self.block(x)`` in the body of a class that binds ``self.block``: it runs wherever
-        that class runs). Regions are found by indentation: a
-        ``with ...autocast(...):`` (or an ``@autocast(...)`` decorator) covers the lines
+        :data:`~mpcheck.knowledge.torch_api.MODULE_NOT_RUNNING`) -- as its class, the enabled
+        autocast region around it (None outside one), whether a method runs it, and whether
+        it is a part its owner runs (``self.block(x)`` in the body of a class that binds
+        ``self.block``: it runs wherever that class runs). Regions are found by indentation:
+        a ``with ...autocast(...):`` (or an ``@autocast(...)`` decorator) covers the lines
         indented deeper than it. A file that never writes ``autocast`` runs each outside one."""
         names = b"|".join(re.escape(v.encode()) for v in sorted(models, key=len, reverse=True))
         # (led by the names, the character before checked in Python: a leading look-behind
@@ -903,7 +903,7 @@ class _Reader:
             if at > 0 and code[at - 1 : at] in _IDENT_OR_DOT:
                 return ()
             method = match.group(2).rpartition(b".")[2].strip()  # (of a part: ``m.enc.encode``)
-            if method and method.decode() in _NOT_RUNNING:
+            if method and method.decode() in T.MODULE_NOT_RUNNING:
                 return ()
             variable = match.group(1)
             part = variable.startswith(b"self.") and any(
@@ -1251,21 +1251,6 @@ _KEEPING_METHODS = frozenset(
         "to", "cuda", "cpu", "eval", "train", "parameters", "named_parameters", "modules",
         "named_modules", "children", "zero_grad", "requires_grad_", "forward", "state_dict",
         "load_state_dict", "float", "apply", "register_forward_hook", "num_parameters",
-    }
-)  # fmt: skip
-# Methods of a model that do not run it (no activation is computed): a call of any other
-# (``forward``, ``generate``, ``encode``, ``sample``) runs the model where it is made.
-_NOT_RUNNING = frozenset(
-    {
-        "to", "cuda", "cpu", "eval", "train", "parameters", "named_parameters", "modules",
-        "named_modules", "children", "zero_grad", "requires_grad_", "state_dict",
-        "load_state_dict", "float", "half", "bfloat16", "double", "type", "apply",
-        "register_forward_hook", "register_forward_pre_hook", "register_buffer",
-        "num_parameters", "save_pretrained", "push_to_hub", "buffers", "named_buffers",
-        "get_submodule", "add_module", "register_module", "enable_gradient_checkpointing",
-        "gradient_checkpointing_enable", "set_attn_processor", "tie_weights",
-        "resize_token_embeddings", "get_input_embeddings", "get_output_embeddings",
-        "share_memory", "compile",
     }
 )  # fmt: skip
 _KEEPING_WRAPPERS = frozenset(
@@ -1740,8 +1725,7 @@ _SELF_BOUND = re.compile(rb"(self(?:\.[A-Za-z_]\w*)+)\s*(?::[^=\n]*)?=(?!=)")
 
 def _bound_in(code: bytes, body: range, memo: dict[int, frozenset[bytes]]) -> frozenset[bytes]:
     """The ``self.X`` names the class body ``body`` of ``code`` assigns (``self.block = ...``,
-    ``self.mid.block_1 = ...``),
-    found once per body (``memo``: by the body's start)."""
+    ``self.mid.block_1 = ...``), found once per body (``memo``: by the body's start)."""
     if body.start not in memo:
         found = _SELF_BOUND.finditer(code, body.start, body.stop)
         memo[body.start] = frozenset(m.group(1) for m in found)
@@ -1878,7 +1862,9 @@ def _getattr_call(data: bytes, end: int) -> int:
 # ``nn.Module`` methods that return the module itself: a cast at the end of a chain of them
 # (``self.gpt.eval().half()``, ``Net().to(device).requires_grad_(False).half()``) casts the
 # chain's receiver. ``.to(...)`` only when it names no dtype (a device, a memory format).
-_RETURNS_SELF = re.compile(rb"\.\s*(eval|train|requires_grad_|cuda|cpu|float|to)\s*$")
+_RETURNS_SELF = re.compile(
+    rb"\.\s*(" + b"|".join(m.encode() for m in sorted(T.MODULE_RETURNS_SELF)) + rb")\s*$"
+)
 
 
 def _module_chain(data: bytes, end: int) -> int:
