@@ -429,8 +429,7 @@ def uses_of_records(
     the project's other files whose words may name its code (notebooks, configurations)."""
     names = _Names(records)
     tensors = _Tensors(records)
-    side_files = list(side)
-    side = side_files
+    side = list(side)  # (read more than once)
 
     def where(path: str, line: int) -> str:
         return f"line {line}" if alone else f"{path}:{line}"
@@ -622,8 +621,8 @@ def uses_of_records(
         users: set[str] = set()
         configured: set[str] = set()
         if package:  # (its users reach what they build or receive: see :func:`_users_build`)
-            configured = _configured(side_files, names.classes)
-            documented = _documented(side_files)
+            configured = _configured(side, names.classes)
+            documented = _documented(side)
             users = _users_build(names, bodies, sites, shown, documented, configured)
         # (a class building parts in a dtype it computes is a half path to them itself)
         roots_half = {*casts, *unsafe, *roots, *users, *computed}
