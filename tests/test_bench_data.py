@@ -24,6 +24,8 @@ CODES = {rule.code for rule in all_rules()}
 # Families of rules being built (issue 37): their real-bug cases land before the rules do.
 PENDING_CODES: frozenset[str] = frozenset()
 COMMIT = re.compile(r"[0-9a-f]{40}")
+BATCHES = ("sealed", "sealed2")  # the sealed batches (issue 36), each a corpus group
+HAZARDS = {"sealed": 10, "sealed2": 8}  # hand-found hazards each batch holds at least
 
 
 def _score_module() -> ModuleType:
@@ -80,8 +82,12 @@ def test_sealed_corpora_run_only_when_asked() -> None:
     precision = _bench_module("bench_precision", "precision.py")
     tuning = precision.load_corpora("all")
     sealed = precision.load_corpora("all", sealed=True)
-    assert len(sealed) >= 8 and not any(c.sealed for c in tuning)
-    assert all(c.sealed and c.group == "sealed" for c in sealed)
+    assert not any(c.sealed for c in tuning)
+    # each sealed batch is a corpus group of its own
+    assert all(c.sealed and c.group in BATCHES for c in sealed)
+    for batch in BATCHES:
+        assert len(precision.load_corpora(batch, sealed=True)) >= 8, batch
+    assert len({c.repo for c in sealed}) == len(sealed), "a repository sits in one batch only"
     for corpus in sealed:
         assert COMMIT.fullmatch(corpus.commit), corpus.name
         assert re.fullmatch(r"[\w.-]+/[\w.-]+", corpus.repo), corpus.name
@@ -90,27 +96,58 @@ def test_sealed_corpora_run_only_when_asked() -> None:
     assert not known & {c.repo for c in sealed}
 
 
-def test_sealed_first_run_verdicts_are_well_formed() -> None:
+@pytest.mark.parametrize("batch", BATCHES)
+def test_sealed_first_run_verdicts_are_well_formed(batch: str) -> None:
     sealed = _bench_module("bench_sealed_score", "sealed/score.py")
-    names = {c.name for c in sealed.precision.load_corpora("all", sealed=True)}
+    names = {c.name for c in sealed.precision.load_corpora(batch, sealed=True)}
     given: dict[tuple[str, str, str], set[str]] = defaultdict(set)
-    for v in sealed.load_verdicts():
+    for v in sealed.load_verdicts(batch):
         assert v.rule in CODES and v.verdict in ("bug", "latent bug", "false alarm"), v
         assert v.why.strip() and v.anchor.strip() and v.path.split("/")[0] in names, v
         given[v.key].add(v.verdict)
     assert not [key for key, kinds in given.items() if len(kinds) > 1]
 
 
-def test_sealed_hazards_sit_at_the_pinned_commits() -> None:
+@pytest.mark.parametrize("batch", BATCHES)
+def test_sealed_hazards_sit_at_the_pinned_commits(batch: str) -> None:
     sealed = _bench_module("bench_sealed_score", "sealed/score.py")
-    pinned = {c.repo: c.commit for c in sealed.precision.load_corpora("all", sealed=True)}
-    hazards = sealed.load_hazards()
-    assert len(hazards) >= 10 and len({h.id for h in hazards}) == len(hazards)
+    pinned = {c.repo: c.commit for c in sealed.precision.load_corpora(batch, sealed=True)}
+    hazards = sealed.load_hazards(batch)
+    assert len(hazards) >= HAZARDS[batch] and len({h.id for h in hazards}) == len(hazards)
     for h in hazards:
         assert pinned.get(h.repo) == h.buggy, h.id
         assert h.path.endswith(".py") and h.family in CODES and h.note.strip(), h.id
         assert h.symptom in ("raises", "silent") and h.cross_file == bool(h.other_paths), h.id
         assert h.buggy_lines and all(1 <= lo <= hi for lo, hi in h.buggy_lines), h.id
+
+
+@pytest.mark.parametrize("batch", BATCHES)
+def test_a_sealed_batch_runs_only_its_own_corpora(
+    batch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """score.py --batch (and precision.py --sealed --batch) run one batch, the first by default:
+    adding a batch never changes the numbers of another."""
+    sealed = _bench_module("bench_sealed_score", "sealed/score.py")
+    precision = sealed.precision
+    expected = [c.name for c in precision.load_corpora(batch, sealed=True)]
+    assert expected and all(c.group == batch for c in precision.load_corpora(batch, sealed=True))
+    ran: list[str] = []
+
+    def unpacked(corpus: object, root: Path, mirrors: Path) -> None:
+        ran.append(corpus.name)  # type: ignore[attr-defined]
+        return None  # (as a missing mirror: nothing is checked)
+
+    monkeypatch.setattr(precision, "materialise", unpacked)
+    options = ["--dir", str(tmp_path), "--new-out", str(tmp_path / "new.toml")]
+    assert sealed.main(options if batch == "sealed" else [*options, "--batch", batch]) == 0
+    assert ran == expected
+    ran.clear()
+    sealed_run = ["--dir", str(tmp_path), "--sealed"]
+    assert precision.main(sealed_run if batch == "sealed" else [*sealed_run, "--batch", batch]) == 0
+    assert ran == expected
+    assert precision.sealed_dir(batch) == BENCH / (
+        "sealed" if batch == "sealed" else f"sealed/{batch}"
+    )
 
 
 def test_a_hazard_is_caught_only_by_its_family_at_its_lines() -> None:

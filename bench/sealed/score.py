@@ -13,9 +13,15 @@ for a later verdict pass.
 
 Usage::
 
-    python bench/sealed/score.py [--python /path/to/venv/bin/python] [--dir /tmp/mpcheck-sealed]
-                                 [--mirrors /work/.mirror] [--jobs 2]
+    python bench/sealed/score.py [--batch sealed] [--python /path/to/venv/bin/python]
+                                 [--dir /tmp/mpcheck-sealed] [--mirrors /work/.mirror] [--jobs 2]
                                  [--new-out /tmp/mpcheck-sealed-new.toml]
+
+Sealed batches are scored one at a time (``--batch``): ``sealed``, the first (its corpora are the
+group ``sealed``, its files ``bench/sealed/first-run.toml`` and ``hazards.toml``), and ``sealed2``,
+pinned in the twenty-seventh pass (group ``sealed2``, files in ``bench/sealed/sealed2/``). A batch
+is a sample of its own: one batch's numbers never move when another is added. ``--dir`` and
+``--new-out`` default to ``/tmp/mpcheck-<batch>`` and ``/tmp/mpcheck-<batch>-new.toml``.
 """
 
 from __future__ import annotations
@@ -72,13 +78,16 @@ class Verdict:
         return (self.rule, self.path, precision.normalise(self.anchor))
 
 
-def load_verdicts(path: Path = HERE / "first-run.toml") -> list[Verdict]:
-    return [Verdict(**entry) for entry in tomllib.loads(path.read_text())["verdict"]]
+def load_verdicts(batch: str = "sealed") -> list[Verdict]:
+    """The first run's verdicts of ``batch`` (none yet while its first run is being judged)."""
+    path = precision.sealed_dir(batch) / "first-run.toml"
+    return [Verdict(**entry) for entry in tomllib.loads(path.read_text()).get("verdict", [])]
 
 
-def load_hazards(path: Path = HERE / "hazards.toml") -> list[Any]:
-    """The hand-found hazards as realbugs ``Case`` objects, with an empty fixed side."""
-    entries = tomllib.loads(path.read_text())["case"]
+def load_hazards(batch: str = "sealed") -> list[Any]:
+    """The hand-found hazards of ``batch`` as realbugs ``Case`` objects, with no fixed side."""
+    path = precision.sealed_dir(batch) / "hazards.toml"
+    entries = tomllib.loads(path.read_text()).get("case", [])
     return [realbugs.Case(fixed="", fixed_lines=[], **entry) for entry in entries]
 
 
@@ -96,17 +105,22 @@ def caught(hazard: Any, corpus: str, findings: list[precision.Finding]) -> tuple
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", type=Path, default=Path("/tmp/mpcheck-sealed"))
+    parser.add_argument("--batch", default="sealed", help="the sealed batch (corpus group)")
+    parser.add_argument("--dir", type=Path, help="default: /tmp/mpcheck-<batch>")
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument(
         "--python", default=sys.executable, help="the interpreter whose mpcheck is measured"
     )
-    parser.add_argument("--new-out", type=Path, default=Path("/tmp/mpcheck-sealed-new.toml"))
+    parser.add_argument("--new-out", type=Path, help="default: /tmp/mpcheck-<batch>-new.toml")
     args = parser.parse_args(argv)
+    args.dir = args.dir or Path(f"/tmp/mpcheck-{args.batch}")
+    args.new_out = args.new_out or Path(f"/tmp/mpcheck-{args.batch}-new.toml")
 
-    corpora = precision.load_corpora("all", sealed=True)
-    verdicts = load_verdicts()
+    corpora = precision.load_corpora(args.batch, sealed=True)
+    if not corpora:
+        parser.error(f"no sealed corpora in group {args.batch!r}")
+    verdicts = load_verdicts(args.batch)
     known = {v.key: v for v in verdicts}
     by_repo = {c.repo: c.name for c in corpora}
     findings: list[precision.Finding] = []
@@ -139,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     first_false = sum(v.verdict == "false alarm" and v.rule != DEPRECATED for v in verdicts)
     gone = Counter(v.verdict for v in verdicts if v.key not in seen and v.path.split("/")[0] in run)
 
-    print(f"sealed corpora run: {len(run)} of {len(corpora)}, {lines:,} lines of Python")
+    label = "sealed corpora" if args.batch == "sealed" else f"sealed corpora ({args.batch})"
+    print(f"{label} run: {len(run)} of {len(corpora)}, {lines:,} lines of Python")
     sev = ", ".join(f"{name} {n}" for name, n in sorted(severity.items()))
     print(f"findings: {len(findings)} ({sev})")
     fam = ", ".join(f"{name} {n}" for name, n in sorted(families.items())) or "none"
@@ -161,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(fall: {drop}; new findings not counted until judged)"
     )
 
-    hazards = load_hazards()
+    hazards = load_hazards(args.batch)
     scored = [(h, by_repo.get(h.repo, "")) for h in hazards]
     outcomes = [caught(h, corpus, findings) for h, corpus in scored if corpus in run]
     print(
@@ -181,7 +196,7 @@ def _counts(counter: Counter[str]) -> str:
 def _new_findings(new: list[precision.Finding]) -> str:
     """New findings as ``first-run.toml`` entries whose verdict and why are still to be given."""
     out = [
-        "# New sealed findings: give each a verdict, then add it to bench/sealed/first-run.toml.",
+        "# New sealed findings: give each a verdict, then add it to its batch's first-run.toml.",
         "",
     ]
     for f in new:
