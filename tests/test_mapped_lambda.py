@@ -62,7 +62,8 @@ def test_a_lambda_that_upcasts_makes_float32_items() -> None:
     ],
 )
 def test_other_maps_are_left_unknown(call: str) -> None:
-    body = f"        a, b = {call}\n        s = torch.zeros(4, 4).to(a)\n        s.masked_fill_(m, -1e7)\n"
+    body = f"        a, b = {call}\n"
+    body += "        s = torch.zeros(4, 4).to(a)\n        s.masked_fill_(m, -1e7)\n"
     assert not [c for c in _codes(body) if c[1] == "MPC301"]
 
 
