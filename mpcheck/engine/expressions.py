@@ -432,6 +432,41 @@ class Expressions:
             out.append(self.expr(node.elt, sub))
         return Fact(Kind.SEQ, items=tuple(out))
 
+    def map_call(self, args: tuple[Operand, ...], frame: Frame) -> Fact | None:
+        """``q, k, v = map(lambda t: rearrange(t, ...), (q, k, v))``: Python's ``map`` calls
+        the function once per item, so it is ``[body for t in items]`` (:meth:`mapped`):
+        item ``i`` of the result is the lambda's body with its parameter bound to item ``i``
+        (over a tensor, ``qkv.chunk(3)`` or a list of unknown length: to any one item).
+        Only a one-parameter lambda over one iterable; None otherwise (or ``map`` rebound)."""
+        if len(args) != 2 or "map" in self.file.functions or "map" in frame.env:
+            return None
+        fn = args[0].node
+        if not isinstance(fn, cst.Lambda):
+            return None
+        params = fn.params
+        if (
+            len(params.params) != 1
+            or params.posonly_params
+            or params.kwonly_params
+            or not isinstance(params.star_arg, cst.MaybeSentinel)
+            or params.star_kwarg is not None
+            or params.params[0].default is not None
+        ):
+            return None
+        name = params.params[0].name.value
+        items = args[1].fact
+        if items.kind is Kind.SEQ and items.items is not None:
+            if not 0 < len(items.items) <= _MAPPED_ITEMS:
+                return None
+            out = []
+            for item in items.items:
+                out.append(self.expr(fn.body, Frame({**frame.env, name: item}, frame.scope)))
+            return Fact(Kind.SEQ, items=tuple(out))
+        one = iterate(items)
+        if one.kind is Kind.OTHER:
+            return None
+        return Fact(Kind.SEQ, elem=self.expr(fn.body, Frame({**frame.env, name: one}, frame.scope)))
+
     def dict_display(self, node: cst.Dict, frame: Frame) -> Fact:
         return self.file.training.dict_display(
             node, frame
@@ -459,6 +494,10 @@ class Expressions:
                 for a, raw in zip(args, [x for x in node.args if not x.keyword], strict=False)
                 if not raw.star
             )
+        if qual is None and isinstance(func, cst.Name) and func.value == "map" and not kwargs:
+            made = self.map_call(args, frame)
+            if made is not None:
+                return made
         hand_over(func, qual, args, kwargs, frame)  # ``quantize_(proj)``: may cast ``proj``
         dtype = promoted(node, qual, args, self.file.imports.resolve)
         if dtype is not None:  # ``reduce(torch.promote_types, (x.dtype, torch.float32))``
