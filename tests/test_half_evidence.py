@@ -581,3 +581,56 @@ def test_a_package_class_its_configuration_names_is_built_by_its_own_loader(
     config.write_text("target: tinyapp.model.Model\n")
     text = _package_text(case, (config,))
     assert text is not None and "(inside `Model`, named by its configuration)" in text
+
+
+def test_a_configuration_loaders_cast_reaches_only_the_classes_configurations_name() -> None:
+    """``instantiate_from_config(config[name]).half()`` builds a class a configuration names
+    by import path: the project's configurations name ``ModelA`` only, so ``ModelB`` runs in
+    float32; when they name ``ModelB`` too, the premise stays (issue 36)."""
+    good = XFILE / "good_config_loader_targets"
+    assert findings(good, "--no-cache") == []
+    (finding,) = findings(XFILE / "bad_config_loader_targets", "--no-cache")
+    assert finding["severity"] == "warning"
+    assert "latent: raises if `ModelB` runs in half" in finding["message"]
+
+
+def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
+    tmp_path: Path,
+) -> None:
+    """A loose cast of a configuration loader's product reaches the project classes the
+    configurations or strings name; a loose cast of anything else, or a loader whose
+    configurations are not in the project, reaches every class (no closed world)."""
+    from mpcheck.project.closed import LoosePath, closed_world
+    from mpcheck.project.summary import Place
+
+    config = tmp_path / "model.yaml"
+    config.write_text("model:\n  target: app.models.A\n")
+    classes = {"app.models.A": "app/models.py", "app.models.B": "app/models.py"}
+
+    def closed(source: str, side: list[Path], strings: tuple[str, ...] = ()) -> object:
+        world, _ = closed_world(
+            application=True,
+            package=False,
+            defaults=False,
+            wrappers={},
+            loose=[LoosePath(Place("run.py", 3, 1, ""), source)],
+            roots=(),
+            casts=(),
+            reach=(),
+            bodies={"app.models.A": {"app.models.Block"}},
+            subclasses={},
+            classes=classes,
+            sites={},
+            shown=(),
+            side=side,
+            strings=strings,
+            where=lambda path, line: f"{path}:{line}",
+        )
+        return world
+
+    narrowed = frozenset({"app.models.A", "app.models.Block"})
+    assert closed("app.util.instantiate_from_config", [config]) == (narrowed, ("A",))
+    assert closed("hydra.utils.instantiate", [], ("app.models.A",)) == (narrowed, ("A",))
+    assert closed("app.util.instantiate_from_config", []) is None  # (no configuration here)
+    assert closed("app.util.build_model", [config]) is None  # (what it builds: unknown)
+    assert closed("", [config]) is None  # (``getattr(m, name)(8).half()``)
