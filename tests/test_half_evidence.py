@@ -598,7 +598,8 @@ def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
     tmp_path: Path,
 ) -> None:
     """A loose cast of a configuration loader's product reaches the project classes the
-    configurations or strings name; a loose cast of anything else, or a loader whose
+    configurations or strings name, one of a class name the imports do not pin reaches the
+    project classes so named; a loose cast of anything else, or a loader whose
     configurations are not in the project, reaches every class (no closed world)."""
     from mpcheck.project.closed import LoosePath, closed_world
     from mpcheck.project.summary import Place
@@ -607,13 +608,18 @@ def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
     config.write_text("model:\n  target: app.models.A\n")
     classes = {"app.models.A": "app/models.py", "app.models.B": "app/models.py"}
 
-    def closed(source: str, side: list[Path], strings: tuple[str, ...] = ()) -> object:
+    def closed(
+        source: str,
+        side: list[Path],
+        strings: tuple[str, ...] = (),
+        named: frozenset[str] | None = None,
+    ) -> object:
         world, _ = closed_world(
             application=True,
             package=False,
             defaults=False,
             wrappers={},
-            loose=[LoosePath(Place("run.py", 3, 1, ""), source)],
+            loose=[LoosePath(Place("run.py", 3, 1, ""), source, named)],
             roots=(),
             casts=(),
             reach=(),
@@ -634,3 +640,23 @@ def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
     assert closed("app.util.instantiate_from_config", []) is None  # (no configuration here)
     assert closed("app.util.build_model", [config]) is None  # (what it builds: unknown)
     assert closed("", [config]) is None  # (``getattr(m, name)(8).half()``)
+    # ``nn.Linear(...).half()`` in a project with a ``Linear``: at most that class
+    assert closed("", [], named=frozenset({"app.models.A"})) == (narrowed, ("A",))
+    assert closed("triton.language.load", []) is None  # (a library's value: unknown)
+
+
+def test_a_cast_of_a_library_class_sharing_a_project_class_name_reaches_only_that_name() -> None:
+    """``nn.Linear(8, 8).half()`` in a project defining a ``Linear`` of its own: the name
+    may stand for the project's ``Linear``, never for ``ModelB``, which stays float32."""
+    models = (
+        b"from torch import nn\n\nclass Linear(nn.Module):\n    pass\n\n"
+        b"class ModelA(nn.Module):\n    pass\n\nclass ModelB(nn.Module):\n    pass\n"
+    )
+    script = (
+        b"from torch import nn\nfrom app import models\nfrom app.models import ModelA\n\n"
+        b"a = ModelA().half()\nhead = nn.Linear(8, 8).half()\nb = getattr(models, 'ModelB')()\n"
+    )
+    sources = {"app/__init__.py": b"", "app/models.py": models, "run.py": script}
+    uses = uses_of_sources(sources).at("app.models")
+    assert uses.float32_text("ModelB") is not None
+    assert uses.float32_text("Linear") is None

@@ -12,8 +12,10 @@ loader (``instantiate_from_config``, hydra's ``instantiate``, ``get_obj_from_str
 ``pydoc.locate``) builds the class a configuration names by import path (``target:``,
 ``_target_:``, ``class_path:``): its products are the project classes the project's
 configuration files and string literals name so (as :mod:`mpcheck.project.reach` judges what
-such loaders import). Anything else is unknown and reaches every class, and so do a wrapper
-whose setting may cast the models handed to it and a half default dtype: no closed world.
+such loaders import). A class name the imports do not pin (``nn.Linear`` in a project with a
+``Linear`` of its own) reaches at most the project classes of that name. Anything else is
+unknown and reaches every class, and so do a wrapper whose setting may cast the models handed
+to it and a half default dtype: no closed world.
 """
 
 from __future__ import annotations
@@ -45,10 +47,13 @@ _MAX_DOC = 2 * 1024 * 1024  # bytes: larger documentation files are not read for
 @dataclass(frozen=True, slots=True)
 class LoosePath:
     """A half cast of a model whose class the file cannot name; ``source``: the function
-    whose product it casts (``pkg.instantiate_from_config``), "" when not a call's value."""
+    whose product it casts (``pkg.instantiate_from_config``), "" when not a call's value;
+    ``classes``: the project classes it may reach when its name says (a class name the
+    imports do not pin reaches those of that name), None when unknown."""
 
     place: Place
     source: str = ""
+    classes: frozenset[str] | None = None
 
 
 def live(loose: Iterable[LoosePath], modules: Mapping[str, str], ran: Reached) -> list[LoosePath]:
@@ -93,6 +98,9 @@ def closed_world(
     targets: set[str] = set()
     named: frozenset[str] | None = None
     for path in loose:
+        if path.classes is not None:
+            targets.update(path.classes)
+            continue
         if path.source.rpartition(".")[2] not in CONFIG_LOADERS:
             return None, {}  # (a class picked by name in code, a value bound elsewhere)
         if named is None:

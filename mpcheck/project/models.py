@@ -394,6 +394,12 @@ class _Names:
             name = self.aliases[name]
         return None
 
+    def named(self, name: str) -> frozenset[str]:
+        """The project classes of ``name``'s leaf: those a name the imports do not pin to
+        one of them may still stand for (``nn.Linear`` in a project with a ``Linear``)."""
+        leaf = name.rpartition(".")[2]
+        return frozenset(n for n in self.by_leaf.get(leaf, ()) if n in self.classes)
+
     def resolve(self, name: str) -> str | None:
         """The project class ``name`` stands for, or None (not a project class, or more than
         one could be meant)."""
@@ -481,9 +487,12 @@ def uses_of_records(
                 opaque = opaque or (loader and names.resolve(name) is None)
             if not expand(name) and _unknown_model(name, names, tensors):
                 # (its function: unknown here; the source: whose product it casts)
-                function = name.partition(CALLED)[0] if CALLED in name else ""
-                source = names.follow(function) or function if function else ""
-                loose.append(LoosePath(Place(path, line, column, ""), source))
+                place = Place(path, line, column, "")
+                if CALLED in name:
+                    function = name.partition(CALLED)[0]
+                    loose.append(LoosePath(place, names.follow(function) or function))
+                else:  # (a class of a project class's name: one of those)
+                    loose.append(LoosePath(place, classes=names.named(name)))
             for target in expand(name):
                 text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
                 if target not in casts:
