@@ -601,7 +601,7 @@ def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
     configurations or strings name, one of a class name the imports do not pin reaches the
     project classes so named; a loose cast of anything else, or a loader whose
     configurations are not in the project, reaches every class (no closed world)."""
-    from mpcheck.project.closed import LoosePath, closed_world
+    from mpcheck.project.closed import Configured, LoosePath, closed_world
     from mpcheck.project.summary import Place
 
     config = tmp_path / "model.yaml"
@@ -629,7 +629,7 @@ def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
             sites={},
             shown=(),
             side=side,
-            strings=strings,
+            configured=Configured(side, strings, classes),
             where=lambda path, line: f"{path}:{line}",
         )
         return world

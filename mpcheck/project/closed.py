@@ -29,7 +29,7 @@ from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.reach import Reached
 from mpcheck.project.summary import Place
 
-__all__ = ["CONFIG_LOADERS", "Closed", "LoosePath", "closed_world", "live"]
+__all__ = ["CONFIG_LOADERS", "Closed", "Configured", "LoosePath", "closed_world", "live", "loaded"]
 
 # (the classes any half path reaches, the leaves of those it quotes in a message)
 Closed = tuple[frozenset[str], tuple[str, ...]]
@@ -54,6 +54,30 @@ class LoosePath:
     place: Place
     source: str = ""
     classes: frozenset[str] | None = None
+
+
+class Configured:
+    """The project classes its configuration files and string literals name by import path
+    (what a configuration loader may build), read once, when first asked."""
+
+    def __init__(self, side: Sequence[Path], strings: Iterable[str], classes: Iterable[str]):
+        self._args = (side, strings, classes)
+        self._named: frozenset[str] | None = None
+
+    @property
+    def named(self) -> frozenset[str]:
+        if self._named is None:
+            side, strings, classes = self._args
+            self._named = _named_by_path(side, strings, classes)
+        return self._named
+
+
+def loaded(loose: Iterable[LoosePath], configured: Configured) -> frozenset[str]:
+    """The project classes a configuration loader's half cast may build: a half path reaches
+    them whatever else builds them in float32 (none without such a cast)."""
+    if any(p.source.rpartition(".")[2] in CONFIG_LOADERS for p in loose):
+        return configured.named
+    return frozenset()
 
 
 def live(loose: Iterable[LoosePath], modules: Mapping[str, str], ran: Reached) -> list[LoosePath]:
@@ -86,7 +110,7 @@ def closed_world(
     sites: Mapping[str, list[tuple[Place, bool]]],
     shown: Collection[str],
     side: Sequence[Path],
-    strings: Iterable[str],
+    configured: Configured,
     where: Callable[[str, int], str],
 ) -> tuple[Closed | None, dict[str, str]]:
     """The closed world (None when some half path reaches every class) and, for an
@@ -96,29 +120,26 @@ def closed_world(
     if not (application or package) or defaults or _may_cast(wrappers):
         return None, {}
     targets: set[str] = set()
-    named: frozenset[str] | None = None
     for path in loose:
         if path.classes is not None:
             targets.update(path.classes)
             continue
         if path.source.rpartition(".")[2] not in CONFIG_LOADERS:
             return None, {}  # (a class picked by name in code, a value bound elsewhere)
-        if named is None:
-            named = _named_by_path(side, strings, classes)
-        if not named:  # (its configurations are not here: they may name any class)
+        if not configured.named:  # (its configurations are not here: they may name any class)
             return None, {}
-        targets.update(named)
+        targets.update(configured.named)
     users: set[str] = set()
-    configured: set[str] = set()
+    in_files: set[str] = set()
     if package:  # (its users reach what they build or receive: see :func:`_users_build`)
-        configured = _configured(side, classes)
+        in_files = _configured(side, classes)
         documented = _documented(side)
-        users = _users_build(classes, bodies, sites, shown, documented, configured)
+        users = _users_build(classes, bodies, sites, shown, documented, in_files)
     half = _half_reached({*roots, *users, *targets}, bodies, subclasses)
     quoted = sorted({c.rpartition(".")[2] for c in (*(c for c in casts if c in reach), *targets)})
     inside: dict[str, str] = {}
     if package:
-        inside = _inside(set(classes) - half, bodies, sites, where, configured)
+        inside = _inside(set(classes) - half, bodies, sites, where, in_files)
     return (frozenset(half), tuple(quoted)), inside
 
 

@@ -38,7 +38,7 @@ from mpcheck.files.hashing import hex_digest
 from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.callables import Callables
 from mpcheck.project.callers import ModuleCode
-from mpcheck.project.closed import LoosePath, closed_world, live
+from mpcheck.project.closed import Configured, LoosePath, closed_world, live, loaded
 from mpcheck.project.construction import Construction
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
@@ -559,6 +559,15 @@ def uses_of_records(
         elif part is not None and holder is not None:
             bodies.setdefault(holder, set()).add(part)
     computed = {c.name for r in records.values() for c in r.classes if c.computes_dtype}
+    known = not alone and bool(demos)
+    ran = None
+    if known:
+        reads = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
+        ran = Reached(reads, side)
+    if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
+        loose = live(loose, {p: r.module for p, r in records.items()}, ran)
+    configured = Configured(side, (s for r in records.values() for s in r.reach[3]), names.classes)
+    unsafe.update(loaded(loose, configured))
     only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, computed)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)
@@ -577,7 +586,6 @@ def uses_of_records(
                 built[name] = Reach(FLOAT32, place)
     reach: dict[str, Reach] = {}
     autocast = {k: v for k, v in covered.items() if k not in uncovered}
-    known = not alone and bool(demos)
     application = known and not installable and not opaque
     if application:  # the contract is about its users; an application's builds are its own
         roots = {k: v for k, v in roots.items() if not only(k)}  # (a cast still wins)
@@ -595,10 +603,6 @@ def uses_of_records(
     # (a script, a trainer): a library, or a module file checked by itself, builds none, and
     # every class of it is as reachable as its users make it (``known``, above).
     mentions = _Mentions(records, bodies, {*demos, *subclasses}) if known else None
-    ran = None
-    if known:
-        reads = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
-        ran = Reached(reads, side)
     made = Construction((r.construction for r in records.values()), defaults)
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}
@@ -625,8 +629,6 @@ def uses_of_records(
     # own silence on half says nothing of theirs, e.g. a model package a benchmark casts)
     half_free = known and not installable and not mentions_half
     half_free = half_free and not any(lib != "torch" for lib in wrappers)
-    if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
-        loose = live(loose, {p: r.module for p, r in records.items()}, ran)
     package = known and installable and not opaque
     # (a class building parts in a dtype it computes is a half path to them itself)
     closed, inside = closed_world(
@@ -644,7 +646,7 @@ def uses_of_records(
         sites=sites,
         shown=shown,
         side=side,
-        strings=(s for r in records.values() for s in r.reach[3]),
+        configured=configured,
         where=where,
     )
     return ModelUses(
