@@ -660,3 +660,22 @@ def test_a_cast_of_a_library_class_sharing_a_project_class_name_reaches_only_tha
     uses = uses_of_sources(sources).at("app.models")
     assert uses.float32_text("ModelB") is not None
     assert uses.float32_text("Linear") is None
+
+
+def test_a_cast_of_a_library_configuration_loaders_product_is_a_half_path() -> None:
+    """``hydra.utils.instantiate(cfg.model).half()`` casts a class a configuration names: with
+    no configuration in the project, any class may be it (the premise stays); a tensor the
+    loaded model computes (``m(y).half()``) is no model cast."""
+    models = (
+        b"from torch import nn\n\nclass ModelA(nn.Module):\n    pass\n\n"
+        b"class ModelB(nn.Module):\n    pass\n"
+    )
+    head = b"import hydra\nfrom app.models import ModelA\n\na = ModelA().half()\n"
+    for tail, premise in (
+        (b"m = hydra.utils.instantiate(cfg.model).half()\n", True),
+        (b"m = hydra.utils.instantiate(cfg.model)\nm.half()\n", True),
+        (b"m = hydra.utils.instantiate(cfg.model)\nx = m(y).half()\n", False),
+    ):
+        sources = {"app/__init__.py": b"", "app/models.py": models, "run.py": head + tail}
+        uses = uses_of_sources(sources).at("app.models")
+        assert (uses.float32_text("ModelB") is None) is premise, tail

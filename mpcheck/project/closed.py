@@ -26,18 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpcheck.knowledge import wrappers as wrap
-from mpcheck.project.reach import Reached
+from mpcheck.project.reach import CONFIG_LOADERS, Reached
 from mpcheck.project.summary import Place
 
-__all__ = ["CONFIG_LOADERS", "Closed", "Configured", "LoosePath", "closed_world", "live", "loaded"]
+__all__ = ["Closed", "Configured", "LoosePath", "closed_world", "live", "loaded"]
 
 # (the classes any half path reaches, the leaves of those it quotes in a message)
 Closed = tuple[frozenset[str], tuple[str, ...]]
-# Loaders that build the class a configuration names by its import path (by leaf name: the
-# project's own ``instantiate_from_config`` or a library's ``instantiate``).
-CONFIG_LOADERS = frozenset(
-    {"instantiate_from_config", "instantiate", "get_obj_from_str", "locate", "get_class"}
-)
 _DOTTED_CLASS = re.compile(r"\b((?:[A-Za-z_]\w*\.)+[A-Z]\w*)\b")
 _CALLED_CLASS = re.compile(r"\b([A-Z][A-Za-z0-9_]*)\s*\(")
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
