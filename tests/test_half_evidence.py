@@ -581,3 +581,101 @@ def test_a_package_class_its_configuration_names_is_built_by_its_own_loader(
     config.write_text("target: tinyapp.model.Model\n")
     text = _package_text(case, (config,))
     assert text is not None and "(inside `Model`, named by its configuration)" in text
+
+
+def test_a_configuration_loaders_cast_reaches_only_the_classes_configurations_name() -> None:
+    """``instantiate_from_config(config[name]).half()`` builds a class a configuration names
+    by import path: the project's configurations name ``ModelA`` only, so ``ModelB`` runs in
+    float32; when they name ``ModelB`` too, the premise stays (issue 36)."""
+    good = XFILE / "good_config_loader_targets"
+    assert findings(good, "--no-cache") == []
+    (finding,) = findings(XFILE / "bad_config_loader_targets", "--no-cache")
+    assert finding["severity"] == "warning"
+    assert "latent: raises if `ModelB` runs in half" in finding["message"]
+
+
+def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
+    tmp_path: Path,
+) -> None:
+    """A loose cast of a configuration loader's product reaches the project classes the
+    configurations or strings name, one of a class name the imports do not pin reaches the
+    project classes so named; a loose cast of anything else, or a loader whose
+    configurations are not in the project, reaches every class (no closed world)."""
+    from mpcheck.project.closed import Configured, LoosePath, closed_world
+    from mpcheck.project.summary import Place
+
+    config = tmp_path / "model.yaml"
+    config.write_text("model:\n  target: app.models.A\n")
+    classes = {"app.models.A": "app/models.py", "app.models.B": "app/models.py"}
+
+    def closed(
+        source: str,
+        side: list[Path],
+        strings: tuple[str, ...] = (),
+        named: frozenset[str] | None = None,
+    ) -> object:
+        world, _ = closed_world(
+            application=True,
+            package=False,
+            defaults=False,
+            wrappers={},
+            loose=[LoosePath(Place("run.py", 3, 1, ""), source, named)],
+            roots=(),
+            casts=(),
+            reach=(),
+            bodies={"app.models.A": {"app.models.Block"}},
+            subclasses={},
+            classes=classes,
+            sites={},
+            shown=(),
+            side=side,
+            configured=Configured(side, strings, classes),
+            where=lambda path, line: f"{path}:{line}",
+        )
+        return world
+
+    narrowed = frozenset({"app.models.A", "app.models.Block"})
+    assert closed("app.util.instantiate_from_config", [config]) == (narrowed, ("A",))
+    assert closed("hydra.utils.instantiate", [], ("app.models.A",)) == (narrowed, ("A",))
+    assert closed("app.util.instantiate_from_config", []) is None  # (no configuration here)
+    assert closed("app.util.build_model", [config]) is None  # (what it builds: unknown)
+    assert closed("", [config]) is None  # (``getattr(m, name)(8).half()``)
+    # ``nn.Linear(...).half()`` in a project with a ``Linear``: at most that class
+    assert closed("", [], named=frozenset({"app.models.A"})) == (narrowed, ("A",))
+    assert closed("triton.language.load", []) is None  # (a library's value: unknown)
+
+
+def test_a_cast_of_a_library_class_sharing_a_project_class_name_reaches_only_that_name() -> None:
+    """``nn.Linear(8, 8).half()`` in a project defining a ``Linear`` of its own: the name
+    may stand for the project's ``Linear``, never for ``ModelB``, which stays float32."""
+    models = (
+        b"from torch import nn\n\nclass Linear(nn.Module):\n    pass\n\n"
+        b"class ModelA(nn.Module):\n    pass\n\nclass ModelB(nn.Module):\n    pass\n"
+    )
+    script = (
+        b"from torch import nn\nfrom app import models\nfrom app.models import ModelA\n\n"
+        b"a = ModelA().half()\nhead = nn.Linear(8, 8).half()\nb = getattr(models, 'ModelB')()\n"
+    )
+    sources = {"app/__init__.py": b"", "app/models.py": models, "run.py": script}
+    uses = uses_of_sources(sources).at("app.models")
+    assert uses.float32_text("ModelB") is not None
+    assert uses.float32_text("Linear") is None
+
+
+def test_a_cast_of_a_library_configuration_loaders_product_is_a_half_path() -> None:
+    """``hydra.utils.instantiate(cfg.model).half()`` casts a class a configuration names: with
+    no configuration in the project, any class may be it (the premise stays); a tensor the
+    loaded model computes (``m(y).half()``) is no model cast."""
+    models = (
+        b"from torch import nn\n\nclass ModelA(nn.Module):\n    pass\n\n"
+        b"class ModelB(nn.Module):\n    pass\n"
+    )
+    head = b"import hydra\nfrom app.models import ModelA\n\na = ModelA().half()\n"
+    for tail, premise in (
+        (b"m = hydra.utils.instantiate(cfg.model).half()\n", True),
+        (b"m = hydra.utils.instantiate(cfg.model)\nm.half()\n", True),
+        (b"m = hydra.utils.instantiate(cfg.model)\nx = m(y).half()\n", False),
+    ):
+        sources = {"app/__init__.py": b"", "app/models.py": models, "run.py": head + tail}
+        uses = uses_of_sources(sources).at("app.models")
+        assert (uses.float32_text("ModelB") is None) is premise, tail

@@ -38,6 +38,7 @@ from mpcheck.files.hashing import hex_digest
 from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.callables import Callables
 from mpcheck.project.callers import ModuleCode
+from mpcheck.project.closed import Configured, LoosePath, closed_world, live, loaded
 from mpcheck.project.construction import Construction
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
@@ -393,6 +394,12 @@ class _Names:
             name = self.aliases[name]
         return None
 
+    def named(self, name: str) -> frozenset[str]:
+        """The project classes of ``name``'s leaf: those a name the imports do not pin to
+        one of them may still stand for (``nn.Linear`` in a project with a ``Linear``)."""
+        leaf = name.rpartition(".")[2]
+        return frozenset(n for n in self.by_leaf.get(leaf, ()) if n in self.classes)
+
     def resolve(self, name: str) -> str | None:
         """The project class ``name`` stands for, or None (not a project class, or more than
         one could be meant)."""
@@ -450,7 +457,7 @@ def uses_of_records(
     under_dtype: set[str] = set()  # loaded under a half default dtype (``torch_dtype=``)
     opaque = False  # a library pipeline or Auto class loads classes by name under a dtype
     any_half = any(record.half for record in records.values())
-    loose = [Place(p, ln, col, t) for p, r in sorted(records.items()) for ln, col, t in r.loose]
+    loose = [LoosePath(Place(p, *spot)) for p, r in sorted(records.items()) for spot in r.loose]
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
@@ -479,7 +486,13 @@ def uses_of_records(
                 loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
                 opaque = opaque or (loader and names.resolve(name) is None)
             if not expand(name) and _unknown_model(name, names, tensors):
-                loose.append(Place(path, line, column, ""))  # (its function: unknown here)
+                # (its function: unknown here; the source: whose product it casts)
+                place = Place(path, line, column, "")
+                if CALLED in name:
+                    function = name.partition(CALLED)[0]
+                    loose.append(LoosePath(place, names.follow(function) or function))
+                else:  # (a class of a project class's name: one of those)
+                    loose.append(LoosePath(place, classes=names.named(name)))
             for target in expand(name):
                 text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
                 if target not in casts:
@@ -546,6 +559,15 @@ def uses_of_records(
         elif part is not None and holder is not None:
             bodies.setdefault(holder, set()).add(part)
     computed = {c.name for r in records.values() for c in r.classes if c.computes_dtype}
+    known = not alone and bool(demos)
+    ran = None
+    if known:
+        reads = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
+        ran = Reached(reads, side)
+    if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
+        loose = live(loose, {p: r.module for p, r in records.items()}, ran)
+    configured = Configured(side, (s for r in records.values() for s in r.reach[3]), names.classes)
+    unsafe.update(loaded(loose, configured))
     only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, computed)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)
@@ -564,7 +586,6 @@ def uses_of_records(
                 built[name] = Reach(FLOAT32, place)
     reach: dict[str, Reach] = {}
     autocast = {k: v for k, v in covered.items() if k not in uncovered}
-    known = not alone and bool(demos)
     application = known and not installable and not opaque
     if application:  # the contract is about its users; an application's builds are its own
         roots = {k: v for k, v in roots.items() if not only(k)}  # (a cast still wins)
@@ -582,10 +603,6 @@ def uses_of_records(
     # (a script, a trainer): a library, or a module file checked by itself, builds none, and
     # every class of it is as reachable as its users make it (``known``, above).
     mentions = _Mentions(records, bodies, {*demos, *subclasses}) if known else None
-    ran = None
-    if known:
-        reads = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
-        ran = Reached(reads, side)
     made = Construction((r.construction for r in records.values()), defaults)
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}
@@ -612,25 +629,26 @@ def uses_of_records(
     # own silence on half says nothing of theirs, e.g. a model package a benchmark casts)
     half_free = known and not installable and not mentions_half
     half_free = half_free and not any(lib != "torch" for lib in wrappers)
-    if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
-        loose = [p for p in loose if not _dead(p, records[p.path].module, ran)]
-    closed = None
-    inside: dict[str, str] = {}
     package = known and installable and not opaque
-    if (application or package) and not defaults and not loose and not _may_cast(wrappers):
-        users: set[str] = set()
-        configured: set[str] = set()
-        if package:  # (its users reach what they build or receive: see :func:`_users_build`)
-            configured = _configured(side, names.classes)
-            documented = _documented(side)
-            users = _users_build(names, bodies, sites, shown, documented, configured)
-        # (a class building parts in a dtype it computes is a half path to them itself)
-        roots_half = {*casts, *unsafe, *roots, *users, *computed}
-        half = _half_reached(roots_half, bodies, subclasses)
-        quoted = sorted({c.rpartition(".")[2] for c in casts if c in reach})
-        closed = (frozenset(half), tuple(quoted))
-        if package:
-            inside = _inside(set(names.classes) - half, bodies, sites, where, configured)
+    # (a class building parts in a dtype it computes is a half path to them itself)
+    closed, inside = closed_world(
+        application=application,
+        package=package,
+        defaults=defaults,
+        wrappers=wrappers,
+        loose=loose,
+        roots={*casts, *unsafe, *roots, *computed},
+        casts=casts,
+        reach=reach,
+        bodies=bodies,
+        subclasses=subclasses,
+        classes=names.classes,
+        sites=sites,
+        shown=shown,
+        side=side,
+        configured=configured,
+        where=where,
+    )
     return ModelUses(
         reach,
         mentions=mentions,
@@ -671,12 +689,6 @@ def _cast_under_autocast(
     return {k: v for k, v in spread.items() if k not in others}
 
 
-def _dead(place: Place, module: str, ran: Reached) -> bool:
-    """Whether the half cast at ``place`` (its text: the top-level function holding it, or
-    "") is in a file or a function nothing runs."""
-    return ran.module_dead(module) or bool(place.text) and ran.function_dead(place.text)
-
-
 class _Tensors:
     """The project's functions that return tensors only (:attr:`ModelRecord.tensors`),
     asked by the name a file's imports give them (``module.commons.f`` for a file run from
@@ -715,138 +727,6 @@ def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bo
         return (names.follow(function) or function) not in tensors
     leaf = name.rpartition(".")[2]
     return any(c.rpartition(".")[2] == leaf for c in names.classes)
-
-
-def _may_cast(wrappers: Mapping[str, list[tuple[str, Place]]]) -> bool:
-    """Whether a wrapper of the project may cast the models handed to it (its setting casts,
-    or is unknown here): a model of unknown class may be among them."""
-    return any(
-        e.removesuffix(wrap.BUFFERS) in (wrap.CAST, wrap.UNKNOWN)
-        for u in wrappers.values()
-        for e, _ in u
-    )
-
-
-def _half_reached(
-    roots: Iterable[str], bodies: Mapping[str, set[str]], subclasses: Mapping[str, set[str]]
-) -> set[str]:
-    """``roots`` (the classes a half path reaches), the parts their bodies build and the
-    project bases whose code runs in them (and those bases' parts), transitively."""
-    bases: dict[str, set[str]] = {}
-    for parent, derived in subclasses.items():
-        for child in derived:
-            bases.setdefault(child, set()).add(parent)
-    out, todo = set(roots), list(roots)
-    while todo:
-        name = todo.pop()
-        for other in (*bodies.get(name, ()), *bases.get(name, ())):
-            if other not in out:
-                out.add(other)
-                todo.append(other)
-    return out
-
-
-def _users_build(
-    names: _Names,
-    bodies: Mapping[str, set[str]],
-    sites: Mapping[str, list[tuple[Place, bool]]],
-    shown: Collection[str],
-    documented: Collection[str],
-    configured: Collection[str] = (),
-) -> set[str]:
-    """The classes an installable package's users may build themselves: those its
-    examples, tests or benchmarks or its documentation (``Block(`` in a ``.md``/``.rst``
-    file) build, and those its own code never builds (no class body, no function or script
-    of it, no configuration of it naming the class for its loader: only a user can; a
-    module's ``__main__`` smoke test is no build). The rest the package builds itself, and a
-    user reaches them only through what builds them (or what its factories return)."""
-    parts = {p for built in bodies.values() for p in built}
-    built = {*parts, *sites, *configured}
-    out = {n for n in names.classes if n not in built}
-    out.update(n for n in shown if n in names.classes)
-    out.update(n for n in names.classes if n.rpartition(".")[2] in documented)
-    return out
-
-
-_CALLED_CLASS = re.compile(r"\b([A-Z][A-Za-z0-9_]*)\s*\(")
-_DOTTED_CLASS = re.compile(r"\b((?:[A-Za-z_]\w*\.)+[A-Z]\w*)\b")
-_CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
-
-
-def _configured(side: Iterable[Path], classes: Iterable[str]) -> set[str]:
-    """The classes a configuration file of the project names by import path (``target:
-    ldm.models.autoencoder.AutoencoderKL``): its own config loader builds them."""
-    written: set[str] = set()
-    for path in side:
-        if path.suffix not in _CONFIG_SUFFIXES:
-            continue
-        try:
-            if path.stat().st_size > _MAX_DOC:
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        written.update(_DOTTED_CLASS.findall(text))
-    out = set()
-    for name in classes:
-        pieces = name.split(".")  # (``src.pkg.m.Class`` is written ``pkg.m.Class``)
-        if any(".".join(pieces[i:]) in written for i in range(len(pieces) - 1)):
-            out.add(name)
-    return out
-
-
-def _documented(side: Iterable[Path]) -> set[str]:
-    """The CapWords names a ``.md``/``.rst`` file of the project calls (``Block(dim=64)``):
-    the classes its documentation shows users building."""
-    out: set[str] = set()
-    for path in side:
-        if path.suffix not in (".md", ".rst"):
-            continue
-        try:
-            if path.stat().st_size > _MAX_DOC:
-                continue
-            out.update(_CALLED_CLASS.findall(path.read_text(encoding="utf-8", errors="replace")))
-        except OSError:
-            continue
-    return out
-
-
-def _inside(
-    classes: Iterable[str],
-    bodies: Mapping[str, set[str]],
-    sites: Mapping[str, list[tuple[Place, bool]]],
-    where: Callable[[str, int], str],
-    configured: Collection[str] = (),
-) -> dict[str, str]:
-    """For each class of an installable package that no half path reaches, where only the
-    package's own code builds it: "inside `Model`, built at run.py:12" (the first owner up the
-    chain of class bodies, and that owner's first build outside a class body, or its
-    configuration)."""
-    builders: dict[str, list[str]] = {}
-    for owner, parts in sorted(bodies.items()):
-        for part in parts:
-            builders.setdefault(part, []).append(owner)
-    out: dict[str, str] = {}
-    for name in sorted(classes):
-        chain, seen = [name], {name}
-        while chain[-1] not in sites and builders.get(chain[-1]):
-            nxt = next((b for b in builders[chain[-1]] if b not in seen), None)
-            if nxt is None:
-                break
-            chain.append(nxt)
-            seen.add(nxt)
-        found = sites.get(chain[-1])
-        top = chain[-1].rpartition(".")[2]
-        if not found and chain[-1] in configured:
-            at = "named by its configuration"
-            out[name] = f"inside `{top}`, {at}" if len(chain) > 1 else at
-            continue
-        if not found:
-            continue
-        place = found[0][0]
-        at = where(place.path, place.line)
-        out[name] = f"inside `{top}`, built at {at}" if len(chain) > 1 else f"at {at}"
-    return out
 
 
 def _parts_of(roots: Iterable[str], bodies: Mapping[str, set[str]]) -> set[str]:
@@ -1163,7 +1043,6 @@ def _library_base(bases: Iterable[str]) -> str | None:
 _USES: dict[str, ModelUses] = {}
 _RECORDS: dict[tuple[str, str], ModelRecord] = {}  # (path, content hash) -> its record
 _MAX_SOURCE = 16 * 1024 * 1024  # bytes: larger files are not project sources
-_MAX_DOC = 2 * 1024 * 1024  # bytes: larger documentation files are not read for builds
 
 
 def uses_for(

@@ -27,7 +27,7 @@ from types import MappingProxyType
 
 from mpcheck.project.lines import line_matches
 
-__all__ = ["SIDE_SUFFIXES", "ReachPass", "Reached", "reach_of"]
+__all__ = ["CONFIG_LOADERS", "SIDE_SUFFIXES", "ReachPass", "Reached", "reach_of"]
 
 # One file's part: (it is an entry, how it loads modules by name (:data:`STATIC`,
 # :data:`CONFIG`, :data:`COMPUTED`), the dotted names it writes in code or strings that may
@@ -115,6 +115,12 @@ def reach_of(
 _NAME = re.compile(rb"[A-Za-z_]\w*")
 _NAME_CHARS = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
 _CONFIG_LOADERS = (b"instantiate", b"locate", b"get_class", b"get_method", b"LightningCLI")
+# Functions (by leaf name) that build the class a configuration names by import path: the
+# project's own ``instantiate_from_config`` / ``get_obj_from_str``, hydra's ``instantiate``,
+# ``pydoc.locate``; what they return is one of the classes the configurations name.
+CONFIG_LOADERS = frozenset(
+    {"instantiate_from_config", "instantiate", "get_obj_from_str", "locate", "get_class"}
+)
 
 
 def _function_start(code: bytes, at: int) -> int:

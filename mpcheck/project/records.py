@@ -40,7 +40,7 @@ from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.lines import line_matches
-from mpcheck.project.reach import NONE, ReachPass, reach_of
+from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
 from mpcheck.project.returns import tensor_returns
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
@@ -798,7 +798,8 @@ class _Reader:
                 return [] if registry is None else [f"{registry}{CALLED}"]
             cls = self._class_named(text.split("(", 1)[0])
             if cls is None:  # ``build_model(cfg).half()``: what the factory returns is cast
-                made = self._function_named(text.split("(", 1)[0])
+                callee = text.split("(", 1)[0]
+                made = self._function_named(callee) or self._loader_named(callee)
                 return [] if made is None else [f"{made}{CALLED}"]
             return [cls]
 
@@ -1060,6 +1061,13 @@ class _Reader:
             return None
         return f"{found}.{rest}" if rest else found
 
+    def _loader_named(self, text: str) -> str | None:
+        """The configuration loader a call's callee text names, a library's too (hydra's
+        ``instantiate``: :data:`~mpcheck.project.reach.CONFIG_LOADERS`); None otherwise. Its
+        value is a class a configuration names: a model whose class is unknown here."""
+        found = self.resolve(text)
+        return found if found and found.rpartition(".")[2] in CONFIG_LOADERS else None
+
     def _spans(self) -> list[tuple[re.Match[bytes], bool]]:
         """Each ``def`` of the file with whether its body casts (:func:`_casting_spans`)."""
         if self._spans_found is None:
@@ -1126,7 +1134,8 @@ class _Reader:
             if match.re is _ITEM:  # ``model = MODELS[key](...)``: one of its values called
                 made = self._registry_named(match.group(2).decode())
             else:
-                made = self._function_named(match.group(2).decode())
+                callee = match.group(2).decode()
+                made = self._function_named(callee) or self._loader_named(callee)
                 if made is None and match.group(2) in items:
                     made = items[match.group(2)]  # (``build = MODELS[key]; m = build(...)``)
             if made is None:

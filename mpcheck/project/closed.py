@@ -1,0 +1,277 @@
+"""The closed world: the classes a project's half paths reach, when it shows all of them.
+
+Weights change dtype only where code casts, loads or hands the model to something that does.
+An application (or an installable package, with what its users build) that shows every such
+half path runs the classes none of them reaches in float32 (issue 36), and a premise "raises
+if this module runs in half" is no hazard there.
+
+A half path whose class the records cannot name (a loose cast:
+``instantiate_from_config(cfg.model).half()``, ``getattr(m, name)(8).half()``, ``net.half()``
+of a ``net`` bound elsewhere) reaches only the classes that can flow to it. A configuration
+loader (``instantiate_from_config``, hydra's ``instantiate``, ``get_obj_from_str(...)(...)``,
+``pydoc.locate``) builds the class a configuration names by import path (``target:``,
+``_target_:``, ``class_path:``): its products are the project classes the project's
+configuration files and string literals name so (as :mod:`mpcheck.project.reach` judges what
+such loaders import). A class name the imports do not pin (``nn.Linear`` in a project with a
+``Linear`` of its own) reaches at most the project classes of that name. Anything else is
+unknown and reaches every class, and so do a wrapper whose setting may cast the models handed
+to it and a half default dtype: no closed world.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mpcheck.knowledge import wrappers as wrap
+from mpcheck.project.reach import CONFIG_LOADERS, Reached
+from mpcheck.project.summary import Place
+
+__all__ = ["Closed", "Configured", "LoosePath", "closed_world", "live", "loaded"]
+
+# (the classes any half path reaches, the leaves of those it quotes in a message)
+Closed = tuple[frozenset[str], tuple[str, ...]]
+_DOTTED_CLASS = re.compile(r"\b((?:[A-Za-z_]\w*\.)+[A-Z]\w*)\b")
+_CALLED_CLASS = re.compile(r"\b([A-Z][A-Za-z0-9_]*)\s*\(")
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+_MAX_DOC = 2 * 1024 * 1024  # bytes: larger documentation files are not read for builds
+
+
+@dataclass(frozen=True, slots=True)
+class LoosePath:
+    """A half cast of a model whose class the file cannot name; ``source``: the function
+    whose product it casts (``pkg.instantiate_from_config``), "" when not a call's value;
+    ``classes``: the project classes it may reach when its name says (a class name the
+    imports do not pin reaches those of that name), None when unknown."""
+
+    place: Place
+    source: str = ""
+    classes: frozenset[str] | None = None
+
+
+class Configured:
+    """The project classes its configuration files and string literals name by import path
+    (what a configuration loader may build), read once, when first asked."""
+
+    def __init__(self, side: Sequence[Path], strings: Iterable[str], classes: Iterable[str]):
+        self._args = (side, strings, classes)
+        self._named: frozenset[str] | None = None
+
+    @property
+    def named(self) -> frozenset[str]:
+        if self._named is None:
+            side, strings, classes = self._args
+            self._named = _named_by_path(side, strings, classes)
+        return self._named
+
+
+def loaded(loose: Iterable[LoosePath], configured: Configured) -> frozenset[str]:
+    """The project classes a configuration loader's half cast may build: a half path reaches
+    them whatever else builds them in float32 (none without such a cast)."""
+    if any(p.source.rpartition(".")[2] in CONFIG_LOADERS for p in loose):
+        return configured.named
+    return frozenset()
+
+
+def live(loose: Iterable[LoosePath], modules: Mapping[str, str], ran: Reached) -> list[LoosePath]:
+    """The loose casts in files and functions something runs (``modules``: path -> module;
+    the place's text is the top-level function holding it, or "")."""
+    out = []
+    for path in loose:
+        place = path.place
+        if ran.module_dead(modules[place.path]):
+            continue
+        if place.text and ran.function_dead(place.text):
+            continue
+        out.append(path)
+    return out
+
+
+def closed_world(
+    *,
+    application: bool,
+    package: bool,
+    defaults: bool,
+    wrappers: Mapping[str, list[tuple[str, Place]]],
+    loose: Sequence[LoosePath],
+    roots: Collection[str],
+    casts: Collection[str],
+    reach: Collection[str],
+    bodies: Mapping[str, set[str]],
+    subclasses: Mapping[str, set[str]],
+    classes: Mapping[str, str],
+    sites: Mapping[str, list[tuple[Place, bool]]],
+    shown: Collection[str],
+    side: Sequence[Path],
+    configured: Configured,
+    where: Callable[[str, int], str],
+) -> tuple[Closed | None, dict[str, str]]:
+    """The closed world (None when some half path reaches every class) and, for an
+    installable package, where only its own code builds each class no half path reaches.
+    ``roots``: the classes a half path names (casts, library bases, uses that may cast,
+    classes computing their parts' dtype); ``classes``: project class -> its file."""
+    if not (application or package) or defaults or _may_cast(wrappers):
+        return None, {}
+    targets: set[str] = set()
+    for path in loose:
+        if path.classes is not None:
+            targets.update(path.classes)
+            continue
+        if path.source.rpartition(".")[2] not in CONFIG_LOADERS:
+            return None, {}  # (a class picked by name in code, a value bound elsewhere)
+        if not configured.named:  # (its configurations are not here: they may name any class)
+            return None, {}
+        targets.update(configured.named)
+    users: set[str] = set()
+    in_files: set[str] = set()
+    if package:  # (its users reach what they build or receive: see :func:`_users_build`)
+        in_files = _configured(side, classes)
+        documented = _documented(side)
+        users = _users_build(classes, bodies, sites, shown, documented, in_files)
+    half = _half_reached({*roots, *users, *targets}, bodies, subclasses)
+    quoted = sorted({c.rpartition(".")[2] for c in (*(c for c in casts if c in reach), *targets)})
+    inside: dict[str, str] = {}
+    if package:
+        inside = _inside(set(classes) - half, bodies, sites, where, in_files)
+    return (frozenset(half), tuple(quoted)), inside
+
+
+def _may_cast(wrappers: Mapping[str, list[tuple[str, Place]]]) -> bool:
+    """Whether a wrapper of the project may cast the models handed to it (its setting casts,
+    or is unknown here): a model of unknown class may be among them."""
+    return any(
+        e.removesuffix(wrap.BUFFERS) in (wrap.CAST, wrap.UNKNOWN)
+        for u in wrappers.values()
+        for e, _ in u
+    )
+
+
+def _named_by_path(
+    side: Iterable[Path], strings: Iterable[str], classes: Iterable[str]
+) -> frozenset[str]:
+    """The project classes a configuration file or a string literal of the project names by
+    import path: what a configuration loader may build."""
+    written = {s for s in strings if _DOTTED_CLASS.fullmatch(s)}
+    return frozenset(_configured(side, classes, written))
+
+
+def _half_reached(
+    roots: Iterable[str], bodies: Mapping[str, set[str]], subclasses: Mapping[str, set[str]]
+) -> set[str]:
+    """``roots`` (the classes a half path reaches), the parts their bodies build and the
+    project bases whose code runs in them (and those bases' parts), transitively."""
+    bases: dict[str, set[str]] = {}
+    for parent, derived in subclasses.items():
+        for child in derived:
+            bases.setdefault(child, set()).add(parent)
+    out, todo = set(roots), list(roots)
+    while todo:
+        name = todo.pop()
+        for other in (*bodies.get(name, ()), *bases.get(name, ())):
+            if other not in out:
+                out.add(other)
+                todo.append(other)
+    return out
+
+
+def _users_build(
+    classes: Iterable[str],
+    bodies: Mapping[str, set[str]],
+    sites: Mapping[str, list[tuple[Place, bool]]],
+    shown: Collection[str],
+    documented: Collection[str],
+    configured: Collection[str] = (),
+) -> set[str]:
+    """The classes an installable package's users may build themselves: those its
+    examples, tests or benchmarks or its documentation (``Block(`` in a ``.md``/``.rst``
+    file) build, and those its own code never builds (no class body, no function or script
+    of it, no configuration of it naming the class for its loader: only a user can; a
+    module's ``__main__`` smoke test is no build). The rest the package builds itself, and a
+    user reaches them only through what builds them (or what its factories return)."""
+    known = set(classes)
+    parts = {p for built in bodies.values() for p in built}
+    built = {*parts, *sites, *configured}
+    out = {n for n in known if n not in built}
+    out.update(n for n in shown if n in known)
+    out.update(n for n in known if n.rpartition(".")[2] in documented)
+    return out
+
+
+def _configured(
+    side: Iterable[Path], classes: Iterable[str], written: Iterable[str] = ()
+) -> set[str]:
+    """The classes a configuration file of the project (or ``written``) names by import path
+    (``target: ldm.models.autoencoder.AutoencoderKL``): its own config loader builds them."""
+    names = set(written)
+    for path in side:
+        if path.suffix not in _CONFIG_SUFFIXES:
+            continue
+        try:
+            if path.stat().st_size > _MAX_DOC:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        names.update(_DOTTED_CLASS.findall(text))
+    out = set()
+    for name in classes:
+        pieces = name.split(".")  # (``src.pkg.m.Class`` is written ``pkg.m.Class``)
+        if any(".".join(pieces[i:]) in names for i in range(len(pieces) - 1)):
+            out.add(name)
+    return out
+
+
+def _documented(side: Iterable[Path]) -> set[str]:
+    """The CapWords names a ``.md``/``.rst`` file of the project calls (``Block(dim=64)``):
+    the classes its documentation shows users building."""
+    out: set[str] = set()
+    for path in side:
+        if path.suffix not in (".md", ".rst"):
+            continue
+        try:
+            if path.stat().st_size > _MAX_DOC:
+                continue
+            out.update(_CALLED_CLASS.findall(path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
+    return out
+
+
+def _inside(
+    classes: Iterable[str],
+    bodies: Mapping[str, set[str]],
+    sites: Mapping[str, list[tuple[Place, bool]]],
+    where: Callable[[str, int], str],
+    configured: Collection[str] = (),
+) -> dict[str, str]:
+    """For each class of an installable package that no half path reaches, where only the
+    package's own code builds it: "inside `Model`, built at run.py:12" (the first owner up the
+    chain of class bodies, and that owner's first build outside a class body, or its
+    configuration)."""
+    builders: dict[str, list[str]] = {}
+    for owner, parts in sorted(bodies.items()):
+        for part in parts:
+            builders.setdefault(part, []).append(owner)
+    out: dict[str, str] = {}
+    for name in sorted(classes):
+        chain, seen = [name], {name}
+        while chain[-1] not in sites and builders.get(chain[-1]):
+            nxt = next((b for b in builders[chain[-1]] if b not in seen), None)
+            if nxt is None:
+                break
+            chain.append(nxt)
+            seen.add(nxt)
+        found = sites.get(chain[-1])
+        top = chain[-1].rpartition(".")[2]
+        if not found and chain[-1] in configured:
+            at = "named by its configuration"
+            out[name] = f"inside `{top}`, {at}" if len(chain) > 1 else at
+            continue
+        if not found:
+            continue
+        place = found[0][0]
+        at = where(place.path, place.line)
+        out[name] = f"inside `{top}`, built at {at}" if len(chain) > 1 else f"at {at}"
+    return out
