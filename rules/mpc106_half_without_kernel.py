@@ -77,6 +77,7 @@ class HalfWithoutKernel(Rule):
                 h = self.proj(x)
                 return torch.fft.rfft(h, n=1000, dim=1).abs()
 
+
         model = SpectralMix().half()
         """
     good = """
@@ -84,6 +85,7 @@ class HalfWithoutKernel(Rule):
             def forward(self, x):
                 h = self.proj(x)
                 return torch.fft.rfft(h.float(), n=1000, dim=1).abs().to(h.dtype)
+
 
         model = SpectralMix().half()
         """
