@@ -50,6 +50,7 @@ from mpcheck.engine.training import (
     to_fp16,
 )
 from mpcheck.knowledge.autocast_ops import policy as autocast_policy
+from mpcheck.knowledge.kernels import FFT, QUANTILE, Kernelless, kernelless
 from mpcheck.knowledge.torch_api import (
     AUTOGRAD_FUNCTIONS,
     CAST_METHODS,
@@ -93,6 +94,8 @@ __all__ = [
     "EVIDENCE_CAST",
     "EVIDENCE_LIBRARY",
     "EVIDENCE_SETTING",
+    "FFT",
+    "QUANTILE",
     "FP16_MIN_NORMAL",
     "FP16_TINY",
     "HOOKS",
@@ -116,6 +119,7 @@ __all__ = [
     "FunctionSite",
     "InnerCall",
     "KeptResidualLoad",
+    "Kernelless",
     "Kind",
     "OpKind",
     "Operand",
@@ -136,6 +140,7 @@ __all__ = [
     "Severity",
     "TrainingSite",
     "autocast_policy",
+    "kernelless",
     "phase_product",
     "timestep_cast",
     "PhaseProduct",

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mpcheck.settings.roots import analysis_root
 from tests.support import XFILE
 
@@ -73,3 +75,37 @@ def test_flake8_takes_the_same_root(tmp_path: Path) -> None:
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert done.returncode == 1, done.stderr
     assert CAST in done.stdout
+
+
+def test_a_directory_that_only_holds_projects_is_never_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from the home (or temporary) directory on a marker-free tree, the tree given is
+    the project, not every tree beside it; a marker-free tree run from its own top keeps it."""
+    bare = tmp_path / "bare"
+    shutil.copytree(XFILE / "bad_cast_reaches_block", bare)
+    model = bare / "dit" / "model.py"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert analysis_root(model, tmp_path, [model]) == bare / "dit"
+    assert analysis_root(model, tmp_path, [bare]) == bare
+    assert analysis_root(model, tmp_path, [tmp_path]) == tmp_path  # (asked for all of it)
+    assert analysis_root(model, bare, [model]) == bare  # (the tree's own top: its project)
+    assert analysis_root(Path("/") / "loose.py", Path("/"), [Path("/loose.py")]) == Path("/")
+    monkeypatch.setenv("HOME", str(bare))  # (the home being another directory changes nothing)
+    assert analysis_root(model, tmp_path, [model]) == tmp_path
+
+
+def test_a_run_from_home_reads_only_the_tree_it_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same findings as a run from the tree's own top: a script beside the tree that casts
+    its model is not its project's evidence."""
+    bare = tmp_path / "bare"
+    shutil.copytree(XFILE / "bad_cast_reaches_block", bare)
+    (bare / "dit" / "sample.py").write_text("import torch\n")
+    play = "from bare.dit.model import DiT\n\nDiT(8, 2).half()\n"
+    (tmp_path / "play.py").write_text(play)  # (in the home directory, beside the tree)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    from_home = [f["message"] for f in _check(tmp_path, "bare")]
+    assert from_home == [f["message"] for f in _check(bare, ".")]
+    assert not any("play.py" in message for message in from_home)

@@ -181,7 +181,10 @@ def run_check(args: argparse.Namespace) -> int:
         data = sys.stdin.buffer.read()
         filename = str(Path(name).resolve()) if args.stdin_filename else "-"
         project = resolver.project_for(Path(name))
-        file_rules, options = project.rules_for(Path(name)), _options(project, None, Path(name))
+        file_rules, options = (
+            project.rules_for(Path(name)),
+            _options(project, None, Path(name), [Path(name)]),
+        )
         if name.endswith(".ipynb"):  # a notebook on stdin is read as one, not as Python
             from mpcheck.files.notebook import check_notebook_bytes
 

@@ -6,6 +6,12 @@ from a directory that is no project (``cd /tmp && mpcheck check /tmp/work/repo``
 files outside the working directory, a file belongs to the nearest directory above it that
 declares a project: taking the working directory then would read every tree beside the one
 checked, and match its classes with theirs.
+
+The filesystem root, the home directory and the temporary directories hold projects and are
+never one: run from one of them (``cd /tmp && mpcheck check /tmp/work/f.py``) on files no
+directory declares a project for, the path the run was given is the project, as it is for a
+file outside the working directory. A marker-free tree checked from its own top keeps the
+working directory (an editor's workspace, ``cd tree && mpcheck check dit/model.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 __all__ = ["analysis_root"]
 
 _MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+_TEMPORARY = ("/tmp", "/var/tmp", "/dev/shm")  # (``tempfile`` imports far more than it needs)
 
 
 def _declares(directory: Path, seen: MutableMapping[Path, bool] | None = None) -> bool:
@@ -58,13 +65,31 @@ def analysis_root(
     cwd = Path(os.path.abspath(cwd))
     declared = _declaring(file.parent, seen)
     if cwd in file.parents:
+        if declared is None and _container(cwd):
+            return _given(file, given) or cwd
         if declared is None or declared == cwd or cwd not in declared.parents:
             return cwd  # inside the project the run started in (or in no project at all)
         return cwd if _declares(cwd, seen) else declared
     if declared is not None:
         return declared
+    return _given(file, given) or file.parent
+
+
+def _container(directory: Path) -> bool:
+    """Whether ``directory`` only holds projects: the filesystem root, the home directory, a
+    temporary directory."""
+    if directory.parent == directory:
+        return True
+    homes = {os.path.expanduser("~"), os.environ.get("HOME", "")}
+    temporary = {*_TEMPORARY, os.environ.get("TMPDIR", "").rstrip("/")}
+    spelled = str(directory)
+    return spelled in homes or spelled in temporary or os.path.realpath(spelled) in temporary
+
+
+def _given(file: Path, given: Sequence[Path]) -> Path | None:
+    """The path of the run's arguments that holds ``file`` (its directory for a file)."""
     for path in given:
         top = Path(os.path.abspath(path))
         if top == file or top in file.parents:
             return top if top.is_dir() else top.parent
-    return file.parent
+    return None
