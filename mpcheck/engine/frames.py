@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import Protocol, cast
 
 import libcst as cst
 
@@ -68,12 +68,19 @@ class ClassInfo:
             return True  # called some other way: nothing to say about its input
         params = [p.name.value for p in fn.params.params[1:2]]
         stack: list[cst.CSTNode] = [fn.body]
+        # (by identity: ``Call`` and ``Attribute`` have no subclass, and libcst's node classes
+        # are ABCs, whose ``isinstance`` was most of this walk; a name holds no call)
         while stack:
             node = stack.pop()
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-                receiver, attr = _root(node.func.value), node.func.attr.value
-                if attr == "autocast" or (receiver in params and attr in _CASTS):
-                    return True  # (``wav.clamp(-1, 1).float()``: a value made of it, cast)
+            kind = type(node)
+            if kind is cst.Name:
+                continue
+            if kind is cst.Call:
+                func = cast(cst.Call, node).func
+                if type(func) is cst.Attribute:
+                    receiver, attr = _root(func.value), func.attr.value
+                    if attr == "autocast" or (receiver in params and attr in _CASTS):
+                        return True  # (``wav.clamp(-1, 1).float()``: a value made of it, cast)
             stack.extend(children(node))
         return False
 

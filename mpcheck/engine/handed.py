@@ -36,11 +36,15 @@ def hand_over(
     frame: Frame,
 ) -> None:
     """Forget that a stand-alone float32 layer handed to a call that may cast it is float32."""
-    if (qual or dotted(func) or "").startswith("torch.") or (qual or dotted(func)) in _LOOKING:
+    handed = [op for op in (*args, *kwargs.values()) if op.fact.kind is Kind.MODULE]
+    if not handed:
+        return  # (most calls hand no module: the callee's name is not needed)
+    callee = qual or dotted(func)
+    if (callee or "").startswith("torch.") or callee in _LOOKING:
         return
-    for op in (*args, *kwargs.values()):
+    for op in handed:
         fact = op.fact
-        if fact.kind is not Kind.MODULE or not fact.default_float32_layer:
+        if not fact.default_float32_layer:
             continue
         path = dotted(op.node)
         if path is not None and frame.env.get(path) == fact:

@@ -10,10 +10,11 @@ other parts (``time_embed``, ``out``) stay float32, so float32 values fed to the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import cast
 
 import libcst as cst
 
-from mpcheck.project.names import dotted
+from mpcheck.project.names import children, dotted
 
 __all__ = ["casts_to_half", "converted_parts"]
 
@@ -103,17 +104,24 @@ def _root(expr: cst.BaseExpression) -> str | None:
 
 
 def _statements(body: cst.BaseSuite) -> Iterator[cst.BaseSmallStatement | cst.BaseStatement]:
-    """The simple statements of ``body``, in its blocks too (not in nested functions)."""
+    """The simple statements of ``body``, in its blocks too (not in nested functions), in
+    source order. Only statements hold statements: an expression (a test, a ``with`` item, a
+    loop's target) is not entered, and a node's code fields are read directly (libcst's
+    ``children`` runs a visitor over every node, expressions included: most of this walk's
+    cost, asked once per class of every file)."""
     stack: list[cst.CSTNode] = [body]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.SimpleStatementLine):
-            yield from node.body
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        kind = type(node)
+        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
+            yield from cast(cst.SimpleStatementLine | cst.SimpleStatementSuite, node).body
+        elif kind is cst.IndentedBlock:
+            stack.extend(reversed(cast(cst.IndentedBlock, node).body))
+        elif kind is cst.FunctionDef or kind is cst.ClassDef or isinstance(node, _NO_STATEMENTS):
             continue
-        elif isinstance(node, cst.SimpleStatementSuite):
-            yield from node.body
-        elif isinstance(node, cst.IndentedBlock):
-            stack.extend(reversed(node.body))
-        else:
-            stack.extend(reversed(node.children))
+        else:  # (a compound statement's fields are in source order: body, orelse, ...)
+            stack.extend(reversed(children(node)))
+
+
+# What holds no statement: an expression, or the parts of a compound statement's header.
+_NO_STATEMENTS = (cst.BaseExpression, cst.WithItem, cst.Decorator, cst.AsName, cst.MatchPattern)
