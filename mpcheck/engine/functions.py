@@ -841,7 +841,10 @@ def _none_marked(op: Operand) -> Operand:
     )
 
 
-_ASSIGNS = re.compile(rb"(?:[\s)\\]|#[^\n]*)*=(?!=)")  # (``x = ``, ``(x) =``, ``x \\\n=``)
+# (``x = ``, ``(x) =``, ``x \\\n=``, ``f(x  # note\n= 1)``). A comment runs to its line's end:
+# matched as any prefix of itself (``#[^\n]*`` alone), a banner of ``#`` could be cut into
+# comments in 2**n ways before the match failed, which hung the walk of a file holding one.
+_ASSIGNS = re.compile(rb"(?:[\s)\\]|#[^\n]*\n)*=(?!=)")
 _IDENT = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
