@@ -6,7 +6,7 @@ import libcst as cst
 
 from mpcheck.api import (
     FFT,
-    QUANTILE,
+    SOLVER,
     CallSite,
     Fact,
     Kernelless,
@@ -94,7 +94,7 @@ class HalfWithoutKernel(Rule):
         row = kernelless(call.qualname, call.method)
         if row is None or not isinstance(call.node, cst.Call):
             return
-        if call.method and row.family != FFT and row.family != QUANTILE and call.args:
+        if call.method and row.family == SOLVER and call.args:
             return  # (``Tensor.inverse()`` takes no argument: ``stft.inverse(mag, phase)`` is
             # another object's method)
         subject = call.receiver if call.method else call.arg(0, "input")
@@ -124,7 +124,7 @@ class HalfWithoutKernel(Rule):
             return False  # (only the premise says the module runs in half)
         # A layer of a half model computes in half; what the function is handed is in its
         # caller's dtype (a waveform, a statistic of data), which the code here does not show.
-        return fact.origin is None or not isinstance(fact.origin.node, cst.Param)
+        return not fact.from_input
 
     def _report(self, call: CallSite, subject: Operand, row: Kernelless, size: bool | None) -> None:
         fact = subject.fact
@@ -133,7 +133,8 @@ class HalfWithoutKernel(Rule):
             dtype = {"float16": "float16", "bfloat16": "bfloat16"}.get(fact.dtype or "", "half")
         else:
             dtype = "in the model's dtype"
-        callee = self.ctx.code(call.node.func) if isinstance(call.node, cst.Call) else "the op"
+        assert isinstance(call.node, cst.Call)  # (:meth:`check_call` reports calls only)
+        callee = self.ctx.code(call.node.func)
         raised = row.message.format(low=low)
         text = self.ctx.code(subject.node)
         upcast = f"{text}.float()" if _atomic(subject.node) else f"({text}).float()"

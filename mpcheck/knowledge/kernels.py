@@ -118,6 +118,4 @@ def kernelless(qualname: str | None, method: str | None) -> Kernelless | None:
     name (``x.stft(...)``)."""
     if qualname is not None:
         return NO_HALF_KERNEL.get(qualname)
-    if method is not None and "." not in method:
-        return NO_HALF_KERNEL.get(method)
-    return None
+    return NO_HALF_KERNEL.get(method) if method is not None else None

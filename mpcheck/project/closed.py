@@ -52,18 +52,29 @@ class LoosePath:
 
 
 class Configured:
-    """The project classes its configuration files and string literals name by import path
-    (what a configuration loader may build), read once, when first asked."""
+    """The project classes its configuration files name by import path (``in_files``), and
+    with them those its string literals name so (``named``: what a configuration loader may
+    build); the files are read once, when first asked."""
 
     def __init__(self, side: Sequence[Path], strings: Iterable[str], classes: Iterable[str]):
-        self._args = (side, strings, classes)
+        self._args = (side, strings, list(classes))
+        self._in_files: frozenset[str] | None = None
         self._named: frozenset[str] | None = None
+
+    @property
+    def in_files(self) -> frozenset[str]:
+        if self._in_files is None:
+            side, _, classes = self._args
+            self._in_files = _matching(classes, _dotted_in(side))
+        return self._in_files
 
     @property
     def named(self) -> frozenset[str]:
         if self._named is None:
-            side, strings, classes = self._args
-            self._named = _named_by_path(side, strings, classes)
+            in_files = self.in_files
+            _, strings, classes = self._args
+            written = {s for s in strings if _DOTTED_CLASS.fullmatch(s)}
+            self._named = in_files | _matching(classes, written)
         return self._named
 
 
@@ -125,9 +136,9 @@ def closed_world(
             return None, {}
         targets.update(configured.named)
     users: set[str] = set()
-    in_files: set[str] = set()
+    in_files: Collection[str] = frozenset()
     if package:  # (its users reach what they build or receive: see :func:`_users_build`)
-        in_files = _configured(side, classes)
+        in_files = configured.in_files
         documented = _documented(side)
         users = _users_build(classes, bodies, sites, shown, documented, in_files)
     half = _half_reached({*roots, *users, *targets}, bodies, subclasses)
@@ -146,15 +157,6 @@ def _may_cast(wrappers: Mapping[str, list[tuple[str, Place]]]) -> bool:
         for u in wrappers.values()
         for e, _ in u
     )
-
-
-def _named_by_path(
-    side: Iterable[Path], strings: Iterable[str], classes: Iterable[str]
-) -> frozenset[str]:
-    """The project classes a configuration file or a string literal of the project names by
-    import path: what a configuration loader may build."""
-    written = {s for s in strings if _DOTTED_CLASS.fullmatch(s)}
-    return frozenset(_configured(side, classes, written))
 
 
 def _half_reached(
@@ -199,12 +201,10 @@ def _users_build(
     return out
 
 
-def _configured(
-    side: Iterable[Path], classes: Iterable[str], written: Iterable[str] = ()
-) -> set[str]:
-    """The classes a configuration file of the project (or ``written``) names by import path
-    (``target: ldm.models.autoencoder.AutoencoderKL``): its own config loader builds them."""
-    names = set(written)
+def _dotted_in(side: Iterable[Path]) -> set[str]:
+    """The dotted class paths the project's configuration files write
+    (``target: ldm.models.autoencoder.AutoencoderKL``)."""
+    names: set[str] = set()
     for path in side:
         if path.suffix not in _CONFIG_SUFFIXES:
             continue
@@ -215,12 +215,18 @@ def _configured(
         except OSError:
             continue
         names.update(_DOTTED_CLASS.findall(text))
+    return names
+
+
+def _matching(classes: Iterable[str], names: Collection[str]) -> frozenset[str]:
+    """The classes of ``classes`` one of ``names`` spells by import path (``src.pkg.m.Class``
+    is written ``pkg.m.Class``)."""
     out = set()
     for name in classes:
-        pieces = name.split(".")  # (``src.pkg.m.Class`` is written ``pkg.m.Class``)
+        pieces = name.split(".")
         if any(".".join(pieces[i:]) in names for i in range(len(pieces) - 1)):
             out.add(name)
-    return out
+    return frozenset(out)
 
 
 def _documented(side: Iterable[Path]) -> set[str]:
