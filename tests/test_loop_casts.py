@@ -49,3 +49,24 @@ def main():
     return b(torch.randn(2, 8))
 """
     assert codes(body) == []
+
+
+def test_a_helper_that_casts_each_model_of_the_list_it_is_handed() -> None:
+    body = """
+def optimize_models(fp16, models):
+    for model in models:
+        if fp16:
+            model.half()
+
+
+def main(fp16):
+    models = [Net(), Net()]
+    optimize_models(fp16, models)
+    x = torch.randn(2, 8)
+    return models[0](x)
+
+
+main(True)
+"""
+    assert codes(body) == ["MPC102"]
+    assert codes(body.replace("model.half()", "model.eval()")) == []
