@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from mpcheck.engine.facts import (
@@ -94,3 +96,15 @@ def test_float32_joined_with_model_dtype_keeps_its_origin_but_not_its_precision(
     assert (merged.prec, merged.maybe, merged.origin) == (Prec.UNKNOWN, True, full.origin)
     ints = Fact(Kind.TENSOR, Prec.INT, "int64")
     assert join(full, ints).origin is None  # not a float32 value on some path of a float
+
+
+def test_float32_on_a_path_stays_float32_on_that_path_through_promotion() -> None:
+    # ``if upcast: q = q.float()`` joined with the model's ``q``: "float32 or the model's
+    # dtype"; ``eye - q`` is float32 on the upcast's path, so it is no evidence of half
+    either = join(FULL, MODEL)
+    for low in (MODEL, HALF):
+        out = promote([low, either], NODE)
+        assert (out.prec, out.maybe, out.origin) == (Prec.UNKNOWN, True, FULL.origin)
+    assert promote([FULL, either], NODE).prec is Prec.FULL
+    # a 0-dim one does not promote a dimensioned tensor on any path
+    assert promote([MODEL, replace(either, zero_dim=True)], NODE).prec is Prec.MODEL

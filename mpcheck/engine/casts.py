@@ -92,7 +92,11 @@ class Casts:
                     return _working_dtype(node, self.file.code(op.node))
                 return UNKNOWN_TENSOR  # a dtype we cannot see: assume nothing
         if method == "type" and not cand:
-            return UNKNOWN
+            # ``q.type()`` names q's dtype (``'torch.cuda.HalfTensor'``): ``.type(q.type())``
+            # casts to it as ``.to(q.dtype)`` does
+            return (
+                replace(recv, kind=Kind.DTYPE, items=None, elem=None) if recv.is_tensor else UNKNOWN
+            )
         if recv.cause is Cause.DATA and any(not _device_like(op) for op in cand):
             return UNKNOWN_TENSOR  # ``embeds.to(hidden_states)``: may well take its dtype
         return recv

@@ -332,13 +332,25 @@ def _promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
             model = [f for f in floats if f.prec is Prec.MODEL and f.cause is not Cause.AUTOCAST]
             best = model[0] if model else best
         params = frozenset().union(*(f.params for f in tensors))
+        zero_dim = all(f.zero_dim for f in tensors)
+        either = next((f for f in sized if float32_on_a_path(f)), None)
+        if either is not None and best.prec is not Prec.FULL:
+            # ``if upcast: q = q.float()`` then ``eye - q``: float32 on the upcast's path
+            # (float32 meets the lower dtype), the lower dtype on the other: the join's fact
+            return Fact(
+                Kind.TENSOR,
+                origin=either.origin,
+                params=params,
+                maybe=True,
+                zero_dim=zero_dim,
+                mixed=either.mixed,
+            )
         mixed = best.mixed
         if best.prec is Prec.FULL and mixed is None and node is not None:
             low = next((f for f in floats if f.prec in (Prec.MODEL, Prec.HALF)), None)
             if low is not None:
                 text = low.origin.text if low.origin else "a tensor in the model's dtype"
                 mixed = Origin(node, low.cause or Cause.ACTIVATION, text)
-        zero_dim = all(f.zero_dim for f in tensors)
         return replace(best, params=params, zero_dim=zero_dim, mixed=mixed)
     if any(f.prec is Prec.UNKNOWN for f in sized):
         params = frozenset().union(*(f.params for f in tensors))
@@ -519,6 +531,19 @@ def _join(a: Fact, b: Fact) -> Fact:
             mixed=full.mixed,  # ``if eta > 0: prev = prev + noise``: mixed on that path
         )
     return Fact(a.kind, params=a.params | b.params)
+
+
+def float32_on_a_path(fact: Fact) -> bool:
+    """A dimensioned tensor float32 on some path and of a lower or unknown dtype on the
+    others: what :func:`join` makes of them (``if upcast: q = q.float()``). It is no
+    evidence of half: whatever it meets is "float32 or that" (torch promotes on each path)."""
+    return (
+        fact.kind is Kind.TENSOR
+        and fact.prec is Prec.UNKNOWN
+        and fact.maybe
+        and fact.origin is not None
+        and not fact.zero_dim
+    )
 
 
 def one_path_factory(fact: Fact) -> bool:

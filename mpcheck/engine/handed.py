@@ -12,16 +12,17 @@ keep it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import libcst as cst
 
 from mpcheck.engine.binding import bind_arguments, parameters
-from mpcheck.engine.facts import Cause, Fact, Kind, Prec, join
+from mpcheck.engine.facts import UNKNOWN, Cause, Fact, Kind, Prec, join, seq_of
 from mpcheck.engine.frames import Frame
 from mpcheck.engine.sites import Operand
-from mpcheck.project.names import dotted
+from mpcheck.project.names import descendants, dotted
 
-__all__ = ["cast_by_callee", "cast_by_imported", "hand_over", "param_cast"]
+__all__ = ["cast_by_callee", "cast_by_imported", "cast_each", "hand_over", "param_cast"]
 
 _LOOKING = frozenset(
     "print len isinstance issubclass id repr str type hasattr getattr callable vars".split()
@@ -69,6 +70,9 @@ def cast_by_callee(
     params = parameters(fn, skip_self=False)
     bound = bind_arguments(fn, args, kwargs, skip_self=False)
     for param, before in zip(params, bound, strict=True):
+        if before is not None and before.kind is Kind.SEQ:
+            _list_cast_by_callee(param.name.value, before, ends, args, kwargs, frame)
+            continue
         if before is None or before.kind is not Kind.MODULE:
             continue
         name = param.name.value
@@ -152,3 +156,99 @@ def _casts_handed(fact: Fact | None, name: str) -> bool:
         return True
     first = node.args[0].value if node.args else None
     return isinstance(first, cst.Name) and first.value == name
+
+
+def cast_each(loop: cst.For, before: Fact, after: Fact | None, items: Fact, frame: Frame) -> None:
+    """``for model in models: model.half()``: a module's cast changes the object itself, so
+    each model the loop went over is cast: the list (``models``), or each name of a literal
+    one (``for m in (unet, vae):``). ``before``/``after``: the loop variable's fact as the
+    body got it and as the body left it."""
+    target = loop.target
+    if not isinstance(target, cst.Name) or after is None or after == before:
+        return
+    if after.kind is not Kind.MODULE or not _casts_handed(after, target.value):
+        return
+    if _rebinds(loop.body, target.value):
+        return  # (``model = copy.deepcopy(model)``: what is cast is another object)
+    cast = after  # (``if fp16: model.half()``: half on some paths, ``maybe``)
+    source = loop.iter
+    if isinstance(source, cst.Tuple | cst.List):
+        for element in source.elements:
+            path = dotted(element.value)
+            held = frame.env.get(path) if path is not None else None
+            if path is not None and held is not None and held.kind is Kind.MODULE:
+                _rebind(frame, path, _cast_object(held, cast))
+        return
+    path = dotted(source)
+    if path is None or items.kind is not Kind.SEQ or frame.env.get(path) != items:
+        return
+    _rebind(frame, path, _cast_list(items, cast))
+
+
+def _cast_list(items: Fact, cast: Fact) -> Fact:
+    """A list of models after each was cast by ``cast``."""
+    if items.items is not None:
+        return seq_of(_cast_object(f, cast) for f in items.items)
+    return replace(items, elem=_cast_object(items.elem or UNKNOWN, cast))
+
+
+def _cast_object(held: Fact, cast: Fact) -> Fact:
+    """A model (or an object the walk does not know, which ``.half()`` shows is one) cast."""
+    if held.kind is Kind.MODULE:
+        return replace(
+            held,
+            prec=cast.prec,
+            dtype=cast.dtype,
+            origin=cast.origin,
+            maybe=cast.maybe,
+            params=cast.params,
+        )
+    if held == UNKNOWN:
+        return Fact(Kind.MODULE, cast.prec, cast.dtype, cast.origin, cast.params, maybe=cast.maybe)
+    return held
+
+
+def _list_cast_by_callee(
+    name: str,
+    before: Fact,
+    ends: list[dict[str, Fact]],
+    args: tuple[Operand, ...],
+    kwargs: Mapping[str, Operand],
+    frame: Frame,
+) -> None:
+    """A helper that casts each model of the list handed to it (:func:`cast_each` in its
+    body): the caller's list is cast too, where the helper returns."""
+    seen = [e.get(name) for e in ends]
+    now = seen[0] if all(f == seen[0] for f in seen) else None
+    if now is None or now == before or now.kind is not Kind.SEQ:
+        return
+    cast = [f for f in (now.items or (now.elem,)) if f is not None and f.kind is Kind.MODULE]
+    if not cast or any(f.cause is not Cause.MODEL_CAST for f in cast):
+        return
+    op = next((o for o in (*args, *kwargs.values()) if o.fact is before), None)
+    path = dotted(op.node) if op is not None else None
+    if path is not None and frame.env.get(path) == before:
+        _rebind(frame, path, now)
+
+
+def _rebind(frame: Frame, path: str, new: Fact) -> None:
+    frame.env[path] = new
+    for key in [k for k in frame.env if k.startswith(path + ".")]:
+        del frame.env[key]
+
+
+def _rebinds(body: cst.CSTNode, name: str) -> bool:
+    """Whether ``body`` assigns ``name`` (other than to the cast of itself, ``m = m.half()``)."""
+    for node in descendants(body):
+        if isinstance(node, cst.Assign):
+            value = node.value
+            func = value.func if isinstance(value, cst.Call) else None
+            own = isinstance(func, cst.Attribute) and dotted(func.value) == name
+            if not own and any(
+                isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
+            ):
+                return True
+        elif isinstance(node, cst.AnnAssign | cst.AugAssign):
+            if isinstance(node.target, cst.Name) and node.target.value == name:
+                return True
+    return False

@@ -52,7 +52,7 @@ from mpcheck.engine.guards import (
     runs_take,
     split_by_run,
 )
-from mpcheck.engine.handed import param_cast
+from mpcheck.engine.handed import cast_each, param_cast
 from mpcheck.engine.keep_fp32 import ADAPTER_DICTS
 from mpcheck.engine.promotion import is_advanced_index, iterate
 from mpcheck.engine.reachability import bound_names, false_locals, never_taken
@@ -344,7 +344,12 @@ class Statements:
         with self.file.reporting.muted():  # the first pass only carries facts round the loop
             first = self.branch(stmt.body, frame)
         close_loop(frame, first)
-        close_loop(frame, self.branch(stmt.body, frame))
+        last = self.branch(stmt.body, frame)
+        if isinstance(stmt, cst.For) and isinstance(stmt.target, cst.Name):
+            name = stmt.target.value
+            for end in (last, frame):  # (each object the loop goes over is cast)
+                cast_each(stmt, iterate(items), last.env.get(name), items, end)
+        close_loop(frame, last)
         if stmt.orelse:
             self.block(stmt.orelse.body.body, frame)
 
