@@ -679,3 +679,51 @@ def test_a_cast_of_a_library_configuration_loaders_product_is_a_half_path() -> N
         sources = {"app/__init__.py": b"", "app/models.py": models, "run.py": head + tail}
         uses = uses_of_sources(sources).at("app.models")
         assert (uses.float32_text("ModelB") is None) is premise, tail
+
+
+def test_a_cast_of_self_reaches_its_class_and_the_classes_deriving_it() -> None:
+    """``self.to(torch.float16)`` in a method of ``Encoder``: ``self`` is an ``Encoder`` or
+    an instance of a class deriving it. ``Refiner(Encoder)`` runs in half (a premise that
+    holds: the bad case raises); ``Head``, no ``Encoder``, runs in float32 (silent)."""
+    (finding,) = findings(XFILE / "bad_self_cast_subclass", "--no-cache")
+    assert finding["severity"] == "warning"
+    assert "latent: raises if `Refiner` runs in half" in finding["message"]
+    good = XFILE / "good_self_cast_other_class"
+    assert findings(good, "--no-cache") == []
+    uses = uses_of_sources(_sources(good)).at("app.models")
+    assert uses.float32_text("Head") == (
+        "no half cast, load or wrapper of the project reaches `Head` "
+        "(its half paths reach `Encoder`)"
+    )
+
+
+def test_the_records_name_the_class_of_a_cast_of_self_and_drop_kernel_values() -> None:
+    """A cast of ``self`` names the innermost class around it, unless that class defines a
+    method of the cast's name (its own ``to`` runs); outside a class it stays loose. A value
+    of a tensor-kernel library (``flash_attn``) is no model: its cast is no half path."""
+    from mpcheck.project.records import record_of
+
+    code = (
+        b"import torch\nfrom torch import nn\n\n"
+        b"class Outer(nn.Module):\n"
+        b"    def __init__(self):\n        super().__init__()\n        self.eval()\n"
+        b"        self.to(torch.float16)\n\n"
+        b"    class Inner(nn.Module):\n        def setup(self):\n"
+        b"            self.half()\n\n"
+        b"class Batch(nn.Module):\n    def to(self, dtype):\n        return self\n\n"
+        b"    def cast(self):\n        self.to(torch.float16)\n\n"
+        b"def loose(self):\n    self.to(torch.float16)\n"
+    )
+    record = record_of(code, "app/models.py")
+    assert [(c, s[0]) for c, s in record.owned] == [
+        ("app.models.Outer", 8),
+        ("app.models.Inner", 12),
+    ]
+    assert sorted(s[0] for s in record.loose) == [19, 22]
+    kernel = (
+        b"import torch\nfrom flash_attn import flash_attn_func\n\n"
+        b"def attend(q, k, v):\n    out = flash_attn_func(q, k, v)\n"
+        b"    return out.to(torch.float16)\n"
+    )
+    record = record_of(kernel, "app/attention.py")
+    assert record.loose == () and record.casts == ()

@@ -13,7 +13,9 @@ loader (``instantiate_from_config``, hydra's ``instantiate``, ``get_obj_from_str
 ``_target_:``, ``class_path:``): its products are the project classes the project's
 configuration files and string literals name so (as :mod:`mpcheck.project.reach` judges what
 such loaders import). A class name the imports do not pin (``nn.Linear`` in a project with a
-``Linear`` of its own) reaches at most the project classes of that name. Anything else is
+``Linear`` of its own) reaches at most the project classes of that name, and a cast of
+``self`` in a method of a class (``self.to(torch.bfloat16)``) that class and those deriving
+it (``self`` is one of them; a class defining its own ``to`` is no such case). Anything else is
 unknown and reaches every class, and so do a wrapper whose setting may cast the models handed
 to it and a half default dtype: no closed world.
 """

@@ -546,6 +546,12 @@ def uses_of_records(
                 parent = names.resolve(base)
                 if parent is not None:
                     subclasses.setdefault(parent, set()).add(cls.name)
+    # a cast of ``self`` in a method of a class reaches it and the classes deriving it
+    loose.extend(
+        LoosePath(Place(p, *spot), classes=frozenset(_family(name, subclasses)))
+        for p, r in sorted(records.items())
+        for name, spot in r.owned
+    )
     # what a factory returns to callers the project does not show (its users, when it is an
     # installable package's own function; none at all) might be cast there
     unsafe.update(factories.unseen(lambda path: installable and _in_package(path, records)))
@@ -727,6 +733,18 @@ def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bo
         return (names.follow(function) or function) not in tensors
     leaf = name.rpartition(".")[2]
     return any(c.rpartition(".")[2] == leaf for c in names.classes)
+
+
+def _family(name: str, subclasses: Mapping[str, set[str]]) -> set[str]:
+    """``name`` and the project classes deriving it, transitively: what ``self`` in a method
+    of ``name`` may be."""
+    out, todo = {name}, [name]
+    while todo:
+        for child in subclasses.get(todo.pop(), ()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
 
 
 def _parts_of(roots: Iterable[str], bodies: Mapping[str, set[str]]) -> set[str]:

@@ -45,7 +45,7 @@ from mpcheck.project.returns import tensor_returns
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 20
+FORMAT = 21
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -155,6 +155,10 @@ class ModelRecord:
     # whose target is unknown, so any class of the project may be on it (the text: the
     # top-level function holding it, "" elsewhere)
     loose: tuple[Spot, ...] = ()
+    # (class, spot): its half casts of ``self`` (``self.to(dtype=torch.bfloat16)``) in a method
+    # of one of its classes that defines no method of the cast's name: ``self`` there is an
+    # instance of that class or of a class deriving it, so the half path reaches those only
+    owned: tuple[tuple[str, Spot], ...] = ()
     # the classes it runs outside every autocast region: a call of a model variable or of a
     # method that runs it (``model(x)``, ``model.generate(...)``; not ``.eval()``, ``.to()``)
     outside: tuple[str, ...] = ()
@@ -197,6 +201,7 @@ class ModelRecord:
             self.registries,
             self.casters,
             self.loose,
+            self.owned,
             self.outside,
             self.tensors,
         ]
@@ -208,7 +213,7 @@ class ModelRecord:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
-            wrapping, registries, casters, loose, outside, tensors = last
+            wrapping, registries, casters, loose, owned, outside, tensors = last
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -268,6 +273,7 @@ class ModelRecord:
                 tuple((str(r), tuple(map(str, m))) for r, m in registries),
                 tuple(map(str, casters)),
                 tuple(_spot(s) for s in loose),
+                tuple((str(c), _spot(s)) for c, s in owned),
                 tuple(map(str, outside)),
                 tuple(map(str, tensors)),
             )
@@ -369,6 +375,8 @@ class _Reader:
         )
         self._registry_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registries`)
         self._loose: list[Spot] = []  # (:meth:`_casts`: casts of a model of unknown class)
+        self._owned: list[tuple[str, Spot]] = []  # (:meth:`_casts`: casts of ``self``)
+        self._class_spans: list[tuple[int, int, int, str]] | None = None  # (:meth:`_owner`)
         self._unknown_modules: dict[bytes, bool] = {}  # (:meth:`_module_of_unknown_class`)
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
@@ -570,6 +578,7 @@ class _Reader:
             tuple(sorted(self._registries().items())),
             casters,
             tuple(self._loose),
+            tuple(self._owned),
             tuple(sorted({cls for cls, region, _, part in runs if region is None and not part})),
             tensor_returns(code, self._def_headers(), self.module, self.imports),
         )
@@ -816,7 +825,11 @@ class _Reader:
             classes = targets(receiver)
             if not classes:
                 if self._module_of_unknown_class(receiver):
-                    self._loose.append(self.spot(start, self._home(start)))
+                    owner = self._owner(start, match) if receiver == b"self" else None
+                    if owner is not None:
+                        self._owned.append((owner, self.spot(start)))
+                    else:
+                        self._loose.append(self.spot(start, self._home(start)))
                 continue
             dtype = _written_dtype(match.group(1) or code[match.end() : end - 1])
             for cls in classes:
@@ -845,6 +858,31 @@ class _Reader:
                 dtype = _written_dtype(kw.group(2))
                 out.append((named, self.spot(opening - len(head)), what, dtype))
         return out
+
+    def _owner(self, at: int, cast: re.Match[bytes]) -> str | None:
+        """The qualified class whose method holds the offset ``at`` (the innermost class
+        body around it), None outside a class body or when that class defines a method of
+        the cast's name (``def to(self, ...)``: its own method runs, casting what it says)."""
+        if self._class_spans is None:
+            spans = []
+            for match in _CLASS.finditer(self.code):
+                indent = len(match.group(1))
+                end = body_end(self.code, match.end(), indent)
+                name = match.group(2).decode()
+                spans.append((match.start(), end, indent, name))
+            self._class_spans = spans
+        inner = None
+        for start, end, indent, name in self._class_spans:
+            if start < at < end and (inner is None or indent > inner[2]):
+                inner = (start, end, indent, name)
+        if inner is None:
+            return None
+        method = re.escape(cast.group(0).lstrip(b". \t").split(b"(")[0].strip())
+        own = re.compile(rb"^[ \t]+(?:async[ \t]+)?def[ \t]+" + method + rb"[ \t]*\(", re.M)
+        if own.search(self.code, inner[0], inner[1]) is not None:
+            return None
+        name = inner[3]
+        return f"{self.module}.{name}" if self.module else name
 
     def _home(self, at: int) -> str:
         """The qualified top-level function holding the offset ``at`` ("" elsewhere): a
@@ -1512,6 +1550,12 @@ _NOT_PROJECT = frozenset(
     "typing pathlib argparse transformers diffusers accelerate einops safetensors huggingface_hub "
     "torchaudio torchvision librosa scipy PIL cv2 tqdm yaml omegaconf hydra gradio datasets "
     "lightning pytorch_lightning peft timm deepspeed soundfile pandas".split()
+) | frozenset(
+    # libraries of tensor kernels and tensor ops: their functions take and return tensors,
+    # and they build no project class (unlike a registry or a wrapper returning the model it
+    # is handed, ``torchao.autoquant(model)``), so a value of theirs is no model of the project
+    "triton flash_attn flash_attn_interface xformers sageattention bitsandbytes kornia torch_npu "
+    "fla".split()
 )
 # Methods of ``nn.Module`` that no tensor has: a value they are called on is a module.
 _MODULE_ONLY = (
