@@ -117,6 +117,7 @@ def closed_world(
     application: bool,
     package: bool,
     defaults: bool,
+    deepspeed: bool,
     wrappers: Mapping[str, list[tuple[str, Place]]],
     loose: Sequence[LoosePath],
     roots: Collection[str],
@@ -135,7 +136,7 @@ def closed_world(
     installable package, where only its own code builds each class no half path reaches.
     ``roots``: the classes a half path names (casts, library bases, uses that may cast,
     classes computing their parts' dtype); ``classes``: project class -> its file."""
-    if not (application or package) or defaults or _may_cast(wrappers):
+    if not (application or package) or defaults or _may_cast(wrappers, deepspeed):
         return None, {}
     targets: set[str] = set()
     for path in loose:
@@ -157,9 +158,12 @@ def closed_world(
     return (frozenset(half), tuple(quoted)), inside
 
 
-def _may_cast(wrappers: Mapping[str, list[tuple[str, Place]]]) -> bool:
+def _may_cast(wrappers: Mapping[str, list[tuple[str, Place]]], deepspeed: bool = False) -> bool:
     """Whether a wrapper of the project may cast the models handed to it (its setting casts,
-    or is unknown here): a model of unknown class may be among them."""
+    or is unknown here; accelerate in a project that names DeepSpeed hands what it prepares
+    to DeepSpeed, which casts it): a model of unknown class may be among them."""
+    if deepspeed and "accelerate" in wrappers:
+        return True
     return any(
         e.removesuffix(wrap.BUFFERS) in (wrap.CAST, wrap.UNKNOWN)
         for u in wrappers.values()

@@ -647,6 +647,7 @@ def uses_of_records(
         application=application,
         package=package,
         defaults=defaults,
+        deepspeed=deepspeed,
         wrappers=wrappers,
         loose=loose,
         roots={*casts, *unsafe, *roots, *computed},
