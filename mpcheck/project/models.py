@@ -128,8 +128,9 @@ class ModelUses:
         # known to cast: handed to library code; the classes its casts reach, to quote).
         # None: some path's target is unknown (or a library): any class may run in half
         self._closed = closed
-        # an application no file of which names a half dtype, a cast to one, autocast, a
-        # trainer that may autocast or a mixed-precision setting: nothing of it runs in half
+        # a project (an application, or a package its users run as it shows) no file of which
+        # names a half dtype, a cast to one, autocast, a trainer that may autocast or a
+        # mixed-precision setting: nothing of it runs in half
         self.half_free = half_free
         # the modules whose half paths the records read (``.py`` files of the walk): a file
         # they did not read (a ``.pyi`` stub, a file checked from outside) may hold its own
@@ -598,7 +599,9 @@ def uses_of_records(
                 built[name] = Reach(FLOAT32, place)
     reach: dict[str, Reach] = {}
     autocast = {k: v for k, v in covered.items() if k not in uncovered}
-    application = known and not installable
+    # (one that loads a library's model or pipeline by name in half is not the only user of
+    # its classes on the library's bases: the load may build them, and the contract stands)
+    application = known and not installable and not by_name
     if application:  # the contract is about its users; an application's builds are its own
         roots = {k: v for k, v in roots.items() if not only(k)}  # (a cast still wins)
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
@@ -636,15 +639,15 @@ def uses_of_records(
     if known and not installable and not defaults:
         loads = frozenset(_parts_of(under_dtype, bodies))
     mentions_half = any_half or defaults or any(r.autocasts for r in records.values())
-    # (an application that shows its builds: an installable package's users, or those of a
-    # project that builds nothing, build and cast its classes in code it does not show; its
-    # own silence on half says nothing of theirs, e.g. a model package a benchmark casts)
-    half_free = known and not installable and not mentions_half
+    # (a project that shows its builds, an application or an installable package, whose
+    # users run it as it shows; one that builds nothing is a library whose users build and
+    # cast its classes in code it does not show, e.g. a model package a benchmark casts)
+    half_free = known and not mentions_half
     half_free = half_free and not any(lib != "torch" for lib in wrappers)
     package = known and installable
     # (a class building parts in a dtype it computes is a half path to them itself)
     closed, inside = closed_world(
-        application=application,
+        application=known and not installable,
         package=package,
         defaults=defaults,
         deepspeed=deepspeed,
