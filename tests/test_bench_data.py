@@ -25,7 +25,7 @@ CODES = {rule.code for rule in all_rules()}
 PENDING_CODES: frozenset[str] = frozenset()
 COMMIT = re.compile(r"[0-9a-f]{40}")
 BATCHES = ("sealed", "sealed2")  # the sealed batches (issue 36), each a corpus group
-HAZARDS = {"sealed": 10, "sealed2": 8}  # hand-found hazards each batch holds at least
+HAZARDS = {"sealed": 10, "sealed2": 12}  # hand-found hazards each batch holds at least
 
 
 def _score_module() -> ModuleType:

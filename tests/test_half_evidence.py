@@ -146,10 +146,15 @@ def test_a_model_a_plain_class_holds_follows_its_attribute_and_helpers() -> None
     assert "latent: raises if `Decoder` runs in half" in finding["message"]
 
 
-def test_a_librarys_class_built_only_by_its_examples_keeps_its_hazard() -> None:
-    """The example builds it in float32; its users build it in any dtype, and in half the
-    mask value overflows (proven under torch)."""
-    case = XFILE / "bad_library_demo_build"
+def test_a_librarys_class_built_only_by_its_examples_runs_as_they_show(tmp_path: Path) -> None:
+    """The example builds it in float32 and nothing of the library names half: its users
+    run it so, and the -1e10 fill is fine. A library whose users run every module in half
+    says so (``models-run-in-half``): then the fill overflows in half (proven under torch)."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_library_demo_build", case)
+    assert findings(case, "--no-cache") == []
+    pyproject = case / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + "\n[tool.mpcheck]\nmodels-run-in-half = true\n")
     (finding,) = findings(case, "--no-cache")
     assert finding["code"] == "MPC301"
     torch = pytest.importorskip("torch")
@@ -462,17 +467,18 @@ def test_a_cast_of_an_unresolved_factory_or_a_module_variable_keeps_the_premise(
         assert uses.float32_text("B") is None, script
 
 
-def test_a_half_free_application_runs_in_float32_and_a_half_free_package_keeps_the_premise(
+def test_a_half_free_project_runs_in_float32_whether_installable_or_not(
     tmp_path: Path,
 ) -> None:
     """An application that never names a half dtype, a cast, autocast or a mixed-precision
-    setting runs in float32. An installable package's users build and cast its classes in
-    code it does not show (a benchmark casting a model package that never names half: real
-    bug benchmark-d56a625), so there the premise stays."""
+    setting runs in float32. So does an installable package that never does: its users run
+    its classes as it shows them run (a benchmark that casts a model package in code of its
+    own is a half path of that benchmark: real bug benchmark-d56a625 stays caught)."""
     case = tmp_path / "case"
-    shutil.copytree(XFILE / "bad_library_demo_build", case)  # (installable: a warning)
+    shutil.copytree(XFILE / "good_library_demo_build", case)  # (installable)
     sources = _sources(case)
-    assert not uses_of_sources(sources, installable=True).half_free
+    assert uses_of_sources(sources, installable=True).half_free
+    assert findings(case, "--no-cache") == []
     (case / "pyproject.toml").unlink()  # the same code as an application: silent
     assert uses_of_sources(sources).half_free
     assert findings(case, "--no-cache") == []
@@ -527,10 +533,12 @@ def _package_text(case: Path, side: tuple[Path, ...] = ()) -> str | None:
 def test_a_package_class_only_its_own_code_builds_runs_as_its_builds_say(
     tmp_path: Path,
 ) -> None:
-    """An installable package's users reach what they build or what its factories return:
+    """An installable package's users run its classes as the package shows them run:
     ``Block``, built only inside ``Model``, which only the package's entry point builds (in
-    float32), runs in float32 (issue 36). A class its example, its documentation or nobody
-    in the package builds is its users' to build: the premise stays."""
+    float32), runs in float32 (issue 36); so does a class its documentation, its examples
+    or nobody in the package builds, or one its factories hand to users, when no half path
+    of the package reaches it. A cast in its example is a half path (the premise is gone,
+    the cast is evidence)."""
     case = tmp_path / "case"
     shutil.copytree(XFILE / "good_package_app_builds_model", case)
     text = _package_text(case)
@@ -539,25 +547,35 @@ def test_a_package_class_only_its_own_code_builds_runs_as_its_builds_say(
     assert findings(case, "--no-cache") == []
     readme = case / "README.md"
     readme.write_text("```python\nfrom tinyapp.model import Block\nblock = Block(64)\n```\n")
-    assert _package_text(case, (readme,)) is None  # (its documentation builds it)
-    readme.write_text("Run `tinyapp-run` (it needs Python(3.10) or later).\n")
-    assert _package_text(case, (readme,)) is not None
+    text = _package_text(case, (readme,))  # (its documentation builds it: its users do)
+    assert text is not None and text.startswith("`Block` is built by the package's users, ")
+    assert "nothing of the package (its code, examples, tests or documentation)" in text
     # a factory of the package hands its model to users the project does not show
     app = case / "tinyapp" / "app.py"
     text = app.read_text()
     app.write_text(text + "\n\ndef load(dim):\n    model = Model(dim)\n    return model\n")
-    assert _package_text(case) is None
+    assert _package_text(case) is not None
     app.write_text(text.replace("model = Model(8)", "model = make()"))
-    assert _package_text(case) is None  # (no build of ``Model`` left: its users build it)
+    assert _package_text(case) is not None  # (no build of ``Model`` left: its users build it)
+    examples = case / "examples"
+    examples.mkdir()
+    (examples / "demo.py").write_text(
+        "import torch\nfrom tinyapp.model import Block\nBlock(8).to(torch.float16)\n"
+    )
+    assert _package_text(case) is None  # (its example casts it: a half path)
 
 
-def test_a_package_class_its_example_builds_keeps_the_premise() -> None:
-    """The twin package whose example builds ``Block``: its users build it, in any dtype."""
-    case = XFILE / "bad_package_users_build_block"
-    assert _package_text(case) is None
-    (finding,) = findings(case, "--no-cache")
-    assert finding["severity"] == "warning" and finding["code"] == "MPC101"
-    assert "latent: raises if `Block` runs in half" in finding["message"]
+def test_a_package_class_its_users_build_runs_as_the_package_shows() -> None:
+    """Twin packages whose example builds ``Block``: in float32 its users run it so and the
+    upcast before its ``Linear`` is right (silent); in bfloat16 the cast reaches it and the
+    clash is an error resting on that cast."""
+    good = XFILE / "good_package_users_build_block"
+    text = _package_text(good)
+    assert text is not None and text.startswith("`Block` is built by the package's users, ")
+    assert findings(good, "--no-cache") == []
+    (finding,) = findings(XFILE / "bad_package_example_casts_block", "--no-cache")
+    assert finding["severity"] == "error" and finding["code"] == "MPC101"
+    assert "`Block` is cast to half by `Block(8).to(torch.bfloat16)`" in finding["message"]
 
 
 def test_a_package_class_its_configuration_names_is_built_by_its_own_loader(
@@ -576,7 +594,7 @@ def test_a_package_class_its_configuration_names_is_built_by_its_own_loader(
         "    module, _, name = open(path).read().split()[1].rpartition('.')\n"
         "    return getattr(importlib.import_module(module), name)(8)\n"
     )
-    assert _package_text(case) is None  # (nothing of the package builds ``Model``)
+    assert _package_text(case) is not None  # (its users build ``Model``: as it shows)
     config = case / "model.yaml"
     config.write_text("target: tinyapp.model.Model\n")
     text = _package_text(case, (config,))
@@ -618,6 +636,7 @@ def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
             application=True,
             package=False,
             defaults=False,
+            deepspeed=False,
             wrappers={},
             loose=[LoosePath(Place("run.py", 3, 1, ""), source, named)],
             roots=(),

@@ -65,23 +65,3 @@ def test_accelerates_prepared_forward_recasts_a_float32_input(torch_module: obje
     # what accelerate.Accelerator.prepare_model does with native AMP (CPU: bfloat16)
     teacher.forward = torch.autocast("cpu", dtype=torch.bfloat16)(teacher.forward)
     assert teacher(x).dtype == torch.bfloat16
-
-
-def test_a_package_block_its_example_builds_raises_in_half(torch_module: object) -> None:
-    """The premise of ``fixtures/xfile/bad_package_users_build_block``: a user building the
-    example's ``Block`` in half meets its float32 input in the half ``Linear``."""
-    import sys
-
-    import torch
-
-    case = str(FIXTURES / "xfile" / "bad_package_users_build_block")
-    sys.path.insert(0, case)
-    try:
-        from tinyapp.model import Block  # type: ignore[import-not-found]
-    finally:
-        sys.path.remove(case)
-        for name in [m for m in sys.modules if m == "tinyapp" or m.startswith("tinyapp.")]:
-            del sys.modules[name]
-    block = Block(8).to(torch.bfloat16)
-    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
-        block(torch.randn(2, 8).to(torch.bfloat16))

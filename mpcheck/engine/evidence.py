@@ -11,12 +11,12 @@ project is a model library and says its users run every module of it in half).
 
 A module's weights change dtype only when code casts them, loads them in a dtype or hands the
 model to something that does (a trainer's half setting, DeepSpeed, an FSDP policy). So the
-premise needs a half path the engine cannot see: in an application whose every half path
-names the classes it reaches, a class none reaches runs in float32; the premise stays for the
-classes an unresolved path may reach (a cast of a model of unknown class, a model handed to
-library code, an opaque loader, a half default dtype: then every class). An application that
-never names a half dtype, a cast to one, autocast or a mixed-precision setting runs in float32
-(an installable package's users may cast it in code it does not show: the premise stays).
+premise needs a half path the engine cannot see: in a project whose every half path names the
+classes it reaches, a class none reaches runs in float32; the premise stays for the classes an
+unresolved path may reach (a cast of a model of unknown class, a model handed to library code,
+a half default dtype: then every class; a library's by-name loader: its loadable bases). A
+project that never names a half dtype, a cast to one, autocast or a mixed-precision setting
+runs in float32.
 
 A cast model the project runs only inside enabled autocast regions (every call and every
 method that runs it, in every file) has half weights, but autocast recasts the operands of
@@ -25,14 +25,13 @@ attention raises nothing (``HalfEvidence.autocast``; ``Rule.report_evidenced`` c
 clashing op against autocast's lists). The ops autocast does not see (a compiled kernel, a
 call with ``out=``) still meet them.
 
-An installable package's unseen users can only cast what reaches them: the classes they build
-themselves (one its tests, examples, benchmarks or documentation build, or one its own code
-never builds, in code or by a configuration naming it for its loader: only a user can) and
-what its factories return, with every part those build. A class only the package's own code
-builds (a part of another class, a model its entry points, scripts or configurations build)
-runs in the dtype of those builds, so the package is closed like an application over the
-rest ("`Block` is built only by the package's own code (inside `Model`, built at
-run.py:12), where no half cast, load or wrapper of the project reaches `Block`").
+An installable package's users run its classes as the package shows them run (its code,
+examples, tests and documentation): a class none of its half paths reaches runs in float32,
+whoever builds it ("`Block` is built by the package's users, and nothing of the package ...
+runs it in half"; "`Block` is built only by the package's own code (inside `Model`, built at
+run.py:12), where no half cast, load or wrapper of the project reaches `Block`"). A model
+library whose users run every module in half says so (the setting), and a library base's
+contract says so for its subclasses: both outrank the closed world.
 """
 
 from __future__ import annotations

@@ -1,9 +1,16 @@
 """The closed world: the classes a project's half paths reach, when it shows all of them.
 
 Weights change dtype only where code casts, loads or hands the model to something that does.
-An application (or an installable package, with what its users build) that shows every such
-half path runs the classes none of them reaches in float32 (issue 36), and a premise "raises
-if this module runs in half" is no hazard there.
+An application or an installable package that shows every such half path runs the classes
+none of them reaches in float32 (issue 36), and a premise "raises if this module runs in
+half" is no hazard there.
+
+An installable package's users build some of its classes themselves (those its examples,
+tests and documentation build, and those its own code never builds). They run them as the
+package shows: a class none of the package's own half paths reaches runs in float32 for them
+too. A package whose users run every module in half says so in one setting
+(``models-run-in-half``), and a library base's contract (a ``ModelMixin``, a
+``PreTrainedModel``) says so for its subclasses; both outrank the closed world.
 
 A half path whose class the records cannot name (a loose cast:
 ``instantiate_from_config(cfg.model).half()``, ``getattr(m, name)(8).half()``, ``net.half()``
@@ -39,6 +46,11 @@ _DOTTED_CLASS = re.compile(r"\b((?:[A-Za-z_]\w*\.)+[A-Z]\w*)\b")
 _CALLED_CLASS = re.compile(r"\b([A-Z][A-Za-z0-9_]*)\s*\(")
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 _MAX_DOC = 2 * 1024 * 1024  # bytes: larger documentation files are not read for builds
+# A package's users run its classes in the precision the package shows them: a class none of
+# its own half paths reaches (its code, examples, tests, documentation) runs in float32 for
+# them too, unless the package says every module of it runs in half (the setting) or a
+# library base's contract says so (both outrank this)
+_USERS = "and nothing of the package (its code, examples, tests or documentation) runs it in half"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +119,7 @@ def closed_world(
     application: bool,
     package: bool,
     defaults: bool,
+    deepspeed: bool,
     wrappers: Mapping[str, list[tuple[str, Place]]],
     loose: Sequence[LoosePath],
     roots: Collection[str],
@@ -125,7 +138,7 @@ def closed_world(
     installable package, where only its own code builds each class no half path reaches.
     ``roots``: the classes a half path names (casts, library bases, uses that may cast,
     classes computing their parts' dtype); ``classes``: project class -> its file."""
-    if not (application or package) or defaults or _may_cast(wrappers):
+    if not (application or package) or defaults or _may_cast(wrappers, deepspeed):
         return None, {}
     targets: set[str] = set()
     for path in loose:
@@ -137,23 +150,22 @@ def closed_world(
         if not configured.named:  # (its configurations are not here: they may name any class)
             return None, {}
         targets.update(configured.named)
-    users: set[str] = set()
-    in_files: Collection[str] = frozenset()
-    if package:  # (its users reach what they build or receive: see :func:`_users_build`)
-        in_files = configured.in_files
-        documented = _documented(side)
-        users = _users_build(classes, bodies, sites, shown, documented, in_files)
-    half = _half_reached({*roots, *users, *targets}, bodies, subclasses)
+    half = _half_reached({*roots, *targets}, bodies, subclasses)
     quoted = sorted({c.rpartition(".")[2] for c in (*(c for c in casts if c in reach), *targets)})
     inside: dict[str, str] = {}
-    if package:
-        inside = _inside(set(classes) - half, bodies, sites, where, in_files)
+    if package:  # (its users build some classes themselves: see :func:`_users_build`)
+        in_files = configured.in_files
+        users = _users_build(classes, bodies, sites, shown, _documented(side), in_files)
+        inside = _inside(set(classes) - half, bodies, sites, where, in_files, users)
     return (frozenset(half), tuple(quoted)), inside
 
 
-def _may_cast(wrappers: Mapping[str, list[tuple[str, Place]]]) -> bool:
+def _may_cast(wrappers: Mapping[str, list[tuple[str, Place]]], deepspeed: bool = False) -> bool:
     """Whether a wrapper of the project may cast the models handed to it (its setting casts,
-    or is unknown here): a model of unknown class may be among them."""
+    or is unknown here; accelerate in a project that names DeepSpeed hands what it prepares
+    to DeepSpeed, which casts it): a model of unknown class may be among them."""
+    if deepspeed and "accelerate" in wrappers:
+        return True
     return any(
         e.removesuffix(wrap.BUFFERS) in (wrap.CAST, wrap.UNKNOWN)
         for u in wrappers.values()
@@ -253,17 +265,23 @@ def _inside(
     sites: Mapping[str, list[tuple[Place, bool]]],
     where: Callable[[str, int], str],
     configured: Collection[str] = (),
+    users: Collection[str] = (),
 ) -> dict[str, str]:
-    """For each class of an installable package that no half path reaches, where only the
-    package's own code builds it: "inside `Model`, built at run.py:12" (the first owner up the
-    chain of class bodies, and that owner's first build outside a class body, or its
-    configuration)."""
+    """For each class of an installable package that no half path reaches, who builds it:
+    its users ("`Block` is built by the package's users, ...": ``users``), or only the
+    package's own code ("`Block` is built only by the package's own code (inside `Model`,
+    built at run.py:12)": the first owner up the chain of class bodies, and that owner's
+    first build outside a class body, or its configuration)."""
     builders: dict[str, list[str]] = {}
     for owner, parts in sorted(bodies.items()):
         for part in parts:
             builders.setdefault(part, []).append(owner)
     out: dict[str, str] = {}
     for name in sorted(classes):
+        leaf = name.rpartition(".")[2]
+        if name in users:
+            out[name] = f"`{leaf}` is built by the package's users, {_USERS}"
+            continue
         chain, seen = [name], {name}
         while chain[-1] not in sites and builders.get(chain[-1]):
             nxt = next((b for b in builders[chain[-1]] if b not in seen), None)
@@ -275,11 +293,12 @@ def _inside(
         top = chain[-1].rpartition(".")[2]
         if not found and chain[-1] in configured:
             at = "named by its configuration"
-            out[name] = f"inside `{top}`, {at}" if len(chain) > 1 else at
+            at = f"inside `{top}`, {at}" if len(chain) > 1 else at
+        elif not found:
             continue
-        if not found:
-            continue
-        place = found[0][0]
-        at = where(place.path, place.line)
-        out[name] = f"inside `{top}`, built at {at}" if len(chain) > 1 else f"at {at}"
+        else:
+            place = found[0][0]
+            at = where(place.path, place.line)
+            at = f"inside `{top}`, built at {at}" if len(chain) > 1 else f"at {at}"
+        out[name] = f"`{leaf}` is built only by the package's own code ({at})"
     return out

@@ -52,6 +52,7 @@ from mpcheck.project.records import (
     module_of,
     record_of,
 )
+from mpcheck.project.returns import NEEDS
 from mpcheck.project.summary import Place
 
 __all__ = [
@@ -65,6 +66,8 @@ __all__ = [
 ]
 
 # Library base classes whose users run them (and every part they build) in half.
+# the bases a library's by-name loader builds (an Auto class, a pipeline's components)
+LOADABLE_SUFFIXES = ("ModelMixin", "PreTrainedModel", "PretrainedModel")
 LIBRARY_SUFFIXES = ("ModelMixin", "PreTrainedModel", "PretrainedModel", "PeftModel", "TunerLayer")
 _LIBRARY_ROOTS = ("timm.", "peft.")
 CAST, LIBRARY, AUTOCAST, FLOAT32 = "cast", "library", "autocast", "float32"
@@ -125,8 +128,9 @@ class ModelUses:
         # known to cast: handed to library code; the classes its casts reach, to quote).
         # None: some path's target is unknown (or a library): any class may run in half
         self._closed = closed
-        # an application no file of which names a half dtype, a cast to one, autocast, a
-        # trainer that may autocast or a mixed-precision setting: nothing of it runs in half
+        # a project (an application, or a package its users run as it shows) no file of which
+        # names a half dtype, a cast to one, autocast, a trainer that may autocast or a
+        # mixed-precision setting: nothing of it runs in half
         self.half_free = half_free
         # the modules whose half paths the records read (``.py`` files of the walk): a file
         # they did not read (a ``.pyi`` stub, a file checked from outside) may hold its own
@@ -195,8 +199,8 @@ class ModelUses:
             return None
         text = f"no half cast, load or wrapper of the project reaches `{name}`"
         inside = self._inside.get(qualified)
-        if inside is not None:  # (an installable package: its users do not build it)
-            text = f"`{name}` is built only by the package's own code ({inside}), where {text}"
+        if inside is not None:  # (an installable package: who builds it)
+            text = f"{inside}, where {text}"
         if not cast:
             return text
         shown = ", ".join(f"`{c}`" for c in cast[:2]) + (", ..." if len(cast) > 2 else "")
@@ -455,7 +459,10 @@ def uses_of_records(
     factories = _Factories(records, names)
     expand = factories.expand
     under_dtype: set[str] = set()  # loaded under a half default dtype (``torch_dtype=``)
-    opaque = False  # a library pipeline or Auto class loads classes by name under a dtype
+    # a library pipeline or Auto class loads a model by name under a half dtype: the
+    # architecture its checkpoint names, which is a library class or a project class on the
+    # library's loadable base (:func:`_loadable`), registered with it
+    by_name = False
     any_half = any(record.half for record in records.values())
     loose = [LoosePath(Place(p, *spot)) for p, r in sorted(records.items()) for spot in r.loose]
     defaults = any(record.default_dtype for record in records.values())
@@ -484,7 +491,7 @@ def uses_of_records(
                 under_dtype.update(expand(name))
                 leaf = name.rpartition(".")[2]
                 loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
-                opaque = opaque or (loader and names.resolve(name) is None)
+                by_name = by_name or (loader and names.resolve(name) is None)
             if not expand(name) and _unknown_model(name, names, tensors):
                 # (its function: unknown here; the source: whose product it casts)
                 place = Place(path, line, column, "")
@@ -552,9 +559,15 @@ def uses_of_records(
         for p, r in sorted(records.items())
         for name, spot in r.owned
     )
-    # what a factory returns to callers the project does not show (its users, when it is an
-    # installable package's own function; none at all) might be cast there
-    unsafe.update(factories.unseen(lambda path: installable and _in_package(path, records)))
+    if by_name:  # (the project classes such a load may build, with every part they build)
+        loadable = _loadable(records, names)
+        under_dtype.update(loadable)
+        unsafe.update(loadable)
+    # what a factory no call of an application binds goes where nothing shows, and might be
+    # cast there; an installable package's users run what its factories return as the
+    # package shows it run (:mod:`mpcheck.project.closed`)
+    if not installable:
+        unsafe.update(factories.unseen())
     deepspeed = any(record.deepspeed for record in records.values())
     fsdp: dict[str, Reach] = {}  # cast by an FSDP policy that leaves the buffers as built
     autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where, fsdp)
@@ -592,7 +605,9 @@ def uses_of_records(
                 built[name] = Reach(FLOAT32, place)
     reach: dict[str, Reach] = {}
     autocast = {k: v for k, v in covered.items() if k not in uncovered}
-    application = known and not installable and not opaque
+    # (one that loads a library's model or pipeline by name in half is not the only user of
+    # its classes on the library's bases: the load may build them, and the contract stands)
+    application = known and not installable and not by_name
     if application:  # the contract is about its users; an application's builds are its own
         roots = {k: v for k, v in roots.items() if not only(k)}  # (a cast still wins)
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
@@ -627,20 +642,21 @@ def uses_of_records(
         None,
     )
     loads = None
-    if known and not installable and not defaults and not opaque:
+    if known and not installable and not defaults:
         loads = frozenset(_parts_of(under_dtype, bodies))
     mentions_half = any_half or defaults or any(r.autocasts for r in records.values())
-    # (an application that shows its builds: an installable package's users, or those of a
-    # project that builds nothing, build and cast its classes in code it does not show; its
-    # own silence on half says nothing of theirs, e.g. a model package a benchmark casts)
-    half_free = known and not installable and not mentions_half
+    # (a project that shows its builds, an application or an installable package, whose
+    # users run it as it shows; one that builds nothing is a library whose users build and
+    # cast its classes in code it does not show, e.g. a model package a benchmark casts)
+    half_free = known and not mentions_half
     half_free = half_free and not any(lib != "torch" for lib in wrappers)
-    package = known and installable and not opaque
+    package = known and installable
     # (a class building parts in a dtype it computes is a half path to them itself)
     closed, inside = closed_world(
-        application=application,
+        application=known and not installable,
         package=package,
         defaults=defaults,
+        deepspeed=deepspeed,
         wrappers=wrappers,
         loose=loose,
         roots={*casts, *unsafe, *roots, *computed},
@@ -676,6 +692,30 @@ def uses_of_records(
     )
 
 
+def _loadable(records: Mapping[str, ModelRecord], names: _Names) -> set[str]:
+    """The project classes a library's by-name loader may build: transformers' Auto classes
+    build the ``PreTrainedModel`` a checkpoint's configuration names (a project's own only
+    when registered with them or named by its ``auto_map``), and a diffusers pipeline builds
+    each component its ``model_index.json`` names (a ``ModelMixin`` or ``PreTrainedModel``).
+    A class is loadable when it or a project class it derives (transitively) is on such a
+    base; nothing else reaches such a load."""
+    bases = {c.name: c.bases for r in records.values() for c in r.classes}
+    memo: dict[str, bool] = {}
+
+    def on_base(name: str) -> bool:
+        if name not in memo:
+            memo[name] = False  # (a cycle of bases is no loadable base)
+            own = bases.get(name, ())
+            memo[name] = any(
+                b.rpartition(".")[2].endswith(LOADABLE_SUFFIXES)
+                or ((parent := names.resolve(b)) is not None and on_base(parent))
+                for b in own
+            )
+        return memo[name]
+
+    return {name for name in bases if on_base(name)}
+
+
 def _cast_under_autocast(
     casts: Mapping[str, Reach],
     autocast: Mapping[str, Reach],
@@ -702,11 +742,26 @@ class _Tensors:
     one."""
 
     def __init__(self, records: Mapping[str, ModelRecord]) -> None:
-        self.tensors = frozenset(f for record in records.values() for f in record.tensors)
+        self.tensors: set[str] = set()
+        needing: dict[str, list[str]] = {}  # returns tensors if these functions do
+        for record in records.values():
+            for entry in record.tensors:
+                name, _, wanted = entry.partition(NEEDS)
+                if wanted:
+                    needing[name] = wanted.split(",")
+                else:
+                    self.tensors.add(name)
         self.by_leaf: dict[str, list[str]] = {}
         for record in records.values():
             for function in record.callers[0]:
                 self.by_leaf.setdefault(function.rpartition(".")[2], []).append(function)
+        changed = True
+        while changed:  # (the least fixed point: a cycle of such functions proves nothing)
+            changed = False
+            for name, needs in needing.items():
+                if name not in self.tensors and all(n in self for n in needs):
+                    self.tensors.add(name)
+                    changed = True
 
     def __contains__(self, function: object) -> bool:
         if not isinstance(function, str):
@@ -769,11 +824,9 @@ class _Factories:
     def __init__(self, records: Mapping[str, ModelRecord], names: _Names) -> None:
         self.names = names
         self.products: dict[str, list[tuple[int, str]]] = {}
-        self.home: dict[str, str] = {}  # function -> the path of its file
-        for path, record in sorted(records.items()):
+        for _, record in sorted(records.items()):
             for function, index, built in record.factories:
                 self.products.setdefault(function, []).append((index, built))
-                self.home.setdefault(function, path)
         self.called: set[str] = set()  # the factories whose value some call binds
         # registry -> its members (:attr:`ModelRecord.registries`): calling one of its values
         # runs one of them, so the value is what any of them returns (a function) or builds
@@ -864,12 +917,12 @@ class _Factories:
         shown = f"`{leaf}` (returned by `{function}()`)"
         return what.replace(f"`{name.rpartition('.')[2]}`", shown, 1)
 
-    def unseen(self, users: Callable[[str], bool]) -> set[str]:
-        """The classes returned by factories no call of the project binds, or that an
-        installable package's users call (``users(path)``): they go where nothing shows."""
+    def unseen(self) -> set[str]:
+        """The classes returned by factories no call of the project binds: they go where
+        nothing shows."""
         out: set[str] = set()
         for function in sorted(self.products):
-            if function in self.called and not users(self.home[function]):
+            if function in self.called:
                 continue
             for _, built in self.products[function]:
                 out.update(self.expand(built))

@@ -7,8 +7,11 @@ whose every ``return`` is a torch function's value (``torch.cat(...)``, ``F.pad(
 arithmetic or comparison (``a * b``, ``x < n``), an indexed value or a tensor-only method's
 value (``mask.unsqueeze(1)``), a number or ``None`` -- directly or through the names its own
 body binds so -- returns a tensor, never a model, and a cast of its value is no half path of a
-model (:func:`mpcheck.project.models.uses_of_records`). Anything else (a parameter, a call of
-another function, a value built by name, ``torch.load``) may be a model: unknown.
+model (:func:`mpcheck.project.models.uses_of_records`). So does one returning the value of a
+project function that returns a tensor (``sequence_mask(n, t).to(mask.dtype)``): such a
+function is recorded with the functions it depends on (``pkg.f<pkg.g``), which the join of the
+records settles across files. Anything else (a parameter, a value built by name, a library
+call, ``torch.load``) may be a model: unknown.
 
 This reads the blanked code of the record pass (:func:`mpcheck.project.records.blank`).
 """
@@ -21,7 +24,9 @@ from collections.abc import Mapping, Sequence
 from mpcheck.project.brackets import closing, opening, parts
 from mpcheck.project.construction import body_end
 
-__all__ = ["tensor_returns"]
+__all__ = ["NEEDS", "tensor_returns"]
+
+NEEDS = "<"  # ``pkg.f<pkg.g,pkg.h``: ``f`` returns tensors if ``g`` and ``h`` do
 
 # Methods of a tensor that ``nn.Module`` lacks: their value is a tensor (or a number).
 _TENSOR_METHODS = frozenset(
@@ -68,31 +73,43 @@ def tensor_returns(
 ) -> tuple[str, ...]:
     """The qualified top-level functions of the file (``headers``: its ``def`` matches, the
     indent in group 1 and the name in group 2) every ``return`` of which returns a tensor
-    (see the module docstring)."""
+    (see the module docstring), each with the project functions it needs to return tensors
+    too, if any (``pkg.f<pkg.g,pkg.h``: the names as this file's imports spell them)."""
+    tops = [h for h in headers if not h.group(1)]
+    local = {
+        h.group(2).decode(): f"{module}.{h.group(2).decode()}" if module else h.group(2).decode()
+        for h in tops
+    }
     out = []
-    for header in headers:
-        if header.group(1):
-            continue
+    for header in tops:
         end = body_end(code, header.end(), 0)
-        name = header.group(2).decode()
-        if _returns_tensors(code, header.end(), end, imports):
-            out.append(f"{module}.{name}" if module else name)
+        name = local[header.group(2).decode()]
+        needs = _returns_tensors(code, header.end(), end, imports, local)
+        if needs is not None:
+            needs.discard(name)  # (a recursive call returns what the function returns)
+            out.append(f"{name}{NEEDS}{','.join(sorted(needs))}" if needs else name)
     return tuple(sorted(out))
 
 
-def _returns_tensors(code: bytes, start: int, end: int, imports: Mapping[str, str]) -> bool:
+def _returns_tensors(
+    code: bytes, start: int, end: int, imports: Mapping[str, str], local: Mapping[str, str]
+) -> set[str] | None:
+    """The project functions whose returning tensors this function's tensor returns need
+    (empty: none), or None when some ``return`` may return anything else."""
     params = _params(code, start)
     if params is None:
-        return False
-    body = _Body(code, start, end, params, imports)
+        return None
+    body = _Body(code, start, end, params, imports, local)
     found = False
     for match in _RETURN.finditer(code, start, end):
         found = True
         stop = _line_end(code, match.end(), end)
         if not body.tensor(code[match.end() : stop], 0):
-            return False
+            return None
     # (a generator; a nested function's returns are not its own)
-    return found and not _YIELD.search(code, start, end) and not _NESTED.search(code, start, end)
+    if not found or _YIELD.search(code, start, end) or _NESTED.search(code, start, end):
+        return None
+    return body.needs
 
 
 def _params(code: bytes, start: int) -> set[bytes] | None:
@@ -129,10 +146,17 @@ class _Body:
     """One function body's names, read through their assignments."""
 
     def __init__(
-        self, code: bytes, start: int, end: int, params: set[bytes], imports: Mapping[str, str]
+        self,
+        code: bytes,
+        start: int,
+        end: int,
+        params: set[bytes],
+        imports: Mapping[str, str],
+        local: Mapping[str, str],
     ) -> None:
         self.code, self.start, self.end = code, start, end
-        self.params, self.imports = params, imports
+        self.params, self.imports, self.local = params, imports, local
+        self.needs: set[str] = set()  # project functions whose values it returns
         self._assigned: dict[bytes, list[tuple[bytes, int]]] | None = None
         self._otherwise: set[bytes] = set()
 
@@ -177,6 +201,12 @@ class _Body:
             first, _, rest = callee.partition(".")
             found = self.imports.get(first, first)
             if _TENSOR_FUNCTION.match(f"{found}.{rest}" if rest else found):
+                return True
+            if first in self.local and not rest:  # (a function of this file)
+                self.needs.add(self.local[first])
+                return True
+            if first in self.imports and not found.startswith("torch"):
+                self.needs.add(f"{found}.{rest}" if rest else found)  # (settled at the join)
                 return True
         receiver, dot, method = head.rpartition(b".")
         if not dot or not receiver.strip() or not _NAME.match(method):
