@@ -272,3 +272,41 @@ def test_the_fix_makes_the_bad_kv_cache_fixture_run(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     path = FIXTURES / "mpc105" / "bad_autocast_kv_cache_index_copy.py"
     run_fixed_fixture("MPC105", path, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x(out=1)",
+        "x( \n out =2",
+        "dropout=1",
+        "(out==1)",
+        "f(a, out=b)",
+        "_C.foo",
+        "a_C.foo",
+        "torch._C._nn",
+        "index_add_(",
+        "xindex_add(",
+        "index_adds",
+        "input + output",
+        "x.put(",
+        "natten",
+        "nattens.",
+        " Fn.apply(",
+        "",
+        "out=1",
+        ",out=",
+        "lerp_",
+    ],
+)
+def test_the_text_prefilter_finds_what_one_word_bounded_pattern_finds(text: str) -> None:
+    """The file prefilter of the ambient walk searches each name as itself and checks the
+    boundary before it by hand: the same answer as the pattern led by ``\\b`` it replaced."""
+    import re
+
+    from mpcheck.engine.ambient import _names_blind
+    from mpcheck.knowledge import torch_api as T
+
+    names = "|".join(map(re.escape, sorted({*T.DTYPE_STRICT_WRITES, *T.KERNEL_PACKAGES})))
+    pattern = rf"\b(?:{names})\b|[(,]\s*out\s*=(?!=)|\.apply\(|\b_C\."
+    assert _names_blind(text.encode()) == (re.search(pattern, text) is not None)

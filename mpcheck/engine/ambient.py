@@ -41,7 +41,7 @@ class Ambient:
     @cached_property
     def blind_in_source(self) -> bool:
         """Whether the file's text names any op autocast passes by (most files do not)."""
-        return _BLIND_TEXT.search(self.file.source) is not None
+        return _names_blind(self.file.source)
 
     @cached_property
     def blind(self) -> dict[cst.FunctionDef, set[cst.CSTNode]]:
@@ -87,14 +87,42 @@ class Ambient:
                     self.file.reporting.listener.deliver("ambient", site)
 
 
-# What a file must contain for any call in it to be one autocast passes by.
-_BLIND_TEXT = re.compile(
-    rb"\b(?:"
-    + b"|".join(re.escape(n.encode()) for n in sorted(T.DTYPE_STRICT_WRITES))
-    + b"|"
-    + b"|".join(re.escape(n.encode()) for n in sorted(T.KERNEL_PACKAGES))
-    + rb")\b|[(,]\s*out\s*=(?!=)|\.apply\(|\b_C\."
+# What a file must contain for any call in it to be one autocast passes by: one of these
+# names as a whole word, ``out=`` after ``(`` or ``,``, ``.apply(``, or ``_C.`` as a word.
+# (Each name is searched for as itself, its word boundary before it checked by hand: one
+# pattern of them all, led by ``\b``, was tried at every offset of every file.)
+_BLIND_NAMES = tuple(
+    (name.encode(), re.compile(re.escape(name.encode()) + rb"\b"))
+    for name in sorted({*T.DTYPE_STRICT_WRITES, *T.KERNEL_PACKAGES})
 )
+_KERNEL_MODULE = re.compile(rb"\b_C\.")
+_OUT_KEYWORD = re.compile(rb"out\s*=(?!=)")
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_SPACE = frozenset(b" \t\n\r\f\v")  # (what ``\s`` matches in a bytes pattern)
+
+
+def _names_blind(source: bytes) -> bool:
+    """Whether ``source`` holds one of the names as a whole word, ``out=`` after ``(`` or
+    ``,`` (spaces between), ``.apply(`` or the word ``_C.``. (A name's match not preceded
+    by a word's end hides no other: the bytes it covers are word bytes, and a match starting
+    among them follows a word byte.)"""
+    if b".apply(" in source:
+        return True
+    if b"_C." in source and _KERNEL_MODULE.search(source) is not None:
+        return True
+    for name, pattern in _BLIND_NAMES:
+        if name in source:
+            for match in pattern.finditer(source):
+                at = match.start()
+                if at == 0 or source[at - 1] not in _WORD:
+                    return True
+    for match in _OUT_KEYWORD.finditer(source):
+        at = match.start() - 1
+        while at >= 0 and source[at] in _SPACE:
+            at -= 1
+        if at >= 0 and source[at] in b"(,":
+            return True
+    return False
 
 
 def _blind(call: CallRecord) -> bool:

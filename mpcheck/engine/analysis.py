@@ -197,7 +197,6 @@ class FileAnalysis(Walk):
     def run(self) -> None:
         if self.project is not None:
             bind_starred(self.imports, self.module, self.project)
-        called = _called_names(self.source)
         self.definitions.helpers = _self_called_names(self.source)
         self._collect(self.module.body)
         self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()}, self._casts())
@@ -208,7 +207,10 @@ class FileAnalysis(Walk):
         for cls in list(self.classes.values()):
             self.definitions.analyse_class(cls)
         functions = list(self.functions.values())
-        for fn in sorted(functions, key=lambda f: f.name.value in called):
+        if len(functions) > 1:  # (most model files define classes only: nothing to order)
+            called = _called_names(self.source)
+            functions.sort(key=lambda f: f.name.value in called)
+        for fn in functions:
             self.definitions.summary(fn)
         # last: every helper it calls is summarised by then, with the file's own facts
         for cls in list(self.classes.values()):

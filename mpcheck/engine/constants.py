@@ -74,6 +74,8 @@ class Constants:
     def globals_declared(self) -> frozenset[str]:
         """Names a function of the file rebinds at module level (``global EPS``)."""
         found: set[str] = set()
+        if b"global" not in (self._source or self.module.code.encode()):
+            return frozenset()  # (blanking only empties: the code holds none either)
         for match in _GLOBAL.finditer(self.code):
             line = match.group(1).split(b"\n", 1)[0]
             found.update(n.strip().decode() for n in line.split(b",") if n.strip())

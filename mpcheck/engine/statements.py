@@ -108,6 +108,14 @@ class Statements:
         """The names this file binds (a builtin it shadows is no builtin)."""
         return bound_names(self.file.module)
 
+    def false_local(self, fn: cst.FunctionDef, name: str) -> bool:
+        """Whether ``name`` is one of ``fn``'s :func:`false_locals`. A parameter never is
+        (most ``if name:`` tests test one), and then the body is not walked for it."""
+        params = fn.params
+        if any(p.name.value == name for p in (*params.params, *params.kwonly_params)):
+            return False
+        return name in self.false_locals(fn)
+
     def false_locals(self, fn: cst.FunctionDef) -> frozenset[str]:
         """:func:`false_locals` of ``fn``, read once per function."""
         found = self._false.get(fn)
@@ -124,7 +132,7 @@ class Statements:
             local_false = (
                 isinstance(stmt.test, cst.Name)
                 and fn is not None
-                and stmt.test.value in self.false_locals(fn)
+                and self.false_local(fn, stmt.test.value)
             )  # ``train_te = False`` earlier in the function
             if local_false or never_taken(stmt.test, lambda: self.bound):  # ``if False:``
                 if isinstance(stmt.orelse, cst.If):

@@ -58,6 +58,22 @@ def _parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
 _last: tuple[cst.CSTNode, dict[cst.CSTNode, cst.CSTNode]] | None = None
 
 
+def _parent(node: cst.CSTNode, root: cst.CSTNode) -> cst.CSTNode | None:
+    """The node holding ``node`` under ``root``: from the parent map kept for ``root`` if
+    there is one, else from a walk that ends where ``node`` is found (most casts asked this
+    are no timestep's, and their function's map would serve nothing else)."""
+    if _last is not None and _last[0] is root:
+        return _last[1].get(node)
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        parent = stack.pop()
+        for child in children(parent):
+            if child is node:
+                return parent
+            stack.append(child)
+    return None
+
+
 def code_under(function: cst.FunctionDef) -> Iterable[cst.CSTNode]:
     """Every code node under ``function`` (itself aside), from the parent map kept for it:
     the check of a cast walks the function once for all it asks."""
@@ -179,7 +195,7 @@ def only_mixed(cast: cst.CSTNode, function: cst.FunctionDef) -> bool:
 def stored_under(cast: cst.CSTNode, function: cst.FunctionDef) -> str | None:
     """The name ``cast``'s value is handed on under: the string key of a store
     (``inp["timesteps"] = cast``) or the keyword of a call argument (``f(timestep=cast)``)."""
-    parent = _parents(function).get(cast)
+    parent = _parent(cast, function)
     if isinstance(parent, cst.Arg):
         return parent.keyword.value if parent.keyword is not None else None
     if not isinstance(parent, cst.Assign) or parent.value is not cast or len(parent.targets) != 1:
