@@ -192,17 +192,22 @@ def _cast_list(items: Fact, cast: Fact) -> Fact:
     return replace(items, elem=_cast_object(items.elem or UNKNOWN, cast))
 
 
+def cast_module(module: Fact, cast: Fact) -> Fact:
+    """The module ``module`` after ``cast`` (its dtype and why)."""
+    return replace(
+        module,
+        prec=cast.prec,
+        dtype=cast.dtype,
+        origin=cast.origin,
+        maybe=cast.maybe,
+        params=cast.params,  # (to a parameter's working dtype: the caller's argument decides)
+    )
+
+
 def _cast_object(held: Fact, cast: Fact) -> Fact:
     """A model (or an object the walk does not know, which ``.half()`` shows is one) cast."""
     if held.kind is Kind.MODULE:
-        return replace(
-            held,
-            prec=cast.prec,
-            dtype=cast.dtype,
-            origin=cast.origin,
-            maybe=cast.maybe,
-            params=cast.params,
-        )
+        return cast_module(held, cast)
     if held == UNKNOWN:
         return Fact(Kind.MODULE, cast.prec, cast.dtype, cast.origin, cast.params, maybe=cast.maybe)
     return held

@@ -30,7 +30,7 @@ from mpcheck.engine.facts import (
 from mpcheck.engine.frames import ClassInfo, Env, Frame
 from mpcheck.engine.functions import Definitions
 from mpcheck.engine.guards import trains_if
-from mpcheck.engine.handed import cast_by_imported, param_cast
+from mpcheck.engine.handed import cast_by_imported, cast_module, param_cast
 from mpcheck.engine.imported import call_result, fact_of
 from mpcheck.engine.own_parts import inherited_method, own_part
 from mpcheck.engine.pipelines import shares
@@ -508,7 +508,7 @@ class Modules:
                 text = f"{cast.origin.text}, bfloat16 where only bfloat16 runs go"
                 cast = replace(cast, dtype="bfloat16", origin=replace(cast.origin, text=text))
         if cast is not None:
-            new = _cast_to(module, cast)
+            new = cast_module(module, cast)
             if path is not None:
                 if not frame.scope.in_module:
                     self.file.training.round_trip(path, module, cast, frame)
@@ -660,7 +660,7 @@ class Modules:
         """``model.to(dtype=dtype)`` done by a call the model is handed to: ``path`` is cast."""
         cast = self.module_cast(node, "to", (), {"dtype": dtype}, script=frame.scope.script)
         if cast is not None:
-            self._rebind(path, _cast_to(model, cast), frame)
+            self._rebind(path, cast_module(model, cast), frame)
 
     def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
         frame.env[path] = new
@@ -733,18 +733,6 @@ def _owner(path: str | None, env: Env) -> Owner | None:
         if fact is not None and fact.kind is Kind.MODULE:
             return Owner(key, fact)
     return None
-
-
-def _cast_to(module: Fact, cast: Fact) -> Fact:
-    """The module ``module`` after ``cast`` (its dtype and why)."""
-    return replace(
-        module,
-        prec=cast.prec,
-        dtype=cast.dtype,
-        origin=cast.origin,
-        maybe=cast.maybe,
-        params=cast.params,  # (to a parameter's working dtype: the caller's argument decides)
-    )
 
 
 def _holds_zero_rows(site: CallSite) -> bool:

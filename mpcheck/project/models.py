@@ -793,18 +793,12 @@ def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bo
 def _family(name: str, subclasses: Mapping[str, set[str]]) -> set[str]:
     """``name`` and the project classes deriving it, transitively: what ``self`` in a method
     of ``name`` may be."""
-    out, todo = {name}, [name]
-    while todo:
-        for child in subclasses.get(todo.pop(), ()):
-            if child not in out:
-                out.add(child)
-                todo.append(child)
-    return out
+    return _parts_of((name,), subclasses)
 
 
 def _parts_of(roots: Iterable[str], bodies: Mapping[str, set[str]]) -> set[str]:
     """``roots`` and every class their bodies build, transitively (built under the same
-    default dtype)."""
+    default dtype); with ``subclasses`` for ``bodies``, every class deriving them."""
     out, todo = set(roots), list(roots)
     while todo:
         for part in bodies.get(todo.pop(), ()):
