@@ -14,9 +14,9 @@ model to something that does (a trainer's half setting, DeepSpeed, an FSDP polic
 premise needs a half path the engine cannot see: in a project whose every half path names the
 classes it reaches, a class none reaches runs in float32; the premise stays for the classes an
 unresolved path may reach (a cast of a model of unknown class, a model handed to library code,
-a half default dtype: then every class; a library's by-name loader: its loadable bases). A
-project that never names a half dtype, a cast to one, autocast or a mixed-precision setting
-runs in float32.
+a half default dtype: then every class; a library's by-name loader: its loadable bases). An
+application that never names a half dtype, a cast to one, autocast or a mixed-precision
+setting runs in float32.
 
 A cast model the project runs only inside enabled autocast regions (every call and every
 method that runs it, in every file) has half weights, but autocast recasts the operands of
@@ -25,13 +25,14 @@ attention raises nothing (``HalfEvidence.autocast``; ``Rule.report_evidenced`` c
 clashing op against autocast's lists). The ops autocast does not see (a compiled kernel, a
 call with ``out=``) still meet them.
 
-An installable package's users run its classes as the package shows them run (its code,
-examples, tests and documentation): a class none of its half paths reaches runs in float32,
-whoever builds it ("`Block` is built by the package's users, and nothing of the package ...
-runs it in half"; "`Block` is built only by the package's own code (inside `Model`, built at
-run.py:12), where no half cast, load or wrapper of the project reaches `Block`"). A model
-library whose users run every module in half says so (the setting), and a library base's
-contract says so for its subclasses: both outrank the closed world.
+An installable package's users cast its models as the package shows them cast (its code,
+examples, tests and documentation): a class none of its half paths reaches keeps float32
+weights, whoever builds it ("`Block` is built by the package's users, and nothing of the
+package ... runs it in half"; "`Block` is built only by the package's own code (inside
+`Model`, built at run.py:12), where no half cast, load or wrapper of the project reaches
+`Block`"). Its users may still wrap it in autocast (``ModelUses.autocasts``). A model library
+whose users run every module in half says so (the setting), and a library base's contract
+says so for its subclasses: both outrank the closed world.
 """
 
 from __future__ import annotations

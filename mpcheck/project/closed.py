@@ -6,11 +6,12 @@ none of them reaches in float32 (issue 36), and a premise "raises if this module
 half" is no hazard there.
 
 An installable package's users build some of its classes themselves (those its examples,
-tests and documentation build, and those its own code never builds). They run them as the
-package shows: a class none of the package's own half paths reaches runs in float32 for them
-too. A package whose users run every module in half says so in one setting
-(``models-run-in-half``), and a library base's contract (a ``ModelMixin``, a
-``PreTrainedModel``) says so for its subclasses; both outrank the closed world.
+tests and documentation build, and those its own code never builds). They cast them as the
+package shows: a class none of the package's own half paths reaches keeps float32 weights for
+them too (an autocast of their own needs nothing of the package, and stays possible). A
+package whose users run every module in half says so in one setting (``models-run-in-half``),
+and a library base's contract (a ``ModelMixin``, a ``PreTrainedModel``) says so for its
+subclasses; both outrank the closed world.
 
 A half path whose class the records cannot name (a loose cast:
 ``instantiate_from_config(cfg.model).half()``, ``getattr(m, name)(8).half()``, ``net.half()``
@@ -46,8 +47,8 @@ _DOTTED_CLASS = re.compile(r"\b((?:[A-Za-z_]\w*\.)+[A-Z]\w*)\b")
 _CALLED_CLASS = re.compile(r"\b([A-Z][A-Za-z0-9_]*)\s*\(")
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 _MAX_DOC = 2 * 1024 * 1024  # bytes: larger documentation files are not read for builds
-# A package's users run its classes in the precision the package shows them: a class none of
-# its own half paths reaches (its code, examples, tests, documentation) runs in float32 for
+# A package's users cast its classes as the package shows them cast: a class none of its own
+# half paths reaches (its code, examples, tests, documentation) keeps float32 weights for
 # them too, unless the package says every module of it runs in half (the setting) or a
 # library base's contract says so (both outrank this)
 _USERS = "and nothing of the package (its code, examples, tests or documentation) runs it in half"

@@ -128,9 +128,8 @@ class ModelUses:
         # known to cast: handed to library code; the classes its casts reach, to quote).
         # None: some path's target is unknown (or a library): any class may run in half
         self._closed = closed
-        # a project (an application, or a package its users run as it shows) no file of which
-        # names a half dtype, a cast to one, autocast, a trainer that may autocast or a
-        # mixed-precision setting: nothing of it runs in half
+        # an application no file of which names a half dtype, a cast to one, autocast, a
+        # trainer that may autocast or a mixed-precision setting: nothing of it runs in half
         self.half_free = half_free
         # the modules whose half paths the records read (``.py`` files of the walk): a file
         # they did not read (a ``.pyi`` stub, a file checked from outside) may hold its own
@@ -645,10 +644,12 @@ def uses_of_records(
     if known and not installable and not defaults:
         loads = frozenset(_parts_of(under_dtype, bodies))
     mentions_half = any_half or defaults or any(r.autocasts for r in records.values())
-    # (a project that shows its builds, an application or an installable package, whose
-    # users run it as it shows; one that builds nothing is a library whose users build and
-    # cast its classes in code it does not show, e.g. a model package a benchmark casts)
-    half_free = known and not mentions_half
+    # (an application that shows its builds; an installable package's users run its models
+    # as it shows them cast, but wrap them in autocast without its help: its activations may
+    # be half where it never says so, e.g. a rotary embedding under a training loop's
+    # autocast; a project that builds nothing is a library whose users build and cast its
+    # classes in code it does not show, e.g. a model package a benchmark casts)
+    half_free = known and not installable and not mentions_half
     half_free = half_free and not any(lib != "torch" for lib in wrappers)
     package = known and installable
     # (a class building parts in a dtype it computes is a half path to them itself)
