@@ -122,9 +122,6 @@ class HalfPositions(Rule):
         if product is not None:
             if not excused:
                 self._product(call, product)
-            elif not self.never_runs(call.scope):
-                # (float32 weights say nothing of autocast, which lowers the product itself)
-                self._under_autocast(call, product)
             return
         cast = timestep_cast(call)
         if cast is None or (excused and not cast.known_half):
@@ -178,7 +175,19 @@ class HalfPositions(Rule):
             return
         if product.in_float64:
             return  # float64 frequencies: autocast casts neither them nor the phases
-        if self._in_region(call, pos, freq):
+        auto = call.scope.autocast
+        if auto is not None:
+            if not auto.active or not auto.casts_to_one_dtype(call.aten):
+                return
+            if auto.policy(call.aten) != "lower_precision":
+                return
+            message = (
+                f"phases `{pos}` x `{freq}` are computed in half: {auto.cited} runs "
+                f"`{call.aten}` in {auto.low_dtype or 'half'} here even on float32 operands, "
+                "so positions past 256 (bfloat16) or 2048 (float16) round onto shared "
+                "phases; compute them under `torch.autocast(..., enabled=False)`"
+            )
+            self.report(call.node, message, severity=Severity.ERROR)
             return
         cast = next((o for o in (frequencies, positions) if _with_model(o)), None)
         if cast is not None and cast is frequencies and _made_like(cast):
@@ -204,39 +213,6 @@ class HalfPositions(Rule):
             )
             self._evidenced(call, message, cast.fact)
             return
-        self._autocast_premise(call, product, pos, freq)
-
-    def _under_autocast(self, call: CallSite, product: PhaseProduct) -> None:
-        """Phases in code whose weights stay float32 (the project never casts its class):
-        only autocast makes them half, in a region of the code or around its callers."""
-        if product.in_float64:
-            return
-        pos = self.ctx.module.code_for_node(product.positions.node)
-        freq = self.ctx.module.code_for_node(product.frequencies.node)
-        if not self._in_region(call, pos, freq):
-            self._autocast_premise(call, product, pos, freq)
-
-    def _in_region(self, call: CallSite, pos: str, freq: str) -> bool:
-        """An autocast region of the code around the product: an error where it lowers it
-        (True: the region decides, reported or not)."""
-        auto = call.scope.autocast
-        if auto is None:
-            return False
-        if not auto.active or not auto.casts_to_one_dtype(call.aten):
-            return True
-        if auto.policy(call.aten) != "lower_precision":
-            return True
-        message = (
-            f"phases `{pos}` x `{freq}` are computed in half: {auto.cited} runs "
-            f"`{call.aten}` in {auto.low_dtype or 'half'} here even on float32 operands, "
-            "so positions past 256 (bfloat16) or 2048 (float16) round onto shared "
-            "phases; compute them under `torch.autocast(..., enabled=False)`"
-        )
-        self.report(call.node, message, severity=Severity.ERROR)
-        return True
-
-    def _autocast_premise(self, call: CallSite, product: PhaseProduct, pos: str, freq: str) -> None:
-        """A product autocast lowers, in code an autocast of its callers may run."""
         if call.scope.function is None or autocast_policy(call.aten, "cuda") != "lower_precision":
             return
         if call.scope.no_autocast:

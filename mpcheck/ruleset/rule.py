@@ -249,10 +249,6 @@ class Rule:
             return False
         return evidence.kind == NEVER_BUILT or value is None or value.prec is not Prec.HALF
 
-    def never_runs(self, scope: Scope) -> bool:
-        """Whether nothing in the project builds, imports or calls the code of ``scope``."""
-        return scope.evidence is not None and scope.evidence.kind == NEVER_BUILT
-
     def autocast_only(self, scope: Scope) -> bool:
         """Whether the project runs the class ``scope`` is in only under autocast and never
         casts it (a trainer's mixed precision, every call inside a region): its weights and
