@@ -177,6 +177,14 @@ class Frame:
         fn = self.scope.function
         return fn is not None and fn.name.value == "__init__"
 
+    def rebind(self, path: str, new: Fact) -> None:
+        """``path`` is now ``new`` (a model cast in place): what was known of its attributes
+        (``path.weight``) no longer holds."""
+        self.env[path] = new
+        prefix = path + "."
+        for key in [k for k in self.env if k.startswith(prefix)]:
+            del self.env[key]
+
 
 class WalkApi(Protocol):
     """What the tracker may use of a file's walk."""

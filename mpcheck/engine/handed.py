@@ -94,9 +94,7 @@ def cast_by_callee(
         held = frame.env.get(path) if path is not None else None
         if path is None or held is None or held.kind is not Kind.MODULE:
             continue  # (forgotten by :func:`hand_over` is still the object handed)
-        frame.env[path] = now
-        for key in [k for k in frame.env if k.startswith(path + ".")]:
-            del frame.env[key]
+        frame.rebind(path, now)
 
 
 def param_cast(
@@ -177,12 +175,12 @@ def cast_each(loop: cst.For, before: Fact, after: Fact | None, items: Fact, fram
             path = dotted(element.value)
             held = frame.env.get(path) if path is not None else None
             if path is not None and held is not None and held.kind is Kind.MODULE:
-                _rebind(frame, path, _cast_object(held, cast))
+                frame.rebind(path, _cast_object(held, cast))
         return
     path = dotted(source)
     if path is None or items.kind is not Kind.SEQ or frame.env.get(path) != items:
         return
-    _rebind(frame, path, _cast_list(items, cast))
+    frame.rebind(path, _cast_list(items, cast))
 
 
 def _cast_list(items: Fact, cast: Fact) -> Fact:
@@ -233,13 +231,7 @@ def _list_cast_by_callee(
     op = next((o for o in (*args, *kwargs.values()) if o.fact is before), None)
     path = dotted(op.node) if op is not None else None
     if path is not None and frame.env.get(path) == before:
-        _rebind(frame, path, now)
-
-
-def _rebind(frame: Frame, path: str, new: Fact) -> None:
-    frame.env[path] = new
-    for key in [k for k in frame.env if k.startswith(path + ".")]:
-        del frame.env[key]
+        frame.rebind(path, now)
 
 
 def _rebinds(body: cst.CSTNode, name: str) -> bool:

@@ -512,7 +512,7 @@ class Modules:
             if path is not None:
                 if not frame.scope.in_module:
                     self.file.training.round_trip(path, module, cast, frame)
-                self._rebind(path, new, frame)
+                frame.rebind(path, new)
             return new
         if method == "upcast_vae" and path is not None:  # diffusers: the VAE runs in float32
             text = f"upcast to float32 by `{self.file.code(node)}`"
@@ -660,13 +660,7 @@ class Modules:
         """``model.to(dtype=dtype)`` done by a call the model is handed to: ``path`` is cast."""
         cast = self.module_cast(node, "to", (), {"dtype": dtype}, script=frame.scope.script)
         if cast is not None:
-            self._rebind(path, cast_module(model, cast), frame)
-
-    def _rebind(self, path: str, new: Fact, frame: Frame) -> None:
-        frame.env[path] = new
-        prefix = path + "."
-        for k in [k for k in frame.env if k.startswith(prefix)]:
-            del frame.env[k]
+            frame.rebind(path, cast_module(model, cast))
 
     def _class_of_frame(self, frame: Frame) -> ClassInfo | None:
         name = frame.scope.class_name
