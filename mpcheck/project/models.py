@@ -559,7 +559,7 @@ def uses_of_records(
         for name, spot in r.owned
     )
     if by_name:  # (the project classes such a load may build, with every part they build)
-        loadable = _loadable(records, names)
+        loadable = _loadable(records, subclasses)
         under_dtype.update(loadable)
         unsafe.update(loadable)
     # what a factory no call of an application binds goes where nothing shows, and might be
@@ -693,28 +693,20 @@ def uses_of_records(
     )
 
 
-def _loadable(records: Mapping[str, ModelRecord], names: _Names) -> set[str]:
+def _loadable(records: Mapping[str, ModelRecord], subclasses: Mapping[str, set[str]]) -> set[str]:
     """The project classes a library's by-name loader may build: transformers' Auto classes
     build the ``PreTrainedModel`` a checkpoint's configuration names (a project's own only
     when registered with them or named by its ``auto_map``), and a diffusers pipeline builds
     each component its ``model_index.json`` names (a ``ModelMixin`` or ``PreTrainedModel``).
-    A class is loadable when it or a project class it derives (transitively) is on such a
-    base; nothing else reaches such a load."""
-    bases = {c.name: c.bases for r in records.values() for c in r.classes}
-    memo: dict[str, bool] = {}
-
-    def on_base(name: str) -> bool:
-        if name not in memo:
-            memo[name] = False  # (a cycle of bases is no loadable base)
-            own = bases.get(name, ())
-            memo[name] = any(
-                b.rpartition(".")[2].endswith(LOADABLE_SUFFIXES)
-                or ((parent := names.resolve(b)) is not None and on_base(parent))
-                for b in own
-            )
-        return memo[name]
-
-    return {name for name in bases if on_base(name)}
+    A class is loadable when it is on such a base or derives (transitively) a project class
+    that is; nothing else reaches such a load."""
+    on_base = {
+        c.name
+        for r in records.values()
+        for c in r.classes
+        if any(b.rpartition(".")[2].endswith(LOADABLE_SUFFIXES) for b in c.bases)
+    }
+    return _parts_of(on_base, subclasses)
 
 
 def _cast_under_autocast(
