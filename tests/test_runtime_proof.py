@@ -34,6 +34,8 @@ def torch_module() -> object:
 def test_fixture_behaves_as_declared(path: Path, torch_module: object) -> None:
     rt = runtime(path)
     assert rt is not None
+    # each run draws the same weights, whatever ran before it in this worker
+    torch_module.manual_seed(0)  # type: ignore[attr-defined]
     error: BaseException | None = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
