@@ -108,3 +108,52 @@ def many(model):
     return [model] * 2
 """
     assert returning(source) == ("m.scale",)
+
+
+def test_a_library_value_is_unknown_and_a_project_value_a_need() -> None:
+    """What a function of another project module returns is settled at the join (a need);
+    a value of the standard library or of a named library is no project function's, so the
+    function is unknown here and its record carries nothing for it."""
+    source = """
+import json
+
+def parsed(s):
+    return json.loads(s)
+
+def page(x):
+    return render(x)
+
+def masked(n, t):
+    return commons.sequence_mask(n, t)
+
+def array(x):
+    return np.asarray(x)
+"""
+    imports = {
+        **IMPORTS,
+        "json": "json",
+        "render": "flask.render_template",
+        "commons": "pkg.commons",
+        "np": "numpy",
+    }
+    code = blank(source.encode())
+    found = tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("numpy",))
+    assert found == ("m.masked<pkg.commons.sequence_mask", "m.page<flask.render_template")
+
+
+def test_a_library_function_is_no_tensor_method_of_its_module() -> None:
+    """``re.sub(...)`` and ``np.sqrt(...)`` call a module's function, not the tensor methods
+    ``sub`` and ``sqrt``: unknown (a string, an array), as before they were needs."""
+    source = """
+import re
+import numpy as np
+
+def collapse(text):
+    return re.sub(r"\\s+", " ", text)
+
+def energy(x):
+    return np.sqrt(np.mean(x**2))
+"""
+    imports = {**IMPORTS, "re": "re", "np": "numpy"}
+    code = blank(source.encode())
+    assert tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("numpy",)) == ()

@@ -45,7 +45,7 @@ from mpcheck.project.returns import tensor_returns
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 21
+FORMAT = 22
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -376,6 +376,7 @@ class _Reader:
         self._registry_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registries`)
         self._loose: list[Spot] = []  # (:meth:`_casts`: casts of a model of unknown class)
         self._owned: list[tuple[str, Spot]] = []  # (:meth:`_casts`: casts of ``self``)
+        self._class_matches: list[re.Match[bytes]] = []  # every class header, read once
         self._class_spans: list[tuple[int, int, int, str]] | None = None  # (:meth:`_owner`)
         self._unknown_modules: dict[bytes, bool] = {}  # (:meth:`_module_of_unknown_class`)
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
@@ -506,6 +507,7 @@ class _Reader:
                     masked[start:end] = b" " * (end - start)
         half = _has_any(masked, _HALF_LITERALS) and HALF_WORDS.search(masked) is not None
         found = list(line_matches(_CLASS, _CLASS_WORD, code))
+        self._class_matches = found  # (:meth:`_owner` spans them only when ``self`` is cast)
         self.local = {m.group(2).decode() for m in found if not m.group(1)}
         classes, bodies = self._classes(found)
         tops = [m for m in found if not m.group(1)]
@@ -580,7 +582,7 @@ class _Reader:
             tuple(self._loose),
             tuple(self._owned),
             tuple(sorted({cls for cls, region, _, part in runs if region is None and not part})),
-            tensor_returns(code, self._def_headers(), self.module, self.imports),
+            tensor_returns(code, self._def_headers(), self.module, self.imports, _NOT_PROJECT),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -865,7 +867,7 @@ class _Reader:
         the cast's name (``def to(self, ...)``: its own method runs, casting what it says)."""
         if self._class_spans is None:
             spans = []
-            for match in _CLASS.finditer(self.code):
+            for match in self._class_matches:  # (the headers the record pass read)
                 indent = len(match.group(1))
                 end = body_end(self.code, match.end(), indent)
                 name = match.group(2).decode()

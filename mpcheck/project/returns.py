@@ -19,7 +19,8 @@ This reads the blanked code of the record pass (:func:`mpcheck.project.records.b
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Collection, Mapping, Sequence
 
 from mpcheck.project.brackets import closing, opening, parts
 from mpcheck.project.construction import body_end
@@ -70,11 +71,16 @@ def tensor_returns(
     headers: Sequence[re.Match[bytes]],
     module: str,
     imports: Mapping[str, str],
+    libraries: Collection[str] = (),
 ) -> tuple[str, ...]:
     """The qualified top-level functions of the file (``headers``: its ``def`` matches, the
     indent in group 1 and the name in group 2) every ``return`` of which returns a tensor
     (see the module docstring), each with the project functions it needs to return tensors
-    too, if any (``pkg.f<pkg.g,pkg.h``: the names as this file's imports spell them)."""
+    too, if any (``pkg.f<pkg.g,pkg.h``: the names as this file's imports spell them).
+    ``libraries``: import roots that are no project's (with torch's and the standard
+    library's): a value of theirs other than torch's tensor functions is unknown here (a
+    model, for ``torch.load``), not a need for the join."""
+    foreign = frozenset({"torch", *libraries}) | sys.stdlib_module_names
     tops = [h for h in headers if not h.group(1)]
     local = {
         h.group(2).decode(): f"{module}.{h.group(2).decode()}" if module else h.group(2).decode()
@@ -84,7 +90,7 @@ def tensor_returns(
     for header in tops:
         end = body_end(code, header.end(), 0)
         name = local[header.group(2).decode()]
-        needs = _returns_tensors(code, header.end(), end, imports, local)
+        needs = _returns_tensors(code, header.end(), end, imports, local, foreign)
         if needs is not None:
             needs.discard(name)  # (a recursive call returns what the function returns)
             out.append(f"{name}{NEEDS}{','.join(sorted(needs))}" if needs else name)
@@ -92,14 +98,19 @@ def tensor_returns(
 
 
 def _returns_tensors(
-    code: bytes, start: int, end: int, imports: Mapping[str, str], local: Mapping[str, str]
+    code: bytes,
+    start: int,
+    end: int,
+    imports: Mapping[str, str],
+    local: Mapping[str, str],
+    foreign: frozenset[str],
 ) -> set[str] | None:
     """The project functions whose returning tensors this function's tensor returns need
     (empty: none), or None when some ``return`` may return anything else."""
     params = _params(code, start)
     if params is None:
         return None
-    body = _Body(code, start, end, params, imports, local)
+    body = _Body(code, start, end, params, imports, local, foreign)
     found = False
     for match in _RETURN.finditer(code, start, end):
         found = True
@@ -153,9 +164,11 @@ class _Body:
         params: set[bytes],
         imports: Mapping[str, str],
         local: Mapping[str, str],
+        foreign: frozenset[str],
     ) -> None:
         self.code, self.start, self.end = code, start, end
         self.params, self.imports, self.local = params, imports, local
+        self.foreign = foreign  # (import roots whose functions are no project's)
         self.needs: set[str] = set()  # project functions whose values it returns
         self._assigned: dict[bytes, list[tuple[bytes, int]]] | None = None
         self._otherwise: set[bytes] = set()
@@ -205,7 +218,9 @@ class _Body:
             if first in self.local and not rest:  # (a function of this file)
                 self.needs.add(self.local[first])
                 return True
-            if first in self.imports and not found.startswith("torch"):
+            if first in self.imports:
+                if found.partition(".")[0] in self.foreign:  # (``re.sub``: no tensor method)
+                    return False
                 self.needs.add(f"{found}.{rest}" if rest else found)  # (settled at the join)
                 return True
         receiver, dot, method = head.rpartition(b".")
