@@ -94,7 +94,9 @@ async def published(client: LanguageClient, uri: str) -> list[lsp.Diagnostic]:
             if params.uri == uri:
                 return list(params.diagnostics)
 
-    return await asyncio.wait_for(wait(), timeout=120)
+    # (a hang guard, no speed target: a CI machine at load 14 took minutes to start the
+    # server and check the project once)
+    return await asyncio.wait_for(wait(), timeout=600)
 
 
 def open_file(client: LanguageClient, path: Path, text: str | None = None) -> str:
