@@ -11,8 +11,11 @@ the fix.
 
 A finding counts when its rule is in the case's family group (1xx dtype flow, 2xx scaler and
 optimizer, 3xx numerics, 4xx autocast) and its line is in the case's line ranges; the exact
-code is reported too. Nothing of the third-party source is kept here: checkouts live under
-``--dir`` (default: a temporary directory).
+code is reported too. A cross-file case is also caught by a finding in one of its other files
+(``other_paths``: where the value is used and raises) whose dtype origin, a related location,
+lies at the case's lines: the hazard reported where it raises, naming where its dtype came
+from (shown as ``CODE@other/path.py``). Nothing of the third-party source is kept here:
+checkouts live under ``--dir`` (default: a temporary directory).
 
 Usage::
 
@@ -67,7 +70,7 @@ class Outcome:
 
     @property
     def exact(self) -> bool:
-        return any(code == self.case.family for code, _ in self.caught)
+        return any(code.partition("@")[0] == self.case.family for code, _ in self.caught)
 
 
 def load_cases(path: Path = HERE / "cases.toml") -> list[Case]:
@@ -106,6 +109,12 @@ def checkout(mirror: Path, commit: str, root: Path) -> Path:
 
 def findings(tree: Path, path: str) -> list[tuple[str, int]]:
     """``mpcheck check path`` in ``tree`` as a user runs it: (code, row) of each finding."""
+    return [(code, row) for code, row, _ in report(tree, path)]
+
+
+def report(tree: Path, path: str) -> list[tuple[str, int, list[tuple[str, int]]]]:
+    """``mpcheck check path`` in ``tree``: (code, row, related) of each finding, ``related``
+    the (path relative to ``tree``, row) of each related location in another file."""
     proc = subprocess.run(
         [MPCHECK, "check", "--output-format", "json", "--no-cache", path],
         cwd=tree,
@@ -114,7 +123,16 @@ def findings(tree: Path, path: str) -> list[tuple[str, int]]:
     )
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"mpcheck exited {proc.returncode}: {proc.stderr.strip()[:300]}")
-    return [(d["code"], d["location"]["row"]) for d in json.loads(proc.stdout or "[]")]
+    out = []
+    for d in json.loads(proc.stdout or "[]"):
+        related = []
+        for r in d.get("related", ()):
+            if r.get("filename"):
+                name = Path(r["filename"])
+                rel = name.relative_to(tree.resolve()) if name.is_absolute() else name
+                related.append((rel.as_posix(), r["location"]["row"]))
+        out.append((d["code"], d["location"]["row"], related))
+    return out
 
 
 def in_ranges(
@@ -128,6 +146,25 @@ def in_ranges(
     ]
 
 
+def traced(
+    tree: Path, others: list[str], path: str, family: str, ranges: list[list[int]]
+) -> list[tuple[str, int]]:
+    """Findings of the case's family in its other files whose dtype origin (a related
+    location) lies at the case's lines: a cross-file hazard reported where it raises, saying
+    where the dtype came from (the header's "the call that raises"), as ``path:row`` codes."""
+    group = family[3]
+    out = []
+    for other in others:
+        if not (tree / other).is_file():
+            continue
+        for code, row, related in report(tree, other):
+            if code[3] != group:
+                continue
+            if any(r == path and any(lo <= n <= hi for lo, hi in ranges) for r, n in related):
+                out.append((f"{code}@{other}", row))
+    return out
+
+
 def score(case: Case, root: Path, mirrors: Path) -> Outcome:
     mirror = mirrors / case.repo.replace("/", "+") / "repo"
     if not mirror.is_dir():
@@ -135,7 +172,11 @@ def score(case: Case, root: Path, mirrors: Path) -> Outcome:
     before = checkout(mirror, case.buggy, root)
     after = checkout(mirror, case.fixed, root)
     caught = in_ranges(findings(before, case.path), case.family, case.buggy_lines)
-    still = in_ranges(findings(after, case.fixed_path or case.path), case.family, case.fixed_lines)
+    fixed_path = case.fixed_path or case.path
+    still = in_ranges(findings(after, fixed_path), case.family, case.fixed_lines)
+    if case.cross_file:
+        caught += traced(before, case.other_paths, case.path, case.family, case.buggy_lines)
+        still += traced(after, case.other_paths, fixed_path, case.family, case.fixed_lines)
     return Outcome(case, caught, still)
 
 
