@@ -406,3 +406,61 @@ def test_a_registry_call_binds_what_its_values_return(use: str) -> None:
 def test_a_registry_call_cast_to_half_is_a_cast_of_what_it_returns() -> None:
     source = b"from nets import MODELS\n\nmodel = MODELS[name]().half()\n"
     assert [c[0] for c in record_of(source, "run.py").casts] == ["nets.MODELS()#"]
+
+
+def test_a_return_annotation_names_what_a_function_returns() -> None:
+    """``def load(...) -> Net`` returns a ``Net`` (PEP 484), whatever its body builds it from;
+    a library's class or a tensor annotated is no project factory."""
+    source = """
+import torch
+from transformers import CLIPTextModel
+from pkg.net import Net, Vae
+
+def load(name) -> Net:
+    return getattr(models, name)()
+
+def load_pair(name) -> tuple[CLIPTextModel, Optional[Vae]]:
+    return registry[name]()
+
+def mask(n) -> torch.Tensor:
+    return helper(n)
+"""
+    assert record_of(source.encode(), "run.py").factories == (
+        ("run.load", -1, "pkg.net.Net"),
+        ("run.load_pair", 1, "pkg.net.Vae"),
+    )
+
+
+def test_a_cast_of_what_a_classmethod_builds_of_cls_is_owned_by_its_class() -> None:
+    """In a classmethod ``cls`` is the class or one deriving it: ``cls(...)`` and
+    ``skip_init(cls, ...)`` build one of them (not a model of unknown class); a name bound
+    last to something else, or in another function, is not."""
+    source = """
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    @classmethod
+    def load(cls, sd, dtype):
+        model = torch.nn.utils.skip_init(
+            cls, device="cpu"
+        )
+        model.load_state_dict(sd)
+        model.to(dtype=dtype)
+        return model
+
+    @classmethod
+    def build(cls, dtype):
+        model = cls()
+        model = wrap(model)
+        model.eval()
+        model.to(dtype=dtype)
+        return model
+
+def other(model, dtype):
+    model.eval()
+    model.to(dtype=dtype)
+"""
+    record = record_of(source.encode(), "run.py")
+    assert record.owned == (("run.Net", (12, 9, "")),)
+    assert [line for line, _, _ in record.loose] == [20, 25]

@@ -41,7 +41,7 @@ from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.lines import line_matches
 from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
-from mpcheck.project.returns import tensor_returns
+from mpcheck.project.returns import annotated_returns, returned_annotation, tensor_returns
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
@@ -334,6 +334,9 @@ _FROM = re.compile(
 )
 _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n\\;]*(?:\\\n[^\n\\;]*)*)", re.MULTILINE)
 _CASTS = re.compile(rb"\.half\(|float16|bfloat16|dtype")
+_NAME_ONLY = re.compile(rb"[A-Za-z_]\w*")
+# ``cls(...)``, ``torch.nn.utils.skip_init(cls, ...)``: a classmethod building its class
+_CLS_BUILT = re.compile(rb"(?:cls|(?:[\w.]*\.)?skip_init\s*\(\s*cls\b)\s*[(,)]")
 _CAST_AT = re.compile(rb"\.(half|bfloat16)\(\s*\)|\.to\(")
 _DTYPE_KW = re.compile(rb"\b((?:torch_)?dtype)\s*=\s*([\w.]+)")
 _HALFISH_BYTES = re.compile(rb"float16|bfloat16|\bhalf\b|fp16|bf16|dtype$")
@@ -526,6 +529,7 @@ class _Reader:
         factories = self._factories(returned, keys, unsafe)
         builds = self._builds(bodies, keys, plain)
         factories.update(self._returned_builds())
+        factories.update(self._annotated())
         for name, at, target in made:
             text = f"{name.partition(CALLED)[0].rpartition('.')[2]}(...)"
             builds.append((name, self.spot(at, text), target in keys))
@@ -824,8 +828,10 @@ class _Reader:
                 continue
             classes = targets(receiver)
             if not classes:
-                if self._module_of_unknown_class(receiver):
-                    owner = self._owner(start, match) if receiver == b"self" else None
+                built_by_cls = self._built_by_cls(receiver, start)
+                if built_by_cls or self._module_of_unknown_class(receiver):
+                    own = receiver == b"self" or built_by_cls
+                    owner = self._owner(start, match) if own else None
                     if owner is not None:
                         self._owned.append((owner, self.spot(start)))
                     else:
@@ -883,6 +889,31 @@ class _Reader:
             return None
         name = inner[3]
         return f"{self.module}.{name}" if self.module else name
+
+    def _built_by_cls(self, receiver: bytes, at: int) -> bool:
+        """Whether ``receiver`` is a name the function holding ``at`` last binds, before
+        ``at``, to ``cls(...)`` or ``skip_init(cls, ...)`` (which builds ``cls``): in a
+        classmethod ``cls`` is the class it is called on, this class or one deriving it."""
+        if not _NAME_ONLY.fullmatch(receiver) or b"cls" not in self.code:
+            return False
+        name = re.escape(receiver)
+        bound = re.compile(rb"^[ \t]+" + name + rb"[ \t]*=(?!=)[ \t]*(\S)", re.M)
+        code = self.code
+        if not any(_CLS_BUILT.match(code, m.start(1)) for m in bound.finditer(code, 0, at)):
+            return False
+        header = None  # (the innermost ``def`` holding ``at``: the nearest one before it)
+        for match in reversed(self._def_headers()):
+            if match.start() >= at or not match.group(1):
+                continue
+            if body_end(self.code, match.end(), len(match.group(1))) > at:
+                header = match
+                break
+        if header is None:
+            return False
+        last = None
+        for found in bound.finditer(self.code, header.end(), at):
+            last = found
+        return last is not None and _CLS_BUILT.match(code, last.start(1)) is not None
 
     def _home(self, at: int) -> str:
         """The qualified top-level function holding the offset ``at`` ("" elsewhere): a
@@ -1262,6 +1293,26 @@ class _Reader:
             function = self._factory_at(at)
             if function is not None:
                 out.add((function, index, cls))
+        return out
+
+    def _annotated(self) -> set[tuple[str, int, str]]:
+        """(function, position, class) of each class a top-level function's return
+        annotation names (``def load_vae(...) -> AutoencoderKL``, ``-> tuple[Tokenizer,
+        TextModel]``): what it returns (PEP 484), whatever its body builds it from (a loader
+        filling a class picked by name, ``skip_init(cls, ...)``)."""
+        out = set()
+        for header in self._def_headers():
+            if header.group(1):
+                continue
+            annotation = returned_annotation(self.code, header.end())
+            if annotation is None:
+                continue
+            name = header.group(2).decode()
+            function = f"{self.module}.{name}" if self.module else name
+            for index, text in annotated_returns(annotation):
+                cls = self._class_named(text.decode())
+                if cls is not None and cls.partition(".")[0] not in _NOT_PROJECT:
+                    out.add((function, index, cls))
         return out
 
     def _holds_half(self, arguments: bytes) -> bool:
