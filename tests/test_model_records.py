@@ -432,9 +432,10 @@ def mask(n) -> torch.Tensor:
 
 
 def test_a_cast_of_what_a_classmethod_builds_of_cls_is_owned_by_its_class() -> None:
-    """In a classmethod ``cls`` is the class or one deriving it: ``cls(...)`` and
-    ``skip_init(cls, ...)`` build one of them (not a model of unknown class); a name bound
-    last to something else, or in another function, is not."""
+    """In a classmethod ``cls`` is the class or one deriving it: ``cls(...)``,
+    ``cls.from_config(...)`` and ``skip_init(cls, ...)`` build one of them (not a model of
+    unknown class), and a module method returning the module keeps it; a name bound last to
+    something else, or in another function, is not."""
     source = """
 import torch
 from torch import nn
@@ -457,10 +458,22 @@ class Net(nn.Module):
         model.to(dtype=dtype)
         return model
 
+    @classmethod
+    def make(cls, config, dtype):
+        model = cls.from_config(config)
+        model = model.requires_grad_(False).to(dtype)
+        model.eval()
+        model.to(dtype)
+        return model
+
 def other(model, dtype):
     model.eval()
     model.to(dtype=dtype)
 """
     record = record_of(source.encode(), "run.py")
-    assert record.owned == (("run.Net", (12, 9, "")),)
-    assert [line for line, _, _ in record.loose] == [20, 25]
+    assert record.owned == (
+        ("run.Net", (12, 9, "")),
+        ("run.Net", (26, 17, "")),
+        ("run.Net", (28, 9, "")),
+    )
+    assert [line for line, _, _ in record.loose] == [20, 33]

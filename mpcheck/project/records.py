@@ -336,7 +336,11 @@ _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n\\;]*(?:\\\n[^\n\\;]*)*)", re.MU
 _CASTS = re.compile(rb"\.half\(|float16|bfloat16|dtype")
 _NAME_ONLY = re.compile(rb"[A-Za-z_]\w*")
 # ``cls(...)``, ``torch.nn.utils.skip_init(cls, ...)``: a classmethod building its class
-_CLS_BUILT = re.compile(rb"(?:cls|(?:[\w.]*\.)?skip_init\s*\(\s*cls\b)\s*[(,)]")
+_SELF_METHODS = b"|".join(m.encode() for m in sorted(T.MODULE_RETURNS_SELF))
+# (``cls.from_config(...)``: an alternative constructor, a library base's too, returns a ``cls``)
+_CLS_BUILT = re.compile(
+    rb"(?:cls(?:\s*\.\s*from_\w+)?|(?:[\w.]*\.)?skip_init\s*\(\s*cls\b)\s*[(,)]"
+)
 _CAST_AT = re.compile(rb"\.(half|bfloat16)\(\s*\)|\.to\(")
 _DTYPE_KW = re.compile(rb"\b((?:torch_)?dtype)\s*=\s*([\w.]+)")
 _HALFISH_BYTES = re.compile(rb"float16|bfloat16|\bhalf\b|fp16|bf16|dtype$")
@@ -892,8 +896,9 @@ class _Reader:
 
     def _built_by_cls(self, receiver: bytes, at: int) -> bool:
         """Whether ``receiver`` is a name the function holding ``at`` last binds, before
-        ``at``, to ``cls(...)`` or ``skip_init(cls, ...)`` (which builds ``cls``): in a
-        classmethod ``cls`` is the class it is called on, this class or one deriving it."""
+        ``at``, to ``cls(...)``, ``cls.from_config(...)`` or ``skip_init(cls, ...)`` (which
+        build a ``cls``): in a classmethod ``cls`` is the class it is called on, this class or
+        one deriving it."""
         if not _NAME_ONLY.fullmatch(receiver) or b"cls" not in self.code:
             return False
         name = re.escape(receiver)
@@ -910,10 +915,14 @@ class _Reader:
                 break
         if header is None:
             return False
-        last = None
-        for found in bound.finditer(self.code, header.end(), at):
-            last = found
-        return last is not None and _CLS_BUILT.match(code, last.start(1)) is not None
+        # the last binding, through those that rebind the name to a module method returning
+        # the module itself (``model = model.requires_grad_(False)``, ``model.to(dtype)``: the
+        # same model, of the same class)
+        same = re.compile(name + rb"\s*\.\s*(" + _SELF_METHODS + rb")\s*\(")
+        for found in reversed(list(bound.finditer(code, header.end(), at))):
+            if same.match(code, found.start(1)) is None:
+                return _CLS_BUILT.match(code, found.start(1)) is not None
+        return False
 
     def _home(self, at: int) -> str:
         """The qualified top-level function holding the offset ``at`` ("" elsewhere): a
