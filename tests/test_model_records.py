@@ -477,3 +477,43 @@ def other(model, dtype):
         ("run.Net", (28, 9, "")),
     )
     assert [line for line, _, _ in record.loose] == [20, 33]
+
+
+def test_a_function_s_own_binding_of_a_name_says_what_its_cast_casts() -> None:
+    """A name a function binds is its own variable: the value of a project function bound
+    to it in another function is not what its cast casts; a parameter the file never uses as
+    a module holds none of the file's bindings; a tuple target keeps them all."""
+    source = """
+import torch
+from pkg.helpers import cat_h, load_vae, encode
+
+def decode(hidden_states, dtype):
+    hidden_states = cat_h(hidden_states)
+    return hidden_states
+
+def upsample(hidden_states):
+    hidden_states = hidden_states.to(torch.float16)
+    return hidden_states
+
+def run(dtype):
+    vae = load_vae()
+    vae = vae.to("cuda")
+    vae.to(dtype)
+    emb, pooled = encode(vae)
+    emb = emb.to(dtype)
+
+def run2(vae, dtype):
+    vae.eval()
+    vae.to(dtype)
+
+def run3(x, dtype):
+    hidden_states = torch.cat([x, x])
+    hidden_states = hidden_states.to(dtype)
+"""
+    record = record_of(source.encode(), "run.py")
+    assert record.loose == ()
+    assert [(name, spot[0]) for name, spot, _, _ in record.casts] == [
+        ("pkg.helpers.load_vae()#", 15),
+        ("pkg.helpers.encode()#0", 17),
+        ("pkg.helpers.load_vae()#", 21),
+    ]

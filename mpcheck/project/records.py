@@ -41,7 +41,12 @@ from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.lines import line_matches
 from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
-from mpcheck.project.returns import annotated_returns, returned_annotation, tensor_returns
+from mpcheck.project.returns import (
+    annotated_returns,
+    params_of,
+    returned_annotation,
+    tensor_returns,
+)
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
@@ -334,6 +339,7 @@ _FROM = re.compile(
 )
 _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n\\;]*(?:\\\n[^\n\\;]*)*)", re.MULTILINE)
 _CASTS = re.compile(rb"\.half\(|float16|bfloat16|dtype")
+_CALLEE = re.compile(rb"([A-Za-z_][\w.]*)[ \t]*\(")
 _NAME_ONLY = re.compile(rb"[A-Za-z_]\w*")
 # ``cls(...)``, ``torch.nn.utils.skip_init(cls, ...)``: a classmethod building its class
 _SELF_METHODS = b"|".join(m.encode() for m in sorted(T.MODULE_RETURNS_SELF))
@@ -803,10 +809,13 @@ class _Reader:
         data, code = self.data, self.code
         out = []
 
-        def targets(receiver: bytes) -> list[str]:
+        def targets(receiver: bytes, at: int) -> list[str]:
             text = receiver.decode(errors="replace")
             if text in models:
-                return sorted(models[text])
+                found = models[text]
+                if all(CALLED in n for n in found) and _NAME_ONLY.fullmatch(receiver):
+                    found = self._in_scope(receiver, at, found)
+                return sorted(found)
             if "(" not in text:
                 return []
             item = _ITEM_CALLEE.match(text)
@@ -830,7 +839,7 @@ class _Reader:
                 if at >= 0:  # ``getattr(m, name)(...).half()``: a class picked by name
                     self._loose.append(self.spot(at, self._home(at)))
                 continue
-            classes = targets(receiver)
+            classes = targets(receiver, start)
             if not classes:
                 built_by_cls = self._built_by_cls(receiver, start)
                 if built_by_cls or self._module_of_unknown_class(receiver):
@@ -893,6 +902,53 @@ class _Reader:
             return None
         name = inner[3]
         return f"{self.module}.{name}" if self.module else name
+
+    def _def_holding(self, at: int) -> tuple[int, int] | None:
+        """(the end of its header's name, its end) of the innermost ``def`` holding ``at``."""
+        self._factory_at(at)  # (finds every ``def``'s span once)
+        inner = None
+        for start, end, indent, _ in self._bodies or ():
+            if start <= at < end and (inner is None or indent >= inner[0]):
+                inner = (indent, start, end)
+        if inner is None:
+            return None
+        header = _DEF.match(self.code, inner[1])
+        return None if header is None else (header.end(), inner[2])
+
+    def _in_scope(self, name: bytes, at: int, products: set[str]) -> set[str]:
+        """What of ``products`` (the project functions' values the file binds ``name`` to,
+        ``pkg.f()#``) the variable ``name`` may hold at ``at``: a name a function binds is its
+        own variable, so a binding in another function holds nothing here. Its last binding
+        in the function holding ``at`` says (through those rebinding it to a module method
+        returning the module, ``x = x.to(device)``); with none, a parameter holds what callers
+        hand: the file's bindings stand for them only where the file uses the name as a module
+        (a model handed around under one name). Anything less plain keeps them all."""
+        held = self._def_holding(at)
+        if held is None:
+            return products
+        code, (begin, _) = self.code, held
+        word = re.escape(name)
+        loose = re.compile(
+            rb"(?<![\w.])" + word + rb"\b(?:[ \t]*[,)\]][^=\n]*=(?!=)|[ \t]*:=)"
+            rb"|\bas[ \t]+" + word + rb"\b|\bfor\b[^\n]*(?<![\w.])" + word + rb"\b[^\n]*\bin\b"
+            rb"|\bglobal\b|\bnonlocal\b"
+        )
+        if loose.search(code, begin, at):  # (a tuple target, a loop, ``with ... as``)
+            return products
+        bound = re.compile(rb"^[ \t]+" + word + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*(\S)", re.M)
+        same = re.compile(word + rb"\s*\.\s*(" + _SELF_METHODS + rb")\s*\(")
+        for found in reversed(list(bound.finditer(code, begin, at))):
+            if same.match(code, found.start(1)):
+                continue
+            call = _CALLEE.match(code, found.start(1))
+            function = None if call is None else self._function_named(call.group(1).decode())
+            if function is None:
+                return set()  # (a value of something else: no project function's)
+            return {p for p in products if p.partition(CALLED)[0] == function}
+        params = params_of(code, begin)
+        if params is None or name not in params or self._module_of_unknown_class(name):
+            return products  # (a model handed around under one name: as the file binds it)
+        return set()
 
     def _built_by_cls(self, receiver: bytes, at: int) -> bool:
         """Whether ``receiver`` is a name the function holding ``at`` last binds, before

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from mpcheck.project.brackets import closing, opening, parts
 from mpcheck.project.construction import body_end
 
-__all__ = ["NEEDS", "annotated_returns", "returned_annotation", "tensor_returns"]
+__all__ = ["NEEDS", "annotated_returns", "params_of", "returned_annotation", "tensor_returns"]
 
 NEEDS = "<"  # ``pkg.f<pkg.g,pkg.h``: ``f`` returns tensors if ``g`` and ``h`` do
 
@@ -169,7 +169,7 @@ def _returns_tensors(
 ) -> set[str] | None:
     """The project functions whose returning tensors this function's tensor returns need
     (empty: none), or None when some ``return`` may return anything else."""
-    params = _params(code, start)
+    params = params_of(code, start)
     if params is None:
         return None
     body = _Body(code, start, end, params, imports, local)
@@ -185,7 +185,7 @@ def _returns_tensors(
     return body.needs
 
 
-def _params(code: bytes, start: int) -> set[bytes] | None:
+def params_of(code: bytes, start: int) -> set[bytes] | None:
     """The parameter names of the ``def`` whose name ends before ``start``."""
     open_at = code.find(b"(", start)
     if open_at < 0 or code[start:open_at].strip():
