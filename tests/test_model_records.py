@@ -513,7 +513,7 @@ def run3(x, dtype):
     record = record_of(source.encode(), "run.py")
     assert record.loose == ()
     assert [(name, spot[0]) for name, spot, _, _ in record.casts] == [
-        ("pkg.helpers.load_vae()#", 15),
-        ("pkg.helpers.encode()#0", 17),
-        ("pkg.helpers.load_vae()#", 21),
+        ("pkg.helpers.load_vae()#", 16),
+        ("pkg.helpers.encode()#0", 18),
+        ("pkg.helpers.load_vae()#", 22),
     ]
