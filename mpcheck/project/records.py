@@ -813,8 +813,9 @@ class _Reader:
             text = receiver.decode(errors="replace")
             if text in models:
                 found = models[text]
-                if all(CALLED in n for n in found) and _NAME_ONLY.fullmatch(receiver):
-                    found = self._in_scope(receiver, at, found)
+                called = {n for n in found if CALLED in n}
+                if called and _NAME_ONLY.fullmatch(receiver):  # (a class: of any binding)
+                    found = (found - called) | self._in_scope(receiver, at, called)
                 return sorted(found)
             if "(" not in text:
                 return []
