@@ -406,3 +406,114 @@ def test_a_registry_call_binds_what_its_values_return(use: str) -> None:
 def test_a_registry_call_cast_to_half_is_a_cast_of_what_it_returns() -> None:
     source = b"from nets import MODELS\n\nmodel = MODELS[name]().half()\n"
     assert [c[0] for c in record_of(source, "run.py").casts] == ["nets.MODELS()#"]
+
+
+def test_a_return_annotation_names_what_a_function_returns() -> None:
+    """``def load(...) -> Net`` returns a ``Net`` (PEP 484), whatever its body builds it from;
+    a library's class or a tensor annotated is no project factory."""
+    source = """
+import torch
+from transformers import CLIPTextModel
+from pkg.net import Net, Vae
+
+def load(name) -> Net:
+    return getattr(models, name)()
+
+def load_pair(name) -> tuple[CLIPTextModel, Optional[Vae]]:
+    return registry[name]()
+
+def mask(n) -> torch.Tensor:
+    return helper(n)
+"""
+    assert record_of(source.encode(), "run.py").factories == (
+        ("run.load", -1, "pkg.net.Net"),
+        ("run.load_pair", 1, "pkg.net.Vae"),
+    )
+
+
+def test_a_cast_of_what_a_classmethod_builds_of_cls_is_owned_by_its_class() -> None:
+    """In a classmethod ``cls`` is the class or one deriving it: ``cls(...)``,
+    ``cls.from_config(...)`` and ``skip_init(cls, ...)`` build one of them (not a model of
+    unknown class), and a module method returning the module keeps it; a name bound last to
+    something else, or in another function, is not."""
+    source = """
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    @classmethod
+    def load(cls, sd, dtype):
+        model = torch.nn.utils.skip_init(
+            cls, device="cpu"
+        )
+        model.load_state_dict(sd)
+        model.to(dtype=dtype)
+        return model
+
+    @classmethod
+    def build(cls, dtype):
+        model = cls()
+        model = wrap(model)
+        model.eval()
+        model.to(dtype=dtype)
+        return model
+
+    @classmethod
+    def make(cls, config, dtype):
+        model = cls.from_config(config)
+        model = model.requires_grad_(False).to(dtype)
+        model.eval()
+        model.to(dtype)
+        return model
+
+def other(model, dtype):
+    model.eval()
+    model.to(dtype=dtype)
+"""
+    record = record_of(source.encode(), "run.py")
+    assert record.owned == (
+        ("run.Net", (12, 9, "")),
+        ("run.Net", (26, 17, "")),
+        ("run.Net", (28, 9, "")),
+    )
+    assert [line for line, _, _ in record.loose] == [20, 33]
+
+
+def test_a_function_s_own_binding_of_a_name_says_what_its_cast_casts() -> None:
+    """A name a function binds is its own variable: the value of a project function bound
+    to it in another function is not what its cast casts; a parameter the file never uses as
+    a module holds none of the file's bindings; a tuple target keeps them all."""
+    source = """
+import torch
+from pkg.helpers import cat_h, load_vae, encode
+
+def decode(hidden_states, dtype):
+    hidden_states = cat_h(hidden_states)
+    return hidden_states
+
+def upsample(hidden_states):
+    hidden_states = hidden_states.to(torch.float16)
+    return hidden_states
+
+def run(dtype):
+    vae = load_vae()
+    vae = vae.to("cuda")
+    vae.to(dtype)
+    emb, pooled = encode(vae)
+    emb = emb.to(dtype)
+
+def run2(vae, dtype):
+    vae.eval()
+    vae.to(dtype)
+
+def run3(x, dtype):
+    hidden_states = torch.cat([x, x])
+    hidden_states = hidden_states.to(dtype)
+"""
+    record = record_of(source.encode(), "run.py")
+    assert record.loose == ()
+    assert [(name, spot[0]) for name, spot, _, _ in record.casts] == [
+        ("pkg.helpers.load_vae()#", 16),
+        ("pkg.helpers.encode()#0", 18),
+        ("pkg.helpers.load_vae()#", 22),
+    ]

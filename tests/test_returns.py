@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from mpcheck.project.records import blank
-from mpcheck.project.returns import tensor_returns
+from mpcheck.project.returns import annotated_returns, returned_annotation, tensor_returns
 
 _DEF = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
 IMPORTS = {"torch": "torch", "F": "torch.nn.functional"}
@@ -157,3 +157,50 @@ def energy(x):
     imports = {**IMPORTS, "re": "re", "np": "numpy"}
     code = blank(source.encode())
     assert tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("numpy",)) == ()
+
+
+def test_a_return_annotation_naming_no_module_is_a_tensor_function() -> None:
+    """PEP 484: the annotation says what it returns, whatever the body returns it from."""
+    source = """
+import torch
+from typing import Optional, Tuple
+
+def mask(x) -> Optional[torch.Tensor]:
+    return helper(x)
+
+def pair(x) -> Tuple[torch.FloatTensor, Tuple[dict, dict], Optional[int]]:
+    return helper(x)
+
+def gate(x: torch.Tensor) -> torch.Tensor | None:
+    return x if x is not None else other()
+
+def model(x) -> torch.nn.Module:
+    return helper(x)
+
+def made(x) -> Net:
+    return helper(x)
+
+def loose(x):
+    return helper(x)
+"""
+    assert returning(source) == ("m.gate", "m.mask", "m.pair")
+
+
+def test_annotated_returns_name_the_returned_classes_by_position() -> None:
+    assert annotated_returns(b"Net") == [(-1, b"Net")]
+    assert annotated_returns(b"Optional[models.Net]") == [(-1, b"models.Net")]
+    assert annotated_returns(b"Net | None") == [(-1, b"Net")]
+    assert annotated_returns(b"tuple[Tokenizer, Optional[Net]]") == [
+        (0, b"Tokenizer"),
+        (1, b"Net"),
+    ]
+    assert annotated_returns(b"Tuple[Dict[str, int], Net]") == [(1, b"Net")]
+    assert annotated_returns(b"list[Net]") == []
+    assert annotated_returns(b"Union[Net, Other]") == []
+
+
+def test_the_return_annotation_is_read_across_lines() -> None:
+    code = b"def load(\n    path,\n    dtype=(1, 2),\n) -> tuple[\n    Net, Vae\n]:\n    pass\n"
+    header = next(_DEF.finditer(code))
+    assert returned_annotation(code, header.end()) == b"tuple[ Net, Vae ]"
+    assert returned_annotation(b"def f(x):\n    pass\n", 5) is None

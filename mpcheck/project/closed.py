@@ -23,7 +23,10 @@ configuration files and string literals name so (as :mod:`mpcheck.project.reach`
 such loaders import). A class name the imports do not pin (``nn.Linear`` in a project with a
 ``Linear`` of its own) reaches at most the project classes of that name, and a cast of
 ``self`` in a method of a class (``self.to(torch.bfloat16)``) that class and those deriving
-it (``self`` is one of them; a class defining its own ``to`` is no such case). Anything else is
+it (``self`` is one of them; a class defining its own ``to`` is no such case), and so does a
+cast of what a classmethod builds of ``cls`` (``cls(...)``, ``skip_init(cls, ...)``). A
+function's return annotation says what it returns (PEP 484): ``-> Net`` a ``Net`` (a factory of
+it, :meth:`mpcheck.project.records._Reader._annotated`), ``-> Tensor`` no model. Anything else is
 unknown and reaches every class, and so do a wrapper whose setting may cast the models handed
 to it and a half default dtype: no closed world.
 """

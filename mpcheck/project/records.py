@@ -41,7 +41,12 @@ from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.lines import line_matches
 from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
-from mpcheck.project.returns import tensor_returns
+from mpcheck.project.returns import (
+    annotated_returns,
+    params_of,
+    returned_annotation,
+    tensor_returns,
+)
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
@@ -334,6 +339,14 @@ _FROM = re.compile(
 )
 _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n\\;]*(?:\\\n[^\n\\;]*)*)", re.MULTILINE)
 _CASTS = re.compile(rb"\.half\(|float16|bfloat16|dtype")
+_CALLEE = re.compile(rb"([A-Za-z_][\w.]*)[ \t]*\(")
+_NAME_ONLY = re.compile(rb"[A-Za-z_]\w*")
+# ``cls(...)``, ``torch.nn.utils.skip_init(cls, ...)``: a classmethod building its class
+_SELF_METHODS = b"|".join(m.encode() for m in sorted(T.MODULE_RETURNS_SELF))
+# (``cls.from_config(...)``: an alternative constructor, a library base's too, returns a ``cls``)
+_CLS_BUILT = re.compile(
+    rb"(?:cls(?:\s*\.\s*from_\w+)?|(?:[\w.]*\.)?skip_init\s*\(\s*cls\b)\s*[(,)]"
+)
 _CAST_AT = re.compile(rb"\.(half|bfloat16)\(\s*\)|\.to\(")
 _DTYPE_KW = re.compile(rb"\b((?:torch_)?dtype)\s*=\s*([\w.]+)")
 _HALFISH_BYTES = re.compile(rb"float16|bfloat16|\bhalf\b|fp16|bf16|dtype$")
@@ -528,6 +541,7 @@ class _Reader:
         factories = self._factories(returned, keys, unsafe)
         builds = self._builds(bodies, keys, plain)
         factories.update(self._returned_builds())
+        factories.update(self._annotated())
         for name, at, target in made:
             text = f"{name.partition(CALLED)[0].rpartition('.')[2]}(...)"
             builds.append((name, self.spot(at, text), target in keys))
@@ -797,10 +811,14 @@ class _Reader:
         data, code = self.data, self.code
         out = []
 
-        def targets(receiver: bytes) -> list[str]:
+        def targets(receiver: bytes, at: int) -> list[str]:
             text = receiver.decode(errors="replace")
             if text in models:
-                return sorted(models[text])
+                found = models[text]
+                called = {n for n in found if CALLED in n}
+                if called and _NAME_ONLY.fullmatch(receiver):  # (a class: of any binding)
+                    found = (found - called) | self._in_scope(receiver, at, called)
+                return sorted(found)
             if "(" not in text:
                 return []
             item = _ITEM_CALLEE.match(text)
@@ -824,10 +842,12 @@ class _Reader:
                 if at >= 0:  # ``getattr(m, name)(...).half()``: a class picked by name
                     self._loose.append(self.spot(at, self._home(at)))
                 continue
-            classes = targets(receiver)
+            classes = targets(receiver, start)
             if not classes:
-                if self._module_of_unknown_class(receiver):
-                    owner = self._owner(start, match) if receiver == b"self" else None
+                built_by_cls = self._built_by_cls(receiver, start)
+                if built_by_cls or self._module_of_unknown_class(receiver):
+                    own = receiver == b"self" or built_by_cls
+                    owner = self._owner(start, match) if own else None
                     if owner is not None:
                         self._owned.append((owner, self.spot(start)))
                     else:
@@ -885,6 +905,83 @@ class _Reader:
             return None
         name = inner[3]
         return f"{self.module}.{name}" if self.module else name
+
+    def _def_holding(self, at: int) -> tuple[int, int] | None:
+        """(the end of its header's name, its end) of the innermost ``def`` holding ``at``."""
+        self._factory_at(at)  # (finds every ``def``'s span once)
+        inner = None
+        for start, end, indent, _ in self._bodies or ():
+            if start <= at < end and (inner is None or indent >= inner[0]):
+                inner = (indent, start, end)
+        if inner is None:
+            return None
+        header = _DEF.match(self.code, inner[1])
+        return None if header is None else (header.end(), inner[2])
+
+    def _in_scope(self, name: bytes, at: int, products: set[str]) -> set[str]:
+        """What of ``products`` (the project functions' values the file binds ``name`` to,
+        ``pkg.f()#``) the variable ``name`` may hold at ``at``: a name a function binds is its
+        own variable, so a binding in another function holds nothing here. Its last binding
+        in the function holding ``at`` says (through those rebinding it to a module method
+        returning the module, ``x = x.to(device)``); with none, a parameter holds what callers
+        hand: the file's bindings stand for them only where the file uses the name as a module
+        (a model handed around under one name). Anything less plain keeps them all."""
+        held = self._def_holding(at)
+        if held is None:
+            return products
+        code, (begin, _) = self.code, held
+        word = re.escape(name)
+        loose = re.compile(
+            rb"(?<![\w.])" + word + rb"\b(?:[ \t]*[,)\]][^=\n]*=(?!=)|[ \t]*:=)"
+            rb"|\bas[ \t]+" + word + rb"\b|\bfor\b[^\n]*(?<![\w.])" + word + rb"\b[^\n]*\bin\b"
+            rb"|\bglobal\b|\bnonlocal\b"
+        )
+        if loose.search(code, begin, at):  # (a tuple target, a loop, ``with ... as``)
+            return products
+        bound = re.compile(rb"^[ \t]+" + word + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*(\S)", re.M)
+        same = re.compile(word + rb"\s*\.\s*(" + _SELF_METHODS + rb")\s*\(")
+        for found in reversed(list(bound.finditer(code, begin, at))):
+            if same.match(code, found.start(1)):
+                continue
+            call = _CALLEE.match(code, found.start(1))
+            function = None if call is None else self._function_named(call.group(1).decode())
+            if function is None:
+                return set()  # (a value of something else: no project function's)
+            return {p for p in products if p.partition(CALLED)[0] == function}
+        params = params_of(code, begin)
+        if params is None or name not in params or self._module_of_unknown_class(name):
+            return products  # (a model handed around under one name: as the file binds it)
+        return set()
+
+    def _built_by_cls(self, receiver: bytes, at: int) -> bool:
+        """Whether ``receiver`` is a name the function holding ``at`` last binds, before
+        ``at``, to ``cls(...)``, ``cls.from_config(...)`` or ``skip_init(cls, ...)`` (which
+        build a ``cls``): in a classmethod ``cls`` is the class it is called on, this class or
+        one deriving it."""
+        if not _NAME_ONLY.fullmatch(receiver) or b"cls" not in self.code:
+            return False
+        name = re.escape(receiver)
+        bound = re.compile(rb"^[ \t]+" + name + rb"[ \t]*=(?!=)[ \t]*(\S)", re.M)
+        code = self.code
+        if not any(_CLS_BUILT.match(code, m.start(1)) for m in bound.finditer(code, 0, at)):
+            return False
+        header = None  # (the innermost ``def`` holding ``at``: the nearest one before it)
+        for match in reversed(self._def_headers()):
+            if match.start() >= at or not match.group(1):
+                continue
+            if body_end(self.code, match.end(), len(match.group(1))) > at:
+                header = match
+                break
+        if header is None:
+            return False
+        # the last binding, through those that rebind the name to a module method returning
+        # the module itself (``model = model.requires_grad_(False)``, ``model.to(dtype)``: the
+        # same model, of the same class)
+        same = re.compile(name + rb"\s*\.\s*(" + _SELF_METHODS + rb")\s*\(")
+        for found in reversed(list(bound.finditer(code, header.end(), at))):
+            if same.match(code, found.start(1)) is None:
+                return _CLS_BUILT.match(code, found.start(1)) is not None
+        return False
 
     def _home(self, at: int) -> str:
         """The qualified top-level function holding the offset ``at`` ("" elsewhere): a
@@ -1264,6 +1361,26 @@ class _Reader:
             function = self._factory_at(at)
             if function is not None:
                 out.add((function, index, cls))
+        return out
+
+    def _annotated(self) -> set[tuple[str, int, str]]:
+        """(function, position, class) of each class a top-level function's return
+        annotation names (``def load_vae(...) -> AutoencoderKL``, ``-> tuple[Tokenizer,
+        TextModel]``): what it returns (PEP 484), whatever its body builds it from (a loader
+        filling a class picked by name, ``skip_init(cls, ...)``)."""
+        out = set()
+        for header in self._def_headers():
+            if header.group(1):
+                continue
+            annotation = returned_annotation(self.code, header.end())
+            if annotation is None:
+                continue
+            name = header.group(2).decode()
+            function = f"{self.module}.{name}" if self.module else name
+            for index, text in annotated_returns(annotation):
+                cls = self._class_named(text.decode())
+                if cls is not None and cls.partition(".")[0] not in _NOT_PROJECT:
+                    out.add((function, index, cls))
         return out
 
     def _holds_half(self, arguments: bytes) -> bool:

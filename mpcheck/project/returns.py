@@ -25,7 +25,7 @@ from collections.abc import Collection, Mapping, Sequence
 from mpcheck.project.brackets import closing, opening, parts
 from mpcheck.project.construction import body_end
 
-__all__ = ["NEEDS", "tensor_returns"]
+__all__ = ["NEEDS", "annotated_returns", "params_of", "returned_annotation", "tensor_returns"]
 
 NEEDS = "<"  # ``pkg.f<pkg.g,pkg.h``: ``f`` returns tensors if ``g`` and ``h`` do
 
@@ -63,6 +63,16 @@ _ASSIGN = re.compile(
     rb"^[ \t]+([A-Za-z_]\w*)[ \t]*([-+*/@%&|^]|\*\*|//|>>|<<)?=(?!=)", re.MULTILINE
 )
 _WORDS = re.compile(rb"(?<![\w.])[A-Za-z_]\w*")
+_IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
+_ARROW = re.compile(rb"\s*->\s*")
+_OPTIONAL = re.compile(rb"^(?:typing\.)?Optional\[\s*(.*)\s*\]$", re.S)
+_OR_NONE = re.compile(rb"\s*\|\s*None\b|\bNone\s*\|\s*")
+_TUPLE = re.compile(rb"(?:typing\.)?(?:tuple|Tuple)\[(.*)\]", re.S)
+# Types whose values are no module (with every ``...Tensor`` name of torch)
+_NO_MODEL_TYPES = frozenset(
+    "None Optional Union Tuple tuple List list Sequence Dict dict Mapping int float bool str "
+    "bytes complex ndarray typing torch np numpy".split()
+)
 _TARGET = re.compile(rb"([^=]*?)(?:[-+*/@%&|]|\*\*|//)?=(?!=)")  # (an assignment's targets)
 
 
@@ -88,13 +98,76 @@ def tensor_returns(
     }
     out = []
     for header in tops:
-        end = body_end(code, header.end(), 0)
         name = local[header.group(2).decode()]
+        annotated = returned_annotation(code, header.end())
+        if annotated is not None and _holds_no_model(annotated, imports):
+            out.append(name)  # (its annotation says it returns no model: PEP 484)
+            continue
+        end = body_end(code, header.end(), 0)
         needs = _returns_tensors(code, header.end(), end, imports, local, foreign)
         if needs is not None:
             needs.discard(name)  # (a recursive call returns what the function returns)
             out.append(f"{name}{NEEDS}{','.join(sorted(needs))}" if needs else name)
     return tuple(sorted(out))
+
+
+def returned_annotation(code: bytes, start: int) -> bytes | None:
+    """The return annotation of the ``def`` whose name ends before ``start`` (``-> Tensor``:
+    ``Tensor``), None when it has none."""
+    open_at = code.find(b"(", start)
+    if open_at < 0 or code[start:open_at].strip():
+        return None
+    close = closing(code, open_at + 1)
+    arrow = _ARROW.match(code, close + 1)
+    if arrow is None:
+        return None
+    depth = 0
+    for i in range(arrow.end(), min(len(code), arrow.end() + 400)):
+        c = code[i]
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
+            depth -= 1
+        elif c == 0x3A and depth == 0:  # (the ``:`` ending the header)
+            text = b" ".join(code[arrow.end() : i].split())
+            return text or None
+    return None
+
+
+def annotated_returns(annotation: bytes) -> list[tuple[int, bytes]]:
+    """The class names a return annotation says a function returns, each with its position
+    in the tuple it returns (-1: the whole value): ``Model`` and ``Optional[Model]`` and
+    ``Model | None`` give ``[(-1, b"Model")]``, ``tuple[Tokenizer, Model]`` gives
+    ``[(0, b"Tokenizer"), (1, b"Model")]``; nothing for anything else (a union of classes,
+    a ``list[Model]``)."""
+    text = _OPTIONAL.sub(rb"\1", annotation.strip())
+    text = _OR_NONE.sub(b"", text).strip()
+    if _DOTTED.match(text):
+        return [(-1, text)]
+    found = _TUPLE.fullmatch(text)
+    if found is None:
+        return []
+    out = []
+    for i, (begin, stop) in enumerate(parts(found.group(1), 0, len(found.group(1)))):
+        item = found.group(1)[begin:stop]
+        item = _OR_NONE.sub(b"", _OPTIONAL.sub(rb"\1", item.strip())).strip()
+        if _DOTTED.match(item):
+            out.append((i, item))
+    return out
+
+
+def _holds_no_model(annotation: bytes, imports: Mapping[str, str]) -> bool:
+    """Whether a return annotation names only types that are no module: tensors, numbers,
+    strings, ``None``, numpy arrays and containers of them (``tuple[Tensor, Tensor]``,
+    ``Optional[torch.FloatTensor]``). A function annotated so returns no model (PEP 484: the
+    annotation is what it returns; a module there would be a lie a type checker reports)."""
+    words = [w.decode() for w in _IDENTIFIER.findall(annotation)]
+    if not words:
+        return False
+    return all(
+        w in _NO_MODEL_TYPES or (w.endswith("Tensor") and imports.get(w, "torch")[:5] == "torch")
+        for w in words
+    )
 
 
 def _returns_tensors(
@@ -107,7 +180,7 @@ def _returns_tensors(
 ) -> set[str] | None:
     """The project functions whose returning tensors this function's tensor returns need
     (empty: none), or None when some ``return`` may return anything else."""
-    params = _params(code, start)
+    params = params_of(code, start)
     if params is None:
         return None
     body = _Body(code, start, end, params, imports, local, foreign)
@@ -123,7 +196,7 @@ def _returns_tensors(
     return body.needs
 
 
-def _params(code: bytes, start: int) -> set[bytes] | None:
+def params_of(code: bytes, start: int) -> set[bytes] | None:
     """The parameter names of the ``def`` whose name ends before ``start``."""
     open_at = code.find(b"(", start)
     if open_at < 0 or code[start:open_at].strip():
