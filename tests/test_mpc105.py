@@ -361,3 +361,41 @@ def test_subscripted_destination_is_fixed_in_place() -> None:
     assert fixed_line(body, d) == (
         "self.keys[layer_idx].index_copy_(0, cache_position, k.to(self.keys[layer_idx].dtype))"
     )
+
+
+PADDED = """
+class Fusion(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x, idx, frames):
+        fused = self.proj(x)
+        local = fused[idx]
+        if local.size(-1) < frames:
+            pad = {pad}
+            local = torch.cat([local, pad], dim=-1)[..., :8]
+        {write}
+        return fused
+"""
+
+
+def test_a_source_float32_on_one_path_raises_when_that_path_runs() -> None:
+    body = PADDED.format(pad="torch.zeros(local.size(0), 2)", write="fused[idx] = local")
+    (d,) = findings(body)
+    assert span(d)[:2] == (16, 9)
+    assert "`local` is float32 on one path (made float32" in d.message
+    assert fixed_line(body, d) == "fused[idx] = local.to(fused.dtype)"
+
+
+def test_a_one_path_source_of_index_copy_too() -> None:
+    body = PADDED.format(
+        pad="torch.zeros(local.size(0), 2)", write="fused.index_copy_(0, idx, local)"
+    )
+    (d,) = findings(body)
+    assert "float32 on one path" in d.message
+
+
+def test_a_one_path_source_made_like_the_activations_is_silent() -> None:
+    body = PADDED.format(pad="local.new_zeros(local.size(0), 2)", write="fused[idx] = local")
+    assert findings(body) == []
