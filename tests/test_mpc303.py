@@ -315,3 +315,41 @@ def test_a_helper_of_one_tensor_named_t_is_no_timestep() -> None:
     assert _found(source) == []
     timed = "import torch\n\n\ndef embed(x, t):\n    return x, t.half()\n"
     assert _found(timed) == [(5, "ERROR")]
+
+
+SHORT = """
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim, max_len={n}):
+        super().__init__()
+        self.max_len = max_len
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))
+
+    def forward(self):
+        t = {positions}
+        return torch.einsum("i,j->ij", t, self.inv_freq)
+
+
+def main():
+    return Rotary(64).to(torch.bfloat16)()
+"""
+
+
+@pytest.mark.parametrize(
+    ("n", "positions", "rows"),
+    [
+        (128, "torch.arange(self.max_len).type_as(self.inv_freq)", []),  # a phase each
+        (256, "torch.arange(self.max_len).type_as(self.inv_freq)", [14]),  # bfloat16 shares
+        (128, "(torch.arange(self.max_len) / 4).type_as(self.inv_freq)", [14]),  # 1/4 apart
+        (128, "torch.linspace(0, 1, self.max_len).type_as(self.inv_freq)", [14]),
+    ],
+)
+def test_positions_few_enough_to_keep_a_phase_each_are_not_reported(
+    n: int, positions: str, rows: list[int]
+) -> None:
+    found = _found(SHORT.format(n=n, positions=positions))
+    assert [row for row, _ in found] == rows
+
