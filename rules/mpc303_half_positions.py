@@ -80,8 +80,10 @@ class HalfPositions(Rule):
         (`arange(n)` of a literal or constructor-default `n` up to 128 for bfloat16, 1024
         for float16: two positions differ by at least one frequency `f`, and rounding
         `t * f` moves it by at most `t * f * 2**-7` in bfloat16, less than `f` while
-        `t <= 128`; measured, neighbours share a phase from 256 and 2048). Positions divided
-        by a number (interpolated) are no longer whole and stay reported.
+        `t <= 128`; measured, neighbours share a phase from 256 and 2048), and products in
+        `__init__` under a premise of autocast (the model is built before a step opens its
+        region). Positions divided by a number (interpolated) are no longer whole and stay
+        reported.
         A finding whose frequencies follow the model's dtype says why that is half here
         (the cast of the class or of a model that builds it, or its library base), with
         the cast as a related location, or states its premise ("latent: if `X` is cast
@@ -231,8 +233,13 @@ class HalfPositions(Rule):
         return True
 
     def _autocast_premise(self, call: CallSite, product: PhaseProduct, pos: str, freq: str) -> None:
-        """A product autocast lowers, in code an autocast of its callers may run."""
+        """A product autocast lowers, in code an autocast of its callers may run. Not in
+        ``__init__``: autocast is a state its ``with`` block turns on around the steps that
+        run the model, and a model is built before them (building one inside a region, which
+        would lower these phases, is not seen)."""
         if call.scope.function is None or autocast_policy(call.aten, "cuda") != "lower_precision":
+            return
+        if call.scope.constructing:
             return
         if call.scope.no_autocast:
             self._input_cast(call, product)

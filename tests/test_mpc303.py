@@ -353,3 +353,33 @@ def test_positions_few_enough_to_keep_a_phase_each_are_not_reported(
     found = _found(SHORT.format(n=n, positions=positions))
     assert [row for row, _ in found] == rows
 
+
+def test_phases_computed_in_init_get_no_autocast_premise() -> None:
+    source = ROTARY.format(body="        return inv_freq @ pos").replace(
+        "    def forward(self, position_ids):", "    def table(self, position_ids):"
+    )
+    built = """
+import torch
+from torch import nn
+
+
+class Rotary3D(nn.Module):
+    def __init__(self, dim, frames, height):
+        super().__init__()
+        freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        grid = torch.arange(frames * height, dtype=torch.float32)
+        self.register_buffer("table", torch.einsum("..., f -> ... f", grid, freqs).cos())
+
+    def forward(self, x):
+        return x * self.table
+
+
+def train(x, frames, height):
+    model = Rotary3D(64, frames, height)
+    with torch.autocast("cuda"):
+        return model(x)
+"""
+    assert _found(source) == [(14, "WARNING")]  # a method: the autocast premise
+    assert _found(built) == []  # built once, before any step opens autocast
+    method = built.replace("def __init__(", "def build(")  # the same product in a method
+    assert _found(method) == [(11, "WARNING")]
