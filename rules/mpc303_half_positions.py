@@ -76,6 +76,14 @@ class HalfPositions(Rule):
         dtype (`.float()`): no cast of the module runs between two statements of `__init__`,
         and a loader's half default dtype (`from_pretrained(torch_dtype=...)`) does not
         change an explicit float32, so that cos/sin cache is made from float32 phases.
+        Not reported either: integer positions few enough to keep a phase each
+        (`arange(n)` of a literal or constructor-default `n` up to 128 for bfloat16, 1024
+        for float16: two positions differ by at least one frequency `f`, and rounding
+        `t * f` moves it by at most `t * f * 2**-7` in bfloat16, less than `f` while
+        `t <= 128`; measured, neighbours share a phase from 256 and 2048), and products in
+        `__init__` under a premise of autocast (the model is built before a step opens its
+        region). Positions divided by a number (interpolated) are no longer whole and stay
+        reported.
         A finding whose frequencies follow the model's dtype says why that is half here
         (the cast of the class or of a model that builds it, or its library base), with
         the cast as a related location, or states its premise ("latent: if `X` is cast
@@ -162,6 +170,8 @@ class HalfPositions(Rule):
         pos = self.ctx.module.code_for_node(positions.node)
         freq = self.ctx.module.code_for_node(frequencies.node)
         half = next((o for o in (positions, frequencies) if _half(o)), None)
+        if product.distinct(half.fact.dtype if half is not None else None):
+            return  # integer positions few enough to keep a phase each, in either half type
         if half is not None:
             which = self.ctx.module.code_for_node(half.node)
             where = self.where(half.fact)
@@ -175,19 +185,7 @@ class HalfPositions(Rule):
             return
         if product.in_float64:
             return  # float64 frequencies: autocast casts neither them nor the phases
-        auto = call.scope.autocast
-        if auto is not None:
-            if not auto.active or not auto.casts_to_one_dtype(call.aten):
-                return
-            if auto.policy(call.aten) != "lower_precision":
-                return
-            message = (
-                f"phases `{pos}` x `{freq}` are computed in half: {auto.cited} runs "
-                f"`{call.aten}` in {auto.low_dtype or 'half'} here even on float32 operands, "
-                "so positions past 256 (bfloat16) or 2048 (float16) round onto shared "
-                "phases; compute them under `torch.autocast(..., enabled=False)`"
-            )
-            self.report(call.node, message, severity=Severity.ERROR)
+        if self._in_region(call, product, pos, freq):
             return
         cast = next((o for o in (frequencies, positions) if _with_model(o)), None)
         if cast is not None and cast is frequencies and _made_like(cast):
@@ -213,7 +211,35 @@ class HalfPositions(Rule):
             )
             self._evidenced(call, message, cast.fact)
             return
+        self._autocast_premise(call, product, pos, freq)
+
+    def _in_region(self, call: CallSite, product: PhaseProduct, pos: str, freq: str) -> bool:
+        """An autocast region of the code around the product: an error where it lowers it
+        (True: the region decides, reported or not)."""
+        auto = call.scope.autocast
+        if auto is None:
+            return False
+        if not auto.active or not auto.casts_to_one_dtype(call.aten):
+            return True
+        if auto.policy(call.aten) != "lower_precision" or product.distinct(auto.low_dtype):
+            return True
+        message = (
+            f"phases `{pos}` x `{freq}` are computed in half: {auto.cited} runs "
+            f"`{call.aten}` in {auto.low_dtype or 'half'} here even on float32 operands, "
+            "so positions past 256 (bfloat16) or 2048 (float16) round onto shared "
+            "phases; compute them under `torch.autocast(..., enabled=False)`"
+        )
+        self.report(call.node, message, severity=Severity.ERROR)
+        return True
+
+    def _autocast_premise(self, call: CallSite, product: PhaseProduct, pos: str, freq: str) -> None:
+        """A product autocast lowers, in code an autocast of its callers may run. Not in
+        ``__init__``: autocast is a state its ``with`` block turns on around the steps that
+        run the model, and a model is built before them (building one inside a region, which
+        would lower these phases, is not seen)."""
         if call.scope.function is None or autocast_policy(call.aten, "cuda") != "lower_precision":
+            return
+        if call.scope.constructing:
             return
         if call.scope.no_autocast:
             self._input_cast(call, product)

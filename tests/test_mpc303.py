@@ -315,3 +315,71 @@ def test_a_helper_of_one_tensor_named_t_is_no_timestep() -> None:
     assert _found(source) == []
     timed = "import torch\n\n\ndef embed(x, t):\n    return x, t.half()\n"
     assert _found(timed) == [(5, "ERROR")]
+
+
+SHORT = """
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim, max_len={n}):
+        super().__init__()
+        self.max_len = max_len
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))
+
+    def forward(self):
+        t = {positions}
+        return torch.einsum("i,j->ij", t, self.inv_freq)
+
+
+def main():
+    return Rotary(64).to(torch.bfloat16)()
+"""
+
+
+@pytest.mark.parametrize(
+    ("n", "positions", "rows"),
+    [
+        (128, "torch.arange(self.max_len).type_as(self.inv_freq)", []),  # a phase each
+        (256, "torch.arange(self.max_len).type_as(self.inv_freq)", [14]),  # bfloat16 shares
+        (128, "(torch.arange(self.max_len) / 4).type_as(self.inv_freq)", [14]),  # 1/4 apart
+        (128, "torch.linspace(0, 1, self.max_len).type_as(self.inv_freq)", [14]),
+    ],
+)
+def test_positions_few_enough_to_keep_a_phase_each_are_not_reported(
+    n: int, positions: str, rows: list[int]
+) -> None:
+    found = _found(SHORT.format(n=n, positions=positions))
+    assert [row for row, _ in found] == rows
+
+
+def test_phases_computed_in_init_get_no_autocast_premise() -> None:
+    source = ROTARY.format(body="        return inv_freq @ pos").replace(
+        "    def forward(self, position_ids):", "    def table(self, position_ids):"
+    )
+    built = """
+import torch
+from torch import nn
+
+
+class Rotary3D(nn.Module):
+    def __init__(self, dim, frames, height):
+        super().__init__()
+        freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        grid = torch.arange(frames * height, dtype=torch.float32)
+        self.register_buffer("table", torch.einsum("..., f -> ... f", grid, freqs).cos())
+
+    def forward(self, x):
+        return x * self.table
+
+
+def train(x, frames, height):
+    model = Rotary3D(64, frames, height)
+    with torch.autocast("cuda"):
+        return model(x)
+"""
+    assert _found(source) == [(14, "WARNING")]  # a method: the autocast premise
+    assert _found(built) == []  # built once, before any step opens autocast
+    method = built.replace("def __init__(", "def build(")  # the same product in a method
+    assert _found(method) == [(11, "WARNING")]

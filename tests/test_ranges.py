@@ -104,3 +104,29 @@ def test_stft_is_bounded_by_its_frame_window_and_input() -> None:
     spectrum = Fact(Kind.TENSOR, Prec.HALF, "float16", bound=64.0)
     assert function("torch.view_as_real", tensor(spectrum)) == 64.0
     assert function("torch.pow", tensor(spectrum), number(2)) == 4096.0
+
+
+def test_integer_positions_stay_integral_through_casts_not_division() -> None:
+    made = Fact(Kind.TENSOR, Prec.INT, "int64")
+    positions = ranged(CallRecord(NODE, made, (number(64),), qual="torch.arange")).result
+    assert positions.integral and positions.bound == 64.0
+    as_float = Fact(Kind.TENSOR, Prec.FULL, "float32", bound=64.0, integral=True)
+    cast = CallRecord(NODE, FREE, (), method="float", receiver=tensor(positions))
+    assert ranged(cast).result.integral
+    assert ranged(cast).result.position_bound() == 64.0
+    halved = ranged(CallRecord(NODE, FREE, (tensor(as_float), number(4.0)), qual="torch.div"))
+    assert halved.result.bound == 16.0 and not halved.result.integral  # 64 positions 1/4 apart
+    assert halved.result.position_bound() is None
+    # fractional steps and linspace: bounded, yet positions closer than 1
+    step = CallRecord(NODE, made, (number(0), number(16), number(0.25)), qual="torch.arange")
+    assert not ranged(step).result.integral
+    grid = ranged(
+        CallRecord(NODE, FREE, (number(0), number(1), number(4096)), qual="torch.linspace")
+    )
+    assert grid.result.bound == 1.0 and grid.result.position_bound() is None
+
+
+def test_integral_joins_only_when_both_paths_are() -> None:
+    a = Fact(Kind.TENSOR, Prec.FULL, "float32", bound=8.0, integral=True)
+    b = Fact(Kind.TENSOR, Prec.FULL, "float32", bound=8.0)
+    assert join(a, a).integral and not join(a, b).integral

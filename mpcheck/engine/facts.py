@@ -123,6 +123,10 @@ class Fact:
     # TENSOR: an upper bound on |x| over its elements (mpcheck.engine.ranges), None when
     # nothing bounds it. Coarse on purpose: it only has to tell 1 and 255 from 65504.
     bound: float | None = None
+    # TENSOR: every element is an integer (``arange`` of integers, then casts, shape ops and
+    # integer arithmetic): distinct elements differ by at least 1, which ``bound`` alone does
+    # not say (``linspace(0, 1, 4096)`` is bounded by 1 and 4096 positions apart by 1/4095).
+    integral: bool = False
     # TENSOR: rows that are exactly 0 by construction may be in it (mpcheck.engine.zero_rows):
     # where they were made (zero padding, ``torch.zeros`` rows, a masked fill with 0). At a
     # function's input it names the parameter itself: what the caller hands decides.
@@ -204,8 +208,9 @@ class Fact:
         return self.origin is not None and isinstance(self.origin.node, cst.Param)
 
     def position_bound(self) -> float | None:
-        """An integer position or timestep bounded by N (``arange(n)``, ``len(...)``): N."""
-        if self.kind is Kind.TENSOR and self.prec is Prec.INT:
+        """An integer position or timestep bounded by N (``arange(n)``, ``len(...)``, also
+        once cast to a floating dtype): N."""
+        if self.kind is Kind.TENSOR and (self.prec is Prec.INT or self.integral):
             return self.bound
         return None
 
@@ -406,6 +411,9 @@ def join(a: Fact, b: Fact) -> Fact:
     bound = None if a.bound is None or b.bound is None else max(a.bound, b.bound)
     if joined.bound != bound and joined.kind is Kind.TENSOR:
         joined = replace(joined, bound=bound)
+    integral = a.integral and b.integral
+    if joined.integral != integral and joined.kind is Kind.TENSOR:
+        joined = replace(joined, integral=integral)
     apart = a.apart or b.apart  # found apart from a model on one path: apart on some
     if apart is not None and joined.is_tensor and joined.apart is None:
         joined = replace(joined, apart=apart)

@@ -23,6 +23,7 @@ import libcst as cst
 from mpcheck.engine.facts import Kind, Prec
 from mpcheck.engine.sites import CallSite, Operand
 from mpcheck.engine.timestep_uses import code_under, only_mixed, stored_under
+from mpcheck.knowledge.ranges import DISTINCT_POSITIONS
 
 __all__ = ["PhaseProduct", "TimestepCast", "phase_product", "timestep_cast"]
 
@@ -100,6 +101,15 @@ class PhaseProduct:
         integer positions up to 256 (bfloat16) or 2048 (float16); float64 positions with
         float32 frequencies are no such case (CUDA autocast rounds the frequencies)."""
         return _float64(self.frequencies) and self.positions.fact.prec is not Prec.HALF
+
+    def distinct(self, dtype: str | None) -> bool:
+        """Whether the positions are integers bounded so that, rounded to ``dtype`` (None:
+        either half type, so bfloat16's coarser grid), each keeps a phase of its own at every
+        frequency (``knowledge.ranges.DISTINCT_POSITIONS``): ``arange(n)`` for a literal or
+        default ``n`` up to 128 (bfloat16) or 1024 (float16)."""
+        bound = self.positions.fact.position_bound()
+        limit = DISTINCT_POSITIONS.get(dtype or "", DISTINCT_POSITIONS["bfloat16"])
+        return bound is not None and bound <= limit
 
 
 def _float64(operand: Operand) -> bool:

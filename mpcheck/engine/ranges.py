@@ -17,7 +17,7 @@ from dataclasses import replace
 import libcst as cst
 
 from mpcheck.engine.base import CallRecord
-from mpcheck.engine.facts import Fact, Kind
+from mpcheck.engine.facts import Fact, Kind, Prec
 from mpcheck.knowledge import ranges as R
 
 # Integer dtypes whose every value is bounded by the dtype itself (pixels as loaded).
@@ -41,9 +41,34 @@ def ranged(call: CallRecord) -> CallRecord:
     if result.kind is not Kind.TENSOR:
         return call
     bound = _bound(call)
-    if bound == result.bound:
+    integral = bound is not None and _integral(call)
+    if bound == result.bound and integral == result.integral:
         return call
-    return replace(call, result=replace(result, bound=bound))
+    return replace(call, result=replace(result, bound=bound, integral=integral))
+
+
+def _whole(fact: Fact) -> bool:
+    """Every element (or the number) is an integer."""
+    if fact.kind is Kind.SCALAR:
+        return fact.value is not None and float(fact.value).is_integer()
+    return fact.kind is Kind.TENSOR and (fact.integral or fact.prec is Prec.INT)
+
+
+def _integral(call: CallRecord) -> bool:
+    """Integers in, integers out: ``arange`` of integers (no fractional step), what casts and
+    shape ops make of integers, their sums and products with integers."""
+    function = call.qual if not call.method else None
+    if function == "torch.arange":
+        given = [*call.args[:3], *(call.kwargs[k] for k in R.ARANGE_KEYWORDS if k in call.kwargs)]
+        return bool(given) and all(_whole(o.fact) for o in given)
+    if call.method in R.INTEGRAL_METHODS or function in R.INTEGRAL_FUNCTIONS:
+        subject = call.operand(0, "input")
+        return subject is not None and _whole(subject.fact)
+    name = (call.method or function or "").rsplit(".", 1)[-1].rstrip("_")
+    if name in ("add", "sub", "mul"):
+        left, right = call.operand(0, "input"), call.operand(1, "other")
+        return left is not None and right is not None and _whole(left.fact) and _whole(right.fact)
+    return False
 
 
 def _bound(call: CallRecord) -> float | None:

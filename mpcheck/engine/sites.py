@@ -124,6 +124,14 @@ class Scope:
     input_cast: str | None = None
 
     @property
+    def constructing(self) -> bool:
+        """A class's ``__init__``: it runs where the class is built, once, not in the forward
+        a training or inference step runs under autocast."""
+        function = self.function
+        in_init = function is not None and function.name.value == "__init__"
+        return self.class_name is not None and in_init
+
+    @property
     def script(self) -> bool:
         """A script, trainer or sampler (or a function only they call): where a cast to a
         dtype the code does not spell is a cast to the run's working dtype."""

@@ -68,12 +68,29 @@ KEEPS_FUNCTIONS = frozenset(
     }
     | {"torch.nn.functional.relu", "torch.nn.functional.dropout", "torch.view_as_real"}
 )
+# Of those, the ops whose result holds integers when their input does (casts to a floating
+# dtype keep integers integral; a mean does not).
+INTEGRAL_METHODS = KEEPS_METHODS - {"mean", "nanmean", "median"}
+INTEGRAL_FUNCTIONS = KEEPS_FUNCTIONS - {
+    "torch.mean",
+    "torch.nanmean",
+    "torch.nn.functional.dropout",
+}
 # Joins of their sequence's tensors: the largest bound.
 CONCATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack"})
 # ``clamp(min, max)``/``clip``: bounded by the larger of |min|, |max| when both are given.
 CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_", "torch.clamp", "torch.clip"})
 # Factories from their bounds: ``arange(n)`` holds 0..n-1, ``linspace(a, b)`` a..b.
 RANGES = frozenset({"torch.arange", "torch.linspace"})
+# ``torch.arange(start, end, step)``'s numbers by keyword.
+ARANGE_KEYWORDS = ("start", "end", "step")
+# Integer positions below these (2**(p-1), p the significand's bits: 8 for bfloat16, 11 for
+# float16) keep a phase of their own at every frequency when the phases ``t * f`` are rounded
+# to that dtype: two positions differ by at least f, and the rounding step of ``t * f`` is at
+# most ``t * f * 2**(1-p)``, which is below f while t <= 2**(p-1). Measured on torch 2.13
+# (autocast matmul of ``arange(n)`` by a 64-dim rotary's ``inv_freq``): no two neighbouring
+# positions share a phase up to 128 (bfloat16) and 1024 (float16); they do at 256 and 2048.
+DISTINCT_POSITIONS = {"bfloat16": 128.0, "float16": 1024.0}
 # ``x.square()``, ``torch.square(x)``: the bound squared.
 SQUARES = frozenset({"square", "square_"})
 # The short-time Fourier transform (``torch.stft(x, n_fft, ..., window=w)``, ``x.stft(...)``):
