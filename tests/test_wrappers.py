@@ -30,6 +30,8 @@ LIGHTNING = XFILE / "bad_lightning_true_precision"
 DEEPSPEED = XFILE / "bad_deepspeed_bf16_engine"
 FSDP1 = XFILE / "bad_fsdp_bf16_params"
 FSDP2 = XFILE / "bad_fsdp2_input_positions"
+COQUI = XFILE / "good_coqui_trainer_model"
+OWN_TRAINER = XFILE / "bad_own_trainer_module"
 
 
 @pytest.fixture(autouse=True)
@@ -105,6 +107,30 @@ def test_accelerate_under_deepspeed_or_an_unknown_helper_keeps_the_premise(
     case = variant(tmp_path, ACCELERATE, "tts/train.py", old, new)
     (finding,) = findings(case, capsys, monkeypatch)
     assert finding["severity"] == "warning" and "latent" in finding["message"]
+
+
+def test_a_model_coqui_trainer_takes_keeps_float32_weights(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """coqui-ai's ``trainer.Trainer`` runs its steps under autocast and never casts the model
+    it takes: the float32 vocoder's waves give nothing (the frozen teacher is half)."""
+    assert findings(COQUI, capsys, monkeypatch) == []
+
+
+def test_a_project_trainer_module_shadows_the_library(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """An application's own ``trainer.py`` is what ``from trainer import Trainer`` imports:
+    the model it is handed follows that class (which casts it), not coqui-ai's row; so does
+    one in a sub-directory the scripts import it from."""
+    (finding,) = findings(OWN_TRAINER, capsys, monkeypatch)
+    assert finding["code"] == "MPC101" and "latent" in finding["message"]
+    copy = tmp_path / "nested"
+    shutil.copytree(OWN_TRAINER, copy)
+    (copy / "scripts").mkdir()
+    (copy / "trainer.py").rename(copy / "scripts" / "trainer.py")
+    (finding,) = findings(copy, capsys, monkeypatch)
+    assert finding["code"] == "MPC101"
 
 
 def test_lightning_true_precision_casts_the_module(
@@ -366,6 +392,21 @@ def test_prepare_runs_the_float32_vocoder_under_autocast_and_a_half_one_raises()
     assert vocoder(f0).dtype == torch.bfloat16
     assert next(vocoder.parameters()).dtype == torch.float32
     half = _module(ACCELERATE, "tts.model").Vocoder(8).to(torch.bfloat16)
+    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
+        half(f0.to(torch.bfloat16))
+
+
+def test_coqui_trainer_step_runs_the_float32_vocoder_under_autocast() -> None:
+    """What ``trainer.Trainer`` (v0.0.36) does with ``mixed_precision`` on: each step under
+    ``torch.autocast`` (CPU: bfloat16), the weights untouched; cast to half, the block raises."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    vocoder = _module(COQUI, "tts.model").Vocoder(8)
+    f0 = torch.rand(2, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert vocoder(f0).dtype == torch.bfloat16
+    assert next(vocoder.parameters()).dtype == torch.float32
+    half = _module(COQUI, "tts.model").Vocoder(8).to(torch.bfloat16)
     with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
         half(f0.to(torch.bfloat16))
 

@@ -98,6 +98,11 @@ _DEEPSPEED = (Setting("config", absent=UNKNOWN), Setting("config_params", absent
 # default True; every wrapped module with ``cast_forward_inputs=True``). No policy, or a
 # ``param_dtype`` of None or float32, keeps the model float32 (:mod:`mpcheck.project.records`
 # reads the policy, in the call or built in its file, by :data:`FSDP_POLICIES`).
+# coqui-ai/Trainer (the ``trainer`` package, v0.0.36, trainer/trainer.py): its config's
+# ``mixed_precision`` and ``precision`` run each step under torch.autocast (or apex O1, which
+# patches functions, or accelerate's native mixed precision) with a GradScaler, and leave the
+# weights of the model it takes as they were built: it never casts it.
+_COQUI_TRAINER = (Setting("config", absent=AUTOCAST, other=AUTOCAST, position=1),)
 _FSDP1 = (Setting("mixed_precision", absent=FULL),)
 _FSDP2 = (Setting("mp_policy", absent=FULL),)
 
@@ -114,6 +119,8 @@ WRAPPERS: Mapping[str, tuple[Setting, ...]] = MappingProxyType(
         "transformers.Seq2SeqTrainingArguments": _TRAINING_ARGUMENTS,
         "transformers.training_args.TrainingArguments": _TRAINING_ARGUMENTS,
         "deepspeed.initialize": _DEEPSPEED,
+        "trainer.Trainer": _COQUI_TRAINER,
+        "trainer.trainer.Trainer": _COQUI_TRAINER,
         **dict.fromkeys(
             (
                 "torch.distributed.fsdp.FullyShardedDataParallel",
@@ -188,7 +195,9 @@ def policy_effect(dtype: str | None) -> str:
 # Where a wrapper takes the model: a method of its value, by library (``accelerator.prepare
 # (model)``, ``trainer.fit(model)``), or a call's ``model`` keyword or first argument
 # (``Trainer(model=model)``, ``deepspeed.initialize(model=model)``). The model takes the
-# effect of that library's wrappers in the project (the call's own for ``deepspeed``).
+# effect of that library's wrappers in the project (the call's own for ``deepspeed``). A
+# library an application's own module shadows (its ``trainer.py``) is none of these
+# (:func:`mpcheck.project.models.uses_of_records` knows the project's modules).
 TAKING_METHODS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "accelerate": ("prepare", "prepare_model", "unwrap_model"),
@@ -202,6 +211,8 @@ TAKING_CALLS: Mapping[str, str] = MappingProxyType(
         "transformers.Seq2SeqTrainer": "transformers",
         "transformers.trainer.Trainer": "transformers",
         "deepspeed.initialize": "deepspeed",
+        "trainer.Trainer": "trainer",
+        "trainer.trainer.Trainer": "trainer",
         **dict.fromkeys(FSDP_WRAPPERS, "torch"),
     }
 )

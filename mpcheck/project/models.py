@@ -469,6 +469,7 @@ def uses_of_records(
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
     held: list[tuple[str | None, str | None]] = []  # (part, the class it is handed to)
     # a project function handing what it is given to an FSDP wrapper: where it wraps
+    own = {} if installable else _shadowed(records, names)
     fsdp_functions = {
         function: Place(path, line, column, "")
         for path, record in records.items()
@@ -542,9 +543,14 @@ def uses_of_records(
                 continue
             held.extend((t, names.resolve(owner)) for t in expand(handed))
         for name, (line, column, text), effect in record.wrappers:
+            if wrap.library_of(name) in own:
+                continue
             place = Place(path, line, column, f"{text} at {where(path, line)}")
             wrappers.setdefault(wrap.library_of(name), []).append((effect, place))
         for name, (line, column, _), lib in record.wrapped:
+            if lib in own:  # (the project's own class of the library's name holds it)
+                held.extend((t, own[lib]) for t in expand(name))
+                continue
             for target in expand(name):
                 wrapped.setdefault(target, []).append((lib, Place(path, line, column, "")))
         for cls in record.classes:
@@ -914,6 +920,24 @@ class _Factories:
             for _, built in self.products[function]:
                 out.update(self.expand(built))
         return out
+
+
+def _shadowed(records: Mapping[str, ModelRecord], names: _Names) -> dict[str, str | None]:
+    """The wrapper libraries an application's own modules shadow (its ``trainer.py`` with a
+    ``Trainer`` is no coqui-ai ``trainer``: Python imports the script's own directory first),
+    each with the project class named as the library's taking call (None: none is), which
+    holds the models handed to it like any project class."""
+    modules = {record.module for record in records.values()}
+    rows: dict[str, list[str]] = {}
+    for name in (*wrap.WRAPPERS, *wrap.TAKING_CALLS):
+        rows.setdefault(wrap.library_of(name), []).append(name)
+    out: dict[str, str | None] = {}
+    for lib, named in rows.items():
+        roots = {name.split(".", 1)[0] for name in named}
+        found = [c for c in (names.resolve(n) for n in named) if c is not None]
+        if found or any(m.split(".", 1)[0] in roots for m in modules if m):
+            out[lib] = found[0] if found else None
+    return out
 
 
 def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:
