@@ -133,6 +133,42 @@ def test_a_project_trainer_module_shadows_the_library(
     assert finding["code"] == "MPC101"
 
 
+PLACING = """from accelerate import dispatch_model, infer_auto_device_map
+from accelerate.hooks import add_hook_to_module
+
+
+def place(model, zero3):
+    if zero3.is_deepspeed_zero3_enabled():
+        return model
+    return dispatch_model(model, infer_auto_device_map(model))
+"""
+
+
+@pytest.mark.parametrize(
+    ("imports", "warned"),
+    [
+        ("", False),  # accelerate's placing utilities build no Accelerator
+        ("from accelerate.utils import DistributedType\n", True),
+    ],
+    ids=["placing-only", "accelerator-state"],
+)
+def test_deepspeed_named_beside_accelerate_placing_hands_nothing_to_it(
+    imports: str,
+    warned: bool,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: Any,
+) -> None:
+    """A file naming DeepSpeed that uses only accelerate's big-model utilities (a vendored
+    ``modeling_utils``) hands no prepared model to DeepSpeed; one using accelerate's state
+    may (the launch configuration decides), so the premise stays."""
+    copy = tmp_path / ACCELERATE.name
+    shutil.copytree(ACCELERATE, copy)
+    (copy / "tts" / "hub.py").write_text(imports + PLACING)
+    out = findings(copy, capsys, monkeypatch)
+    assert [f["severity"] for f in out] == (["warning"] if warned else [])
+
+
 def test_lightning_true_precision_casts_the_module(
     capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:

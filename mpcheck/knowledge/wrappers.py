@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 __all__ = [
+    "ACCELERATE_PLACING",
     "AUTOCAST",
     "BUFFERS",
     "CAST",
@@ -36,6 +37,7 @@ __all__ = [
     "Setting",
     "autocasting",
     "effect",
+    "placing",
     "library_of",
     "policy_effect",
 ]
@@ -234,6 +236,30 @@ def autocasting(target: str) -> bool:
     """Whether an import of ``target`` (``lightning.Trainer``, ``accelerate``) brings a trainer
     that may run models under autocast (:data:`AUTOCASTING`)."""
     return any(target == lib or target.startswith(f"{lib}.") for lib in AUTOCASTING)
+
+
+# accelerate's big-model inference and offloading utilities (accelerate 1.x: ``hooks``,
+# ``big_modeling``, ``utils.modeling``, ``utils.offload``): they place, dispatch and load
+# weights and build no Accelerator, so a file using only these hands nothing to DeepSpeed,
+# whatever it says of DeepSpeed (a vendored ``modeling_utils`` asking
+# ``is_deepspeed_zero3_enabled()``).
+ACCELERATE_PLACING = (
+    "accelerate.hooks", "accelerate.big_modeling", "accelerate.utils.modeling",
+    "accelerate.utils.offload", "accelerate.dispatch_model", "accelerate.infer_auto_device_map",
+    "accelerate.init_empty_weights", "accelerate.init_on_device", "accelerate.cpu_offload",
+    "accelerate.disk_offload", "accelerate.load_checkpoint_and_dispatch",
+    "accelerate.utils.check_tied_parameters_on_same_device", "accelerate.utils.find_tied_parameters",
+    "accelerate.utils.get_balanced_memory", "accelerate.utils.get_max_memory",
+    "accelerate.utils.load_offloaded_weights", "accelerate.utils.offload_weight",
+    "accelerate.utils.save_offload_index", "accelerate.utils.set_module_tensor_to_device",
+    "accelerate.utils.extract_model_from_parallel", "accelerate.utils.get_state_dict_from_offload",
+)  # fmt: skip
+
+
+def placing(target: str) -> bool:
+    """Whether an import of ``target`` is one of accelerate's placing utilities
+    (:data:`ACCELERATE_PLACING`), which never hand a model to DeepSpeed."""
+    return any(target == name or target.startswith(f"{name}.") for name in ACCELERATE_PLACING)
 
 
 # A DeepSpeed config key that casts the engine's module when enabled.

@@ -698,8 +698,12 @@ class _Reader:
     def _accelerate_deepspeed(self, code: bytes) -> bool:
         """A file using accelerate that names DeepSpeed (``DeepSpeedPlugin``,
         ``DistributedType.DEEPSPEED``): its ``prepare`` may hand the model to DeepSpeed,
-        which casts it."""
-        uses = any(wrap.library_of(t) == "accelerate" for t in self.imports.values())
+        which casts it. accelerate's placing utilities (``dispatch_model``, hooks) build no
+        Accelerator: a file importing only those hands nothing to DeepSpeed."""
+        uses = any(
+            wrap.library_of(t) == "accelerate" and not wrap.placing(t)
+            for t in self.imports.values()
+        )
         return uses and _DEEPSPEED_WORD.search(code) is not None
 
     def _taker(self, callee: bytes) -> str | None:
