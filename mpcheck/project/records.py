@@ -928,10 +928,10 @@ class _Reader:
                     return True
                 extents.extend(found)
                 continue
-            end = self._restore_after(opened, span, saved)
-            if end is None:
+            restored = self._restore_after(opened, span, saved)
+            if restored is None:
                 return True
-            extents.append((at, end))
+            extents.append((at, restored))
         for name in managers:
             for call in re.finditer(rb"\b" + re.escape(name) + rb"\s*\(", code):
                 within = self._with_body(call.start())
@@ -2181,7 +2181,7 @@ _CLS_CALL = re.compile(rb"(?<![\w.])cls\s*\(")
 
 def _saved_in(body: bytes) -> set[bytes]:
     """The names ``body`` binds to ``torch.get_default_dtype()``."""
-    out = set()
+    out: set[bytes] = set()
     for match in _BINDING.finditer(body):
         if _GET_DEFAULT.fullmatch(match.group(2).strip()):
             out.update(n.strip() for n in match.group(1).split(b"=") if n.strip())
