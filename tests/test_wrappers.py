@@ -190,6 +190,75 @@ def test_lightning_mixed_or_full_precision_keeps_the_weights(
     assert findings(case, capsys, monkeypatch) == []
 
 
+FIT = 'L.Trainer(precision="bf16-true", max_epochs=1)'
+MAIN = "def main() -> None:\n"
+
+
+@pytest.mark.parametrize(
+    ("option", "severity"),
+    [
+        ('default="bf16-mixed"', None),
+        ('default="bf16-true"', "error"),
+        ('default="16-mixed", choices=["16-mixed", "bf16-mixed", "32"]', None),
+        ('default="bf16-mixed", choices=("bf16-mixed", "bf16-true")', "error"),
+        ("type=str", "warning"),  # (no default, no choices: unknown)
+    ],
+)
+def test_a_precision_from_the_command_line_takes_its_options_values(
+    option: str,
+    severity: str | None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: Any,
+) -> None:
+    """``precision=args.precision``: the values its ``add_argument`` allows (its choices,
+    else its default) decide, a cast among them winning."""
+    case = variant(
+        tmp_path, LIGHTNING, "asr/train.py", FIT, "L.Trainer(precision=args.precision)"
+    )
+    train = case / "asr" / "train.py"
+    parser = "    parser = argparse.ArgumentParser()\n"
+    parser += f"    parser.add_argument('--precision', {option})\n"
+    parser += "    args = parser.parse_args()\n"
+    text = (
+        train.read_text()
+        .replace(MAIN, MAIN + parser)
+        .replace("import lightning", "import argparse\n\nimport lightning")
+    )
+    train.write_text(text)
+    out = findings(case, capsys, monkeypatch)
+    assert [f["severity"] for f in out] == ([severity] if severity else [])
+
+
+@pytest.mark.parametrize(
+    ("configs", "severity"),
+    [
+        (["precision: bf16-mixed", "precision: 16-mixed"], None),
+        (["precision: bf16-mixed", "  precision: bf16-true"], "error"),
+        (["precision: fp16"], "warning"),  # (not a Lightning value: unknown)
+        ([], "warning"),  # (no configuration here)
+    ],
+)
+def test_a_precision_from_a_configuration_takes_the_values_its_files_give(
+    configs: list[str],
+    severity: str | None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: Any,
+) -> None:
+    """``precision=cfg["train"]["precision"]``: the values the project's configuration files
+    give that key decide; a value the table does not map leaves it unknown."""
+    new = 'L.Trainer(precision=cfg["train"]["precision"])'
+    case = variant(tmp_path, LIGHTNING, "asr/train.py", FIT, new)
+    train = case / "asr" / "train.py"
+    train.write_text(train.read_text().replace(MAIN, MAIN + "    cfg = load()\n"))
+    (case / "configs").mkdir()
+    for i, line in enumerate(configs):
+        (case / "configs" / f"run{i}.yaml").write_text(f"train:\n  epochs: 1\n  {line.strip()}\n")
+    out = findings(case, capsys, monkeypatch)
+    assert [f["severity"] for f in out] == ([severity] if severity else [])
+
+
 def test_deepspeed_bf16_config_casts_the_module(
     capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "FSDP_POLICIES",
     "FSDP_WRAPPERS",
     "FULL",
+    "KEYED",
     "TAKING_CALLS",
     "TAKING_METHODS",
     "UNKNOWN",
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 AUTOCAST, CAST, FULL, UNKNOWN = "autocast", "cast", "full", "unknown"
+# An unknown setting read under a configuration key (``unknown:precision``): the project's
+# configuration files may say which values it takes (:mod:`mpcheck.project.models`).
+KEYED = ":"
 _STRENGTH = (CAST, UNKNOWN, AUTOCAST, FULL)  # a call's effect: the first of its settings'
 
 
@@ -268,10 +272,14 @@ DEEPSPEED_HALF_KEYS = ("fp16", "bf16", "bfloat16")
 
 
 def effect(effects: list[str]) -> str:
-    """One call's effect from its settings': a cast wins, then unknown, then autocast."""
+    """One call's effect from its settings': a cast wins, then unknown (one read under a
+    configuration key after any other), then autocast."""
     for kind in _STRENGTH:
         if kind in effects:
             return kind
+        keyed = [e for e in effects if e.startswith(UNKNOWN + KEYED)]
+        if kind == UNKNOWN and keyed:
+            return keyed[0]
     return FULL
 
 

@@ -29,7 +29,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Collection, Container, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -468,8 +468,9 @@ def uses_of_records(
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
     held: list[tuple[str | None, str | None]] = []  # (part, the class it is handed to)
-    # a project function handing what it is given to an FSDP wrapper: where it wraps
     own = {} if installable else _shadowed(records, names)
+    keyed = _Keyed(side)
+    # a project function handing what it is given to an FSDP wrapper: where it wraps
     fsdp_functions = {
         function: Place(path, line, column, "")
         for path, record in records.items()
@@ -545,6 +546,8 @@ def uses_of_records(
         for name, (line, column, text), effect in record.wrappers:
             if wrap.library_of(name) in own:
                 continue
+            if effect.startswith(wrap.UNKNOWN + wrap.KEYED):
+                effect = keyed.effect(name, effect)
             place = Place(path, line, column, f"{text} at {where(path, line)}")
             wrappers.setdefault(wrap.library_of(name), []).append((effect, place))
         for name, (line, column, _), lib in record.wrapped:
@@ -919,6 +922,40 @@ class _Factories:
                 continue
             for _, built in self.products[function]:
                 out.update(self.expand(built))
+        return out
+
+
+class _Keyed:
+    """A wrapper's setting read under a configuration key (``precision=cfg["train"]
+    ["precision"]``): the values the project's configuration files give that key
+    (``precision: 16-mixed``) are the values it takes; when the table maps every one, their
+    effect is the setting's (none found, or one it does not map: unknown)."""
+
+    _LINE = r"""(?m)^[ \t]*["']?%s["']?[ \t]*[:=][ \t]*["']?([\w.+-]+)"""
+
+    def __init__(self, side: Sequence[Path]) -> None:
+        self._side = [p for p in side if p.suffix in (".yaml", ".yml", ".json", ".toml")]
+        self._memo: dict[str, str] = {}
+
+    def effect(self, name: str, effect: str) -> str:
+        if effect in self._memo:
+            return self._memo[effect]
+        _, keyword, key = effect.split(wrap.KEYED, 2)
+        setting = next((s for s in wrap.WRAPPERS.get(name, ()) if s.keyword == keyword), None)
+        values: set[str] = set()
+        pattern = re.compile(self._LINE % re.escape(key))
+        for path in self._side:
+            try:
+                if path.stat().st_size > 2 * 1024 * 1024:
+                    continue
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            values.update(pattern.findall(text))
+        out = wrap.UNKNOWN
+        if setting is not None and values and all(v in setting.values for v in values):
+            out = wrap.effect([setting.values[v] for v in sorted(values)])
+        self._memo[effect] = out
         return out
 
 

@@ -627,7 +627,10 @@ class _Reader:
                     effects.append(setting.absent)
                     continue
                 literal = value.strip("'\"") if value[:1] in "'\"" or value.isdigit() else value
-                effects.append(setting.values.get(literal, setting.other))
+                if literal in setting.values or not setting.values:
+                    effects.append(setting.values.get(literal, setting.other))
+                    continue
+                effects.append(self._setting_from(value, setting))
             keywords = {s.keyword for s in settings}
             for key in found:
                 if isinstance(key, str) and key not in keywords and HALF_WORDS.search(key.encode()):
@@ -649,6 +652,33 @@ class _Reader:
             effect = wrap.effect(effects) + suffix
             out.append(((str(name), self.spot(start, f"`{text}`")), start, close, effect))
         return out
+
+    def _setting_from(self, value: str, setting: wrap.Setting) -> str:
+        """A setting given as a value read elsewhere (``args.precision``, ``cfg["train"]
+        ["precision"]``): the effect of every value its option can take when this file's
+        ``add_argument("--precision", default=..., choices=...)`` says (its choices, else
+        its default), else deferred to the project's configuration files under that key
+        (``unknown:precision``: :func:`mpcheck.project.models.uses_of_records` reads them)."""
+        key = _SETTING_KEY.search(value.encode())
+        if key is None:
+            return setting.other
+        name = key.group(1)
+        spelled = re.escape(name).replace(b"_", b"[-_]")
+        option = re.search(rb"add_argument\(\s*['\"]--%s['\"]" % spelled, self.data)
+        if option is not None:
+            end = closing(self.code, option.end())
+            found = _arguments(self.code, self.data, option.end(), end)
+            choices = found.get("choices", "")
+            written = _LITERALS.findall(choices) if choices[:1] in "[(" else []
+            if not written and "default" in found:
+                written = [found["default"]]
+            values = [w.strip("'\"") for w in written]
+            if values and all(v in setting.values for v in values):
+                return wrap.effect([setting.values[v] for v in values])
+            return setting.other
+        if setting.other != wrap.UNKNOWN:
+            return setting.other
+        return f"{wrap.UNKNOWN}{wrap.KEYED}{setting.keyword}{wrap.KEYED}{name.decode()}"
 
     def _fsdp_policy(
         self, given: str | None, starred: bool, start: int, end: int
@@ -2160,6 +2190,9 @@ def _deepspeed_half(code: bytes, data: bytes) -> bool:
 
 
 _DEEPSPEED_WORD = re.compile(rb"(?i)deepspeed")
+# The key a setting's value is read under: ``args.precision``, ``cfg["train"]["precision"]``.
+_SETTING_KEY = re.compile(rb"(?:\.|\[\s*['\"])(\w+)['\"]?\s*\]?\s*$")
+_LITERALS = re.compile(r"'[^']*'|\"[^\"]*\"|\b\d+\b")
 # A call changing torch's default dtype (led by ``torch.`` or not: a project's own helper of
 # that name is read by its body's calls), up to its opening bracket.
 _DEFAULT_SET = re.compile(rb"\b(?:set_default_dtype|set_default_tensor_type)\s*\(")
