@@ -213,9 +213,7 @@ def test_a_precision_from_the_command_line_takes_its_options_values(
 ) -> None:
     """``precision=args.precision``: the values its ``add_argument`` allows (its choices,
     else its default) decide, a cast among them winning."""
-    case = variant(
-        tmp_path, LIGHTNING, "asr/train.py", FIT, "L.Trainer(precision=args.precision)"
-    )
+    case = variant(tmp_path, LIGHTNING, "asr/train.py", FIT, "L.Trainer(precision=args.precision)")
     train = case / "asr" / "train.py"
     parser = "    parser = argparse.ArgumentParser()\n"
     parser += f"    parser.add_argument('--precision', {option})\n"
