@@ -90,6 +90,33 @@ CASES = {
         False,
         ["pkg.model.Net"],
     ),
+    "context-manager-entered-unseen": (
+        "import contextlib, torch\nfrom .model import Net\n"
+        "@contextlib.contextmanager\n"
+        "def local_dtype(dtype):\n"
+        "    old = torch.get_default_dtype()\n"
+        "    torch.set_default_dtype(dtype)\n"
+        "    try:\n        yield\n"
+        "    finally:\n        torch.set_default_dtype(old)\n"
+        "def build(dtype):\n"
+        "    contexts = [local_dtype(dtype)]\n"
+        "    with contextlib.ExitStack() as stack:\n"
+        "        for c in contexts:\n            stack.enter_context(c)\n"
+        "        return Net()\n",
+        True,
+        [],
+    ),
+    "context-manager-used-elsewhere": (
+        "import contextlib, torch\n"
+        "@contextlib.contextmanager\n"
+        "def local_dtype(dtype):\n"
+        "    old = torch.get_default_dtype()\n"
+        "    torch.set_default_dtype(dtype)\n"
+        "    yield\n"
+        "    torch.set_default_dtype(old)\n",
+        True,
+        [],
+    ),
 }
 
 

@@ -906,8 +906,9 @@ class _Reader:
         manager that sets, yields and restores: the ``with`` bodies calling it here) reaches
         only what is built inside that extent: each class built there is built in half
         (added to ``casts``; ``cls(...)`` in a method: its class and those deriving it).
-        Anything else (no restore, a helper some caller does not restore) may reach every
-        class: True. (A context manager of another name used in another file is not seen.)"""
+        Anything else (no restore, a helper some caller does not restore, a context manager
+        entered other than by a ``with`` here, or one not named ``set_default_dtype`` and
+        used only elsewhere) may reach every class: True."""
         code = self.code
         sets = [(m.start(), m.end()) for m in _DEFAULT_SET.finditer(code)]
         spans = self._def_spans()
@@ -962,11 +963,20 @@ class _Reader:
             if restored is None:
                 return True
             extents.append((at, restored))
-        for name in managers:
-            for call in re.finditer(rb"\b" + re.escape(name) + rb"\s*\(", code):
-                within = self._with_body(call.start())
-                if within is not None:
-                    extents.append(within)
+        for name in managers:  # (entered elsewhere than a ``with`` here: unseen extents)
+            own = [span for span in spans if span[3] == name]
+            entered = [
+                call.start()
+                for call in re.finditer(rb"\b" + re.escape(name) + rb"\s*\(", code)
+                if not any(start <= call.start() < end for start, end, _, _ in own)
+            ]
+            if not entered and not _DEFAULT_SET.match(name + b"("):
+                return True  # (its callers are elsewhere, under a name they do not show)
+            for at in entered:
+                within = self._with_body(at)
+                if within is None:
+                    return True  # (``stack.enter_context(m(d))``, ``contexts.append(m(d))``)
+                extents.append(within)
         for start, end in extents:
             self._built_under_default(start, end, casts)
         return False
