@@ -30,6 +30,8 @@ LIGHTNING = XFILE / "bad_lightning_true_precision"
 DEEPSPEED = XFILE / "bad_deepspeed_bf16_engine"
 FSDP1 = XFILE / "bad_fsdp_bf16_params"
 FSDP2 = XFILE / "bad_fsdp2_input_positions"
+COQUI = XFILE / "good_coqui_trainer_model"
+OWN_TRAINER = XFILE / "bad_own_trainer_module"
 
 
 @pytest.fixture(autouse=True)
@@ -107,6 +109,66 @@ def test_accelerate_under_deepspeed_or_an_unknown_helper_keeps_the_premise(
     assert finding["severity"] == "warning" and "latent" in finding["message"]
 
 
+def test_a_model_coqui_trainer_takes_keeps_float32_weights(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """coqui-ai's ``trainer.Trainer`` runs its steps under autocast and never casts the model
+    it takes: the float32 vocoder's waves give nothing (the frozen teacher is half)."""
+    assert findings(COQUI, capsys, monkeypatch) == []
+
+
+def test_a_project_trainer_module_shadows_the_library(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """An application's own ``trainer.py`` is what ``from trainer import Trainer`` imports:
+    the model it is handed follows that class (which casts it), not coqui-ai's row; so does
+    one in a sub-directory the scripts import it from."""
+    (finding,) = findings(OWN_TRAINER, capsys, monkeypatch)
+    assert finding["code"] == "MPC101" and "latent" in finding["message"]
+    copy = tmp_path / "nested"
+    shutil.copytree(OWN_TRAINER, copy)
+    (copy / "scripts").mkdir()
+    (copy / "trainer.py").rename(copy / "scripts" / "trainer.py")
+    (finding,) = findings(copy, capsys, monkeypatch)
+    assert finding["code"] == "MPC101"
+
+
+PLACING = """from accelerate import dispatch_model, infer_auto_device_map
+from accelerate.hooks import add_hook_to_module
+
+
+def place(model, zero3):
+    if zero3.is_deepspeed_zero3_enabled():
+        return model
+    return dispatch_model(model, infer_auto_device_map(model))
+"""
+
+
+@pytest.mark.parametrize(
+    ("imports", "warned"),
+    [
+        ("", False),  # accelerate's placing utilities build no Accelerator
+        ("from accelerate.utils import DistributedType\n", True),
+    ],
+    ids=["placing-only", "accelerator-state"],
+)
+def test_deepspeed_named_beside_accelerate_placing_hands_nothing_to_it(
+    imports: str,
+    warned: bool,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: Any,
+) -> None:
+    """A file naming DeepSpeed that uses only accelerate's big-model utilities (a vendored
+    ``modeling_utils``) hands no prepared model to DeepSpeed; one using accelerate's state
+    may (the launch configuration decides), so the premise stays."""
+    copy = tmp_path / ACCELERATE.name
+    shutil.copytree(ACCELERATE, copy)
+    (copy / "tts" / "hub.py").write_text(imports + PLACING)
+    out = findings(copy, capsys, monkeypatch)
+    assert [f["severity"] for f in out] == (["warning"] if warned else [])
+
+
 def test_lightning_true_precision_casts_the_module(
     capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:
@@ -126,6 +188,73 @@ def test_lightning_mixed_or_full_precision_keeps_the_weights(
 ) -> None:
     case = variant(tmp_path, LIGHTNING, "asr/train.py", '"bf16-true"', precision)
     assert findings(case, capsys, monkeypatch) == []
+
+
+FIT = 'L.Trainer(precision="bf16-true", max_epochs=1)'
+MAIN = "def main() -> None:\n"
+
+
+@pytest.mark.parametrize(
+    ("option", "severity"),
+    [
+        ('default="bf16-mixed"', None),
+        ('default="bf16-true"', "error"),
+        ('default="16-mixed", choices=["16-mixed", "bf16-mixed", "32"]', None),
+        ('default="bf16-mixed", choices=("bf16-mixed", "bf16-true")', "error"),
+        ("type=str", "warning"),  # (no default, no choices: unknown)
+    ],
+)
+def test_a_precision_from_the_command_line_takes_its_options_values(
+    option: str,
+    severity: str | None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: Any,
+) -> None:
+    """``precision=args.precision``: the values its ``add_argument`` allows (its choices,
+    else its default) decide, a cast among them winning."""
+    case = variant(tmp_path, LIGHTNING, "asr/train.py", FIT, "L.Trainer(precision=args.precision)")
+    train = case / "asr" / "train.py"
+    parser = "    parser = argparse.ArgumentParser()\n"
+    parser += f"    parser.add_argument('--precision', {option})\n"
+    parser += "    args = parser.parse_args()\n"
+    text = (
+        train.read_text()
+        .replace(MAIN, MAIN + parser)
+        .replace("import lightning", "import argparse\n\nimport lightning")
+    )
+    train.write_text(text)
+    out = findings(case, capsys, monkeypatch)
+    assert [f["severity"] for f in out] == ([severity] if severity else [])
+
+
+@pytest.mark.parametrize(
+    ("configs", "severity"),
+    [
+        (["precision: bf16-mixed", "precision: 16-mixed"], None),
+        (["precision: bf16-mixed", "  precision: bf16-true"], "error"),
+        (["precision: fp16"], "warning"),  # (not a Lightning value: unknown)
+        ([], "warning"),  # (no configuration here)
+    ],
+)
+def test_a_precision_from_a_configuration_takes_the_values_its_files_give(
+    configs: list[str],
+    severity: str | None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: Any,
+) -> None:
+    """``precision=cfg["train"]["precision"]``: the values the project's configuration files
+    give that key decide; a value the table does not map leaves it unknown."""
+    new = 'L.Trainer(precision=cfg["train"]["precision"])'
+    case = variant(tmp_path, LIGHTNING, "asr/train.py", FIT, new)
+    train = case / "asr" / "train.py"
+    train.write_text(train.read_text().replace(MAIN, MAIN + "    cfg = load()\n"))
+    (case / "configs").mkdir()
+    for i, line in enumerate(configs):
+        (case / "configs" / f"run{i}.yaml").write_text(f"train:\n  epochs: 1\n  {line.strip()}\n")
+    out = findings(case, capsys, monkeypatch)
+    assert [f["severity"] for f in out] == ([severity] if severity else [])
 
 
 def test_deepspeed_bf16_config_casts_the_module(
@@ -366,6 +495,21 @@ def test_prepare_runs_the_float32_vocoder_under_autocast_and_a_half_one_raises()
     assert vocoder(f0).dtype == torch.bfloat16
     assert next(vocoder.parameters()).dtype == torch.float32
     half = _module(ACCELERATE, "tts.model").Vocoder(8).to(torch.bfloat16)
+    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
+        half(f0.to(torch.bfloat16))
+
+
+def test_coqui_trainer_step_runs_the_float32_vocoder_under_autocast() -> None:
+    """What ``trainer.Trainer`` (v0.0.36) does with ``mixed_precision`` on: each step under
+    ``torch.autocast`` (CPU: bfloat16), the weights untouched; cast to half, the block raises."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    vocoder = _module(COQUI, "tts.model").Vocoder(8)
+    f0 = torch.rand(2, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert vocoder(f0).dtype == torch.bfloat16
+    assert next(vocoder.parameters()).dtype == torch.float32
+    half = _module(COQUI, "tts.model").Vocoder(8).to(torch.bfloat16)
     with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
         half(f0.to(torch.bfloat16))
 

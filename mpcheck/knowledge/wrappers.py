@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 __all__ = [
+    "ACCELERATE_PLACING",
     "AUTOCAST",
     "BUFFERS",
     "CAST",
     "FSDP_POLICIES",
     "FSDP_WRAPPERS",
     "FULL",
+    "KEYED",
     "TAKING_CALLS",
     "TAKING_METHODS",
     "UNKNOWN",
@@ -36,11 +38,15 @@ __all__ = [
     "Setting",
     "autocasting",
     "effect",
+    "placing",
     "library_of",
     "policy_effect",
 ]
 
 AUTOCAST, CAST, FULL, UNKNOWN = "autocast", "cast", "full", "unknown"
+# An unknown setting read under a configuration key (``unknown:precision``): the project's
+# configuration files may say which values it takes (:mod:`mpcheck.project.models`).
+KEYED = ":"
 _STRENGTH = (CAST, UNKNOWN, AUTOCAST, FULL)  # a call's effect: the first of its settings'
 
 
@@ -98,6 +104,11 @@ _DEEPSPEED = (Setting("config", absent=UNKNOWN), Setting("config_params", absent
 # default True; every wrapped module with ``cast_forward_inputs=True``). No policy, or a
 # ``param_dtype`` of None or float32, keeps the model float32 (:mod:`mpcheck.project.records`
 # reads the policy, in the call or built in its file, by :data:`FSDP_POLICIES`).
+# coqui-ai/Trainer (the ``trainer`` package, v0.0.36, trainer/trainer.py): its config's
+# ``mixed_precision`` and ``precision`` run each step under torch.autocast (or apex O1, which
+# patches functions, or accelerate's native mixed precision) with a GradScaler, and leave the
+# weights of the model it takes as they were built: it never casts it.
+_COQUI_TRAINER = (Setting("config", absent=AUTOCAST, other=AUTOCAST, position=1),)
 _FSDP1 = (Setting("mixed_precision", absent=FULL),)
 _FSDP2 = (Setting("mp_policy", absent=FULL),)
 
@@ -114,6 +125,8 @@ WRAPPERS: Mapping[str, tuple[Setting, ...]] = MappingProxyType(
         "transformers.Seq2SeqTrainingArguments": _TRAINING_ARGUMENTS,
         "transformers.training_args.TrainingArguments": _TRAINING_ARGUMENTS,
         "deepspeed.initialize": _DEEPSPEED,
+        "trainer.Trainer": _COQUI_TRAINER,
+        "trainer.trainer.Trainer": _COQUI_TRAINER,
         **dict.fromkeys(
             (
                 "torch.distributed.fsdp.FullyShardedDataParallel",
@@ -188,7 +201,9 @@ def policy_effect(dtype: str | None) -> str:
 # Where a wrapper takes the model: a method of its value, by library (``accelerator.prepare
 # (model)``, ``trainer.fit(model)``), or a call's ``model`` keyword or first argument
 # (``Trainer(model=model)``, ``deepspeed.initialize(model=model)``). The model takes the
-# effect of that library's wrappers in the project (the call's own for ``deepspeed``).
+# effect of that library's wrappers in the project (the call's own for ``deepspeed``). A
+# library an application's own module shadows (its ``trainer.py``) is none of these
+# (:func:`mpcheck.project.models.uses_of_records` knows the project's modules).
 TAKING_METHODS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "accelerate": ("prepare", "prepare_model", "unwrap_model"),
@@ -202,6 +217,8 @@ TAKING_CALLS: Mapping[str, str] = MappingProxyType(
         "transformers.Seq2SeqTrainer": "transformers",
         "transformers.trainer.Trainer": "transformers",
         "deepspeed.initialize": "deepspeed",
+        "trainer.Trainer": "trainer",
+        "trainer.trainer.Trainer": "trainer",
         **dict.fromkeys(FSDP_WRAPPERS, "torch"),
     }
 )
@@ -225,15 +242,44 @@ def autocasting(target: str) -> bool:
     return any(target == lib or target.startswith(f"{lib}.") for lib in AUTOCASTING)
 
 
+# accelerate's big-model inference and offloading utilities (accelerate 1.x: ``hooks``,
+# ``big_modeling``, ``utils.modeling``, ``utils.offload``): they place, dispatch and load
+# weights and build no Accelerator, so a file using only these hands nothing to DeepSpeed,
+# whatever it says of DeepSpeed (a vendored ``modeling_utils`` asking
+# ``is_deepspeed_zero3_enabled()``).
+ACCELERATE_PLACING = (
+    "accelerate.hooks", "accelerate.big_modeling", "accelerate.utils.modeling",
+    "accelerate.utils.offload", "accelerate.dispatch_model", "accelerate.infer_auto_device_map",
+    "accelerate.init_empty_weights", "accelerate.init_on_device", "accelerate.cpu_offload",
+    "accelerate.disk_offload", "accelerate.load_checkpoint_and_dispatch",
+    "accelerate.utils.check_tied_parameters_on_same_device",
+    "accelerate.utils.find_tied_parameters",
+    "accelerate.utils.get_balanced_memory", "accelerate.utils.get_max_memory",
+    "accelerate.utils.load_offloaded_weights", "accelerate.utils.offload_weight",
+    "accelerate.utils.save_offload_index", "accelerate.utils.set_module_tensor_to_device",
+    "accelerate.utils.extract_model_from_parallel", "accelerate.utils.get_state_dict_from_offload",
+)  # fmt: skip
+
+
+def placing(target: str) -> bool:
+    """Whether an import of ``target`` is one of accelerate's placing utilities
+    (:data:`ACCELERATE_PLACING`), which never hand a model to DeepSpeed."""
+    return any(target == name or target.startswith(f"{name}.") for name in ACCELERATE_PLACING)
+
+
 # A DeepSpeed config key that casts the engine's module when enabled.
 DEEPSPEED_HALF_KEYS = ("fp16", "bf16", "bfloat16")
 
 
 def effect(effects: list[str]) -> str:
-    """One call's effect from its settings': a cast wins, then unknown, then autocast."""
+    """One call's effect from its settings': a cast wins, then unknown (one read under a
+    configuration key after any other), then autocast."""
     for kind in _STRENGTH:
         if kind in effects:
             return kind
+        keyed = [e for e in effects if e.startswith(UNKNOWN + KEYED)]
+        if kind == UNKNOWN and keyed:
+            return keyed[0]
     return FULL
 
 

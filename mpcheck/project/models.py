@@ -29,7 +29,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Collection, Container, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -468,6 +468,8 @@ def uses_of_records(
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
     held: list[tuple[str | None, str | None]] = []  # (part, the class it is handed to)
+    own = {} if installable else _shadowed(records, names)
+    keyed = _Keyed(side)
     # a project function handing what it is given to an FSDP wrapper: where it wraps
     fsdp_functions = {
         function: Place(path, line, column, "")
@@ -542,9 +544,16 @@ def uses_of_records(
                 continue
             held.extend((t, names.resolve(owner)) for t in expand(handed))
         for name, (line, column, text), effect in record.wrappers:
+            if wrap.library_of(name) in own:
+                continue
+            if effect.startswith(wrap.UNKNOWN + wrap.KEYED):
+                effect = keyed.effect(name, effect)
             place = Place(path, line, column, f"{text} at {where(path, line)}")
             wrappers.setdefault(wrap.library_of(name), []).append((effect, place))
         for name, (line, column, _), lib in record.wrapped:
+            if lib in own:  # (the project's own class of the library's name holds it)
+                held.extend((t, own[lib]) for t in expand(name))
+                continue
             for target in expand(name):
                 wrapped.setdefault(target, []).append((lib, Place(path, line, column, "")))
         for cls in record.classes:
@@ -914,6 +923,58 @@ class _Factories:
             for _, built in self.products[function]:
                 out.update(self.expand(built))
         return out
+
+
+class _Keyed:
+    """A wrapper's setting read under a configuration key (``precision=cfg["train"]
+    ["precision"]``): the values the project's configuration files give that key
+    (``precision: 16-mixed``) are the values it takes; when the table maps every one, their
+    effect is the setting's (none found, or one it does not map: unknown)."""
+
+    _LINE = r"""(?m)^[ \t]*["']?%s["']?[ \t]*[:=][ \t]*["']?([\w.+-]+)"""
+
+    def __init__(self, side: Sequence[Path]) -> None:
+        self._side = [p for p in side if p.suffix in (".yaml", ".yml", ".json", ".toml")]
+        self._memo: dict[str, str] = {}
+
+    def effect(self, name: str, effect: str) -> str:
+        if effect in self._memo:
+            return self._memo[effect]
+        _, keyword, key = effect.split(wrap.KEYED, 2)
+        setting = next((s for s in wrap.WRAPPERS.get(name, ()) if s.keyword == keyword), None)
+        values: set[str] = set()
+        pattern = re.compile(self._LINE % re.escape(key))
+        for path in self._side:
+            try:
+                if path.stat().st_size > 2 * 1024 * 1024:
+                    continue
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            values.update(pattern.findall(text))
+        out = wrap.UNKNOWN
+        if setting is not None and values and all(v in setting.values for v in values):
+            out = wrap.effect([setting.values[v] for v in sorted(values)])
+        self._memo[effect] = out
+        return out
+
+
+def _shadowed(records: Mapping[str, ModelRecord], names: _Names) -> dict[str, str | None]:
+    """The wrapper libraries an application's own modules shadow (its ``trainer.py`` with a
+    ``Trainer`` is no coqui-ai ``trainer``: Python imports the script's own directory first),
+    each with the project class named as the library's taking call (None: none is), which
+    holds the models handed to it like any project class."""
+    modules = {record.module for record in records.values()}
+    rows: dict[str, list[str]] = {}
+    for name in (*wrap.WRAPPERS, *wrap.TAKING_CALLS):
+        rows.setdefault(wrap.library_of(name), []).append(name)
+    out: dict[str, str | None] = {}
+    for lib, named in rows.items():
+        roots = {name.split(".", 1)[0] for name in named}
+        found = [c for c in (names.resolve(n) for n in named) if c is not None]
+        if found or any(m.split(".", 1)[0] in roots for m in modules if m):
+            out[lib] = found[0] if found else None
+    return out
 
 
 def _autocasting_wrapper(wrappers: Mapping[str, list[tuple[str, Place]]]) -> Place | None:
