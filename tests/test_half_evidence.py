@@ -764,3 +764,26 @@ def test_a_package_casting_what_its_registry_builds_may_cast_its_factories_produ
     assert finding["code"] == "MPC101" and finding["severity"] == "warning"
     assert "latent: raises if `Block` runs in half" in finding["message"]
     assert findings(XFILE / "good_package_registry_build_float32", "--no-cache") == []
+
+
+def test_deepspeed_casting_the_prepared_vocoder_raises_at_its_source_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The premise of ``warn_deepspeed_prepares_handed_model``: accelerate under a DeepSpeed
+    bf16 configuration hands the prepared model to DeepSpeed's engine, which casts its module
+    to bfloat16 (``module.to(torch.bfloat16)``); the source block's float32 waves then meet
+    bfloat16 weights."""
+    torch = pytest.importorskip("torch")
+    case = XFILE / "warn_deepspeed_prepares_handed_model"
+    monkeypatch.syspath_prepend(str(case))
+    for name in [m for m in sys.modules if m == "tts" or m.startswith("tts.")]:
+        monkeypatch.delitem(sys.modules, name)  # (another case's ``tts``; restored after)
+    try:
+        from tts.model import Vocoder  # type: ignore[import-not-found]
+
+        vocoder = Vocoder(8).to(torch.bfloat16)  # (what DeepSpeed's engine does to the module)
+        with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
+            vocoder(torch.rand(2, 8))
+    finally:
+        for name in [m for m in sys.modules if m == "tts" or m.startswith("tts.")]:
+            del sys.modules[name]
