@@ -755,17 +755,6 @@ def test_the_records_name_the_class_of_a_cast_of_self_and_drop_kernel_values() -
     assert record.loose == () and record.casts == ()
 
 
-def test_a_package_casting_what_its_registry_builds_may_cast_its_factories_products() -> None:
-    """A package whose own entry point casts the product of a call the records cannot follow
-    (a registry's ``build_module(cfg).to(torch.bfloat16)``) shows its products cast: what its
-    registered factory returns keeps the premise (a warning). Its twin that runs the product
-    as built casts nothing, and the factory's ``Block`` is only built in float32 (silent)."""
-    (finding,) = findings(XFILE / "warn_package_casts_registry_build", "--no-cache")
-    assert finding["code"] == "MPC101" and finding["severity"] == "warning"
-    assert "latent: raises if `Block` runs in half" in finding["message"]
-    assert findings(XFILE / "good_package_registry_build_float32", "--no-cache") == []
-
-
 def test_deepspeed_casting_the_prepared_vocoder_raises_at_its_source_block(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

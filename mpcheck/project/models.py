@@ -595,11 +595,6 @@ def uses_of_records(
         loose = live(loose, {p: r.module for p, r in records.items()}, ran)
     configured = Configured(side, (s for r in records.values() for s in r.reach[3]), names.classes)
     unsafe.update(loaded(loose, configured))
-    if installable and any(path.classes is None for path in loose):
-        # a package that itself casts what a call it cannot follow returns (a registry's
-        # ``build_module(cfg.model, MODELS).to(dtype)``) shows its users casting products: what
-        # its factories return, bound by nothing here, may be what it casts
-        unsafe.update(factories.unseen())
     only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, computed)
     # a project whose only half is an autocasting wrapper's: any model may run under it
     mixed = None if any_half else _autocasting_wrapper(wrappers)
