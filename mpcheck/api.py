@@ -18,7 +18,15 @@ from mpcheck.engine.evidence import AUTOCAST as EVIDENCE_AUTOCAST
 from mpcheck.engine.evidence import CAST as EVIDENCE_CAST
 from mpcheck.engine.evidence import LIBRARY as EVIDENCE_LIBRARY
 from mpcheck.engine.evidence import SETTING as EVIDENCE_SETTING
-from mpcheck.engine.facts import DEFAULT_FLOAT32, Cause, Fact, Kind, Origin, Prec
+from mpcheck.engine.facts import (
+    DEFAULT_FLOAT32,
+    Cause,
+    Fact,
+    Kind,
+    Origin,
+    Prec,
+    one_path_factory,
+)
 from mpcheck.engine.phases import PhaseProduct, TimestepCast, phase_product, timestep_cast
 from mpcheck.engine.sites import (
     Autocast,
@@ -111,6 +119,7 @@ __all__ = [
     "Autocast",
     "CallSite",
     "Cause",
+    "one_path_factory",
     "ClassSite",
     "Decorator",
     "Edit",

@@ -26,6 +26,7 @@ from mpcheck.api import (
     children,
     items,
     module_dtype,
+    one_path_factory,
 )
 
 
@@ -212,7 +213,7 @@ class FactoryDtypeDefault(Rule):
         left in float32 (``Fact.float32_buffer``)."""
         if fact.mixed is None:
             return None
-        if not (_factory(fact) or fact.float32_buffer or (one_path and _default_factory(fact))):
+        if not (_factory(fact) or fact.float32_buffer or (one_path and one_path_factory(fact))):
             return None
         return self.mixings.get(id(fact.mixed.node))
 
@@ -252,7 +253,7 @@ class FactoryDtypeDefault(Rule):
                 operands += [o for o in call.model_inputs() if o is not first]
         else:
             return
-        default = next((o for o in operands if _default_factory(o.fact)), None)
+        default = next((o for o in operands if one_path_factory(o.fact)), None)
         low = next((o for o in operands if _low(o.fact) and o is not default), None)
         if default is None or low is None or default.fact.origin is None:
             return
@@ -474,17 +475,6 @@ def _loaded(fact: Fact) -> list[tuple[cst.CSTNode, str]]:
         return []
     note = "registered here" if via.cause is Cause.BUFFER else "loaded here, in float32"
     return [(via.node, note)]
-
-
-def _default_factory(fact: Fact) -> bool:
-    """A tensor made by a factory on one path only (an optional argument's default, a branch)."""
-    return (
-        fact.is_tensor
-        and fact.maybe
-        and fact.prec is Prec.UNKNOWN
-        and fact.cause in (Cause.FACTORY, Cause.INT_FLOAT)  # loaded data or a table on one
-        and not fact.zero_dim  # path goes with a model cast on that path (correlated branches)
-    )
 
 
 def _low(fact: Fact) -> bool:

@@ -20,6 +20,7 @@ from mpcheck.api import (
     Severity,
     autocast_policy,
     children,
+    one_path_factory,
 )
 
 
@@ -102,7 +103,7 @@ class MixedDtypeWrite(Rule):
         if index is None or site.augmented:
             return  # basic indexing copies with a cast; ``t[i] += v`` updates in place
         value = site.value.fact
-        if not _half(site.target.fact) or not (_forced_fp32(value) or _one_path(value)):
+        if not _half(site.target.fact) or not (_forced_fp32(value) or one_path_factory(value)):
             return
         if value.zero_dim and not _integer_index(index):
             return  # one element through a bool mask: torch runs ``masked_fill_``, which casts
@@ -122,7 +123,7 @@ class MixedDtypeWrite(Rule):
             return  # out-of-place index_copy/index_put/scatter_add: this autocast promotes them
         for index, keyword in DTYPE_STRICT_WRITES[op.name]:
             source = op.arg(index, keyword)
-            if source is None or not (_forced_fp32(source.fact) or _one_path(source.fact)):
+            if source is None or not (_forced_fp32(source.fact) or one_path_factory(source.fact)):
                 continue
             if source.fact.zero_dim and keyword == "weight":
                 continue  # ``lerp(end, weight=<0-dim tensor>)``: the weight is used as a scalar
@@ -190,7 +191,7 @@ class MixedDtypeWrite(Rule):
         origin = source.fact.origin
         inline = origin is None or origin.node is source.node  # ``k.float()`` says it all
         where = "" if inline else f" ({self.where(source.fact)})"
-        if _one_path(source.fact) and origin is not None:
+        if one_path_factory(source.fact) and origin is not None:
             where = f" on one path{where}"
         made = dest.fact.origin
         explained = made is not None and made.cause in _EXPLAINING and made.node is not dest.node
@@ -237,18 +238,6 @@ def _half(fact: Fact) -> bool:
 def _forced_fp32(fact: Fact) -> bool:
     """float32/float64 whatever the model runs in (0-dim too: these writes check it)."""
     return fact.is_tensor and fact.prec is Prec.FULL
-
-
-def _one_path(fact: Fact) -> bool:
-    """float32 on one path only (a factory on a branch, joined with the model's dtype): the
-    write raises whenever that path runs."""
-    return (
-        fact.is_tensor
-        and fact.maybe
-        and fact.prec is Prec.UNKNOWN
-        and fact.cause in (Cause.FACTORY, Cause.INT_FLOAT)
-        and not fact.zero_dim
-    )
 
 
 def _integer_index(index: Operand) -> bool:
