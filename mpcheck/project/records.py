@@ -1015,7 +1015,7 @@ class _Reader:
     def _def_spans(self) -> list[tuple[int, int, int, bytes]]:
         """Every function of the file: (start, end, indent, name)."""
         out = []
-        for match in _DEF_AT.finditer(self.code):
+        for match in self._def_headers():  # (the headers the record pass found once)
             indent = len(match.group(1))
             out.append(
                 (match.start(), body_end(self.code, match.end(), indent), indent, match.group(2))
@@ -2337,7 +2337,6 @@ _BINDING = re.compile(rb"(?m)^[ \t]*((?:\w+[ \t]*=[ \t]*)+)(?!=)([^\n]*)$")
 _WITH_AT = re.compile(rb"([ \t]*)(?:async[ \t]+)?with\b")
 _RETURNED = re.compile(rb"(?m)^[ \t]*return[ \t]+(\w+)[ \t]*$")
 _YIELD = re.compile(rb"\byield\b")
-_DEF_AT = re.compile(rb"(?m)^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
 _CLS_CALL = re.compile(rb"(?<![\w.])cls\s*\(")
 
 
