@@ -39,6 +39,7 @@ from mpcheck.project.callables import NONE as NO_CALLABLES
 from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
+from mpcheck.project.defaults import DEFAULT_SET, half_default_extents
 from mpcheck.project.lines import line_matches
 from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
 from mpcheck.project.returns import (
@@ -531,7 +532,7 @@ class _Reader:
         self._copies(models)
         self._objects = models
         casts = self._casts(models) if _CASTS.search(code) else []
-        defaults = self._defaults(casts) if _DEFAULT_SET.search(code) else False
+        defaults = self._defaults(casts) if DEFAULT_SET.search(code) else False
         held = self._held(plain)
         found_uses = _escapes(code, models, self._taker, held, self._keeping_callee)
         unsafe, keys, taken, parts, returned = found_uses
@@ -917,143 +918,22 @@ class _Reader:
         return out
 
     def _defaults(self, casts: list[tuple[str, Spot, str, str]]) -> bool:
-        """Whether this file may leave a half default dtype for whatever is built after it.
-
-        A default set to float32 (``torch.float``, ``FloatTensor``, a name only ever bound
-        to those or to the saved default) is no half. One set and restored in the same
-        function (``old = torch.get_default_dtype()``; set; build; ``torch.set_default_dtype
-        (old)``), or through a helper that sets it and returns the old default
-        (transformers' ``_set_default_torch_dtype``) whose every caller here restores it, or
-        by a context manager (a ``with ...set_default_dtype(d):`` body; a project context
-        manager that sets, yields and restores: the ``with`` bodies calling it here) reaches
-        only what is built inside that extent: each class built there is built in half
-        (added to ``casts``; ``cls(...)`` in a method: its class and those deriving it).
-        Anything else (no restore, a helper some caller does not restore, a context manager
-        entered other than by a ``with`` here, or one not named ``set_default_dtype`` and
-        used only elsewhere) may reach every class: True."""
-        code = self.code
-        sets = [(m.start(), m.end()) for m in _DEFAULT_SET.finditer(code)]
-        spans = self._def_spans()
-        bound: dict[bytes, set[bytes]] = {}  # name -> the values assigned to it
-        for match in _BINDING.finditer(code):
-            value = match.group(2).strip()
-            # (``None`` too: ``dtype_orig = None`` before a conditional save; the default
-            # is never set to it)
-            value = b"<saved>" if value == b"None" or _GET_DEFAULT.fullmatch(value) else value
-            for name in match.group(1).split(b"="):
-                if name.strip():
-                    bound.setdefault(name.strip(), set()).add(value)
-        saved = {n for n, values in bound.items() if values == {b"<saved>"}}
-        full = {n for n, vs in bound.items() if vs <= {b"<saved>", *_FULL_DEFAULTS}}
-        helpers: dict[bytes, int] = {}  # sets its argument, returns the old one
-        managers: set[bytes] = set()  # sets, yields, restores: a context manager
-        for start, end, _, name in spans:
-            if not any(start < at < end for at, _ in sets):
-                continue
-            body = code[start:end]
-            if _YIELD.search(body):
-                managers.add(name)
-            elif {m.group(1) for m in _RETURNED.finditer(body)} & _saved_in(body):
-                helpers[name] = start
-        if helpers:  # (``dtype_orig = cls._set_default_torch_dtype(d)``: the old default)
-            calls = re.compile(rb"[\w.]*\b(?:%s)\s*\(.*" % b"|".join(map(re.escape, helpers)))
-            for name, values in bound.items():
-                if all(v == b"<saved>" or calls.fullmatch(v) for v in values):
-                    saved.add(name)
-                    full.add(name)
-        extents: list[tuple[int, int]] = []
-        for at, opened in sets:
-            arg = code[opened : closing(code, opened)].strip()
-            if arg in _FULL_DEFAULTS or arg in full:
-                continue  # (float32, or a restore of the default saved before)
-            span = _innermost(spans, at)
-            if span is not None and span[3] in managers:
-                continue  # (its ``with`` bodies, below)
-            within = self._with_body(at)
-            if within is not None:
-                extents.append(within)
-                continue
-            if span is None:
-                return True
-            if helpers.get(span[3]) == span[0]:
-                found = self._restored_calls(span[3], spans)
-                if found is None:
-                    return True
-                extents.extend(found)
-                continue
-            restored = self._restore_after(opened, span, saved)
-            if restored is None:
-                return True
-            extents.append((at, restored))
-        for name in managers:  # (entered elsewhere than a ``with`` here: unseen extents)
-            own = [span for span in spans if span[3] == name]
-            entered = [
-                call.start()
-                for call in re.finditer(rb"\b" + re.escape(name) + rb"\s*\(", code)
-                if not any(start <= call.start() < end for start, end, _, _ in own)
-            ]
-            if not entered and not _DEFAULT_SET.match(name + b"("):
-                return True  # (its callers are elsewhere, under a name they do not show)
-            for at in entered:
-                within = self._with_body(at)
-                if within is None:
-                    return True  # (``stack.enter_context(m(d))``, ``contexts.append(m(d))``)
-                extents.append(within)
+        """Whether this file may leave a half default dtype for whatever is built after it
+        (:mod:`mpcheck.project.defaults`); each class built inside a known extent is built
+        in half (added to ``casts``; ``cls(...)`` in a method: its class and those deriving
+        it)."""
+        spans = []
+        for match in self._def_headers():  # (the headers the record pass found once)
+            indent = len(match.group(1))
+            spans.append(
+                (match.start(), body_end(self.code, match.end(), indent), indent, match.group(2))
+            )
+        extents = half_default_extents(self.code, spans)
+        if extents is None:
+            return True
         for start, end in extents:
             self._built_under_default(start, end, casts)
         return False
-
-    def _with_body(self, at: int) -> tuple[int, int] | None:
-        """The body of the ``with`` statement whose item holds the offset ``at``, or None."""
-        code = self.code
-        line = code.rfind(b"\n", 0, at) + 1
-        header = _WITH_AT.match(code, line)
-        if header is None:
-            return None
-        return at, body_end(code, at, len(header.group(1)))
-
-    def _def_spans(self) -> list[tuple[int, int, int, bytes]]:
-        """Every function of the file: (start, end, indent, name)."""
-        out = []
-        for match in self._def_headers():  # (the headers the record pass found once)
-            indent = len(match.group(1))
-            out.append(
-                (match.start(), body_end(self.code, match.end(), indent), indent, match.group(2))
-            )
-        return out
-
-    def _restore_after(
-        self, at: int, span: tuple[int, int, int, bytes], saved: Collection[bytes]
-    ) -> int | None:
-        """Where the function ``span`` restores the default after ``at`` (a set to float32
-        or to a saved default, no ``yield`` between: a context manager's extent is its
-        callers'), or None."""
-        code = self.code
-        for match in _DEFAULT_SET.finditer(code, at, span[1]):
-            arg = code[match.end() : closing(code, match.end())].strip()
-            if arg in _FULL_DEFAULTS or arg in saved:
-                return None if _YIELD.search(code, at, match.start()) else match.start()
-        return None
-
-    def _restored_calls(
-        self, helper: bytes, spans: list[tuple[int, int, int, bytes]]
-    ) -> list[tuple[int, int]] | None:
-        """The extents a default-setting helper opens in this file: each call of it binds
-        the old default and its function restores it later (None: some call does not)."""
-        code, out = self.code, []
-        pattern = re.compile(rb"[ \t]*(\w+)\s*=\s*[\w.]*\b" + re.escape(helper) + rb"\s*\(")
-        for call in re.finditer(rb"\b" + re.escape(helper) + rb"\s*\(", code):
-            if code[max(0, call.start() - 4) : call.start()] == b"def ":
-                continue
-            bound = pattern.match(code, code.rfind(b"\n", 0, call.start()) + 1)
-            span = _innermost(spans, call.start())
-            if bound is None or span is None:
-                return None
-            end = self._restore_after(call.end(), span, {bound.group(1)})
-            if end is None:
-                return None
-            out.append((call.start(), end))
-        return out
 
     def _built_under_default(
         self, start: int, end: int, casts: list[tuple[str, Spot, str, str]]
@@ -2322,42 +2202,7 @@ _DEEPSPEED_WORD = re.compile(rb"(?i)deepspeed")
 # The key a setting's value is read under: ``args.precision``, ``cfg["train"]["precision"]``.
 _SETTING_KEY = re.compile(rb"(?:\.|\[\s*['\"])(\w+)['\"]?\s*\]?\s*$")
 _LITERALS = re.compile(r"'[^']*'|\"[^\"]*\"|\b\d+\b")
-# A call changing torch's default dtype (led by ``torch.`` or not: a project's own helper of
-# that name is read by its body's calls), up to its opening bracket.
-_DEFAULT_SET = re.compile(rb"\b(?:set_default_dtype|set_default_tensor_type)\s*\(")
-_FULL_DEFAULTS = frozenset(
-    {
-        b"torch.float32", b"torch.float", b"torch.float64", b"torch.double", b"float32",
-        b"torch.FloatTensor", b"torch.cuda.FloatTensor", b"torch.DoubleTensor",
-        b"torch.cuda.DoubleTensor",
-    }
-)  # fmt: skip
-_GET_DEFAULT = re.compile(rb"(?:torch\.)?get_default_dtype\s*\(\s*\)")
-_BINDING = re.compile(rb"(?m)^[ \t]*((?:\w+[ \t]*=[ \t]*)+)(?!=)([^\n]*)$")
-_WITH_AT = re.compile(rb"([ \t]*)(?:async[ \t]+)?with\b")
-_RETURNED = re.compile(rb"(?m)^[ \t]*return[ \t]+(\w+)[ \t]*$")
-_YIELD = re.compile(rb"\byield\b")
 _CLS_CALL = re.compile(rb"(?<![\w.])cls\s*\(")
-
-
-def _saved_in(body: bytes) -> set[bytes]:
-    """The names ``body`` binds to ``torch.get_default_dtype()``."""
-    out: set[bytes] = set()
-    for match in _BINDING.finditer(body):
-        if _GET_DEFAULT.fullmatch(match.group(2).strip()):
-            out.update(n.strip() for n in match.group(1).split(b"=") if n.strip())
-    return out
-
-
-def _innermost(
-    spans: list[tuple[int, int, int, bytes]], at: int
-) -> tuple[int, int, int, bytes] | None:
-    """The innermost function span holding the offset ``at``."""
-    inner = None
-    for span in spans:
-        if span[0] < at < span[1] and (inner is None or span[2] > inner[2]):
-            inner = span
-    return inner
 
 
 _ARGUMENT = re.compile(rb"\s*(?:([A-Za-z_]\w*)\s*=(?!=))?")
