@@ -446,21 +446,29 @@ def reaching_value(cast: CallSite) -> cst.BaseExpression | None:
     name is a parameter, or a block before the cast may rebind it to something else."""
     function = cast.scope.function
     receiver = cast.receiver
-    name = _name(receiver.node) if receiver is not None else None
-    if function is None or name is None or not isinstance(_root(receiver.node), cst.Name):
+    if function is None or receiver is None or not isinstance(_root(receiver.node), cst.Name):
         return None
+    name = _name(receiver.node)
+    return None if name is None else bound_before(function, cast.node, name)
+
+
+def bound_before(
+    function: cst.FunctionDef, at: cst.CSTNode, name: str
+) -> cst.BaseExpression | None:
+    """The value ``name`` was last bound to before ``at`` in ``function`` (see
+    :func:`reaching_value`), None when a parameter or unsure."""
     frames: list[tuple[list[cst.BaseStatement], int]] = []
     node: cst.CSTNode = function.body
-    while node is not cast.node:
+    while node is not at:
         if isinstance(node, cst.IndentedBlock):
             statements = list(node.body)
-            index = next((i for i, s in enumerate(statements) if _contains(s, cast.node)), None)
+            index = next((i for i, s in enumerate(statements) if _contains(s, at)), None)
             if index is None:
                 return None
             frames.append((statements, index))
             node = statements[index]
             continue
-        inner = next((c for c in children(node) if _contains(c, cast.node)), None)
+        inner = next((c for c in children(node) if _contains(c, at)), None)
         if inner is None:
             return None
         node = inner
