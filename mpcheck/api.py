@@ -27,7 +27,13 @@ from mpcheck.engine.facts import (
     Prec,
     one_path_factory,
 )
-from mpcheck.engine.phases import PhaseProduct, TimestepCast, phase_product, timestep_cast
+from mpcheck.engine.phases import (
+    PhaseProduct,
+    TimestepCast,
+    phase_product,
+    reaching_value,
+    timestep_cast,
+)
 from mpcheck.engine.sites import (
     Autocast,
     CallSite,
@@ -151,6 +157,7 @@ __all__ = [
     "autocast_policy",
     "kernelless",
     "phase_product",
+    "reaching_value",
     "timestep_cast",
     "PhaseProduct",
     "TimestepCast",

@@ -135,6 +135,9 @@ class HalfPrecisionVariance(Rule):
         nor one whose values the engine bounds below 256 (a waveform in [-1, 1] from
         `torchaudio.load`, a `softmax`, `tanh` or `sin` output, pixels after `/ 255`, and what
         shape-only ops, `clamp` and arithmetic with numbers make of them): their squares fit.
+        A variance of values within b is at most b² only with `unbiased=False`
+        (`correction=0`): torch's default unbiased variance reaches 2b² (two values ±b), so
+        it fits only for values within 181.
         An STFT bin is bounded by `n_fft * max|window| * max|x|`, so the power of a short
         frame of bounded audio fits (128 points: 16384), and that of a 1024-point frame
         may not (a full-scale sine gives |X| = 256 with a Hann window, whose square is inf).
@@ -217,8 +220,14 @@ class HalfPrecisionVariance(Rule):
         if subject is None:
             return
         if name in VARIANCES:
-            bound = subject.fact.bound
-            fits = bound is not None and bound * bound <= FP16_MAX  # var <= max(|x|)²
+            # the engine bounds a variance by its input's bound (2b² unbiased, b² not); the
+            # pair of ``var_mean`` is not a tensor, so its variance is unbounded here
+            if call.result.is_tensor:
+                bound = call.result.bound
+            else:  # ``var_mean``'s pair: its variance is at most 2b², as ``var``'s
+                given = subject.fact.bound
+                bound = None if given is None else 2 * given * given
+            fits = bound is not None and bound <= FP16_MAX
             if _may_be_fp16(subject.fact) and not fits:
                 self._pend(call, subject.node, subject.fact, "a variance")
             return
@@ -288,10 +297,17 @@ class HalfPrecisionVariance(Rule):
             dtype = "float16" if fact.dtype == "float16" else "half precision (float16 on a path)"
         else:
             dtype = "the model's dtype, float16 when the model runs in fp16"
+        # ``var`` accumulates in float32 and rounds only its result: that overflows once the
+        # spread passes 256 (measured: one 300 among 1023 zeros gives 87.9), not one value
+        hazard = (
+            "a standard deviation above 256 makes it inf"
+            if what == "a variance"
+            else "any value above 256 squares to inf"
+        )
         message = (
-            f"{what} of `{self.ctx.code(tensor)}` is computed in {dtype}: any value above 256 "
-            "squares to inf, so a norm built on it outputs zeros or NaN; upcast first "
-            "(`.float()`) and cast the normalised result back"
+            f"{what} of `{self.ctx.code(tensor)}` is computed in {dtype}: {hazard}, so a norm "
+            "built on it outputs zeros or NaN; upcast first (`.float()`) and cast the "
+            "normalised result back"
         )
         related = [(fact.origin.node, fact.origin.text)] if fact.origin is not None else []
         premise = "if `{subject}` runs in float16"  # (or why the model's dtype is float16)

@@ -87,6 +87,19 @@ def test_a_join_keeps_the_wider_bound_and_loses_a_missing_one() -> None:
     assert magnitude(Fact(Kind.SCALAR, value=-3.0)) == 3.0
 
 
+def test_a_variance_is_bounded_by_twice_the_square_unless_it_is_the_population_one() -> None:
+    """torch's default variance is unbiased: two values +-b give 2b² (``[200, -200]`` in float16
+    is inf though 200² fits); ``unbiased=False`` / ``correction=0`` keep b²."""
+    wide = Fact(Kind.TENSOR, Prec.HALF, "float16", bound=200.0)
+    assert method("var", wide, number(-1)) == 80000.0
+    assert function("torch.var", tensor(wide)) == 80000.0
+    false = Operand(cst.Name("False"), Fact(Kind.OTHER))
+    assert method("var", wide, unbiased=false) == 40000.0
+    assert function("torch.var", tensor(wide), correction=number(0)) == 40000.0
+    assert function("torch.var", tensor(wide), correction=number(1)) == 80000.0
+    assert method("var", FREE) is None
+
+
 def test_stft_is_bounded_by_its_frame_window_and_input() -> None:
     """|X| <= n_fft * max|window| * max|x|: a 64-point STFT of a waveform in [-1, 1] is
     within 64, a 1024-point one within 1024 (its square may pass 65504: no bound hides it)."""

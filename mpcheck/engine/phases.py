@@ -24,8 +24,9 @@ from mpcheck.engine.facts import Kind, Prec
 from mpcheck.engine.sites import CallSite, Operand
 from mpcheck.engine.timestep_uses import code_under, only_mixed, stored_under
 from mpcheck.knowledge.ranges import DISTINCT_POSITIONS
+from mpcheck.project.names import children
 
-__all__ = ["PhaseProduct", "TimestepCast", "phase_product", "timestep_cast"]
+__all__ = ["PhaseProduct", "TimestepCast", "phase_product", "reaching_value", "timestep_cast"]
 
 # Names of a tensor of positions (or of a timestep grid multiplied like one).
 _POSITIONS = re.compile(
@@ -435,3 +436,115 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
     if target.fact.kind is Kind.TENSOR and target.fact.prec in (Prec.FULL, Prec.INT, Prec.BOOL):
         return None
     return TimestepCast(receiver, frequencies, prec is Prec.HALF, target.node)
+
+
+def reaching_value(cast: CallSite) -> cst.BaseExpression | None:
+    """What the cast's receiver name was last bound to before the cast on the path through its
+    function's blocks: ``self.timesteps_proj(timestep)`` for the ``timestep.to(dtype)`` after
+    ``timestep = self.timesteps_proj(timestep)``. Rebindings that only reshape or cast the
+    name itself (``timestep = timestep.unflatten(...)``) are looked through; None when the
+    name is a parameter, or a block before the cast may rebind it to something else."""
+    function = cast.scope.function
+    receiver = cast.receiver
+    if function is None or receiver is None or not isinstance(_root(receiver.node), cst.Name):
+        return None
+    name = _name(receiver.node)
+    return None if name is None else bound_before(function, cast.node, name)
+
+
+def bound_before(
+    function: cst.FunctionDef, at: cst.CSTNode, name: str
+) -> cst.BaseExpression | None:
+    """The value ``name`` was last bound to before ``at`` in ``function`` (see
+    :func:`reaching_value`), None when a parameter or unsure."""
+    frames: list[tuple[list[cst.BaseStatement], int]] = []
+    node: cst.CSTNode = function.body
+    while node is not at:
+        if isinstance(node, cst.IndentedBlock):
+            statements = list(node.body)
+            index = next((i for i, s in enumerate(statements) if _contains(s, at)), None)
+            if index is None:
+                return None
+            frames.append((statements, index))
+            node = statements[index]
+            continue
+        inner = next((c for c in children(node) if _contains(c, at)), None)
+        if inner is None:
+            return None
+        node = inner
+    for statements, index in reversed(frames):
+        for statement in reversed(statements[:index]):
+            found = _rebinding(statement, name)
+            if found is _ITSELF:
+                continue
+            return found if isinstance(found, cst.BaseExpression) else None
+    return None
+
+
+# What ``_rebinding`` says of a statement that rebinds a name only to a reshape or cast of
+# itself, or not at all: look further back.
+_ITSELF = object()
+_UNKNOWN = object()
+
+
+def _rebinding(statement: cst.BaseStatement, name: str) -> object:
+    """The value ``statement`` last binds ``name`` to (a simple statement's plain assignment),
+    ``_ITSELF`` when it leaves the name what it was, ``_UNKNOWN`` when it may rebind it
+    otherwise (in a branch, a loop, an augmented assignment)."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        for small in reversed(statement.body):
+            if isinstance(small, (cst.Assign, cst.AnnAssign)):
+                targets = (
+                    [t.target for t in small.targets]
+                    if isinstance(small, cst.Assign)
+                    else [small.target]
+                )
+                if any(isinstance(t, cst.Name) and t.value == name for t in targets):
+                    value = small.value
+                    if value is None:
+                        return _ITSELF
+                    return _ITSELF if _of_itself(value, name) else value
+                if any(_binds_name(t, name) for t in targets):
+                    return _UNKNOWN
+            elif isinstance(small, cst.AugAssign) and _binds_name(small.target, name):
+                return _UNKNOWN
+        return _ITSELF
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        return _ITSELF
+    # a compound statement: its rebindings of the name, if any, must keep what it holds
+    for node in _walk(statement):
+        if isinstance(node, cst.SimpleStatementLine):
+            if _rebinding(node, name) is not _ITSELF:
+                return _UNKNOWN
+        elif isinstance(node, (cst.For, cst.With)) and _binds_name(
+            node.target if isinstance(node, cst.For) else cst.Name("_"), name
+        ):
+            return _UNKNOWN
+    return _ITSELF
+
+
+def _of_itself(value: cst.BaseExpression, name: str) -> bool:
+    """``timestep.unflatten(0, (-1, n))``, ``t[None].to(x)``: methods and subscripts of the
+    name itself, which derive from what it held."""
+    while True:
+        if isinstance(value, cst.Subscript):
+            value = value.value
+        elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            value = value.func.value
+        else:
+            return isinstance(value, cst.Name) and value.value == name
+
+
+def _binds_name(target: cst.BaseExpression, name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == name for n in _names_in(target))
+
+
+def _walk(root: cst.CSTNode) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        if not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(children(node))
+    return found

@@ -95,6 +95,8 @@ def _bound(call: CallRecord) -> float | None:
         return magnitude(subject.fact) if subject is not None else None
     if name in R.CLAMPS:
         return _clamped(call)
+    if name in R.VARIANCES:
+        return _variance(call)
     if short in R.SQUARES:
         subject = call.operand(0, "input")
         bound = magnitude(subject.fact) if subject is not None else None
@@ -122,6 +124,25 @@ def _arithmetic(call: CallRecord, how: str) -> float | None:
     if a is None or b is None:
         return None
     return a + b if how in ("add", "sub") else a * b
+
+
+def _variance(call: CallRecord) -> float | None:
+    """``x.var()`` of ``|x| <= b``: b² for the population variance, 2b² for torch's default
+    unbiased one (``knowledge.ranges.VARIANCES``)."""
+    subject = call.operand(0, "input")
+    bound = magnitude(subject.fact) if subject is not None else None
+    if bound is None:
+        return None
+    unbiased, correction = call.kwargs.get("unbiased"), call.kwargs.get("correction")
+    population = (
+        unbiased is not None
+        and isinstance(unbiased.node, cst.Name)
+        and unbiased.node.value == "False"
+        or correction is not None
+        and correction.fact.kind is Kind.SCALAR
+        and correction.fact.value == 0
+    )
+    return bound * bound if population else 2 * bound * bound
 
 
 def _stft(call: CallRecord) -> float | None:

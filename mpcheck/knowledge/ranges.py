@@ -91,6 +91,11 @@ ARANGE_KEYWORDS = ("start", "end", "step")
 # (autocast matmul of ``arange(n)`` by a 64-dim rotary's ``inv_freq``): no two neighbouring
 # positions share a phase up to 128 (bfloat16) and 1024 (float16); they do at 256 and 2048.
 DISTINCT_POSITIONS = {"bfloat16": 128.0, "float16": 1024.0}
+# A variance of values within [-b, b]: the population variance is at most b² (Popoviciu), and
+# torch's default, the unbiased one (``correction=1``), is n/(n-1) times it, at most 2b² (two
+# values ±b; measured on torch 2.13: ``tensor([200., -200.]).half().var()`` is inf while b² is
+# 40000). ``unbiased=False`` or ``correction=0`` keeps b². (``var_mean`` returns a pair.)
+VARIANCES = frozenset({"var", "torch.var"})
 # ``x.square()``, ``torch.square(x)``: the bound squared.
 SQUARES = frozenset({"square", "square_"})
 # The short-time Fourier transform (``torch.stft(x, n_fft, ..., window=w)``, ``x.stft(...)``):
