@@ -1551,6 +1551,8 @@ class _Reader:
             if found.partition(".")[0] in _NOT_PROJECT or found.startswith(_LIBRARY_REGISTRIES):
                 return None
             return f"{found}.{rest}" if rest else found
+        if rest or not re.search(rb"^" + re.escape(head.encode()) + rb"[ \t]*=", self.code, re.M):
+            return None  # (``self.register_module(...)``: torch's, a part of a module)
         return f"{self.module}.{text}" if self.module else text
 
     def _built(self, callee: str, after: int, receiver: bytes = b"") -> str | None:
