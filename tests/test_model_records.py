@@ -408,6 +408,72 @@ def test_a_registry_call_cast_to_half_is_a_cast_of_what_it_returns() -> None:
     assert [c[0] for c in record_of(source, "run.py").casts] == ["nets.MODELS()#"]
 
 
+def test_classes_registered_with_a_registry_object_are_its_members() -> None:
+    """``@MODELS.register_module(...)`` over a top-level class or function and
+    ``MODELS.register_module(module=X)`` register with the registry the name resolves to;
+    ``~`` marks a registry object (its build is one of its members). A library's registry
+    (mmengine's own ``MODELS``) holds the library's classes, none of these."""
+    source = """
+from torch import nn
+from mmengine.registry import MODELS as ROOT
+from pkg.registry import MODELS
+
+@MODELS.register_module()
+class Net(nn.Module):
+    pass
+
+@MODELS.register_module("net-xl")
+def net_xl(**kwargs):
+    return Net(**kwargs)
+
+class Head(nn.Module):
+    pass
+
+MODELS.register_module(name="head", module=Head)
+
+@ROOT.register_module()
+class Other(nn.Module):
+    pass
+"""
+    found = dict(record_of(source.encode(), "pkg/nets.py").registries)
+    assert found == {
+        "pkg.registry.MODELS": ("pkg.nets.Head", "pkg.nets.Net", "pkg.nets.net_xl", "~")
+    }
+
+
+@pytest.mark.parametrize(
+    ("use", "name"),
+    [
+        ("model = MODELS.build(cfg)\n    model.half()", "pkg.registry.MODELS()#"),
+        ("model = MODELS.build(cfg).half()", "pkg.registry.MODELS()#"),
+        ("model = build_from_cfg(cfg, MODELS).half()", "pkg.registry.MODELS()#"),
+        (
+            "model = build_module(cfg, MODELS).half()",
+            "pkg.registry.build_module~1~pkg.registry.MODELS()#",
+        ),
+    ],
+)
+def test_a_registry_objects_build_names_the_registry(use: str, name: str) -> None:
+    """A registry's build returns one of the classes registered with the registry the call
+    names: ``MODELS.build(cfg)``, mmengine's ``build_from_cfg(cfg, MODELS)``, and a project
+    helper handed the registry (checked against the helper's own record at the join)."""
+    source = "from mmengine.registry import build_from_cfg\n"
+    source += f"from pkg.registry import MODELS, build_module\n\ndef main(cfg):\n    {use}\n"
+    assert [c[0] for c in record_of(source.encode(), "run.py").casts] == [name]
+
+
+def test_a_function_returning_a_handed_registrys_build_forwards_it() -> None:
+    source = """
+def build_module(module, builder, **kwargs):
+    if isinstance(module, dict):
+        return builder.build(module)
+    return module
+"""
+    assert record_of(source.encode(), "pkg/registry.py").registries == (
+        ("pkg.registry.build_module", ("~1",)),
+    )
+
+
 def test_a_return_annotation_names_what_a_function_returns() -> None:
     """``def load(...) -> Net`` returns a ``Net`` (PEP 484), whatever its body builds it from;
     a library's class or a tensor annotated is no project factory."""

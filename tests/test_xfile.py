@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support import XFILE, expected, runtime
+from tests.test_output_formats import validate_sarif
 
 CASES = sorted(p for p in XFILE.iterdir() if p.is_dir())
 
@@ -132,6 +133,42 @@ def test_origin_in_another_files_class_is_a_related_location_there() -> None:
         ("norms.py", row),
         ("mlp.py", built),  # the evidence of half: the block built in float16
     ]
+
+
+def test_class_default_through_an_annotation_is_a_related_location_there() -> None:
+    """torchtune's shape: the cache comes in through a parameter annotated ``KVCache``,
+    whose ``dtype`` default in ``kv_cache.py`` decides float32; the finding at the attention
+    call names that default's line (not the class docstring's) in text, JSON and SARIF."""
+    case = XFILE / "bad_optional_cache_param"
+    row = row_of(case / "pkg" / "kv_cache.py", "dtype: torch.dtype = torch.float32")
+    finding: Any = only_finding(case)
+    there = [r for r in finding["related"] if "filename" in r]
+    assert [(Path(r["filename"]).name, r["location"]["row"]) for r in there] == [
+        ("kv_cache.py", row)
+    ]
+    sarif: Any = only_finding(case, "sarif")
+    validate_sarif(sarif)
+    (result,) = sarif["runs"][0]["results"]
+    spots = [
+        (r["physicalLocation"]["artifactLocation"]["uri"], r["physicalLocation"]["region"])
+        for r in result["relatedLocations"]
+    ]
+    assert any(u.endswith("pkg/kv_cache.py") and g["startLine"] == row for u, g in spots)
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "."]
+    text = subprocess.run(cmd, cwd=case, capture_output=True, text=True).stdout
+    assert f"note: pkg/kv_cache.py:{row}:" in text
+
+
+def test_finding_at_a_call_decided_elsewhere_names_that_place() -> None:
+    """TransformerLens's shape: MPC102 reports at ``entry.append(k, v)`` (where the float32
+    keys enter this file); the related locations name the factory in ``cache.py``."""
+    case = XFILE / "bad_dataclass_cache_entry"
+    row = row_of(case / "pkg" / "cache.py", "past_keys=torch.empty")
+    finding: Any = only_finding(case)
+    there = [r for r in finding["related"] if "filename" in r]
+    assert ("cache.py", row) in [(Path(r["filename"]).name, r["location"]["row"]) for r in there]
+    sarif: Any = only_finding(case, "sarif")
+    validate_sarif(sarif)
 
 
 def test_switched_part_names_where_the_other_file_decided_float32() -> None:

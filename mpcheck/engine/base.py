@@ -11,7 +11,7 @@ implements it by composing the parts.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
@@ -82,6 +82,9 @@ class Walk(ABC):
         # Calls to another file's function whose result's dtype was decided over there:
         # the place, so a finding's related locations can name that file.
         self.elsewhere: dict[cst.CSTNode, Place] = {}
+        # Origins of the facts the rules were shown whose dtype was decided in another file
+        # (``Origin.place``): a finding at one of them, or pointing to one, names that place.
+        self.decided: dict[cst.CSTNode, Place] = {}
         self.source = source
         self.imports = imports
         self.constants = Constants(module, source)  # the numbers names stand for
@@ -190,6 +193,17 @@ class Walk(ABC):
     @abstractmethod
     def emit(self, call: CallRecord, frame: Frame) -> Fact:
         """Report a call to the rules (if the policy says so); returns its result."""
+
+    def shown(self, facts: Iterable[Fact]) -> None:
+        """Facts a site hands the rules: the origins among them (their items', a dtype
+        variable's) decided in another file, by node, for the findings' related locations."""
+        for fact in facts:
+            for part in (fact, *(fact.items or ()), *((fact.elem,) if fact.elem else ())):
+                origin = part.origin
+                while origin is not None:
+                    if origin.place is not None:
+                        self.decided.setdefault(origin.node, origin.place)
+                    origin = origin.via
 
     def code(self, node: cst.CSTNode) -> str:
         """``node``'s source, cut to fit in a message."""

@@ -203,5 +203,5 @@ def joined_default(fact: Fact, given: Fact, fn: cst.FunctionDef) -> Fact:
         f"{origin.text} {when}, and returned by `{fn.name.value}` after joining it with "
         "the tensors it is passed"
     )
-    made = Origin(origin.node, origin.cause, text, origin.via)
+    made = Origin(origin.node, origin.cause, text, origin.via, place=origin.place)
     return Fact(Kind.TENSOR, Prec.FULL, "float32", made, maybe=True, apart=given.apart)

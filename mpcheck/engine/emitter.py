@@ -7,6 +7,8 @@ facts (the attention role of a matmul, a module that feeds its own weights).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from mpcheck.engine.attention import AttentionRoles
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.facts import Fact
@@ -34,6 +36,7 @@ class SiteEmitter:
             if owner is not None:
                 owner.fed_inputs |= fed_inputs(fn, call.op, call.receiver, call.args)
         if self.file.reporting.takes("calls"):
+            self.file.shown(_facts(call))
             role = None
             if call.op is T.OpKind.MATMUL:
                 name = call.method or (call.qual or "").rsplit(".", 1)[-1]
@@ -63,3 +66,13 @@ class SiteEmitter:
             )
             self.file.reporting.call(site)
         return call.result
+
+
+def _facts(call: CallRecord) -> Iterator[Fact]:
+    """The facts a call site shows the rules: its result, receiver and arguments."""
+    yield call.result
+    if call.receiver is not None:
+        yield call.receiver.fact
+    yield from (a.fact for a in call.args)
+    yield from (k.fact for k in call.kwargs.values())
+    yield from (f.fact for f in call.fed)

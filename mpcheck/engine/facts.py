@@ -15,6 +15,8 @@ from typing import Protocol
 
 import libcst as cst
 
+from mpcheck.project.summary import Place
+
 
 class Kind(enum.Enum):
     TENSOR = "tensor"
@@ -88,6 +90,11 @@ class Origin:
     # An input taken for a tensor without evidence that it is one (no annotation, never
     # indexed nor called a method on): it may be a Python number (mpcheck.engine.tensor_use).
     unproven: bool = False
+    # Decided in another file of the project (a function's return, a class's default, a
+    # module's constant): that place, which every finding about the fact names as a related
+    # location. Kept by the origins worded from this one (``the output of ... (a KVCache
+    # ...)``), so the place follows the words.
+    place: Place | None = None
 
 
 @dataclass(frozen=True)
@@ -253,7 +260,7 @@ def carried(result: Fact, node: cst.CSTNode, cause: Cause = Cause.DATA) -> Fact:
     if origin.node is node or result.mixed is not None:
         return result  # (once mixed into activations, MPC102 tells where that happened)
     first = origin.via or origin
-    return replace(result, origin=Origin(node, cause, origin.text, first))
+    return replace(result, origin=Origin(node, cause, origin.text, first, place=origin.place))
 
 
 def tensor_of_dtype(name: str, node: cst.CSTNode, cause: Cause, text: str) -> Fact:
@@ -378,12 +385,17 @@ def _promote(facts: Iterable[Fact], node: cst.CSTNode | None = None) -> Fact:
         text = "an integer tensor turned float32 by arithmetic with a Python float"
         if src.origin is not None:
             text = f"{src.origin.text}, turned float32 by arithmetic with a Python float"
-        origin = Origin(node, Cause.INT_FLOAT, text)
+        origin = Origin(node, Cause.INT_FLOAT, text, place=placed(src))
         zero_dim = all(f.zero_dim for f in tensors)  # ``torch.full((), 64) ** 0.25`` stays 0-dim
         return Fact(Kind.TENSOR, Prec.FULL, "float32", origin, zero_dim=zero_dim)
     if ints:
         return ints[0]
     return sized[0]
+
+
+def placed(fact: Fact) -> Place | None:
+    """Where in another file ``fact``'s dtype was decided, for an origin worded from its own."""
+    return fact.origin.place if fact.origin is not None else None
 
 
 def int_to_float(src: Fact, node: cst.CSTNode, how: str) -> Fact:
@@ -399,7 +411,7 @@ def int_to_float(src: Fact, node: cst.CSTNode, how: str) -> Fact:
     text = f"an integer tensor turned float32 by {how}"
     if src.origin is not None:
         text = f"{src.origin.text}, turned float32 by {how}"
-    origin = Origin(node, Cause.INT_FLOAT, text)
+    origin = Origin(node, Cause.INT_FLOAT, text, place=placed(src))
     return Fact(Kind.TENSOR, Prec.FULL, "float32", origin, zero_dim=src.zero_dim)
 
 

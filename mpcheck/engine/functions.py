@@ -487,16 +487,19 @@ class Definitions:
             if found is None or not found.taken_by(node):
                 return None
             at, dtype, code = found.default, found.dtype, self.file.code(found.default)
+            place = None
         else:
             imported = self.file.imported.get(layer or "")
             kept = imported.dtype_default if imported is not None else None
             if kept is None or not by_default(node, kept[0], kept[3]):
                 return None
             at, dtype, code = node, kept[2], kept[1].text
-            self.file.elsewhere[node] = replace(kept[1], text=f"`dtype` defaults to `{code}` here")
+            place = replace(kept[1], text=f"`dtype` defaults to `{code}` here")
+            self.file.elsewhere[node] = place
         text = f"built in {dtype} by the default `dtype={code}` of `{layer}`"
         prec = Prec.FULL if dtype == "float32" else Prec.HALF
-        return Operand(at, Fact(Kind.DTYPE, prec, dtype, Origin(at, Cause.LITERAL, text)))
+        origin = Origin(at, Cause.LITERAL, text, place=place)
+        return Operand(at, Fact(Kind.DTYPE, prec, dtype, origin))
 
     def annotated_default(self, param: cst.Param) -> Fact | None:
         """``kv_cache: Optional[KVCache]`` of a class whose ``__init__`` defaults
@@ -509,6 +512,7 @@ class Definitions:
             return None
         for layer in _annotation_names(param.annotation.annotation):
             info = self.file.classes.get(layer)
+            place = None
             if info is not None and info.is_module:
                 found = float32_default(info.methods.get("__init__"), self.file.imports.resolve)
                 text = f"`dtype={self.file.code(found[1])}`" if found is not None else ""
@@ -517,13 +521,12 @@ class Definitions:
                 kept = imported.dtype_default if imported is not None else None
                 kept = kept if kept is not None and kept[2] == "float32" else None
                 if kept is not None:
-                    self.file.elsewhere[param] = replace(
-                        kept[1], text=f"`dtype` defaults to `{kept[1].text}` here"
-                    )
+                    place = replace(kept[1], text=f"`dtype` defaults to `{kept[1].text}` here")
+                    self.file.elsewhere[param] = place
                 text = f"`dtype={kept[1].text}`" if kept is not None else ""
             if text:
                 what = f"a `{layer}`: float32 unless built with `dtype=`, its default is {text}"
-                origin = Origin(param, Cause.MODEL_CAST, what)
+                origin = Origin(param, Cause.MODEL_CAST, what, place=place)
                 return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
         return None
 

@@ -45,7 +45,10 @@ __all__ = ["call_result", "class_bases", "fact_of", "inherit", "value_of"]
 def value_of(fact: Fact, place: Callable[[cst.CSTNode], tuple[int, int]], path: str) -> Value:
     """``fact`` (a function's return) as plain data; ``place`` gives a node's line and column."""
     origin = None
-    if fact.origin is not None:
+    if fact.origin is not None and fact.origin.place is not None:
+        # decided in a third file: that place, which a caller's findings then name too
+        origin = replace(fact.origin.place, text=fact.origin.text)
+    elif fact.origin is not None:
         line, column = place(fact.origin.node)
         origin = Place(path, line, column, fact.origin.text)
     items = None
@@ -142,7 +145,8 @@ def fact_of(
     if value.origin is not None:
         where = f"{value.origin.path}:{value.origin.line}"
         text = f"{value.origin.text} in `{name}` ({where})"
-        origin = Origin(node, Cause(value.cause) if value.cause else Cause.LITERAL, text)
+        cause = Cause(value.cause) if value.cause else Cause.LITERAL
+        origin = Origin(node, cause, text, place=value.origin)
     return Fact(
         kind,
         Prec(value.prec),

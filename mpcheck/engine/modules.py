@@ -24,6 +24,7 @@ from mpcheck.engine.facts import (
     Kind,
     Origin,
     Prec,
+    placed,
     promote,
     tensor_of_dtype,
 )
@@ -94,7 +95,9 @@ class Modules:
             text = f"built with dtype={self.file.code(dtype.node)}"
             if dtype is not kwargs.get("dtype") and f.origin is not None:
                 text = f.origin.text  # the class's own default: ``dtype=torch.float32``
-            origin = Origin(node, Cause.MODEL_CAST, text, self.file.dtype_source(dtype))
+            origin = Origin(
+                node, Cause.MODEL_CAST, text, self.file.dtype_source(dtype), place=placed(f)
+            )
             return Fact(Kind.MODULE, f.prec, f.dtype, origin, layer=layer, maybe=f.maybe)
         origin = Origin(node, Cause.LITERAL, "built in float32 (the default)")
         return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
@@ -178,7 +181,8 @@ class Modules:
         if layer == FP32_LAYER and module.origin is not None:
             made = module.origin.text  # ``self.time_proj(t)``: sinusoids computed in float32
             text = f"returned in float32 by `{path or 'module'}`, {made},"
-            result = Fact(Kind.TENSOR, Prec.FULL, "float32", Origin(node, Cause.UPCAST, text))
+            origin = Origin(node, Cause.UPCAST, text, place=module.origin.place)
+            result = Fact(Kind.TENSOR, Prec.FULL, "float32", origin)
             receiver = Operand(callee or node.func, module)
             return self.file.emit(
                 CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
@@ -227,10 +231,11 @@ class Modules:
                 Kind.TENSOR, first.prec, first.dtype, origin, first.params, maybe=first.maybe
             )
         else:
-            what = f"the output of `{path or 'module'}`"
+            what, place = f"the output of `{path or 'module'}`", None
             if module.origin is not None and isinstance(module.origin.node, cst.Param):
                 what += f" ({module.origin.text})"  # a module handed in: say what it is
-            origin = Origin(node, Cause.ACTIVATION, what)
+                place = module.origin.place
+            origin = Origin(node, Cause.ACTIVATION, what, place=place)
             result = Fact(Kind.TENSOR, module.prec, module.dtype, origin, maybe=module.maybe)
         if split is None:
             split = self.split_call(module, path, "forward", args, kwargs, frame)

@@ -495,6 +495,7 @@ class Statements:
                     frame.scope,
                     advanced=advanced,
                 )
+                self.file.shown((base, value))
                 self.file.reporting.listener.deliver("setitems", site)
             return
         if isinstance(target, cst.Attribute) and target.attr.value == "data":
@@ -542,6 +543,7 @@ class Statements:
                 grown,
                 data=new is value_node,
             )
+            self.file.shown((before, stored))
             self.file.reporting.listener.deliver("stores", site)
 
     def _adapter_container(

@@ -301,9 +301,12 @@ def _run_rules(
             if instance.code not in dispatch.failed:
                 dispatch.guarded(instance, instance.finish)
         if reports:
-            elsewhere = _elsewhere(analysis.elsewhere, options.project_root)
+            root = options.project_root
+            # (a call pointed elsewhere for its own reasons first, then the facts' origins)
+            elsewhere = _elsewhere({**analysis.decided, **analysis.elsewhere}, root)
+            decided = _elsewhere(analysis.decided, root)
             done.diagnostics = _to_diagnostics(
-                module, filename, _unique(reports), ctx.line_refs, elsewhere, source
+                module, filename, _unique(reports), ctx.line_refs, elsewhere, source, decided
             )
         done.diagnostics += dispatch.failures(filename)
         return done
@@ -385,7 +388,11 @@ def _to_diagnostics(
     refs: Sequence[cst.CSTNode],
     elsewhere: Mapping[cst.CSTNode, Related],
     source: bytes | None = None,
+    decided: Mapping[cst.CSTNode, Related] | None = None,
 ) -> list[Diagnostic]:
+    """``decided``: the nodes whose facts' dtypes were decided in another file; a finding at
+    one of them (``torch.empty`` of another file's cache, reported where it is made) names
+    that file too."""
     # positions are only paid for by files with something to report: imported here, too
     from mpcheck.files.positions import positions as place
 
@@ -415,6 +422,9 @@ def _to_diagnostics(
             for found in (Related(fill(text), *span(node)) if text else None, elsewhere.get(node))
             if found is not None
         )
+        origin = (decided or {}).get(report.node)
+        if origin is not None and origin not in related:
+            related = (origin, *related)
         fix = None
         if report.fix is not None and not any(
             unbound(e.code, e.node, scopes.of, scopes.path) for e in report.fix.edits

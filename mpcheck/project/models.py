@@ -44,6 +44,7 @@ from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
     BUILT_IN_HALF,
     CALLED,
+    HANDED,
     METHOD,
     OR,
     PASSED,
@@ -493,11 +494,17 @@ def uses_of_records(
                 leaf = name.rpartition(".")[2]
                 loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
                 by_name = by_name or (loader and names.resolve(name) is None)
+            if factories.one_of(name) and expand(name):
+                # (each member may be the one cast: none is only built in float32)
+                place = Place(path, line, column, "")
+                loose.append(LoosePath(place, classes=frozenset(expand(name))))
+                unsafe.update(expand(name))
+                continue
             if not expand(name) and _unknown_model(name, names, tensors):
                 # (its function: unknown here; the source: whose product it casts)
                 place = Place(path, line, column, "")
                 if CALLED in name:
-                    function = name.partition(CALLED)[0]
+                    function = name.partition(CALLED)[0].partition(HANDED)[0]
                     loose.append(LoosePath(place, names.follow(function) or function))
                 else:  # (a class of a project class's name: one of those)
                     loose.append(LoosePath(place, classes=names.named(name)))
@@ -786,7 +793,7 @@ def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bo
     none). A project function every ``return`` of which is a tensor (``tensors``:
     :mod:`mpcheck.project.returns`) returns no model: a cast of its value casts none."""
     if CALLED in name:
-        function = name.partition(CALLED)[0]
+        function = name.partition(CALLED)[0].partition(HANDED)[0]
         return (names.follow(function) or function) not in tensors
     leaf = name.rpartition(".")[2]
     return any(c.rpartition(".")[2] == leaf for c in names.classes)
@@ -825,8 +832,14 @@ class _Factories:
                 self.products.setdefault(function, []).append((index, built))
         self.called: set[str] = set()  # the factories whose value some call binds
         # registry -> its members (:attr:`ModelRecord.registries`): calling one of its values
-        # runs one of them, so the value is what any of them returns (a function) or builds
-        self.registries = {r: m for record in records.values() for r, m in record.registries}
+        # runs one of them, so the value is what any of them returns (a function) or builds;
+        # a registry object's members are registered over many files, joined here
+        self.registries: dict[str, tuple[str, ...]] = {}
+        for _, record in sorted(records.items()):
+            for r, m in record.registries:
+                self.registries[r] = (*self.registries.get(r, ()), *m)
+        # the registry objects (``MODELS = Registry(...)`` with ``@MODELS.register_module()``)
+        self.objects = frozenset(r for r, m in self.registries.items() if HANDED in m)
         # the project's top-level functions and methods that cast nothing (a model handed
         # one keeps), and the methods that cast
         self.keepers = frozenset(k for r in records.values() for k in r.keepers)
@@ -888,10 +901,16 @@ class _Factories:
             found = self.names.resolve(name)
             return [] if found is None else [found]
         function, _, index = name.partition(CALLED)
+        if HANDED in function:  # ``build_module(cfg, MODELS)``: MODELS's build, if it returns it
+            function, position, registry = function.split(HANDED, 2)
+            function = self.names.follow(function) or function
+            if f"{HANDED}{position}" in self.registries.get(function, ()):
+                return self.expand(f"{registry}{CALLED}{index}", depth + 1)
         function = self.names.follow(function) or function
-        if function in self.registries and depth <= 8:
+        members = [m for m in self.registries.get(function, ()) if HANDED not in m]
+        if members and depth <= 8:
             values: list[str] = []
-            for member in self.registries[function]:
+            for member in members:
                 made = self.expand(f"{member}{CALLED}{index}", depth + 1)
                 values.extend(t for t in made or self.expand(member) if t not in values)
             return values
@@ -904,11 +923,25 @@ class _Factories:
                 out.extend(t for t in self.expand(built, depth + 1) if t not in out)
         return out
 
+    def one_of(self, name: str) -> bool:
+        """Whether ``name`` is a registry object's build (``MODELS.build(cfg)``,
+        ``build_module(cfg, MODELS)``): one of the classes registered with it, which one a
+        configuration says, so a cast of it reaches one of them (a loose path with classes),
+        no cast of each."""
+        function = name.partition(CALLED)[0]
+        if HANDED in function:
+            base, position, registry = function.split(HANDED, 2)
+            base = self.names.follow(base) or base
+            return f"{HANDED}{position}" in self.registries.get(base, ()) and (
+                registry in self.objects
+            )
+        return CALLED in name and (self.names.follow(function) or function) in self.objects
+
     def spelled(self, what: str, name: str, target: str) -> str:
         """A cast's text quoting the class a call returned, not the call's placeholder."""
         if CALLED not in name:
             return what
-        function = name.partition(CALLED)[0].rpartition(".")[2]
+        function = name.partition(CALLED)[0].partition(HANDED)[0].rpartition(".")[2]
         leaf = target.rpartition(".")[2]
         shown = f"`{leaf}` (returned by `{function}()`)"
         return what.replace(f"`{name.rpartition('.')[2]}`", shown, 1)

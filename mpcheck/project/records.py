@@ -34,7 +34,7 @@ from zlib import crc32
 
 from mpcheck.knowledge import torch_api as T
 from mpcheck.knowledge import wrappers as wrap
-from mpcheck.project.brackets import closing, enclosing, opening
+from mpcheck.project.brackets import closing, enclosing, opening, parts
 from mpcheck.project.callables import NONE as NO_CALLABLES
 from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
@@ -388,6 +388,7 @@ class _Reader:
             None  # (:meth:`_policies`)
         )
         self._registry_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registries`)
+        self._registered_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registered`)
         self._loose: list[Spot] = []  # (:meth:`_casts`: casts of a model of unknown class)
         self._owned: list[tuple[str, Spot]] = []  # (:meth:`_casts`: casts of ``self``)
         self._class_matches: list[re.Match[bytes]] = []  # every class header, read once
@@ -545,7 +546,7 @@ class _Reader:
         factories.update(self._returned_builds())
         factories.update(self._annotated())
         for name, at, target in made:
-            text = f"{name.partition(CALLED)[0].rpartition('.')[2]}(...)"
+            text = f"{name.partition(CALLED)[0].partition(HANDED)[0].rpartition('.')[2]}(...)"
             builds.append((name, self.spot(at, text), target in keys))
         main = _MAIN.search(code) if b"__name__" in code else None
         wrapping: dict[str, Spot] = {}
@@ -593,7 +594,9 @@ class _Reader:
             tuple(k for k in keepers if k not in wrapping),
             tuple(spot for (_, spot), _, _, effect in wrappers if effect.endswith(_INPUTS)),
             tuple(sorted(wrapping.items())),
-            tuple(sorted(self._registries().items())),
+            tuple(
+                sorted(_joined(self._registries(), self._registered(), self._forwarders()).items())
+            ),
             casters,
             tuple(self._loose),
             tuple(self._owned),
@@ -864,7 +867,7 @@ class _Reader:
             cls = self._class_named(text.split("(", 1)[0])
             if cls is None:  # ``build_model(cfg).half()``: what the factory returns is cast
                 callee = text.split("(", 1)[0]
-                made = self._function_named(callee) or self._loader_named(callee)
+                made = self._built(callee, at + len(callee), receiver)
                 return [] if made is None else [f"{made}{CALLED}"]
             return [cls]
 
@@ -1021,7 +1024,7 @@ class _Reader:
             if same.match(code, found.start(1)):
                 continue
             call = _CALLEE.match(code, found.start(1))
-            function = None if call is None else self._function_named(call.group(1).decode())
+            function = None if call is None else self._built(call.group(1).decode(), call.end(1))
             if function is None:
                 return set()  # (a value of something else: no project function's)
             return {p for p in products if p.partition(CALLED)[0] == function}
@@ -1349,7 +1352,7 @@ class _Reader:
                 made = self._registry_named(match.group(2).decode())
             else:
                 callee = match.group(2).decode()
-                made = self._function_named(callee) or self._loader_named(callee)
+                made = self._built(callee, match.end(2))
                 if made is None and match.group(2) in items:
                     made = items[match.group(2)]  # (``build = MODELS[key]; m = build(...)``)
             if made is None:
@@ -1390,6 +1393,112 @@ class _Reader:
                     out[f"{self.module}.{name}" if self.module else name] = tuple(members)
             self._registry_map = out
         return self._registry_map
+
+    def _registered(self) -> dict[str, tuple[str, ...]]:
+        """The project classes and functions this file registers with a registry object
+        (mmengine's, mmcv's, or a project's own ``Registry``): ``@MODELS.register_module()``
+        over a top-level ``class``/``def``, ``MODELS.register_module(module=Net)``. Qualified
+        registry -> members; the project joins each registry's members over its files."""
+        if self._registered_map is None:
+            out: dict[str, list[str]] = {}
+            code = self.code
+            if b"register_module" in code:
+                for match in _REGISTERED.finditer(code):
+                    registry = self._registry_of(match.group(1).decode())
+                    defined = _DEFINED.search(code, match.end())
+                    if registry is None or defined is None:
+                        continue
+                    member = self._member(defined.group(1).decode())
+                    if member is not None:
+                        out.setdefault(registry, []).append(member)
+                for match in _REGISTERS.finditer(code):
+                    registry = self._registry_of(match.group(1).decode())
+                    end = closing(code, match.end())
+                    given = _MODULE_KW.search(code, match.end(), end)
+                    member = self._member(given.group(1).decode()) if given else None
+                    if registry is not None and member is not None:
+                        out.setdefault(registry, []).append(member)
+            # (``~`` among the members: a registry object, whose build is one of them)
+            self._registered_map = {r: tuple(sorted({HANDED, *m})) for r, m in out.items()}
+        return self._registered_map
+
+    def _registry_of(self, text: str) -> str | None:
+        """The qualified registry object ``text`` names: imported from the project, or a
+        module-level name of this file; None for a library's (its members are not here)."""
+        head, _, rest = text.partition(".")
+        if head in self.imports:
+            found = self.imports[head]
+            if found.partition(".")[0] in _NOT_PROJECT or found.startswith(_LIBRARY_REGISTRIES):
+                return None
+            return f"{found}.{rest}" if rest else found
+        if rest or not re.search(rb"^" + re.escape(head.encode()) + rb"[ \t]*=", self.code, re.M):
+            return None  # (``self.register_module(...)``: torch's, a part of a module)
+        return f"{self.module}.{text}" if self.module else text
+
+    def _built(self, callee: str, after: int, receiver: bytes = b"") -> str | None:
+        """What a call's value is made by (the ``pkg.f`` of a ``pkg.f()#`` name): a project
+        function, a configuration loader, or a registry's build. A registry's build returns
+        an instance of one of the classes registered with the registry the call names:
+        ``MODELS.build(cfg)``, ``build_from_cfg(cfg, MODELS)``, or a project function handed
+        the registry (``build_module(cfg.model, MODELS)``), spelled ``f~i~MODELS`` for the
+        project to check that ``f`` builds from its ``i``-th parameter."""
+        head, dot, method = callee.rpartition(".")
+        if dot and method == "build" and not receiver.startswith(b"self"):
+            registry = self._registry_named(head) or self._own_registry(head)
+            if registry is not None:
+                return registry
+        qualified = self.resolve(callee) or ""
+        library = qualified.startswith(_LIBRARY_REGISTRIES)  # (mmengine's ``build_from_cfg``)
+        made = None if library else self._function_named(callee) or self._loader_named(callee)
+        if made is None and not (library and qualified.endswith(".build_from_cfg")):
+            return made
+        code = self.code
+        start = code.find(b"(", after)
+        if start < 0 or code[after:start].strip():
+            return made
+        for index, (begin, stop) in enumerate(parts(code, start + 1, closing(code, start + 1))):
+            text = code[begin:stop].strip()
+            if not _NAME.fullmatch(text) or index > 3:
+                continue
+            name = text.decode()
+            registry = self._registry_named(name) or self._own_registry(name)
+            if registry is None:
+                continue
+            if made is None:  # (the library's ``build_from_cfg(cfg, registry)``)
+                return registry if index == 1 else None
+            return f"{made}{HANDED}{index}{HANDED}{registry}"
+        return made
+
+    def _own_registry(self, text: str) -> str | None:
+        """``text`` as a registry this file registers with (``MODELS`` defined here)."""
+        found = f"{self.module}.{text}" if self.module else text
+        return found if found in self._registered() else None
+
+    def _forwarders(self) -> dict[str, tuple[str, ...]]:
+        """The top-level functions returning the build of a registry they are handed
+        (``def build_module(module, builder): ... return builder.build(cfg)``): function ->
+        ``(#i,)`` for its ``i``-th parameter; what a call returns is what that registry
+        builds (:meth:`_built`)."""
+        out: dict[str, tuple[str, ...]] = {}
+        code = self.code
+        if b".build" not in code and b"build_from_cfg" not in code:
+            return out
+        for match in _RETURNS_BUILD.finditer(code):
+            name = (match.group(1) or match.group(2)).decode()
+            function = self._factory_at(match.start())
+            if function is None:
+                continue
+            header = self._top_defs().get(function.rpartition(".")[2])
+            if header is None:
+                continue
+            named = code.find(b"(", header)
+            params = [
+                re.split(rb"[:=]", code[b:e].strip().lstrip(b"*"), maxsplit=1)[0].strip()
+                for b, e in parts(code, named + 1, closing(code, named + 1))
+            ]
+            if name.encode() in params:
+                out[function] = (f"{HANDED}{params.index(name.encode())}",)
+        return out
 
     def _member(self, text: str) -> str | None:
         """The qualified project function or class a registry's value names, or None."""
@@ -1711,6 +1820,35 @@ class _Returned:
 
 # A call's value: ``pkg.f()#1`` is what ``pkg.f`` returns at position 1, ``pkg.f()#`` all of it.
 CALLED = "()#"
+# ``f~i~R``: a project function ``f`` handed the registry ``R`` as its ``i``-th argument
+# (:meth:`_Reader._built`); a registry's members ``~i`` say ``f`` returns that argument's build
+HANDED = "~"
+# ``@MODELS.register_module(...)`` at column 0, over a class or a function; the definition it
+# decorates is the next top-level ``class``/``def``
+_REGISTERED = re.compile(rb"^@[ \t]*([A-Za-z_][\w.]*)\.register_module\b", re.MULTILINE)
+_DEFINED = re.compile(rb"^(?:async[ \t]+)?(?:class|def)[ \t]+(\w+)", re.MULTILINE)
+# ``MODELS.register_module(name=..., module=Net)`` as a statement
+_REGISTERS = re.compile(rb"^[ \t]*([A-Za-z_][\w.]*)\.register_module[ \t]*\(", re.MULTILINE)
+_MODULE_KW = re.compile(rb"\bmodule[ \t]*=[ \t]*([A-Za-z_][\w.]*)")
+# ``return builder.build(cfg)`` / ``return build_from_cfg(cfg, builder)``: a handed registry's
+_RETURNS_BUILD = re.compile(
+    rb"\breturn[ \t]+(?:([A-Za-z_]\w*)\.build[ \t]*\(|build_from_cfg[ \t]*\([^,()]*,[ \t]*"
+    rb"([A-Za-z_]\w*)[ \t]*[,)])"
+)
+# The libraries' own registries (mmengine's ``MODELS``): their members are the library's, and
+# the project's registries that name one as ``parent`` hold the project's
+_LIBRARY_REGISTRIES = ("mmengine.", "mmcv.", "mmdet.", "mmseg.", "mmpretrain.")
+
+
+def _joined(*maps: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """Registries' members from several readings of one file, each member once."""
+    out: dict[str, tuple[str, ...]] = {}
+    for found in maps:
+        for name, members in found.items():
+            out[name] = tuple(dict.fromkeys((*out.get(name, ()), *members)))
+    return out
+
+
 _DECLARED = re.compile(rb"[ \t]*(?:global|nonlocal)\b")
 _RETURN_HEAD = re.compile(rb"[ \t]*return[ \t]+")
 _ELEMENT_END = re.compile(rb"[ \t\r]*(,|\)|\n|$)")

@@ -170,9 +170,7 @@ class FileSummariser:
             found = fixed_default(init, table.resolve)
             if found is None or found.dtype == "float32" or not any(map(torch_module, bases)):
                 continue
-            line, column = _placer(module, text, text.find(f"class {stmt.name.value}"))(
-                found.default
-            )
+            line, column = _placer(module, text, _init_at(text, stmt.name.value))(found.default)
             at = Place(shown, line, column, module.code_for_node(found.default))
             default = (found.position, at, found.dtype, found.guards)
             classes[stmt.name.value] = ClassSummary(bases, True, False, dtype_default=default)
@@ -210,7 +208,7 @@ class FileSummariser:
             if info is not None and info.node is stmt:
                 start = text.find(f"class {stmt.name.value}")
                 place = _placer(module, text, start)
-                summary = _class_summary(walk, info, place, shown)
+                summary = _class_summary(walk, info, place, shown, text)
                 if stmt.name.value in residual:
                     summary = replace(summary, kept_residual=residual[stmt.name.value])
                 classes[stmt.name.value] = summary
@@ -286,7 +284,18 @@ def _params(fn: cst.FunctionDef, *, method: bool) -> tuple[str, ...]:
     return names[1:] if method and names[:1] in (("self",), ("cls",)) else names
 
 
-def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: str) -> ClassSummary:
+def _init_at(text: str, name: str) -> int:
+    """Where class ``name``'s ``__init__`` starts in ``text``: its defaults are found from
+    there, not from the class's docstring, which often quotes them (``default is
+    torch.float32``)."""
+    start = text.find(f"class {name}")
+    found = text.find("def __init__(", max(start, 0))
+    return found if found >= 0 else start
+
+
+def _class_summary(
+    walk: FileAnalysis, info: ClassInfo, place: Placer, shown: str, text: str
+) -> ClassSummary:
     """What another file needs of a class: its bases, parts, kept-float32 parts and public
     methods (``forward`` among them; a private helper is no other file's business)."""
     name = info.node.name.value
@@ -321,7 +330,8 @@ def _class_summary(walk: FileAnalysis, info: ClassInfo, place: Placer, shown: st
     default = fixed_default(info.methods.get("__init__"), walk.imports.resolve)
     fixed = None
     if default is not None and info.is_module:
-        line, column = place(default.default)
+        init = _placer(walk.module, text, _init_at(text, name))
+        line, column = init(default.default)
         at = Place(shown, line, column, walk.module.code_for_node(default.default))
         fixed = (default.position, at, default.dtype, default.guards)
     return ClassSummary(
