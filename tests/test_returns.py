@@ -221,15 +221,18 @@ def load(path, cfg):
     return te, head, UNet(), torch.ones(1), None
 
 def auto(path, cfg):
-    return AutoModel.from_pretrained(path), CLIPTextModel(cfg)
+    return AutoModel.from_pretrained(path), CLIPTextModel.from_config(cfg)
 
 def whole(path):
     return CLIPTextModel.from_pretrained(path).eval()
 
 def mixed(flag, model):
     if flag:
-        return model, CLIPTextModel(flag)
-    return CLIPTextModel(flag), None
+        return model, CLIPTextModel.from_config(flag)
+    return CLIPTextModel.from_config(flag), None
+
+def held(model, cfg):
+    return nn.Sequential(model, nn.SiLU()), nn.Sequential(nn.Conv2d(5, 4, 3)), CLIPTextModel(cfg)
 """
     imports = {
         **IMPORTS,
@@ -240,7 +243,8 @@ def mixed(flag, model):
     }
     code = blank(source.encode())
     found = tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("transformers",))
-    # (a project class's build is no tensor either: ``UNet`` is a need the join never meets)
+    # (a project class's build is no tensor either: ``UNet`` is a need the join never meets;
+    # a library class's constructor holds what it is handed: data only, no module)
     assert set(found) == {
         "m.load#0",
         "m.load#1",
@@ -250,4 +254,5 @@ def mixed(flag, model):
         "m.auto#1",
         "m.whole#",
         "m.mixed#1",
+        "m.held#1",
     }

@@ -358,14 +358,32 @@ class _Body:
             return False
         if dot and method.decode() in _MODULE_SELF:
             return self.no_model(receiver, depth + 1)  # (``text_model.to(device)``)
-        if dot and (method.startswith(b"from_") or method.startswith(b"_from_")):
+        loader = dot and (method.startswith(b"from_") or method.startswith(b"_from_"))
+        if loader:
             head = receiver
         first, _, rest = head.decode().partition(".")
         found = self.imports.get(first, "")
         leaf = (rest or first).rpartition(".")[2]
         if not found or found.partition(".")[0] not in self.foreign or not leaf[:1].isupper():
             return False
-        return not leaf.startswith("Auto") and not leaf.endswith("Pipeline")
+        if leaf.startswith("Auto") or leaf.endswith("Pipeline"):
+            return False
+        # (a loader fills the class from a checkpoint or a configuration; a constructor holds
+        # what it is handed, ``nn.Sequential(Block())``, ``DDP(model)``: only data, no module)
+        return bool(loader) or self._data_only(text, at, depth)
+
+    def _data_only(self, text: bytes, at: int, depth: int) -> bool:
+        """Whether every argument of the call whose ``(`` is at ``at`` is a literal or no
+        project model (no splat, no parameter, no value the body does not show)."""
+        for begin, stop in parts(text, at + 1, len(text) - 1):
+            value = text[begin:stop].strip()
+            keyword = re.match(rb"[A-Za-z_]\w*\s*=(?!=)", value)
+            value = value[keyword.end() :].strip() if keyword else value
+            if not value or value[:1] in b"\"'" or value in (b"True", b"False"):
+                continue
+            if value.startswith(b"*") or not self.no_model(value, depth + 1):
+                return False
+        return True
 
     def _call(self, text: bytes, depth: int) -> bool:
         at = opening(text, len(text) - 1)
