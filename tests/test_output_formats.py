@@ -62,6 +62,16 @@ class Block(nn.Module):
                           % 2).float())
 """
 
+# A script casting a model it picks by name: any class of the project may run in half, so the
+# fixtures' premise warnings ("raises if `Block` runs in half") stand (no closed world)
+OPEN_WORLD = """\
+import importlib
+import sys
+
+if __name__ == "__main__":
+    getattr(importlib.import_module(sys.argv[1]), sys.argv[2])().half()
+"""
+
 PROJECT_FILES = frozenset(
     """bad_device_branch.py bad_encoder_layernorm.py bad_from_imports_cpu_and_custom_fn.py
     bad_legacy_amp_training_loop.py bad_rmsnorm_block.py bad_script_half_model.py
@@ -87,6 +97,7 @@ def make_project(root: Path) -> Path:
     shutil.copy2(FIXTURES / "mpc101" / "bad_script_half_model.py", odd / "script.py")
     (root / "silenced.py").write_text(SUPPRESSED)
     (root / "multi_line.py").write_text(MULTI_LINE)
+    (root / "models" / "open_world.py").write_text(OPEN_WORLD)  # (checked alone too)
     return root
 
 

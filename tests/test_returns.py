@@ -204,3 +204,55 @@ def test_the_return_annotation_is_read_across_lines() -> None:
     header = next(_DEF.finditer(code))
     assert returned_annotation(code, header.end()) == b"tuple[ Net, Vae ]"
     assert returned_annotation(b"def f(x):\n    pass\n", 5) is None
+
+
+def test_an_item_built_of_a_library_class_is_no_project_model() -> None:
+    source = """
+import torch
+from torch import nn
+from transformers import CLIPTextModel, AutoModel
+from app.unet import UNet
+
+def load(path, cfg):
+    with init_empty_weights():
+        te = CLIPTextModel._from_config(cfg)
+    head = nn.Linear(4, 4).to("cpu")
+    te = te.eval()
+    return te, head, UNet(), torch.ones(1), None
+
+def auto(path, cfg):
+    return AutoModel.from_pretrained(path), CLIPTextModel.from_config(cfg)
+
+def whole(path):
+    return CLIPTextModel.from_pretrained(path).eval()
+
+def mixed(flag, model):
+    if flag:
+        return model, CLIPTextModel.from_config(flag)
+    return CLIPTextModel.from_config(flag), None
+
+def held(model, cfg):
+    return nn.Sequential(model, nn.SiLU()), nn.Sequential(nn.Conv2d(5, 4, 3)), CLIPTextModel(cfg)
+"""
+    imports = {
+        **IMPORTS,
+        "nn": "torch.nn",
+        "CLIPTextModel": "transformers.CLIPTextModel",
+        "AutoModel": "transformers.AutoModel",
+        "UNet": "app.unet.UNet",
+    }
+    code = blank(source.encode())
+    found = tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("transformers",))
+    # (a project class's build is no tensor either: ``UNet`` is a need the join never meets;
+    # a library class's constructor holds what it is handed: data only, no module)
+    assert set(found) == {
+        "m.load#0",
+        "m.load#1",
+        "m.load#2<app.unet.UNet",
+        "m.load#3",
+        "m.load#4",
+        "m.auto#1",
+        "m.whole#",
+        "m.mixed#1",
+        "m.held#1",
+    }

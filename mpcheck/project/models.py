@@ -53,7 +53,7 @@ from mpcheck.project.records import (
     module_of,
     record_of,
 )
-from mpcheck.project.returns import NEEDS
+from mpcheck.project.returns import NEEDS, POSITION
 from mpcheck.project.summary import Place
 
 __all__ = [
@@ -777,12 +777,18 @@ class _Tensors:
             return False
         if function in self.tensors:
             return True
+        function, mark, index = function.partition(POSITION)
         named = [
             f
             for f in self.by_leaf.get(function.rpartition(".")[2], ())
             if f == function or f.endswith(f".{function}")
         ]
-        return bool(named) and all(f in self.tensors for f in named)
+        if not mark:
+            return bool(named) and all(f in self.tensors for f in named)
+        # (an item of what it returns: no model if the whole value is a tensor)
+        return bool(named) and all(
+            f in self.tensors or f"{f}{POSITION}{index}" in self.tensors for f in named
+        )
 
 
 def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bool:
@@ -793,8 +799,13 @@ def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bo
     none). A project function every ``return`` of which is a tensor (``tensors``:
     :mod:`mpcheck.project.returns`) returns no model: a cast of its value casts none."""
     if CALLED in name:
-        function = name.partition(CALLED)[0].partition(HANDED)[0]
-        return (names.follow(function) or function) not in tensors
+        function, _, index = name.partition(CALLED)
+        function = function.partition(HANDED)[0]
+        function = names.follow(function) or function
+        if function in tensors:
+            return False
+        # (an item of its value that every ``return`` builds of a library's class: no model)
+        return f"{function}{POSITION}{index}" not in tensors
     leaf = name.rpartition(".")[2]
     return any(c.rpartition(".")[2] == leaf for c in names.classes)
 

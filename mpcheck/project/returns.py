@@ -20,14 +20,24 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from mpcheck.project.brackets import closing, opening, parts
 from mpcheck.project.construction import body_end
 
-__all__ = ["NEEDS", "annotated_returns", "params_of", "returned_annotation", "tensor_returns"]
+__all__ = [
+    "NEEDS",
+    "POSITION",
+    "annotated_returns",
+    "params_of",
+    "returned_annotation",
+    "tensor_returns",
+]
 
 NEEDS = "<"  # ``pkg.f<pkg.g,pkg.h``: ``f`` returns tensors if ``g`` and ``h`` do
+# ``pkg.f#1``: the second item of the tuple ``f`` returns is no project model (``pkg.f#``: its
+# whole value), the same ``<`` needs after it
+POSITION = "#"
 
 # Methods of a tensor that ``nn.Module`` lacks: their value is a tensor (or a number).
 _TENSOR_METHODS = frozenset(
@@ -42,6 +52,9 @@ _TENSOR_METHODS = frozenset(
 )
 # Methods a module has too and that return the receiver: their value is the receiver's.
 _SELF_METHODS = frozenset({"to", "float", "half", "bfloat16", "double", "cuda", "cpu"})
+# ... and those only a module has (``model.eval()``, ``model.requires_grad_(False)``)
+_MODULE_SELF = _SELF_METHODS | {"eval", "train", "requires_grad_"}
+_MODULE_SELF_TEXT = b"|".join(sorted(m.encode() for m in _MODULE_SELF))
 # torch's own tensor functions (``torch.cat``, ``torch.nn.functional.pad``): not ``torch.load``
 # or ``torch.compile`` (a model's), nor anything of ``torch.nn`` but its functional ops.
 _TENSOR_FUNCTION = re.compile(
@@ -108,6 +121,11 @@ def tensor_returns(
         if needs is not None:
             needs.discard(name)  # (a recursive call returns what the function returns)
             out.append(f"{name}{NEEDS}{','.join(sorted(needs))}" if needs else name)
+            continue
+        for index, wanted in _library_positions(code, header.end(), end, imports, local, foreign):
+            wanted.discard(name)
+            entry = f"{name}{POSITION}{'' if index < 0 else index}"
+            out.append(f"{entry}{NEEDS}{','.join(sorted(wanted))}" if wanted else entry)
     return tuple(sorted(out))
 
 
@@ -196,6 +214,42 @@ def _returns_tensors(
     return body.needs
 
 
+def _library_positions(
+    code: bytes,
+    start: int,
+    end: int,
+    imports: Mapping[str, str],
+    local: Mapping[str, str],
+    foreign: frozenset[str],
+) -> list[tuple[int, set[str]]]:
+    """The positions of the tuple this function returns (-1: the whole value) that hold no
+    project model in every ``return``: a library class's instance (``CLIPTextModel(cfg)``,
+    ``AutoencoderKL.from_pretrained(...)``), a tensor, ``None``; each with the project
+    functions its tensors need (see :func:`_returns_tensors`)."""
+    params = params_of(code, start)
+    if params is None or _YIELD.search(code, start, end) or _NESTED.search(code, start, end):
+        return []
+    returned: list[list[bytes]] = []
+    for match in _RETURN.finditer(code, start, end):
+        text = code[match.end() : _line_end(code, match.end(), end)].strip().rstrip(b";")
+        text = text.strip()
+        if text[:1] == b"(" and closing(text, 1) == len(text) - 1:
+            text = text[1:-1]
+        items = [e.strip() for e in _top_level(text, b",")]
+        if items and not items[-1]:
+            items.pop()  # (a trailing comma)
+        returned.append(items)
+    if not returned or len({len(items) for items in returned}) != 1:
+        return []
+    width = len(returned[0])
+    out = []
+    for index in range(width):
+        body = _Body(code, start, end, params, imports, local, foreign)
+        if all(body.no_model(items[index], 0) for items in returned):
+            out.append((index if width > 1 else -1, body.needs))
+    return out
+
+
 def params_of(code: bytes, start: int) -> set[bytes] | None:
     """The parameter names of the ``def`` whose name ends before ``start``."""
     open_at = code.find(b"(", start)
@@ -277,6 +331,60 @@ class _Body:
             return self._name(text, depth)
         return False
 
+    def no_model(self, text: bytes, depth: int) -> bool:
+        """Whether the expression ``text`` is no project model: a tensor, a number, ``None``,
+        or an instance of a library's class (its constructor or a loader of it,
+        ``CLIPTextModel._from_config(cfg)``, ``AutoencoderKL.from_pretrained(...)``, moved
+        or cast: ``.to(device)``), directly or through the names its body binds so. An
+        ``Auto`` class or a pipeline builds what a checkpoint names, maybe a project class
+        registered with it: unknown."""
+        text = text.strip()
+        if not text or depth > _DEPTH:
+            return False
+        if self.tensor(text, depth):
+            return True
+        if _NAME.match(text):
+            return self._name(text, depth, self.no_model)
+        if not text.endswith(b")"):
+            return False
+        at = opening(text, len(text) - 1)
+        if at <= 0:
+            return False
+        head = text[:at].rstrip()
+        receiver, dot, method = head.rpartition(b".")
+        if dot and method.decode() in _MODULE_SELF and not _DOTTED.match(head):
+            return self.no_model(receiver, depth + 1)  # (``CLIPTextModel(cfg).to(device)``)
+        if not _DOTTED.match(head):
+            return False
+        if dot and method.decode() in _MODULE_SELF:
+            return self.no_model(receiver, depth + 1)  # (``text_model.to(device)``)
+        loader = dot and (method.startswith(b"from_") or method.startswith(b"_from_"))
+        if loader:
+            head = receiver
+        first, _, rest = head.decode().partition(".")
+        found = self.imports.get(first, "")
+        leaf = (rest or first).rpartition(".")[2]
+        if not found or found.partition(".")[0] not in self.foreign or not leaf[:1].isupper():
+            return False
+        if leaf.startswith("Auto") or leaf.endswith("Pipeline"):
+            return False
+        # (a loader fills the class from a checkpoint or a configuration; a constructor holds
+        # what it is handed, ``nn.Sequential(Block())``, ``DDP(model)``: only data, no module)
+        return bool(loader) or self._data_only(text, at, depth)
+
+    def _data_only(self, text: bytes, at: int, depth: int) -> bool:
+        """Whether every argument of the call whose ``(`` is at ``at`` is a literal or no
+        project model (no splat, no parameter, no value the body does not show)."""
+        for begin, stop in parts(text, at + 1, len(text) - 1):
+            value = text[begin:stop].strip()
+            keyword = re.match(rb"[A-Za-z_]\w*\s*=(?!=)", value)
+            value = value[keyword.end() :].strip() if keyword else value
+            if not value or value[:1] in b"\"'" or value in (b"True", b"False"):
+                continue
+            if value.startswith(b"*") or not self.no_model(value, depth + 1):
+                return False
+        return True
+
     def _call(self, text: bytes, depth: int) -> bool:
         at = opening(text, len(text) - 1)
         if at <= 0:
@@ -305,7 +413,11 @@ class _Body:
             return self.tensor(receiver, depth + 1)
         return False
 
-    def _name(self, name: bytes, depth: int) -> bool:
+    def _name(
+        self, name: bytes, depth: int, value: Callable[[bytes, int], bool] | None = None
+    ) -> bool:
+        """Whether every binding of ``name`` in the body is a tensor (``value``: a test of
+        the value in its stead)."""
         if name in self.params:
             return False
         if self._assigned is None:
@@ -313,9 +425,17 @@ class _Body:
         assert self._assigned is not None
         if name in self._otherwise or name not in self._assigned:
             return False
-        return all(
-            op or self.tensor(self.code[at : _line_end(self.code, at, self.end)], depth + 1)
-            for op, at in self._assigned[name]
+        test = self.tensor if value is None else value
+        bindings = self._assigned[name]
+        if value is not None:  # (``te = te.eval()``: the same value, whatever the others are)
+            again = re.compile(
+                rb"[ \t]*" + re.escape(name) + rb"\s*\.\s*(?:" + _MODULE_SELF_TEXT + rb")\s*\("
+            )
+            bindings = [(op, at) for op, at in bindings if op or not again.match(self.code, at)]
+        return bool(bindings) and all(
+            (op and value is None)
+            or (not op and test(self.code[at : _line_end(self.code, at, self.end)], depth + 1))
+            for op, at in bindings
         )
 
     def _read_bindings(self) -> None:
