@@ -6,8 +6,6 @@ A cast changes a tensor's dtype and nothing else: a 0-dim tensor stays 0-dim
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import libcst as cst
 
 from mpcheck.engine.base import Walk
@@ -19,6 +17,7 @@ from mpcheck.engine.facts import (
     Kind,
     Origin,
     Prec,
+    replace,
     tensor_of_dtype,
 )
 from mpcheck.engine.promotion import cast_method, legacy_type

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 import libcst as cst
 
@@ -29,6 +28,7 @@ from mpcheck.engine.facts import (
     join,
     none_tested,
     promote,
+    replace,
     seq_of,
     tensor_or_none,
 )

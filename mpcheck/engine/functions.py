@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import cached_property
 
 import libcst as cst
@@ -41,6 +40,7 @@ from mpcheck.engine.facts import (
     none_literal,
     one_path_factory,
     promote,
+    replace,
     settled,
 )
 from mpcheck.engine.frames import Call, ClassInfo, Env, Frame

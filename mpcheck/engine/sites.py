@@ -7,12 +7,12 @@ rule reads facts as they hold *at that point* of the program.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from mpcheck.engine.evidence import HalfEvidence
-from mpcheck.engine.facts import Fact, Kind, Origin, Prec
+from mpcheck.engine.facts import Fact, Kind, Origin, Prec, replace
 from mpcheck.knowledge import autocast_ops
 from mpcheck.knowledge.torch_api import (
     CASTING_ENCODERS,

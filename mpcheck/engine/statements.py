@@ -7,7 +7,6 @@ twice (the first pass muted) so facts bound late in it reach its start.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import cached_property, partial
 
 import libcst as cst
@@ -31,6 +30,7 @@ from mpcheck.engine.facts import (
     none_literal,
     none_tested,
     promote,
+    replace,
     seq_of,
     settled,
     tensor_or_none,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 import libcst as cst
 
@@ -25,6 +24,7 @@ from mpcheck.engine.facts import (
     int_to_float,
     join,
     promote,
+    replace,
     seq_of,
 )
 from mpcheck.engine.frames import Frame

@@ -27,6 +27,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 
 from mpcheck.knowledge import torch_api as T
@@ -148,6 +149,7 @@ def _handed(
     and each name of one written without a call (:data:`ESCAPED`)."""
     found: list[tuple[str, Handed]] = []
     starts = sorted((start, end) for start, end, _, _ in spans)
+    froms = _from_brackets(code)
     for word in wanted:
         at = code.find(word)
         while at >= 0:
@@ -156,7 +158,7 @@ def _handed(
             before = code[here - 1] if here else 0x0A
             if before in _WORD or before == 0x2E or end < len(code) and code[end] in _WORD:
                 continue  # (part of another name, or an attribute: ``x.f``)
-            if here in names_at or _in_import(code, here):
+            if here in names_at or _in_import(code, here, froms):
                 continue
             attr = _ATTR.match(code, end)
             after = attr.end() if attr is not None else end
@@ -178,18 +180,41 @@ _ATTR = re.compile(rb"\.([a-z_]\w*)")
 _OPEN = re.compile(rb"[ \t]*\(")
 
 
-def _in_import(code: bytes, at: int) -> bool:
+def _in_import(code: bytes, at: int, froms: list[int]) -> bool:
     """Whether the name at ``at`` stands in an import statement (its line, or the line of
-    the bracket holding it, starts with ``from`` or ``import``)."""
+    the bracket holding it, starts with ``from`` or ``import``). ``froms``: the offsets of
+    the brackets on lines that start with ``from`` (:func:`_from_brackets`)."""
     line = code.rfind(b"\n", 0, at) + 1
     text = code[line:at].lstrip()
     if text.startswith((b"from ", b"import ")):
         return True
-    opened = enclosing(code, at)
+    # (the bracket :func:`enclosing` finds lies within its reach before ``at``: with no
+    # bracket of a ``from`` line there, none holds the name; most names are far below them)
+    near = bisect_left(froms, at - _REACH)
+    if near == len(froms) or froms[near] >= at:
+        return False
+    opened = enclosing(code, at, _REACH)
     if opened < 0:
         return False
     line = code.rfind(b"\n", 0, opened) + 1
     return code[line:opened].lstrip().startswith(b"from ")
+
+
+_REACH = 1999  # (how far back :func:`enclosing` looks for the bracket holding a name)
+_FROM_LINE = re.compile(rb"[ \t\r\x0b\x0c]*from [^\n]*")
+_FROM_WORD = re.compile(rb"from ")
+
+
+def _from_brackets(code: bytes) -> list[int]:
+    """The offsets, in order, of the ``(`` on each line whose text starts with ``from``
+    (``from .outputs import (``): the only brackets :func:`_in_import` looks for."""
+    found: list[int] = []
+    for line in line_matches(_FROM_LINE, _FROM_WORD, code):
+        at = code.find(b"(", line.start(), line.end())
+        while at >= 0:
+            found.append(at)
+            at = code.find(b"(", at + 1, line.end())
+    return found
 
 
 def _qualify(module: str, name: str) -> str:

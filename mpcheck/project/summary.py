@@ -299,13 +299,24 @@ ProjectLookup = Callable[
 
 def _plain(obj: object) -> Any:
     """Dataclasses to dicts, tuples to lists, dict keys sorted by ``json.dumps``."""
-    if isinstance(obj, (Place, Value, Function, ClassSummary, ModuleSummary)):
-        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
+    kind = type(obj)
+    if kind in _LEAVES:  # (most of a summary: asked first, by exact class)
+        return obj
+    names = _FIELD_NAMES.get(kind)
+    if names is None and isinstance(obj, (Place, Value, Function, ClassSummary, ModuleSummary)):
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(obj))
+    if names is not None:
+        return {name: _plain(getattr(obj, name)) for name in names}
     if isinstance(obj, dict):
         return {k: _plain(v) for k, v in obj.items()}
     if isinstance(obj, (tuple, list)):
         return [_plain(v) for v in obj]
     return obj
+
+
+# The classes :func:`_plain` returns as they are, and the field names of each summary class.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _place(data: dict[str, Any] | None) -> Place | None:
