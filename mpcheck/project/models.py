@@ -49,6 +49,7 @@ from mpcheck.project.records import (
     OR,
     PASSED,
     ModelRecord,
+    callee,
     may_write,
     module_of,
     record_of,
@@ -504,7 +505,7 @@ def uses_of_records(
                 # (its function: unknown here; the source: whose product it casts)
                 place = Place(path, line, column, "")
                 if CALLED in name:
-                    function = name.partition(CALLED)[0].partition(HANDED)[0]
+                    function = callee(name)
                     loose.append(LoosePath(place, names.follow(function) or function))
                 else:  # (a class of a project class's name: one of those)
                     loose.append(LoosePath(place, classes=names.named(name)))
@@ -799,8 +800,7 @@ def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bo
     none). A project function every ``return`` of which is a tensor (``tensors``:
     :mod:`mpcheck.project.returns`) returns no model: a cast of its value casts none."""
     if CALLED in name:
-        function, _, index = name.partition(CALLED)
-        function = function.partition(HANDED)[0]
+        function, index = callee(name), name.partition(CALLED)[2]
         function = names.follow(function) or function
         if function in tensors:
             return False
@@ -952,7 +952,7 @@ class _Factories:
         """A cast's text quoting the class a call returned, not the call's placeholder."""
         if CALLED not in name:
             return what
-        function = name.partition(CALLED)[0].partition(HANDED)[0].rpartition(".")[2]
+        function = callee(name).rpartition(".")[2]
         leaf = target.rpartition(".")[2]
         shown = f"`{leaf}` (returned by `{function}()`)"
         return what.replace(f"`{name.rpartition('.')[2]}`", shown, 1)

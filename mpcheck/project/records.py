@@ -546,7 +546,7 @@ class _Reader:
         factories.update(self._returned_builds())
         factories.update(self._annotated())
         for name, at, target in made:
-            text = f"{name.partition(CALLED)[0].partition(HANDED)[0].rpartition('.')[2]}(...)"
+            text = f"{callee(name).rpartition('.')[2]}(...)"
             builds.append((name, self.spot(at, text), target in keys))
         main = _MAIN.search(code) if b"__name__" in code else None
         wrapping: dict[str, Spot] = {}
@@ -1823,6 +1823,14 @@ CALLED = "()#"
 # ``f~i~R``: a project function ``f`` handed the registry ``R`` as its ``i``-th argument
 # (:meth:`_Reader._built`); a registry's members ``~i`` say ``f`` returns that argument's build
 HANDED = "~"
+
+
+def callee(name: str) -> str:
+    """The function a call's value names (``pkg.f`` of ``pkg.f()#1`` and of a registry
+    helper's ``pkg.f~1~pkg.MODELS()#``)."""
+    return name.partition(CALLED)[0].partition(HANDED)[0]
+
+
 # ``@MODELS.register_module(...)`` at column 0, over a class or a function; the definition it
 # decorates is the next top-level ``class``/``def``
 _REGISTERED = re.compile(rb"^@[ \t]*([A-Za-z_][\w.]*)\.register_module\b", re.MULTILINE)
