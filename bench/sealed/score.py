@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import subprocess
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -43,6 +44,26 @@ sys.path.insert(0, str(HERE.parent))
 
 import precision  # noqa: E402  (bench/ is not a package; precision.py is its sibling module)
 
+# What a premise names as its support (issue 36: mpcheck.project.closed.Opening), told by
+# the words of its clause: (words, kind), the first match wins
+PREMISE_KINDS = (
+    ("the project builds no model itself", "no application"),
+    ("changes the default dtype", "default dtype"),
+    ("may cast the models handed to it", "wrapper"),
+    ("is of a model of unknown class", "unknown class"),
+    ("from configurations that are not here", "absent configurations"),
+    ("may be of it", "reached"),
+    ("is of what a configuration loader builds", "reached"),
+    ("may cast it", "reached"),
+    ("builds parts in a dtype it computes", "reached"),
+)
+# what opens a project's world (mpcheck's ``ModelUses.world_opening``), asked of --python
+OPENING = (
+    "import sys\n"
+    "from mpcheck.project.models import uses_for\n"
+    "found = getattr(uses_for(sys.argv[1]), 'world_opening', '?')\n"
+    "print('closed' if found is None else getattr(found, 'kind', found))\n"
+)
 DEPRECATED = "MPC404"  # the deprecated-API rule, counted apart from the dtype findings
 VERDICTS = ("bug", "latent bug", "false alarm")
 Key = tuple[str, str, str]  # (rule, path inside the corpus root, normalised flagged line)
@@ -91,6 +112,21 @@ def load_hazards(batch: str = "sealed") -> list[Any]:
     return [realbugs.Case(fixed="", fixed_lines=[], **entry) for entry in entries]
 
 
+def premise_kind(message: str) -> str:
+    """What a finding's premise names as its support ("evidence": no premise, the finding
+    rests on evidence; "unnamed": a premise naming nothing)."""
+    if "(latent:" not in message:
+        return "evidence"
+    return next((kind for words, kind in PREMISE_KINDS if words in message), "unnamed")
+
+
+def opening(python: str, root: Path) -> str:
+    """The kind of the first thing that opens the world of the project at ``root``."""
+    run = subprocess.run([python, "-c", OPENING, str(root)], capture_output=True, text=True)
+    lines = run.stdout.split()
+    return lines[-1] if run.returncode == 0 and lines else "?"
+
+
 def family(code: str) -> str:
     return f"{code[3]}xx"
 
@@ -126,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     findings: list[precision.Finding] = []
     lines = 0
     run: set[str] = set()  # the corpora checked (materialise says which mirror is missing)
+    worlds: Counter[str] = Counter()  # projects by what opens their world first
     for corpus in corpora:
         root = precision.materialise(corpus, args.dir, args.mirrors)
         if root is None:
@@ -133,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         run.add(corpus.name)
         lines += precision.lines_of(root)
         findings += precision.check(args.dir, corpus.name, args.jobs, args.python)
+        worlds[opening(args.python, args.dir / corpus.name)] += 1
 
     severity = Counter(f.severity or "?" for f in findings)
     families = Counter(family(f.code) for f in findings if f.code != DEPRECATED)
@@ -141,8 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     errors: Counter[str] = Counter()  # verdict (or "new") of each error
     new = []
     seen: set[Key] = set()
+    kinds: Counter[tuple[str, str]] = Counter()  # (premise kind, first-run verdict or "new")
     for f in findings:
         v = known.get((f.code, f.path, f.anchor))
+        if f.code != DEPRECATED:
+            kinds[(premise_kind(f.message), "new" if v is None else v.verdict)] += 1
         if v is None:
             new.append(f)
             errors["new"] += f.severity == "error"
@@ -176,6 +217,14 @@ def main(argv: list[str] | None = None) -> int:
         f"(fall: {drop}; new findings not counted until judged)"
     )
 
+    print(
+        "dtype findings by premise support x first-run verdict (bug, latent bug, false alarm, new):"
+    )
+    for kind in sorted({k for k, _ in kinds}):
+        row = ", ".join(str(kinds[(kind, v)]) for v in (*VERDICTS, "new"))
+        print(f"  {kind}: {row}")
+    print(f"projects by what opens their world first: {_plain(worlds)}")
+
     hazards = load_hazards(args.batch)
     scored = [(h, by_repo.get(h.repo, "")) for h in hazards]
     outcomes = [caught(h, corpus, findings) for h, corpus in scored if corpus in run]
@@ -187,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         args.new_out.write_text(_new_findings(new))
         print(f"new findings written for a verdict pass: {args.new_out}")
     return 0
+
+
+def _plain(counter: Counter[str]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in sorted(counter.items()))
 
 
 def _counts(counter: Counter[str]) -> str:

@@ -73,7 +73,8 @@ SETTING, PREMISE, UNREACHED = "setting", "premise", "unreached"
 class HalfEvidence:
     """``kind``: cast, library, setting, premise, or against half: float32 or autocast (see
     :mod:`mpcheck.project.models`); ``text``: what a message quotes;
-    ``place``: the cast or library class (None for a setting or the premise); ``node``: the
+    ``place``: the cast or library class, or what supports a premise (None for a setting or
+    a premise with no place); ``node``: the
     class it is about, where a finding's related location is anchored; ``note``: what that
     location says when ``place`` is a location of its own (only the link the place does not
     say, so the two notes never repeat each other; None: ``text``)."""
@@ -91,6 +92,9 @@ class HalfEvidence:
     # (quoted, with its place). Its weights are half, and autocast recasts the operands of
     # the ops on its lists, so a float32 value meeting them there raises nothing
     autocast: str | None = None
+    # a premise's support: why the class may run in half though no cast names it (a cast of
+    # a model of unknown class, a wrapper that may cast, ...: :class:`closed.Opening`)
+    why: str = ""
 
     def cast_to_other(self, dtype: str) -> tuple[str, str] | None:
         """The half dtype other than ``dtype`` that a cast of the project gives the class,
@@ -152,8 +156,19 @@ class Evidence:
         return HalfEvidence(PREMISE, text)
 
     def premise(self, name: str, node: cst.CSTNode | None = None) -> HalfEvidence:
+        """The premise that ``name`` runs in half, naming what supports it (issue 36: "every
+        half belief carries its evidence"): the project's opening of its world, or the half
+        path that reaches the class; where that has a place, it is a related location at
+        the class (``node``)."""
         text = f"latent: raises if `{name}` runs in half without autocast"
-        return HalfEvidence(PREMISE, text, None, node, subject=name)
+        found = self.uses.opening(name) if self.uses is not None else None
+        if found is None or not found.text:
+            return HalfEvidence(PREMISE, text, None, node, subject=name)
+        place = found.place
+        if place is not None and node is not None:
+            self.elsewhere.setdefault(node, place)
+        text = f"{text}; {found.text}"
+        return HalfEvidence(PREMISE, text, place, node, subject=name, why=found.text)
 
     def _written(self, name: str) -> tuple[tuple[str, str], ...]:
         """Each half dtype some cast reaching the class ``name`` writes down, with the text

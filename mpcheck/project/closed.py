@@ -42,7 +42,16 @@ from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.reach import CONFIG_LOADERS, Reached
 from mpcheck.project.summary import Place
 
-__all__ = ["Closed", "Configured", "LoosePath", "closed_world", "live", "loaded"]
+__all__ = [
+    "Closed",
+    "Configured",
+    "LoosePath",
+    "Opening",
+    "closed_world",
+    "live",
+    "loaded",
+    "opened_by",
+]
 
 # (the classes any half path reaches, the leaves of those it quotes in a message)
 Closed = tuple[frozenset[str], tuple[str, ...]]
@@ -67,6 +76,28 @@ class LoosePath:
     place: Place
     source: str = ""
     classes: frozenset[str] | None = None
+
+
+# The kinds of :class:`Opening`: what may make a class half where no half path names it
+ALONE = "alone"  # one file checked by itself: its project is not here (nothing to say)
+UNBUILT = "no application"  # the project builds no model: its users build its classes
+DEFAULTS = "default dtype"  # a file changes the default dtype: every class may be built so
+WRAPPER = "wrapper"  # a wrapper whose setting may cast the models handed to it
+LOOSE = "unknown class"  # a cast of a model whose class the records cannot name
+CONFIGS = "absent configurations"  # a configuration loader's cast, its configurations absent
+REACHED = "reached"  # the closed world's half paths reach it (a named premise of their own)
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """Why a class may run in half though no cast names it (issue 36: every half belief
+    carries its evidence): ``kind``, one of the kinds above; ``text``, the clause a premise
+    adds ("a cast of a model of unknown class at train.py:88"; "" says nothing); ``place``,
+    where (a related location), None when no one place says it."""
+
+    kind: str
+    text: str = ""
+    place: Place | None = None
 
 
 class Configured:
@@ -126,7 +157,7 @@ def closed_world(
     deepspeed: bool,
     wrappers: Mapping[str, list[tuple[str, Place]]],
     loose: Sequence[LoosePath],
-    roots: Collection[str],
+    roots: Mapping[str, str],
     casts: Collection[str],
     reach: Collection[str],
     bodies: Mapping[str, set[str]],
@@ -137,62 +168,117 @@ def closed_world(
     side: Sequence[Path],
     configured: Configured,
     where: Callable[[str, int], str],
-) -> tuple[Closed | None, dict[str, str]]:
+) -> tuple[Closed | None, dict[str, str], dict[str, Opening]]:
     """The closed world (None when some half path reaches every class) and, for an
-    installable package, where only its own code builds each class no half path reaches.
-    ``roots``: the classes a half path names (casts, library bases, uses that may cast,
-    classes computing their parts' dtype); ``classes``: project class -> its file."""
-    if not (application or package) or defaults or _may_cast(wrappers, deepspeed):
-        return None, {}
-    targets: set[str] = set()
+    installable package, where only its own code builds each class no half path reaches,
+    and why each class may run in half with no cast naming it ("": every class, when the
+    world is open). ``roots``: the classes a half path names (casts, library bases, uses
+    that may cast, classes computing their parts' dtype), each with why; ``classes``:
+    project class -> its file."""
+    opening = _opening(application, package, defaults, deepspeed, wrappers)
+    if opening is not None:
+        return None, {}, {"": opening}
+    targets: dict[str, Opening] = {}
     for path in loose:
+        at = where(path.place.path, path.place.line)
         if path.classes is not None:
-            targets.update(path.classes)
+            text = f"a cast at {at} may be of it"
+            why = Opening(REACHED, text, _placed(path.place, text))
+            targets.update(dict.fromkeys(path.classes, why))
             continue
         if path.source.rpartition(".")[2] not in CONFIG_LOADERS:
-            return None, {}  # (a class picked by name in code, a value bound elsewhere)
+            # (a class picked by name in code, a value bound elsewhere)
+            text = f"a cast at {at} is of a model of unknown class"
+            return None, {}, {"": Opening(LOOSE, text, _placed(path.place, text))}
         if not configured.named:  # (its configurations are not here: they may name any class)
-            return None, {}
-        targets.update(configured.named)
-    half = _half_reached({*roots, *targets}, bodies, subclasses)
+            text = f"a cast at {at} is of what a configuration loader builds, from "
+            text += "configurations that are not here"
+            return None, {}, {"": Opening(CONFIGS, text, _placed(path.place, text))}
+        why = Opening(REACHED, f"a cast at {at} is of what a configuration loader builds")
+        targets.update(dict.fromkeys(configured.named, why))
+    found = {**{r: Opening(REACHED, t) for r, t in roots.items()}, **targets}
+    opened = _half_reached(found, bodies, subclasses)
+    half = set(opened)
     quoted = sorted({c.rpartition(".")[2] for c in (*(c for c in casts if c in reach), *targets)})
     inside: dict[str, str] = {}
     if package:  # (its users build some classes themselves: see :func:`_users_build`)
         in_files = configured.in_files
         users = _users_build(classes, bodies, sites, shown, _documented(side), in_files)
         inside = _inside(set(classes) - half, bodies, sites, where, in_files, users)
-    return (frozenset(half), tuple(quoted)), inside
+    return (frozenset(half), tuple(quoted)), inside, opened
 
 
-def _may_cast(wrappers: Mapping[str, list[tuple[str, Place]]], deepspeed: bool = False) -> bool:
-    """Whether a wrapper of the project may cast the models handed to it (its setting casts,
+def opened_by(opened: Mapping[str, Opening], name: str) -> Opening | None:
+    """Why the class ``name`` may run in half with no cast naming it: the world's opening,
+    else what reaches it in the closed world (None: nothing does)."""
+    return opened.get("") or opened.get(name)
+
+
+def _placed(place: Place, text: str) -> Place:
+    """``place`` saying ``text`` (a related location's words)."""
+    return Place(place.path, place.line, place.column, text)
+
+
+def _opening(
+    application: bool,
+    package: bool,
+    defaults: bool,
+    deepspeed: bool,
+    wrappers: Mapping[str, list[tuple[str, Place]]],
+) -> Opening | None:
+    """The first thing that opens the world whatever its casts name, or None."""
+    if not (application or package):
+        return Opening(UNBUILT, "the project builds no model itself: its users build them")
+    if defaults:
+        return Opening(DEFAULTS, "a file of the project changes the default dtype")
+    place = _may_cast(wrappers, deepspeed)
+    if place is not None:
+        return Opening(WRAPPER, f"{place.text} may cast the models handed to it", place)
+    return None
+
+
+def _may_cast(
+    wrappers: Mapping[str, list[tuple[str, Place]]], deepspeed: bool = False
+) -> Place | None:
+    """A wrapper of the project that may cast the models handed to it (its setting casts,
     or is unknown here; accelerate in a project that names DeepSpeed hands what it prepares
-    to DeepSpeed, which casts it): a model of unknown class may be among them."""
-    if deepspeed and "accelerate" in wrappers:
-        return True
-    return any(
-        e.removesuffix(wrap.BUFFERS) in (wrap.CAST, wrap.UNKNOWN)
-        for u in wrappers.values()
-        for e, _ in u
+    to DeepSpeed, which casts it): a model of unknown class may be among them. None: none."""
+    if deepspeed and wrappers.get("accelerate"):
+        return wrappers["accelerate"][0][1]
+    return next(
+        (
+            place
+            for u in wrappers.values()
+            for e, place in u
+            if e.removesuffix(wrap.BUFFERS) in (wrap.CAST, wrap.UNKNOWN)
+        ),
+        None,
     )
 
 
 def _half_reached(
-    roots: Iterable[str], bodies: Mapping[str, set[str]], subclasses: Mapping[str, set[str]]
-) -> set[str]:
+    roots: Mapping[str, Opening],
+    bodies: Mapping[str, set[str]],
+    subclasses: Mapping[str, set[str]],
+) -> dict[str, Opening]:
     """``roots`` (the classes a half path reaches), the parts their bodies build and the
-    project bases whose code runs in them (and those bases' parts), transitively."""
+    project bases whose code runs in them (and those bases' parts), transitively, each with
+    why (a root's own, naming the root for what it reaches)."""
     bases: dict[str, set[str]] = {}
     for parent, derived in subclasses.items():
         for child in derived:
             bases.setdefault(child, set()).add(parent)
-    out, todo = set(roots), list(roots)
+    out = dict(roots)
+    todo = [(name, name) for name in sorted(roots)]
     while todo:
-        name = todo.pop()
-        for other in (*bodies.get(name, ()), *bases.get(name, ())):
+        name, root = todo.pop()
+        for other in sorted({*bodies.get(name, ()), *bases.get(name, ())}):
             if other not in out:
-                out.add(other)
-                todo.append(other)
+                why = out[root]
+                leaf = root.rpartition(".")[2]
+                text = f"{why.text} (it runs in `{leaf}`)" if why.text else ""
+                out[other] = Opening(why.kind, text, why.place)
+                todo.append((other, root))
     return out
 
 

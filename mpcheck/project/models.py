@@ -38,7 +38,16 @@ from mpcheck.files.hashing import hex_digest
 from mpcheck.knowledge import wrappers as wrap
 from mpcheck.project.callables import Callables
 from mpcheck.project.callers import ModuleCode
-from mpcheck.project.closed import Configured, LoosePath, closed_world, live, loaded
+from mpcheck.project.closed import (
+    ALONE,
+    Configured,
+    LoosePath,
+    Opening,
+    closed_world,
+    live,
+    loaded,
+    opened_by,
+)
 from mpcheck.project.construction import Construction
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
@@ -116,8 +125,12 @@ class ModelUses:
         read: frozenset[str] = frozenset(),
         under_autocast: Mapping[str, Reach] = MappingProxyType({}),
         inside: Mapping[str, str] = MappingProxyType({}),
+        opened: Mapping[str, Opening] = MappingProxyType({}),
     ) -> None:
         self._reach = dict(reach)
+        # why a class may run in half with no cast naming it ("": the world's opening, for
+        # every class): :func:`mpcheck.project.closed.closed_world`
+        self._opened = opened
         # class -> the autocast region around every run of the cast models that reach it,
         # in every file (no cast model that reaches it runs outside one): its weights are
         # half, and autocast recasts the operands of the ops on its lists
@@ -181,6 +194,7 @@ class ModelUses:
             self._read,
             self._under_autocast,
             self._inside,
+            self._opened,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -206,6 +220,17 @@ class ModelUses:
             return text
         shown = ", ".join(f"`{c}`" for c in cast[:2]) + (", ..." if len(cast) > 2 else "")
         return f"{text} (its half paths reach {shown})"
+
+    def opening(self, name: str) -> Opening | None:
+        """Why the class ``name`` of :attr:`module` may run in half though no cast names it
+        (None: nothing here says; an :class:`Opening` whose text is "" says nothing)."""
+        qualified = f"{self.module}.{name}" if self.module else name
+        return opened_by(self._opened, qualified)
+
+    @property
+    def world_opening(self) -> Opening | None:
+        """What opens the project's world whatever its casts name (None: it is closed)."""
+        return self._opened.get("")
 
     def runs_in_modules(self, name: str) -> bool:
         """Whether the project calls the function ``name`` of :attr:`module` (defined outside
@@ -307,6 +332,7 @@ class ModelUses:
             sorted(self._read),
             sorted(self._under_autocast.items()),
             sorted(self._inside.items()),
+            sorted(self._opened.items()),
         )
         text = repr((sorted(self._reach.items()), *evidence))
         if self._mentions is not None:
@@ -670,14 +696,18 @@ def uses_of_records(
     half_free = half_free and not any(lib != "torch" for lib in wrappers)
     package = known and installable
     # (a class building parts in a dtype it computes is a half path to them itself)
-    closed, inside = closed_world(
+    # (why each class a root reaches may be half: named when a premise rests on it)
+    why_roots = dict.fromkeys({*casts, *roots}, "")
+    why_roots.update((c, f"a use of `{_leaf(c)}` may cast it") for c in unsafe)
+    why_roots.update((c, f"`{_leaf(c)}` builds parts in a dtype it computes") for c in computed)
+    closed, inside, opened = closed_world(
         application=known and not installable,
         package=package,
         defaults=defaults,
         deepspeed=deepspeed,
         wrappers=wrappers,
         loose=loose,
-        roots={*casts, *unsafe, *roots, *computed},
+        roots=why_roots,
         casts=casts,
         reach=reach,
         bodies=bodies,
@@ -707,7 +737,12 @@ def uses_of_records(
         half_free=half_free,
         under_autocast=under_autocast,
         inside=inside,
+        opened={"": Opening(ALONE)} if alone else opened,
     )
+
+
+def _leaf(name: str) -> str:
+    return name.rpartition(".")[2]
 
 
 def _loadable(records: Mapping[str, ModelRecord], subclasses: Mapping[str, set[str]]) -> set[str]:

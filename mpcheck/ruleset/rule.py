@@ -232,9 +232,13 @@ class Rule:
         if evidence is None or not _follows_model(half) or evidence.float32:
             return message, more, False
         if evidence.latent:
+            if evidence.node is not None and evidence.place is not None:
+                more.append((evidence.node, ""))  # (the premise's support, in its file)
             if premise is None or evidence.subject is None:
                 return f"{message} ({evidence.text})", more, True
-            return f"{message} (latent: {premise.format(subject=evidence.subject)})", more, True
+            why = f"; {evidence.why}" if evidence.why else ""
+            latent = premise.format(subject=evidence.subject)
+            return f"{message} (latent: {latent}{why})", more, True
         if evidence.node is not None:  # the class, and the cast in its file (by module)
             more.append((evidence.node, evidence.text if evidence.note is None else evidence.note))
         return f"{message} (half: {evidence.text})", more, False
