@@ -65,7 +65,80 @@ def test_the_related_notes_say_each_link_once() -> None:
 def test_a_block_nothing_casts_is_a_warning_stating_the_premise() -> None:
     (finding,) = findings(XFILE / "warn_uncast_block", "--no-cache")
     assert finding["severity"] == "warning"
-    assert finding["message"].endswith("(latent: raises if `Block` runs in half without autocast)")
+    premise = "(latent: raises if `Block` runs in half without autocast; the project builds no "
+    assert finding["message"].endswith(f"{premise}model itself: its users build them)")
+
+
+def test_a_premise_names_what_opens_the_world_at_its_place() -> None:
+    """Issue 36: every half belief carries its evidence. A cast of a model whose class the
+    engine cannot name (``getattr(blocks, name)(8).half()``) opens the closed world: the
+    premise says so, and the cast is a related location in its file (JSON and SARIF)."""
+    case = XFILE / "warn_loose_cast_names_its_support"
+    (finding,) = findings(case, "--no-cache")
+    row = next(
+        i
+        for i, line in enumerate((case / "net" / "run.py").read_text().splitlines(), 1)
+        if ".half()" in line
+    )
+    assert finding["severity"] == "warning"
+    assert finding["message"].endswith(
+        "(latent: raises if `Block` runs in half without autocast; a model of unknown class "
+        f"is cast at net/run.py:{row})"
+    )
+    there = [r for r in finding["related"] if r.get("filename", "").endswith("run.py")]
+    assert [(r["location"]["row"], r["message"]) for r in there] == [
+        (row, "a model of unknown class is cast")
+    ]
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "sarif"]
+    done = subprocess.run([*cmd, "."], cwd=case, capture_output=True, text=True, check=False)
+    (result,) = json.loads(done.stdout)["runs"][0]["results"]
+    uris = [r["physicalLocation"]["artifactLocation"]["uri"] for r in result["relatedLocations"]]
+    assert any(uri.endswith("net/run.py") for uri in uris)
+
+
+def test_the_opening_of_a_world_is_its_first_reason() -> None:
+    """What opens the world, in order: no application (its users build its classes), a
+    changed default dtype, a wrapper that may cast what it is handed (with its place); a
+    closed world says, per class a half path reaches, which path (None: none reaches it)."""
+    from mpcheck.knowledge.wrappers import UNKNOWN
+    from mpcheck.project.closed import Configured, Opening, closed_world, opened_by
+    from mpcheck.project.summary import Place
+
+    wrapper = Place("train.py", 9, 5, "`Trainer(precision=p)` at train.py:9")
+
+    def opened(**kw: object) -> dict[str, Opening]:
+        args: dict[str, Any] = {
+            "application": True,
+            "package": False,
+            "defaults": False,
+            "deepspeed": False,
+            "wrappers": {},
+            "loose": [],
+            "roots": {"m.Model": "a use of `Model` may cast it"},
+            "casts": (),
+            "reach": (),
+            "bodies": {"m.Model": {"m.Block"}},
+            "subclasses": {},
+            "classes": {"m.Model": "m.py", "m.Block": "m.py", "m.Other": "m.py"},
+            "sites": {},
+            "shown": (),
+            "side": [],
+            "configured": Configured([], (), ()),
+            "where": lambda path, line: f"{path}:{line}",
+        }
+        args.update(kw)
+        return closed_world(**args)[2]
+
+    assert opened(application=False)[""].kind == "no application"
+    assert opened(defaults=True)[""].kind == "default dtype"
+    found = opened(wrappers={"lightning": [(UNKNOWN, wrapper)]})[""]
+    text = "the models handed to a wrapper may be cast by `Trainer(precision=p)` at train.py:9"
+    assert (found.kind, found.text, found.place) == ("wrapper", text, Place("train.py", 9, 5, text))
+    world = opened()
+    assert opened_by(world, "m.Other") is None
+    assert opened_by(world, "m.Model") == Opening("reached", "a use of `Model` may cast it")
+    block = opened_by(world, "m.Block")
+    assert block is not None and block.text == "it runs in `Model`; a use of `Model` may cast it"
 
 
 def test_a_library_models_part_is_an_error_through_the_library_base() -> None:
@@ -639,14 +712,14 @@ def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
         strings: tuple[str, ...] = (),
         named: frozenset[str] | None = None,
     ) -> object:
-        world, _ = closed_world(
+        world, _, _ = closed_world(
             application=True,
             package=False,
             defaults=False,
             deepspeed=False,
             wrappers={},
             loose=[LoosePath(Place("run.py", 3, 1, ""), source, named)],
-            roots=(),
+            roots={},
             casts=(),
             reach=(),
             bodies={"app.models.A": {"app.models.Block"}},

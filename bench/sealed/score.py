@@ -49,11 +49,11 @@ import precision  # noqa: E402  (bench/ is not a package; precision.py is its si
 PREMISE_KINDS = (
     ("the project builds no model itself", "no application"),
     ("changes the default dtype", "default dtype"),
-    ("may cast the models handed to it", "wrapper"),
-    ("is of a model of unknown class", "unknown class"),
+    ("the models handed to a wrapper may be cast by", "wrapper"),
+    ("a model of unknown class is cast at", "unknown class"),
     ("from configurations that are not here", "absent configurations"),
-    ("may be of it", "reached"),
-    ("is of what a configuration loader builds", "reached"),
+    ("it may be what is cast at", "reached"),
+    ("a configuration loader may build it", "reached"),
     ("may cast it", "reached"),
     ("builds parts in a dtype it computes", "reached"),
 )
@@ -112,18 +112,21 @@ def load_hazards(batch: str = "sealed") -> list[Any]:
     return [realbugs.Case(fixed="", fixed_lines=[], **entry) for entry in entries]
 
 
-def premise_kind(message: str) -> str:
-    """What a finding's premise names as its support ("evidence": no premise, the finding
-    rests on evidence; "unnamed": a premise naming nothing)."""
-    if "(latent:" not in message:
+def premise_kind(message: str, severity: str) -> str:
+    """What a finding's premise names as its support ("evidence": an error, resting on
+    evidence; "other warning": a warning stating no module premise; "unnamed": a premise
+    naming nothing)."""
+    if severity == "error":
         return "evidence"
+    if "(latent:" not in message:
+        return "other warning"
     return next((kind for words, kind in PREMISE_KINDS if words in message), "unnamed")
 
 
 def opening(python: str, root: Path) -> str:
     """The kind of the first thing that opens the world of the project at ``root``."""
     run = subprocess.run([python, "-c", OPENING, str(root)], capture_output=True, text=True)
-    lines = run.stdout.split()
+    lines = run.stdout.strip().splitlines()
     return lines[-1] if run.returncode == 0 and lines else "?"
 
 
@@ -183,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in findings:
         v = known.get((f.code, f.path, f.anchor))
         if f.code != DEPRECATED:
-            kinds[(premise_kind(f.message), "new" if v is None else v.verdict)] += 1
+            kinds[(premise_kind(f.message, f.severity), "new" if v is None else v.verdict)] += 1
         if v is None:
             new.append(f)
             errors["new"] += f.severity == "error"

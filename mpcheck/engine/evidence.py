@@ -16,7 +16,10 @@ classes it reaches, a class none reaches runs in float32; the premise stays for 
 unresolved path may reach (a cast of a model of unknown class, a model handed to library code,
 a half default dtype: then every class; a library's by-name loader: its loadable bases). An
 application that never names a half dtype, a cast to one, autocast or a mixed-precision
-setting runs in float32.
+setting runs in float32. A premise names what supports it (issue 36: every half belief
+carries its evidence): what opens the project's world, or the half path reaching the class
+(:class:`mpcheck.project.closed.Opening`, computed once per project), with its place as a
+related location.
 
 A cast model the project runs only inside enabled autocast regions (every call and every
 method that runs it, in every file) has half weights, but autocast recasts the operands of

@@ -29,6 +29,10 @@ function's return annotation says what it returns (PEP 484): ``-> Net`` a ``Net`
 it, :meth:`mpcheck.project.records._Reader._annotated`), ``-> Tensor`` no model. Anything else is
 unknown and reaches every class, and so do a wrapper whose setting may cast the models handed
 to it and a half default dtype: no closed world.
+
+Whatever opens the world, or reaches a class in a closed one, is kept as an :class:`Opening`
+(kind, words, place), once per project: a premise resting on it names it (issue 36), and the
+sealed scorer counts findings by its kind.
 """
 
 from __future__ import annotations
@@ -182,19 +186,19 @@ def closed_world(
     for path in loose:
         at = where(path.place.path, path.place.line)
         if path.classes is not None:
-            text = f"a cast at {at} may be of it"
+            text = f"it may be what is cast at {at}"
             why = Opening(REACHED, text, _placed(path.place, text))
             targets.update(dict.fromkeys(path.classes, why))
             continue
         if path.source.rpartition(".")[2] not in CONFIG_LOADERS:
             # (a class picked by name in code, a value bound elsewhere)
-            text = f"a cast at {at} is of a model of unknown class"
+            text = f"a model of unknown class is cast at {at}"
             return None, {}, {"": Opening(LOOSE, text, _placed(path.place, text))}
         if not configured.named:  # (its configurations are not here: they may name any class)
-            text = f"a cast at {at} is of what a configuration loader builds, from "
-            text += "configurations that are not here"
+            text = "what a configuration loader builds from configurations that are not here "
+            text += f"is cast at {at}"
             return None, {}, {"": Opening(CONFIGS, text, _placed(path.place, text))}
-        why = Opening(REACHED, f"a cast at {at} is of what a configuration loader builds")
+        why = Opening(REACHED, f"a configuration loader may build it, cast at {at}")
         targets.update(dict.fromkeys(configured.named, why))
     found = {**{r: Opening(REACHED, t) for r, t in roots.items()}, **targets}
     opened = _half_reached(found, bodies, subclasses)
@@ -233,7 +237,8 @@ def _opening(
         return Opening(DEFAULTS, "a file of the project changes the default dtype")
     place = _may_cast(wrappers, deepspeed)
     if place is not None:
-        return Opening(WRAPPER, f"{place.text} may cast the models handed to it", place)
+        text = f"the models handed to a wrapper may be cast by {place.text}"
+        return Opening(WRAPPER, text, _placed(place, text))
     return None
 
 
@@ -276,7 +281,7 @@ def _half_reached(
             if other not in out:
                 why = out[root]
                 leaf = root.rpartition(".")[2]
-                text = f"{why.text} (it runs in `{leaf}`)" if why.text else ""
+                text = f"it runs in `{leaf}`; {why.text}" if why.text else ""
                 out[other] = Opening(why.kind, text, why.place)
                 todo.append((other, root))
     return out
