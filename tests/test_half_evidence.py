@@ -114,7 +114,7 @@ def test_the_opening_of_a_world_is_its_first_reason() -> None:
             "deepspeed": False,
             "wrappers": {},
             "loose": [],
-            "roots": {"m.Model": "a use of `Model` may cast it"},
+            "roots": {"m.Model": Opening("reached", "a use of `Model` may cast it")},
             "casts": (),
             "reach": (),
             "bodies": {"m.Model": {"m.Block"}},

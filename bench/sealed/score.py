@@ -52,10 +52,13 @@ PREMISE_KINDS = (
     ("the models handed to a wrapper may be cast by", "wrapper"),
     ("a model of unknown class is cast at", "unknown class"),
     ("from configurations that are not here", "absent configurations"),
-    ("it may be what is cast at", "reached"),
-    ("a configuration loader may build it", "reached"),
-    ("may cast it", "reached"),
-    ("builds parts in a dtype it computes", "reached"),
+    ("it may be what is cast at", "reached: a cast of some classes"),
+    ("a configuration loader may build it", "reached: a configuration loader"),
+    ("may cast it", "reached: a use that may cast"),
+    ("builds parts in a dtype it computes", "reached: a computed dtype"),
+    ("is cast to half by", "reached: a cast class's base or part"),
+    ("which its users run in half", "reached: a library base"),
+    ("the model whose outputs", "unnamed: a sampler"),
 )
 # what opens a project's world (mpcheck's ``ModelUses.world_opening``), asked of --python
 OPENING = (
@@ -120,7 +123,11 @@ def premise_kind(message: str, severity: str) -> str:
         return "evidence"
     if "(latent:" not in message:
         return "other warning"
-    return next((kind for words, kind in PREMISE_KINDS if words in message), "unnamed")
+    found = next((kind for words, kind in PREMISE_KINDS if words in message), None)
+    if found is not None:
+        return found
+    subject = message.partition("(latent: raises if `")[2][:1]
+    return "unnamed: a class" if subject.isupper() else "unnamed: a function or other"
 
 
 def opening(python: str, root: Path) -> str:

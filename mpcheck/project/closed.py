@@ -47,6 +47,8 @@ from mpcheck.project.reach import CONFIG_LOADERS, Reached
 from mpcheck.project.summary import Place
 
 __all__ = [
+    "ALONE",
+    "REACHED",
     "Closed",
     "Configured",
     "LoosePath",
@@ -161,7 +163,7 @@ def closed_world(
     deepspeed: bool,
     wrappers: Mapping[str, list[tuple[str, Place]]],
     loose: Sequence[LoosePath],
-    roots: Mapping[str, str],
+    roots: Mapping[str, Opening],
     casts: Collection[str],
     reach: Collection[str],
     bodies: Mapping[str, set[str]],
@@ -200,7 +202,7 @@ def closed_world(
             return None, {}, {"": Opening(CONFIGS, text, _placed(path.place, text))}
         why = Opening(REACHED, f"a configuration loader may build it, cast at {at}")
         targets.update(dict.fromkeys(configured.named, why))
-    found = {**{r: Opening(REACHED, t) for r, t in roots.items()}, **targets}
+    found = {**roots, **targets}
     opened = _half_reached(found, bodies, subclasses)
     half = set(opened)
     quoted = sorted({c.rpartition(".")[2] for c in (*(c for c in casts if c in reach), *targets)})

@@ -40,6 +40,7 @@ from mpcheck.project.callables import Callables
 from mpcheck.project.callers import ModuleCode
 from mpcheck.project.closed import (
     ALONE,
+    REACHED,
     Configured,
     LoosePath,
     Opening,
@@ -697,9 +698,12 @@ def uses_of_records(
     package = known and installable
     # (a class building parts in a dtype it computes is a half path to them itself)
     # (why each class a root reaches may be half: named when a premise rests on it)
-    why_roots = dict.fromkeys({*casts, *roots}, "")
-    why_roots.update((c, f"a use of `{_leaf(c)}` may cast it") for c in unsafe)
-    why_roots.update((c, f"`{_leaf(c)}` builds parts in a dtype it computes") for c in computed)
+    why_roots = {c: Opening(REACHED, f"a use of `{_leaf(c)}` may cast it") for c in unsafe}
+    why_roots.update(
+        (c, Opening(REACHED, f"`{_leaf(c)}` builds parts in a dtype it computes")) for c in computed
+    )
+    why_roots.update((c, Opening(REACHED, r.place.text, r.place)) for c, r in roots.items())
+    why_roots.update((c, Opening(REACHED, r.place.text, r.place)) for c, r in casts.items())
     closed, inside, opened = closed_world(
         application=known and not installable,
         package=package,
