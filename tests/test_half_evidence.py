@@ -106,7 +106,7 @@ def test_the_opening_of_a_world_is_its_first_reason() -> None:
 
     wrapper = Place("train.py", 9, 5, "`Trainer(precision=p)` at train.py:9")
 
-    def opened(**kw: object) -> dict[str, Opening]:
+    def world(**kw: object) -> tuple[Any, ...]:
         args: dict[str, Any] = {
             "application": True,
             "package": False,
@@ -127,17 +127,22 @@ def test_the_opening_of_a_world_is_its_first_reason() -> None:
             "where": lambda path, line: f"{path}:{line}",
         }
         args.update(kw)
-        return closed_world(**args)[2]
+        return closed_world(**args)
+
+    def opened(**kw: object) -> dict[str, Opening]:
+        return dict(world(**kw)[2])
 
     assert opened(application=False)[""].kind == "no application"
+    kinds = world(defaults=True, application=False)[3]
+    assert kinds == ("no application", "default dtype")  # (each that opens it, first first)
     assert opened(defaults=True)[""].kind == "default dtype"
     found = opened(wrappers={"lightning": [(UNKNOWN, wrapper)]})[""]
     text = "the models handed to a wrapper may be cast by `Trainer(precision=p)` at train.py:9"
     assert (found.kind, found.text, found.place) == ("wrapper", text, Place("train.py", 9, 5, text))
-    world = opened()
-    assert opened_by(world, "m.Other") is None
-    assert opened_by(world, "m.Model") == Opening("reached", "a use of `Model` may cast it")
-    block = opened_by(world, "m.Block")
+    closed = opened()
+    assert opened_by(closed, "m.Other") is None
+    assert opened_by(closed, "m.Model") == Opening("reached", "a use of `Model` may cast it")
+    block = opened_by(closed, "m.Block")
     assert block is not None and block.text == "it runs in `Model`; a use of `Model` may cast it"
 
 
@@ -712,7 +717,7 @@ def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
         strings: tuple[str, ...] = (),
         named: frozenset[str] | None = None,
     ) -> object:
-        world, _, _ = closed_world(
+        world, *_ = closed_world(
             application=True,
             package=False,
             defaults=False,

@@ -60,12 +60,11 @@ PREMISE_KINDS = (
     ("which its users run in half", "reached: a library base"),
     ("the model whose outputs", "unnamed: a sampler"),
 )
-# what opens a project's world (mpcheck's ``ModelUses.world_opening``), asked of --python
+# what opens a project's world, each kind in order (``ModelUses.world_kinds``), asked of --python
 OPENING = (
     "import sys\n"
     "from mpcheck.project.models import uses_for\n"
-    "found = getattr(uses_for(sys.argv[1]), 'world_opening', '?')\n"
-    "print('closed' if found is None else getattr(found, 'kind', found))\n"
+    "print(' + '.join(getattr(uses_for(sys.argv[1]), 'world_kinds', ('?',))) or 'closed')\n"
 )
 DEPRECATED = "MPC404"  # the deprecated-API rule, counted apart from the dtype findings
 VERDICTS = ("bug", "latent bug", "false alarm")
@@ -131,7 +130,8 @@ def premise_kind(message: str, severity: str) -> str:
 
 
 def opening(python: str, root: Path) -> str:
-    """The kind of the first thing that opens the world of the project at ``root``."""
+    """The kinds of what opens the world of the project at ``root`` ("a + b": ``a`` first,
+    ``b`` would open it still), or "closed"."""
     run = subprocess.run([python, "-c", OPENING, str(root)], capture_output=True, text=True)
     lines = run.stdout.strip().splitlines()
     return lines[-1] if run.returncode == 0 and lines else "?"
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind in sorted({k for k, _ in kinds}):
         row = ", ".join(str(kinds[(kind, v)]) for v in (*VERDICTS, "new"))
         print(f"  {kind}: {row}")
-    print(f"projects by what opens their world first: {_plain(worlds)}")
+    print(f"projects by what opens their world (first + what would still): {_plain(worlds)}")
 
     hazards = load_hazards(args.batch)
     scored = [(h, by_repo.get(h.repo, "")) for h in hazards]

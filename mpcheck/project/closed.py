@@ -174,16 +174,15 @@ def closed_world(
     side: Sequence[Path],
     configured: Configured,
     where: Callable[[str, int], str],
-) -> tuple[Closed | None, dict[str, str], dict[str, Opening]]:
-    """The closed world (None when some half path reaches every class) and, for an
-    installable package, where only its own code builds each class no half path reaches,
-    and why each class may run in half with no cast naming it ("": every class, when the
-    world is open). ``roots``: the classes a half path names (casts, library bases, uses
-    that may cast, classes computing their parts' dtype), each with why; ``classes``:
-    project class -> its file."""
-    opening = _opening(application, package, defaults, deepspeed, wrappers)
-    if opening is not None:
-        return None, {}, {"": opening}
+) -> tuple[Closed | None, dict[str, str], dict[str, Opening], tuple[str, ...]]:
+    """The closed world (None when some half path reaches every class); for an installable
+    package, where only its own code builds each class no half path reaches; why each class
+    may run in half with no cast naming it ("": every class, when the world is open: the
+    first thing that opens it); and the kinds of all that open it, each once, first first
+    (what would open it still without the first). ``roots``: the classes a half path names
+    (casts, library bases, uses that may cast, classes computing their parts' dtype), each
+    with why; ``classes``: project class -> its file."""
+    opens = _openings(application, package, defaults, deepspeed, wrappers)
     targets: dict[str, Opening] = {}
     for path in loose:
         at = where(path.place.path, path.place.line)
@@ -195,13 +194,17 @@ def closed_world(
         if path.source.rpartition(".")[2] not in CONFIG_LOADERS:
             # (a class picked by name in code, a value bound elsewhere)
             text = f"a model of unknown class is cast at {at}"
-            return None, {}, {"": Opening(LOOSE, text, _placed(path.place, text))}
+            opens.append(Opening(LOOSE, text, _placed(path.place, text)))
+            break
         if not configured.named:  # (its configurations are not here: they may name any class)
             text = "what a configuration loader builds from configurations that are not here "
             text += f"is cast at {at}"
-            return None, {}, {"": Opening(CONFIGS, text, _placed(path.place, text))}
+            opens.append(Opening(CONFIGS, text, _placed(path.place, text)))
+            break
         why = Opening(REACHED, f"a configuration loader may build it, cast at {at}")
         targets.update(dict.fromkeys(configured.named, why))
+    if opens:
+        return None, {}, {"": opens[0]}, tuple(dict.fromkeys(o.kind for o in opens))
     found = {**roots, **targets}
     opened = _half_reached(found, bodies, subclasses)
     half = set(opened)
@@ -211,7 +214,7 @@ def closed_world(
         in_files = configured.in_files
         users = _users_build(classes, bodies, sites, shown, _documented(side), in_files)
         inside = _inside(set(classes) - half, bodies, sites, where, in_files, users)
-    return (frozenset(half), tuple(quoted)), inside, opened
+    return (frozenset(half), tuple(quoted)), inside, opened, ()
 
 
 def opened_by(opened: Mapping[str, Opening], name: str) -> Opening | None:
@@ -225,23 +228,24 @@ def _placed(place: Place, text: str) -> Place:
     return Place(place.path, place.line, place.column, text)
 
 
-def _opening(
+def _openings(
     application: bool,
     package: bool,
     defaults: bool,
     deepspeed: bool,
     wrappers: Mapping[str, list[tuple[str, Place]]],
-) -> Opening | None:
-    """The first thing that opens the world whatever its casts name, or None."""
+) -> list[Opening]:
+    """What opens the world whatever its casts name, strongest first."""
+    out = []
     if not (application or package):
-        return Opening(UNBUILT, "the project builds no model itself: its users build them")
+        out.append(Opening(UNBUILT, "the project builds no model itself: its users build them"))
     if defaults:
-        return Opening(DEFAULTS, "a file of the project changes the default dtype")
+        out.append(Opening(DEFAULTS, "a file of the project changes the default dtype"))
     place = _may_cast(wrappers, deepspeed)
     if place is not None:
         text = f"the models handed to a wrapper may be cast by {place.text}"
-        return Opening(WRAPPER, text, _placed(place, text))
-    return None
+        out.append(Opening(WRAPPER, text, _placed(place, text)))
+    return out
 
 
 def _may_cast(

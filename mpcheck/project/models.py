@@ -127,11 +127,14 @@ class ModelUses:
         under_autocast: Mapping[str, Reach] = MappingProxyType({}),
         inside: Mapping[str, str] = MappingProxyType({}),
         opened: Mapping[str, Opening] = MappingProxyType({}),
+        opens: tuple[str, ...] = (),
     ) -> None:
         self._reach = dict(reach)
         # why a class may run in half with no cast naming it ("": the world's opening, for
         # every class): :func:`mpcheck.project.closed.closed_world`
         self._opened = opened
+        # the kinds of all that open the world, first first (what a measurement counts)
+        self.world_kinds = opens
         # class -> the autocast region around every run of the cast models that reach it,
         # in every file (no cast model that reaches it runs outside one): its weights are
         # half, and autocast recasts the operands of the ops on its lists
@@ -196,6 +199,7 @@ class ModelUses:
             self._under_autocast,
             self._inside,
             self._opened,
+            self.world_kinds,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -334,6 +338,7 @@ class ModelUses:
             sorted(self._under_autocast.items()),
             sorted(self._inside.items()),
             sorted(self._opened.items()),
+            self.world_kinds,
         )
         text = repr((sorted(self._reach.items()), *evidence))
         if self._mentions is not None:
@@ -704,7 +709,7 @@ def uses_of_records(
     )
     why_roots.update((c, Opening(REACHED, r.place.text, r.place)) for c, r in roots.items())
     why_roots.update((c, Opening(REACHED, r.place.text, r.place)) for c, r in casts.items())
-    closed, inside, opened = closed_world(
+    closed, inside, opened, opens = closed_world(
         application=known and not installable,
         package=package,
         defaults=defaults,
@@ -742,6 +747,7 @@ def uses_of_records(
         under_autocast=under_autocast,
         inside=inside,
         opened={"": Opening(ALONE)} if alone else opened,
+        opens=(ALONE,) if alone else opens,
     )
 
 
