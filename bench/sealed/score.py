@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     findings: list[precision.Finding] = []
     lines = 0
     run: set[str] = set()  # the corpora checked (materialise says which mirror is missing)
-    worlds: Counter[str] = Counter()  # projects by what opens their world first
+    worlds: dict[str, str] = {}  # corpus -> what opens its world (:func:`opening`)
     for corpus in corpora:
         root = precision.materialise(corpus, args.dir, args.mirrors)
         if root is None:
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         run.add(corpus.name)
         lines += precision.lines_of(root)
         findings += precision.check(args.dir, corpus.name, args.jobs, args.python)
-        worlds[opening(args.python, args.dir / corpus.name)] += 1
+        worlds[corpus.name] = opening(args.python, args.dir / corpus.name)
 
     severity = Counter(f.severity or "?" for f in findings)
     families = Counter(family(f.code) for f in findings if f.code != DEPRECATED)
@@ -190,10 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     new = []
     seen: set[Key] = set()
     kinds: Counter[tuple[str, str]] = Counter()  # (premise kind, first-run verdict or "new")
+    opened: Counter[tuple[str, str]] = Counter()  # (what opens its project's world, verdict)
     for f in findings:
         v = known.get((f.code, f.path, f.anchor))
         if f.code != DEPRECATED:
-            kinds[(premise_kind(f.message, f.severity), "new" if v is None else v.verdict)] += 1
+            verdict = "new" if v is None else v.verdict
+            kinds[(premise_kind(f.message, f.severity), verdict)] += 1
+            opened[(worlds.get(f.path.split("/")[0], "?"), verdict)] += 1
         if v is None:
             new.append(f)
             errors["new"] += f.severity == "error"
@@ -233,7 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     for kind in sorted({k for k, _ in kinds}):
         row = ", ".join(str(kinds[(kind, v)]) for v in (*VERDICTS, "new"))
         print(f"  {kind}: {row}")
-    print(f"projects by what opens their world (first + what would still): {_plain(worlds)}")
+    print(
+        "projects by what opens their world (first + what would still): "
+        f"{_plain(Counter(worlds.values()))}"
+    )
+    print("dtype findings by what opens their project's world x first-run verdict:")
+    for kind in sorted({k for k, _ in opened}):
+        row = ", ".join(str(opened[(kind, v)]) for v in (*VERDICTS, "new"))
+        print(f"  {kind}: {row}")
 
     hazards = load_hazards(args.batch)
     scored = [(h, by_repo.get(h.repo, "")) for h in hazards]
