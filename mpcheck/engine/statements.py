@@ -175,8 +175,8 @@ class Statements:
             if half is not None:
                 half_path(stmt, frame, half, then, other)
             elif fp16 is not None:  # ``if x.dtype == torch.float16: x = x.float()``
-                runs = (then.env, other.env)[:: 1 if fp16 else -1]
-                split_by_run(frame.env, *runs, stmt.test)
+                fp16_env, bf16_env = (then.env, other.env) if fp16 else (other.env, then.env)
+                split_by_run(frame.env, fp16_env, bf16_env, stmt.test)
             self.one_path(stmt.test, frame, then, other)
             self.switched_paths(stmt, frame, then, other)
             remember_optional(frame.env, then.env, other.env)
