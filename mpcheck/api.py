@@ -27,6 +27,7 @@ from mpcheck.engine.facts import (
     Prec,
     one_path_factory,
 )
+from mpcheck.engine.guards import fp16_run_kept
 from mpcheck.engine.phases import (
     PhaseProduct,
     TimestepCast,
@@ -163,6 +164,7 @@ __all__ = [
     "TimestepCast",
     "can_be_fp16",
     "dotted",
+    "fp16_run_kept",
     "items",
     "never_fp16",
     "to_fp16",

@@ -15,6 +15,7 @@ from mpcheck.api import (
     Prec,
     Rule,
     Severity,
+    fp16_run_kept,
     kernelless,
 )
 
@@ -52,7 +53,10 @@ class HalfWithoutKernel(Rule):
         dtype, which the code there does not show: an STFT of a method's `wav` input, an
         inverse of a `weight` argument, are not reported on the model's dtype alone, nor is
         anything in a module only the premise says runs in half. Such inputs are most often
-        signals and statistics of data, which is float32.
+        signals and statistics of data, which is float32. One test is the code's own word
+        that half tensors come: an upcast of bfloat16 only (`elif x.dtype == torch.bfloat16:
+        x = x.float()`, FreeU's filter before its fix) leaves a float16 run's tensor as it
+        came, so the op gets float16 there: a warning that says it holds in float16.
         """
     symptom = """
         `RuntimeError: Unsupported dtype Half` (`torch.fft.*` on CPU), `RuntimeError: MKL FFT
@@ -154,7 +158,10 @@ class HalfWithoutKernel(Rule):
         )
         related = [(fact.origin.node, fact.origin.text)] if fact.origin is not None else []
         message, more, _ = self.with_evidence(message, call.scope, fact, related)
-        severity = Severity.WARNING if row.family == FFT and size is None else None
+        premise = fp16_run_kept(fact)  # float16 only in a float16 run, which the code may not make
+        if premise:
+            message += "; this holds if it runs in float16 (the code converts only bfloat16)"
+        severity = Severity.WARNING if premise or (row.family == FFT and size is None) else None
         self.report(call.node, message, related=more, severity=severity)
 
 

@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 
 from mpcheck.engine.facts import UNKNOWN, Fact, Kind, Prec, dtype_object
-from mpcheck.engine.guards import fp16_upcast, runs_take
+from mpcheck.engine.guards import bf16_upcast, fp16_run_kept, fp16_upcast, runs_take
 from mpcheck.project.names import dotted
 
 # What ``<name>.dtype`` is for each tensor name the tests use.
@@ -109,4 +109,43 @@ def test_after_an_upcast_only_the_float16_run_takes_the_value_is_never_float16()
         """
     )
     assert [(f.prec, f.dtype) for f in facts[:2]] == [(Prec.HALF, "bfloat16")] * 2
-    assert facts[2].prec is not Prec.HALF  # the float16 run keeps ``z`` half: no split
+    # the float16 run keeps ``z`` as it came: float16 there, said to hold in that run only
+    assert (facts[2].prec, facts[2].dtype) == (Prec.HALF, "float16") and fp16_run_kept(facts[2])
+
+
+def test_an_upcast_in_the_bfloat16_run_only_is_half_only_as_float16() -> None:
+    test = cst.parse_expression("x.dtype == torch.bfloat16")
+    split = bf16_upcast(FLOAT32, MODEL, test)
+    assert split is not None and (split.prec, split.dtype) == (Prec.HALF, "float16")
+    assert fp16_run_kept(split) and split.origin is not None and split.origin.node is test
+    # the bfloat16 run keeps the model's dtype, or the float16 side is float32 or half: none
+    assert bf16_upcast(MODEL, FLOAT32, test) is None
+    assert bf16_upcast(FLOAT32, Fact(Kind.TENSOR, Prec.HALF, "bfloat16"), test) is None
+    assert bf16_upcast(FLOAT32, FLOAT32, test) is None
+    assert not fp16_run_kept(Fact(Kind.TENSOR, Prec.HALF, "float16"))
+
+
+def test_a_float16_run_kept_value_survives_an_if_not_about_precision() -> None:
+    from tests.test_analysis import probe
+
+    facts = probe(
+        """
+        def fourier_filter(x):
+            B, C, H, W = x.shape
+            if (W & (W - 1)) != 0:
+                x = x.to(dtype=torch.float32)
+            elif x.dtype == torch.bfloat16:
+                x = x.to(dtype=torch.float32)
+            probe.at(x)
+            if x.is_cuda:
+                y = x.float()
+            elif x.dtype == torch.bfloat16:
+                y = x.float()
+            else:
+                y = x
+            probe.at(y)
+        """
+    )
+    assert (facts[0].prec, facts[0].dtype) == (Prec.HALF, "float16")
+    assert facts[0].origin is not None and "on the path where" in facts[0].origin.text
+    assert facts[1].prec is not Prec.HALF  # ``is_cuda`` names a device: the join stays

@@ -17,6 +17,7 @@ from dataclasses import replace
 import libcst as cst
 
 from mpcheck.engine.facts import Fact, Origin, Prec
+from mpcheck.engine.guards import fp16_run_kept
 
 # identifier words (split at ``_``, ``.`` and other non-alphanumerics) that tie a branch to
 # a precision, a device or a model's loading mode
@@ -63,6 +64,18 @@ def float32_path(then: Fact, other: Fact, in_module: bool) -> tuple[Fact, bool] 
             if low.origin is None or isinstance(low.origin.node, cst.Param):
                 continue
         return taken, is_then
+    return None
+
+
+def fp16_run_path(then: Fact, other: Fact) -> tuple[Fact, bool] | None:
+    """The side of an ``if`` that a float16 run leaves float16 (``elif x.dtype ==
+    torch.bfloat16: x = x.float()``, :func:`~mpcheck.engine.guards.bf16_upcast`) when the
+    other side is float32, and whether it is the ``then`` side: the float16 run reaches the
+    code after on that path in float16 (FreeU's filter upcasts sizes that are no power of two,
+    and of the half dtypes only bfloat16). None otherwise."""
+    for kept, full, is_then in ((then, other, True), (other, then, False)):
+        if fp16_run_kept(kept) and full.is_tensor and full.prec is Prec.FULL:
+            return kept, is_then
     return None
 
 

@@ -35,7 +35,7 @@ from mpcheck.engine.facts import (
 from mpcheck.engine.families import computed_attribute
 from mpcheck.engine.frames import Frame
 from mpcheck.engine.functions import Definitions
-from mpcheck.engine.guards import fp16_upcast, runs_take
+from mpcheck.engine.guards import run_split, runs_take
 from mpcheck.engine.handed import hand_over
 from mpcheck.engine.imported import call_result
 from mpcheck.engine.modules import FP32_LAYER, Modules
@@ -284,9 +284,8 @@ class Expressions:
         taken, fp16 = runs_take(node.test, lambda side: self.expr(side, frame))
         if taken is not None:
             return body if taken else orelse
-        split = (
-            fp16_upcast(*((body, orelse) if fp16 else (orelse, body))) if fp16 is not None else None
-        )
+        runs = (body, orelse) if fp16 else (orelse, body)
+        split = run_split(*runs, node.test) if fp16 is not None else None
         if split is not None:
             return split
         tested = none_tested(node.test)

@@ -335,12 +335,53 @@ def fp16_upcast(fp16_side: Fact, other: Fact) -> Fact | None:
     return Fact(Kind.TENSOR, Prec.HALF, "bfloat16", other.origin, fp16_side.params | other.params)
 
 
-def split_by_run(env: Env, fp16_env: Env, other_env: Env) -> None:
-    """After ``if x.dtype == torch.float16: x = x.float()``, what :func:`fp16_upcast` makes of
-    each name the two runs' paths left apart (``fp16_env``: the path the float16 run took)."""
+FP16_RUN_KEPT = " in a float16 run"  # (the words that mark :func:`bf16_upcast`'s value)
+
+
+def fp16_run_kept(fact: Fact) -> bool:
+    """A value :func:`bf16_upcast` made: float16 in the float16 run, which kept it as it came."""
+    origin = fact.origin
+    return (
+        fact.is_tensor
+        and fact.prec is Prec.HALF
+        and origin is not None
+        and (FP16_RUN_KEPT in origin.text)
+    )
+
+
+def bf16_upcast(bf16_side: Fact, fp16_side: Fact, test: cst.BaseExpression) -> Fact | None:
+    """``x.float() if x.dtype == torch.bfloat16 else x``: the mirror of :func:`fp16_upcast`.
+    A test that converts one half dtype is the code's word that half values come here; the
+    float16 run fails it and keeps its tensor as it came, float16 (float32 in the bfloat16
+    run): half only as float16. None for other pairs."""
+    if not (bf16_side.is_tensor and fp16_side.is_tensor and bf16_side.prec is Prec.FULL):
+        return None
+    if fp16_side.prec not in (Prec.MODEL, Prec.UNKNOWN):
+        return None
+    code = cst.Module([]).code_for_node(test)
+    kept = fp16_side.origin
+    origin = Origin(
+        test,
+        kept.cause if kept is not None else Cause.ACTIVATION,
+        f"float16 as it came{FP16_RUN_KEPT}, which `{code}` does not convert",
+    )
+    return Fact(Kind.TENSOR, Prec.HALF, "float16", origin, bf16_side.params | fp16_side.params)
+
+
+def run_split(fp16_side: Fact, other: Fact, test: cst.BaseExpression) -> Fact | None:
+    """What a value is after a test only one half dtype's run takes (``fp16_side``: the
+    float16 run's value, ``other``: the bfloat16 run's): half only as the run that did not
+    upcast it."""
+    return fp16_upcast(fp16_side, other) or bf16_upcast(other, fp16_side, test)
+
+
+def split_by_run(env: Env, fp16_env: Env, other_env: Env, test: cst.BaseExpression) -> None:
+    """After ``if x.dtype == torch.float16: x = x.float()`` (or ``torch.bfloat16``), what
+    :func:`run_split` makes of each name the two runs' paths left apart (``fp16_env``: the
+    path the float16 run took)."""
     for name, fact in fp16_env.items():
         other = other_env.get(name)
-        split = fp16_upcast(fact, other) if other is not None and other is not fact else None
+        split = run_split(fact, other, test) if other is not None and other is not fact else None
         if split is not None:
             env[name] = split
 

@@ -13,7 +13,7 @@ import libcst as cst
 
 from mpcheck.engine.autocast import Regions
 from mpcheck.engine.base import CallRecord, Walk, shorten
-from mpcheck.engine.branches import about_precision, float32_path, on_path
+from mpcheck.engine.branches import about_precision, float32_path, fp16_run_path, on_path
 from mpcheck.engine.exits import close_loop, leave, merge_paths, settle
 from mpcheck.engine.expressions import Expressions
 from mpcheck.engine.facts import (
@@ -175,7 +175,8 @@ class Statements:
             if half is not None:
                 half_path(stmt, frame, half, then, other)
             elif fp16 is not None:  # ``if x.dtype == torch.float16: x = x.float()``
-                split_by_run(frame.env, *((then.env, other.env)[:: 1 if fp16 else -1]))
+                fp16_env, bf16_env = (then.env, other.env) if fp16 else (other.env, then.env)
+                split_by_run(frame.env, fp16_env, bf16_env, stmt.test)
             self.one_path(stmt.test, frame, then, other)
             self.switched_paths(stmt, frame, then, other)
             remember_optional(frame.env, then.env, other.env)
@@ -225,13 +226,14 @@ class Statements:
                 self.block(body.body, frame)
 
     def one_path(self, test: cst.BaseExpression, frame: Frame, then: Frame, other: Frame) -> None:
-        """Keep a float32 value of one path where the test is not about precision (the test's
-        source is read only when some value is float32 on one path)."""
+        """Keep a float32 value of one path, or a float16 run's (:func:`fp16_run_path`), where
+        the test is not about precision (the test's source is read only when some value is
+        float32 on one path)."""
         found = []
         for name in frame.env:
             a, b = then.env.get(name), other.env.get(name)
             if a is not None and b is not None and a is not b:
-                side = float32_path(a, b, frame.scope.in_module)
+                side = fp16_run_path(a, b) or float32_path(a, b, frame.scope.in_module)
                 if side is not None:
                     found.append((name, *side))
         if not found:
