@@ -331,7 +331,9 @@ _CLASS = re.compile(rb"^([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?", re.MULT
 # A line at column 0: a class body ends. (Led by the newline before it: a pattern led by ``^``
 # is tried at every offset; a header's end never follows a newline, so none is missed.)
 _TOP = re.compile(rb"\n[^\s#)\]}]")
-_CALLED = re.compile(rb"[A-Z]\w*\s*(?:\.from_\w+)?\(")  # (classes are CapWords)
+# (classes are CapWords; the look-behind after the first letter skips a capital inside a
+# longer name, which :meth:`_Reader.calls` drops, without a look-behind tried at every offset)
+_CALLED = re.compile(rb"[A-Z](?<!\w[A-Z])\w*\s*(?:\.from_\w+)?\(")
 _IDENT = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
 _DOTTED = re.compile(rb"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*")
 _ASSIGNED = re.compile(rb"[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*$")
