@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mpcheck.project import callers, construction, reach, records
 from mpcheck.project.brackets import closing, enclosing, opening
-from mpcheck.project.lines import line_matches
+from mpcheck.project.lines import headers, line_matches, narrowed
 
 ROOT = Path(__file__).resolve().parent.parent
 _PIECES = [
@@ -39,18 +39,42 @@ def _spans(matches: object) -> list[tuple[tuple[int, int], ...]]:
 
 
 def test_line_anchored_patterns_found_by_a_literal_match_as_finditer_does() -> None:
-    pairs = [
-        (records._DEF, records._DEF_WORD),
-        (records._CLASS, records._CLASS_WORD),
-        (records._MADE, records._MADE_CALL),
-        (callers._HEADER, callers._HEADER_WORD),
-        (construction._HEADER, construction._HEADER_WORD),
-        (reach._DEF, reach._DEF_WORD),
-    ]
+    pairs = [(records._MADE, records._MADE_CALL), (reach._DEF, reach._DEF_WORD)]
     for code in _corpus():
         for pattern, lead in pairs:
             expected = _spans(pattern.finditer(code))
             assert _spans(line_matches(pattern, lead, code)) == expected, (pattern, code)
+
+
+def test_headers_read_once_answer_as_each_pass_searching_for_its_own() -> None:
+    """The headers found once (:func:`~mpcheck.project.lines.headers`) and the narrower
+    header patterns matched only at their lines find what each pattern's ``finditer`` found;
+    construction's reading of them holds in the code with its imports blanked."""
+    header = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
+    spaced = _corpus() + [
+        b"from a import (b)def f(x):\n    pass\n",
+        b"from a import (b,\ndef f(x): pass\n)\nclass C: pass\n",
+    ]
+    for code in spaced:
+        found = headers(code)
+        assert _spans(found) == _spans(header.finditer(code)), code
+        for pattern in (records._DEF, records._CLASS, reach._DEF):
+            expected = _spans(pattern.finditer(code))
+            assert _spans(narrowed(pattern, found, code)) == expected, (pattern, code)
+        blanked = construction._blank_imports(code)[0]
+        assert construction.construction_of(code, "m", found) == construction.construction_of(
+            code, "m"
+        ), code
+        assert construction.construction_of(code, "m") == _construction_as_before(blanked)
+        assert callers.callers_of(code, "m", {"g": "p.g"}, False, found) == callers.callers_of(
+            code, "m", {"g": "p.g"}, False
+        )
+
+
+def _construction_as_before(blanked: bytes) -> object:
+    """``construction_of`` as it read the headers of the import-blanked code itself
+    (blanking the imports of that code again changes nothing)."""
+    return construction.construction_of(blanked, "m", headers(blanked))
 
 
 def test_a_match_spanning_lines_hides_the_lines_it_covers_as_in_finditer() -> None:
@@ -186,7 +210,7 @@ def test_keyword_led_scans_answer_as_the_patterns_they_replaced() -> None:
 
     for code in _keyword_corpus():
         old = _OLD_IMPORTS.sub(lambda m: m.group().translate(construction.SPACES), b"\n" + code)
-        assert construction._blank_imports(code) == old[1:], code
+        assert construction._blank_imports(code)[0] == old[1:], code
         heads = [(m.start(), m.group(1)) for m in callables._METHOD.finditer(code)]
         assert heads == [(m.start(), m.group(1)) for m in _OLD_METHOD.finditer(code)], code
         splits = [

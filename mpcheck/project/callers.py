@@ -31,6 +31,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping
 
 from mpcheck.knowledge import torch_api as T
+from mpcheck.project import lines
 from mpcheck.project.arguments import FULL, NUMBER, Handed, arguments_of
 from mpcheck.project.brackets import enclosing
 from mpcheck.project.construction import body_end
@@ -50,8 +51,6 @@ CallersPass = tuple[
 EMPTY: CallersPass = ((), (), (), ())
 ESCAPED: Handed = ("!",)
 
-_HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
-_HEADER_WORD = re.compile(rb"(?:def|class)[ \t]+\w")  # (see :func:`line_matches`)
 _SKIP = frozenset(w.encode() for w in (*keyword.kwlist, *dir(builtins), "self", "cls", "super"))
 # Libraries a file imports functions from: nobody's helper in the project (kept out of records).
 _LIBRARIES = frozenset(
@@ -64,14 +63,21 @@ _LIBRARIES = frozenset(
 _CALL = re.compile(rb"([a-z_](?<![\w.][a-z_])\w*)(?:\.([a-z_]\w*))?[ \t]*\(")
 
 
-def callers_of(code: bytes, module: str, imports: Mapping[str, str], stars: bool) -> CallersPass:
+def callers_of(
+    code: bytes,
+    module: str,
+    imports: Mapping[str, str],
+    stars: bool,
+    headers_read: list[re.Match[bytes]] | None = None,
+) -> CallersPass:
     """The call sites in ``code`` (blanked) of functions, by caller: see the module docstring.
 
     ``module``: the file's dotted path; ``imports``: what each name its imports bind stands
-    for (``ops`` -> ``pkg.ops``); ``stars``: it star-imports (a bare name may come from any)."""
+    for (``ops`` -> ``pkg.ops``); ``stars``: it star-imports (a bare name may come from any);
+    ``headers_read``: its headers (:func:`~mpcheck.project.lines.headers`), when read."""
     headers = []  # (start, end of body, indent, kind, name)
     names_at = set()  # (where a header's name stands: no call)
-    for match in line_matches(_HEADER, _HEADER_WORD, code):
+    for match in lines.headers(code) if headers_read is None else headers_read:
         indent = len(match.group(1).expandtabs())
         end = body_end(code, match.end(), indent)
         headers.append((match.start(), end, indent, match.group(2), match.group(3).decode()))

@@ -22,18 +22,18 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable
 from zlib import crc32
 
+from mpcheck.project import lines
 from mpcheck.project.brackets import closing
 from mpcheck.project.lines import line_matches
 
 __all__ = ["RUN_BITS", "Construction", "ConstructionPass", "construction_of"]
 
 RUN_BITS = 4096
-_HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
-_HEADER_WORD = re.compile(rb"(?:def|class)[ \t]+\w")  # (see :func:`line_matches`)
 _NAME = re.compile(rb"[A-Za-z_]\w*")
 # Import statements (parenthesised ones over several lines too): they name, not use.
 # (Tried only at the start of a line holding the ``import`` keyword: see :func:`line_matches`.)
@@ -59,14 +59,20 @@ _BOUND = re.compile(rb"[A-Za-z_][\w.]*[ \t]*(?::[^=\n]*)?=[^=]")
 ConstructionPass = tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], int]
 
 
-def construction_of(code: bytes, module: str) -> ConstructionPass:
+def construction_of(
+    code: bytes, module: str, headers_read: list[re.Match[bytes]] | None = None
+) -> ConstructionPass:
     """The construction calls, helper edges and run-time names of a file's blanked ``code``
-    (``module``: its dotted module path, which qualifies the classes named as callers)."""
+    (``module``: its dotted module path, which qualifies the classes named as callers;
+    ``headers_read``: its headers, :func:`~mpcheck.project.lines.headers`, when read: the
+    import statements blanked below hold none)."""
     calls: set[tuple[str, str]] = set()
     edges: set[tuple[str, str]] = set()
-    code = _blank_imports(code)  # ``from .tables import sinusoids`` names only
+    blanked, spans = _blank_imports(code)  # ``from .tables import sinusoids`` names only
+    if headers_read is None or not _headers_kept(code, spans, headers_read):
+        headers_read = lines.headers(blanked)
+    headers, code = headers_read, blanked
     # a name written more often than it is plainly called or defined is used otherwise
-    headers = list(line_matches(_HEADER, _HEADER_WORD, code))
     plain = Counter(m.group(3) for m in headers)
     for start, end, kind, owner in _segments(code, module, headers):
         if kind != _RUN:
@@ -219,18 +225,36 @@ def _head(code: bytes, at: int) -> bytes:
 _CHAIN = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
 
 
-def _blank_imports(code: bytes) -> bytes:
-    """``code`` with its import statements blanked (newlines kept). A pattern led by the
-    newline before a line was tried at every newline of the file, a tenth of the pass."""
+def _blank_imports(code: bytes) -> tuple[bytes, list[tuple[int, int]]]:
+    """``code`` with its import statements blanked (newlines kept), and their spans. A
+    pattern led by the newline before a line was tried at every newline of the file, a tenth
+    of the pass."""
     pieces: list[bytes] = []
+    spans: list[tuple[int, int]] = []
     done = 0
     for match in line_matches(_IMPORTS, _IMPORT_WORD, code):
         pieces += (code[done : match.start()], match.group().translate(SPACES))
+        spans.append(match.span())
         done = match.end()
     if not pieces:
-        return code
+        return code, spans
     pieces.append(code[done:])
-    return b"".join(pieces)
+    return b"".join(pieces), spans
+
+
+def _headers_kept(code: bytes, spans: list[tuple[int, int]], found: list[re.Match[bytes]]) -> bool:
+    """Whether blanking the import ``spans`` of ``code`` leaves its headers ``found`` as they
+    are: no header starts inside one, and no code follows one on its last line (only code
+    that is no Python, such as ``from a import (b)def f``, differs)."""
+    starts = [header.start() for header in found]
+    for start, end in spans:
+        i = bisect_left(starts, start)
+        if i < len(starts) and starts[i] < end:
+            return False
+        nl = code.find(b"\n", end)
+        if code[end : nl if nl >= 0 else len(code)].strip():
+            return False
+    return True
 
 
 # A table for ``bytes.translate``: every byte but a newline becomes a space (one C call).

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from mpcheck.project.lines import line_matches
+from mpcheck.project.lines import line_matches, narrowed
 
 __all__ = ["CONFIG_LOADERS", "SIDE_SUFFIXES", "ReachPass", "Reached", "reach_of"]
 
@@ -74,11 +74,16 @@ _LIBRARIES = frozenset(
 
 
 def reach_of(
-    data: bytes, code: bytes, imports: Mapping[str, str], plain: Iterable[str] = ()
+    data: bytes,
+    code: bytes,
+    imports: Mapping[str, str],
+    plain: Iterable[str] = (),
+    headers_read: list[re.Match[bytes]] | None = None,
 ) -> ReachPass:
     """The file's part (see :data:`ReachPass`): ``data`` its bytes, ``code`` the same with
     strings and comments blanked, ``imports`` what the names its imports bind stand for,
-    ``plain`` the modules of its ``import a.b.c`` (which binds only ``a``)."""
+    ``plain`` the modules of its ``import a.b.c`` (which binds only ``a``), ``headers_read``
+    its headers (:func:`~mpcheck.project.lines.headers`) when already read."""
     entry = _ENTRY.match(code) is not None or _ENTRY_LINE.search(code) is not None
     dynamic = STATIC
     if b"import_module" in data or b"__import__" in data:
@@ -104,7 +109,12 @@ def reach_of(
             at = code.find(key, at + 1)
     strings = {m.group(2).decode() for m in _STRING.finditer(data)}
     unnamed = []  # (written once: at its ``def``; a longer name containing it keeps it named)
-    for match in line_matches(_DEF, _DEF_WORD, code):
+    defs = (
+        line_matches(_DEF, _DEF_WORD, code)
+        if headers_read is None
+        else narrowed(_DEF, headers_read, code)
+    )
+    for match in defs:
         name = match.group(1)
         if not name.startswith(b"__") and data.count(name) == 1:
             if not _decorated(code, match.start()):

@@ -29,6 +29,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from zlib import crc32
 
@@ -40,7 +41,7 @@ from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.defaults import DEFAULT_SET, half_default_extents
-from mpcheck.project.lines import line_matches
+from mpcheck.project.lines import headers, line_matches, narrowed
 from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
 from mpcheck.project.returns import (
     annotated_returns,
@@ -327,9 +328,12 @@ def _blanked(match: re.Match[bytes]) -> bytes:
 
 
 _CLASS = re.compile(rb"^([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?", re.MULTILINE)
-_CLASS_WORD = re.compile(rb"class[ \t]+\w")
-_TOP = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)  # a line at column 0: a class body ends
-_CALLED = re.compile(rb"[A-Z]\w*\s*(?:\.from_\w+)?\(")  # (classes are CapWords)
+# A line at column 0: a class body ends. (Led by the newline before it: a pattern led by ``^``
+# is tried at every offset; a header's end never follows a newline, so none is missed.)
+_TOP = re.compile(rb"\n[^\s#)\]}]")
+# (classes are CapWords; the look-behind after the first letter skips a capital inside a
+# longer name, which :meth:`_Reader.calls` drops, without a look-behind tried at every offset)
+_CALLED = re.compile(rb"[A-Z](?<!\w[A-Z])\w*\s*(?:\.from_\w+)?\(")
 _IDENT = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
 _DOTTED = re.compile(rb"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*")
 _ASSIGNED = re.compile(rb"[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*$")
@@ -370,6 +374,7 @@ class _Reader:
         package = path.replace("\\", "/").endswith("__init__.py")
         self.package = self.module if package else self.module.rpartition(".")[0]
         self.code = blank(data)
+        self._found = headers(self.code)  # every ``def`` and ``class`` header, read once
         self.imports: dict[str, str] = {}
         self.stars: list[str] = []
         self.plain: list[str] = []  # ``import a.b.c`` (its name binds only ``a``)
@@ -521,7 +526,7 @@ class _Reader:
                 if kind == wrap.FULL:
                     masked[start:end] = b" " * (end - start)
         half = _has_any(masked, _HALF_LITERALS) and HALF_WORDS.search(masked) is not None
-        found = list(line_matches(_CLASS, _CLASS_WORD, code))
+        found = narrowed(_CLASS, self._found, code)
         self._class_matches = found  # (:meth:`_owner` spans them only when ``self`` is cast)
         self.local = {m.group(2).decode() for m in found if not m.group(1)}
         classes, bodies = self._classes(found)
@@ -583,11 +588,11 @@ class _Reader:
             ),
             tuple(wrapped),
             self._accelerate_deepspeed(code),
-            construction_of(code, self.module),
-            callers_of(code, self.module, self.imports, bool(self.stars)),
+            construction_of(code, self.module, self._found),
+            callers_of(code, self.module, self.imports, bool(self.stars), self._found),
             self.spot(main.start())[0] if main else 0,
             tuple(sorted(parts)),
-            reach_of(self.data, code, self.imports, self.plain),
+            reach_of(self.data, code, self.imports, self.plain, self._found),
             callables_of(self.data, code),
             may_autocast(code, self.imports.values()),
             tuple(sorted(factories)),
@@ -784,7 +789,7 @@ class _Reader:
                 if base and "=" not in base and "*" not in base:
                     bases.append(self.resolve(base) or base)
             end = _TOP.search(code, match.end())
-            stop = end.start() if end else len(code)
+            stop = end.start() + 1 if end else len(code)
             built = set()
             calls = self.calls()
             i = bisect_right(calls, (match.end(),))
@@ -799,8 +804,7 @@ class _Reader:
             line = self.spot(match.start())[0]
             word = name.encode()
             named = self.data.count(word) > self.data.count(word, match.start(), stop)
-            before = code[: match.start()].rstrip()
-            named = named or before[before.rfind(b"\n") + 1 :].lstrip().startswith(b"@")
+            named = named or _decorated(code, match.start())
             built_by = tuple(sorted(built))
             computes = _computes_dtype(code[match.end() : stop])
             out.append(ClassRecord(qualified, line, tuple(bases), built_by, named, computes))
@@ -1294,7 +1298,7 @@ class _Reader:
     def _def_headers(self) -> list[re.Match[bytes]]:
         """Every ``def`` header of the file (:data:`_DEF`), found once for all who ask."""
         if self._headers is None:
-            self._headers = list(line_matches(_DEF, _DEF_WORD, self.code))
+            self._headers = narrowed(_DEF, self._found, self.code)
         return self._headers
 
     def _top_defs(self) -> dict[str, int]:
@@ -1736,12 +1740,19 @@ def _escapes(
 def _names_pattern(names: Iterable[str]) -> re.Pattern[bytes]:
     """Each use of one of ``names`` (not part of a longer name or an attribute), longest
     first. Each name checks what stands before it after it: a leading look-behind is tried
-    at every offset of the file, a name only where its first letter stands."""
+    at every offset of the file, a name only where its first letter stands. (Two names of
+    one length never both match at one offset: their order among themselves is free, and
+    the pattern of a set is compiled once: the same variables recur over a project.)"""
+    return _uses_pattern(frozenset(names))
+
+
+@lru_cache(maxsize=1024)
+def _uses_pattern(names: frozenset[str]) -> re.Pattern[bytes]:
     return re.compile(
         rb"("
         + b"|".join(
             re.escape(v.encode()) + rb"(?<![\w.]" + re.escape(v.encode()) + rb")"
-            for v in sorted(names, key=len, reverse=True)
+            for v in sorted(names, key=lambda v: (-len(v), v))
         )
         + rb")(?![\w])"
     )
@@ -2095,9 +2106,6 @@ def _casting_spans(
 
 
 _DEF = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
-_DEF_WORD = re.compile(
-    rb"def[ \t]+\w"
-)  # (what :func:`~mpcheck.project.lines.line_matches` looks for)
 _DEDENTS: dict[int, re.Pattern[bytes]] = {}
 _MAIN = re.compile(rb"^if[ \t(]+__name__[ \t]*==", re.MULTILINE)
 _KEEPING_EXPORTS = frozenset(
@@ -2137,12 +2145,25 @@ def _computes_dtype(body: bytes) -> bool:
     """Whether a class body hands a call a dtype it computes itself: ``dtype=name`` of a
     name the body assigns from a call (a helper reading a configuration). A parameter of
     ``__init__`` (the factory kwargs' case) or a written dtype is none: the build that
-    hands the parameter, or the dtype written, decides those."""
-    for match in _DTYPE_KEYWORD.finditer(body):
-        name = re.escape(match.group(1))
-        if re.search(_ASSIGNED_FROM_CALL % name, body, re.MULTILINE):
-            return True
-    return False
+    hands the parameter, or the dtype written, decides those. (Each name is looked up once:
+    a body hands the same ``dtype=dtype`` to many of its parts.)"""
+    names = dict.fromkeys(m.group(1) for m in _DTYPE_KEYWORD.finditer(body))
+    return any(
+        re.search(_ASSIGNED_FROM_CALL % re.escape(name), body, re.MULTILINE) for name in names
+    )
+
+
+def _decorated(code: bytes, at: int) -> bool:
+    """Whether the last line holding code before the offset ``at`` starts with ``@`` (read
+    from a window that grows until it holds that whole line: a copy of all the code before
+    each class made the pass quadratic in a file's classes)."""
+    size = 256
+    while True:
+        start = max(0, at - size)
+        before = code[start:at].rstrip()
+        if start == 0 or b"\n" in before:
+            return before[before.rfind(b"\n") + 1 :].lstrip().startswith(b"@")
+        size *= 4
 
 
 def _plain(bases: bytes | None) -> bool:
