@@ -136,8 +136,9 @@ class HalfPrecisionVariance(Rule):
         `torchaudio.load`, a `softmax`, `tanh` or `sin` output, pixels after `/ 255`, and what
         shape-only ops, `clamp` and arithmetic with numbers make of them): their squares fit.
         A variance of values within b is at most b² only with `unbiased=False`
-        (`correction=0`): torch's default unbiased variance reaches 2b² (two values ±b), so
-        it fits only for values within 181.
+        (`correction=0`, or `False` passed in `unbiased`'s place): torch's default unbiased
+        variance reaches 2b² (two values ±b), so it fits only for values within 181. The
+        variance of `torch.var_mean`'s pair is bounded as `var`'s.
         An STFT bin is bounded by `n_fft * max|window| * max|x|`, so the power of a short
         frame of bounded audio fits (128 points: 16384), and that of a 1024-point frame
         may not (a full-scale sine gives |X| = 256 with a Hann window, whose square is inf).
@@ -220,16 +221,11 @@ class HalfPrecisionVariance(Rule):
         if subject is None:
             return
         if name in VARIANCES:
-            # the engine bounds a variance by its input's bound (2b² unbiased, b² not); the
-            # pair of ``var_mean`` is not a tensor, so its variance is unbounded here
-            if call.result.is_tensor:
-                bound = call.result.bound
-            else:  # ``var_mean``'s pair: its variance is at most 2b², as ``var``'s
-                given = subject.fact.bound
-                bound = None if given is None else 2 * given * given
-            fits = bound is not None and bound <= FP16_MAX
+            # the engine bounds a variance by its input's bound (2b² unbiased, b² not)
+            variance = _variance(call.result)
+            fits = variance.bound is not None and variance.bound <= FP16_MAX
             if _may_be_fp16(subject.fact) and not fits:
-                self._pend(call, subject.node, subject.fact, "a variance")
+                self._pend(call, subject.node, subject.fact, "a variance", variance)
             return
         base = _square_base(subject.node) if name in REDUCTIONS else None
         if base is not None and _may_be_fp16(subject.fact) and not _fits(call, name, subject):
@@ -292,7 +288,16 @@ class HalfPrecisionVariance(Rule):
         self.pending[call.node] = (message, related)
         self.confirmed.append(call.node)
 
-    def _pend(self, call: CallSite, tensor: cst.BaseExpression, fact: Fact, what: str) -> None:
+    def _pend(
+        self,
+        call: CallSite,
+        tensor: cst.BaseExpression,
+        fact: Fact,
+        what: str,
+        result: Fact | None = None,
+    ) -> None:
+        """Hold the finding until ``result`` (the call's, or the variance of its pair)
+        reaches a root or a division."""
         if fact.prec is Prec.HALF:
             dtype = "float16" if fact.dtype == "float16" else "half precision (float16 on a path)"
         else:
@@ -313,7 +318,8 @@ class HalfPrecisionVariance(Rule):
         premise = "if `{subject}` runs in float16"  # (or why the model's dtype is float16)
         message, related, _ = self.with_evidence(message, call.scope, fact, related, premise)
         self.pending[call.node] = (message, related)
-        self.carried[id(call.result)] = (call.result, call.node)
+        result = call.result if result is None else result
+        self.carried[id(result)] = (result, call.node)
 
     def _root(self, call: CallSite) -> None:
         """``rsqrt(x.pow(2).mean(...) + eps)`` -> ``rsqrt(x.float().pow(2).mean(...) + eps)
@@ -341,6 +347,11 @@ class HalfPrecisionVariance(Rule):
             (Edit(call.node, f"{root}.to({name}.dtype)"),),
             applicability="unsafe",
         )
+
+
+def _variance(result: Fact) -> Fact:
+    """The variance a call gives: its result, or the first item of ``var_mean``'s pair."""
+    return result.items[0] if result.items else result
 
 
 def _torch_function(qualname: str | None) -> str | None:

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
 from mpcheck.api import (
     CallSite,
     Cause,
     Fact,
-    Kind,
     Operand,
     PhaseProduct,
     Prec,
     Rule,
-    RuleContext,
     Severity,
     autocast_policy,
     phase_product,
-    reaching_value,
     timestep_cast,
 )
 
@@ -128,12 +123,6 @@ class HalfPositions(Rule):
             return latents
         """
 
-    def __init__(self, ctx: RuleContext) -> None:
-        super().__init__(ctx)
-        # Module calls seen so far (``self.timesteps_proj(t)``): a name rebound to one holds
-        # that module's output, its features, no longer the timestep handed in.
-        self.module_outputs: set[cst.CSTNode] = set()
-
     def check_call(self, call: CallSite) -> None:
         """Report phase products that run in half and timesteps cast away from float32."""
         excused = self.against_half(call.scope, call.result)  # only ever float32, or unbuilt
@@ -142,14 +131,9 @@ class HalfPositions(Rule):
             if not excused:
                 self._product(call, product)
             return
-        if call.module_path is not None and call.receiver is not None:
-            if call.receiver.fact.kind is Kind.MODULE:
-                self.module_outputs.add(call.node)
         cast = timestep_cast(call)
         if cast is None or (excused and not cast.known_half):
             return
-        if not cast.frequencies and reaching_value(call) in self.module_outputs:
-            return  # ``t = self.timesteps_proj(t)``: the name holds the module's features
         what = self.ctx.module.code_for_node(cast.timestep.node)
         target = "half" if cast.target is None else self.ctx.module.code_for_node(cast.target)
         if cast.frequencies:

@@ -383,3 +383,37 @@ def train(x, frames, height):
     assert _found(built) == []  # built once, before any step opens autocast
     method = built.replace("def __init__(", "def build(")  # the same product in a method
     assert _found(method) == [(11, "WARNING")]
+
+
+EMBEDDER = """
+import torch
+from torch import nn
+
+
+def features(t):
+    return t * 2
+
+
+class Features(nn.Module):
+    def forward(self, t):
+        return torch.cat([torch.cos(t[:, None]), torch.sin(t[:, None])], dim=-1)
+
+
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.timesteps_proj = Features()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, timestep, hidden):
+        timestep = {rebound}
+        timestep = timestep.to(hidden.dtype)
+        return self.linear(timestep)
+"""
+
+
+def test_a_timestep_rebound_to_a_modules_output_is_no_timestep() -> None:
+    """The engine (``timestep_cast``) asks the fact of the call reaching the cast: a module's
+    output is its features; a plain function's result of the timestep may be the timestep."""
+    assert _found(EMBEDDER.format(rebound="self.timesteps_proj(timestep)")) == []
+    assert _found(EMBEDDER.format(rebound="features(timestep)")) == [(23, "WARNING")]

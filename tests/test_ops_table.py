@@ -99,6 +99,9 @@ def _check(name: str, row: Op, dt: Any, run: Callable[..., Any]) -> None:
     if Does.VALUES_INDICES in does:
         values, indices = result
         assert values.dtype == dt and indices.dtype == torch.int64
+    if Does.STATISTIC_MEAN in does:
+        statistic, mean = result
+        assert statistic.dtype == dt and mean.dtype == dt
     if Does.SPLIT in does:
         assert isinstance(result, (tuple, list)) and all(r.dtype == dt for r in result)
     if Does.REDUCES_ALL in does:  # a method row: called without arguments

@@ -143,3 +143,47 @@ def test_integral_joins_only_when_both_paths_are() -> None:
     a = Fact(Kind.TENSOR, Prec.FULL, "float32", bound=8.0, integral=True)
     b = Fact(Kind.TENSOR, Prec.FULL, "float32", bound=8.0)
     assert join(a, a).integral and not join(a, b).integral
+
+
+def test_a_variance_read_with_unbiased_false_by_position_is_the_population_one() -> None:
+    """``x.var(dim, unbiased, keepdim)`` and ``torch.var(x, unbiased)``: a ``False`` in
+    ``unbiased``'s place keeps b²; a ``keepdim`` of ``False`` after it changes nothing."""
+    wide = Fact(Kind.TENSOR, Prec.HALF, "float16", bound=200.0)
+    false = Operand(cst.Name("False"), Fact(Kind.OTHER))
+    true = Operand(cst.Name("True"), Fact(Kind.OTHER))
+    assert method("var", wide, number(-1), false) == 40000.0
+    assert function("torch.var", tensor(wide), false) == 40000.0
+    assert function("torch.var", tensor(wide), number(-1), true, false) == 80000.0
+
+
+def _items(qual: str, given: Fact, *args: Operand, **kwargs: Operand) -> list[float | None]:
+    pair = seq_of([given, given])
+    call = CallRecord(NODE, pair, (tensor(given), *args), kwargs, qual=qual)
+    return [item.bound for item in ranged(call).result.items or ()]
+
+
+def test_var_mean_bounds_its_variance_as_var_and_its_mean_by_the_input() -> None:
+    """``torch.var_mean(x)`` is (x.var(), x.mean()): 2b² (b² with ``unbiased=False``) and b."""
+    wide = Fact(Kind.TENSOR, Prec.HALF, "float16", bound=200.0, integral=True)
+    assert _items("torch.var_mean", wide, number(-1)) == [80000.0, 200.0]
+    assert _items("torch.var_mean", wide, correction=number(0)) == [40000.0, 200.0]
+    false = Operand(cst.Name("False"), Fact(Kind.OTHER))
+    assert _items("torch.var_mean", wide, number(-1), false) == [40000.0, 200.0]
+    pair = CallRecord(NODE, seq_of([wide, wide]), (tensor(wide),), qual="torch.var_mean")
+    assert not any(item.integral for item in ranged(pair).result.items or ())
+    assert _items("torch.var_mean", FREE) == [None, None]
+
+
+def test_std_mean_bounds_its_deviation_by_the_root_of_the_variance_bound() -> None:
+    """``torch.std_mean(x)``: the unbiased deviation of values within b reaches sqrt(2)·b (two
+    values ±b; float16 ``[60000, -60000, 60000]`` gives inf on torch 2.13), b without it."""
+    wide = Fact(Kind.TENSOR, Prec.HALF, "float16", bound=60000.0)
+    deviation, mean = _items("torch.std_mean", wide)
+    assert deviation is not None and abs(deviation - 60000.0 * 2**0.5) < 1e-6 and mean == 60000.0
+    assert _items("torch.std_mean", wide, correction=number(0)) == [60000.0, 60000.0]
+
+
+def test_an_unknown_tuple_keeps_its_items_unbounded() -> None:
+    pair = seq_of([UNIT, INT])
+    call = CallRecord(NODE, pair, (tensor(UNIT),), qual="torch.frexp")
+    assert ranged(call) is call

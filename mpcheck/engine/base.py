@@ -82,9 +82,11 @@ class Walk(ABC):
         # Calls to another file's function whose result's dtype was decided over there:
         # the place, so a finding's related locations can name that file.
         self.elsewhere: dict[cst.CSTNode, Place] = {}
-        # Origins of the facts the rules were shown whose dtype was decided in another file
-        # (``Origin.place``): a finding at one of them, or pointing to one, names that place.
-        self.decided: dict[cst.CSTNode, Place] = {}
+        # The facts the rules were shown, in order: the origins among them whose dtype was
+        # decided in another file are looked up for reported findings only (``decided_at``).
+        self._shown: list[Iterable[Fact]] = []
+        # The module calls shown to the rules so far (``CallSite.module_calls``).
+        self.module_calls: set[cst.CSTNode] = set()
         self.source = source
         self.imports = imports
         self.constants = Constants(module, source)  # the numbers names stand for
@@ -195,15 +197,26 @@ class Walk(ABC):
         """Report a call to the rules (if the policy says so); returns its result."""
 
     def shown(self, facts: Iterable[Fact]) -> None:
-        """Facts a site hands the rules: the origins among them (their items', a dtype
-        variable's) decided in another file, by node, for the findings' related locations."""
-        for fact in facts:
-            for part in (fact, *(fact.items or ()), *((fact.elem,) if fact.elem else ())):
-                origin = part.origin
-                while origin is not None:
-                    if origin.place is not None:
-                        self.decided.setdefault(origin.node, origin.place)
-                    origin = origin.via
+        """Facts a site hands the rules (an iterable read again at report time), kept for
+        :meth:`decided_at`: facts are immutable, so their origins can wait to be walked
+        until a finding asks, and a file without findings walks none."""
+        self._shown.append(facts)
+
+    def decided_at(self, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, Place]:
+        """Of ``nodes`` (the findings' nodes and related nodes), those that are the origin of
+        a shown fact (of its items', of a dtype variable's) whose dtype was decided in
+        another file, with that place: the first shown, as the findings' related locations."""
+        wanted = set(nodes)
+        out: dict[cst.CSTNode, Place] = {}
+        for facts in self._shown if wanted else ():
+            for fact in facts:
+                for part in (fact, *(fact.items or ()), *((fact.elem,) if fact.elem else ())):
+                    origin = part.origin
+                    while origin is not None:
+                        if origin.place is not None and origin.node in wanted:
+                            out.setdefault(origin.node, origin.place)
+                        origin = origin.via
+        return out
 
     def code(self, node: cst.CSTNode) -> str:
         """``node``'s source, cut to fit in a message."""

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from mpcheck.engine.attention import AttentionRoles
 from mpcheck.engine.base import CallRecord, Walk
-from mpcheck.engine.facts import Fact
+from mpcheck.engine.facts import Fact, Kind
 from mpcheck.engine.frames import Frame
 from mpcheck.engine.inputs import fed_inputs, feeds_weights
 from mpcheck.engine.sites import CallSite
@@ -36,7 +36,10 @@ class SiteEmitter:
             if owner is not None:
                 owner.fed_inputs |= fed_inputs(fn, call.op, call.receiver, call.args)
         if self.file.reporting.takes("calls"):
-            self.file.shown(_facts(call))
+            self.file.shown(_Facts(call))
+            if module_call and call.path is not None and call.receiver is not None:
+                if call.receiver.fact.kind is Kind.MODULE:
+                    self.file.module_calls.add(call.node)
             role = None
             if call.op is T.OpKind.MATMUL:
                 name = call.method or (call.qual or "").rsplit(".", 1)[-1]
@@ -63,16 +66,26 @@ class SiteEmitter:
                 kept_residual=call.kept_residual,
                 fed=call.fed,
                 handed_split=call.handed_split,
+                module_calls=self.file.module_calls,
             )
             self.file.reporting.call(site)
         return call.result
 
 
-def _facts(call: CallRecord) -> Iterator[Fact]:
-    """The facts a call site shows the rules: its result, receiver and arguments."""
-    yield call.result
-    if call.receiver is not None:
-        yield call.receiver.fact
-    yield from (a.fact for a in call.args)
-    yield from (k.fact for k in call.kwargs.values())
-    yield from (f.fact for f in call.fed)
+class _Facts:
+    """The facts a call site shows the rules: its result, receiver and arguments, read when
+    a finding asks (:meth:`Walk.decided_at`), as often as it asks."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: CallRecord) -> None:
+        self.call = call
+
+    def __iter__(self) -> Iterator[Fact]:
+        call = self.call
+        yield call.result
+        if call.receiver is not None:
+            yield call.receiver.fact
+        yield from (a.fact for a in call.args)
+        yield from (k.fact for k in call.kwargs.values())
+        yield from (f.fact for f in call.fed)

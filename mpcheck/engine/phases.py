@@ -410,6 +410,8 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
     function = call.scope.function
     if not frequencies and function is not None and only_mixed(call.node, function):
         return None  # a noise scaling or a loss weighting: no timestep is embedded
+    if not frequencies and call.module_calls and reaching_value(call) in call.module_calls:
+        return None  # ``t = self.timesteps_proj(t)``: the name holds the module's features
     if call.method in ("half", "bfloat16"):
         return TimestepCast(receiver, frequencies, True, None)
     target = call.arg(None, "dtype")

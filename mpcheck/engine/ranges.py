@@ -12,12 +12,14 @@ of :mod:`mpcheck.knowledge.ranges`; the walk applies them to every call it repor
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import libcst as cst
 
 from mpcheck.engine.base import CallRecord
 from mpcheck.engine.facts import Fact, Kind, Prec
+from mpcheck.engine.sites import Operand
 from mpcheck.knowledge import ranges as R
 
 # Integer dtypes whose every value is bounded by the dtype itself (pixels as loaded).
@@ -38,6 +40,8 @@ def magnitude(fact: Fact) -> float | None:
 def ranged(call: CallRecord) -> CallRecord:
     """``call`` with the bound of its result set from its operands (unchanged when none)."""
     result = call.result
+    if result.kind is Kind.SEQ:
+        return _ranged_items(call)
     if result.kind is not Kind.TENSOR:
         return call
     bound = _bound(call)
@@ -45,6 +49,30 @@ def ranged(call: CallRecord) -> CallRecord:
     if bound == result.bound and integral == result.integral:
         return call
     return replace(call, result=replace(result, bound=bound, integral=integral))
+
+
+def _ranged_items(call: CallRecord) -> CallRecord:
+    """``call`` with the bound of each item of its tuple set (``knowledge.ranges.ITEMS``):
+    ``torch.var_mean(x)``'s variance as ``x.var()``'s, its mean as ``x``'s."""
+    rows = R.ITEMS.get(call.qual or "") if not call.method else None
+    items = call.result.items
+    if rows is None or items is None or len(items) != len(rows):
+        return call
+    bounded = tuple(
+        replace(item, bound=_item_bound(call, row), integral=False) if item.is_tensor else item
+        for item, row in zip(items, rows, strict=True)
+    )
+    return replace(call, result=replace(call.result, items=bounded))
+
+
+def _item_bound(call: CallRecord, row: str) -> float | None:
+    if row == R.MEAN:
+        subject = call.operand(0, "input")
+        return magnitude(subject.fact) if subject is not None else None
+    variance = _variance(call)
+    if row == R.VARIANCE or variance is None:
+        return variance
+    return math.sqrt(variance)
 
 
 def _whole(fact: Fact) -> bool:
@@ -133,16 +161,21 @@ def _variance(call: CallRecord) -> float | None:
     bound = magnitude(subject.fact) if subject is not None else None
     if bound is None:
         return None
-    unbiased, correction = call.kwargs.get("unbiased"), call.kwargs.get("correction")
+    correction = call.kwargs.get("correction")
     population = (
-        unbiased is not None
-        and isinstance(unbiased.node, cst.Name)
-        and unbiased.node.value == "False"
+        any(_false(call.operand(i, "unbiased")) for i in (1, 2))
         or correction is not None
         and correction.fact.kind is Kind.SCALAR
         and correction.fact.value == 0
     )
     return bound * bound if population else 2 * bound * bound
+
+
+def _false(given: Operand | None) -> bool:
+    """``False`` written in ``unbiased``'s place: first after the input
+    (``var(x, unbiased)``) or after a dim (``var(x, dim, unbiased, keepdim)``); a dim is
+    never a bool, and ``keepdim`` comes later."""
+    return given is not None and isinstance(given.node, cst.Name) and given.node.value == "False"
 
 
 def _stft(call: CallRecord) -> float | None:

@@ -6,7 +6,7 @@ rule reads facts as they hold *at that point* of the program.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -202,6 +202,10 @@ class CallSite:
     # Calling a module of another project file whose ``forward`` hands more than its first
     # input to its own layers (``ClassSummary.fed_inputs``): those further arguments
     fed: tuple[Operand, ...] = ()
+    # The calls of a module (``self.timesteps_proj(t)``: a receiver whose fact is a module)
+    # the walk has shown so far in this file: a name bound to one holds that module's output
+    # (:func:`mpcheck.engine.phases.timestep_cast`). The walk's own set, shared by its sites.
+    module_calls: Collection[cst.CSTNode] = ()
 
     @property
     def is_attention(self) -> bool:

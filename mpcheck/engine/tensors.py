@@ -467,6 +467,10 @@ class Tensors:
             return Fact(Kind.SEQ, elem=Fact(Kind.TENSOR, Prec.INT, "int64"))
         if qual in T.SPLIT_FUNCTIONS and args:
             return Fact(Kind.SEQ, elem=args[0].fact)
+        if qual in T.STATISTIC_MEAN_FUNCTIONS and args and args[0].fact.is_tensor:
+            # each item what the call of one tensor gives (its range: engine.ranges)
+            one = carried(promote([args[0].fact], node), node)
+            return seq_of([one, one])
         if leaf in ("softmax", "log_softmax") and "dtype" in kwargs:
             return self.casts.dtype_arg(kwargs["dtype"], node, args[0].fact if args else UNKNOWN)
         if qual == f"torch.{leaf}" and leaf in T.VALUES_INDICES_METHODS and args:

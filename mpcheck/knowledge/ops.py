@@ -30,6 +30,7 @@ class Does(enum.Enum):
     BOOL = "returns a bool tensor"
     NOT_TENSOR = "returns no tensor (a size, a Python value, a context)"
     VALUES_INDICES = "returns (values in the input's dtype, int64 indices) given a dim"
+    STATISTIC_MEAN = "returns (a statistic, the mean), both in the input's dtype"
     SPLIT = "returns pieces in the input's dtype"
     NEW = "has the receiver's dtype unless ``dtype=`` says (``x.new_zeros``)"
     DTYPE_KEYWORD = "makes a tensor whose dtype ``dtype=`` decides"
@@ -60,6 +61,7 @@ def op(*does: Does, casts_to: str | None = None) -> Op:
 SAME, PROMOTED, MATCHED, FLOATING = Does.SAME, Does.PROMOTED, Does.MATCHED, Does.FLOATING
 INTEGER, BOOL, NOT_TENSOR = Does.INTEGER, Does.BOOL, Does.NOT_TENSOR
 VALUES_INDICES, SPLIT, NEW = Does.VALUES_INDICES, Does.SPLIT, Does.NEW
+STATISTIC_MEAN = Does.STATISTIC_MEAN
 DTYPE_KEYWORD, DEFAULT_DTYPE, INTEGER_FACTORY = (
     Does.DTYPE_KEYWORD,
     Does.DEFAULT_DTYPE,
@@ -419,6 +421,8 @@ FUNCTIONS: dict[str, Op] = {
     "torch.split": op(SPLIT),
     "torch.tensor_split": op(SPLIT),
     "torch.unbind": op(SPLIT),
+    "torch.var_mean": op(STATISTIC_MEAN),  # (variance, mean)
+    "torch.std_mean": op(STATISTIC_MEAN),  # (standard deviation, mean)
     # Its other tensors are indices (``torch.gather(x, 1, idx)``), or it requires the second
     # floating tensor to match the first (``grid_sample`` on CPU, torch 2.13: "expected scalar
     # type Half but found Float"), or they are unused placeholders (``F.multi_head_attention_

@@ -94,8 +94,18 @@ DISTINCT_POSITIONS = {"bfloat16": 128.0, "float16": 1024.0}
 # A variance of values within [-b, b]: the population variance is at most b² (Popoviciu), and
 # torch's default, the unbiased one (``correction=1``), is n/(n-1) times it, at most 2b² (two
 # values ±b; measured on torch 2.13: ``tensor([200., -200.]).half().var()`` is inf while b² is
-# 40000). ``unbiased=False`` or ``correction=0`` keeps b². (``var_mean`` returns a pair.)
+# 40000). ``unbiased=False`` or ``correction=0`` keeps b², as does a ``False`` passed in
+# ``unbiased``'s place (``x.var(0, False)``, ``torch.var(x, False)``).
 VARIANCES = frozenset({"var", "torch.var"})
+# Calls that return a tuple of tensors, and what bounds each item: ``VARIANCE`` as a variance
+# above; ``DEVIATION`` its root (b with ``unbiased=False``, else sqrt(2)·b: measured on torch
+# 2.13, ``torch.std_mean`` of float16 ``[60000, -60000, 60000]`` gives inf, past 65504 though
+# every value fits); ``MEAN`` the input's bound (a mean of values within b is within b).
+VARIANCE, DEVIATION, MEAN = "variance", "deviation", "mean"
+ITEMS: dict[str, tuple[str, ...]] = {
+    "torch.var_mean": (VARIANCE, MEAN),
+    "torch.std_mean": (DEVIATION, MEAN),
+}
 # ``x.square()``, ``torch.square(x)``: the bound squared.
 SQUARES = frozenset({"square", "square_"})
 # The short-time Fourier transform (``torch.stft(x, n_fft, ..., window=w)``, ``x.stft(...)``):

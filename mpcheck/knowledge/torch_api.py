@@ -131,6 +131,8 @@ INT_FUNCTIONS = functions_that(Does.INTEGER)
 BOOL_FUNCTIONS = functions_that(Does.BOOL)
 NON_TENSOR_FUNCTIONS = functions_that(Does.NOT_TENSOR)
 SPLIT_FUNCTIONS = functions_that(Does.SPLIT)
+# ``torch.var_mean(x)``, ``torch.std_mean(x)``: (a statistic, the mean), each in x's dtype.
+STATISTIC_MEAN_FUNCTIONS = functions_that(Does.STATISTIC_MEAN)
 # Functions of two floating tensors whose result has the first one's dtype (``grid_sample``
 # refuses a mismatched ``grid``), or whose other tensors are indices or placeholders.
 INPUT_DTYPE_FUNCTIONS = functions_that(Does.FIRST_INPUT)

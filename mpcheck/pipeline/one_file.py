@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -303,8 +303,9 @@ def _run_rules(
         if reports:
             root = options.project_root
             # (a call pointed elsewhere for its own reasons first, then the facts' origins)
-            elsewhere = _elsewhere({**analysis.decided, **analysis.elsewhere}, root)
-            decided = _elsewhere(analysis.decided, root)
+            found = analysis.decided_at(_reported_nodes(reports))
+            elsewhere = _elsewhere({**found, **analysis.elsewhere}, root)
+            decided = _elsewhere(found, root)
             done.diagnostics = _to_diagnostics(
                 module, filename, _unique(reports), ctx.line_refs, elsewhere, source, decided
             )
@@ -312,6 +313,13 @@ def _run_rules(
         return done
     finally:
         analysis.release()
+
+
+def _reported_nodes(reports: Sequence[Report]) -> Iterator[cst.CSTNode]:
+    """The nodes a finding shows: where it is reported, and its related locations."""
+    for report in reports:
+        yield report.node
+        yield from (node for node, _ in report.related)
 
 
 def _elsewhere(places: Mapping[cst.CSTNode, Place], root: str | None) -> dict[cst.CSTNode, Related]:

@@ -198,10 +198,9 @@ def _returns_tensors(
 ) -> set[str] | None:
     """The project functions whose returning tensors this function's tensor returns need
     (empty: none), or None when some ``return`` may return anything else."""
-    params = params_of(code, start)
-    if params is None:
+    body = _body(code, start, end, imports, local, foreign)
+    if body is None:
         return None
-    body = _Body(code, start, end, params, imports, local, foreign)
     found = False
     for match in _RETURN.finditer(code, start, end):
         found = True
@@ -226,8 +225,8 @@ def _library_positions(
     project model in every ``return``: a library class's instance (``CLIPTextModel(cfg)``,
     ``AutoencoderKL.from_pretrained(...)``), a tensor, ``None``; each with the project
     functions its tensors need (see :func:`_returns_tensors`)."""
-    params = params_of(code, start)
-    if params is None or _YIELD.search(code, start, end) or _NESTED.search(code, start, end):
+    body = _body(code, start, end, imports, local, foreign)
+    if body is None or _YIELD.search(code, start, end) or _NESTED.search(code, start, end):
         return []
     returned: list[list[bytes]] = []
     for match in _RETURN.finditer(code, start, end):
@@ -244,10 +243,24 @@ def _library_positions(
     width = len(returned[0])
     out = []
     for index in range(width):
-        body = _Body(code, start, end, params, imports, local, foreign)
+        body.needs = set()  # (each position needs its own functions; the bindings are shared)
         if all(body.no_model(items[index], 0) for items in returned):
             out.append((index if width > 1 else -1, body.needs))
     return out
+
+
+def _body(
+    code: bytes,
+    start: int,
+    end: int,
+    imports: Mapping[str, str],
+    local: Mapping[str, str],
+    foreign: frozenset[str],
+) -> _Body | None:
+    """The body of the function whose name ends before ``start``, read with its parameters
+    (what both readers of its returns start from); None when its ``def`` cannot be read."""
+    params = params_of(code, start)
+    return None if params is None else _Body(code, start, end, params, imports, local, foreign)
 
 
 def params_of(code: bytes, start: int) -> set[bytes] | None:
