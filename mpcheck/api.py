@@ -32,7 +32,6 @@ from mpcheck.engine.phases import (
     PhaseProduct,
     TimestepCast,
     phase_product,
-    reaching_value,
     timestep_cast,
 )
 from mpcheck.engine.sites import (
@@ -158,7 +157,6 @@ __all__ = [
     "autocast_policy",
     "kernelless",
     "phase_product",
-    "reaching_value",
     "timestep_cast",
     "PhaseProduct",
     "TimestepCast",
