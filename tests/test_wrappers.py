@@ -687,7 +687,7 @@ def test_a_wrapper_casts_only_the_models_handed_to_it(
     """A wrapper casts only the models handed to it and the parts they build: a block no
     handed model builds keeps float32 weights (silent). A take handing a model of unknown
     class (a parameter) may hand it any class: the world opens, and the block's float32 mask
-    is a warning naming the wrapper and that take."""
+    is a warning naming the wrapper and that take, unless nothing runs the take."""
     assert findings(UNHANDED, capsys, monkeypatch) == []
     old, new = "trainer.fit(Denoiser(), data)", "trainer.fit(model or Denoiser(), data)"
     case = variant(tmp_path, UNHANDED, "restore/train.py", old, new)
@@ -696,6 +696,11 @@ def test_a_wrapper_casts_only_the_models_handed_to_it(
     (finding,) = findings(case, capsys, monkeypatch)
     assert finding["severity"] == "warning" and "`SpareBlock`" in finding["message"]
     assert "handed a model of unknown class at restore/train.py:27" in finding["message"]
+    # (a take in a function nothing runs hands nothing: the world stays closed)
+    legacy = "import lightning as L\n\n\ndef run_legacy(trainer: L.Trainer, net) -> None:\n"
+    (case / "restore/train.py").write_text((UNHANDED / "restore/train.py").read_text())
+    (case / "restore/legacy.py").write_text(f"{legacy}    trainer.fit(net)\n")
+    assert findings(case, capsys, monkeypatch) == []
 
 
 def test_the_handed_block_cast_like_the_wrapper_runs() -> None:

@@ -27,8 +27,11 @@ it (``self`` is one of them; a class defining its own ``to`` is no such case), a
 cast of what a classmethod builds of ``cls`` (``cls(...)``, ``skip_init(cls, ...)``). A
 function's return annotation says what it returns (PEP 484): ``-> Net`` a ``Net`` (a factory of
 it, :meth:`mpcheck.project.records._Reader._annotated`), ``-> Tensor`` no model. Anything else is
-unknown and reaches every class, and so do a wrapper whose setting may cast the models handed
-to it and a half default dtype: no closed world.
+unknown and reaches every class, and so does a half default dtype: no closed world. A wrapper
+whose setting may cast casts only the models handed to it, and the parts they build: the
+classes its takes name are reached with it as their support (:mod:`mpcheck.project.models`),
+and it opens the world only when a take hands it a model of unknown class (a parameter,
+``*models``, a call's value the records cannot follow) or no take of its library is seen.
 
 Whatever opens the world, or reaches a class in a closed one, is kept as an :class:`Opening`
 (kind, words, place), once per project: a premise resting on it names it (issue 36), and the

@@ -601,9 +601,9 @@ def uses_of_records(
                 takes[lib].append(Place(path, line, column, ""))
             for target in expand(name):
                 wrapped.setdefault(target, []).append((lib, Place(path, line, column, "")))
-        for lib, (line, column, _) in record.takes:
-            if lib not in own:
-                takes.setdefault(lib, []).append(Place(path, line, column, ""))
+        for lib, spot in record.takes:
+            if lib not in own:  # (the spot's text: the top-level function holding the take)
+                takes.setdefault(lib, []).append(Place(path, *spot))
         for cls in record.classes:
             for base in cls.bases:
                 parent = names.resolve(base)
@@ -642,6 +642,12 @@ def uses_of_records(
         ran = Reached(reads, side)
     if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
         loose = live(loose, {p: r.module for p, r in records.items()}, ran)
+        # (nor does a take there hand anything; its library's takes are still seen)
+        modules = {p: r.module for p, r in records.items()}
+        takes = {
+            lib: [p.place for p in live((LoosePath(p) for p in places), modules, ran)]
+            for lib, places in takes.items()
+        }
     configured = Configured(side, (s for r in records.values() for s in r.reach[3]), names.classes)
     unsafe.update(loaded(loose, configured))
     only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, computed)

@@ -16,7 +16,8 @@ path and the class, resolved through the file's own imports: ``from .models impo
 * the mixed-precision wrappers it builds (``Accelerator(mixed_precision=...)``, Lightning's
   ``Trainer(precision=...)``, ``TrainingArguments(fp16=True)``, ``deepspeed.initialize``) with
   their effect (:mod:`mpcheck.knowledge.wrappers`), and the models it hands them
-  (``accelerator.prepare(model)``, ``trainer.fit(model)``, ``Trainer(model=model)``).
+  (``accelerator.prepare(model)``, ``trainer.fit(Model())``, ``Trainer(model=model)``), with
+  each take that hands one a model of unknown class (:meth:`_Reader._takes`).
 
 Records come from one cheap pass over the file's code with its strings and comments blanked
 (:func:`blank`), so docstrings, comments and strings never count; they are cached by
@@ -173,7 +174,8 @@ class ModelRecord:
     # their value is no half path of a model; :mod:`mpcheck.project.returns`)
     tensors: tuple[str, ...] = ()
     # (library, spot): its takes of a wrapper handing a model of unknown class (a parameter,
-    # a call it cannot follow): a wrapper of that library that may cast opens the world
+    # a call it cannot follow): a wrapper of that library that may cast opens the world (the
+    # text: the top-level function holding it, "" elsewhere)
     takes: tuple[tuple[str, Spot], ...] = ()
 
     def to_plain(self) -> list[Any]:
@@ -614,7 +616,7 @@ class _Reader:
             tuple(self._owned),
             tuple(sorted({cls for cls, region, _, part in runs if region is None and not part})),
             tensor_returns(code, self._def_headers(), self.module, self.imports, _NOT_PROJECT),
-            tuple(dict.fromkeys((lib, self.spot(at)) for lib, at in takes)),
+            tuple(dict.fromkeys((lib, self.spot(at, self._home(at))) for lib, at in takes)),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
