@@ -11,7 +11,9 @@ casting wrapper is half.
 
 To teach one more wrapper, add its line to :data:`WRAPPERS` (qualified class or function
 name -> the settings that decide its precision) and, if it takes the model by a method of its
-value or a call, to :data:`TAKING_METHODS` or :data:`TAKING_CALLS`.
+value or a call, to :data:`TAKING_METHODS` or :data:`TAKING_CALLS`, with the arguments that
+hand it a model in :data:`HANDING` (a wrapper casts only those: a take handing a model of
+unknown class is what lets it reach any class of the project).
 """
 
 from __future__ import annotations
