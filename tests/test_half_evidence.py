@@ -113,6 +113,7 @@ def test_the_opening_of_a_world_is_its_first_reason() -> None:
             "defaults": False,
             "deepspeed": False,
             "wrappers": {},
+            "takes": {},
             "loose": [],
             "roots": {"m.Model": Opening("reached", "a use of `Model` may cast it")},
             "casts": (),
@@ -136,9 +137,22 @@ def test_the_opening_of_a_world_is_its_first_reason() -> None:
     kinds = world(defaults=True, application=False)[3]
     assert kinds == ("no application", "default dtype")  # (each that opens it, first first)
     assert opened(defaults=True)[""].kind == "default dtype"
-    found = opened(wrappers={"lightning": [(UNKNOWN, wrapper)]})[""]
+    found = opened(wrappers={"lightning": [(UNKNOWN, wrapper)]})[""]  # (no take of it seen)
     text = "the models handed to a wrapper may be cast by `Trainer(precision=p)` at train.py:9"
     assert (found.kind, found.text, found.place) == ("wrapper", text, Place("train.py", 9, 5, text))
+    # a wrapper casts only what it is handed: a model of unknown class handed opens the world,
+    # takes that all name their classes leave it closed (those classes are its roots)
+    taken = Place("train.py", 12, 17, "")
+    found = opened(wrappers={"lightning": [(UNKNOWN, wrapper)]}, takes={"lightning": [taken]})[""]
+    assert found.text == f"{text}, and it is handed a model of unknown class at train.py:12"
+    named = opened(wrappers={"lightning": [(UNKNOWN, wrapper)]}, takes={"lightning": []})
+    assert "" not in named and opened_by(named, "m.Other") is None
+    # (accelerate prepares what DeepSpeed casts in a project that names DeepSpeed)
+    prepared = Place("train.py", 5, 1, "`Accelerator()` at train.py:5")
+    autocast = {"accelerate": [("autocast", prepared)]}
+    assert "" not in opened(wrappers=autocast, takes={"accelerate": [taken]})
+    assert opened(wrappers=autocast, deepspeed=True, takes={"accelerate": [taken]})[""].place
+    assert "" not in opened(wrappers=autocast, deepspeed=True, takes={"accelerate": []})
     closed = opened()
     assert opened_by(closed, "m.Other") is None
     assert opened_by(closed, "m.Model") == Opening("reached", "a use of `Model` may cast it")
@@ -723,6 +737,7 @@ def test_the_closed_world_narrows_a_loose_cast_only_to_what_configurations_name(
             defaults=False,
             deepspeed=False,
             wrappers={},
+            takes={},
             loose=[LoosePath(Place("run.py", 3, 1, ""), source, named)],
             roots={},
             casts=(),

@@ -32,6 +32,8 @@ FSDP1 = XFILE / "bad_fsdp_bf16_params"
 FSDP2 = XFILE / "bad_fsdp2_input_positions"
 COQUI = XFILE / "good_coqui_trainer_model"
 OWN_TRAINER = XFILE / "bad_own_trainer_module"
+BUILT = XFILE / "bad_wrapper_takes_built_module"
+UNHANDED = XFILE / "good_wrapper_leaves_unhanded_module"
 
 
 @pytest.fixture(autouse=True)
@@ -516,7 +518,12 @@ def test_coqui_trainer_step_runs_the_float32_vocoder_under_autocast() -> None:
 
 @pytest.mark.parametrize(
     ("case", "name", "cls"),
-    [(LIGHTNING, "asr.blocks", "Encoder"), (DEEPSPEED, "lm.layers", "GatedMLP")],
+    [
+        (LIGHTNING, "asr.blocks", "Encoder"),
+        (DEEPSPEED, "lm.layers", "GatedMLP"),
+        (BUILT, "denoise.blocks", "MaskedBlock"),
+        (UNHANDED, "restore.blocks", "SpareBlock"),
+    ],
 )
 def test_a_module_cast_to_half_raises_and_under_autocast_runs(
     case: Path, name: str, cls: str
@@ -660,3 +667,95 @@ def test_a_function_sharding_its_argument_is_recorded_and_keeps_nothing() -> Non
     assert record.keepers == ()
     full = record_of(code.replace(b"param_dtype=torch.bfloat16", b"param_dtype=None"), "x.py")
     assert full.wrapping == ()
+
+
+def test_a_module_built_in_the_take_is_cast_by_the_wrapper(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """``trainer.fit(Denoiser(), data)`` hands the trainer a module built in the call: a
+    ``"bf16-true"`` trainer casts it, and its block's float32 mask is an error naming the
+    wrapper (no premise)."""
+    (finding,) = findings(BUILT, capsys, monkeypatch)
+    assert (finding["code"], finding["severity"]) == ("MPC101", "error")
+    assert '`L.Trainer(precision="bf16-true", max_epochs=1)`' in finding["message"]
+    assert "it takes `Denoiser` at denoise/train.py:27" in finding["message"]
+
+
+def test_a_wrapper_casts_only_the_models_handed_to_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """A wrapper casts only the models handed to it and the parts they build: a block no
+    handed model builds keeps float32 weights (silent). A take handing a model of unknown
+    class (a parameter) may hand it any class: the world opens, and the block's float32 mask
+    is a warning naming the wrapper and that take, unless nothing runs the take."""
+    assert findings(UNHANDED, capsys, monkeypatch) == []
+    old, new = "trainer.fit(Denoiser(), data)", "trainer.fit(model or Denoiser(), data)"
+    case = variant(tmp_path, UNHANDED, "restore/train.py", old, new)
+    path = case / "restore/train.py"
+    path.write_text(path.read_text().replace("def main()", "def main(model=None)"))
+    (finding,) = findings(case, capsys, monkeypatch)
+    assert finding["severity"] == "warning" and "`SpareBlock`" in finding["message"]
+    assert "handed a model of unknown class at restore/train.py:27" in finding["message"]
+    # (a take in a function nothing runs hands nothing: the world stays closed)
+    legacy = "import lightning as L\n\n\ndef run_legacy(trainer: L.Trainer, net) -> None:\n"
+    (case / "restore/train.py").write_text((UNHANDED / "restore/train.py").read_text())
+    (case / "restore/legacy.py").write_text(f"{legacy}    trainer.fit(net)\n")
+    assert findings(case, capsys, monkeypatch) == []
+
+
+def test_the_handed_block_cast_like_the_wrapper_runs() -> None:
+    """The good case's handed block casts its float32 mask to the weights' dtype: cast to
+    bfloat16 as ``"bf16-true"`` casts it, it runs; the spare block runs in float32."""
+    torch = pytest.importorskip("torch")
+    blocks = _module(UNHANDED, "restore.blocks")
+    x = torch.randn(2, 8, dtype=torch.bfloat16)
+    assert blocks.MaskedBlock(8).to(torch.bfloat16)(x).dtype == torch.bfloat16
+    assert blocks.SpareBlock(8)(x.float()).dtype == torch.float32
+
+
+def test_a_take_records_the_classes_it_is_handed() -> None:
+    """Each take records the classes of the models handed to it (bound, built in the call),
+    no model for an optimizer, a data loader or a scheduler (``prepare`` takes those too),
+    and each take of a model of unknown class: a parameter, ``*models``, and any take by a
+    value named for a wrapper object in a file that does not import its library."""
+    code = b"""
+from accelerate import Accelerator
+import torch
+from .model import Net
+
+def main(args, other, models):
+    accelerator = Accelerator()
+    model = Net()
+    optimizer = torch.optim.AdamW(model.parameters())
+    loader = build_dataloader(args)
+    scheduler = get_scheduler("cosine", optimizer)
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    net = accelerator.prepare(Net().to("cpu"))
+    accelerator.prepare_model(other)
+    accelerator.prepare(*models)
+    accelerator.unwrap_model(other)
+"""
+    record = record_of(code, "app/train.py")
+    assert [(c, s[0]) for c, s, _ in record.wrapped] == [
+        ("app.model.Net", 12),
+        ("torch.optim.AdamW", 12),
+        ("app.model.Net", 13),
+    ]
+    assert [(lib, s[0]) for lib, s in record.takes] == [("accelerate", 14), ("accelerate", 15)]
+    loop = record_of(
+        b"def fit(accelerator, model):\n    return accelerator.prepare(model)\n", "l.py"
+    )
+    assert [(lib, s[0]) for lib, s in loop.takes] == [("accelerate", 2)]
+    lightning = b"""
+import lightning as L
+from .model import Lit
+
+def main(dm):
+    trainer = L.Trainer(precision="bf16-true")
+    dm.setup("fit")
+    trainer.fit(Lit(), datamodule=dm)
+    trainer.test(ckpt_path="best")
+"""
+    record = record_of(lightning, "app/run.py")
+    assert [(c, s[0]) for c, s, _ in record.wrapped] == [("app.model.Lit", 8)]
+    assert record.takes == ()

@@ -11,7 +11,9 @@ casting wrapper is half.
 
 To teach one more wrapper, add its line to :data:`WRAPPERS` (qualified class or function
 name -> the settings that decide its precision) and, if it takes the model by a method of its
-value or a call, to :data:`TAKING_METHODS` or :data:`TAKING_CALLS`.
+value or a call, to :data:`TAKING_METHODS` or :data:`TAKING_CALLS`, with the arguments that
+hand it a model in :data:`HANDING` (a wrapper casts only those: a take handing a model of
+unknown class is what lets it reach any class of the project).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ __all__ = [
     "FSDP_POLICIES",
     "FSDP_WRAPPERS",
     "FULL",
+    "HANDING",
     "KEYED",
+    "NOT_MODELS",
     "TAKING_CALLS",
     "TAKING_METHODS",
     "UNKNOWN",
@@ -222,6 +226,44 @@ TAKING_CALLS: Mapping[str, str] = MappingProxyType(
         **dict.fromkeys(FSDP_WRAPPERS, "torch"),
     }
 )
+# Which arguments of a take hand the wrapper a model: (keywords, position), by the qualified
+# call of :data:`TAKING_CALLS` or ``library.method`` of :data:`TAKING_METHODS`; position
+# None: every positional argument may be one (accelerate's ``prepare(*args)`` takes models,
+# optimizers, data loaders and schedulers alike and casts none of them itself); -1: none
+# (``unwrap_model`` returns what ``prepare`` was handed). A wrapper casts only the models
+# handed to it (and the parts they build): the other arguments (Lightning's
+# ``datamodule=``, ``Fabric.setup``'s optimizers after the module, DeepSpeed's
+# ``optimizer=``) are no model. ``model_init`` builds the model: what it returns is handed.
+HANDING: Mapping[str, tuple[tuple[str, ...], int | None]] = MappingProxyType(
+    {
+        "accelerate.prepare": ((), None),
+        "accelerate.prepare_model": (("model",), 0),
+        "accelerate.unwrap_model": ((), -1),
+        **dict.fromkeys(
+            ("lightning.fit", "lightning.validate", "lightning.test", "lightning.predict"),
+            (("model",), 0),
+        ),
+        "lightning.setup": (("module",), 0),
+        "lightning.setup_module": (("module",), 0),
+        **dict.fromkeys(
+            (
+                "transformers.Trainer",
+                "transformers.Seq2SeqTrainer",
+                "transformers.trainer.Trainer",
+            ),
+            (("model", "model_init"), 0),
+        ),
+        "deepspeed.initialize": (("model",), 1),
+        **dict.fromkeys(("trainer.Trainer", "trainer.trainer.Trainer"), (("model",), -1)),
+        **dict.fromkeys(FSDP_WRAPPERS, (("module",), 0)),
+    }
+)
+# What a callee's last name says it builds when it is no model: an optimizer, a learning-rate
+# scheduler, a data loader, dataset or sampler (``get_scheduler``, ``optimizer_cls``,
+# ``build_dataloader``): a take handing its value hands no model.
+NOT_MODELS = ("optim", "adam", "sgd", "schedul", "loader", "dataset", "sampler")
+
+
 # Libraries (and trainers) that may run a project's models under autocast, whatever the
 # project's own code spells: a file importing one may turn autocast on (Lightning's and
 # accelerate's precision may come from a configuration file or the launcher; transformers'

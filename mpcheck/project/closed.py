@@ -27,8 +27,11 @@ it (``self`` is one of them; a class defining its own ``to`` is no such case), a
 cast of what a classmethod builds of ``cls`` (``cls(...)``, ``skip_init(cls, ...)``). A
 function's return annotation says what it returns (PEP 484): ``-> Net`` a ``Net`` (a factory of
 it, :meth:`mpcheck.project.records._Reader._annotated`), ``-> Tensor`` no model. Anything else is
-unknown and reaches every class, and so do a wrapper whose setting may cast the models handed
-to it and a half default dtype: no closed world.
+unknown and reaches every class, and so does a half default dtype: no closed world. A wrapper
+whose setting may cast casts only the models handed to it, and the parts they build: the
+classes its takes name are reached with it as their support (:mod:`mpcheck.project.models`),
+and it opens the world only when a take hands it a model of unknown class (a parameter,
+``*models``, a call's value the records cannot follow) or no take of its library is seen.
 
 Whatever opens the world, or reaches a class in a closed one, is kept as an :class:`Opening`
 (kind, words, place), once per project: a premise resting on it names it (issue 36), and the
@@ -49,6 +52,7 @@ from mpcheck.project.summary import Place
 __all__ = [
     "ALONE",
     "REACHED",
+    "WRAPPER",
     "Closed",
     "Configured",
     "LoosePath",
@@ -162,6 +166,7 @@ def closed_world(
     defaults: bool,
     deepspeed: bool,
     wrappers: Mapping[str, list[tuple[str, Place]]],
+    takes: Mapping[str, Sequence[Place]],
     loose: Sequence[LoosePath],
     roots: Mapping[str, Opening],
     casts: Collection[str],
@@ -181,8 +186,9 @@ def closed_world(
     first thing that opens it); and the kinds of all that open it, each once, first first
     (what would open it still without the first). ``roots``: the classes a half path names
     (casts, library bases, uses that may cast, classes computing their parts' dtype), each
-    with why; ``classes``: project class -> its file."""
-    opens = _openings(application, package, defaults, deepspeed, wrappers)
+    with why; ``classes``: project class -> its file; ``takes``: each library some take hands
+    a model -> where one hands a model of unknown class."""
+    opens = _openings(application, package, defaults, deepspeed, wrappers, takes, where)
     targets: dict[str, Opening] = {}
     for path in loose:
         at = where(path.place.path, path.place.line)
@@ -234,6 +240,8 @@ def _openings(
     defaults: bool,
     deepspeed: bool,
     wrappers: Mapping[str, list[tuple[str, Place]]],
+    takes: Mapping[str, Sequence[Place]],
+    where: Callable[[str, int], str],
 ) -> list[Opening]:
     """What opens the world whatever its casts name, strongest first."""
     out = []
@@ -241,30 +249,45 @@ def _openings(
         out.append(Opening(UNBUILT, "the project builds no model itself: its users build them"))
     if defaults:
         out.append(Opening(DEFAULTS, "a file of the project changes the default dtype"))
-    place = _may_cast(wrappers, deepspeed)
-    if place is not None:
+    found = _may_cast(wrappers, takes, deepspeed)
+    if found is not None:
+        place, taken = found
         text = f"the models handed to a wrapper may be cast by {place.text}"
+        if taken is not None:
+            at = where(taken.path, taken.line)
+            text += f", and it is handed a model of unknown class at {at}"
         out.append(Opening(WRAPPER, text, _placed(place, text)))
     return out
 
 
 def _may_cast(
-    wrappers: Mapping[str, list[tuple[str, Place]]], deepspeed: bool = False
-) -> Place | None:
+    wrappers: Mapping[str, list[tuple[str, Place]]],
+    takes: Mapping[str, Sequence[Place]],
+    deepspeed: bool = False,
+) -> tuple[Place, Place | None] | None:
     """A wrapper of the project that may cast the models handed to it (its setting casts,
     or is unknown here; accelerate in a project that names DeepSpeed hands what it prepares
-    to DeepSpeed, which casts it): a model of unknown class may be among them. None: none."""
-    if deepspeed and wrappers.get("accelerate"):
-        return wrappers["accelerate"][0][1]
-    return next(
-        (
+    to DeepSpeed, which casts it) and is handed a model of unknown class (where; None: no
+    take of its library is seen at all, so what it is handed is unknown). A wrapper casts
+    only the models handed to it, and the parts they build: when every take names its
+    models' classes, those classes are reached (:mod:`mpcheck.project.models`) and the
+    world stays closed. None: no such wrapper."""
+    first = ["accelerate"] if deepspeed and wrappers.get("accelerate") else []
+    for lib in dict.fromkeys((*first, *wrappers)):
+        casting = [
             place
-            for u in wrappers.values()
-            for e, place in u
+            for e, place in wrappers[lib]
             if e.removesuffix(wrap.BUFFERS) in (wrap.CAST, wrap.UNKNOWN)
-        ),
-        None,
-    )
+        ]
+        if lib in first:
+            casting = [wrappers[lib][0][1]]
+        if not casting:
+            continue
+        if lib not in takes:
+            return casting[0], None
+        if takes[lib]:
+            return casting[0], takes[lib][0]
+    return None
 
 
 def _half_reached(

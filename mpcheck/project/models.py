@@ -41,6 +41,7 @@ from mpcheck.project.callers import ModuleCode
 from mpcheck.project.closed import (
     ALONE,
     REACHED,
+    WRAPPER,
     Configured,
     LoosePath,
     Opening,
@@ -501,6 +502,7 @@ def uses_of_records(
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
+    takes: dict[str, list[Place]] = {}  # library -> where it is handed a model of unknown class
     held: list[tuple[str | None, str | None]] = []  # (part, the class it is handed to)
     own = {} if installable else _shadowed(records, names)
     keyed = _Keyed(side)
@@ -594,8 +596,14 @@ def uses_of_records(
             if lib in own:  # (the project's own class of the library's name holds it)
                 held.extend((t, own[lib]) for t in expand(name))
                 continue
+            takes.setdefault(lib, [])  # (a take of the library is seen)
+            if not expand(name) and _unknown_model(name, names, tensors):
+                takes[lib].append(Place(path, line, column, ""))
             for target in expand(name):
                 wrapped.setdefault(target, []).append((lib, Place(path, line, column, "")))
+        for lib, spot in record.takes:
+            if lib not in own:  # (the spot's text: the top-level function holding the take)
+                takes.setdefault(lib, []).append(Place(path, *spot))
         for cls in record.classes:
             for base in cls.bases:
                 parent = names.resolve(base)
@@ -618,7 +626,8 @@ def uses_of_records(
         unsafe.update(factories.unseen())
     deepspeed = any(record.deepspeed for record in records.values())
     fsdp: dict[str, Reach] = {}  # cast by an FSDP policy that leaves the buffers as built
-    autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where, fsdp)
+    supported: dict[str, Opening] = {}  # class -> the wrapper that may cast it (issue 36)
+    autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where, fsdp, supported)
     plain = {c.name for r in records.values() for c in r.classes if c.bases in ((), ("object",))}
     for part, holder in held:  # a project module's part; anything else might cast it
         if part is not None and (holder is None or holder in plain):
@@ -633,6 +642,12 @@ def uses_of_records(
         ran = Reached(reads, side)
     if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
         loose = live(loose, {p: r.module for p, r in records.items()}, ran)
+        # (nor does a take there hand anything; its library's takes are still seen)
+        modules = {p: r.module for p, r in records.items()}
+        takes = {
+            lib: [p.place for p in live((LoosePath(p) for p in places), modules, ran)]
+            for lib, places in takes.items()
+        }
     configured = Configured(side, (s for r in records.values() for s in r.reach[3]), names.classes)
     unsafe.update(loaded(loose, configured))
     only = _Float32(sites, unsafe, subclasses, bodies, any_half, defaults, plain, computed)
@@ -704,6 +719,7 @@ def uses_of_records(
     # (a class building parts in a dtype it computes is a half path to them itself)
     # (why each class a root reaches may be half: named when a premise rests on it)
     why_roots = {c: Opening(REACHED, f"a use of `{_leaf(c)}` may cast it") for c in unsafe}
+    why_roots.update(supported)
     why_roots.update(
         (c, Opening(REACHED, f"`{_leaf(c)}` builds parts in a dtype it computes")) for c in computed
     )
@@ -715,6 +731,7 @@ def uses_of_records(
         defaults=defaults,
         deepspeed=deepspeed,
         wrappers=wrappers,
+        takes=takes,
         loose=loose,
         roots=why_roots,
         casts=casts,
@@ -1080,10 +1097,12 @@ def _wrapped(
     deepspeed: bool,
     where: Callable[[str, int], str],
     kept: dict[str, Reach],
+    support: dict[str, Opening],
 ) -> dict[str, Place]:
     """Each class handed to a wrapper takes the effect of its library's wrappers in the
     project: a cast (added to ``casts``; to ``kept`` too, with the wrapper, when it is an
-    FSDP cast of the parameters only), unknown (added to ``unsafe``), or autocast (the
+    FSDP cast of the parameters only), unknown (added to ``unsafe``, and to ``support`` with
+    the wrapper that may cast it: a premise resting on it names it), or autocast (the
     classes returned, with what to quote); full precision keeps it float32 as it was."""
     autocasting: dict[str, Place] = {}
     for target, uses in sorted(wrapped.items()):
@@ -1096,6 +1115,12 @@ def _wrapped(
             at = where(handed.path, handed.line)
             if effect == wrap.UNKNOWN:
                 unsafe.add(target)
+                source = next((p for e, p in found if e != wrap.FULL), None)
+                if source is not None and target not in support:
+                    text = f"the models handed to a wrapper may be cast by {source.text} "
+                    text += f"(it takes `{leaf}` at {at})"
+                    place = Place(handed.path, handed.line, handed.column, text)
+                    support[target] = Opening(WRAPPER, text, place)
             elif effect == wrap.CAST and target not in casts:
                 source = next(p for e, p in found if e == effect)
                 text = f"`{leaf}` is cast to half by {source.text} (it takes `{leaf}` at {at})"

@@ -16,7 +16,8 @@ path and the class, resolved through the file's own imports: ``from .models impo
 * the mixed-precision wrappers it builds (``Accelerator(mixed_precision=...)``, Lightning's
   ``Trainer(precision=...)``, ``TrainingArguments(fp16=True)``, ``deepspeed.initialize``) with
   their effect (:mod:`mpcheck.knowledge.wrappers`), and the models it hands them
-  (``accelerator.prepare(model)``, ``trainer.fit(model)``, ``Trainer(model=model)``).
+  (``accelerator.prepare(model)``, ``trainer.fit(Model())``, ``Trainer(model=model)``), with
+  each take that hands one a model of unknown class (:meth:`_Reader._takes`).
 
 Records come from one cheap pass over the file's code with its strings and comments blanked
 (:func:`blank`), so docstrings, comments and strings never count; they are cached by
@@ -52,7 +53,7 @@ from mpcheck.project.returns import (
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 23
+FORMAT = 24
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -172,6 +173,10 @@ class ModelRecord:
     # its top-level functions every ``return`` of which returns a tensor (no model: a cast of
     # their value is no half path of a model; :mod:`mpcheck.project.returns`)
     tensors: tuple[str, ...] = ()
+    # (library, spot): its takes of a wrapper handing a model of unknown class (a parameter,
+    # a call it cannot follow): a wrapper of that library that may cast opens the world (the
+    # text: the top-level function holding it, "" elsewhere)
+    takes: tuple[tuple[str, Spot], ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -211,6 +216,7 @@ class ModelRecord:
             self.owned,
             self.outside,
             self.tensors,
+            self.takes,
         ]
 
     @classmethod
@@ -220,7 +226,7 @@ class ModelRecord:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
-            wrapping, registries, casters, loose, owned, outside, tensors = last
+            wrapping, registries, casters, loose, owned, outside, tensors, takes = last
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -283,6 +289,7 @@ class ModelRecord:
                 tuple((str(c), _spot(s)) for c, s in owned),
                 tuple(map(str, outside)),
                 tuple(map(str, tensors)),
+                tuple((str(lib), _spot(s)) for lib, s in takes),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -560,9 +567,11 @@ class _Reader:
                 function = self._factory_at(start)
                 if function is not None:
                     wrapping.setdefault(function, spot)
+        named, takes = self._takes(models) if wrappers or self._takers() else ([], [])
         wrapped = [
             (cls, self.spot(at), lib) for key, at, lib in taken for cls in sorted(models[key])
         ]
+        wrapped.extend((name, self.spot(at), lib) for name, at, lib in named)
         aliases = tuple(
             (f"{self.module}.{name}" if self.module else name, target)
             for name, target in sorted(self.imports.items())
@@ -586,7 +595,7 @@ class _Reader:
                 (name, spot, effect.removesuffix(_INPUTS))
                 for (name, spot), _, _, effect in wrappers
             ),
-            tuple(wrapped),
+            tuple(dict.fromkeys(wrapped)),
             self._accelerate_deepspeed(code),
             construction_of(code, self.module, self._found),
             callers_of(code, self.module, self.imports, bool(self.stars), self._found),
@@ -607,6 +616,7 @@ class _Reader:
             tuple(self._owned),
             tuple(sorted({cls for cls, region, _, part in runs if region is None and not part})),
             tensor_returns(code, self._def_headers(), self.module, self.imports, _NOT_PROJECT),
+            tuple(dict.fromkeys((lib, self.spot(at, self._home(at))) for lib, at in takes)),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -777,6 +787,100 @@ class _Reader:
             if method in methods and wrap.library_of(lib) in roots:
                 return wrap.library_of(lib)
         return None
+
+    def _takes(
+        self, models: dict[str, set[str]]
+    ) -> tuple[list[tuple[str, int, str]], list[tuple[str, int]]]:
+        """Each model a wrapper's take is handed (:data:`~mpcheck.knowledge.wrappers.HANDING`
+        says which arguments): (class or factory product, offset, library) when its class is
+        named here (a variable bound to one, a build in the call: ``FSDP(Net())``), and
+        (library, offset) of each take handing a model of unknown class (a parameter, a value
+        made by a call the file cannot follow, ``*models``). A wrapper casts only what it is
+        handed: the project's world stays closed to it when every take names its models. A
+        take by a method of a value named for a library's wrapper object in a file that does
+        not import the library (``accelerator.prepare(model)``, the accelerator handed in) is
+        unknown: its library is only guessed."""
+        code = self.code
+        aliases = [
+            name.encode()
+            for name, target in self.imports.items()
+            if target in wrap.HANDING and "." not in name and name.encode() not in _TAKE_WORDS
+        ]
+        if not aliases and not _has_any(code, _TAKE_WORDS):
+            return [], []
+        pattern = _TAKE_CALL if not aliases else _take_call((*_TAKE_WORDS, *aliases))
+        named: list[tuple[str, int, str]] = []
+        unknown: list[tuple[str, int]] = []
+        for match in pattern.finditer(code):
+            window = code[max(0, match.start() - 200) : match.start()]
+            head = window[len(window.rstrip(_IDENT + b".")) :]
+            at = match.start() - len(head)
+            callee = head + match.group(1)
+            lib = self._taker(callee)
+            if lib is None:
+                guessed = _guessed_taker(callee)
+                if guessed is not None:
+                    unknown.append((guessed, at))
+                continue
+            qualified = self.resolve(callee.decode()) or ""
+            method = match.group(1).decode()
+            key = qualified if qualified in wrap.TAKING_CALLS else f"{lib}.{method}"
+            keywords, position = wrap.HANDING.get(key, ((), -1))
+            if not keywords and position == -1:
+                continue
+            for index, keyword, begin, end in _handed_arguments(
+                code, match.end(), closing(code, match.end())
+            ):
+                if keyword is None and index == -1:  # (``*args``, ``**kwargs``: unknown)
+                    unknown.append((lib, begin))
+                    continue
+                if keyword is not None and keyword not in keywords:
+                    continue
+                if keyword is None and position is not None and index != position:
+                    continue
+                found = self._handed(code[begin:end], begin, models)
+                if found is None:
+                    unknown.append((lib, begin))
+                named.extend((name, begin, lib) for name in found or ())
+        return named, unknown
+
+    def _takers(self) -> bool:
+        """Whether the file may take a model into a wrapper: it imports a library that
+        takes models, or names a wrapper object (``accelerator``) another file hands it."""
+        roots = {wrap.library_of(lib) for lib in (*wrap.TAKING_METHODS, *wrap.TAKING_CALLS)}
+        if any(wrap.library_of(t) in roots for t in self.imports.values()):
+            return True
+        return _WRAPPER_OBJECT_WORDS.search(self.code) is not None
+
+    def _handed(self, text: bytes, at: int, models: dict[str, set[str]]) -> list[str] | None:
+        """What the argument ``text`` (at offset ``at``) hands a wrapper: the classes (or
+        factory products) it is a model of, [] for no model of the project's to name (an
+        optimizer, a data loader, a scheduler, a literal), None for a model of unknown class."""
+        if text[:1] in b"'\"0123456789" or text in (b"None", b"True", b"False"):
+            return []
+        if _NAME.fullmatch(text):
+            name = text.decode()
+            if name in models:
+                return sorted(models[name])
+            binds = [m.group(1) for m in _binding(text).finditer(self.code)]
+            if binds and all(_not_model(b) for b in binds):
+                return []
+            return None
+        call = _HEAD_CALL.match(text)
+        if call is None:
+            return None
+        close = closing(text, call.end())
+        rest = text[close + 1 :].strip()
+        if rest and not _KEPT_CHAIN.match(rest):
+            return None
+        callee = call.group(1).decode()
+        cls = self._class_named(callee, at)
+        if cls is not None:
+            return [cls]
+        made = self._built(callee, at + call.end(1))
+        if made is not None:
+            return [f"{made}{CALLED}"]
+        return [] if _not_model(call.group(1)) else None
 
     def _classes(self, found: list[re.Match[bytes]]) -> tuple[list[ClassRecord], list[range]]:
         code = self.code
@@ -1960,6 +2064,85 @@ def _element(code: bytes, begin: int, start: int) -> int | None:
     if depth or code[last:start].strip(b" \t\r\n\\"):
         return None
     return commas
+
+
+# The names a take is called by (:data:`~mpcheck.knowledge.wrappers.HANDING`): a method of
+# a wrapper object or a call, led by its receiver or module (an alias is found by its import).
+_TAKE_NAMES = sorted({k.rpartition(".")[2] for k in wrap.HANDING}, key=lambda n: (-len(n), n))
+_TAKE_WORDS = tuple(n.encode() for n in _TAKE_NAMES)
+
+
+def _take_call(words: Iterable[bytes]) -> re.Pattern[bytes]:
+    """The calls of the names ``words`` (a take's method or function, led by no letter)."""
+    return re.compile(rb"(?<![\w])(" + b"|".join(re.escape(w) for w in words) + rb")\s*\(")
+
+
+_TAKE_CALL = _take_call(_TAKE_WORDS)
+_HEAD_CALL = re.compile(rb"([A-Za-z_][\w.]*)\s*\(")
+_KEPT_CHAIN = re.compile(rb"\.(?:to|cuda|cpu|eval|train|float)\s*\(")
+# The receiver names of a library's wrapper object, when its file does not import the library
+_WRAPPER_OBJECTS = (
+    ("accelerator", "accelerate"),
+    ("trainer", "lightning"),
+    ("fabric", "lightning"),
+)
+_WRAPPER_OBJECT_WORDS = re.compile(rb"(?i)accelerator|trainer|fabric")
+
+
+def _guessed_taker(callee: bytes) -> str | None:
+    """The library a take ``x.method`` of a value named for its wrapper object belongs to
+    (``self.accelerator.prepare``), for a file that does not import it; None for any other."""
+    receiver, dot, method = callee.decode(errors="replace").rpartition(".")
+    if not dot:
+        return None
+    tail = receiver.rpartition(".")[2].lower()
+    for word, lib in _WRAPPER_OBJECTS:
+        if word in tail and wrap.HANDING.get(f"{lib}.{method}", ((), -1))[1] != -1:
+            return lib
+    return None
+
+
+def _handed_arguments(code: bytes, start: int, end: int) -> list[tuple[int, str | None, int, int]]:
+    """A call's arguments from ``start`` to its ``)`` at ``end``: (position, keyword, begin,
+    end) of each, stripped; a starred one (``*models``, ``**kwargs``) has position -1 and
+    no keyword."""
+    out: list[tuple[int, str | None, int, int]] = []
+    position = 0
+    for begin, stop in parts(code, start, end):
+        text = code[begin:stop]
+        lead = len(text) - len(text.lstrip())
+        begin, stop = begin + lead, begin + len(text.rstrip())
+        if begin >= stop:
+            continue
+        if code[begin] == 0x2A:  # ``*``
+            out.append((-1, None, begin, stop))
+            continue
+        keyword = _ARGUMENT.match(code, begin, stop)
+        if keyword is not None and keyword.group(1):
+            value = (
+                keyword.end()
+                + len(code[keyword.end() : stop])
+                - len(code[keyword.end() : stop].lstrip())
+            )
+            out.append((-1, keyword.group(1).decode(), value, stop))
+            continue
+        out.append((position, None, begin, stop))
+        position += 1
+    return out
+
+
+def _binding(name: bytes) -> re.Pattern[bytes]:
+    """The assignments of ``name`` to a call's value, the callee in group 1."""
+    return re.compile(
+        rb"(?m)^[ \t]*" + re.escape(name) + rb"[ \t]*(?::[^=\n]*)?=[ \t]*([A-Za-z_][\w.]*)\s*\("
+    )
+
+
+def _not_model(callee: bytes) -> bool:
+    """Whether a callee's last name says it builds no model (an optimizer, a scheduler, a data
+    loader: :data:`~mpcheck.knowledge.wrappers.NOT_MODELS`)."""
+    leaf = callee.rpartition(b".")[2].decode(errors="replace").lower()
+    return any(word in leaf for word in wrap.NOT_MODELS)
 
 
 def _taken(code: bytes, start: int, taker: Callable[[bytes], str | None]) -> str | None:
