@@ -78,7 +78,12 @@ _DATA_CALLS = (
     "torchvision.io.",
     "torchvision.transforms.functional.",
 )
-_TENSOR_METHOD_TEXT = b"|".join(sorted(m.encode() for m in _TENSOR_METHODS))
+# A use of a name (``%s``) only a tensor or an array has: a tensor-only method, its shape.
+_TENSOR_USE = (
+    rb"(?<![\w.])%s\s*\.\s*(?:(?:"
+    + b"|".join(sorted(m.encode() for m in _TENSOR_METHODS))
+    + rb")\s*\(|(?:shape|ndim)\b)"
+)
 # Methods a module has too and that return the receiver: their value is the receiver's.
 _SELF_METHODS = frozenset({"to", "float", "half", "bfloat16", "double", "cuda", "cpu"})
 # ... and those only a module has (``model.eval()``, ``model.requires_grad_(False)``)
@@ -520,10 +525,7 @@ class _Body:
         first = next(iter(_own_returns(code, start, end)), None)
         if first is not None:
             limit = min(limit, first.start())
-        used = re.compile(
-            rb"(?<![\w.])" + re.escape(name) + rb"\s*\.\s*(?:(?:" + _TENSOR_METHOD_TEXT
-            + rb")\s*\(|(?:shape|ndim)\b)"
-        )
+        used = re.compile(_TENSOR_USE % re.escape(name))
         begin = _body_start(code, start)
         base = _body_indent(code, begin, end)
         return base is not None and any(
