@@ -347,7 +347,9 @@ def plain(model):
 def test_parameter_reads_and_data_library_values_are_no_model() -> None:
     """A module's parameters read (``layer.weight``, ``.bias``, ``.data``, ``.grad``) are
     tensors, its parameter and state readers return tensors' iterators and dicts; what a data
-    library returns (numpy, PIL, torchaudio's loader) is an array, an image or samples."""
+    library returns (numpy, PIL, torchaudio's loader) is an array, an image or samples, and
+    so is what a torchvision transform the body builds makes of its input, and what their
+    values' methods return (``Image.open(p).convert("RGB")``)."""
     source = """
 import numpy as np
 import torchaudio
@@ -361,20 +363,34 @@ def state(model):
     return model.state_dict()
 
 def image(path):
-    return Image.open(path)
+    if path.startswith("http"):
+        picture = Image.open(fetch(path)).convert("RGB")
+    else:
+        picture = Image.open(path).convert("RGB")
+    return picture
 
 def audio(path):
     return torchaudio.load(path)
 
 def array(path):
     return np.load(path)
+
+def resized(samples, size):
+    transform = T.Compose([T.Resize(size), T.CenterCrop(size)])
+    return transform(samples)
+
+def built(samples, cfg):
+    transform = build_transform(cfg)
+    return transform(samples)
 """
     imports = {
         **IMPORTS,
         "np": "numpy",
         "torchaudio": "torchaudio",
         "Image": "PIL.Image",
+        "T": "torchvision.transforms",
+        "build_transform": "timm.data.create_transform",
     }
     code = blank(source.encode())
-    found = tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("numpy",))
-    assert found == ("m.array", "m.audio", "m.image", "m.lora_weights", "m.state")
+    found = tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("numpy", "timm"))
+    assert found == ("m.array", "m.audio", "m.image", "m.lora_weights", "m.resized", "m.state")

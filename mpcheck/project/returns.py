@@ -12,8 +12,9 @@ project function that returns a tensor (``sequence_mask(n, t).to(mask.dtype)``):
 function is recorded with the functions it depends on (``pkg.f<pkg.g``), which the join of the
 records settles across files. A module's parameters read (``layer.weight``, ``.grad``) and
 its parameter and state readers (``parameters()``, ``state_dict()``) give tensors; a data
-library's function (numpy, PIL, ``cv2``, ``torchaudio.load``) an array, an image or samples:
-no model either. A parameter is what the caller hands, a model if it hands one, unless every
+library's function (numpy, PIL, ``cv2``, ``torchaudio.load``), a method of such a value
+(``Image.open(p).convert("RGB")``) and a torchvision transform the body builds, called, give
+an array, an image or samples: no model either. A parameter is what the caller hands, a model if it hands one, unless every
 call uses it as a tensor first (a tensor-only method or ``shape`` in a statement every call
 runs before any ``return`` and before it is rebound: ``tensor.uniform_(...)``, ``latents =
 latents.view(...)``): a module has none, so a call handing one raises there. A nested
@@ -79,6 +80,9 @@ _DATA_CALLS = (
     "torchvision.transforms.functional.",
 )
 # A use of a name (``%s``) only a tensor or an array has: a tensor-only method, its shape.
+# Where transforms live: an instance called gives a tensor or an image.
+_TRANSFORMS = ("torchvision.transforms.", "torchaudio.transforms.")
+_CALLEE = re.compile(rb"[ \t]*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t]*\(")
 _TENSOR_USE = (
     rb"(?<![\w.])%s\s*\.\s*(?:(?:"
     + b"|".join(sorted(m.encode() for m in _TENSOR_METHODS))
@@ -461,6 +465,8 @@ class _Body:
             found = self.imports.get(first, first)
             if _TENSOR_FUNCTION.match(f"{found}.{rest}" if rest else found):
                 return True
+            if not rest and self._transform(head):  # (``transform(image)``: its product)
+                return True
             if first in self.local and not rest:  # (a function of this file)
                 self.needs.add(self.local[first])
                 return True
@@ -477,9 +483,49 @@ class _Body:
             return False
         if method.decode() in _TENSOR_METHODS or method.decode() in _PARAMETER_METHODS:
             return True
+        if self._data(receiver):  # (``Image.open(p).convert("RGB")``: the library's value)
+            return True
         if method.decode() in _SELF_METHODS:
             return self.tensor(receiver, depth + 1)
         return False
+
+    def _data(self, text: bytes) -> bool:
+        """Whether ``text`` calls a data library's function (``np.load(p)``, ``Image.open(p)``)
+        or a method of such a value: an array, an image, samples; their methods are the
+        library's code, which builds no model of the project."""
+        text = text.strip()
+        if not text.endswith(b")"):
+            return False
+        at = opening(text, len(text) - 1)
+        if at <= 0:
+            return False
+        head = text[:at].rstrip()
+        if _DOTTED.match(head):
+            first, _, rest = head.decode().partition(".")
+            found = self.imports.get(first)
+            return bool(found) and f"{found}.{rest}".startswith(_DATA_CALLS)
+        receiver, dot, method = head.rpartition(b".")
+        return bool(dot) and bool(_NAME.match(method)) and self._data(receiver)
+
+    def _transform(self, name: bytes) -> bool:
+        """Whether every binding of ``name`` in the body builds a torchvision or torchaudio
+        transform (``transform = T.Compose([...])``): calling one gives a tensor or an
+        image, never a model."""
+        if self._assigned is None:
+            self._read_bindings()
+        assert self._assigned is not None
+        bindings = self._assigned.get(name)
+        if not bindings or name in self.params or name in self._otherwise:
+            return False
+        for op, at in bindings:
+            found = None if op else _CALLEE.match(self.code, at)
+            if found is None:
+                return False
+            first, _, rest = found.group(1).decode().partition(".")
+            qualified = f"{self.imports.get(first, '')}.{rest}" if rest else self.imports.get(first)
+            if not qualified or not qualified.startswith(_TRANSFORMS):
+                return False
+        return True
 
     def _name(
         self, name: bytes, depth: int, value: Callable[[bytes, int], bool] | None = None
