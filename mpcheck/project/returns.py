@@ -14,8 +14,8 @@ records settles across files. A module's parameters read (``layer.weight``, ``.g
 its parameter and state readers (``parameters()``, ``state_dict()``) give tensors; a data
 library's function (numpy, PIL, ``cv2``, ``torchaudio.load``), a method of such a value
 (``Image.open(p).convert("RGB")``) and a torchvision transform the body builds, called, give
-an array, an image or samples: no model either. A parameter is what the caller hands, a model if it hands one, unless every
-call uses it as a tensor first (a tensor-only method or ``shape`` in a statement every call
+an array, an image or samples: no model either. A parameter is what the caller hands, a
+model if it hands one, unless every call uses it as a tensor first (a tensor-only method or ``shape`` in a statement every call
 runs before any ``return`` and before it is rebound: ``tensor.uniform_(...)``, ``latents =
 latents.view(...)``): a module has none, so a call handing one raises there. A nested
 ``def``'s returns are its own. Anything else (a parameter, a value built by name, a library
