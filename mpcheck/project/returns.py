@@ -10,16 +10,16 @@ body binds so -- returns a tensor, never a model, and a cast of its value is no 
 model (:func:`mpcheck.project.models.uses_of_records`). So does one returning the value of a
 project function that returns a tensor (``sequence_mask(n, t).to(mask.dtype)``): such a
 function is recorded with the functions it depends on (``pkg.f<pkg.g``), which the join of the
-records settles across files. A module's parameters read (``layer.weight``, ``.grad``) and
-its parameter and state readers (``parameters()``, ``state_dict()``) give tensors; a data
-library's function (numpy, PIL, ``cv2``, ``torchaudio.load``), a method of such a value
-(``Image.open(p).convert("RGB")``) and a torchvision transform the body builds, called, give
-an array, an image or samples: no model either. A parameter is what the caller hands, a
-model if it hands one, unless every call uses it as a tensor first (a tensor-only method or ``shape`` in a statement every call
-runs before any ``return`` and before it is rebound: ``tensor.uniform_(...)``, ``latents =
-latents.view(...)``): a module has none, so a call handing one raises there. A nested
-``def``'s returns are its own. Anything else (a parameter, a value built by name, a library
-call, ``torch.load``) may be a model: unknown.
+records settles across files. A module's parameters read (``layer.weight``, ``.grad``) and its
+parameter and state readers (``parameters()``, ``state_dict()``) give tensors; a data library's
+function (numpy, PIL, ``cv2``, ``torchaudio.load``), a method of such a value
+(``Image.open(p).convert("RGB")``) and a torchvision transform the body builds, called, give an
+array, an image or samples: no model either. A parameter is what the caller hands, a model if it
+hands one, unless every call uses it as a tensor first (a tensor-only method or ``shape`` in a
+statement every call runs before any ``return`` and before it is rebound:
+``tensor.uniform_(...)``, ``latents = latents.view(...)``): a module has none, so a call handing
+one raises there. A nested ``def``'s returns are its own. Anything else (a parameter, a value
+built by name, a library call, ``torch.load``) may be a model: unknown.
 
 This reads the blanked code of the record pass (:func:`mpcheck.project.records.blank`).
 """
