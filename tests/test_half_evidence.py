@@ -600,6 +600,24 @@ def test_a_cast_of_what_a_tensor_helper_returns_is_no_half_path_of_a_model() -> 
     assert "latent: raises if `ModelB` runs in half" in finding["message"]
 
 
+def test_a_cast_of_the_tensor_a_helper_is_handed_back_is_no_half_path_of_a_model() -> None:
+    """``trunc_normal_(torch.empty(2, 8)).to(torch.float16)``: the helper returns the tensor
+    it is handed, which it first uses as a tensor (``tensor.uniform_``), so the cast reaches
+    no model and the closed world holds; a helper returning what it is handed, used as a
+    tensor on one branch only, may hand back a model of any class: the premise stays."""
+    good = XFILE / "good_param_tensor_helper_cast"
+    uses = uses_of_sources(_sources(good)).at("app.models")
+    assert uses.float32_text("ModelB") == (
+        "no half cast, load or wrapper of the project reaches `ModelB` "
+        "(its half paths reach `ModelA`)"
+    )
+    assert findings(good, "--no-cache") == []
+    bad = XFILE / "bad_param_model_helper_cast"
+    assert uses_of_sources(_sources(bad)).at("app.models").float32_text("ModelB") is None
+    (finding,) = findings(bad, "--no-cache")
+    assert "a model of unknown class is cast at app/run.py:16" in finding["message"]
+
+
 def test_a_cast_of_unknown_class_in_a_function_nothing_calls_casts_nothing() -> None:
     """A loose cast names the top-level function holding it; a function nothing names never
     runs, so its cast is no half path (the function was named twice over before, and never

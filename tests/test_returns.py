@@ -72,11 +72,6 @@ def maybe(x):
     if x: return x
     return torch.zeros(1)
 
-def nested():
-    def inner():
-        return model
-    return torch.zeros(1)
-
 def compiled(model):
     return torch.compile(model)
 
@@ -113,7 +108,8 @@ def many(model):
 def test_a_library_value_is_unknown_and_a_project_value_a_need() -> None:
     """What a function of another project module returns is settled at the join (a need);
     a value of the standard library or of a named library is no project function's, so the
-    function is unknown here and its record carries nothing for it."""
+    function is unknown here and its record carries nothing for it; a data library's value
+    (numpy's: an array) is no model."""
     source = """
 import json
 
@@ -138,12 +134,17 @@ def array(x):
     }
     code = blank(source.encode())
     found = tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("numpy",))
-    assert found == ("m.masked<pkg.commons.sequence_mask", "m.page<flask.render_template")
+    assert found == (
+        "m.array",
+        "m.masked<pkg.commons.sequence_mask",
+        "m.page<flask.render_template",
+    )
 
 
 def test_a_library_function_is_no_tensor_method_of_its_module() -> None:
     """``re.sub(...)`` and ``np.sqrt(...)`` call a module's function, not the tensor methods
-    ``sub`` and ``sqrt``: unknown (a string, an array), as before they were needs."""
+    ``sub`` and ``sqrt``: ``re``'s is unknown (a string), as before they were needs; numpy's
+    is an array, no model."""
     source = """
 import re
 import numpy as np
@@ -156,7 +157,8 @@ def energy(x):
 """
     imports = {**IMPORTS, "re": "re", "np": "numpy"}
     code = blank(source.encode())
-    assert tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("numpy",)) == ()
+    found = tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("numpy",))
+    assert found == ("m.energy",)
 
 
 def test_a_return_annotation_naming_no_module_is_a_tensor_function() -> None:
@@ -256,3 +258,139 @@ def held(model, cfg):
         "m.mixed#1",
         "m.held#1",
     }
+
+
+def test_a_nested_function_returns_for_itself() -> None:
+    """``return model`` in a nested ``def`` is the nested function's; the outer function's
+    own returns say what it returns."""
+    source = """
+import torch
+
+def outer():
+    def inner():
+        return model
+    return torch.zeros(1)
+
+def handing():
+    def inner():
+        return torch.zeros(1)
+    return inner
+"""
+    assert returning(source) == ("m.outer",)
+
+
+def test_a_parameter_used_as_a_tensor_before_it_is_returned_is_a_tensor() -> None:
+    """A function returning what its caller hands it returns a model if the caller hands
+    one; a parameter the body first uses as a tensor, in a statement every call runs
+    (``tensor.uniform_(...)``, ``x.view(...)``, ``B, T = x.shape``), is a tensor or an
+    array: a module has none of those, so a call handing one raises there. (A keyword
+    argument, ``dtype=torch.bool``, binds no name of the body.)"""
+    source = """
+import math
+import torch
+
+def trunc_normal_(tensor, mean, std):
+    def norm_cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+    with torch.no_grad():
+        tensor.uniform_(-1, 1)
+        tensor.erfinv_()
+        return tensor
+
+def pack(latents, rows):
+    latents = latents.view(rows, -1)
+    latents = latents.permute(1, 0)
+    return latents
+
+def crop(x, length):
+    B, T = x.shape
+    if T < length:
+        return torch.zeros(B, length), x
+    return x[:, :length], torch.ones((B, length), dtype=torch.bool)
+"""
+    assert returning(source) == ("m.crop", "m.pack", "m.trunc_normal_")
+
+
+def test_a_parameter_some_runs_use_as_a_tensor_may_be_a_model() -> None:
+    """A tensor use under a condition, after an early return, in a short circuit or only
+    after the parameter is rebound says nothing of what every caller hands."""
+    source = """
+import torch
+
+def branched(value):
+    if isinstance(value, torch.Tensor):
+        value.contiguous()
+    return value
+
+def early(x):
+    if isinstance(x, torch.nn.Module):
+        return x
+    x.view(-1)
+    return x
+
+def short(x, flat):
+    flat and x.view(-1)
+    return x
+
+def rebound(x):
+    x = x.prepare()
+    x.view(-1)
+    return x
+
+def plain(model):
+    model.eval()
+    return model
+"""
+    assert returning(source) == ()
+
+
+def test_parameter_reads_and_data_library_values_are_no_model() -> None:
+    """A module's parameters read (``layer.weight``, ``.bias``, ``.data``, ``.grad``) are
+    tensors, its parameter and state readers return tensors' iterators and dicts; what a data
+    library returns (numpy, PIL, torchaudio's loader) is an array, an image or samples, and
+    so is what a torchvision transform the body builds makes of its input, and what their
+    values' methods return (``Image.open(p).convert("RGB")``)."""
+    source = """
+import numpy as np
+import torchaudio
+from PIL import Image
+
+def lora_weights(layer):
+    W = layer.weight
+    return W, layer.lora_A.weight, layer.bias
+
+def state(model):
+    return model.state_dict()
+
+def image(path):
+    if path.startswith("http"):
+        picture = Image.open(fetch(path)).convert("RGB")
+    else:
+        picture = Image.open(path).convert("RGB")
+    return picture
+
+def audio(path):
+    return torchaudio.load(path)
+
+def array(path):
+    return np.load(path)
+
+def resized(samples, size):
+    transform = T.Compose([T.Resize(size), T.CenterCrop(size)])
+    return transform(samples)
+
+def built(samples, cfg):
+    transform = build_transform(cfg)
+    return transform(samples)
+"""
+    imports = {
+        **IMPORTS,
+        "np": "numpy",
+        "torchaudio": "torchaudio",
+        "Image": "PIL.Image",
+        "T": "torchvision.transforms",
+        "build_transform": "timm.data.create_transform",
+    }
+    code = blank(source.encode())
+    found = tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("numpy", "timm"))
+    assert found == ("m.array", "m.audio", "m.image", "m.lora_weights", "m.resized", "m.state")

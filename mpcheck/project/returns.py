@@ -10,8 +10,16 @@ body binds so -- returns a tensor, never a model, and a cast of its value is no 
 model (:func:`mpcheck.project.models.uses_of_records`). So does one returning the value of a
 project function that returns a tensor (``sequence_mask(n, t).to(mask.dtype)``): such a
 function is recorded with the functions it depends on (``pkg.f<pkg.g``), which the join of the
-records settles across files. Anything else (a parameter, a value built by name, a library
-call, ``torch.load``) may be a model: unknown.
+records settles across files. A module's parameters read (``layer.weight``, ``.grad``) and its
+parameter and state readers (``parameters()``, ``state_dict()``) give tensors; a data library's
+function (numpy, PIL, ``cv2``, ``torchaudio.load``), a method of such a value
+(``Image.open(p).convert("RGB")``) and a torchvision transform the body builds, called, give an
+array, an image or samples: no model either. A parameter is what the caller hands, a model if it
+hands one, unless every call uses it as a tensor first (a tensor-only method or ``shape`` in a
+statement every call runs before any ``return`` and before it is rebound:
+``tensor.uniform_(...)``, ``latents = latents.view(...)``): a module has none, so a call handing
+one raises there. A nested ``def``'s returns are its own. Anything else (a parameter, a value
+built by name, a library call, ``torch.load``) may be a model: unknown.
 
 This reads the blanked code of the record pass (:func:`mpcheck.project.records.blank`).
 """
@@ -50,6 +58,36 @@ _TENSOR_METHODS = frozenset(
     exponential_ bernoulli to_dense chunk split tolist item triu tril lt gt le ge eq ne
     logical_not logical_and logical_or any all nonzero sort topk""".split()
 )
+# A module's parameters and buffers read (``layer.weight``, ``w.grad``) are tensors; its
+# parameter, buffer and state readers return iterators or dicts of tensors: none is a model.
+_PARAMETER_READS = frozenset({b"weight", b"bias", b"data", b"grad"})
+_PARAMETER_METHODS = frozenset(
+    {"parameters", "named_parameters", "buffers", "named_buffers", "state_dict"}
+)
+# Data libraries' functions: an array, an image, audio samples or a number, never a module
+# (``np.load``, ``PIL.Image.open``, ``cv2.imread``, ``torchaudio.load``, a torchvision
+# transform's function).
+_DATA_CALLS = (
+    "numpy.",
+    "PIL.",
+    "cv2.",
+    "imageio.",
+    "soundfile.",
+    "librosa.",
+    "torchaudio.load",
+    "torchaudio.functional.",
+    "torchvision.io.",
+    "torchvision.transforms.functional.",
+)
+# A use of a name (``%s``) only a tensor or an array has: a tensor-only method, its shape.
+# Where transforms live: an instance called gives a tensor or an image.
+_TRANSFORMS = ("torchvision.transforms.", "torchaudio.transforms.")
+_CALLEE = re.compile(rb"[ \t]*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t]*\(")
+_TENSOR_USE = (
+    rb"(?<![\w.])%s\s*\.\s*(?:(?:"
+    + b"|".join(sorted(m.encode() for m in _TENSOR_METHODS))
+    + rb")\s*\(|(?:shape|ndim)\b)"
+)
 # Methods a module has too and that return the receiver: their value is the receiver's.
 _SELF_METHODS = frozenset({"to", "float", "half", "bfloat16", "double", "cuda", "cpu"})
 # ... and those only a module has (``model.eval()``, ``model.requires_grad_(False)``)
@@ -66,6 +104,11 @@ _DOTTED = re.compile(rb"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
 _RETURN = re.compile(rb"(?<![\w.])return\b[ \t]*")
 _NESTED = re.compile(rb"^([ \t]+)(?:async[ \t]+)?(?:def|class)[ \t]+\w", re.MULTILINE)
 _YIELD = re.compile(rb"\byield\b")
+_STATEMENT = re.compile(rb"^([ \t]+)\S", re.MULTILINE)
+# What makes the rest of a line run only on some runs (``if c: x.view()``, ``c and x.view()``)
+_CONDITIONAL = re.compile(
+    rb"^\s*(?:if|elif|else|while|for|try|except|finally|match|case)\b|\s(?:if|and|or|lambda)\s"
+)
 # An operator outside brackets: arithmetic, comparison, bitwise, matmul (``**`` too).
 _OPERATOR = re.compile(rb"[-+*/%@<>&|^~]|==|!=")
 _KEYWORD_OPS = re.compile(rb"\s(?:if|else|and|or|not|in|is|lambda)\s")
@@ -199,18 +242,29 @@ def _returns_tensors(
     """The project functions whose returning tensors this function's tensor returns need
     (empty: none), or None when some ``return`` may return anything else."""
     body = _body(code, start, end, imports, local, foreign)
-    if body is None:
+    if body is None or _YIELD.search(code, start, end):  # (a generator)
         return None
     found = False
-    for match in _RETURN.finditer(code, start, end):
+    for match in _own_returns(code, start, end):
         found = True
         stop = _line_end(code, match.end(), end)
         if not body.tensor(code[match.end() : stop], 0):
             return None
-    # (a generator; a nested function's returns are not its own)
-    if not found or _YIELD.search(code, start, end) or _NESTED.search(code, start, end):
-        return None
-    return body.needs
+    return body.needs if found else None
+
+
+def _own_returns(code: bytes, start: int, end: int) -> list[re.Match[bytes]]:
+    """The ``return`` statements of the function whose body runs from ``start`` to ``end``:
+    a nested ``def`` or ``class`` returns for itself, so its body's are left out."""
+    nested = [
+        (m.start(), body_end(code, m.end(), len(m.group(1))))
+        for m in _NESTED.finditer(code, start, end)
+    ]
+    return [
+        m
+        for m in _RETURN.finditer(code, start, end)
+        if not any(begin <= m.start() < stop for begin, stop in nested)
+    ]
 
 
 def _library_positions(
@@ -226,10 +280,10 @@ def _library_positions(
     ``AutoencoderKL.from_pretrained(...)``), a tensor, ``None``; each with the project
     functions its tensors need (see :func:`_returns_tensors`)."""
     body = _body(code, start, end, imports, local, foreign)
-    if body is None or _YIELD.search(code, start, end) or _NESTED.search(code, start, end):
+    if body is None or _YIELD.search(code, start, end):
         return []
     returned: list[list[bytes]] = []
-    for match in _RETURN.finditer(code, start, end):
+    for match in _own_returns(code, start, end):
         text = code[match.end() : _line_end(code, match.end(), end)].strip().rstrip(b";")
         text = text.strip()
         if text[:1] == b"(" and closing(text, 1) == len(text) - 1:
@@ -342,6 +396,8 @@ class _Body:
             return self._call(text, depth)
         if _NAME.match(text):
             return self._name(text, depth)
+        if _DOTTED.match(text) and text.rpartition(b".")[2] in _PARAMETER_READS:
+            return True  # (``layer.weight``: a parameter, a tensor)
         return False
 
     def no_model(self, text: bytes, depth: int) -> bool:
@@ -409,10 +465,15 @@ class _Body:
             found = self.imports.get(first, first)
             if _TENSOR_FUNCTION.match(f"{found}.{rest}" if rest else found):
                 return True
+            if not rest and self._transform(head):  # (``transform(image)``: its product)
+                return True
             if first in self.local and not rest:  # (a function of this file)
                 self.needs.add(self.local[first])
                 return True
             if first in self.imports:
+                qualified = f"{found}.{rest}" if rest else found
+                if qualified.startswith(_DATA_CALLS):  # (an array, an image, a number)
+                    return True
                 if found.partition(".")[0] in self.foreign:  # (``re.sub``: no tensor method)
                     return False
                 self.needs.add(f"{found}.{rest}" if rest else found)  # (settled at the join)
@@ -420,23 +481,66 @@ class _Body:
         receiver, dot, method = head.rpartition(b".")
         if not dot or not receiver.strip() or not _NAME.match(method):
             return False
-        if method.decode() in _TENSOR_METHODS:
+        if method.decode() in _TENSOR_METHODS or method.decode() in _PARAMETER_METHODS:
+            return True
+        if self._data(receiver):  # (``Image.open(p).convert("RGB")``: the library's value)
             return True
         if method.decode() in _SELF_METHODS:
             return self.tensor(receiver, depth + 1)
         return False
+
+    def _data(self, text: bytes) -> bool:
+        """Whether ``text`` calls a data library's function (``np.load(p)``, ``Image.open(p)``)
+        or a method of such a value: an array, an image, samples; their methods are the
+        library's code, which builds no model of the project."""
+        text = text.strip()
+        if not text.endswith(b")"):
+            return False
+        at = opening(text, len(text) - 1)
+        if at <= 0:
+            return False
+        head = text[:at].rstrip()
+        if _DOTTED.match(head):
+            first, _, rest = head.decode().partition(".")
+            found = self.imports.get(first)
+            return bool(found) and f"{found}.{rest}".startswith(_DATA_CALLS)
+        receiver, dot, method = head.rpartition(b".")
+        return bool(dot) and bool(_NAME.match(method)) and self._data(receiver)
+
+    def _transform(self, name: bytes) -> bool:
+        """Whether every binding of ``name`` in the body builds a torchvision or torchaudio
+        transform (``transform = T.Compose([...])``): calling one gives a tensor or an
+        image, never a model."""
+        if self._assigned is None:
+            self._read_bindings()
+        assert self._assigned is not None
+        bindings = self._assigned.get(name)
+        if not bindings or name in self.params or name in self._otherwise:
+            return False
+        for op, at in bindings:
+            found = None if op else _CALLEE.match(self.code, at)
+            if found is None:
+                return False
+            first, _, rest = found.group(1).decode().partition(".")
+            qualified = f"{self.imports.get(first, '')}.{rest}" if rest else self.imports.get(first)
+            if not qualified or not qualified.startswith(_TRANSFORMS):
+                return False
+        return True
 
     def _name(
         self, name: bytes, depth: int, value: Callable[[bytes, int], bool] | None = None
     ) -> bool:
         """Whether every binding of ``name`` in the body is a tensor (``value``: a test of
         the value in its stead)."""
-        if name in self.params:
-            return False
         if self._assigned is None:
             self._read_bindings()
         assert self._assigned is not None
-        if name in self._otherwise or name not in self._assigned:
+        if name in self.params:
+            if name in self._otherwise or not self._used_as_tensor(name):
+                return False
+            if name not in self._assigned:
+                return True  # (what the caller hands, a tensor)
+        elif name in self._otherwise or name not in self._assigned:
             return False
         test = self.tensor if value is None else value
         bindings = self._assigned[name]
@@ -449,6 +553,29 @@ class _Body:
             (op and value is None)
             or (not op and test(self.code[at : _line_end(self.code, at, self.end)], depth + 1))
             for op, at in bindings
+        )
+
+    def _used_as_tensor(self, name: bytes) -> bool:
+        """Whether the parameter ``name`` is a tensor (or an array) by its use: a statement
+        every call runs (in the body's own block or a ``with`` block of it), before any
+        ``return`` and before ``name`` is rebound, calls a tensor-only method of it
+        (``x.view(...)``, ``x.uniform_(...)``) or reads its ``shape`` or ``ndim``. A module
+        has none of them: a call handing one would raise there, so the function returns what
+        it is handed only when that is no model."""
+        code, start, end = self.code, self.start, self.end
+        assert self._assigned is not None
+        limit = end
+        bound = self._assigned.get(name)
+        if bound:  # (``x = x.view(...)``: the value reads the parameter before it rebinds)
+            limit = _line_end(code, bound[0][1], end)
+        first = next(iter(_own_returns(code, start, end)), None)
+        if first is not None:
+            limit = min(limit, first.start())
+        used = re.compile(_TENSOR_USE % re.escape(name))
+        begin = _body_start(code, start)
+        base = _body_indent(code, begin, end)
+        return base is not None and any(
+            _unconditional(code, begin, m.start(), base) for m in used.finditer(code, begin, limit)
         )
 
     def _read_bindings(self) -> None:
@@ -465,9 +592,48 @@ class _Body:
             elif b":=" in text or b" as " in text or b"except" in text:
                 self._otherwise.update(_WORDS.findall(text))
             else:
-                target = _TARGET.match(text)
-                if target is not None and b"," in _flat(target.group(1)):
-                    self._otherwise.update(_WORDS.findall(target.group(1)))
+                # (the ``=`` outside brackets: ``f(x, dtype=d)`` binds nothing)
+                target = _TARGET.match(_flat(text))
+                if target is None:
+                    continue
+                names = text[: len(target.group(1))]
+                if b"," in target.group(1) or names.lstrip().startswith((b"(", b"[")):
+                    self._otherwise.update(_WORDS.findall(names))
+
+
+def _body_start(code: bytes, start: int) -> int:
+    """Where the body of the ``def`` whose name ends before ``start`` starts: the line after
+    its parameters' closing bracket."""
+    open_at = code.find(b"(", start)
+    after = closing(code, open_at + 1) if open_at >= 0 else start
+    return code.find(b"\n", after) + 1
+
+
+def _body_indent(code: bytes, begin: int, end: int) -> int | None:
+    """The indent of the first statement of the body starting at ``begin``."""
+    found = _STATEMENT.search(code, begin, end)
+    return None if found is None else len(found.group(1))
+
+
+def _unconditional(code: bytes, begin: int, at: int, base: int) -> bool:
+    """Whether every run of the body (from ``begin``, its statements at ``base``) runs the
+    code at ``at``: a simple statement (no condition before ``at`` on its line) in the body's
+    own block or in ``with`` blocks of it."""
+    line_start = code.rfind(b"\n", 0, at) + 1
+    head = code[line_start:at]
+    indent = len(head) - len(head.lstrip(b" \t"))
+    if _CONDITIONAL.search(b" " + _flat(head.strip()) + b" "):
+        return False
+    for line in reversed(code[begin:line_start].split(b"\n")):
+        text = line.lstrip(b" \t")
+        if indent <= base:
+            break
+        if not text or len(line) - len(text) >= indent:
+            continue
+        if not text.startswith((b"with ", b"async with ")):
+            return False  # (an ``if``, a loop, a ``try``: a block some runs skip)
+        indent = len(line) - len(text)
+    return indent == base
 
 
 def _literal_operand(text: bytes) -> bool:
