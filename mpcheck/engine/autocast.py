@@ -223,9 +223,10 @@ def _ignored(region: Autocast, frame: Frame | None) -> Autocast | None:
     """A region given a dtype its device's autocast does not take (``dtype=torch.float32``
     off CUDA, :data:`~mpcheck.knowledge.torch_api.AUTOCAST_DTYPES`): torch turns autocast off
     in it, so it is no region at all, or one with autocast off inside an enabled one. Where
-    the device is known only at run time (``device_type=x.device.type``) the same holds on
-    every device but CUDA, and no other recasts anything: it is read as off too."""
-    if region.device == "cuda" or region.dtype is None:
+    the device is known only at run time (``device_type=x.device.type``) it is CUDA's region,
+    which computes its list in that dtype: "off on CPU and MPS" is a premise about the device,
+    not evidence, so no error rests on it."""
+    if region.device in (None, "", "cuda") or region.dtype is None:
         return region
     if T.autocast_takes(region.device or "", region.dtype):
         return region
