@@ -64,7 +64,7 @@ from mpcheck.engine.training import (
     to_fp16,
 )
 from mpcheck.knowledge.autocast_ops import policy as autocast_policy
-from mpcheck.knowledge.kernels import FFT, SOLVER, Kernelless, kernelless
+from mpcheck.knowledge.kernels import FFT, NUMPY, SOLVER, Kernelless, kernelless
 from mpcheck.knowledge.torch_api import (
     AUTOGRAD_FUNCTIONS,
     CAST_METHODS,
@@ -109,6 +109,7 @@ __all__ = [
     "EVIDENCE_LIBRARY",
     "EVIDENCE_SETTING",
     "FFT",
+    "NUMPY",
     "SOLVER",
     "FP16_MIN_NORMAL",
     "FP16_TINY",

@@ -1,4 +1,5 @@
-"""MPC106: a Fourier transform, a linear-algebra routine or a quantile gets a half tensor."""
+"""MPC106: a Fourier transform, a linear-algebra routine or a quantile gets a half tensor, or
+``.numpy()`` a bfloat16 one."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import libcst as cst
 
 from mpcheck.api import (
     FFT,
+    NUMPY,
     SOLVER,
     CallSite,
     Fact,
@@ -27,7 +29,8 @@ class HalfWithoutKernel(Rule):
     summary = (
         "A Fourier transform (`torch.fft.*`, `torch.stft`), a linear-algebra routine "
         "(`torch.linalg.inv`, `solve`, `svd`, `cholesky`, ...) or a quantile gets a tensor "
-        "that is float16 or bfloat16, and torch has no kernel for it."
+        "that is float16 or bfloat16, and torch has no kernel for it; or `.numpy()` gets a "
+        "bfloat16 tensor, which numpy has no type for."
     )
     why = """
         FFTs, matrix decompositions and quantiles are computed by libraries that have no
@@ -57,6 +60,14 @@ class HalfWithoutKernel(Rule):
         that half tensors come: an upcast of bfloat16 only (`elif x.dtype == torch.bfloat16:
         x = x.float()`, FreeU's filter before its fix) leaves a float16 run's tensor as it
         came, so the op gets float16 there: a warning that says it holds in float16.
+
+        `Tensor.numpy()` is the bfloat16-only case: numpy has no bfloat16 type, so converting
+        a bfloat16 tensor raises on every device (a float16 one becomes `numpy.float16`). A
+        model's output handed to numpy (a predictor returning scores) is reported as an error
+        where the code shows it bfloat16 (made so, an autocast output on CPU, or a layer of a
+        model the project casts with `.to(torch.bfloat16)`), as a warning saying it holds in
+        bfloat16 where a cast names no dtype (`.to(weight_dtype)`), and not at all where every
+        cast writes float16.
         """
     symptom = """
         `RuntimeError: Unsupported dtype Half` (`torch.fft.*` on CPU), `RuntimeError: MKL FFT
@@ -64,16 +75,17 @@ class HalfWithoutKernel(Rule):
         supports dimensions whose sizes are powers of two when computing in half precision,
         but got a signal size of[1280]` (CUDA), `linalg.inv: Low precision dtypes not
         supported. Got Half`, `"linalg_svd_cpu" not implemented for 'Half'`, `quantile() input
-        tensor must be either float or double dtype` -- often only once mixed precision or a
+        tensor must be either float or double dtype`, `TypeError: Got unsupported ScalarType
+        BFloat16` (`.numpy()`) -- often only once mixed precision or a
         `.half()` model is switched on, since the float32 run is fine.
         """
     how_to_fix = """
         Compute the transform or the decomposition in float32 and cast its result back where
         the model needs it: `torch.fft.rfft(x.float())`, `torch.linalg.inv(cov.float())`,
-        `torch.stft(wav.float(), n_fft, window=window.float(), ...)`. Inside an autocast
-        region, the `.float()` input is enough: autocast leaves these ops alone. No fix is
-        offered: the result is complex64 or float32 afterwards, and where it must be cast
-        back depends on what uses it.
+        `torch.stft(wav.float(), n_fft, window=window.float(), ...)`, `scores.float().numpy()`.
+        Inside an autocast region, the `.float()` input is enough: autocast leaves these ops
+        alone. No fix is offered: the result is complex64 or float32 afterwards, and where it
+        must be cast back depends on what uses it.
         """
     bad = """
         class SpectralMix(nn.Module):
@@ -103,6 +115,9 @@ class HalfWithoutKernel(Rule):
             # another object's method)
         subject = call.receiver if call.method else call.arg(0, "input")
         if subject is None or not self._half(call, subject.fact):
+            return
+        if row.family == NUMPY:
+            self._numpy(call, subject, row)
             return
         region = call.scope.autocast
         if region is not None and region.active and region.policy(row.aten) == "fp32":
@@ -162,6 +177,34 @@ class HalfWithoutKernel(Rule):
         if premise:
             message += "; this holds if it runs in float16 (the code converts only bfloat16)"
         severity = Severity.WARNING if premise or (row.family == FFT and size is None) else None
+        self.report(call.node, message, related=more, severity=severity)
+
+    def _numpy(self, call: CallSite, subject: Operand, row: Kernelless) -> None:
+        """``x.numpy()`` of a bfloat16 tensor: numpy has no bfloat16 (float16 converts). An
+        error where the code shows bfloat16, a warning naming that premise where it shows
+        only half (the model's dtype), silent where it shows float16."""
+        fact = subject.fact
+        written = {d for d, _ in call.scope.evidence.written} if call.scope.evidence else set()
+        if fact.prec is Prec.MODEL and fact.dtype is None and written:
+            shown = bool(written & row.dtypes)  # (a cast of the project writes the dtype down)
+            if not shown:
+                return  # (every such cast writes float16: ``numpy.float16``)
+        elif fact.dtype is not None and fact.dtype not in row.dtypes:
+            return  # (float16: ``numpy.float16``)
+        else:
+            shown = fact.dtype in row.dtypes
+        text = self.ctx.code(subject.node)
+        upcast = f"{text}.float()" if _atomic(subject.node) else f"({text}).float()"
+        dtype = "bfloat16" if fact.dtype in row.dtypes else "in the model's dtype"
+        message = (
+            f"`{text}` is {dtype} here, and numpy has no bfloat16: `.numpy()` raises "
+            f"`TypeError: {row.message.format(low='BFloat16')}`; convert `{upcast}` instead"
+        )
+        related = [(fact.origin.node, fact.origin.text)] if fact.origin is not None else []
+        message, more, _ = self.with_evidence(message, call.scope, fact, related)
+        if not shown:
+            message += "; this holds if it is bfloat16 (float16 converts)"
+        severity = None if shown else Severity.WARNING
         self.report(call.node, message, related=more, severity=severity)
 
 

@@ -228,6 +228,56 @@ def test_autocast_regions_mark_lowered_outputs() -> None:
     assert facts[1].prec is Prec.HALF  # softmax is not on the CPU autocast lists
 
 
+def test_an_autocast_given_a_dtype_it_does_not_take_recasts_nothing() -> None:
+    """Autocast off CUDA takes float16 and bfloat16 only and turns itself off for any other
+    dtype (written, or held by a variable); CUDA's computes its list in the dtype given, and so
+    does a region whose device is known only at run time (it may be CUDA's)."""
+    facts = probe(
+        """
+        def f(a, b, x):
+            a = a.half(); b = b.float()
+            full = torch.float32
+            with torch.autocast("cpu", dtype=torch.float32):
+                c = a @ b
+            with torch.autocast(device_type=x.device.type, dtype=full):
+                d = a @ b
+            with torch.autocast("cuda", dtype=torch.float32):
+                e = a @ b
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                with torch.autocast("cpu", dtype=torch.float64):
+                    g = a @ b
+            probe.at(c); probe.at(d); probe.at(e); probe.at(g)
+        """
+    )
+    for fact in (facts[0], facts[3]):  # (promoted as without autocast)
+        assert fact.cause is not Cause.AUTOCAST
+    # (a device known only at run time may be CUDA, whose region computes in float32)
+    for fact in (facts[1], facts[2]):
+        assert (fact.prec, fact.dtype, fact.cause) == (Prec.FULL, "float32", Cause.AUTOCAST)
+
+
+def test_a_result_made_in_a_dtype_parameter_has_the_dtype_each_call_hands() -> None:
+    facts = probe(
+        """
+        def prep(n, dtype=None, latents=None):
+            if latents is not None:
+                return latents.to(dtype=dtype)
+            return torch.randn(n, 4, dtype=dtype)
+
+        def run(n, flag):
+            x = prep(n, torch.float32)
+            y = prep(n, dtype=torch.bfloat16)
+            z = prep(n, torch.float32 if flag else None)
+            probe.at(x); probe.at(y); probe.at(z)
+        """
+    )
+    assert (facts[0].prec, facts[0].dtype, facts[0].cause) == (Prec.FULL, "float32", Cause.UPCAST)
+    assert facts[0].origin is not None
+    assert facts[0].origin.text == "made float32 by `prep`, handed `torch.float32`"
+    assert (facts[1].prec, facts[1].dtype, facts[1].cause) == (Prec.HALF, "bfloat16", Cause.CAST)
+    assert facts[2].cause is not Cause.UPCAST  # (float32 on one path only)
+
+
 def test_keep_in_fp32_modules_run_in_float32() -> None:
     facts = probe(
         """

@@ -118,3 +118,31 @@ def test_what_a_cast_model_is_handed_is_its_callers_dtype() -> None:
         "\n\nmodel = Front().half()\n"
     )
     assert summary(findings(body)) == [(12, "error")]
+
+
+def test_numpy_of_bfloat16_raises_and_float16_converts() -> None:
+    """numpy has no bfloat16: ``.numpy()`` raises on it alone (float16 is numpy.float16)."""
+    found = findings(module("return h.detach().cpu().numpy()\n", build="Head().to(torch.bfloat16)"))
+    assert summary(found) == [(11, "error")]
+    assert found[0].message.startswith(
+        "`h.detach().cpu()` is in the model's dtype here, and numpy has no bfloat16: "
+        "`.numpy()` raises `TypeError: Got unsupported ScalarType BFloat16`; convert "
+        "`h.detach().cpu().float()` instead (half: `Head` is cast to half by "
+    )
+    assert findings(module("return h.detach().numpy()\n")) == []  # (``.half()``: float16)
+    body = """
+    feats = torch.randn(16, 8).to(torch.bfloat16)
+    a = feats.numpy()
+    b = feats.float().numpy()
+    c = feats.to(torch.float32).cpu().numpy()
+    d = feats.detach().cpu().float().numpy()
+    e = torch.randn(4, dtype=torch.float16).numpy()
+    """
+    assert summary(findings(body)) == [(5, "error")]
+
+
+def test_numpy_of_the_models_dtype_unwritten_is_a_warning_naming_bfloat16() -> None:
+    # a cast to a dtype variable: half on evidence, bfloat16 only on the premise
+    found = findings(module("return h.detach().numpy()\n", build="Head().to(args.dtype)"))
+    assert summary(found) == [(11, "warning")]
+    assert found[0].message.endswith("; this holds if it is bfloat16 (float16 converts)")

@@ -16,6 +16,15 @@ from mpcheck.project.names import dotted
 
 # ``if torch.is_autocast_enabled():``: the branch that runs with autocast on
 AUTOCAST_TESTS = frozenset({"torch.is_autocast_enabled", "torch.is_autocast_cpu_enabled"})
+# The full dtypes a region may be given (only CUDA's autocast runs in them), by their names.
+FULL_DTYPES = {
+    "torch.float32": "float32",
+    "torch.float": "float32",
+    "torch.float64": "float64",
+    "torch.double": "float64",
+}
+_FULL = frozenset(FULL_DTYPES.values())
+_REGION_DTYPES = frozenset({"float16", "bfloat16", *_FULL})
 AUTOCAST_NAMES = {
     "torch.autocast": None,
     "torch.cuda.amp.autocast": "cuda",
@@ -37,6 +46,9 @@ class Regions:
         policies = {region.policy(aten, d) for d in devices}
         if policies == {"lower_precision"}:
             low = region.low_dtype
+            if low in _FULL:  # (CUDA autocast given ``dtype=torch.float32``)
+                text = f"computed in {low} by {region.cited}"
+                return Fact(Kind.TENSOR, Prec.FULL, low, Origin(node, Cause.AUTOCAST, text))
             text = f"computed in {low or 'half precision'} by {region.cited}"
             return Fact(Kind.TENSOR, Prec.HALF, low, Origin(node, Cause.AUTOCAST, text))
         if policies == {"fp32"}:
@@ -121,6 +133,7 @@ class Regions:
                 name = dotted(arg.value) or ""
                 leaf = name.rsplit(".", 1)[-1]
                 dtype = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16"}.get(leaf)
+                dtype = dtype or FULL_DTYPES.get(self.file.imports.resolve(arg.value) or "")
                 if dtype is None:
                     dtype = self._region_dtype(arg.value, frame)
                     dtype_known = dtype is not None
@@ -131,7 +144,8 @@ class Regions:
                     enabled = arg.value.value == "True"
                 else:
                     enabled = None
-        return Autocast(node, device, dtype, enabled, dtype_known, self.file.target_torch)
+        region = Autocast(node, device, dtype, enabled, dtype_known, self.file.target_torch)
+        return _ignored(region, frame) if dtype in _FULL else region
 
     def _helper_context(self, call: cst.Call | None) -> tuple[cst.Call, bool] | None:
         """What a function of this file that only returns a context returns: the call, and
@@ -195,13 +209,29 @@ class Regions:
         return Autocast(test, device, None, True, torch_version=self.file.target_torch)
 
     def _region_dtype(self, node: cst.BaseExpression, frame: Frame | None) -> str | None:
-        """``dtype=amp_dtype``: the half dtype the variable holds on every path, if one."""
+        """``dtype=amp_dtype``: the half dtype (or float32, float64) the variable holds on
+        every path, if one."""
         if frame is None or not isinstance(node, (cst.Name, cst.Attribute)):
             return None
         fact = self.file.expr(node, frame)
-        if fact.kind is Kind.DTYPE and fact.prec is Prec.HALF and not fact.maybe:
-            return fact.dtype if fact.dtype in ("float16", "bfloat16") else None
+        if fact.kind is Kind.DTYPE and fact.prec in (Prec.HALF, Prec.FULL) and not fact.maybe:
+            return fact.dtype if fact.dtype in _REGION_DTYPES else None
         return None
+
+
+def _ignored(region: Autocast, frame: Frame | None) -> Autocast | None:
+    """A region given a dtype its device's autocast does not take (``dtype=torch.float32``
+    off CUDA, :data:`~mpcheck.knowledge.torch_api.AUTOCAST_DTYPES`): torch turns autocast off
+    in it, so it is no region at all, or one with autocast off inside an enabled one. Where
+    the device is known only at run time (``device_type=x.device.type``) it is CUDA's region,
+    which computes its list in that dtype: "off on CPU and MPS" is a premise about the device,
+    not evidence, so no error rests on it."""
+    if region.device in (None, "", "cuda") or region.dtype is None:
+        return region
+    if T.autocast_takes(region.device or "", region.dtype):
+        return region
+    outer = frame.scope.autocast if frame is not None else None
+    return replace(region, enabled=False) if outer is not None and outer.active else None
 
 
 def _assignments(fn: cst.FunctionDef) -> list[cst.Assign]:

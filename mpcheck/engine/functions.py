@@ -42,6 +42,7 @@ from mpcheck.engine.facts import (
     promote,
     replace,
     settled,
+    tensor_of_dtype,
 )
 from mpcheck.engine.frames import Call, ClassInfo, Env, Frame
 from mpcheck.engine.frozen import frozen_dtypes
@@ -796,6 +797,9 @@ class Definitions:
                 return actual[0]
             if len(actual) == 1 and actual[0].kind is Kind.MODULE and fact.from_input:
                 return actual[0]  # ``apply_wd(nn.Linear(...))`` returns the module it was given
+            made = _made_in(actual, fn)
+            if made is not None:
+                return made
             given = promote(actual)
             if len(actual) == 1 and one_path_factory(actual[0]):
                 # ``self.apply_rotary(k)`` of a ``k`` a factory made on one path: what follows
@@ -806,6 +810,21 @@ class Definitions:
             return given
 
         return _handed_zeros(sub(result), result, parameters(fn, skip_self=skip_self), bound)
+
+
+def _made_in(actual: Sequence[Fact], fn: cst.FunctionDef) -> Fact | None:
+    """A tensor a function makes in, or casts to, a dtype parameter (``randn_tensor(shape,
+    dtype=dtype)``, ``x.to(dtype)``) is at each call a tensor of the dtype the call hands it
+    (``prepare_latents(..., torch.float32)``): float32 there as if written down. None unless
+    every argument it follows is one dtype, known and given on every path."""
+    first = actual[0]
+    if any(f.kind is not Kind.DTYPE or f.dtype != first.dtype or f.maybe for f in actual):
+        return None
+    if first.prec not in (Prec.FULL, Prec.HALF) or first.dtype is None or first.origin is None:
+        return None
+    cause = Cause.UPCAST if first.prec is Prec.FULL else Cause.CAST
+    how = f"made {first.dtype} by `{fn.name.value}`, handed `{first.origin.text}`"
+    return tensor_of_dtype(first.dtype, first.origin.node, cause, how)
 
 
 def _handed_zeros(

@@ -6,7 +6,8 @@ checks the dtype and raises instead of running them. Measured on torch 2.13 (CPU
 ``../shared/reference/torch-truth.md``); the CUDA behaviour is torch's documented contract:
 cuFFT computes float16 transforms only when every transformed size is a power of two (and
 bfloat16 ones not at all before cuFFT's bfloat16 types), and the linear-algebra and quantile
-checks are made before any device's kernel is chosen.
+checks are made before any device's kernel is chosen. ``Tensor.numpy()`` is the one row for
+bfloat16 only: numpy has no bfloat16 type (float16 converts to ``numpy.float16``).
 
 One row per op: the qualified name (``torch.fft.rfft``) or, for a tensor method, its name
 (``stft``), with the op autocast dispatches on (CPU autocast runs these in float32; CUDA
@@ -19,21 +20,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["FFT", "NO_HALF_KERNEL", "SOLVER", "QUANTILE", "Kernelless", "kernelless"]
+__all__ = ["FFT", "NO_HALF_KERNEL", "NUMPY", "SOLVER", "QUANTILE", "Kernelless", "kernelless"]
 
 FFT, SOLVER, QUANTILE = "a Fourier transform", "a linear-algebra routine", "a quantile"
+NUMPY = "a conversion to numpy"
+HALF_DTYPES = frozenset({"float16", "bfloat16"})
 
 
 @dataclass(frozen=True)
 class Kernelless:
     """``family``: what the op is; ``aten``: what autocast dispatches on; ``message``: torch's
     message for a float16 input (CPU); ``size``: (position, keyword) of the transform size
-    (an FFT's ``n``/``n_fft``, or ``s`` for the n-dimensional ones), None when it has none."""
+    (an FFT's ``n``/``n_fft``, or ``s`` for the n-dimensional ones), None when it has none;
+    ``dtypes``: the half dtypes it has no kernel for."""
 
     family: str
     aten: str
     message: str
     size: tuple[int, str] | None = None
+    dtypes: frozenset[str] = HALF_DTYPES
 
 
 # torch's messages for a half input, measured on CPU (``{low}``: Half or BFloat16)
@@ -110,6 +115,10 @@ NO_HALF_KERNEL: Mapping[str, Kernelless] = {
     "torch.nanquantile": Kernelless(QUANTILE, "nanquantile", _QUANTILE),
     "quantile": Kernelless(QUANTILE, "quantile", _QUANTILE),
     "nanquantile": Kernelless(QUANTILE, "nanquantile", _QUANTILE),
+    # ``x.numpy()`` (``force=True`` too): TypeError, measured on torch 2.13 CPU
+    "numpy": Kernelless(
+        NUMPY, "", "Got unsupported ScalarType {low}", dtypes=frozenset({"bfloat16"})
+    ),
 }
 
 

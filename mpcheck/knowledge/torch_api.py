@@ -583,6 +583,23 @@ AUTOCAST_NAMES = {
     "torch.nn.functional.upsample": "upsample_nearest2d",
 }
 
+# The dtypes ``torch.autocast(device_type, dtype=...)`` runs in, by device
+# (``torch/amp/autocast_mode.py``): every device but CUDA takes float16 and bfloat16 only and
+# turns autocast off in the region for any other ("In CPU autocast, but the target dtype is
+# not supported. Disabling autocast.", measured on torch 2.13), so a region opened with
+# ``dtype=torch.float32`` recasts nothing there. CUDA checks none: its region computes its
+# lower-precision list in the dtype given, float32 too.
+AUTOCAST_DTYPES: dict[str, frozenset[str]] = {
+    "cuda": frozenset({"float16", "bfloat16", "float32", "float64"}),
+    "": frozenset({"float16", "bfloat16"}),  # cpu, xpu, mps, hpu, ...: any other device
+}
+
+
+def autocast_takes(device: str, dtype: str) -> bool:
+    """Whether autocast on ``device`` (``"cpu"``, ``"cuda"``) runs in ``dtype`` at all."""
+    return dtype in AUTOCAST_DTYPES.get(device, AUTOCAST_DTYPES[""])
+
+
 # Functions of other libraries that move a tensor's elements around and keep its dtype.
 SAME_DTYPE_FUNCTIONS = functions_that(Does.SAME)
 
