@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import libcst as cst
+import pytest
 
 from mpcheck.engine.constants import Constants
 from tests.support import check
@@ -78,3 +79,16 @@ def test_function_default_handed_on_is_unknown() -> None:
     assert isinstance(fn, cst.FunctionDef)
     known = Constants(plain, plain.code.encode()).default(fn, fn.params.params[1], 1, None)
     assert known is not None and known.value == 1e-8
+
+
+@pytest.mark.parametrize("word", [b"scale", b"__init__", b"f", b"aa", b"Coder"])
+def test_a_name_is_found_where_the_pattern_finds_it(word: bytes) -> None:
+    """``_occurrences`` finds a name where ``re.finditer(name + rb"(?!\\w)")`` does (a name
+    followed by a word byte is inside a longer one; overlapping candidates included)."""
+    import re
+
+    from mpcheck.engine.constants import _occurrences
+
+    code = b"aaa = scale(f, fx) + scaled(aa)\nCoder.__init__(self)\nf(scale=1) aa\nf"
+    pattern = re.compile(re.escape(word) + rb"(?![\w])")
+    assert list(_occurrences(code, word)) == [(m.start(), m.end()) for m in pattern.finditer(code)]

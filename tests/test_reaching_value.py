@@ -39,3 +39,36 @@ def test_the_binding_that_reaches_a_cast(body: str, value: str | None) -> None:
     function, cast = _last_cast(body)
     found = bound_before(function, cast, "t")
     assert (None if found is None else cst.Module([]).code_for_node(found)) == value
+
+
+def test_a_cast_in_a_nested_block_sees_the_bindings_before_each_enclosing_block() -> None:
+    """The path down to the cast goes through the blocks holding it: the statements before
+    the cast in its own block first, then those before each enclosing statement."""
+    module = cst.parse_module(
+        "def f(self, t, x, n):\n"
+        "    t = self.proj(t)\n"
+        "    with ctx():\n"
+        "        if n:\n"
+        "            y = g(t.to(x.dtype))\n"
+    )
+    function = module.body[0]
+    assert isinstance(function, cst.FunctionDef)
+    calls = [n for n in _every(function) if isinstance(n, cst.Call)]
+    cast = next(c for c in calls if isinstance(c.func, cst.Attribute) and c.func.attr.value == "to")
+    found = bound_before(function, cast, "t")
+    assert found is not None and cst.Module([]).code_for_node(found) == "self.proj(t)"
+
+
+def test_a_node_outside_the_function_is_bound_to_nothing() -> None:
+    function, _ = _last_cast("    t = self.proj(t)\n")
+    _, elsewhere = _last_cast("    t = self.proj(t)\n")
+    assert bound_before(function, elsewhere, "t") is None
+
+
+def _every(root: cst.CSTNode) -> list[cst.CSTNode]:
+    found, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(node.children)
+    return found

@@ -55,3 +55,36 @@ def test_a_reported_finding_looks_up_its_own_nodes_once(lookups: list[int]) -> N
     found = check(REPORTED)
     assert [d.code for d in found] == ["MPC302"]
     assert len(lookups) == 1 and lookups[0] >= 1
+
+
+def test_after_the_first_finding_the_shown_facts_are_indexed_not_kept() -> None:
+    """``Walk.found`` walks the facts shown so far and keeps their places only; facts shown
+    afterwards are indexed as they come, and ``decided_at`` answers as from the kept facts:
+    the first place shown for each wanted node."""
+    from mpcheck.engine.analysis import FileAnalysis
+    from mpcheck.engine.facts import Cause, Fact, Kind, Origin
+    from mpcheck.project.names import ImportTable
+
+    class Quiet:
+        def wants(self, kind: str) -> bool:
+            return False
+
+        def deliver(self, kind: str, site: object) -> None:
+            pass
+
+    module = cst.parse_module("x = a\ny = b\n")
+    a, b = cst.Name("a"), cst.Name("b")
+    first, second = Place("u.py", 1, 1, "first"), Place("u.py", 2, 1, "second")
+
+    def fact(node: cst.CSTNode, place: Place | None) -> Fact:
+        via = Origin(node, Cause.LITERAL, "there", place=place)
+        return Fact(Kind.TENSOR, origin=Origin(cst.Name("z"), Cause.LITERAL, "here", via=via))
+
+    walk = FileAnalysis(module, ImportTable.of(module), Quiet(), source=b"x = a\ny = b\n")
+    walk.shown((fact(a, first), fact(b, None)))
+    walk.found()
+    assert walk._shown is None
+    walk.shown((fact(a, second), fact(b, second)))
+    assert walk.decided_at([a, b]) == {a: first, b: second}
+    assert walk.decided_at([b]) == {b: second}
+    assert walk.decided_at([]) == {}

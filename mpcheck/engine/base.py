@@ -84,7 +84,10 @@ class Walk(ABC):
         self.elsewhere: dict[cst.CSTNode, Place] = {}
         # The facts the rules were shown, in order: the origins among them whose dtype was
         # decided in another file are looked up for reported findings only (``decided_at``).
-        self._shown: list[Iterable[Fact]] = []
+        # At the first finding they are indexed instead (``_places``: each origin node with
+        # a place -> the first), and so are the facts shown after it.
+        self._shown: list[Iterable[Fact]] | None = []
+        self._places: dict[cst.CSTNode, Place] = {}
         # The module calls shown to the rules so far (``CallSite.module_calls``).
         self.module_calls: set[cst.CSTNode] = set()
         self.source = source
@@ -199,24 +202,30 @@ class Walk(ABC):
     def shown(self, facts: Iterable[Fact]) -> None:
         """Facts a site hands the rules (an iterable read again at report time), kept for
         :meth:`decided_at`: facts are immutable, so their origins can wait to be walked
-        until a finding asks, and a file without findings walks none."""
-        self._shown.append(facts)
+        until a finding asks, and a file without findings walks none. After the first
+        finding (:meth:`found`) they are indexed at once, and not kept."""
+        if self._shown is None:
+            _index_places(facts, self._places)
+        else:
+            self._shown.append(facts)
+
+    def found(self) -> None:
+        """A rule reported a finding: :meth:`decided_at` will walk every shown fact's origins,
+        so walk those shown so far now and keep only what they place, not the facts (and the
+        call records holding them) for the rest of the file's walk."""
+        if self._shown is not None:
+            for facts in self._shown:
+                _index_places(facts, self._places)
+            self._shown = None
 
     def decided_at(self, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, Place]:
         """Of ``nodes`` (the findings' nodes and related nodes), those that are the origin of
         a shown fact (of its items', of a dtype variable's) whose dtype was decided in
         another file, with that place: the first shown, as the findings' related locations."""
         wanted = set(nodes)
-        out: dict[cst.CSTNode, Place] = {}
-        for facts in self._shown if wanted else ():
-            for fact in facts:
-                for part in (fact, *(fact.items or ()), *((fact.elem,) if fact.elem else ())):
-                    origin = part.origin
-                    while origin is not None:
-                        if origin.place is not None and origin.node in wanted:
-                            out.setdefault(origin.node, origin.place)
-                        origin = origin.via
-        return out
+        if wanted:
+            self.found()
+        return {node: place for node, place in self._places.items() if node in wanted}
 
     def code(self, node: cst.CSTNode) -> str:
         """``node``'s source, cut to fit in a message."""
@@ -231,6 +240,18 @@ class Walk(ABC):
             return replace(origin, text=f"`{self.code(op.node)}` is {origin.text} here")
         value = self.code(origin.node)
         return replace(origin, text=f"`{self.code(op.node)}` is `{value}` here")
+
+
+def _index_places(facts: Iterable[Fact], places: dict[cst.CSTNode, Place]) -> None:
+    """Each origin of ``facts`` (of their items', of a dtype variable's) that has a place
+    (its dtype was decided in another file) -> that place, the first one kept."""
+    for fact in facts:
+        for part in (fact, *(fact.items or ()), *((fact.elem,) if fact.elem else ())):
+            origin = part.origin
+            while origin is not None:
+                if origin.place is not None:
+                    places.setdefault(origin.node, origin.place)
+                origin = origin.via
 
 
 def shorten(text: str) -> str:

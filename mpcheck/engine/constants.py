@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import ast
 import re
-from functools import cached_property
+from collections.abc import Iterator
+from functools import cached_property, lru_cache
 
 import libcst as cst
 
@@ -55,6 +56,20 @@ def number_of(node: cst.BaseExpression | None) -> float | None:
     return -value if negate else value
 
 
+def _occurrences(code: bytes, word: bytes) -> Iterator[tuple[int, int]]:
+    r"""Where the name ``word`` occurs in ``code`` not followed by a word byte: its start and
+    end offsets, as ``re.finditer(word + rb"(?!\w)")`` finds them, without compiling a
+    pattern for each name a file's walk asks of (``re``'s cache holds 512)."""
+    start = code.find(word) if word else -1
+    while start >= 0:
+        end = start + len(word)
+        if end < len(code) and code[end] in _WORD:
+            start = code.find(word, start + 1)
+            continue
+        yield start, end
+        start = code.find(word, end)
+
+
 class Constants:
     """The numbers names and parameters stand for in one file (see the module docstring)."""
 
@@ -66,15 +81,20 @@ class Constants:
         self._set_once: dict[str, bool] = {}
 
     @cached_property
+    def text(self) -> bytes:
+        """The file's bytes (printed from the tree once when the walk was given none)."""
+        return self._source or self.module.code.encode()
+
+    @cached_property
     def code(self) -> bytes:
         """The file's code with strings and comments blanked (offsets kept)."""
-        return blank(self._source or self.module.code.encode())
+        return blank(self.text)
 
     @cached_property
     def globals_declared(self) -> frozenset[str]:
         """Names a function of the file rebinds at module level (``global EPS``)."""
         found: set[str] = set()
-        if b"global" not in (self._source or self.module.code.encode()):
+        if b"global" not in self.text:
             return frozenset()  # (blanking only empties: the code holds none either)
         for match in _GLOBAL.finditer(self.code):
             line = match.group(1).split(b"\n", 1)[0]
@@ -185,17 +205,14 @@ class Constants:
         keywords: set[str] = set()
         positional, opaque = 0, False
         code = self.code
-        # (no leading look-behind, tried at every offset: the byte before is tested below)
-        pattern = re.compile(re.escape(name.encode()) + rb"(?![\w])")
-        for match in pattern.finditer(code):
-            start = match.start()
+        word = name.encode()
+        for start, after in _occurrences(code, word):
             if start > 0 and code[start - 1] in _WORD:
                 continue  # (inside a longer name)
             if code[max(0, start - 4) : start] == b"def " or code[max(0, start - 6) : start] == (
                 b"class "
             ):
                 continue  # the definition itself
-            after = match.end()
             while after < len(code) and code[after] in b" \t":
                 after += 1
             if after >= len(code) or code[after] != 0x28:
@@ -223,13 +240,18 @@ class Constants:
         return found
 
     def _source_text(self, start: int, end: int) -> str:
-        source = self._source or self.module.code.encode()
-        return source[start:end].decode("utf-8", "replace")
+        return self.text[start:end].decode("utf-8", "replace")
 
     def attribute_set_once(self, attr: str) -> bool:
         """Whether the file sets an attribute ``attr`` in one place only (``self.eps = eps``)."""
         if attr not in self._set_once:
-            sets = re.compile(rb"\.\s*" + re.escape(attr.encode()) + _SETS)
-            once = len(sets.findall(self.code)) <= 1 and b"setattr" not in self.code
+            once = len(_sets(attr).findall(self.code)) <= 1 and b"setattr" not in self.code
             self._set_once[attr] = once
         return self._set_once[attr]
+
+
+@lru_cache(maxsize=1024)
+def _sets(attr: str) -> re.Pattern[bytes]:
+    """A store to attribute ``attr`` (``.eps =``, ``.eps +=``): compiled once per run, the
+    same attribute names recur over a project (``re``'s own cache holds 512 patterns)."""
+    return re.compile(rb"\.\s*" + re.escape(attr.encode()) + _SETS)

@@ -459,27 +459,42 @@ def bound_before(
 ) -> cst.BaseExpression | None:
     """The value ``name`` was last bound to before ``at`` in ``function`` (see
     :func:`reaching_value`), None when a parameter or unsure."""
+    path = _path_to(function.body, at)
+    if path is None:
+        return None
     frames: list[tuple[list[cst.BaseStatement], int]] = []
-    node: cst.CSTNode = function.body
-    while node is not at:
+    for node, inner in zip(path, path[1:], strict=False):
         if isinstance(node, cst.IndentedBlock):
             statements = list(node.body)
-            index = next((i for i, s in enumerate(statements) if _contains(s, at)), None)
+            index = next((i for i, s in enumerate(statements) if s is inner), None)
             if index is None:
                 return None
             frames.append((statements, index))
-            node = statements[index]
-            continue
-        inner = next((c for c in children(node) if _contains(c, at)), None)
-        if inner is None:
-            return None
-        node = inner
     for statements, index in reversed(frames):
         for statement in reversed(statements[:index]):
             found = _rebinding(statement, name)
             if found is _ITSELF:
                 continue
             return found if isinstance(found, cst.BaseExpression) else None
+    return None
+
+
+def _path_to(root: cst.CSTNode, at: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The nodes from ``root`` down to ``at`` (both included), None when ``at`` is not under
+    ``root``: one walk over the code nodes, where asking each block's statements whether
+    they hold ``at`` walked each of them again with libcst's visitor."""
+    up: dict[int, cst.CSTNode] = {}
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        if node is at:
+            path = [node]
+            while path[-1] is not root:
+                path.append(up[id(path[-1])])
+            return path[::-1]
+        for child in children(node):
+            up[id(child)] = node
+            stack.append(child)
     return None
 
 

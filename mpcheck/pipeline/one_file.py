@@ -265,11 +265,18 @@ def _run_rules(
     link: ProjectLink | None,
 ) -> Analysed:
     reports: list[Report] = []
+    walk: list[FileAnalysis] = []  # (built below; told of the first finding)
+
+    def report(found: Report) -> None:
+        if not reports and walk:
+            walk[0].found()  # (:meth:`~mpcheck.engine.base.Walk.found`)
+        reports.append(found)
+
     imports = ImportTable.of(module)
     ctx = RuleContext(
         module,
         filename,
-        reports.append,
+        report,
         imports=imports,
         target_torch=options.target_torch_version,
     )
@@ -287,6 +294,7 @@ def _run_rules(
         target_torch=options.target_torch_version,
         uses=_uses(filename, source, options, getattr(session, "buffers", None)),
     )
+    walk.append(analysis)
     try:
         try:
             analysis.run()
