@@ -445,6 +445,15 @@ def test_a_cast_of_a_same_named_class_is_not_the_cause_of_unchanged_findings(
     assert "tools/run.py" in related  # the cast, resolved to this module's ``Block``
 
 
+# A script of the project that builds both models of the pull request and casts them to half.
+RUN = """from block import Block
+from pkg.attention import Attention
+
+block = Block(8).half()
+attention = Attention(8).half()
+"""
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_a_pull_request_is_held_to_what_it_introduces_off_its_lines(
     runner: Runner, installed: dict[str, str], workspace: Path, tmp_path: Path
@@ -457,6 +466,9 @@ def test_a_pull_request_is_held_to_what_it_introduces_off_its_lines(
 
     files = {"block.py": BLOCK, "pkg/__init__.py": "", "pkg/rope.py": ROPE}
     files["pkg/attention.py"] = ATTENTION
+    # (the project casts both models to half: the PR's findings rest on that evidence, not on
+    # whatever the workspace's other files leave open)
+    files["run.py"] = RUN
     for name, text in files.items():
         (workspace / name).parent.mkdir(parents=True, exist_ok=True)
         (workspace / name).write_text(text)
@@ -476,8 +488,6 @@ def test_a_pull_request_is_held_to_what_it_introduces_off_its_lines(
     git(tmp_path, "clone", "-q", "--depth=1", "-b", "pull-1-merge", workspace.as_uri(), str(clone))
     event = {"event.pull_request.base.sha": base}
     result = run_action(runner, installed, clone, {"sarif-file": "pr.sarif"}, github=event)
-    # (warnings: nothing in this project casts ``Block`` or ``Attention`` to half; only a
-    # same-named class of the workspace's other files did, when classes matched by name)
     found = re.findall(r"::(?:error|warning) [^:]*file=([^,]+),line=(\d+)", result.stdout)
     annotated = set(found)
     assert result.returncode == 1, result.stdout + result.stderr
