@@ -414,12 +414,10 @@ class _Body:
             return True
         if _NAME.match(text):
             return self._name(text, depth, self.no_model)
-        if not text.endswith(b")"):
+        call = _split_call(text)
+        if call is None:
             return False
-        at = opening(text, len(text) - 1)
-        if at <= 0:
-            return False
-        head = text[:at].rstrip()
+        at, head = call
         receiver, dot, method = head.rpartition(b".")
         if dot and method.decode() in _MODULE_SELF and not _DOTTED.match(head):
             return self.no_model(receiver, depth + 1)  # (``CLIPTextModel(cfg).to(device)``)
@@ -455,10 +453,10 @@ class _Body:
         return True
 
     def _call(self, text: bytes, depth: int) -> bool:
-        at = opening(text, len(text) - 1)
-        if at <= 0:
+        call = _split_call(text)
+        if call is None:
             return False
-        head = text[:at].rstrip()
+        head = call[1]
         if _DOTTED.match(head):  # ``torch.cat(...)``, ``F.pad(...)``: by what it names
             callee = head.decode()
             first, _, rest = callee.partition(".")
@@ -494,12 +492,10 @@ class _Body:
         or a method of such a value: an array, an image, samples; their methods are the
         library's code, which builds no model of the project."""
         text = text.strip()
-        if not text.endswith(b")"):
+        call = _split_call(text)
+        if call is None:
             return False
-        at = opening(text, len(text) - 1)
-        if at <= 0:
-            return False
-        head = text[:at].rstrip()
+        at, head = call
         if _DOTTED.match(head):
             first, _, rest = head.decode().partition(".")
             found = self.imports.get(first)
@@ -634,6 +630,15 @@ def _unconditional(code: bytes, begin: int, at: int, base: int) -> bool:
             return False  # (an ``if``, a loop, a ``try``: a block some runs skip)
         indent = len(line) - len(text)
     return indent == base
+
+
+def _split_call(text: bytes) -> tuple[int, bytes] | None:
+    """A call's text split at its argument list: where its ``(`` is, and the callee's text
+    (``np.load`` of ``np.load(p)``); None when ``text`` is no call."""
+    if not text.endswith(b")"):
+        return None
+    at = opening(text, len(text) - 1)
+    return (at, text[:at].rstrip()) if at > 0 else None
 
 
 def _literal_operand(text: bytes) -> bool:
