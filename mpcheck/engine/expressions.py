@@ -156,7 +156,8 @@ class Expressions:
                 return Fact(Kind.DTYPE)
             if attr in ("config", "device", "training"):
                 return UNKNOWN
-            return replace(base, layer=self.modules.member_layer(base.layer, attr))
+            layer, library = self.modules.member_layer(base, attr)
+            return replace(base, layer=layer, library=library)
         if base.kind is Kind.OTHER and attr in ("min", "max", "eps", "tiny") and base.layer:
             return self.finfo_value(base, attr)
         plain = self.definitions.plain_class(base.layer) if base.kind is Kind.OTHER else None
@@ -743,7 +744,7 @@ class Expressions:
             )
         layer = T.library_fp32(name, T.LIBRARY_LAYERS)
         if layer is not None:
-            return self.modules.construct_module(node, layer, frame, kwargs)
+            return self.modules.construct_module(node, layer, frame, kwargs, library=True)
         function = T.library_fp32(name, T.FP32_OUTPUT_FUNCTIONS)
         if function is None:
             return None

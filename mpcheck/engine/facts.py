@@ -115,6 +115,9 @@ class Fact:
     # MODULE: an instance of a project class (``layer`` is its name): its parts may have their
     # own dtype (``Linear(base)`` of a half ``base``), it is no bare torch layer
     project: bool = False
+    # MODULE: built from torch's or a library's class (``nn.Embedding(...)``): ``layer`` names
+    # that class, whose forward runs, never a project class of the same name
+    library: bool = False
     maybe: bool = False  # DTYPE/MODULE: holds on some paths only; TENSOR: origin on some
     value: float | None = None  # SCALAR: the number, when it is a literal
     # TENSOR: a forced float32 value that absorbed a model-dtype one (``mask`` + ``latents``):

@@ -57,14 +57,36 @@ class Modules:
         self.definitions = definitions
 
     def construct_module(
-        self, node: cst.Call, layer: str | None, frame: Frame, kwargs: dict[str, Operand]
+        self,
+        node: cst.Call,
+        layer: str | None,
+        frame: Frame,
+        kwargs: dict[str, Operand],
+        *,
+        library: bool = False,
     ) -> Fact:
-        """A freshly built nn.Module, and whether it keeps zero rows (:func:`bias_free`)."""
-        built = self._construct_module(node, layer, frame, kwargs)
-        return bias_free(built, node, kwargs)
+        """A freshly built nn.Module, and whether it keeps zero rows (:func:`bias_free`);
+        ``library``: of torch's or a library's class, whatever the project names its own."""
+        built = self._construct_module(node, layer, frame, kwargs, library)
+        return bias_free(replace(built, library=True) if library else built, node, kwargs)
+
+    def own_class(self, module: Fact) -> ClassInfo | None:
+        """The class of this file ``module`` is an instance of; None for torch's or a
+        library's class of the same name (``nn.Embedding`` beside a project ``Embedding``)."""
+        return None if module.library else self.file.classes.get(module.layer or "")
+
+    def imported_class(self, module: Fact) -> ClassSummary | None:
+        """The class of another project file ``module`` is an instance of, as
+        :meth:`own_class` for this file's."""
+        return None if module.library else self.file.imported.get(module.layer or "")
 
     def _construct_module(
-        self, node: cst.Call, layer: str | None, frame: Frame, kwargs: dict[str, Operand]
+        self,
+        node: cst.Call,
+        layer: str | None,
+        frame: Frame,
+        kwargs: dict[str, Operand],
+        library: bool = False,
     ) -> Fact:
         """A freshly built nn.Module: in a model's __init__ it follows the model's dtype.
 
@@ -72,7 +94,9 @@ class Modules:
         a model made half at construction (``from_pretrained(torch_dtype=torch.float16)``
         sets the default dtype while ``__init__`` runs) keeps that part in its own dtype.
         """
-        dtype = kwargs.get("dtype") or self.definitions.constructor_dtype(node, layer)
+        dtype = kwargs.get("dtype")
+        if dtype is None and not library:  # (a class's own default ``dtype=``)
+            dtype = self.definitions.constructor_dtype(node, layer)
         apart = self.definitions.built_apart(frame) if dtype is None else None
         if apart is not None:
             origin = Origin(node, Cause.MODEL_CAST, apart)
@@ -116,21 +140,26 @@ class Modules:
         origin = Origin(node, Cause.LITERAL, "loaded in float32 (the default)")
         return Fact(Kind.MODULE, Prec.FULL, "float32", origin)
 
-    def member_layer(self, layer: str | None, attr: str) -> str | None:
-        """The layer of ``model.<attr>`` when ``model``'s class is defined in this file.
+    def member_layer(self, module: Fact, attr: str) -> tuple[str | None, bool]:
+        """The layer of ``model.<attr>`` when ``model``'s class is defined in this file, and
+        whether it is torch's or a library's class (:attr:`Fact.library`).
 
         ``model = Net(); model.head`` is the ``nn.Linear`` that ``Net.__init__`` built as
         ``self.head``; it has the model's dtype until something casts it on its own.
         """
-        info = self.file.classes.get(layer or "")
-        if info is None and layer in self.file.imported:  # a class of another project file
-            part = self.file.imported[layer].attrs.get(attr)
-            return part.layer if part is not None and part.kind == Kind.MODULE.value else None
+        info = self.own_class(module)
+        imported = self.imported_class(module)
+        if info is None and imported is not None:  # a class of another project file
+            part = imported.attrs.get(attr)
+            kept = part is not None and part.kind == Kind.MODULE.value
+            return (part.layer if part is not None and kept else None), False
         if info is None or not info.is_module:
-            return None
+            return None, False
         self.definitions.analyse_class(info)
         fact = info.attrs.get("self." + attr)
-        return fact.layer if fact is not None and fact.kind is Kind.MODULE else None
+        if fact is None or fact.kind is not Kind.MODULE:
+            return None, False
+        return fact.layer, fact.library
 
     def member_module(
         self, module: Fact, method: str, args: tuple[Operand, ...], kwargs: dict[str, Operand]
@@ -138,7 +167,7 @@ class Modules:
         """What ``model.<method>(...)`` returns when that method of ``model``'s local class
         returns one of its modules (``get_decoder``, ``fuse``): the module, in ``model``'s dtype.
         """
-        info = self.file.classes.get(module.layer or "")
+        info = self.own_class(module)
         fn = info.methods.get(method) if info is not None and info.is_module else None
         if info is None or fn is None or method == "forward" or fn in self.definitions.in_progress:
             return None
@@ -188,14 +217,14 @@ class Modules:
                 CallRecord(node, result, args, kwargs, receiver=receiver, path=path), frame
             )
         op, aten = T.LAYERS.get(layer or "", (None, ""))
-        own, imported = self.file.classes.get(layer or ""), self.file.imported.get(layer or "")
+        own, imported = self.own_class(module), self.imported_class(module)
         if op is None and takes_half_input(module, path, own, frame, imported):
             op = T.OpKind.MODEL
-        elif op is None and feeds_its_weights(module, self.file.imported.get(layer or ""), frame):
+        elif op is None and feeds_its_weights(module, imported, frame):
             op = T.OpKind.MODEL  # ``self.x_embedder(x)``: a patch embedding of another file
         fed: tuple[Operand, ...] = ()
         if op is T.OpKind.MODEL:  # ``self.fusion_model(x, residual)``: ``residual`` too
-            fed = fed_arguments(module, self.file.imported.get(layer or ""), frame, args, kwargs)
+            fed = fed_arguments(module, imported, frame, args, kwargs)
         if layer in T.LOSS_LAYERS:  # no weights of its own: the loss follows its inputs
             aten = T.LOSS_LAYERS[layer]
             tensors = [a.fact for a in args if a.fact.is_tensor]
@@ -203,9 +232,9 @@ class Modules:
             result = replace(result, zero_dim=True)  # reduction="mean" (the default): 0-dim
         elif module.prec is Prec.UNKNOWN:
             result = UNKNOWN_TENSOR if layer is None else replace(first, params=frozenset())
-        elif layer in self.file.classes and "forward" in self.file.classes[layer].methods:
-            result = self.class_forward(self.file.classes[layer], args, kwargs)
-        elif layer in self.file.imported and "forward" in self.file.imported[layer].methods:
+        elif own is not None and "forward" in own.methods:
+            result = self.class_forward(own, args, kwargs)
+        elif layer and imported is not None and "forward" in imported.methods:
             result = self.imported_forward(node, layer, args, kwargs)
         elif layer is None and first.prec is Prec.FULL and module.prec is Prec.MODEL:
             result = UNKNOWN_TENSOR  # a custom module fed float32 may well compute in float32
@@ -309,7 +338,7 @@ class Modules:
     def _forward_of(self, module: Fact) -> tuple[ClassInfo, cst.FunctionDef] | None:
         """The ``forward`` of ``module``'s class when it is in this file and may be walked
         again here (not already being walked, within the re-walk depth)."""
-        info = self.file.classes.get(module.layer or "")
+        info = self.own_class(module)
         fn = info.methods.get("forward") if info is not None and info.is_module else None
         if info is None or fn is None or fn in self.definitions.in_progress:
             return None
@@ -360,7 +389,7 @@ class Modules:
         between the two walks are what the split changed. Returns them and what the
         method returns with the split (None when there is no split to follow).
         """
-        info = self.file.classes.get(module.layer or "")
+        info = self.own_class(module)
         fn = info.methods.get(method) if info is not None and info.is_module else None
         if (
             info is None
@@ -564,11 +593,10 @@ class Modules:
         part = self.member_module(module, method, args, kwargs)
         if part is not None:  # ``self.model.get_decoder()``: a submodule, not an output
             return part
-        sub = self.member_layer(module.layer, method)
+        sub, library = self.member_layer(module, method)
         if sub is not None and path is not None:  # ``model.head(x)``: a submodule, not a method
-            return self.module_call(
-                node, replace(module, layer=sub), f"{path}.{method}", args, kwargs, frame
-            )
+            part = replace(module, layer=sub, library=library)
+            return self.module_call(node, part, f"{path}.{method}", args, kwargs, frame)
         if any(o.fact.kind is Kind.DTYPE for o in (*args, *kwargs.values())):
             # ``self._cast_input_dtype(x, torch.float32)``: a helper we cannot see, handed a
             # dtype, may well cast to it

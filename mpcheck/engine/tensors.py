@@ -310,7 +310,8 @@ class Tensors:
                     first = args[0].fact
                     layer = first.layer if first.kind is Kind.MODULE else None
                     built = self.modules.construct_module(node, layer, frame, kwargs)
-                    return replace(built, layer=layer, container=True)
+                    library = first.library if first.kind is Kind.MODULE else False
+                    return replace(built, layer=layer, container=True, library=library)
                 if name in ("Parameter", "Buffer", "ParameterList", "ParameterDict"):
                     inner = args[0].fact if args else UNKNOWN_TENSOR
                     if frame.scope.in_module:
@@ -327,7 +328,7 @@ class Tensors:
                     return inner
                 if _parameter_free_norm(name, kwargs):
                     name = "ParameterFreeNorm"
-                return self.modules.construct_module(node, name, frame, kwargs)
+                return self.modules.construct_module(node, name, frame, kwargs, library=True)
         if "dtype" in kwargs and (
             leaf
             in (
@@ -424,7 +425,8 @@ class Tensors:
                 )
             return Fact(Kind.OTHER, layer="finfo")
         if qual in T.EXTERNAL_LAYERS:  # apex.normalization.FusedRMSNorm(...)
-            return self.modules.construct_module(node, T.EXTERNAL_LAYERS[qual], frame, kwargs)
+            layer = T.EXTERNAL_LAYERS[qual]
+            return self.modules.construct_module(node, layer, frame, kwargs, library=True)
         if qual == "einops.pack" and args:  # (the tensors concatenated, their shapes)
             seq = args[0].fact
             items = seq.items if seq.kind is Kind.SEQ else None

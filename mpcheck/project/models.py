@@ -434,7 +434,8 @@ class _Names:
 
     def named(self, name: str) -> frozenset[str]:
         """The project classes of ``name``'s leaf: those a name the imports do not pin to
-        one of them may still stand for (``nn.Linear`` in a project with a ``Linear``)."""
+        one of them may still stand for (``Linear`` of a star import in a project with a
+        ``Linear``; ``torch.nn.Linear`` is torch's: :func:`_unknown_model`)."""
         leaf = name.rpartition(".")[2]
         return frozenset(n for n in self.by_leaf.get(leaf, ()) if n in self.classes)
 
@@ -854,6 +855,11 @@ class _Tensors:
         )
 
 
+# Where torch's own classes live: a name the imports qualify under it is torch's, never the
+# project's class of the same leaf name.
+TORCH = "torch."
+
+
 def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bool:
     """Whether ``name``, which resolves to no project class, may still be one: what a call
     returns that the records cannot follow (``instantiate_from_config(cfg)``, a library
@@ -868,6 +874,8 @@ def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bo
             return False
         # (an item of its value that every ``return`` builds of a library's class: no model)
         return f"{function}{POSITION}{index}" not in tensors
+    if name.startswith(TORCH) and not any(c.startswith(TORCH) for c in names.classes):
+        return False  # (``torch.nn.Linear``: torch's class, whatever the project names its own)
     leaf = name.rpartition(".")[2]
     return any(c.rpartition(".")[2] == leaf for c in names.classes)
 
