@@ -120,6 +120,7 @@ class ModelUses:
         dtype_loads: frozenset[str] | None = None,
         application: bool = False,
         cast_to: Mapping[str, Mapping[str, Reach]] = MappingProxyType({}),
+        float16: frozenset[str] = frozenset(),
         input_cast: str | None = None,
         buffers_kept: Mapping[str, Reach] = MappingProxyType({}),
         closed: tuple[frozenset[str], tuple[str, ...]] | None = None,
@@ -162,6 +163,9 @@ class ModelUses:
         self.application = application
         # half dtype -> class -> a cast that writes that dtype down and reaches the class
         self._cast_to = cast_to
+        # the classes some cast, wrapper or use that may cast reaches without writing
+        # bfloat16 down: float16 may reach them (:meth:`bfloat16_only`)
+        self._float16 = float16
         # an FSDP policy of the project that casts its models' floating forward inputs to a
         # half (or unknown) ``param_dtype``, quoted with its place; None: none does
         self.input_cast = input_cast
@@ -192,6 +196,7 @@ class ModelUses:
             self._dtype_loads,
             self.application,
             self._cast_to,
+            self._float16,
             self.input_cast,
             self._buffers_kept,
             self._closed,
@@ -316,6 +321,19 @@ class ModelUses:
         found = self._cast_to.get(dtype, {})
         return found.get(f"{self.module}.{name}" if self.module else name)
 
+    def bfloat16_only(self, name: str) -> Reach | None:
+        """A cast writing bfloat16 down that reaches the class ``name`` of :attr:`module`,
+        when it is the only half the project gives it (None otherwise): every cast, load
+        and wrapper reaching it writes bfloat16 (``.to(torch.bfloat16)``,
+        ``torch_dtype=torch.bfloat16``), nothing that may cast a model of unknown dtype
+        does, and every half path of the project names the classes it reaches. Its weights
+        and activations are then bfloat16, whose range is float32's: float16's 65504 does
+        not bound them."""
+        qualified = f"{self.module}.{name}" if self.module else name
+        if self._closed is None or qualified in self._float16:
+            return None
+        return self._cast_to.get("bfloat16", {}).get(qualified)
+
     def __len__(self) -> int:
         return len(self._reach)
 
@@ -330,6 +348,7 @@ class ModelUses:
             self.autocasts,
             self.application,
             written,
+            sorted(self._float16),
             self.input_cast,
             loads,
             kept,
@@ -483,6 +502,10 @@ def uses_of_records(
     bodies: dict[str, set[str]] = {}  # class -> the project classes its body builds
     casts: dict[str, Reach] = {}
     written: dict[str, dict[str, Reach]] = {}  # half dtype -> class -> a cast writing it
+    # class -> a cast that may make it float16: one writing float16 or no dtype down
+    # (``.to(weight_dtype)``), a wrapper's, a use that may cast it (:meth:`ModelUses.bfloat16_only`)
+    float16: dict[str, Reach] = {}
+    bfloat16_first: set[str] = set()  # classes whose quoted cast writes bfloat16
     covered: dict[str, Reach] = {}  # every call seen runs under an enabled autocast
     uncovered: set[str] = set()
     sites: dict[str, list[tuple[Place, bool]]] = {}  # builds outside classes, kept float32?
@@ -545,12 +568,20 @@ def uses_of_records(
                     loose.append(LoosePath(place, classes=names.named(name)))
             for target in expand(name):
                 text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
-                if target not in casts:
+                # (a cast that may write float16 is quoted before one writing bfloat16: it
+                # is the one a float16-only hazard rests on)
+                if target not in casts or (target in bfloat16_first and dtype != "bfloat16"):
                     casts[target] = Reach(CAST, Place(path, line, column, text))
+                    if dtype == "bfloat16":
+                        bfloat16_first.add(target)
+                    else:
+                        bfloat16_first.discard(target)
                 if dtype:
                     written.setdefault(dtype, {}).setdefault(
                         target, Reach(CAST, Place(path, line, column, text))
                     )
+                if dtype != "bfloat16":
+                    float16.setdefault(target, Reach(CAST, Place(path, line, column, text)))
         for name, region in record.calls:
             for target in expand(name):
                 if region is None:
@@ -681,6 +712,12 @@ def uses_of_records(
     cast_to: dict[str, dict[str, Reach]] = {}
     for dtype, cast_roots in written.items():
         _spread(cast_roots, cast_to.setdefault(dtype, {}), bodies)
+    # (a wrapper's cast writes no dtype here, and a use that may cast a model may pick any)
+    float16.update((c, r) for c, r in casts.items() if c not in written.get("bfloat16", {}))
+    loosely = {c for path in loose if path.classes is not None for c in path.classes}
+    float16.update((c, Reach(CAST, Place("", 0, 0, ""))) for c in unsafe | computed | loosely)
+    may_be_float16: dict[str, Reach] = {}
+    _spread(float16, may_be_float16, bodies)
     _spread(built, reach, bodies, only)
     _spread(_bases(subclasses, reach, only), reach, bodies, only)
     # What nothing reaches is known only in a project that shows where it builds its models
@@ -756,6 +793,7 @@ def uses_of_records(
         dtype_loads=loads,
         application=application,
         cast_to=cast_to,
+        float16=frozenset(may_be_float16),
         input_cast=inputs,
         buffers_kept=buffers_kept,
         closed=closed,

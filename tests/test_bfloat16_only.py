@@ -1,0 +1,79 @@
+"""Float16-only overflow needs float16 shown (issue 37, item 1): a class every half path of
+which writes bfloat16 down (``.to(torch.bfloat16)``, ``.bfloat16()``,
+``torch_dtype=torch.bfloat16``) has bfloat16 activations, whose range is float32's, so
+MPC301/MPC302 report no float16 overflow there. A cast whose dtype may be float16 (``.half()``,
+a dtype variable) or a use that may cast the model keeps the hazard, quoted as the evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mpcheck.project.models import uses_of_sources
+from tests.support import XFILE
+
+LAYERS = b"import torch\nfrom torch import nn\nclass Block(nn.Module):\n    pass\n"
+MODEL = b"from layers import Block\nclass Model(nn.Module):\n    def __init__(self):\n"
+MODEL += b"        self.block = Block()\n"
+
+
+def uses(script: bytes) -> Any:
+    sources = {
+        "layers.py": LAYERS,
+        "model.py": MODEL,
+        "run.py": b"from model import Model\n" + script,
+    }
+    return uses_of_sources(sources)
+
+
+def test_only_bfloat16_casts_reach_the_part() -> None:
+    found = uses(b"model = Model().to(torch.bfloat16)\nother = Model().bfloat16()\n")
+    only = found.at("layers").bfloat16_only("Block")
+    assert only is not None and only.via == ("Model",)
+    assert found.at("model").bfloat16_only("Model") is not None
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        b"half = Model().half()\n",  # float16 written down
+        b"dtype = pick()\nhalf = Model().to(dtype)\n",  # a variable: its values may be float16
+        b"half = Model().to(dtype=torch.float16)\n",
+    ],
+)
+def test_a_cast_that_may_write_float16_keeps_it_open(other: bytes) -> None:
+    found = uses(b"model = Model().to(torch.bfloat16)\n" + other)
+    assert found.at("layers").bfloat16_only("Block") is None
+    assert found.at("model").bfloat16_only("Model") is None
+
+
+def test_a_model_of_unknown_class_cast_keeps_every_class_open() -> None:
+    found = uses(b"model = Model().to(torch.bfloat16)\nm = getattr(zoo, name)().half()\n")
+    assert found.at("layers").bfloat16_only("Block") is None
+
+
+def findings(case: Path) -> list[Any]:
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json", "."]
+    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    found: list[Any] = json.loads(done.stdout)
+    return found
+
+
+def test_bfloat16_only_model_gets_no_float16_overflow() -> None:
+    assert findings(XFILE / "good_bfloat16_only_casts") == []
+
+
+def test_the_cast_that_may_write_float16_is_the_evidence_quoted() -> None:
+    (finding,) = findings(XFILE / "bad_float16_through_dtype_variable")
+    assert finding["code"] == "MPC301" and finding["severity"] == "error"
+    assert (
+        "`Attention` is cast to half by `Attention(8).to(dtype)` at lm/run.py:17"
+        in (finding["message"])
+    )
