@@ -8,6 +8,7 @@ a dtype variable) or a use that may cast the model keeps the hazard, quoted as t
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,21 @@ def test_the_cast_that_may_write_float16_is_the_evidence_quoted() -> None:
         "`Attention` is cast to half by `Attention(8).to(dtype)` at lm/run.py:17"
         in (finding["message"])
     )
+
+
+def test_a_float16_autocast_around_every_run_keeps_float16_open(tmp_path: Path) -> None:
+    """Weights cast to bfloat16 and every run inside an autocast region whose dtype is not
+    read here: autocast may lower the matmul to float16, whatever the weights are (measured
+    on torch 2.13 CPU: ``masked_fill(..., -1e9)`` then raises "value cannot be converted to
+    type c10::Half without overflow")."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_bfloat16_only_casts", case)
+    run = case / "lm" / "run.py"
+    run.write_text(
+        "import torch\n\nfrom .layers import Attention\n\n\ndef main() -> None:\n"
+        "    model = Attention(8).to(torch.bfloat16)\n"
+        '    with torch.autocast("cpu", dtype=torch.float16):\n'
+        "        model(torch.randn(2, 4, 8), torch.zeros(2, 4, 4, dtype=torch.bool))\n"
+    )
+    found = findings(case)
+    assert {(f["code"], f["location"]["row"]) for f in found} >= {("MPC301", 33)}
