@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from mpcheck.project.models import uses_of_sources
+from mpcheck.project.records import ModelRecord, record_of
 from tests.support import XFILE
 
 LAYERS = b"import torch\nfrom torch import nn\nclass Block(nn.Module):\n    pass\n"
@@ -96,3 +97,20 @@ def test_a_float16_autocast_around_every_run_keeps_float16_open(tmp_path: Path) 
     )
     found = findings(case)
     assert {(f["code"], f["location"]["row"]) for f in found} >= {("MPC301", 33)}
+
+
+def test_a_cast_of_unknown_class_writing_bfloat16_keeps_the_bfloat16_claim() -> None:
+    """A model picked by name and cast to bfloat16 may be any class, and makes it bfloat16:
+    the world it opens brings no float16."""
+    found = uses(
+        b"model = Model().to(torch.bfloat16)\nm = getattr(zoo, name)().to(torch.bfloat16)\n"
+    )
+    assert found.world_kinds == ("unknown class",)
+    assert found.at("layers").bfloat16_only("Block") is not None
+
+
+def test_the_record_keeps_which_loose_casts_write_bfloat16() -> None:
+    code = b"import torch\nm = getattr(zoo, a)().bfloat16()\nn = getattr(zoo, b)().half()\n"
+    record = record_of(code, "run.py")
+    assert len(record.loose) == 2 and len(record.loose_bfloat16) == 1
+    assert ModelRecord.from_plain(json.loads(json.dumps(record.to_plain()))) == record

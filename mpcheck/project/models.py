@@ -40,6 +40,7 @@ from mpcheck.project.callables import Callables
 from mpcheck.project.callers import ModuleCode
 from mpcheck.project.closed import (
     ALONE,
+    LOOSE,
     REACHED,
     WRAPPER,
     Configured,
@@ -130,6 +131,7 @@ class ModelUses:
         inside: Mapping[str, str] = MappingProxyType({}),
         opened: Mapping[str, Opening] = MappingProxyType({}),
         opens: tuple[str, ...] = (),
+        open_bfloat16: bool = False,
     ) -> None:
         self._reach = dict(reach)
         # why a class may run in half with no cast naming it ("": the world's opening, for
@@ -137,6 +139,8 @@ class ModelUses:
         self._opened = opened
         # the kinds of all that open the world, first first (what a measurement counts)
         self.world_kinds = opens
+        # the world is open only by casts of models of unknown class that write bfloat16
+        self._open_bfloat16 = open_bfloat16
         # class -> the autocast region around every run of the cast models that reach it,
         # in every file (no cast model that reaches it runs outside one): its weights are
         # half, and autocast recasts the operands of the ops on its lists
@@ -206,6 +210,7 @@ class ModelUses:
             self._inside,
             self._opened,
             self.world_kinds,
+            self._open_bfloat16,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -326,11 +331,12 @@ class ModelUses:
         when it is the only half the project gives it (None otherwise): every cast, load
         and wrapper reaching it writes bfloat16 (``.to(torch.bfloat16)``,
         ``torch_dtype=torch.bfloat16``), nothing that may cast a model of unknown dtype
-        does, and every half path of the project names the classes it reaches. Its weights
+        does, and every half path of the project names the classes it reaches or writes
+        bfloat16 down (a cast of a model of unknown class, ``.to(torch.bfloat16)``). Its weights
         and activations are then bfloat16, whose range is float32's: float16's 65504 does
         not bound them."""
         qualified = f"{self.module}.{name}" if self.module else name
-        if self._closed is None or qualified in self._float16:
+        if (self._closed is None and not self._open_bfloat16) or qualified in self._float16:
             return None
         return self._cast_to.get("bfloat16", {}).get(qualified)
 
@@ -349,6 +355,7 @@ class ModelUses:
             self.application,
             written,
             sorted(self._float16),
+            self._open_bfloat16,
             self.input_cast,
             loads,
             kept,
@@ -522,6 +529,8 @@ def uses_of_records(
     by_name = False
     any_half = any(record.half for record in records.values())
     loose = [LoosePath(Place(p, *spot)) for p, r in sorted(records.items()) for spot in r.loose]
+    # (the casts of a model of unknown class that write bfloat16 down: (path, line, column))
+    loose_bfloat16 = {(p, s[0], s[1]) for p, r in records.items() for s in r.loose_bfloat16}
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
@@ -803,11 +812,24 @@ def uses_of_records(
         inside=inside,
         opened={"": Opening(ALONE)} if alone else opened,
         opens=(ALONE,) if alone else opens,
+        open_bfloat16=not alone and _bfloat16_opening(opens, loose, loose_bfloat16),
     )
 
 
 def _leaf(name: str) -> str:
     return name.rpartition(".")[2]
+
+
+def _bfloat16_opening(
+    opens: tuple[str, ...], loose: Sequence[LoosePath], bfloat16: Collection[tuple[str, int, int]]
+) -> bool:
+    """Whether only casts of a model of unknown class open the world, each writing bfloat16
+    down (``getattr(zoo, name)().to(torch.bfloat16)``): whatever class they reach, they make
+    it bfloat16, never float16."""
+    if opens != (LOOSE,):
+        return False
+    unknown = [p.place for p in loose if p.classes is None]
+    return all((p.path, p.line, p.column) in bfloat16 for p in unknown)
 
 
 def _loadable(records: Mapping[str, ModelRecord], subclasses: Mapping[str, set[str]]) -> set[str]:
