@@ -114,3 +114,25 @@ def test_the_record_keeps_which_loose_casts_write_bfloat16() -> None:
     record = record_of(code, "run.py")
     assert len(record.loose) == 2 and len(record.loose_bfloat16) == 1
     assert ModelRecord.from_plain(json.loads(json.dumps(record.to_plain()))) == record
+
+
+@pytest.mark.parametrize(("cast", "reported"), [("to(torch.bfloat16)", False), ("half()", True)])
+def test_a_premise_resting_on_bfloat16_casts_of_unknown_class(
+    tmp_path: Path, cast: str, reported: bool
+) -> None:
+    """A model picked by name and cast: no cast names ``Attention``, so its half rests on
+    the premise that the pick may be it, in the dtype that cast writes down."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_bfloat16_only_casts", case)
+    (case / "lm" / "run.py").write_text(
+        "import torch\n\nfrom . import layers\n\n\ndef main(name: str) -> None:\n"
+        "    norm = layers.RMSNorm(8).to(torch.bfloat16)\n"
+        f"    model = getattr(layers, name)(8).{cast}\n"
+        "    x = torch.randn(2, 4, 8, dtype=torch.bfloat16)\n"
+        "    model(norm(x), torch.zeros(2, 4, 4, dtype=torch.bool))\n"
+        '\n\nif __name__ == "__main__":\n    main("Attention")\n'
+    )
+    found = findings(case)
+    assert bool(found) is reported
+    fills = [f for f in found if f["code"] == "MPC301"]
+    assert all("latent: if `Attention` runs in float16" in f["message"] for f in fills)

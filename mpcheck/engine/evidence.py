@@ -41,7 +41,10 @@ Which half: in a closed world, a class every half path of which writes bfloat16 
 (``.to(torch.bfloat16)``, ``.bfloat16()``, ``torch_dtype=torch.bfloat16``) never runs in
 float16 (``HalfEvidence.float16``): bfloat16 has float32's range, so an overflow of float16's
 65504 needs float16 shown. A cast to a dtype variable (``.to(weight_dtype)``), a wrapper's
-cast, or a use that may cast the model may write float16, and keeps it open.
+cast, or a use that may cast the model may write float16, and keeps it open; so does any
+autocast the project may run (its regions' dtype is not read, and float16 is its default).
+A premise resting only on casts of models of unknown class that write bfloat16 down
+(``getattr(zoo, name)().to(torch.bfloat16)``) is bfloat16 too.
 """
 
 from __future__ import annotations
@@ -186,7 +189,8 @@ class Evidence:
         if place is not None and node is not None:
             self.elsewhere.setdefault(node, place)
         text = f"{text}; {found.text}"
-        return HalfEvidence(PREMISE, text, place, node, subject=name, why=found.text)
+        only = found.text if self.uses is not None and self.uses.premise_bfloat16(name) else None
+        return HalfEvidence(PREMISE, text, place, node, subject=name, why=found.text, bfloat16=only)
 
     def _written(self, name: str) -> tuple[tuple[str, str], ...]:
         """Each half dtype some cast reaching the class ``name`` writes down, with the text

@@ -332,13 +332,23 @@ class ModelUses:
         and wrapper reaching it writes bfloat16 (``.to(torch.bfloat16)``,
         ``torch_dtype=torch.bfloat16``), nothing that may cast a model of unknown dtype
         does, and every half path of the project names the classes it reaches or writes
-        bfloat16 down (a cast of a model of unknown class, ``.to(torch.bfloat16)``). Its weights
+        bfloat16 down (a cast of a model of unknown class, ``.to(torch.bfloat16)``), and
+        nothing may run it under autocast, whose regions may lower to float16. Its weights
         and activations are then bfloat16, whose range is float32's: float16's 65504 does
         not bound them."""
         qualified = f"{self.module}.{name}" if self.module else name
         if (self._closed is None and not self._open_bfloat16) or qualified in self._float16:
             return None
+        if self.autocasts:  # (a region's dtype is not read: float16, autocast's default, may be)
+            return None
         return self._cast_to.get("bfloat16", {}).get(qualified)
+
+    def premise_bfloat16(self, name: str) -> bool:
+        """Whether the premise that the class or function ``name`` of :attr:`module` runs in
+        half rests only on casts of models of unknown class that write bfloat16 down: what
+        they reach, they make bfloat16, and no cast that may write float16 reaches it."""
+        qualified = f"{self.module}.{name}" if self.module else name
+        return self._open_bfloat16 and not self.autocasts and qualified not in self._float16
 
     def __len__(self) -> int:
         return len(self._reach)
