@@ -132,6 +132,7 @@ class ModelUses:
         opened: Mapping[str, Opening] = MappingProxyType({}),
         opens: tuple[str, ...] = (),
         open_bfloat16: bool = False,
+        autocast_shown: bool = True,
     ) -> None:
         self._reach = dict(reach)
         # why a class may run in half with no cast naming it ("": the world's opening, for
@@ -141,6 +142,9 @@ class ModelUses:
         self.world_kinds = opens
         # the world is open only by casts of models of unknown class that write bfloat16
         self._open_bfloat16 = open_bfloat16
+        # the project's own code opens an autocast region or brings a trainer that may: float16,
+        # autocast's default, may be its dtype (:meth:`bfloat16_only`)
+        self._autocast_shown = autocast_shown
         # class -> the autocast region around every run of the cast models that reach it,
         # in every file (no cast model that reaches it runs outside one): its weights are
         # half, and autocast recasts the operands of the ops on its lists
@@ -211,6 +215,7 @@ class ModelUses:
             self._opened,
             self.world_kinds,
             self._open_bfloat16,
+            self._autocast_shown,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -333,13 +338,13 @@ class ModelUses:
         ``torch_dtype=torch.bfloat16``), nothing that may cast a model of unknown dtype
         does, and every half path of the project names the classes it reaches or writes
         bfloat16 down (a cast of a model of unknown class, ``.to(torch.bfloat16)``), and
-        nothing may run it under autocast, whose regions may lower to float16. Its weights
+        the project shows no autocast, whose regions may lower to float16. Its weights
         and activations are then bfloat16, whose range is float32's: float16's 65504 does
         not bound them."""
         qualified = f"{self.module}.{name}" if self.module else name
         if (self._closed is None and not self._open_bfloat16) or qualified in self._float16:
             return None
-        if self.autocasts:  # (a region's dtype is not read: float16, autocast's default, may be)
+        if self._autocast_shown:  # (a region's dtype is not read: float16, its default, may be)
             return None
         return self._cast_to.get("bfloat16", {}).get(qualified)
 
@@ -348,7 +353,7 @@ class ModelUses:
         half rests only on casts of models of unknown class that write bfloat16 down: what
         they reach, they make bfloat16, and no cast that may write float16 reaches it."""
         qualified = f"{self.module}.{name}" if self.module else name
-        return self._open_bfloat16 and not self.autocasts and qualified not in self._float16
+        return self._open_bfloat16 and not self._autocast_shown and qualified not in self._float16
 
     def __len__(self) -> int:
         return len(self._reach)
@@ -366,6 +371,7 @@ class ModelUses:
             written,
             sorted(self._float16),
             self._open_bfloat16,
+            self._autocast_shown,
             self.input_cast,
             loads,
             kept,
@@ -749,9 +755,13 @@ def uses_of_records(
     called = ModuleCode(passes, classes, names.resolve, names.follow)
     lambdas = Callables({p: r.callables for p, r in records.items()})
     # (FSDP's policies cast, they never autocast: :data:`~mpcheck.knowledge.wrappers.WRAPPERS`)
-    autocasts = alone or installable or any(lib != "torch" for lib in wrappers)
-    autocasts = autocasts or any(lib != "torch" for uses in wrapped.values() for lib, _ in uses)
-    autocasts = autocasts or any(record.autocasts for record in records.values())
+    # (the project's own code shows an autocast region, or a trainer that may open one)
+    autocast_code = any(lib != "torch" for lib in wrappers)
+    autocast_code = autocast_code or any(
+        lib != "torch" for uses in wrapped.values() for lib, _ in uses
+    )
+    autocast_code = autocast_code or any(record.autocasts for record in records.values())
+    autocasts = alone or installable or autocast_code
     inputs = next(
         (
             f"{text} at {where(path, line)}"
@@ -823,6 +833,7 @@ def uses_of_records(
         opened={"": Opening(ALONE)} if alone else opened,
         opens=(ALONE,) if alone else opens,
         open_bfloat16=not alone and _bfloat16_opening(opens, loose, loose_bfloat16),
+        autocast_shown=autocast_code,
     )
 
 
