@@ -22,6 +22,7 @@ from mpcheck.api import (
     Prec,
     Rule,
     RuleContext,
+    Scope,
     SetItemSite,
     Severity,
     dotted,
@@ -72,7 +73,11 @@ class Fp16OverflowConstant(Rule):
         a zero (`0 * inf`). The raising form is an error; the silent one is reported as a
         warning (silently wrong: it corrupts training without a trace, but only where a row
         is fully masked or the value meets a zero). `-1e9` fits bfloat16 (its range is
-        float32's, up to 3.39e38), so it is reported only where the tensor can be float16;
+        float32's, up to 3.39e38), so it is reported only where the tensor can be float16:
+        not in a class every half path of the project writes bfloat16 down for
+        (`.to(torch.bfloat16)`, `.bfloat16()`, `torch_dtype=torch.bfloat16`), while a cast
+        to a dtype variable whose values may include float16 (`.to(weight_dtype)`) keeps it,
+        and is the evidence the message names;
         `torch.finfo(torch.float32).min` overflows bfloat16 as well, and the message says so.
         Integer constants (`256 * 256 * color`) are reported only against a tensor known to
         be half: against one the engine merely assumes is in the model's dtype they are
@@ -274,7 +279,7 @@ class Fp16OverflowConstant(Rule):
             return
         if target.prec is Prec.MODEL and _integer_only(value.node):
             return  # ``256 * 256 * color``: index arithmetic, not a mask
-        over = self._overflows(target, abs(number))
+        over = self._overflows(target, abs(number), site.scope)
         if not over:
             return
         if how == "product" and target.bound is not None:
@@ -356,10 +361,13 @@ class Fp16OverflowConstant(Rule):
             effect += f" wherever the other factor exceeds {limit:.2g} in magnitude"
         return f"{effect}, {SILENT.format(inf=inf)}"
 
-    def _overflows(self, target: Fact, magnitude: float) -> list[str]:
-        """The half dtypes the tensor can have whose range ``magnitude`` exceeds."""
+    def _overflows(self, target: Fact, magnitude: float, scope: Scope) -> list[str]:
+        """The half dtypes the tensor can have whose range ``magnitude`` exceeds: the
+        model's dtype is bfloat16 alone where every half path reaching the class says so."""
         if target.prec is Prec.HALF and target.dtype in LIMITS:
             lows = [target.dtype]
+        elif self.bfloat16_only(scope, target):
+            lows = ["bfloat16"]
         else:  # the model's dtype, or "float16 or bfloat16"
             lows = ["float16", "bfloat16"]
         return [low for low in lows if magnitude > LIMITS[low]]
@@ -373,7 +381,7 @@ class Fp16OverflowConstant(Rule):
             )
         low = over[0]
         text = f"beyond {low}'s range (±{LIMITS[low]:g})"
-        if target.prec is Prec.MODEL or target.dtype not in LIMITS:
+        if low == "float16" and (target.prec is Prec.MODEL or target.dtype not in LIMITS):
             text += ", though within bfloat16's"
         return text
 

@@ -14,6 +14,7 @@ from mpcheck.api import (
     Prec,
     Rule,
     RuleContext,
+    Scope,
     Severity,
     autocast_policy,
     can_be_fp16,
@@ -104,13 +105,6 @@ def _fits(call: CallSite, name: str, squares: Operand) -> bool:
     return inside and call.result.bound is not None and call.result.bound <= FP16_MAX
 
 
-def _may_be_fp16(fact: Fact) -> bool:
-    """In the model's dtype (float16 when the model is), or half and not bfloat16-only."""
-    if not fact.is_tensor:
-        return False
-    return fact.prec is Prec.MODEL or can_be_fp16(fact)
-
-
 class HalfPrecisionVariance(Rule):
     code = "MPC302"
     name = "half-precision-variance"
@@ -131,7 +125,9 @@ class HalfPrecisionVariance(Rule):
         own when the standard deviation passes 256, even though its kernel accumulates in
         float32: the result does not fit. Nothing raises. `x.norm()` and `x.std()` are not
         reported: their kernels accumulate in float32 and return a root, which fits.
-        bfloat16 has float32's range, so a tensor that is only ever bfloat16 is not reported,
+        bfloat16 has float32's range, so a tensor that is only ever bfloat16 is not reported
+        (in the model's dtype too, when every half path of the project reaching the class
+        writes bfloat16 down: `.to(torch.bfloat16)`, `torch_dtype=torch.bfloat16`),
         nor one whose values the engine bounds below 256 (a waveform in [-1, 1] from
         `torchaudio.load`, a `softmax`, `tanh` or `sin` output, pixels after `/ 255`, and what
         shape-only ops, `clamp` and arithmetic with numbers make of them): their squares fit.
@@ -211,7 +207,7 @@ class HalfPrecisionVariance(Rule):
             return  # ``if x.dtype == torch.float32:``: a half-precision run never gets here
         if self.against_half(call.scope, call.result):
             return  # a class the project only builds in float32, or never builds
-        if call.attention == "context" and _may_be_fp16(call.result):
+        if call.attention == "context" and self._may_be_fp16(call.result, call.scope):
             self._context(call)
             return
         name = call.method or _torch_function(call.qualname)
@@ -224,11 +220,15 @@ class HalfPrecisionVariance(Rule):
             # the engine bounds a variance by its input's bound (2b² unbiased, b² not)
             variance = _variance(call.result)
             fits = variance.bound is not None and variance.bound <= FP16_MAX
-            if _may_be_fp16(subject.fact) and not fits:
+            if self._may_be_fp16(subject.fact, call.scope) and not fits:
                 self._pend(call, subject.node, subject.fact, "a variance", variance)
             return
         base = _square_base(subject.node) if name in REDUCTIONS else None
-        if base is not None and _may_be_fp16(subject.fact) and not _fits(call, name, subject):
+        if (
+            base is not None
+            and self._may_be_fp16(subject.fact, call.scope)
+            and not _fits(call, name, subject)
+        ):
             if self.autocast_only(call.scope) and _autocast_float32(subject.node):
                 return  # never cast, run under autocast: its pow squares in float32
             self._pend(call, base, subject.fact, "a mean of squares")
@@ -237,6 +237,15 @@ class HalfPrecisionVariance(Rule):
         for node in dict.fromkeys(self.confirmed):
             message, related = self.pending[node]
             self.report(node, message, related=related, fix=self.fixes.get(node))
+
+    def _may_be_fp16(self, fact: Fact, scope: Scope) -> bool:
+        """In the model's dtype (float16 when the model is, unless every half path reaching
+        the class writes bfloat16 down), or half and not bfloat16-only."""
+        if not fact.is_tensor:
+            return False
+        if fact.prec is Prec.MODEL:
+            return not self.bfloat16_only(scope, fact)
+        return can_be_fp16(fact)
 
     def _follow(self, call: CallSite) -> None:
         """Carry a pending mean square through arithmetic; confirm it at a root or division."""

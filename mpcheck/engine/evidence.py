@@ -36,6 +36,15 @@ package ... runs it in half"; "`Block` is built only by the package's own code (
 `Block`"). Its users may still wrap it in autocast (``ModelUses.autocasts``). A model library
 whose users run every module in half says so (the setting), and a library base's contract
 says so for its subclasses: both outrank the closed world.
+
+Which half: in a closed world, a class every half path of which writes bfloat16 down
+(``.to(torch.bfloat16)``, ``.bfloat16()``, ``torch_dtype=torch.bfloat16``) never runs in
+float16 (``HalfEvidence.float16``): bfloat16 has float32's range, so an overflow of float16's
+65504 needs float16 shown. A cast to a dtype variable (``.to(weight_dtype)``), a wrapper's
+cast, or a use that may cast the model may write float16, and keeps it open; so does any
+autocast the project may run (its regions' dtype is not read, and float16 is its default).
+A premise resting only on casts of models of unknown class that write bfloat16 down
+(``getattr(zoo, name)().to(torch.bfloat16)``) is bfloat16 too.
 """
 
 from __future__ import annotations
@@ -98,12 +107,21 @@ class HalfEvidence:
     # a premise's support: why the class may run in half though no cast names it (a cast of
     # a model of unknown class, a wrapper that may cast, ...: :class:`closed.Opening`)
     why: str = ""
+    # a cast's class whose every half path writes bfloat16 down: that cast (quoted, with
+    # its place). bfloat16 has float32's range, so float16's 65504 bounds nothing there
+    bfloat16: str | None = None
 
     def cast_to_other(self, dtype: str) -> tuple[str, str] | None:
         """The half dtype other than ``dtype`` that a cast of the project gives the class,
         and what says so (a value hard-coded to ``dtype`` then meets weights of the other),
         or None."""
         return next(((d, text) for d, text in self.written if d != dtype), None)
+
+    @property
+    def float16(self) -> bool:
+        """Whether float16 may reach the class: not when every half path that reaches it
+        writes bfloat16 down (``.to(torch.bfloat16)``, ``torch_dtype=torch.bfloat16``)."""
+        return self.bfloat16 is None
 
     @property
     def latent(self) -> bool:
@@ -171,7 +189,8 @@ class Evidence:
         if place is not None and node is not None:
             self.elsewhere.setdefault(node, place)
         text = f"{text}; {found.text}"
-        return HalfEvidence(PREMISE, text, place, node, subject=name, why=found.text)
+        only = found.text if self.uses is not None and self.uses.premise_bfloat16(name) else None
+        return HalfEvidence(PREMISE, text, place, node, subject=name, why=found.text, bfloat16=only)
 
     def _written(self, name: str) -> tuple[tuple[str, str], ...]:
         """Each half dtype some cast reaching the class ``name`` writes down, with the text
@@ -190,6 +209,9 @@ class Evidence:
             written = self._written(name)
             link = _link(name, reach)
             around = self.uses.under_autocast(name) if self.uses is not None else None
+            only = self.uses.bfloat16_only(name) if self.uses is not None else None
+            if around is not None:  # (an autocast region of its callers may lower to float16)
+                only = None
             return HalfEvidence(
                 CAST,
                 _text(name, reach),
@@ -198,6 +220,7 @@ class Evidence:
                 link,
                 written=written,
                 autocast=around,
+                bfloat16=None if only is None else _text(name, only),
             )
         library = _library(bases, pretrained)
         if library is not None and not self._own(name, reach):

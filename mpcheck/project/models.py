@@ -40,6 +40,7 @@ from mpcheck.project.callables import Callables
 from mpcheck.project.callers import ModuleCode
 from mpcheck.project.closed import (
     ALONE,
+    LOOSE,
     REACHED,
     WRAPPER,
     Configured,
@@ -120,6 +121,7 @@ class ModelUses:
         dtype_loads: frozenset[str] | None = None,
         application: bool = False,
         cast_to: Mapping[str, Mapping[str, Reach]] = MappingProxyType({}),
+        float16: frozenset[str] = frozenset(),
         input_cast: str | None = None,
         buffers_kept: Mapping[str, Reach] = MappingProxyType({}),
         closed: tuple[frozenset[str], tuple[str, ...]] | None = None,
@@ -129,6 +131,8 @@ class ModelUses:
         inside: Mapping[str, str] = MappingProxyType({}),
         opened: Mapping[str, Opening] = MappingProxyType({}),
         opens: tuple[str, ...] = (),
+        open_bfloat16: bool = False,
+        autocast_shown: bool = True,
     ) -> None:
         self._reach = dict(reach)
         # why a class may run in half with no cast naming it ("": the world's opening, for
@@ -136,6 +140,11 @@ class ModelUses:
         self._opened = opened
         # the kinds of all that open the world, first first (what a measurement counts)
         self.world_kinds = opens
+        # the world is open only by casts of models of unknown class that write bfloat16
+        self._open_bfloat16 = open_bfloat16
+        # the project's own code opens an autocast region or brings a trainer that may: float16,
+        # autocast's default, may be its dtype (:meth:`bfloat16_only`)
+        self._autocast_shown = autocast_shown
         # class -> the autocast region around every run of the cast models that reach it,
         # in every file (no cast model that reaches it runs outside one): its weights are
         # half, and autocast recasts the operands of the ops on its lists
@@ -162,6 +171,9 @@ class ModelUses:
         self.application = application
         # half dtype -> class -> a cast that writes that dtype down and reaches the class
         self._cast_to = cast_to
+        # the classes some cast, wrapper or use that may cast reaches without writing
+        # bfloat16 down: float16 may reach them (:meth:`bfloat16_only`)
+        self._float16 = float16
         # an FSDP policy of the project that casts its models' floating forward inputs to a
         # half (or unknown) ``param_dtype``, quoted with its place; None: none does
         self.input_cast = input_cast
@@ -192,6 +204,7 @@ class ModelUses:
             self._dtype_loads,
             self.application,
             self._cast_to,
+            self._float16,
             self.input_cast,
             self._buffers_kept,
             self._closed,
@@ -201,6 +214,8 @@ class ModelUses:
             self._inside,
             self._opened,
             self.world_kinds,
+            self._open_bfloat16,
+            self._autocast_shown,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -316,6 +331,30 @@ class ModelUses:
         found = self._cast_to.get(dtype, {})
         return found.get(f"{self.module}.{name}" if self.module else name)
 
+    def bfloat16_only(self, name: str) -> Reach | None:
+        """A cast writing bfloat16 down that reaches the class ``name`` of :attr:`module`,
+        when it is the only half the project gives it (None otherwise): every cast, load
+        and wrapper reaching it writes bfloat16 (``.to(torch.bfloat16)``,
+        ``torch_dtype=torch.bfloat16``), nothing that may cast a model of unknown dtype
+        does, and every half path of the project names the classes it reaches or writes
+        bfloat16 down (a cast of a model of unknown class, ``.to(torch.bfloat16)``), and
+        the project shows no autocast, whose regions may lower to float16. Its weights
+        and activations are then bfloat16, whose range is float32's: float16's 65504 does
+        not bound them."""
+        qualified = f"{self.module}.{name}" if self.module else name
+        if (self._closed is None and not self._open_bfloat16) or qualified in self._float16:
+            return None
+        if self._autocast_shown:  # (a region's dtype is not read: float16, its default, may be)
+            return None
+        return self._cast_to.get("bfloat16", {}).get(qualified)
+
+    def premise_bfloat16(self, name: str) -> bool:
+        """Whether the premise that the class or function ``name`` of :attr:`module` runs in
+        half rests only on casts of models of unknown class that write bfloat16 down: what
+        they reach, they make bfloat16, and no cast that may write float16 reaches it."""
+        qualified = f"{self.module}.{name}" if self.module else name
+        return self._open_bfloat16 and not self._autocast_shown and qualified not in self._float16
+
     def __len__(self) -> int:
         return len(self._reach)
 
@@ -330,6 +369,9 @@ class ModelUses:
             self.autocasts,
             self.application,
             written,
+            sorted(self._float16),
+            self._open_bfloat16,
+            self._autocast_shown,
             self.input_cast,
             loads,
             kept,
@@ -484,6 +526,10 @@ def uses_of_records(
     bodies: dict[str, set[str]] = {}  # class -> the project classes its body builds
     casts: dict[str, Reach] = {}
     written: dict[str, dict[str, Reach]] = {}  # half dtype -> class -> a cast writing it
+    # class -> a cast that may make it float16: one writing float16 or no dtype down
+    # (``.to(weight_dtype)``), a wrapper's, a use that may cast it (:meth:`ModelUses.bfloat16_only`)
+    float16: dict[str, Reach] = {}
+    bfloat16_first: set[str] = set()  # classes whose quoted cast writes bfloat16
     covered: dict[str, Reach] = {}  # every call seen runs under an enabled autocast
     uncovered: set[str] = set()
     sites: dict[str, list[tuple[Place, bool]]] = {}  # builds outside classes, kept float32?
@@ -500,6 +546,8 @@ def uses_of_records(
     by_name = False
     any_half = any(record.half for record in records.values())
     loose = [LoosePath(Place(p, *spot)) for p, r in sorted(records.items()) for spot in r.loose]
+    # (the casts of a model of unknown class that write bfloat16 down: (path, line, column))
+    loose_bfloat16 = {(p, s[0], s[1]) for p, r in records.items() for s in r.loose_bfloat16}
     defaults = any(record.default_dtype for record in records.values())
     wrappers: dict[str, list[tuple[str, Place]]] = {}  # library -> (effect, the wrapper)
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
@@ -546,12 +594,20 @@ def uses_of_records(
                     loose.append(LoosePath(place, classes=names.named(name)))
             for target in expand(name):
                 text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
-                if target not in casts:
+                # (a cast that may write float16 is quoted before one writing bfloat16: it
+                # is the one a float16-only hazard rests on)
+                if target not in casts or (target in bfloat16_first and dtype != "bfloat16"):
                     casts[target] = Reach(CAST, Place(path, line, column, text))
+                    if dtype == "bfloat16":
+                        bfloat16_first.add(target)
+                    else:
+                        bfloat16_first.discard(target)
                 if dtype:
                     written.setdefault(dtype, {}).setdefault(
                         target, Reach(CAST, Place(path, line, column, text))
                     )
+                if dtype != "bfloat16":
+                    float16.setdefault(target, Reach(CAST, Place(path, line, column, text)))
         for name, region in record.calls:
             for target in expand(name):
                 if region is None:
@@ -682,6 +738,12 @@ def uses_of_records(
     cast_to: dict[str, dict[str, Reach]] = {}
     for dtype, cast_roots in written.items():
         _spread(cast_roots, cast_to.setdefault(dtype, {}), bodies)
+    # (a wrapper's cast writes no dtype here, and a use that may cast a model may pick any)
+    float16.update((c, r) for c, r in casts.items() if c not in written.get("bfloat16", {}))
+    loosely = {c for path in loose if path.classes is not None for c in path.classes}
+    float16.update((c, Reach(CAST, Place("", 0, 0, ""))) for c in unsafe | computed | loosely)
+    may_be_float16: dict[str, Reach] = {}
+    _spread(float16, may_be_float16, bodies)
     _spread(built, reach, bodies, only)
     _spread(_bases(subclasses, reach, only), reach, bodies, only)
     # What nothing reaches is known only in a project that shows where it builds its models
@@ -694,9 +756,13 @@ def uses_of_records(
     called = ModuleCode(passes, classes, names.resolve, names.follow)
     lambdas = Callables({p: r.callables for p, r in records.items()})
     # (FSDP's policies cast, they never autocast: :data:`~mpcheck.knowledge.wrappers.WRAPPERS`)
-    autocasts = alone or installable or any(lib != "torch" for lib in wrappers)
-    autocasts = autocasts or any(lib != "torch" for uses in wrapped.values() for lib, _ in uses)
-    autocasts = autocasts or any(record.autocasts for record in records.values())
+    # (the project's own code shows an autocast region, or a trainer that may open one)
+    autocast_code = any(lib != "torch" for lib in wrappers)
+    autocast_code = autocast_code or any(
+        lib != "torch" for uses in wrapped.values() for lib, _ in uses
+    )
+    autocast_code = autocast_code or any(record.autocasts for record in records.values())
+    autocasts = alone or installable or autocast_code
     inputs = next(
         (
             f"{text} at {where(path, line)}"
@@ -757,6 +823,7 @@ def uses_of_records(
         dtype_loads=loads,
         application=application,
         cast_to=cast_to,
+        float16=frozenset(may_be_float16),
         input_cast=inputs,
         buffers_kept=buffers_kept,
         closed=closed,
@@ -766,11 +833,25 @@ def uses_of_records(
         inside=inside,
         opened={"": Opening(ALONE)} if alone else opened,
         opens=(ALONE,) if alone else opens,
+        open_bfloat16=not alone and _bfloat16_opening(opens, loose, loose_bfloat16),
+        autocast_shown=autocast_code,
     )
 
 
 def _leaf(name: str) -> str:
     return name.rpartition(".")[2]
+
+
+def _bfloat16_opening(
+    opens: tuple[str, ...], loose: Sequence[LoosePath], bfloat16: Collection[tuple[str, int, int]]
+) -> bool:
+    """Whether only casts of a model of unknown class open the world, each writing bfloat16
+    down (``getattr(zoo, name)().to(torch.bfloat16)``): whatever class they reach, they make
+    it bfloat16, never float16."""
+    if opens != (LOOSE,):
+        return False
+    unknown = [p.place for p in loose if p.classes is None]
+    return all((p.path, p.line, p.column) in bfloat16 for p in unknown)
 
 
 def _loadable(records: Mapping[str, ModelRecord], subclasses: Mapping[str, set[str]]) -> set[str]:

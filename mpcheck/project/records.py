@@ -53,7 +53,7 @@ from mpcheck.project.returns import (
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 24
+FORMAT = 25
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -177,6 +177,9 @@ class ModelRecord:
     # a call it cannot follow): a wrapper of that library that may cast opens the world (the
     # text: the top-level function holding it, "" elsewhere)
     takes: tuple[tuple[str, Spot], ...] = ()
+    # those of ``loose`` that write bfloat16 down (``getattr(m, name)().bfloat16()``): a half
+    # path of unknown target that brings no float16 (:meth:`ModelUses.bfloat16_only`)
+    loose_bfloat16: tuple[Spot, ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -217,6 +220,7 @@ class ModelRecord:
             self.outside,
             self.tensors,
             self.takes,
+            self.loose_bfloat16,
         ]
 
     @classmethod
@@ -226,7 +230,7 @@ class ModelRecord:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
-            wrapping, registries, casters, loose, owned, outside, tensors, takes = last
+            wrapping, registries, casters, loose, owned, outside, tensors, takes, bf16 = last
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -290,6 +294,7 @@ class ModelRecord:
                 tuple(map(str, outside)),
                 tuple(map(str, tensors)),
                 tuple((str(lib), _spot(s)) for lib, s in takes),
+                tuple(_spot(s) for s in bf16),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -402,6 +407,7 @@ class _Reader:
         self._registry_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registries`)
         self._registered_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registered`)
         self._loose: list[Spot] = []  # (:meth:`_casts`: casts of a model of unknown class)
+        self._loose_bfloat16: list[Spot] = []  # (those of them writing bfloat16 down)
         self._owned: list[tuple[str, Spot]] = []  # (:meth:`_casts`: casts of ``self``)
         self._class_matches: list[re.Match[bytes]] = []  # every class header, read once
         self._class_spans: list[tuple[int, int, int, str]] | None = None  # (:meth:`_owner`)
@@ -617,6 +623,7 @@ class _Reader:
             tuple(sorted({cls for cls, region, _, part in runs if region is None and not part})),
             tensor_returns(code, self._def_headers(), self.module, self.imports, _NOT_PROJECT),
             tuple(dict.fromkeys((lib, self.spot(at, self._home(at))) for lib, at in takes)),
+            tuple(self._loose_bfloat16),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -984,10 +991,11 @@ class _Reader:
             if match.group(1) is None and not _halfish_args(code[match.end() : end - 1]):
                 continue
             start, receiver = _receiver(code, _module_chain(code, match.start()))
+            dtype = _written_dtype(match.group(1) or code[match.end() : end - 1])
             if not receiver:
                 at = _getattr_call(code, match.start())
                 if at >= 0:  # ``getattr(m, name)(...).half()``: a class picked by name
-                    self._loose.append(self.spot(at, self._home(at)))
+                    self._loose_cast(self.spot(at, self._home(at)), dtype)
                 continue
             classes = targets(receiver, start)
             if not classes:
@@ -998,9 +1006,8 @@ class _Reader:
                     if owner is not None:
                         self._owned.append((owner, self.spot(start)))
                     else:
-                        self._loose.append(self.spot(start, self._home(start)))
+                        self._loose_cast(self.spot(start, self._home(start)), dtype)
                 continue
-            dtype = _written_dtype(match.group(1) or code[match.end() : end - 1])
             for cls in classes:
                 leaf = cls.rpartition(".")[2]
                 text = " ".join(data[start:end].decode(errors="replace").split())
@@ -1027,6 +1034,12 @@ class _Reader:
                 dtype = _written_dtype(kw.group(2))
                 out.append((named, self.spot(opening - len(head)), what, dtype))
         return out
+
+    def _loose_cast(self, spot: Spot, dtype: str) -> None:
+        """A half cast of a model of unknown class at ``spot``, writing ``dtype`` down."""
+        self._loose.append(spot)
+        if dtype == "bfloat16":
+            self._loose_bfloat16.append(spot)
 
     def _defaults(self, casts: list[tuple[str, Spot, str, str]]) -> bool:
         """Whether this file may leave a half default dtype for whatever is built after it

@@ -253,6 +253,14 @@ class Rule:
             return False
         return evidence.kind == NEVER_BUILT or value is None or value.prec is not Prec.HALF
 
+    def bfloat16_only(self, scope: Scope, value: Fact | None) -> bool:
+        """Whether ``value``, which follows the model's dtype, is bfloat16 whenever it is
+        half: every half path reaching the class ``scope`` is in writes bfloat16 down
+        (``HalfEvidence.float16``). bfloat16's range is float32's, so an overflow of
+        float16's range (65504) needs float16 shown."""
+        evidence = scope.evidence
+        return evidence is not None and not evidence.float16 and _follows_model(value)
+
     def autocast_only(self, scope: Scope) -> bool:
         """Whether the project runs the class ``scope`` is in only under autocast and never
         casts it (a trainer's mixed precision, every call inside a region): its weights and
