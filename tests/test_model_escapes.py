@@ -117,3 +117,110 @@ def test_the_record_lists_the_methods_that_cast_and_those_that_do_not() -> None:
 def test_dit_shaped_projects(case: str, severity: str | None) -> None:
     found = [f for f in findings(XFILE / case, "--no-cache") if f["code"] == "MPC101"]
     assert [f["severity"] for f in found] == ([severity] if severity else [])
+
+
+CONTAINED = b"""
+from torch import nn
+
+
+class Block(nn.Module):
+    def forward(self, x):
+        return x
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        block = Block()
+        self.body = nn.Sequential(block, nn.Identity())
+        self.layers = nn.ModuleList([Block()])
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        # a torch container holds its modules and casts none: the part follows its owner
+        ("model = Model()\nmodel(x)", "float32"),
+        ("model = Model().half()\nmodel(x)", "cast"),
+        # built outside a class body too: the container holding it there is followed by no
+        # record, so the part may escape
+        ("model = Model()\nblock = Block()\nstack = nn.Sequential(block)", None),
+    ],
+)
+def test_a_torch_container_holds_a_part_as_its_owner_does(body: str, kind: str | None) -> None:
+    run = b"import torch\nfrom torch import nn\nfrom pkg.model import Block, Model\n"
+    run += b"head = torch.nn.Linear(2, 2).half()\n\ndef main(x):\n"
+    run += b"".join(f"    {line}\n".encode() for line in body.splitlines())
+    sources = {"pkg/__init__.py": b"", "pkg/model.py": CONTAINED, "run.py": run}
+    found = uses_of_sources(sources).at("pkg.model").of("Block")
+    assert (None if found is None else found.kind) == kind
+
+
+TWO = b"""
+from torch import nn
+
+
+class A(nn.Module):
+    def forward(self, x):
+        return x
+
+
+class B(nn.Module):
+    def forward(self, x):
+        return x
+"""
+
+
+@pytest.mark.parametrize(
+    ("script", "a", "b"),
+    [
+        # a name a function binds is its own variable: a cast there casts its models only
+        (
+            "def f(x):\n    model = A()\n    model.eval()\n    return model(x)\n\n"
+            "def g(x):\n    model = B()\n    model = model.half()\n    return model(x)\n",
+            "float32",
+            "cast",
+        ),
+        (
+            "def f(x):\n    model = A()\n    return model(x)\n\n"
+            "def g(x):\n    model = B()\n    return external(model)\n",
+            "float32",
+            None,
+        ),
+        # every binding of the function counts (a branch), and a parameter holds what
+        # callers hand: every model the file binds the name to
+        (
+            "def f(c):\n    if c:\n        model = A()\n    else:\n        model = B()\n"
+            "    model.half()\n",
+            "cast",
+            "cast",
+        ),
+        (
+            "def f(c):\n    model = A() if c else B()\n    model.half()\n\n"
+            "def g(x):\n    model = B()\n    return model(x)\n",
+            "cast",
+            "cast",
+        ),
+        (
+            "def f(model):\n    model.half()\n    model = B()\n\n"
+            "def g(x):\n    model = A()\n    return model(x)\n",
+            "cast",
+            "cast",
+        ),
+        (
+            "def f(model):\n    model.half()\n\ndef g(x):\n    model = A()\n    return model(x)\n",
+            "cast",
+            None,
+        ),
+    ],
+)
+def test_a_functions_own_variable_holds_its_own_models(
+    script: str, a: str | None, b: str | None
+) -> None:
+    head = "import torch\nfrom lib import external\nfrom pkg.model import A, B\n"
+    head += "head = torch.nn.Linear(2, 2).half()\n\n"  # (a project that never says half is fp32)
+    sources = {"pkg/__init__.py": b"", "pkg/model.py": TWO, "run.py": (head + script).encode()}
+    uses = uses_of_sources(sources).at("pkg.model")
+    found = [uses.of(name) for name in ("A", "B")]
+    assert [None if r is None else r.kind for r in found] == [a, b]

@@ -36,6 +36,7 @@ from types import MappingProxyType
 
 from mpcheck.files.hashing import hex_digest
 from mpcheck.knowledge import wrappers as wrap
+from mpcheck.knowledge.torch_api import CONTAINER_LAYERS
 from mpcheck.project.callables import Callables
 from mpcheck.project.callers import ModuleCode
 from mpcheck.project.closed import (
@@ -553,6 +554,7 @@ def uses_of_records(
     wrapped: dict[str, list[tuple[str, Place]]] = {}  # class -> (library, where handed)
     takes: dict[str, list[Place]] = {}  # library -> where it is handed a model of unknown class
     held: list[tuple[str | None, str | None]] = []  # (part, the class it is handed to)
+    contained: set[str] = set()  # handed to a torch container (``nn.Sequential(part)``)
     own = {} if installable else _shadowed(records, names)
     keyed = _Keyed(side)
     # a project function handing what it is given to an FSDP wrapper: where it wraps
@@ -641,6 +643,9 @@ def uses_of_records(
                 if not factories.keeps(function):
                     unsafe.update(expand(handed))
                 continue
+            if _container(owner):  # (it holds the model as its part, and casts nothing)
+                contained.update(expand(handed))
+                continue
             held.extend((t, names.resolve(owner)) for t in expand(handed))
         for name, (line, column, text), effect in record.wrappers:
             if wrap.library_of(name) in own:
@@ -686,6 +691,10 @@ def uses_of_records(
     supported: dict[str, Opening] = {}  # class -> the wrapper that may cast it (issue 36)
     autocasting = _wrapped(wrappers, wrapped, casts, unsafe, deepspeed, where, fsdp, supported)
     plain = {c.name for r in records.values() for c in r.classes if c.bases in ((), ("object",))}
+    # a torch container holds what it is handed and casts nothing: a class built only in
+    # module class bodies stays their part there (they build it: ``bodies``); one built
+    # elsewhere too might be in a container whose own uses no record follows
+    unsafe.update(part for part in contained if part in demos)
     for part, holder in held:  # a project module's part; anything else might cast it
         if part is not None and (holder is None or holder in plain):
             unsafe.add(part)
@@ -959,6 +968,14 @@ def _unknown_model(name: str, names: _Names, tensors: Container[str] = ()) -> bo
         return False  # (``torch.nn.Linear``: torch's class, whatever the project names its own)
     leaf = name.rpartition(".")[2]
     return any(c.rpartition(".")[2] == leaf for c in names.classes)
+
+
+def _container(name: str) -> bool:
+    """Whether ``name`` is a torch module container (``torch.nn.Sequential``, ``ModuleList``,
+    ``ModuleDict``): it registers the modules it is handed as its parts and casts none of
+    them; its owner's cast reaches them, as any part's."""
+    module, _, leaf = name.rpartition(".")
+    return (module == "torch.nn" or module.startswith("torch.nn.")) and leaf in CONTAINER_LAYERS
 
 
 def _family(name: str, subclasses: Mapping[str, set[str]]) -> set[str]:

@@ -19,6 +19,10 @@ path and the class, resolved through the file's own imports: ``from .models impo
   (``accelerator.prepare(model)``, ``trainer.fit(Model())``, ``Trainer(model=model)``), with
   each take that hands one a model of unknown class (:meth:`_Reader._takes`).
 
+A variable a function binds is that function's own: a cast, a run, a take or an escaping use
+of ``model`` there is of the models the function binds to ``model``, not of those another
+function of the file binds to the same name (:meth:`_Reader._models_at`).
+
 Records come from one cheap pass over the file's code with its strings and comments blanked
 (:func:`blank`), so docstrings, comments and strings never count; they are cached by
 content (:func:`mpcheck.project.models.records_for`), which joins them.
@@ -409,6 +413,11 @@ class _Reader:
         self._loose: list[Spot] = []  # (:meth:`_casts`: casts of a model of unknown class)
         self._loose_bfloat16: list[Spot] = []  # (those of them writing bfloat16 down)
         self._owned: list[tuple[str, Spot]] = []  # (:meth:`_casts`: casts of ``self``)
+        # (variable, function span) -> the classes the function binds it to
+        self._scopes: dict[tuple[bytes, tuple[int, int]], frozenset[str] | None] = {}
+        self._functions: dict[  # function span -> its assignments by name, its other names
+            tuple[int, int], tuple[dict[bytes, list[re.Match[bytes]]], frozenset[bytes] | None]
+        ] = {}
         self._class_matches: list[re.Match[bytes]] = []  # every class header, read once
         self._class_spans: list[tuple[int, int, int, str]] | None = None  # (:meth:`_owner`)
         self._unknown_modules: dict[bytes, bool] = {}  # (:meth:`_module_of_unknown_class`)
@@ -553,14 +562,16 @@ class _Reader:
         casts = self._casts(models) if _CASTS.search(code) else []
         defaults = self._defaults(casts) if DEFAULT_SET.search(code) else False
         held = self._held(plain)
-        found_uses = _escapes(code, models, self._taker, held, self._keeping_callee)
+        found_uses = _escapes(
+            code, models, self._taker, held, self._keeping_callee, self._classes_in_scope
+        )
         unsafe, keys, taken, parts, returned = found_uses
         autocast = b"autocast" in code
         owners = [b for m, b in zip(tops, bodies, strict=True) if not _plain(m.group(3))]
         runs = self._regions(models, autocast, owners) if models else []
         calls = [(cls, region) for cls, region, method, _ in runs if autocast and not method]
         factories = self._factories(returned, keys, unsafe)
-        builds = self._builds(bodies, keys, plain)
+        builds = self._builds(bodies, keys, plain, unsafe)
         factories.update(self._returned_builds())
         factories.update(self._annotated())
         for name, at, target in made:
@@ -575,7 +586,9 @@ class _Reader:
                     wrapping.setdefault(function, spot)
         named, takes = self._takes(models) if wrappers or self._takers() else ([], [])
         wrapped = [
-            (cls, self.spot(at), lib) for key, at, lib in taken for cls in sorted(models[key])
+            (cls, self.spot(at), lib)
+            for key, at, lib in taken
+            for cls in sorted(self._models_at(key, at, models))
         ]
         wrapped.extend((name, self.spot(at), lib) for name, at, lib in named)
         aliases = tuple(
@@ -970,6 +983,9 @@ class _Reader:
             if text in models:
                 found = models[text]
                 called = {n for n in found if CALLED in n}
+                here = self._models_at(text, at, models)
+                if here != found:  # (the function's own variable: the models it binds there)
+                    return sorted(here)
                 if called and _NAME_ONLY.fullmatch(receiver):  # (a class: of any binding)
                     found = (found - called) | self._in_scope(receiver, at, called)
                 return sorted(found)
@@ -1154,6 +1170,64 @@ class _Reader:
             return products  # (a model handed around under one name: as the file binds it)
         return set()
 
+    def _models_at(self, name: str, at: int, models: dict[str, set[str]]) -> set[str]:
+        """What the variable ``name`` holds at ``at``: the models the function holding it
+        binds the name to (:meth:`_classes_in_scope`), else every model the file binds it to."""
+        found = models[name]
+        here = self._classes_in_scope(name.encode(), at) if len(found) > 1 else None
+        return set(here) if here is not None and here <= found else found
+
+    def _classes_in_scope(self, name: bytes, at: int) -> frozenset[str] | None:
+        """The project classes the function holding ``at`` binds the variable ``name`` to
+        (``model = Net(...)``; a rebinding to a module method returning the module itself,
+        ``model = model.to(device)`` or ``model.half()``, keeps them): a name a function
+        binds is its own variable, so a use of it there is a use of those models only,
+        whatever other functions of the file bind to the same name. None: not every binding
+        there builds a project class (a parameter, a global, a tuple target, a loop, ``with
+        ... as``, a value of something else), and every binding of the file stands for it."""
+        if not _NAME_ONLY.fullmatch(name):
+            return None
+        held = self._def_holding(at)
+        if held is None:
+            return None
+        if (name, held) not in self._scopes:  # (once per variable and function)
+            self._scopes[(name, held)] = self._bound_in_function(name, held)
+        return self._scopes[(name, held)]
+
+    def _bound_in_function(self, name: bytes, held: tuple[int, int]) -> frozenset[str] | None:
+        """(:meth:`_classes_in_scope` in the function whose body spans ``held``.)"""
+        code = self.code
+        if held not in self._functions:  # (its plain assignments, by name; the other names)
+            assigned: dict[bytes, list[re.Match[bytes]]] = {}
+            for found in _ASSIGNMENT.finditer(code, *held):
+                assigned.setdefault(found.group(1), []).append(found)
+            self._functions[held] = (assigned, _unplain(code, *held))
+        assigned, unplain = self._functions[held]
+        bindings = assigned.get(name)
+        if not bindings or unplain is None or name in unplain:
+            return None
+        params = params_of(code, held[0])
+        if params is None or name in params:  # (a parameter holds what callers hand first)
+            return None
+        out = set()
+        for found in bindings:
+            value = found.start(2)
+            if code.startswith(name, value) and _SAME_MODULE.match(code, value + len(name)):
+                continue
+            call = _CALLEE.match(code, value)
+            if call is None:
+                return None
+            close = closing(code, call.end())
+            stop = code.find(b"\n", close)
+            rest = code[close + 1 : stop if stop >= 0 else len(code)].strip()
+            if rest and (rest[:1] != b"." or _BRANCHING.search(rest)):
+                return None  # (``A() if c else B()``, ``A() + x``: not the call's value alone)
+            named = self._class_named(call.group(1).decode(), value)
+            if named is None:
+                return None
+            out.add(named)
+        return frozenset(out) if out else None
+
     def _built_by_cls(self, receiver: bytes, at: int) -> bool:
         """Whether ``receiver`` is a name the function holding ``at`` last binds, before
         ``at``, to ``cls(...)``, ``cls.from_config(...)`` or ``skip_init(cls, ...)`` (which
@@ -1222,8 +1296,9 @@ class _Reader:
     ) -> list[tuple[str, Spot | None, bool, bool]]:
         """Each run of a model variable -- a call (``model(x)``, ``self.transformer(...)``)
         or a method that runs it (``model.generate(...)``; not one of
-        :data:`~mpcheck.knowledge.torch_api.MODULE_NOT_RUNNING`) -- as its class, the enabled
-        autocast region around it (None outside one), whether a method runs it, and whether
+        :data:`~mpcheck.knowledge.torch_api.MODULE_NOT_RUNNING`) -- as its class (those the
+        function holding it binds the name to: :meth:`_models_at`), the enabled autocast
+        region around it (None outside one), whether a method runs it, and whether
         it is a part its owner runs (``self.block(x)`` in the body of a class that binds
         ``self.block``: it runs wherever that class runs). Regions are found by indentation:
         a ``with ...autocast(...):`` (or an ``@autocast(...)`` decorator) covers the lines
@@ -1248,7 +1323,7 @@ class _Reader:
             part = variable.startswith(b"self.") and any(
                 at in body and variable in _bound_in(code, body, bound) for body in owners
             )
-            classes = sorted(models[variable.decode()])
+            classes = sorted(self._models_at(variable.decode(), at, models))
             return ((cls, region, bool(method), part) for cls in classes)
 
         if not autocast:
@@ -1350,12 +1425,18 @@ class _Reader:
         return tuple(sorted(found)), tuple(sorted(casting))
 
     def _builds(
-        self, bodies: list[range], keys: set[str], plain: Sequence[range] = ()
+        self,
+        bodies: list[range],
+        keys: set[str],
+        plain: Sequence[range] = (),
+        unsafe: Collection[str] = (),
     ) -> list[tuple[str, Spot, bool]]:
         """Project classes built outside any class body (a script's or a helper's model) or
         in a plain class's body (held in its attribute), and whether the value stays float32
-        in this file: bound to a variable whose every use keeps its dtype (``keys``), or
-        called at once (``Model(...)(x)``)."""
+        in this file: bound to a variable whose every use keeps its dtype (``keys``; and of
+        a class none of whose values escapes, ``unsafe``: a function's own variable may
+        escape where another function's of the same name does not), or called at once
+        (``Model(...)(x)``)."""
         code = self.code
         out = []
         starts = [b.start for b in bodies]
@@ -1373,6 +1454,7 @@ class _Reader:
             line = code.rfind(b"\n", 0, at) + 1
             assigned = _ASSIGNED.match(code, line, at)
             kept = assigned is not None and assigned.group(1).decode() in keys
+            kept = kept and cls not in unsafe  # (a function's own variable may escape)
             called = code[close : close + 8].lstrip().startswith(b"(")
             held = self._holds_half(code[end:close])
             index = _return_index(code, at, close)
@@ -1731,12 +1813,28 @@ _KEEPING_WRAPPERS = frozenset(
 )
 
 
+def _unplain(code: bytes, begin: int, end: int) -> frozenset[bytes] | None:
+    """The names the code between ``begin`` and ``end`` binds other than by a plain
+    assignment (a tuple target, a walrus, ``with ... as``, a loop): their bindings there do
+    not say what they hold. None: it declares a name ``global`` or ``nonlocal``."""
+    out: set[bytes] = set()
+    for found in _OTHER_BINDING.finditer(code, begin, end):
+        target, alias, loop, declared = found.groups()
+        if declared:
+            return None
+        out.update(n for n in (target, alias) if n)
+        if loop is not None:
+            out.update(_WORD.findall(loop))
+    return frozenset(out)
+
+
 def _escapes(
     code: bytes,
     models: dict[str, set[str]],
     taker: Callable[[bytes], str | None] = lambda callee: None,
     held: Collection[str] = (),
     keeping: Callable[[bytes], bool | str | Passed | _Copied] = lambda callee: False,
+    scope: Callable[[bytes, int], frozenset[str] | None] = lambda name, at: None,
 ) -> tuple[
     set[str],
     set[str],
@@ -1750,7 +1848,9 @@ def _escapes(
     DDP wrapping, an export (:meth:`_Reader._keeping_callee`) or a function of the file that
     casts nothing; a rebinding (a tuple target too); an alias (``m = model``, ``a, b =
     model, vae``), whose uses must keep it too. Anything else (an argument to another call,
-    a return, a container) might cast it (a conservative answer: the value escapes). A model
+    a return, a container) might cast it (a conservative answer: the value escapes): the
+    models the function holding that use binds the name to (``scope``: a name a function
+    binds is its own variable), else every model the file binds the name to. A model
     handed to a mixed-precision wrapper (``taker`` names its library) is kept here and
     listed: (variable, offset, library); the wrapper's effect is the project's
     (:mod:`mpcheck.project.models`). ``self.<attr>`` variables count only in ``held`` (a
@@ -1764,6 +1864,8 @@ def _escapes(
         return set(), set(), [], set(), []
     holders: list[tuple[str, str]] = []
     bad: set[str] = set()
+    escaped: set[str] = set()  # the models of a variable one function's use may cast
+    scoped: dict[int, frozenset[str] | None] = {}  # holder -> the models handed there
     taken: list[tuple[str, int, str]] = []
     returns: list[tuple[str, int, int]] = []  # (variable, offset, position returned)
     aliases: dict[str, set[str]] = {}  # alias -> the variables it may stand for
@@ -1788,7 +1890,10 @@ def _escapes(
                 returns.append((key, match.start(), kept.index))
                 continue
             if isinstance(kept, Passed):
-                holders.extend((key, f"{function}{PASSED}") for function in kept.functions)
+                here = scope(match.group(1), match.start()) if key in models else None
+                for function in kept.functions:
+                    holders.append((key, f"{function}{PASSED}"))
+                    scoped[len(holders) - 1] = here  # (the function's own variable)
                 continue
             if isinstance(kept, _Bound) and not kept.targets:
                 bound.append((key, OR.join((kept.name, *kept.also))))
@@ -1804,10 +1909,16 @@ def _escapes(
                 bound.extend((v, m) for v, m in methods[key] if m != "forward")
                 continue  # (a bound method's use: a call of the model at most)
             if kept is False:
+                here = scope(match.group(1), match.start()) if key in models else None
+                if here is not None and here <= models[key]:
+                    escaped.update(here)  # (the function's own variable: its models only)
+                    continue
                 bad.add(key)
                 continue
             if isinstance(kept, str):
                 holders.append((key, kept))
+                if key in models:  # (the function's own variable: its models only)
+                    scoped[len(holders) - 1] = scope(match.group(1), match.start())
                 continue
             for alias in kept:
                 aliases.setdefault(alias, set()).add(key)
@@ -1821,11 +1932,14 @@ def _escapes(
             if alias in bad and not sources <= bad:
                 bad |= sources
                 spread = True
-    unsafe = {cls for key in bad & set(models) for cls in models[key]}
+    unsafe = {cls for key in bad & set(models) for cls in models[key]} | escaped
     parts: set[tuple[str, str]] = set()
-    for key, holder in holders:
+    for i, (key, holder) in enumerate(holders):
         sources = {key} if key in models else aliases.get(key, set())
-        if key not in bad:
+        here = scoped.get(i)
+        if key not in bad and here is not None and here <= models[key]:
+            parts.update((cls, holder) for cls in here)
+        elif key not in bad:
             parts.update((cls, holder) for s in sources if s in models for cls in models[s])
     for key, method in bound:
         sources = {key} if key in models else aliases.get(key, set())
@@ -2092,6 +2206,20 @@ def _take_call(words: Iterable[bytes]) -> re.Pattern[bytes]:
 
 _TAKE_CALL = _take_call(_TAKE_WORDS)
 _HEAD_CALL = re.compile(rb"([A-Za-z_][\w.]*)\s*\(")
+# A plain assignment in a function (the name in group 1, the value's first character in 2), a
+# module method returning the module itself after a name (``.to(...)``, ``.half()``), and
+# what binds a name otherwise (a tuple target or walrus, ``with ... as``, a loop's names):
+# :meth:`_Reader._classes_in_scope`, compiled once rather than once per name
+_ASSIGNMENT = re.compile(rb"^[ \t]+([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*(\S)", re.M)
+_SAME_MODULE = re.compile(rb"\s*\.\s*(?:" + _SELF_METHODS + rb"|half|bfloat16)\s*\(")
+_OTHER_BINDING = re.compile(
+    rb"(?<![\w.])([A-Za-z_]\w*)(?=[ \t]*[,)\]][^=\n]*=(?!=)|[ \t]*:=)"
+    rb"|\bas[ \t]+([A-Za-z_]\w*)\b|\bfor\b([^\n]*)\bin\b|\b(global|nonlocal)\b"
+)
+_WORD = re.compile(rb"(?<![\w.])[A-Za-z_]\w*")
+# A line binding a call's value (or a method chain of it: ``Net(...).to(device)``) to a name
+# binds something else too when it goes on with one of these (``A() if c else B()``)
+_BRANCHING = re.compile(rb"\b(?:if|else|or|and)\b")
 _KEPT_CHAIN = re.compile(rb"\.(?:to|cuda|cpu|eval|train|float)\s*\(")
 # The receiver names of a library's wrapper object, when its file does not import the library
 _WRAPPER_OBJECTS = (
