@@ -394,3 +394,34 @@ def built(samples, cfg):
     code = blank(source.encode())
     found = tensor_returns(code, list(_DEF.finditer(code)), "m", imports, ("numpy", "timm"))
     assert found == ("m.array", "m.audio", "m.image", "m.lora_weights", "m.resized", "m.state")
+
+
+def test_calling_a_parameter_annotated_as_a_torch_module_gives_activations() -> None:
+    """``norm(x)`` of ``norm: nn.Module`` runs its ``forward``: activations (a tensor or a
+    tuple of them), never a model; an unannotated parameter may be a factory, and one the
+    body binds anew may hold anything."""
+    source = """
+import torch
+from torch import nn
+
+def through(norm: nn.Module, x: torch.Tensor, cond=None):
+    if cond is not None:
+        return norm(x, cond=cond)
+    return norm(x)
+
+def typed(norm: torch.nn.LayerNorm, x):
+    return norm(x)
+
+def factory(make, x):
+    return make(x)
+
+def rebound(norm: nn.Module, x):
+    norm = pick(norm)
+    return norm(x)
+
+def project(block: Block, x):
+    return block(x)
+"""
+    code = blank(source.encode())
+    imports = {**IMPORTS, "nn": "torch.nn"}
+    assert tensor_returns(code, list(_DEF.finditer(code)), "m", imports) == ("m.through", "m.typed")

@@ -18,7 +18,9 @@ array, an image or samples: no model either. A parameter is what the caller hand
 hands one, unless every call uses it as a tensor first (a tensor-only method or ``shape`` in a
 statement every call runs before any ``return`` and before it is rebound:
 ``tensor.uniform_(...)``, ``latents = latents.view(...)``): a module has none, so a call handing
-one raises there. A nested ``def``'s returns are its own. Anything else (a parameter, a value
+one raises there. Calling a parameter annotated as a torch module (``norm: nn.Module``,
+``norm(x)``) runs its ``forward``: activations, no model, unless the body binds it anew. A
+nested ``def``'s returns are its own. Anything else (a parameter, a value
 built by name, a library call, ``torch.load``) may be a model: unknown.
 
 This reads the blanked code of the record pass (:func:`mpcheck.project.records.blank`).
@@ -314,7 +316,33 @@ def _body(
     """The body of the function whose name ends before ``start``, read with its parameters
     (what both readers of its returns start from); None when its ``def`` cannot be read."""
     params = params_of(code, start)
-    return None if params is None else _Body(code, start, end, params, imports, local, foreign)
+    if params is None:
+        return None
+    return _Body(
+        code, start, end, params, imports, local, foreign, _module_params(code, start, imports)
+    )
+
+
+def _module_params(code: bytes, start: int, imports: Mapping[str, str]) -> frozenset[bytes]:
+    """The parameters of the ``def`` whose name ends before ``start`` annotated as a torch
+    module (``layer: nn.Module``, ``norm: torch.nn.LayerNorm``): calling one runs its
+    ``forward``, whose value is activations, not a model (PEP 484: the annotation is what the
+    callers hand)."""
+    open_at = code.find(b"(", start)
+    out = set()
+    for begin, stop in parts(code, open_at + 1, closing(code, open_at + 1)):
+        name, colon, annotation = code[begin:stop].partition(b":")
+        annotation = annotation.partition(b"=")[0].strip()
+        if not colon or not _DOTTED.match(annotation):
+            continue
+        first, _, rest = annotation.decode().partition(".")
+        found = imports.get(first, "")
+        qualified = f"{found}.{rest}" if rest else found
+        if qualified == "torch.nn.Module" or qualified.startswith("torch.nn.modules."):
+            out.add(name.strip())
+        elif qualified.startswith("torch.nn.") and qualified.rpartition(".")[2][:1].isupper():
+            out.add(name.strip())
+    return frozenset(out)
 
 
 def params_of(code: bytes, start: int) -> set[bytes] | None:
@@ -359,9 +387,11 @@ class _Body:
         imports: Mapping[str, str],
         local: Mapping[str, str],
         foreign: frozenset[str],
+        modules: frozenset[bytes] = frozenset(),
     ) -> None:
         self.code, self.start, self.end = code, start, end
         self.params, self.imports, self.local = params, imports, local
+        self.modules = modules  # (parameters annotated as a torch module: :func:`_module_params`)
         self.foreign = foreign  # (import roots whose functions are no project's)
         self.needs: set[str] = set()  # project functions whose values it returns
         self._assigned: dict[bytes, list[tuple[bytes, int]]] | None = None
@@ -457,6 +487,8 @@ class _Body:
         if call is None:
             return False
         head = call[1]
+        if head in self.modules and not self._rebinds(head):
+            return True  # (``norm(x)`` of ``norm: nn.Module``: its forward's activations)
         if _DOTTED.match(head):  # ``torch.cat(...)``, ``F.pad(...)``: by what it names
             callee = head.decode()
             first, _, rest = callee.partition(".")
@@ -573,6 +605,12 @@ class _Body:
         return base is not None and any(
             _unconditional(code, begin, m.start(), base) for m in used.finditer(code, begin, limit)
         )
+
+    def _rebinds(self, name: bytes) -> bool:
+        """Whether the body binds ``name`` anew (then it may hold anything)."""
+        if self._assigned is None:
+            self._read_bindings()
+        return name in self._otherwise or name in (self._assigned or {})
 
     def _read_bindings(self) -> None:
         """Each name's plain assignments (``x = ...``, ``x += ...``: the operator, where
