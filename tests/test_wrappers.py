@@ -759,3 +759,22 @@ def main(dm):
     record = record_of(lightning, "app/run.py")
     assert [(c, s[0]) for c, s, _ in record.wrapped] == [("app.model.Lit", 8)]
     assert record.takes == ()
+
+
+def test_an_annotated_binding_hands_its_class() -> None:
+    """``model: Lit = Lit(cfg)`` binds ``model`` as ``model = Lit(cfg)`` does (PEP 526): the
+    take ``trainer.fit(model)`` hands ``Lit``, not a model of unknown class."""
+    code = b"""
+import lightning as L
+from .model import Lit
+
+def main(cfg):
+    trainer: L.Trainer = L.Trainer(precision="bf16-true")
+    model: Lit = Lit(cfg)
+    trainer.fit(model)
+"""
+    record = record_of(code, "app/run.py")
+    assert [(c, s[0]) for c, s, _ in record.wrapped] == [("app.model.Lit", 8)]
+    assert record.takes == ()
+    plain = record_of(code.replace(b"model: Lit = ", b"model = "), "app/run.py")
+    assert plain.wrapped == record.wrapped

@@ -352,7 +352,7 @@ _TOP = re.compile(rb"\n[^\s#)\]}]")
 _CALLED = re.compile(rb"[A-Z](?<!\w[A-Z])\w*\s*(?:\.from_\w+)?\(")
 _IDENT = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
 _DOTTED = re.compile(rb"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*")
-_ASSIGNED = re.compile(rb"[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*$")
+_ASSIGNED = re.compile(rb"[ \t]*([A-Za-z_][\w.]*)[ \t]*(?::[^=\n]*)?=[ \t]*$")  # (PEP 526 too)
 _IMPORT_WORD = re.compile(rb"import[ \t(\\]")
 _FROM = re.compile(
     rb"^[ \t]*from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n\\]*(?:\\\n[^\n\\]*)*)",
@@ -1284,7 +1284,7 @@ class _Reader:
         used = re.compile(name + after + rb"\s*\.\s*(?:" + _MODULE_ONLY + rb")\s*\(")
         if used.search(self.code) is None:
             return False
-        bound = re.compile(name + after + rb"\s*=\s*([A-Za-z_][\w.]*)\s*[(.]")
+        bound = re.compile(name + after + rb"[ \t]*(?::[^=\n]*)?=\s*([A-Za-z_][\w.]*)\s*[(.]")
         roots = {
             self.imports.get(m.group(1).split(b".")[0].decode(), "").partition(".")[0]
             for m in bound.finditer(self.code)
