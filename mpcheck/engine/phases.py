@@ -397,7 +397,9 @@ def _names_in(target: cst.BaseExpression) -> list[cst.BaseExpression]:
 def timestep_cast(call: CallSite) -> TimestepCast | None:
     """A timestep (``t``, ``timestep``, ``batch["timesteps"]``, ``t.expand(n)``) cast to a half
     dtype or to another tensor's dtype; None when the target is float32, float64 or an integer
-    dtype, or the call is no cast of a timestep."""
+    dtype, or the call is no cast of a timestep. (What the cast is asks only the call, so it
+    is asked first: whether its receiver is a timestep walks the function, and most casts,
+    ``x.to(device)``, ``x.float()``, cast nothing to half.)"""
     if call.method not in _CASTS or call.receiver is None or not isinstance(call.node, cst.Call):
         return None
     receiver = call.receiver
@@ -405,13 +407,22 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
     if name is None:
         return None
     frequencies = _CAST_FREQUENCIES.match(name) is not None
-    if not frequencies and not _is_timestep(name, call) and not _stored_as_timestep(call):
+    found = _half_cast(call, receiver, frequencies)
+    if found is None or frequencies:
+        return found
+    if not _is_timestep(name, call) and not _stored_as_timestep(call):
         return None
     function = call.scope.function
-    if not frequencies and function is not None and only_mixed(call.node, function):
+    if function is not None and only_mixed(call.node, function):
         return None  # a noise scaling or a loss weighting: no timestep is embedded
-    if not frequencies and call.module_calls and reaching_value(call) in call.module_calls:
+    if call.module_calls and reaching_value(call) in call.module_calls:
         return None  # ``t = self.timesteps_proj(t)``: the name holds the module's features
+    return found
+
+
+def _half_cast(call: CallSite, receiver: Operand, frequencies: bool) -> TimestepCast | None:
+    """The cast ``call`` makes of ``receiver`` when it may round to half: to a half dtype,
+    or to a target that is not float32, float64 nor an integer dtype (None otherwise)."""
     if call.method in ("half", "bfloat16"):
         return TimestepCast(receiver, frequencies, True, None)
     target = call.arg(None, "dtype")

@@ -83,6 +83,8 @@ class Summaries:
         self._imports: dict[Path, list[Path]] = {}  # each mapped module's edges (``_edges``)
         self._open: set[int] = set()  # components with a member being summarised
         self._collecting: list[Dependencies] = []  # one per walk under way, innermost last
+        # Beside each: the summaries whose dependencies it holds already (:meth:`_consulted`)
+        self._merged: list[set[Path]] = []
         self._validating: set[Path] = set()
         self._digests: dict[Path, str | None] = {}
         # The walks under way, innermost last: each one's component, and whether it met the
@@ -130,11 +132,13 @@ class Summaries:
         if self._cached is not None and path not in self._validating:
             self._validating.add(path)
             self._collecting.append({})  # what validation consults is not a dependency
+            self._merged.append(set())
             try:
                 kept = self._cached(path)  # may consult (and summarise) changed dependencies
             finally:
                 self._validating.discard(path)
                 self._collecting.pop()
+                self._merged.pop()
             if path in self._done:  # validating it needed it: it was walked meanwhile
                 return
             if kept is not None:
@@ -142,6 +146,7 @@ class Summaries:
                 return
         self._open.add(component)
         self._collecting.append({})
+        self._merged.append(set())
         self._walks.append([component, False])
         finish = None
         try:
@@ -153,6 +158,7 @@ class Summaries:
         finally:
             self._open.discard(component)
             deps = self._collecting.pop()
+            self._merged.pop()
             tainted = self._walks.pop()[1]
         self._keep(path, summary, deps)
         if finish is not None:
@@ -170,12 +176,18 @@ class Summaries:
         """The innermost walk used the summary of ``path`` (``CYCLE``: saw it as unknown, a
         partner of an open import cycle), and so what that summary consulted. A cycle
         partner stays one; one of ``path``'s own partners is not passed on: ``path``'s
-        digest answers for it."""
+        digest answers for it. The dependencies of a summary are merged once per walk (a
+        walk looks the same module up again and again; they are fixed once it is made, and
+        the digests merged are the run's own, so a second merge would write what is there)."""
         if self._collecting:
             seen = self._collecting[-1]
-            for dep, dep_digest in self._deps.get(path, {}).items():
-                if dep_digest != CYCLE and seen.get(dep) != CYCLE:
-                    seen[dep] = dep_digest
+            merged = self._merged[-1]
+            if path not in merged:
+                for dep, dep_digest in self._deps.get(path, {}).items():
+                    if dep_digest != CYCLE and seen.get(dep) != CYCLE:
+                        seen[dep] = dep_digest
+                if digest != CYCLE and path in self._done:
+                    merged.add(path)
             if seen.get(path) != CYCLE:
                 seen[path] = digest
 
@@ -237,6 +249,7 @@ class Summaries:
             self._components_from(path)
         self._open.add(self._component[path])
         self._collecting.append({})
+        self._merged.append(set())
         self._walks.append([self._component[path], False])
 
     def end(self, path: Path, summary: ModuleSummary | None) -> Dependencies:
@@ -245,6 +258,7 @@ class Summaries:
         path = self._index.resolved(path)
         self._open.discard(self._component[path])
         deps = self._collecting.pop()
+        self._merged.pop()
         self._walks.pop()
         if summary is not None and path not in self._done:
             self._keep(path, summary, deps)
