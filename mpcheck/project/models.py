@@ -67,6 +67,7 @@ from mpcheck.project.records import (
 )
 from mpcheck.project.returns import NEEDS, POSITION
 from mpcheck.project.summary import Place
+from mpcheck.project.uncalled import Uncalled
 
 __all__ = [
     "ModelUses",
@@ -129,8 +130,10 @@ class ModelUses:
         inside: Mapping[str, str] = MappingProxyType({}),
         opened: Mapping[str, Opening] = MappingProxyType({}),
         opens: tuple[str, ...] = (),
+        uncalled: Uncalled | None = None,
     ) -> None:
         self._reach = dict(reach)
+        self._uncalled = uncalled  # the methods nothing calls (None: a library, unknown)
         # why a class may run in half with no cast naming it ("": the world's opening, for
         # every class): :func:`mpcheck.project.closed.closed_world`
         self._opened = opened
@@ -201,6 +204,7 @@ class ModelUses:
             self._inside,
             self._opened,
             self.world_kinds,
+            self._uncalled,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -279,6 +283,14 @@ class ModelUses:
         qualified = f"{self.module}.{name}" if self.module else name
         return self._ran is None or not self._ran.function_dead(qualified)
 
+    def method_reached(self, owner: str, name: str) -> bool:
+        """Whether anything may call the method ``name`` of the class ``owner`` of
+        :attr:`module` (:mod:`mpcheck.project.uncalled`)."""
+        if self._uncalled is None:
+            return True
+        qualified = f"{self.module}.{owner}.{name}" if self.module else f"{owner}.{name}"
+        return self._uncalled.called(qualified)
+
     def loaded_under_dtype(self, name: str) -> bool:
         """Whether some load may build the class ``name`` of :attr:`module` under a half
         default dtype: ``from_pretrained(torch_dtype=torch.float16)`` builds it in that
@@ -350,6 +362,8 @@ class ModelUses:
             text += self.module_code.digest
         if self._ran is not None:
             text += self._ran.digest
+        if self._uncalled is not None:
+            text += self._uncalled.digest
         if self.callables is not None:
             text += self.callables.digest
         return hex_digest(text.encode())
@@ -637,9 +651,17 @@ def uses_of_records(
     computed = {c.name for r in records.values() for c in r.classes if c.computes_dtype}
     known = not alone and bool(demos)
     ran = None
+    uncalled = None
     if known:
         reads = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
         ran = Reached(reads, side)
+        uncalled = Uncalled(
+            {p: (r.module, r.methods, r.attributes, r.reach[3]) for p, r in records.items()},
+            {c.name: c.bases for r in records.values() for c in r.classes},
+            names.resolve,
+            side,
+            package=installable,
+        )
     if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
         loose = live(loose, {p: r.module for p, r in records.items()}, ran)
         # (nor does a take there hand anything; its library's takes are still seen)
@@ -765,6 +787,7 @@ def uses_of_records(
         inside=inside,
         opened={"": Opening(ALONE)} if alone else opened,
         opens=(ALONE,) if alone else opens,
+        uncalled=uncalled,
     )
 
 

@@ -50,10 +50,11 @@ from mpcheck.project.returns import (
     returned_annotation,
     tensor_returns,
 )
+from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 24
+FORMAT = 25
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -177,6 +178,10 @@ class ModelRecord:
     # a call it cannot follow): a wrapper of that library that may cast opens the world (the
     # text: the top-level function holding it, "" elsewhere)
     takes: tuple[tuple[str, Spot], ...] = ()
+    # ``Class.method``: methods of its top-level classes it writes only at their ``def``, and
+    # a Bloom filter of the names it writes after a dot (:mod:`mpcheck.project.uncalled`)
+    methods: tuple[str, ...] = ()
+    attributes: int = 0
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -217,6 +222,8 @@ class ModelRecord:
             self.outside,
             self.tensors,
             self.takes,
+            self.methods,
+            f"{self.attributes:x}",
         ]
 
     @classmethod
@@ -226,7 +233,8 @@ class ModelRecord:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
-            wrapping, registries, casters, loose, owned, outside, tensors, takes = last
+            wrapping, registries, casters, loose, owned, outside, tensors, takes, *tail = last
+            methods, attributes = tail
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -290,6 +298,8 @@ class ModelRecord:
                 tuple(map(str, outside)),
                 tuple(map(str, tensors)),
                 tuple((str(lib), _spot(s)) for lib, s in takes),
+                tuple(map(str, methods)),
+                int(attributes, 16),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -617,6 +627,8 @@ class _Reader:
             tuple(sorted({cls for cls, region, _, part in runs if region is None and not part})),
             tensor_returns(code, self._def_headers(), self.module, self.imports, _NOT_PROJECT),
             tuple(dict.fromkeys((lib, self.spot(at, self._home(at))) for lib, at in takes)),
+            methods_of(self.data, code, self._found),
+            attributes_of(code),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
