@@ -127,6 +127,9 @@ class FileAnalysis(Walk):
         owner = cls.node.name.value if cls else name if fn.name.value == "__init__" else None
         return self.construction.evidence(fn, owner, found)
 
+    def uncalled(self, owner: str, name: str) -> HalfEvidence | None:
+        return self.evidence.of_method(owner, name)
+
     def sampler_evidence(self, name: str) -> HalfEvidence | None:
         return self.evidence.handed(name) if self.application else None
 

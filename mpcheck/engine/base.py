@@ -129,6 +129,11 @@ class Walk(ABC):
         function walked (construction code is evidence of float32)."""
 
     @abstractmethod
+    def uncalled(self, owner: str, name: str) -> HalfEvidence | None:
+        """Why nothing runs the method ``name`` of this file's class ``owner`` (nothing in the
+        project calls it), or None."""
+
+    @abstractmethod
     def sampler_evidence(self, name: str) -> HalfEvidence | None:
         """Why a sampler or scheduler ``name`` steps half model outputs: None where a
         library's users run it in half (no premise to state), else the premise."""

@@ -169,6 +169,15 @@ class Evidence:
             return HalfEvidence(FLOAT32, HALF_FREE)
         return self.premise(name)
 
+    def of_method(self, owner: str, name: str) -> HalfEvidence | None:
+        """Nothing runs the method ``name`` of the class ``owner``: no call of the project
+        writes it (:mod:`mpcheck.project.uncalled`); None: something may, or the project says
+        every module runs in half (a library: its users call what they like)."""
+        if self.uses is None or self.setting or self.uses.method_reached(owner, name):
+            return None
+        text = f"nothing in the project calls `{owner}.{name}`"
+        return HalfEvidence(UNREACHED, text)
+
     def handed(self, name: str) -> HalfEvidence:
         """A sampler or scheduler ``name`` of an application: the model outputs it steps are
         half only if the model that makes them is, which nothing here shows (a premise; in a

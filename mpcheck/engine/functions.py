@@ -344,6 +344,8 @@ class Definitions:
             evidence = made if made.float32 else None
         elif outer is None and cls is not None and cls.is_sampler and name is not None:
             evidence = self.file.sampler_evidence(name)
+        if outer is None and cls is not None:  # (a method nothing calls never runs)
+            evidence = self.file.uncalled(cls.node.name.value, fn.name.value) or evidence
         module_code = outer.scope.module_code if outer is not None else False
         handed = False  # (only scripts, datasets and plain classes call it: see ``_handed``)
         full: dict[str, bool] = {}  # (every call hands them full precision; True: numbers)

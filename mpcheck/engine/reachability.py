@@ -5,6 +5,13 @@ that never executes, and so does a test comparing a builtin with a literal, as i
 type == "laplacian":`` where ``type`` is the builtin class (a parameter meant to shadow it
 was never declared): a class is never equal to a string or a number. What such a branch
 would compute is not a hazard of the program, so the walk skips it.
+
+A branch under ``torch.onnx.is_in_onnx_export()``, ``torch.jit.is_tracing()`` or
+``torch.jit.is_scripting()`` runs only while torch exports the model (traces it for ONNX or
+TorchScript, or compiles it to TorchScript): in every eager run those are false, and a half
+cast or a half load is evidence about the eager runs only, never about the inputs an exporter
+is handed. Such a branch gives no finding (:func:`export_only`), and the ``else`` of
+``if not torch.jit.is_scripting():`` is one.
 """
 
 from __future__ import annotations
@@ -45,6 +52,45 @@ def never_taken(test: cst.BaseExpression, bound: Callable[[], Collection[str]]) 
         sides = (test.left, target.comparator)
         return any(_literal(b) and _builtin(a, bound) for a, b in (sides, sides[::-1]))
     return False
+
+
+# Predicates true only while torch exports or compiles the model to TorchScript or ONNX
+# (``torch._C._get_tracing_state()`` is None outside a trace).
+_EXPORTING = frozenset(
+    {
+        "torch.onnx.is_in_onnx_export",
+        "torch.onnx.utils.is_in_onnx_export",
+        "torch.jit.is_tracing",
+        "torch.jit.is_scripting",
+        "torch._C._get_tracing_state",
+    }
+)
+
+
+def export_only(
+    test: cst.BaseExpression, resolve: Callable[[cst.BaseExpression], str | None]
+) -> bool:
+    """Whether ``test`` holds only while torch exports the model (see the module docstring):
+    a call of an exporting predicate, alone, joined by ``and`` or by ``or`` with another.
+    ``resolve``: the qualified name an expression stands for through the file's imports."""
+    if isinstance(test, cst.Call) and not test.args:
+        return resolve(test.func) in _EXPORTING
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return export_only(test.left, resolve) or export_only(test.right, resolve)
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return export_only(test.left, resolve) and export_only(test.right, resolve)
+    return False
+
+
+def eager_only(
+    test: cst.BaseExpression, resolve: Callable[[cst.BaseExpression], str | None]
+) -> bool:
+    """Whether ``test`` is ``not`` an :func:`export_only` test: true in every eager run."""
+    return (
+        isinstance(test, cst.UnaryOperation)
+        and isinstance(test.operator, cst.Not)
+        and export_only(test.expression, resolve)
+    )
 
 
 def false_locals(fn: cst.FunctionDef) -> frozenset[str]:

@@ -55,7 +55,13 @@ from mpcheck.engine.guards import (
 from mpcheck.engine.handed import cast_each, param_cast
 from mpcheck.engine.keep_fp32 import ADAPTER_DICTS
 from mpcheck.engine.promotion import is_advanced_index, iterate
-from mpcheck.engine.reachability import bound_names, false_locals, never_taken
+from mpcheck.engine.reachability import (
+    bound_names,
+    eager_only,
+    export_only,
+    false_locals,
+    never_taken,
+)
 from mpcheck.engine.sites import Operand, ReturnSite, SetItemSite, StoreSite
 from mpcheck.engine.storage import replaced, widened
 from mpcheck.engine.switches import (
@@ -134,7 +140,15 @@ class Statements:
                 and fn is not None
                 and self.false_local(fn, stmt.test.value)
             )  # ``train_te = False`` earlier in the function
-            if local_false or never_taken(stmt.test, lambda: self.bound):  # ``if False:``
+            resolve = self.file.imports.resolve
+            if eager_only(stmt.test, resolve):  # (its ``else`` runs only in an export)
+                self.block(_suite(stmt.body), frame)
+                return
+            if (
+                local_false
+                or never_taken(stmt.test, lambda: self.bound)  # ``if False:``
+                or export_only(stmt.test, resolve)  # ``if torch.jit.is_tracing():``
+            ):
                 if isinstance(stmt.orelse, cst.If):
                     self.statement(stmt.orelse, frame)
                 elif stmt.orelse is not None:
@@ -693,3 +707,8 @@ def _dict_class(
     found = {n.value for n in descendants(annotation) if isinstance(n, cst.Name)}
     kinds = sorted(found & ADAPTER_DICTS)
     return kinds[0] if len(kinds) == 1 else None
+
+
+def _suite(body: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:
+    """The statements of a block (indented, or after the colon on its line)."""
+    return body.body

@@ -69,6 +69,7 @@ from mpcheck.project.records import (
 )
 from mpcheck.project.returns import NEEDS, POSITION
 from mpcheck.project.summary import Place
+from mpcheck.project.uncalled import Uncalled
 
 __all__ = [
     "ModelUses",
@@ -134,8 +135,10 @@ class ModelUses:
         opens: tuple[str, ...] = (),
         open_bfloat16: bool = False,
         autocast_shown: bool = True,
+        uncalled: Uncalled | None = None,
     ) -> None:
         self._reach = dict(reach)
+        self._uncalled = uncalled  # the methods nothing calls (None: a library, unknown)
         # why a class may run in half with no cast naming it ("": the world's opening, for
         # every class): :func:`mpcheck.project.closed.closed_world`
         self._opened = opened
@@ -217,6 +220,7 @@ class ModelUses:
             self.world_kinds,
             self._open_bfloat16,
             self._autocast_shown,
+            self._uncalled,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -294,6 +298,14 @@ class ModelUses:
         nothing names, or in a file nothing imports, never runs (:mod:`mpcheck.project.reach`)."""
         qualified = f"{self.module}.{name}" if self.module else name
         return self._ran is None or not self._ran.function_dead(qualified)
+
+    def method_reached(self, owner: str, name: str) -> bool:
+        """Whether anything may call the method ``name`` of the class ``owner`` of
+        :attr:`module` (:mod:`mpcheck.project.uncalled`)."""
+        if self._uncalled is None:
+            return True
+        qualified = f"{self.module}.{owner}.{name}" if self.module else f"{owner}.{name}"
+        return self._uncalled.called(qualified)
 
     def loaded_under_dtype(self, name: str) -> bool:
         """Whether some load may build the class ``name`` of :attr:`module` under a half
@@ -393,6 +405,8 @@ class ModelUses:
             text += self.module_code.digest
         if self._ran is not None:
             text += self._ran.digest
+        if self._uncalled is not None:
+            text += self._uncalled.digest
         if self.callables is not None:
             text += self.callables.digest
         return hex_digest(text.encode())
@@ -703,9 +717,17 @@ def uses_of_records(
     computed = {c.name for r in records.values() for c in r.classes if c.computes_dtype}
     known = not alone and bool(demos)
     ran = None
+    uncalled = None
     if known:
         reads = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
         ran = Reached(reads, side)
+        uncalled = Uncalled(
+            {p: (r.module, r.methods, r.attributes, r.reach[3]) for p, r in records.items()},
+            {c.name: c.bases for r in records.values() for c in r.classes},
+            names.resolve,
+            side,
+            package=installable,
+        )
     if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
         loose = live(loose, {p: r.module for p, r in records.items()}, ran)
         # (nor does a take there hand anything; its library's takes are still seen)
@@ -844,6 +866,7 @@ def uses_of_records(
         opens=(ALONE,) if alone else opens,
         open_bfloat16=not alone and _bfloat16_opening(opens, loose, loose_bfloat16),
         autocast_shown=autocast_code,
+        uncalled=uncalled,
     )
 
 

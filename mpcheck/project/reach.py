@@ -27,7 +27,15 @@ from types import MappingProxyType
 
 from mpcheck.project.lines import line_matches, narrowed
 
-__all__ = ["CONFIG_LOADERS", "SIDE_SUFFIXES", "ReachPass", "Reached", "reach_of"]
+__all__ = [
+    "CONFIG_LOADERS",
+    "SIDE_SUFFIXES",
+    "ReachPass",
+    "Reached",
+    "reach_of",
+    "side_words",
+    "is_test",
+]
 
 # One file's part: (it is an entry, how it loads modules by name (:data:`STATIC`,
 # :data:`CONFIG`, :data:`COMPUTED`), the dotted names it writes in code or strings that may
@@ -189,7 +197,7 @@ class Reached:
         functions = {  # (a test file's functions are collected by name)
             f"{module}.{name}" if module else name
             for path, (module, (_, _, _, _, unnamed), _) in parts.items()
-            if not _test(path)
+            if not is_test(path)
             for name in unnamed
             if name not in words
             and name not in written
@@ -200,7 +208,7 @@ class Reached:
         modules = graph.unreached(written, written) if graph.known else set()
         modules = {m for m in modules if not public(m)}
         candidates = {n.rpartition(".")[2] for n in (*functions, *modules)}
-        named = _side_words(side, candidates) if candidates else set()
+        named = side_words(side, candidates) if candidates else set()
         if any(m.rpartition(".")[2] in named for m in modules):  # (a configuration's module)
             modules = graph.unreached(written | named, written)
         self.dead_functions = frozenset(f for f in functions if f.rpartition(".")[2] not in named)
@@ -280,10 +288,10 @@ class _Imports:
 def _root(path: str) -> bool:
     """A file that runs by itself: a package ``__init__``, a test, ``setup.py``."""
     name = path.replace("\\", "/").rpartition("/")[2]
-    return name in ("__init__.py", "__main__.py", "setup.py") or _test(path)
+    return name in ("__init__.py", "__main__.py", "setup.py") or is_test(path)
 
 
-def _test(path: str) -> bool:
+def is_test(path: str) -> bool:
     """A test file (pytest collects it and its functions by name)."""
     parts = path.replace("\\", "/").split("/")
     name = parts[-1]
@@ -299,7 +307,7 @@ def _starred(module: str, starred: set[str]) -> bool:
     return any(module == s or module.endswith(f".{s}") for s in starred)
 
 
-def _side_words(side: list[Path], candidates: set[str]) -> set[str]:
+def side_words(side: list[Path], candidates: set[str]) -> set[str]:
     """The candidates any side file writes."""
     pattern = re.compile(
         rb"(?<!\w)(" + b"|".join(re.escape(c.encode()) for c in sorted(candidates)) + rb")(?!\w)"

@@ -54,10 +54,11 @@ from mpcheck.project.returns import (
     returned_annotation,
     tensor_returns,
 )
+from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 26
+FORMAT = 27
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -184,6 +185,10 @@ class ModelRecord:
     # those of ``loose`` that write bfloat16 down (``getattr(m, name)().bfloat16()``): a half
     # path of unknown target that brings no float16 (:meth:`ModelUses.bfloat16_only`)
     loose_bfloat16: tuple[Spot, ...] = ()
+    # ``Class.method``: methods of its top-level classes it writes only at their ``def``, and
+    # a Bloom filter of the names it writes after a dot (:mod:`mpcheck.project.uncalled`)
+    methods: tuple[str, ...] = ()
+    attributes: int = 0
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -225,6 +230,8 @@ class ModelRecord:
             self.tensors,
             self.takes,
             self.loose_bfloat16,
+            self.methods,
+            f"{self.attributes:x}",
         ]
 
     @classmethod
@@ -234,7 +241,8 @@ class ModelRecord:
             fmt, module, classes, aliases, stars, casts, calls, builds, half, *more = data
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
-            wrapping, registries, casters, loose, owned, outside, tensors, takes, bf16 = last
+            wrapping, registries, casters, loose, owned, outside, tensors, takes, *tail = last
+            bf16, methods, attributes = tail
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -299,6 +307,8 @@ class ModelRecord:
                 tuple(map(str, tensors)),
                 tuple((str(lib), _spot(s)) for lib, s in takes),
                 tuple(_spot(s) for s in bf16),
+                tuple(map(str, methods)),
+                int(attributes, 16),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -637,6 +647,8 @@ class _Reader:
             tensor_returns(code, self._def_headers(), self.module, self.imports, _NOT_PROJECT),
             tuple(dict.fromkeys((lib, self.spot(at, self._home(at))) for lib, at in takes)),
             tuple(self._loose_bfloat16),
+            methods_of(self.data, code, self._found),
+            attributes_of(code),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
