@@ -142,7 +142,7 @@ class Statements:
             )  # ``train_te = False`` earlier in the function
             resolve = self.file.imports.resolve
             if eager_only(stmt.test, resolve):  # (its ``else`` runs only in an export)
-                self.block(_suite(stmt.body), frame)
+                self.block(stmt.body.body, frame)
                 return
             if (
                 local_false
@@ -707,8 +707,3 @@ def _dict_class(
     found = {n.value for n in descendants(annotation) if isinstance(n, cst.Name)}
     kinds = sorted(found & ADAPTER_DICTS)
     return kinds[0] if len(kinds) == 1 else None
-
-
-def _suite(body: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:
-    """The statements of a block (indented, or after the colon on its line)."""
-    return body.body

@@ -541,9 +541,9 @@ def uses_of_records(
     bodies: dict[str, set[str]] = {}  # class -> the project classes its body builds
     casts: dict[str, Reach] = {}
     written: dict[str, dict[str, Reach]] = {}  # half dtype -> class -> a cast writing it
-    # class -> a cast that may make it float16: one writing float16 or no dtype down
+    # the classes a cast may make float16: one writing float16 or no dtype down
     # (``.to(weight_dtype)``), a wrapper's, a use that may cast it (:meth:`ModelUses.bfloat16_only`)
-    float16: dict[str, Reach] = {}
+    float16: set[str] = set()
     bfloat16_first: set[str] = set()  # classes whose quoted cast writes bfloat16
     covered: dict[str, Reach] = {}  # every call seen runs under an enabled autocast
     uncovered: set[str] = set()
@@ -623,7 +623,7 @@ def uses_of_records(
                         target, Reach(CAST, Place(path, line, column, text))
                     )
                 if dtype != "bfloat16":
-                    float16.setdefault(target, Reach(CAST, Place(path, line, column, text)))
+                    float16.add(target)
         for name, region in record.calls:
             for target in expand(name):
                 if region is None:
@@ -770,11 +770,9 @@ def uses_of_records(
     for dtype, cast_roots in written.items():
         _spread(cast_roots, cast_to.setdefault(dtype, {}), bodies)
     # (a wrapper's cast writes no dtype here, and a use that may cast a model may pick any)
-    float16.update((c, r) for c, r in casts.items() if c not in written.get("bfloat16", {}))
+    float16.update(c for c in casts if c not in written.get("bfloat16", {}))
     loosely = {c for path in loose if path.classes is not None for c in path.classes}
-    float16.update((c, Reach(CAST, Place("", 0, 0, ""))) for c in unsafe | computed | loosely)
-    may_be_float16: dict[str, Reach] = {}
-    _spread(float16, may_be_float16, bodies)
+    float16 |= unsafe | computed | loosely
     _spread(built, reach, bodies, only)
     _spread(_bases(subclasses, reach, only), reach, bodies, only)
     # What nothing reaches is known only in a project that shows where it builds its models
@@ -854,7 +852,7 @@ def uses_of_records(
         dtype_loads=loads,
         application=application,
         cast_to=cast_to,
-        float16=frozenset(may_be_float16),
+        float16=frozenset(_parts_of(float16, bodies)),
         input_cast=inputs,
         buffers_kept=buffers_kept,
         closed=closed,
