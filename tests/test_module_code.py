@@ -366,3 +366,67 @@ def test_a_parameter_every_call_hands_full_precision_is_no_activation(tmp_path: 
     passes["pkg.run"] = ((), (), (), (("pkg.mel.spec", ("f", "n")), ("pkg.mel.spec", ("!",))))
     code = ModuleCode(passes, {}, lambda _: None, lambda _: None)
     assert code.full_inputs("pkg.mel.spec", ("y", "n_fft", "x")) == {}
+
+
+def test_a_function_runs_with_the_module_classes_whose_code_calls_it() -> None:
+    """``norm`` runs in ``Block`` (through ``helper``); a half value handed to it, a name
+    handed on without a call or a pipeline's call leaves its values unknown (None)."""
+    from mpcheck.project.callers import ModuleCode
+
+    classes = {"pkg.nets.Block": ("torch.nn.Module",), "pkg.data.Clips": ()}
+    passes = {
+        "pkg.ops": (
+            ("pkg.ops.helper", "pkg.ops.norm"),
+            (),
+            (("pkg.ops.norm", "pkg.ops.helper"),),
+            (),
+        ),
+        "pkg.nets": ((), (("pkg.ops.helper", "pkg.nets.Block"),), (), ()),
+        "pkg.data": ((), (("pkg.ops.norm", "pkg.data.Clips"),), (), ()),
+    }
+    code = ModuleCode(passes, classes, lambda n: n if n in classes else None, lambda _: None)
+    assert code.runs_with("pkg.ops.norm") == {"pkg.nets.Block"}
+    assert code.runs_with("pkg.ops.helper") == {"pkg.nets.Block"}
+    assert code.runs_with("pkg.nets.other") is None  # (no project function)
+    halved = {**passes, "pkg.run": ((), (), (), (("pkg.ops.norm", ("h",)),))}
+    assert (
+        ModuleCode(halved, classes, lambda _: None, lambda _: None).runs_with("pkg.ops.norm")
+        is None
+    )
+    escaped = {**passes, "pkg.run": ((), (), (), (("pkg.ops.norm", ("!",)),))}
+    assert (
+        ModuleCode(escaped, classes, lambda _: None, lambda _: None).runs_with("pkg.ops.norm")
+        is None
+    )
+    piped = {**passes, "pkg.pipe": ((), (("pkg.ops.helper", "pkg.pipe.SpeechPipeline"),), (), ())}
+    assert (
+        ModuleCode(piped, classes, lambda _: None, lambda _: None).runs_with("pkg.ops.norm") is None
+    )
+
+
+def test_a_helper_only_float32_modules_run_is_float32_in_a_closed_world(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same helper, called by a module the script never casts and by one it casts to
+    half: only the second gives the premise, and it names the cast that supports it."""
+    (tmp_path / "spec.py").write_text(
+        "import torch\n\n\ndef rms(frames):\n    return torch.sqrt(frames.pow(2).sum(-1) + 1e-6)\n"
+    )
+    run = (
+        "import torch\nfrom torch import nn\n\nfrom spec import rms\n\n\n"
+        "class Scorer(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.proj = nn.Linear(8, 8)\n\n    def forward(self, x):\n"
+        "        return rms(self.proj(x))\n\n\n"
+        "class Decoder(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.proj = nn.Linear(8, 8)\n\n    def forward(self, x):\n"
+        "        return self.proj(x)\n\n\n"
+        "if __name__ == '__main__':\n    Scorer()(torch.randn(2, 8))\n"
+        "    {model}(torch.randn(2, 8).half())\n"
+    )
+    (tmp_path / "run.py").write_text(run.format(model="Decoder().half()"))
+    assert cli.main(["check", "--no-cache", "--output-format", "concise", str(tmp_path)]) == 0
+    capsys.readouterr()
+    (tmp_path / "run.py").write_text(run.format(model="Scorer().half()"))
+    assert cli.main(["check", "--no-cache", "--output-format", "concise", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "MPC302" in out and "it runs in `Scorer`; `Scorer` is cast to half" in out

@@ -21,6 +21,12 @@ carries its evidence): what opens the project's world, or the half path reaching
 (:class:`mpcheck.project.closed.Opening`, computed once per project), with its place as a
 related location.
 
+A function defined outside a class runs with its callers' values: scripts, datasets and plain
+classes hand it data, and a module's code hands it the module's activations. In a closed
+world, one that only module classes no half path reaches run (or, in a package, that nothing
+of the package runs) runs in float32 (:meth:`ModelUses.function_float32_text`); a premise on
+one names the half path reaching a module class that runs it ("it runs in `Scorer`; ...").
+
 A cast model the project runs only inside enabled autocast regions (every call and every
 method that runs it, in every file) has half weights, but autocast recasts the operands of
 the ops on its lists: a float32 value meeting those weights in a Linear, conv, matmul or
@@ -167,6 +173,9 @@ class Evidence:
             return HalfEvidence(UNREACHED, text)
         if self.uses is not None and self.uses.half_free and not self.setting:
             return HalfEvidence(FLOAT32, HALF_FREE)
+        found = None if self.uses is None or self.setting else self.uses.function_float32_text(name)
+        if found is not None:  # (its callers' classes decide: none runs in half)
+            return HalfEvidence(FLOAT32, found)
         return self.premise(name)
 
     def of_method(self, owner: str, name: str) -> HalfEvidence | None:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project import lines
-from mpcheck.project.arguments import FULL, NUMBER, Handed, arguments_of
+from mpcheck.project.arguments import FULL, HALF, NUMBER, Handed, arguments_of
 from mpcheck.project.brackets import enclosing
 from mpcheck.project.construction import body_end
 from mpcheck.project.lines import line_matches
@@ -278,10 +278,13 @@ class ModuleCode:
                     self._handed.setdefault(name, set()).add(args)
         called: set[str] = set()  # (by anything: a module, a script, a plain class)
         from_runners: set[str] = set()  # (by a module, a pipeline or a sampler)
+        owners: dict[str, set[str]] = {}  # function -> the classes whose methods call it
         for _, methods, functions, _ in found:
             for callee, owner in methods:
                 targets = target(callee)
                 called.update(targets)
+                for name in targets:
+                    owners.setdefault(name, set()).add(owner)
                 if self.module_class(owner):
                     from_modules.update(targets)
                     from_runners.update(targets)
@@ -308,6 +311,17 @@ class ModuleCode:
                     from_runners.add(callee)
                     todo.append(callee)
         self.outside = frozenset(called - from_runners)
+        self.defined = frozenset(defined)
+        # (a function's callers' classes reach what it calls: ``f`` -> ``g`` spreads them)
+        todo = sorted(owners)
+        while todo:
+            caller = todo.pop()
+            for callee in calls.get(caller, ()):
+                more = owners.get(caller, set()) - owners.get(callee, set())
+                if more:
+                    owners.setdefault(callee, set()).update(more)
+                    todo.append(callee)
+        self.owners: Mapping[str, frozenset[str]] = {k: frozenset(v) for k, v in owners.items()}
 
     def _runner(self, name: str) -> bool:
         """A class whose code runs models or computes on their tensors (by its name or a
@@ -333,6 +347,22 @@ class ModuleCode:
         if project is not None and project in self.classes and depth < 16:
             return self.module_class(project, depth + 1)
         return base.rsplit(".", 1)[-1].endswith(T.MODULE_BASE_SUFFIXES)
+
+    def runs_with(self, function: str) -> frozenset[str] | None:
+        """The module classes whose code runs the project function ``function`` (qualified),
+        directly or through other functions; its values are theirs, since scripts, datasets
+        and plain classes hand it data (:attr:`outside`). None when its values may come from
+        elsewhere: a pipeline or sampler reaches it (they run models), a call hands it a half
+        value, or its name is handed on without a call (anything may call it)."""
+        if function not in self.defined:
+            return None
+        for args in self._handed.get(function, ()):
+            if args == ESCAPED or any(v.rpartition("=")[2] == HALF for v in args):
+                return None
+        owners = self.owners.get(function, frozenset())
+        if any(self._runner(c) for c in owners):
+            return None
+        return frozenset(c for c in owners if self.module_class(c))
 
     def full_inputs(self, function: str, params: tuple[str, ...]) -> dict[str, bool]:
         """The parameters (of ``params``, in order) that every call of the project function
@@ -365,7 +395,8 @@ class ModuleCode:
         # (only the functions a call hands something full: an edit of other calls changes
         # no answer of :meth:`full_inputs`, and must not recheck the project)
         handed = [(k, v) for k, v in handed if all(c and c != ESCAPED and "*" not in c for c in v)]
-        return repr((sorted(self.called), sorted(self.outside), handed))
+        owners = sorted((k, sorted(v)) for k, v in self.owners.items())
+        return repr((sorted(self.called), sorted(self.outside), handed, owners))
 
 
 def _reduced(args: Handed) -> Handed:

@@ -249,9 +249,45 @@ class ModelUses:
 
     def opening(self, name: str) -> Opening | None:
         """Why the class ``name`` of :attr:`module` may run in half though no cast names it
-        (None: nothing here says; an :class:`Opening` whose text is "" says nothing)."""
+        (None: nothing here says; an :class:`Opening` whose text is "" says nothing). For a
+        function defined outside a class: why a module class whose code runs it may."""
         qualified = f"{self.module}.{name}" if self.module else name
-        return opened_by(self._opened, qualified)
+        found = opened_by(self._opened, qualified)
+        if found is not None or self.module_code is None:
+            return found
+        for owner in sorted(self.module_code.owners.get(qualified, ())):
+            why = opened_by(self._opened, owner)
+            if why is not None and why.text:
+                text = f"it runs in `{owner.rpartition('.')[2]}`; {why.text}"
+                return Opening(why.kind, text, why.place)
+        return None
+
+    def function_float32_text(self, name: str) -> str | None:
+        """Why the function ``name`` of :attr:`module` (defined outside a class) runs in
+        float32: its values are those of the module classes whose code runs it (scripts and
+        datasets hand it data), and no half path of the project reaches any of them -- or,
+        in a package, nothing of the package runs it and its users run it as the package
+        shows. None: it may run in half (the premise)."""
+        if self.module is not None and self.module not in self._read:
+            return None
+        if self._closed is None or self.module_code is None:
+            return None
+        qualified = f"{self.module}.{name}" if self.module else name
+        owners = self.module_code.runs_with(qualified)
+        if owners is None:
+            return None
+        reached, _ = self._closed
+        if any(owner in reached for owner in owners):
+            return None
+        if owners:
+            shown = sorted(f"`{o.rpartition('.')[2]}`" for o in owners)
+            where = ", ".join(shown[:2]) + (", ..." if len(shown) > 2 else "")
+            return f"`{name}` runs in {where}, which no half cast, load or wrapper reaches"
+        if qualified in self.module_code.outside:
+            return f"only code that runs no model (scripts, datasets) calls `{name}`"
+        if self.application:
+            return None  # (run by a name a string writes: what it is handed is unknown)
+        return f"nothing of the package calls `{name}` or runs it in half"
 
     @property
     def world_opening(self) -> Opening | None:
