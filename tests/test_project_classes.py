@@ -360,3 +360,37 @@ def test_the_adapter_dicts_peft_casts_are_read_and_inherited_across_files(
     assert lycoris.classes["LycorisLayer"].adapter_casts == ("ModuleDict", "ParameterDict")
     plain = summariser.summarise(tmp_path / "pkg" / "lycoris.py", lambda *a: None)
     assert plain is not None and plain.classes["LycorisLayer"].adapter_casts is None
+
+
+def test_a_half_load_through_super_names_no_class_and_checks_cleanly() -> None:
+    """``super().from_pretrained(..., torch_dtype=torch.bfloat16)`` in a loader override
+    names no class whose kept parts could be read: no finding, and no crash (the class name
+    was once parsed from an empty string)."""
+    source = (
+        "import torch\nfrom transformers import PreTrainedModel\n\n\n"
+        "class Wrapper(PreTrainedModel):\n    @classmethod\n"
+        "    def from_pretrained(cls, path, **kwargs):\n"
+        "        return super().from_pretrained(path, torch_dtype=torch.bfloat16, **kwargs)\n"
+    )
+    found = check_source(source, "wrapper.py", all_rules())
+    assert [d.code for d in found] == []
+
+
+def test_the_files_guard_reports_an_error_whose_own_message_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An error raised inside the engine becomes MPC002 on its file even when rendering it
+    raises (as a libcst parser error about a snippet does): the run goes on."""
+    from mpcheck.pipeline import one_file
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise IndexError("list index out of range")
+
+    def fail(*args: object, **kwargs: object) -> object:
+        raise Unprintable
+
+    monkeypatch.setattr(one_file, "_run_rules", fail)
+    found = check_source("import torch\n", "model.py", all_rules())
+    assert [d.code for d in found] == ["MPC002"]
+    assert "Unprintable raised while describing itself" in found[0].message

@@ -287,7 +287,9 @@ def load_hazard(
     func = node.func
     if cast is None or loaded.prec is not Prec.HALF or not isinstance(func, cst.Attribute):
         return None
-    name = dotted(func.value) or ""
+    name = dotted(func.value)
+    if not name:  # (``super().from_pretrained(...)``, ``get_cls().from_pretrained``: no class named)
+        return None
     leaf = name.rsplit(".", 1)[-1]
     words = f"loaded in half by `torch_dtype={module.code_for_node(cast.node)}`"
     local = kept_residuals(module, resolve).get(leaf) if "." not in name else None

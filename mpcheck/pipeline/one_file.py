@@ -252,8 +252,19 @@ def _analyse(
         message = "the file is nested too deeply to analyse; it was skipped"
         return Analysed([_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))])
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop a run
-        message = f"mpcheck failed on this file ({type(exc).__name__}: {exc}); please report it"
+        message = f"mpcheck failed on this file ({_described(exc)}); please report it"
         return Analysed([_file_level(INTERNAL_ERROR, message, filename, Position(1, 1))])
+
+
+def _described(exc: BaseException) -> str:
+    """``Type: message`` of an error caught at the file's guard, which must not raise
+    itself: some errors fail to render (a libcst parser error about a snippet the engine
+    parsed computes its context from lines it does not have)."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - the guard reports, whatever the error's own __str__ does
+        text = f"{type(exc).__name__} raised while describing itself"
+    return f"{type(exc).__name__}: {text}"
 
 
 def _run_rules(
