@@ -288,7 +288,7 @@ def load_hazard(
     if cast is None or loaded.prec is not Prec.HALF or not isinstance(func, cst.Attribute):
         return None
     name = dotted(func.value)
-    if not name:  # (``super().from_pretrained(...)``, ``get_cls().from_pretrained``: no class named)
+    if not name:  # (``super().from_pretrained(...)``: the receiver names no class)
         return None
     leaf = name.rsplit(".", 1)[-1]
     words = f"loaded in half by `torch_dtype={module.code_for_node(cast.node)}`"
