@@ -12,8 +12,8 @@ Usage::
                               [--markdown] [--sealed [--batch sealed2]]
 
 Corpora marked ``sealed = true`` are skipped unless ``--sealed`` is given, which runs only the
-sealed batch ``--batch`` (a corpus group: ``sealed``, the default, or ``sealed2``) against its
-own verdicts (``bench/sealed/first-run.toml``, ``bench/sealed/sealed2/first-run.toml``),
+sealed batch ``--batch`` (a corpus group: ``sealed``, the default, ``sealed2`` or ``sealed3``)
+against its own verdicts (``bench/sealed/first-run.toml``, ``bench/sealed/<batch>/first-run.toml``),
 printing their details: only at the end. ``bench/sealed/score.py`` scores them and prints
 aggregates only.
 

@@ -24,8 +24,9 @@ CODES = {rule.code for rule in all_rules()}
 # Families of rules being built (issue 37): their real-bug cases land before the rules do.
 PENDING_CODES: frozenset[str] = frozenset()
 COMMIT = re.compile(r"[0-9a-f]{40}")
-BATCHES = ("sealed", "sealed2")  # the sealed batches (issue 36), each a corpus group
-HAZARDS = {"sealed": 10, "sealed2": 12}  # hand-found hazards each batch holds at least
+BATCHES = ("sealed", "sealed2", "sealed3")  # the sealed batches (issue 36), each a corpus group
+# the hand-found hazards each batch holds at least
+HAZARDS = {"sealed": 10, "sealed2": 12, "sealed3": 10}
 
 
 def _score_module() -> ModuleType:
