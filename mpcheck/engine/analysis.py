@@ -31,6 +31,7 @@ from mpcheck.engine.frames import ClassInfo, Frame
 from mpcheck.engine.functions import Definitions
 from mpcheck.engine.keep_fp32 import KeepFp32, adapter_casts
 from mpcheck.engine.modules import Modules
+from mpcheck.engine.part_calls import part_called_names
 from mpcheck.engine.ranges import ranged
 from mpcheck.engine.reporting import Listener
 from mpcheck.engine.sites import Scope
@@ -201,6 +202,7 @@ class FileAnalysis(Walk):
         if self.project is not None:
             bind_starred(self.imports, self.module, self.project)
         self.definitions.helpers = _self_called_names(self.source)
+        self.definitions.part_helpers = part_called_names(self.source)
         self._collect(self.module.body)
         self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()}, self._casts())
         for name in self.keep.kept_classes:
@@ -209,6 +211,8 @@ class FileAnalysis(Walk):
         self.block(self.module.body, script)
         for cls in list(self.classes.values()):
             self.definitions.analyse_class(cls)
+        for method, info in self.definitions.deferred:  # (no call reached: as written)
+            self.definitions.summary(method, info)
         functions = list(self.functions.values())
         if len(functions) > 1:  # (most model files define classes only: nothing to order)
             called = _called_names(self.source)
