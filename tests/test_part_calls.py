@@ -1,12 +1,12 @@
 """A method's parameter is what its calls hand it: a part's method that only its owners call
 (``self.scorer.pool(x.float(), mask)``) is walked from that call, with the float32 it hands
-(:mod:`mpcheck.engine.part_calls`)."""
+(:mod:`mpcheck.project.part_methods`)."""
 
 from __future__ import annotations
 
 import textwrap
 
-from mpcheck.engine.part_calls import part_called_names
+from mpcheck.project.part_methods import part_called_names
 from tests.support import check
 
 HEAD = """\
@@ -71,3 +71,15 @@ def test_a_half_or_unknown_argument_keeps_the_activation() -> None:
 def test_a_method_a_callback_reaches_keeps_its_activation() -> None:
     tail = "\ndef hooked(head):\n    return head.scorer.pool\n"
     assert "MPC301" in _codes("x.float()", tail)
+
+
+def test_another_file_that_writes_the_name_may_call_it() -> None:
+    from mpcheck.project.models import uses_of_sources
+
+    head = textwrap.dedent(HEAD).format(arg="x.float()", tail="").encode()
+    alone = uses_of_sources({"pkg/head.py": head, "pkg/run.py": b"import torch\n"})
+    assert alone.at("pkg.head").called_in_file("pool")
+    run = b"from pkg.head import Head\nhead = Head(8)\nhead.scorer.pool(x, mask)\n"
+    both = uses_of_sources({"pkg/head.py": head, "pkg/run.py": run})
+    assert not both.at("pkg.head").called_in_file("pool")
+    assert alone.digest != both.digest

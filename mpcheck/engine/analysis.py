@@ -31,7 +31,6 @@ from mpcheck.engine.frames import ClassInfo, Frame
 from mpcheck.engine.functions import Definitions
 from mpcheck.engine.keep_fp32 import KeepFp32, adapter_casts
 from mpcheck.engine.modules import Modules
-from mpcheck.engine.part_calls import part_called_names
 from mpcheck.engine.ranges import ranged
 from mpcheck.engine.reporting import Listener
 from mpcheck.engine.sites import Scope
@@ -43,6 +42,7 @@ from mpcheck.project.callables import SplitRun
 from mpcheck.project.exports import exported
 from mpcheck.project.models import ModelUses
 from mpcheck.project.names import ImportTable
+from mpcheck.project.part_methods import part_called_names
 from mpcheck.project.summary import ProjectLookup
 
 _SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
@@ -202,7 +202,11 @@ class FileAnalysis(Walk):
         if self.project is not None:
             bind_starred(self.imports, self.module, self.project)
         self.definitions.helpers = _self_called_names(self.source)
-        self.definitions.part_helpers = part_called_names(self.source)
+        self.definitions.part_helpers = frozenset(
+            name
+            for name in part_called_names(self.source)
+            if self.uses is None or self.uses.called_in_file(name)
+        )
         self._collect(self.module.body)
         self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()}, self._casts())
         for name in self.keep.kept_classes:

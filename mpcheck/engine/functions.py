@@ -67,7 +67,7 @@ class Definitions:
         self.file = file
         self.regions = regions
         self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
-        # methods called only as ``self.<part>.name(...)`` (:mod:`mpcheck.engine.part_calls`):
+        # methods called only as ``self.<part>.name(...)`` (:mod:`mpcheck.project.part_methods`):
         # walked from their first call, with what it hands; those no walk reaches, at the end
         self.part_helpers: frozenset[str] = frozenset()
         self.deferred: list[tuple[cst.FunctionDef, ClassInfo]] = []

@@ -12,14 +12,24 @@ time it writes the name after a dot it is a call through an attribute of ``self`
 (``self.<part>.<name>(...)``), never a bound method handed on (a callback), a call on
 another object, or a string (``getattr(part, "name")``). A bare name (a local variable
 ``pool = Pool(8)``) reaches no method without a dot before it.
+
+In a project, that holds only when no other file may call it either: another file that
+writes the name after a dot (``head.scorer.pool(h)``, a callback ``hook=m.pool``) or in a
+string (``getattr``, a configuration) may hand it anything, and the users of an installable
+package may call any of its public methods. Each record holds the file's candidates
+(``ModelRecord.part_called``) and the Bloom filter of the names it writes after a dot
+(``ModelRecord.attributes``).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 
-__all__ = ["part_called_names"]
+from mpcheck.project.uncalled import may_name
+
+__all__ = ["PartCalls", "part_called_names"]
 
 _PART_CALL = re.compile(rb"self\.[A-Za-z_]\w*\.([A-Za-z_]\w*)[ \t]*\(")
 _DEF = re.compile(rb"\bdef[ \t]+([A-Za-z_]\w*)[ \t]*\(")
@@ -46,3 +56,44 @@ def part_called_names(source: bytes) -> frozenset[str]:
         and not name.startswith(b"__")
         and name != b"forward"
     )
+
+
+class PartCalls:
+    """The part methods of the project whose every call is in their own file.
+
+    ``parts``: each file's module -> (its candidates, its attribute filter); ``strings``:
+    every string any file writes; ``package``: users may call its public methods."""
+
+    def __init__(
+        self,
+        parts: Mapping[str, tuple[tuple[str, ...], int]],
+        strings: Iterable[str],
+        *,
+        package: bool = False,
+    ) -> None:
+        candidates = {
+            (module, name)
+            for module, (names, _) in parts.items()
+            for name in names
+            if not package or name.startswith("_")
+        }
+        if candidates:
+            words = {w for s in strings for w in s.split(".")}
+            candidates = {(m, n) for m, n in candidates if n not in words}
+        if candidates:
+            candidates = {
+                (module, name)
+                for module, name in candidates
+                if not any(
+                    may_name(bits, name) for other, (_, bits) in parts.items() if other != module
+                )
+            }
+        self.closed = frozenset(candidates)
+
+    def called_in_file(self, module: str, name: str) -> bool:
+        """Whether every call of the method ``name`` of ``module`` is in ``module``."""
+        return (module, name) in self.closed
+
+    @property
+    def digest(self) -> str:
+        return repr(sorted(self.closed))
