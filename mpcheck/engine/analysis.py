@@ -42,6 +42,7 @@ from mpcheck.project.callables import SplitRun
 from mpcheck.project.exports import exported
 from mpcheck.project.models import ModelUses
 from mpcheck.project.names import ImportTable
+from mpcheck.project.part_methods import part_called_names
 from mpcheck.project.summary import ProjectLookup
 
 _SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
@@ -201,6 +202,11 @@ class FileAnalysis(Walk):
         if self.project is not None:
             bind_starred(self.imports, self.module, self.project)
         self.definitions.helpers = _self_called_names(self.source)
+        self.definitions.part_helpers = frozenset(
+            name
+            for name in part_called_names(self.source)
+            if self.uses is None or self.uses.called_in_file(name)
+        )
         self._collect(self.module.body)
         self.keep = KeepFp32.of({n: c.node for n, c in self.classes.items()}, self._casts())
         for name in self.keep.kept_classes:
@@ -209,6 +215,8 @@ class FileAnalysis(Walk):
         self.block(self.module.body, script)
         for cls in list(self.classes.values()):
             self.definitions.analyse_class(cls)
+        for method, info in self.definitions.deferred:  # (no call reached: as written)
+            self.definitions.summary(method, info)
         functions = list(self.functions.values())
         if len(functions) > 1:  # (most model files define classes only: nothing to order)
             called = _called_names(self.source)

@@ -67,6 +67,10 @@ class Definitions:
         self.file = file
         self.regions = regions
         self.helpers: frozenset[str] = frozenset()  # methods called as ``self.name(...)``
+        # methods called only as ``self.<part>.name(...)`` (:mod:`mpcheck.project.part_methods`):
+        # walked from their first call, with what it hands; those no walk reaches, at the end
+        self.part_helpers: frozenset[str] = frozenset()
+        self.deferred: list[tuple[cst.FunctionDef, ClassInfo]] = []
         self.summaries: dict[cst.FunctionDef, Fact] = {}  # what each function returns
         self.in_progress: set[cst.FunctionDef] = set()  # being walked: not again inside
         # The names each function uses as tensors and its local function aliases: they
@@ -239,6 +243,9 @@ class Definitions:
             if fields(info.node, self.file.imports.resolve) is not None:
                 ordered = factories_first(ordered)  # a dataclass's fields come from them
             for method in ordered:
+                if method.name.value in self.part_helpers:
+                    self.deferred.append((method, info))
+                    continue
                 self.summary(method, info)
 
     def summary(

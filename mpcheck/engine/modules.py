@@ -172,8 +172,10 @@ class Modules:
         if info is None or fn is None or method == "forward" or fn in self.definitions.in_progress:
             return None
         self.definitions.analyse_class(info)
+        # (a method only its owners call: walked with what the first call hands it)
+        call = (args, kwargs, True) if method in self.definitions.part_helpers else None
         made = self.definitions.substitute(
-            self.definitions.summary(fn, info), fn, args, kwargs, skip_self=True
+            self.definitions.summary(fn, info, call), fn, args, kwargs, skip_self=True
         )
         if made.kind is not Kind.MODULE:
             return None

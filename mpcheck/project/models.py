@@ -53,6 +53,7 @@ from mpcheck.project.closed import (
     opened_by,
 )
 from mpcheck.project.construction import Construction
+from mpcheck.project.part_methods import PartCalls
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
     BUILT_IN_HALF,
@@ -136,8 +137,11 @@ class ModelUses:
         open_bfloat16: bool = False,
         autocast_shown: bool = True,
         uncalled: Uncalled | None = None,
+        part_calls: PartCalls | None = None,
     ) -> None:
         self._reach = dict(reach)
+        # the part methods whose every call is in their own file (None: not known)
+        self._part_calls = part_calls
         self._uncalled = uncalled  # the methods nothing calls (None: a library, unknown)
         # why a class may run in half with no cast naming it ("": the world's opening, for
         # every class): :func:`mpcheck.project.closed.closed_world`
@@ -221,6 +225,7 @@ class ModelUses:
             self._open_bfloat16,
             self._autocast_shown,
             self._uncalled,
+            self._part_calls,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -343,6 +348,11 @@ class ModelUses:
         qualified = f"{self.module}.{owner}.{name}" if self.module else f"{owner}.{name}"
         return self._uncalled.called(qualified)
 
+    def called_in_file(self, name: str) -> bool:
+        """Whether every call of the part method ``name`` of :attr:`module` is in its own
+        file (:mod:`mpcheck.project.part_methods`); True where the project is not known."""
+        return self._part_calls is None or self._part_calls.called_in_file(self.module, name)
+
     def loaded_under_dtype(self, name: str) -> bool:
         """Whether some load may build the class ``name`` of :attr:`module` under a half
         default dtype: ``from_pretrained(torch_dtype=torch.float16)`` builds it in that
@@ -443,6 +453,8 @@ class ModelUses:
             text += self._ran.digest
         if self._uncalled is not None:
             text += self._uncalled.digest
+        if self._part_calls is not None:
+            text += self._part_calls.digest
         if self.callables is not None:
             text += self.callables.digest
         return hex_digest(text.encode())
@@ -901,6 +913,11 @@ def uses_of_records(
         open_bfloat16=not alone and _bfloat16_opening(opens, loose, loose_bfloat16),
         autocast_shown=autocast_code,
         uncalled=uncalled,
+        part_calls=PartCalls(
+            {r.module: (r.part_called, r.attributes) for r in records.values()},
+            (s for r in records.values() for s in r.reach[3]),
+            package=installable,
+        ),
     )
 
 

@@ -47,6 +47,7 @@ from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.defaults import DEFAULT_SET, half_default_extents
 from mpcheck.project.lines import headers, line_matches, narrowed
+from mpcheck.project.part_methods import part_called_names
 from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
 from mpcheck.project.returns import (
     annotated_returns,
@@ -58,7 +59,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 27
+FORMAT = 28
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -189,6 +190,8 @@ class ModelRecord:
     # a Bloom filter of the names it writes after a dot (:mod:`mpcheck.project.uncalled`)
     methods: tuple[str, ...] = ()
     attributes: int = 0
+    # methods it calls only through a part of ``self`` (:mod:`mpcheck.project.part_methods`)
+    part_called: tuple[str, ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -232,6 +235,7 @@ class ModelRecord:
             self.loose_bfloat16,
             self.methods,
             f"{self.attributes:x}",
+            self.part_called,
         ]
 
     @classmethod
@@ -242,7 +246,7 @@ class ModelRecord:
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
             wrapping, registries, casters, loose, owned, outside, tensors, takes, *tail = last
-            bf16, methods, attributes = tail
+            bf16, methods, attributes, part_called = tail
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -649,6 +653,7 @@ class _Reader:
             tuple(self._loose_bfloat16),
             methods_of(self.data, code, self._found),
             attributes_of(code),
+            tuple(sorted(part_called_names(self.data))),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
