@@ -1,11 +1,12 @@
-"""``false_locals``: the locals of a function every binding of which is ``False`` or ``None``
-(``train_te = False`` then ``if train_te:``), read in one walk for every name."""
+"""``body_uses(fn).false_locals``: the locals of a function every binding of which is
+``False`` or ``None`` (``train_te = False`` then ``if train_te:``), read in the one walk of
+its body that also reads its tensor uses and aliases."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.engine.reachability import false_locals
+from mpcheck.engine.body_uses import body_uses
 
 SOURCE = """\
 def f(p=False, *, k=None):
@@ -36,4 +37,4 @@ def f(p=False, *, k=None):
 def test_every_binding_counts_and_parameters_never_do() -> None:
     fn = cst.parse_module(SOURCE).body[0]
     assert isinstance(fn, cst.FunctionDef)
-    assert false_locals(fn) == {"a", "b", "d", "e", "h", "q"}
+    assert body_uses(fn).false_locals == {"a", "b", "d", "e", "h", "q"}

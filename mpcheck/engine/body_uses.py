@@ -1,12 +1,13 @@
-"""One walk of a function's body for the two questions the walk asks of a function's code:
-which names it uses as tensors (:mod:`tensor_use`) and which local names it binds only to
-functions (:mod:`aliases`).
+"""One walk of a function's body for the three questions the walk asks of a function's code:
+which names it uses as tensors (:mod:`tensor_use`), which local names it binds only to
+functions (:mod:`aliases`), and which locals it binds only to ``False`` or ``None`` (the
+false locals :mod:`reachability`'s ``if name:`` tests read).
 
 Each was a walk of its own over every node of the body (a tenth of a cold run's walking);
-both answers depend on the function's code alone, so one walk gives both. The walk visits
+every answer depends on the function's code alone, so one walk gives them all. The walk visits
 the function's own scope first, in the order the alias walk did (the order of an alias's
 choices), then the nested functions, classes and lambdas, whose tensor uses count too but
-whose bindings are theirs.
+whose bindings are theirs (but count for the false locals: a nested ``nonlocal`` rebinds).
 """
 
 from __future__ import annotations
@@ -27,6 +28,19 @@ OWN_SCOPE: frozenset[type[cst.CSTNode]] = frozenset({cst.FunctionDef, cst.ClassD
 TARGETED: frozenset[type[cst.CSTNode]] = frozenset(
     {cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For}
 )
+# What binds a name, for the false locals (every node under the body, nested scopes too).
+_BINDS: frozenset[type[cst.CSTNode]] = frozenset(
+    {
+        cst.Assign,
+        cst.AnnAssign,
+        cst.AugAssign,
+        cst.For,
+        cst.NamedExpr,
+        cst.AsName,
+        cst.Global,
+        cst.Nonlocal,
+    }
+)
 _TENSOR_USES: frozenset[type[cst.CSTNode]] = frozenset(
     {cst.Attribute, cst.Subscript, cst.BinaryOperation}
 )
@@ -40,10 +54,14 @@ NUMBER_ATTRIBUTES = frozenset(
 class BodyUses:
     """``tensors``: every name the body uses as a tensor (indexed, an attribute read or
     method called, multiplied with ``@``); ``aliases``: the local names bound only to
-    function names, with those names (see :func:`mpcheck.engine.aliases.function_aliases`)."""
+    function names, with those names (see :func:`mpcheck.engine.aliases.function_aliases`);
+    ``false_locals``: the locals (no parameter) every binding of which in the body is the
+    literal ``False`` or ``None``: ``train_te = False`` then ``if train_te:`` never runs
+    its body."""
 
     tensors: frozenset[str]
     aliases: dict[str, tuple[cst.Name, ...]]
+    false_locals: frozenset[str]
 
 
 def body_uses(function: cst.FunctionDef) -> BodyUses:
@@ -56,11 +74,15 @@ def body_uses(function: cst.FunctionDef) -> BodyUses:
         if isinstance(extra, cst.Param):
             spoiled.add(extra.name.value)
     tensors: set[str] = set()
+    falsy: set[str] = set()  # (bound to ``False`` or ``None`` somewhere)
+    other: set[str] = set()  # (bound to something else somewhere)
     nested: list[cst.CSTNode] = []
     stack: list[cst.CSTNode] = [function.body]
     while stack:
         node = stack.pop()
         kind = type(node)  # (each class below has no subclass: identity is isinstance)
+        if kind in _BINDS:
+            _bind(node, kind, falsy, other)
         if kind in OWN_SCOPE:
             nested.append(node)  # (its bindings are its own; its tensor uses count)
             continue
@@ -86,11 +108,45 @@ def body_uses(function: cst.FunctionDef) -> BodyUses:
     while nested:  # (nested scopes: tensor uses only)
         node = nested.pop()
         kind = type(node)
+        if kind in _BINDS:
+            _bind(node, kind, falsy, other)
         if kind in _TENSOR_USES:
             _tensor_use(node, kind, tensors)
         nested.extend(children(node))
     aliases = {name: tuple(names) for name, names in found.items() if name not in spoiled}
-    return BodyUses(frozenset(tensors), aliases)
+    named = {p.name.value for p in (*params.params, *params.kwonly_params)}
+    return BodyUses(frozenset(tensors), aliases, frozenset(falsy - other - named))
+
+
+def _bind(node: cst.CSTNode, kind: type[cst.CSTNode], falsy: set[str], other: set[str]) -> None:
+    """The names ``node`` binds, into ``falsy`` when it binds them to ``False`` or ``None``,
+    else into ``other``."""
+    value: cst.BaseExpression | None = None
+    if kind is cst.Assign:
+        assign = cast(cst.Assign, node)
+        names = [n for t in assign.targets for n in _bound(t.target)]
+        value = assign.value
+    elif kind is cst.AnnAssign:
+        annotated = cast(cst.AnnAssign, node)
+        names, value = _bound(annotated.target), annotated.value
+    elif kind is cst.AsName:
+        name = cast(cst.AsName, node).name
+        names = _bound(name) if isinstance(name, cst.BaseExpression) else []
+    elif kind is cst.Global or kind is cst.Nonlocal:
+        names = [n.name.value for n in cast(cst.Global | cst.Nonlocal, node).names]
+    else:  # (``+=``, a loop target, ``:=``)
+        names = _bound(cast(cst.AugAssign | cst.For | cst.NamedExpr, node).target)
+    plain = isinstance(value, cst.Name) and value.value in ("False", "None")
+    (falsy if plain else other).update(names)
+
+
+def _bound(node: cst.BaseExpression) -> list[str]:
+    """The names a binding target binds: a name, or those of a tuple or list of them."""
+    if isinstance(node, cst.Name):
+        return [node.value]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for e in node.elements for n in _bound(e.value)]
+    return []
 
 
 def _tensor_use(node: cst.CSTNode, kind: type[cst.CSTNode], into: set[str]) -> None:

@@ -93,36 +93,6 @@ def eager_only(
     )
 
 
-def false_locals(fn: cst.FunctionDef) -> frozenset[str]:
-    """The locals of ``fn`` (no parameter) every binding of which in its body is the literal
-    ``False`` or ``None``: ``train_te = False`` then ``if train_te:`` never runs its body.
-    One walk of the body answers for every name (a walk per ``if name:`` test was a third
-    of a cold run on a library)."""
-    false: dict[str, bool] = {}  # name -> every binding seen so far is False or None
-
-    def bind(names: list[str], value: cst.BaseExpression | None) -> None:
-        ok = type(value) is cst.Name and value.value in ("False", "None")
-        for name in names:
-            false[name] = false.get(name, True) and ok
-
-    for node in descendants(fn.body):
-        if type(node) is cst.Assign:
-            for name in {n for t in node.targets for n in _names(t.target)}:
-                bind([name], node.value)
-        elif type(node) is cst.AnnAssign:
-            bind(_names(node.target), node.value)
-        elif type(node) is cst.AugAssign or type(node) is cst.For:
-            bind(_names(node.target), None)
-        elif type(node) is cst.NamedExpr:
-            bind(_names(node.target), None)
-        elif type(node) is cst.AsName and isinstance(node.name, cst.BaseExpression):
-            bind(_names(node.name), None)
-        elif type(node) is cst.Global or type(node) is cst.Nonlocal:
-            bind([n.name.value for n in node.names], None)
-    params = {p.name.value for p in (*fn.params.params, *fn.params.kwonly_params)}
-    return frozenset(name for name, ok in false.items() if ok and name not in params)
-
-
 def bound_names(module: cst.Module) -> frozenset[str]:
     """Every name the file binds: parameters, assignment and loop targets, imports, defs.
     (One walk of the code nodes: libcst's visitor also visits every token and rebuilds

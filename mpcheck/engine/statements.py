@@ -59,7 +59,6 @@ from mpcheck.engine.reachability import (
     bound_names,
     eager_only,
     export_only,
-    false_locals,
     never_taken,
 )
 from mpcheck.engine.sites import Operand, ReturnSite, SetItemSite, StoreSite
@@ -87,7 +86,6 @@ class Statements:
         self.regions = regions
         self.definitions = definitions
         self.expressions = expressions
-        self._false: dict[cst.FunctionDef, frozenset[str]] = {}
 
     def block(
         self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: Frame
@@ -115,19 +113,13 @@ class Statements:
         return bound_names(self.file.module)
 
     def false_local(self, fn: cst.FunctionDef, name: str) -> bool:
-        """Whether ``name`` is one of ``fn``'s :func:`false_locals`. A parameter never is
-        (most ``if name:`` tests test one), and then the body is not walked for it."""
+        """Whether ``name`` is one of ``fn``'s false locals (:mod:`body_uses`, from the walk
+        of its body the definitions keep). A parameter never is (most ``if name:`` tests
+        test one), and then the body is not walked for it."""
         params = fn.params
         if any(p.name.value == name for p in (*params.params, *params.kwonly_params)):
             return False
-        return name in self.false_locals(fn)
-
-    def false_locals(self, fn: cst.FunctionDef) -> frozenset[str]:
-        """:func:`false_locals` of ``fn``, read once per function."""
-        found = self._false.get(fn)
-        if found is None:
-            found = self._false[fn] = false_locals(fn)
-        return found
+        return name in self.definitions.uses(fn).false_locals
 
     def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):

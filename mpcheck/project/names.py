@@ -52,6 +52,8 @@ def canonical(qual: str) -> str:
 
 def dotted(expr: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
+    if type(expr) is cst.Name:  # (most expressions asked: no list to build and join)
+        return expr.value
     parts: list[str] = []
     while type(expr) is cst.Attribute:  # exact type checks: libcst's ABC isinstance is slow
         parts.append(expr.attr.value)
