@@ -219,8 +219,6 @@ class Evidence:
             link = _link(name, reach)
             around = self.uses.under_autocast(name) if self.uses is not None else None
             only = self.uses.bfloat16_only(name) if self.uses is not None else None
-            if around is not None:  # (an autocast region of its callers may lower to float16)
-                only = None
             return HalfEvidence(
                 CAST,
                 _text(name, reach),

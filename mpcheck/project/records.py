@@ -58,7 +58,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 27
+FORMAT = 28
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -189,6 +189,9 @@ class ModelRecord:
     # a Bloom filter of the names it writes after a dot (:mod:`mpcheck.project.uncalled`)
     methods: tuple[str, ...] = ()
     attributes: int = 0
+    # an autocast region it may open may lower to float16: one not written to lower to
+    # bfloat16, or a trainer's (:func:`may_autocast_float16`)
+    autocast_float16: bool = True
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -232,6 +235,7 @@ class ModelRecord:
             self.loose_bfloat16,
             self.methods,
             f"{self.attributes:x}",
+            self.autocast_float16,
         ]
 
     @classmethod
@@ -242,7 +246,7 @@ class ModelRecord:
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
             wrapping, registries, casters, loose, owned, outside, tensors, takes, *tail = last
-            bf16, methods, attributes = tail
+            bf16, methods, attributes, float16 = tail
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -309,6 +313,7 @@ class ModelRecord:
                 tuple(_spot(s) for s in bf16),
                 tuple(map(str, methods)),
                 int(attributes, 16),
+                bool(float16),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -649,6 +654,7 @@ class _Reader:
             tuple(self._loose_bfloat16),
             methods_of(self.data, code, self._found),
             attributes_of(code),
+            may_autocast_float16(self.data, code, self.imports.values()),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -2552,6 +2558,67 @@ def may_autocast(code: bytes, imports: Iterable[str]) -> bool:
                 continue  # ``autocast(..., enabled=False)``: turns it off
         return True
     return False
+
+
+def may_autocast_float16(data: bytes, code: bytes, imports: Iterable[str]) -> bool:
+    """Whether an autocast region the file may open may lower to float16: a trainer's (its
+    precision is a setting), one entered by a name it does not call here (``set_autocast_
+    enabled``, a stored ``torch.autocast``), or a call not written to lower to bfloat16
+    (``dtype=torch.bfloat16``, a name the file binds to it only, or no dtype on the CPU,
+    whose autocast defaults to bfloat16 where CUDA's defaults to float16). ``code``: blanked;
+    ``data``: the same bytes unblanked (the device string)."""
+    if any(wrap.autocasting(target) for target in imports):
+        return True
+    if b"autocast" not in code:
+        return False
+    for word in _AUTOCAST_WORD.finditer(code):
+        line = code.rfind(b"\n", 0, word.start()) + 1
+        if _IMPORT_LINE.match(code, line):
+            continue
+        after = code[word.end() : word.end() + 80]
+        rest = after.lstrip()
+        if word.group() != b"autocast" or not rest.startswith(b"("):
+            return True
+        start = word.end() + len(after) - len(rest) + 1
+        end = closing(code, start)
+        if _disabled(code[start:end]):
+            continue
+        cpu = code[line : word.start()].endswith(b"cpu.amp.")
+        if _region_lowers_to(data, code, start, end, cpu) != "bfloat16":
+            return True
+    return False
+
+
+_DTYPE_ARG = re.compile(rb"\bdtype\s*=\s*((?:self\.)?\w+)\s*(?:[,)]|$)")
+_DEVICE_ARG = re.compile(rb"^\s*(?:device_type\s*=\s*)?[rbu]?[\"']([a-z]+)")
+
+
+def _region_lowers_to(data: bytes, code: bytes, start: int, end: int, cpu: bool) -> str:
+    """The half dtype the autocast call whose arguments span ``start:end`` lowers to, as
+    written ("" when a variable not bound to one dtype, or a choice, decides it)."""
+    written = _written_dtype(code[start:end])
+    if written:
+        return written
+    named = _DTYPE_ARG.search(code, start, end)
+    if named is not None:
+        return _bound_dtype(code, named.group(1))
+    if named is None and b"dtype" in code[start:end]:
+        return ""
+    device = next(
+        (m.group(1) for a, b in parts(data, start, end) if (m := _DEVICE_ARG.match(data[a:b]))),
+        b"cpu" if cpu else b"",
+    )
+    return "bfloat16" if device == b"cpu" else "float16"
+
+
+def _bound_dtype(code: bytes, name: bytes) -> str:
+    """The one half dtype every assignment of the file to ``name`` writes down
+    (``amp_dtype = torch.bfloat16``), or "" (none, a choice, a parameter of that name)."""
+    if b"." not in name and re.search(rb"\bdef\s+\w+\s*\([^)]*\b" + name + rb"\b", code):
+        return ""  # (a parameter: its callers decide)
+    bound = re.compile(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*(?::[^=\n]*)?=(?!=)([^\n]*)", re.M)
+    found = {_written_dtype(m.group(1)) for m in bound.finditer(code)}
+    return found.pop() if len(found) == 1 else ""
 
 
 def _autocast_contexts(code: bytes) -> set[bytes]:
