@@ -232,3 +232,33 @@ def test_a_models_rearranging_helper_is_no_pass_over_its_weights(method: str) ->
             return transformer.{method}(latents.float())
         """
     assert len(findings(body)) == (method == "forward")
+
+
+@pytest.mark.parametrize(
+    ("table", "reported"),
+    [
+        ('{"bf16": torch.autocast("cpu", dtype=torch.bfloat16), "fp32": nullcontext()}', False),
+        ('{"bf16": torch.autocast("cpu"), "fp16": torch.autocast("cuda")}', False),
+        ('{"bf16": torch.autocast("cpu"), "off": torch.autocast("cpu", enabled=False)}', True),
+        ('{"fp32": nullcontext()}', True),
+        ('{"bf16": torch.autocast("cpu"), **more}', True),
+    ],
+)
+def test_a_context_picked_from_a_table_opens_its_autocast(table: str, reported: bool) -> None:
+    """``ctx = {...}[precision]``, ``with ctx:``: the region of whichever autocast the key
+    picks (one of several dtypes: a region in a dtype not known), a float32 run where it
+    picks ``nullcontext()``; a region turning autocast off covers nothing."""
+    body = f"""
+        from contextlib import nullcontext
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+
+            def forward(self, x, precision):
+                ctx = {table}[precision]
+                with ctx:
+                    return self.proj(x.float())
+        """
+    assert [d.start.row for d in findings(body)] == ([15] if reported else [])

@@ -98,6 +98,8 @@ class Regions:
             if held is None:
                 return None
             region = self.autocast_region(held[0], frame, helpers=False)
+            if region is not None and held[2]:  # (a table of autocasts of several dtypes)
+                region = replace(region, device=None, dtype=None, dtype_known=False)
             return replace(region, enabled=None) if region and held[1] else region
         call = node if isinstance(node, cst.Call) else None
         func = call.func if call else node
@@ -168,11 +170,12 @@ class Regions:
             return (found, True) if found is not None else None
         return None
 
-    def _held_context(self, name: cst.Name, frame: Frame) -> tuple[cst.Call, bool] | None:
+    def _held_context(self, name: cst.Name, frame: Frame) -> tuple[cst.Call, bool, bool] | None:
         """What a variable of the function holds when it is bound once to a context: the
-        call, and whether it was chosen against ``nullcontext()`` (``torch.autocast(...,
+        call, whether it was chosen against ``nullcontext()`` (``torch.autocast(...,
         enabled=False) if device in (...) else nullcontext()``: off wherever autocast is on
-        at all, since a device without autocast has nothing to turn off)."""
+        at all, since a device without autocast has nothing to turn off), and whether it
+        was picked among autocasts of several dtypes (:meth:`_keyed_context`)."""
         fn = frame.scope.function
         if fn is None:
             return None
@@ -187,15 +190,35 @@ class Regions:
             return None
         value = values[0]
         if isinstance(value, cst.Call):
-            return value, False
+            return value, False, False
         if isinstance(value, cst.IfExp):
             branches = [v for v in (value.body, value.orelse) if isinstance(v, cst.Call)]
             found = [c for c in branches if self.autocast_region(c, helpers=False)]
             others = [c for c in branches if c not in found]
             if len(found) == 1 and len(others) == 1 and _nullcontext(others[0]):
                 region = self.autocast_region(found[0], helpers=False)
-                return found[0], not (region is not None and region.enabled is False)
+                return found[0], not (region is not None and region.enabled is False), False
+        if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Dict):
+            return self._keyed_context(value.value)
         return None
+
+    def _keyed_context(self, table: cst.Dict) -> tuple[cst.Call, bool, bool] | None:
+        """``{"bf16": torch.autocast(...), "fp32": nullcontext()}[precision]``: an enabled
+        autocast among the table's contexts, the rest autocasts too or ``nullcontext()``
+        (float32 runs), chosen by its key as a condition chooses between two; and whether
+        the autocasts differ in device or dtype."""
+        values = [e.value for e in table.elements if isinstance(e, cst.DictElement)]
+        if len(values) != len(table.elements) or not values:
+            return None
+        calls = [v for v in values if isinstance(v, cst.Call)]
+        regions = {c: self.autocast_region(c, helpers=False) for c in calls}
+        found = [c for c, region in regions.items() if region is not None and region.active]
+        others = [c for c in calls if c not in found]
+        if len(calls) != len(values) or not found or not all(map(_nullcontext, others)):
+            return None
+        lowers = {(r.device, r.low_dtype) for c in found if (r := regions[c]) is not None}
+        # (several autocasts: the region is on whichever is picked, in a dtype not known)
+        return found[0], bool(others) or len(lowers) > 1, len(lowers) > 1
 
     def tested_region(self, test: cst.BaseExpression, went: bool) -> Autocast | None:
         """The autocast region a branch of ``if torch.is_autocast_enabled():`` (or of ``if not

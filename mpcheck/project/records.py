@@ -40,7 +40,7 @@ from zlib import crc32
 
 from mpcheck.knowledge import torch_api as T
 from mpcheck.knowledge import wrappers as wrap
-from mpcheck.project.brackets import closing, enclosing, opening, parts
+from mpcheck.project.brackets import closing, enclosing, innermost, opening, parts
 from mpcheck.project.callables import NONE as NO_CALLABLES
 from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
@@ -2623,20 +2623,20 @@ def _bound_dtype(code: bytes, name: bytes) -> str:
 
 def _autocast_contexts(code: bytes) -> set[bytes]:
     """The names (``ctx``, ``self._ctx``) the file binds to an enabled autocast region, on
-    the line of the assignment or in the parentheses it opens (``ctx = (nullcontext() if
-    cpu else torch.amp.autocast(...))``)."""
-    out = set()
+    the line of the assignment or in the brackets it opens (``ctx = (nullcontext() if
+    cpu else torch.amp.autocast(...))``, ``ctx = {"bf16": torch.autocast(...), "fp32":
+    nullcontext()}[precision]``: the one its key picks)."""
+    out, off = set(), set()
     for call in _AUTOCAST_CALL.finditer(code):
         at = call.start()
-        if _disabled(code[at : closing(code, call.end())]):
-            continue
-        opening = enclosing(code, at)
+        disabled = _disabled(code[at : closing(code, call.end())])
+        opening = innermost(code, at)
         start = opening if opening >= 0 and code[:opening].rstrip().endswith(b"=") else at
         line = code.rfind(b"\n", 0, start) + 1
         bound = _CONTEXT_BOUND.match(code, line)
         if bound is not None and bound.end() <= at and b"\n" not in code[bound.end() : start]:
-            out.add(bound.group(1))
-    return out
+            (off if disabled else out).add(bound.group(1))
+    return out - off  # (a name that may hold a region turning autocast off covers nothing)
 
 
 def _disabled(line: bytes) -> bool:
