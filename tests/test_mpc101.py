@@ -262,3 +262,36 @@ def test_a_context_picked_from_a_table_opens_its_autocast(table: str, reported: 
                     return self.proj(x.float())
         """
     assert [d.start.row for d in findings(body)] == ([15] if reported else [])
+
+
+@pytest.mark.parametrize(
+    ("entered", "reported"),
+    [
+        ("self.ctx", False),  # bound once in ``__init__``
+        ("CTX", False),  # bound once at the module's top level
+        ("ctx", True),  # a parameter of the function: its callers decide
+        ("self.other", True),  # bound to no context
+    ],
+)
+def test_a_context_held_by_the_class_or_module_opens_its_autocast(
+    entered: str, reported: bool
+) -> None:
+    """``with self.ctx:`` of a context its class binds once, ``with CTX:`` of one the
+    module binds once (a function that neither binds nor takes the name reads it there)."""
+    body = f"""
+        from contextlib import nullcontext
+
+        CTX = torch.autocast("cpu", dtype=torch.bfloat16)
+
+        class Block(nn.Module):
+            def __init__(self, amp=True):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+                self.other = nn.Identity()
+                self.ctx = torch.autocast("cpu", dtype=torch.bfloat16) if amp else nullcontext()
+
+            def forward(self, x, ctx=None):
+                with {entered}:
+                    return self.proj(x.float())
+        """
+    assert [d.start.row for d in findings(body)] == ([18] if reported else [])

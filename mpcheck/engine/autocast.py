@@ -93,7 +93,7 @@ class Regions:
         self, node: cst.BaseExpression, frame: Frame | None = None, *, helpers: bool = True
     ) -> Autocast | None:
         """The region ``node`` opens; ``frame`` resolves ``dtype=amp_dtype`` (a variable)."""
-        if isinstance(node, cst.Name) and frame is not None and helpers:
+        if isinstance(node, (cst.Name, cst.Attribute)) and frame is not None and helpers:
             held = self._held_context(node, frame)  # ``ctx = torch.autocast(...)``; ``with ctx:``
             if held is None:
                 return None
@@ -170,22 +170,17 @@ class Regions:
             return (found, True) if found is not None else None
         return None
 
-    def _held_context(self, name: cst.Name, frame: Frame) -> tuple[cst.Call, bool, bool] | None:
-        """What a variable of the function holds when it is bound once to a context: the
-        call, whether it was chosen against ``nullcontext()`` (``torch.autocast(...,
-        enabled=False) if device in (...) else nullcontext()``: off wherever autocast is on
-        at all, since a device without autocast has nothing to turn off), and whether it
-        was picked among autocasts of several dtypes (:meth:`_keyed_context`)."""
-        fn = frame.scope.function
-        if fn is None:
-            return None
-        values = [
-            small.value
-            for small in _assignments(fn)
-            if len(small.targets) == 1
-            and isinstance(small.targets[0].target, cst.Name)
-            and small.targets[0].target.value == name.value
-        ]
+    def _held_context(
+        self, name: cst.Name | cst.Attribute, frame: Frame
+    ) -> tuple[cst.Call, bool, bool] | None:
+        """What a variable bound once to a context holds -- of the function, of the module
+        when the function neither binds nor takes it (nanoGPT's module-level ``ctx``), or
+        ``self.ctx`` of the class -- the call, whether it was chosen against
+        ``nullcontext()`` (``torch.autocast(..., enabled=False) if device in (...) else
+        nullcontext()``: off wherever autocast is on at all, since a device without
+        autocast has nothing to turn off), and whether it was picked among autocasts of
+        several dtypes (:meth:`_keyed_context`)."""
+        values = self._bound_values(name, frame)
         if len(values) != 1:
             return None
         value = values[0]
@@ -201,6 +196,24 @@ class Regions:
         if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Dict):
             return self._keyed_context(value.value)
         return None
+
+    def _bound_values(
+        self, name: cst.Name | cst.Attribute, frame: Frame
+    ) -> list[cst.BaseExpression]:
+        """The values assigned to ``name`` where it is bound (see :meth:`_held_context`)."""
+        fn = frame.scope.function
+        if isinstance(name, cst.Attribute):
+            owner = self.file.classes.get(frame.scope.class_name or "")
+            on_self = isinstance(name.value, cst.Name) and name.value.value == "self"
+            if owner is None or not on_self:
+                return []
+            return _assigned(owner.node, name, inside_functions=True)
+        if fn is not None:
+            values = _assigned(fn, name, inside_functions=False)
+            taken = {p.name.value for p in _parameters(fn.params)}
+            if values or name.value in taken:
+                return values
+        return _assigned(self.file.module, name, inside_functions=False)
 
     def _keyed_context(self, table: cst.Dict) -> tuple[cst.Call, bool, bool] | None:
         """``{"bf16": torch.autocast(...), "fp32": nullcontext()}[precision]``: an enabled
@@ -257,19 +270,33 @@ def _ignored(region: Autocast, frame: Frame | None) -> Autocast | None:
     return replace(region, enabled=False) if outer is not None and outer.active else None
 
 
-def _assignments(fn: cst.FunctionDef) -> list[cst.Assign]:
-    """The plain assignments in ``fn``'s body (not in functions nested in it)."""
-    found: list[cst.Assign] = []
+def _assigned(
+    root: cst.CSTNode, name: cst.Name | cst.Attribute, *, inside_functions: bool
+) -> list[cst.BaseExpression]:
+    """The values of the plain assignments to ``name`` (``ctx``, ``self.ctx``) in ``root``:
+    in the functions nested in it too when ``inside_functions`` (a class's methods), else
+    only in its own body (a function's, or a module's top level)."""
+    found: list[cst.BaseExpression] = []
 
     class _Visitor(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
-            found.append(node)
+            if len(node.targets) == 1 and name.deep_equals(node.targets[0].target):
+                found.append(node.value)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is fn
+            return inside_functions or node is root
 
-    fn.visit(_Visitor())
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return inside_functions or node is root
+
+    root.visit(_Visitor())
     return found
+
+
+def _parameters(params: cst.Parameters) -> list[cst.Param]:
+    star = [params.star_arg] if isinstance(params.star_arg, cst.Param) else []
+    extra = [params.star_kwarg] if params.star_kwarg is not None else []
+    return [*params.posonly_params, *params.params, *star, *params.kwonly_params, *extra]
 
 
 def _nullcontext(call: cst.Call) -> bool:
