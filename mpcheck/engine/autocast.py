@@ -108,6 +108,10 @@ class Regions:
             returned, chosen = helper
             region = self.autocast_region(returned, helpers=False)
             return replace(region, node=node, enabled=None) if region and chosen else region
+        bound = self._partial(call, frame) if helpers and call and frame else None
+        if bound is not None:  # ``amp = functools.partial(torch.autocast, ...)``; ``with amp():``
+            region = self.autocast_region(bound, frame, helpers=False)
+            return replace(region, node=node) if region is not None else None
         qual = self.file.imports.resolve(func)
         device: str | None
         if qual in AUTOCAST_NAMES:
@@ -214,6 +218,22 @@ class Regions:
             if values or name.value in taken:
                 return values
         return _assigned(self.file.module, name, inside_functions=False)
+
+    def _partial(self, call: cst.Call, frame: Frame) -> cst.Call | None:
+        """``amp()`` of a name bound once to ``functools.partial(torch.autocast, *args,
+        **kwargs)``: the autocast call it makes, its bound arguments first."""
+        if not isinstance(call.func, cst.Name):
+            return None
+        values = self._bound_values(call.func, frame)
+        made = values[0] if len(values) == 1 and isinstance(values[0], cst.Call) else None
+        if made is None or not made.args or made.args[0].keyword is not None:
+            return None
+        if self.file.imports.resolve(made.func) != "functools.partial":
+            return None
+        target = made.args[0].value
+        if self.file.imports.resolve(target) not in AUTOCAST_NAMES:
+            return None
+        return cst.Call(func=target, args=(*made.args[1:], *call.args))
 
     def _keyed_context(self, table: cst.Dict) -> tuple[cst.Call, bool, bool] | None:
         """``{"bf16": torch.autocast(...), "fp32": nullcontext()}[precision]``: an enabled

@@ -391,7 +391,8 @@ _WITH_AUTOCAST = re.compile(rb"^[ \t]*(?:with\b|@)[^\n]*autocast\(")
 # nullcontext() if device_type == "cpu" else torch.amp.autocast(...)``, then ``with ctx:``):
 # the calls inside run under that autocast, or in float32 where it is the null context.
 _CONTEXT_BOUND = re.compile(rb"[ \t]*((?:self\.)?[A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*")
-_AUTOCAST_CALL = re.compile(rb"\bautocast\s*\(")
+# (``functools.partial(torch.autocast, ...)``: a call of the name it is bound to opens one)
+_AUTOCAST_CALL = re.compile(rb"\bautocast\s*\(|\bpartial\s*\(\s*(?:[\w.]*\.)?autocast\s*,")
 _WITH_NAME = re.compile(rb"[ \t]*with[ \t]+((?:self\.)?[A-Za-z_]\w*)[ \t]*(?:\([ \t]*\))?[ \t]*:")
 
 
@@ -2577,6 +2578,9 @@ def may_autocast_float16(data: bytes, code: bytes, imports: Iterable[str]) -> bo
             continue
         after = code[word.end() : word.end() + 80]
         rest = after.lstrip()
+        bound = _PARTIAL_OF.search(code, max(line, word.start() - 80), word.start())
+        if bound is not None and rest.startswith(b","):
+            rest = b"(" + rest[1:]  # (``partial(torch.autocast, "cuda", ...)``: its arguments)
         if word.group() != b"autocast" or not rest.startswith(b"("):
             return True
         start = word.end() + len(after) - len(rest) + 1
@@ -2589,6 +2593,7 @@ def may_autocast_float16(data: bytes, code: bytes, imports: Iterable[str]) -> bo
     return False
 
 
+_PARTIAL_OF = re.compile(rb"\bpartial\s*\(\s*(?:[\w.]*\.)?\Z")
 _DTYPE_ARG = re.compile(rb"\bdtype\s*=\s*((?:self\.)?\w+)\s*(?:[,)]|$)")
 _DEVICE_ARG = re.compile(rb"^\s*(?:device_type\s*=\s*)?[rbu]?[\"']([a-z]+)")
 
