@@ -362,6 +362,16 @@ class ModelUses:
             return None
         return self._cast_to.get("bfloat16", {}).get(qualified)
 
+    def autocast_bfloat16(self, name: str, reach: Reach) -> bool:
+        """Whether the class ``name`` of :attr:`module`, whose evidence is ``reach``, is
+        half only as autocast lowers it, and only to bfloat16: it is run only under
+        autocast (never cast), and every region of the project is written to lower to
+        bfloat16 (``dtype=torch.bfloat16``, the CPU's default) and no trainer's may."""
+        qualified = f"{self.module}.{name}" if self.module else name
+        return (
+            reach.kind == AUTOCAST and not self._autocast_shown and qualified not in self._float16
+        )
+
     def premise_bfloat16(self, name: str) -> bool:
         """Whether the premise that the class or function ``name`` of :attr:`module` runs in
         half rests only on casts of models of unknown class that write bfloat16 down: what
