@@ -243,9 +243,9 @@ class Evidence:
             note = _link(name, reach)
             text = _text(name, reach)
             # (run only under autocast regions that all lower to bfloat16: no float16)
-            only = self.uses is not None and self.uses.autocast_bfloat16(name, reach)
+            bf16 = self.uses is not None and self.uses.autocast_bfloat16(name, reach)
             return HalfEvidence(
-                reach.kind, text, reach.place, anchor, note, bfloat16=text if only else None
+                reach.kind, text, reach.place, anchor, note, bfloat16=text if bf16 else None
             )
         if self.uses is not None and not self.uses.reached(name):
             text = f"nothing in the project builds, imports or names `{name}`"

@@ -2631,7 +2631,8 @@ def _autocast_contexts(code: bytes) -> set[bytes]:
     the line of the assignment or in the brackets it opens (``ctx = (nullcontext() if
     cpu else torch.amp.autocast(...))``, ``ctx = {"bf16": torch.autocast(...), "fp32":
     nullcontext()}[precision]``: the one its key picks)."""
-    out, off = set(), set()
+    out: set[bytes] = set()
+    off: set[bytes] = set()
     for call in _AUTOCAST_CALL.finditer(code):
         at = call.start()
         disabled = _disabled(code[at : closing(code, call.end())])
