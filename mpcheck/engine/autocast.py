@@ -95,12 +95,14 @@ class Regions:
         """The region ``node`` opens; ``frame`` resolves ``dtype=amp_dtype`` (a variable)."""
         if isinstance(node, (cst.Name, cst.Attribute)) and frame is not None and helpers:
             held = self._held_context(node, frame)  # ``ctx = torch.autocast(...)``; ``with ctx:``
-            if held is None:
+            region = self.autocast_region(held[0], frame, helpers=False) if held else None
+            if region is not None and held is not None:
+                if held[2]:  # (a table of autocasts of several dtypes)
+                    region = replace(region, device=None, dtype=None, dtype_known=False)
+                return replace(region, enabled=None) if held[1] else region
+            if isinstance(node, cst.Name):
                 return None
-            region = self.autocast_region(held[0], frame, helpers=False)
-            if region is not None and held[2]:  # (a table of autocasts of several dtypes)
-                region = replace(region, device=None, dtype=None, dtype_known=False)
-            return replace(region, enabled=None) if region and held[1] else region
+            # (``with self.autocast:`` holding no region this file shows: read by its name)
         call = node if isinstance(node, cst.Call) else None
         func = call.func if call else node
         helper = self._helper_context(call) if helpers else None
