@@ -37,7 +37,13 @@ class UpcastReachesHalfOp(Rule):
         `torch_dtype=torch.float16`), a Linear, conv, matmul or norm whose parameters are half
         refuses a float32 input. Outside `torch.autocast` this raises on every device. Under
         autocast, matmul-like ops recast their inputs, so mpcheck stays quiet there, and so
-        in a call of a model `accelerator.prepare` wrapped in its autocast (see MPC102); norms
+        in a call of a model `accelerator.prepare` wrapped in its autocast (see MPC102). A
+        region is autocast however the context reaches the `with`: `torch.autocast(...)`
+        written there, a name bound once to it (in the function, the module, or `self.ctx`
+        of the class; chosen against `nullcontext()`, or picked from a table such as
+        `{"bf16": torch.autocast(...), "fp32": nullcontext()}[precision]`), a call of
+        `functools.partial(torch.autocast, ...)`, or `accelerator.autocast()`; a table or
+        condition that may pick `enabled=False` covers nothing. Norms
         are not recast on CPU and still raise. Autocast does not recast a compiled kernel
         (natten's, a package's `_C` extension) nor a call with `out=`: in a module method,
         mpcheck also checks those as if the method ran under the CUDA autocast of

@@ -75,7 +75,9 @@ class Fp16OverflowConstant(Rule):
         is fully masked or the value meets a zero). `-1e9` fits bfloat16 (its range is
         float32's, up to 3.39e38), so it is reported only where the tensor can be float16:
         not in a class every half path of the project writes bfloat16 down for
-        (`.to(torch.bfloat16)`, `.bfloat16()`, `torch_dtype=torch.bfloat16`), while a cast
+        (`.to(torch.bfloat16)`, `.bfloat16()`, `torch_dtype=torch.bfloat16`) and every
+        autocast region of which lowers to bfloat16 (`dtype=torch.bfloat16`, a name bound
+        only to it, or the CPU's default; CUDA's default is float16), while a cast
         to a dtype variable whose values may include float16 (`.to(weight_dtype)`) keeps it,
         and is the evidence the message names;
         `torch.finfo(torch.float32).min` overflows bfloat16 as well, and the message says so.

@@ -127,7 +127,8 @@ class HalfPrecisionVariance(Rule):
         reported: their kernels accumulate in float32 and return a root, which fits.
         bfloat16 has float32's range, so a tensor that is only ever bfloat16 is not reported
         (in the model's dtype too, when every half path of the project reaching the class
-        writes bfloat16 down: `.to(torch.bfloat16)`, `torch_dtype=torch.bfloat16`),
+        writes bfloat16 down: `.to(torch.bfloat16)`, `torch_dtype=torch.bfloat16`, and
+        every autocast region lowers to bfloat16: `dtype=torch.bfloat16`, the CPU's default),
         nor one whose values the engine bounds below 256 (a waveform in [-1, 1] from
         `torchaudio.load`, a `softmax`, `tanh` or `sin` output, pixels after `/ 255`, and what
         shape-only ops, `clamp` and arithmetic with numbers make of them): their squares fit.

@@ -232,3 +232,66 @@ def test_a_models_rearranging_helper_is_no_pass_over_its_weights(method: str) ->
             return transformer.{method}(latents.float())
         """
     assert len(findings(body)) == (method == "forward")
+
+
+@pytest.mark.parametrize(
+    ("table", "reported"),
+    [
+        ('{"bf16": torch.autocast("cpu", dtype=torch.bfloat16), "fp32": nullcontext()}', False),
+        ('{"bf16": torch.autocast("cpu"), "fp16": torch.autocast("cuda")}', False),
+        ('{"bf16": torch.autocast("cpu"), "off": torch.autocast("cpu", enabled=False)}', True),
+        ('{"fp32": nullcontext()}', True),
+        ('{"bf16": torch.autocast("cpu"), **more}', True),
+    ],
+)
+def test_a_context_picked_from_a_table_opens_its_autocast(table: str, reported: bool) -> None:
+    """``ctx = {...}[precision]``, ``with ctx:``: the region of whichever autocast the key
+    picks (one of several dtypes: a region in a dtype not known), a float32 run where it
+    picks ``nullcontext()``; a region turning autocast off covers nothing."""
+    body = f"""
+        from contextlib import nullcontext
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+
+            def forward(self, x, precision):
+                ctx = {table}[precision]
+                with ctx:
+                    return self.proj(x.float())
+        """
+    assert [d.start.row for d in findings(body)] == ([15] if reported else [])
+
+
+@pytest.mark.parametrize(
+    ("entered", "reported"),
+    [
+        ("self.ctx", False),  # bound once in ``__init__``
+        ("CTX", False),  # bound once at the module's top level
+        ("ctx", True),  # a parameter of the function: its callers decide
+        ("self.other", True),  # bound to no context
+    ],
+)
+def test_a_context_held_by_the_class_or_module_opens_its_autocast(
+    entered: str, reported: bool
+) -> None:
+    """``with self.ctx:`` of a context its class binds once, ``with CTX:`` of one the
+    module binds once (a function that neither binds nor takes the name reads it there)."""
+    body = f"""
+        from contextlib import nullcontext
+
+        CTX = torch.autocast("cpu", dtype=torch.bfloat16)
+
+        class Block(nn.Module):
+            def __init__(self, amp=True):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+                self.other = nn.Identity()
+                self.ctx = torch.autocast("cpu", dtype=torch.bfloat16) if amp else nullcontext()
+
+            def forward(self, x, ctx=None):
+                with {entered}:
+                    return self.proj(x.float())
+        """
+    assert [d.start.row for d in findings(body)] == ([18] if reported else [])

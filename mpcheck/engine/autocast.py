@@ -93,12 +93,16 @@ class Regions:
         self, node: cst.BaseExpression, frame: Frame | None = None, *, helpers: bool = True
     ) -> Autocast | None:
         """The region ``node`` opens; ``frame`` resolves ``dtype=amp_dtype`` (a variable)."""
-        if isinstance(node, cst.Name) and frame is not None and helpers:
+        if isinstance(node, (cst.Name, cst.Attribute)) and frame is not None and helpers:
             held = self._held_context(node, frame)  # ``ctx = torch.autocast(...)``; ``with ctx:``
-            if held is None:
+            region = self.autocast_region(held[0], frame, helpers=False) if held else None
+            if region is not None and held is not None:
+                if held[2]:  # (a table of autocasts of several dtypes)
+                    region = replace(region, device=None, dtype=None, dtype_known=False)
+                return replace(region, enabled=None) if held[1] else region
+            if isinstance(node, cst.Name):
                 return None
-            region = self.autocast_region(held[0], frame, helpers=False)
-            return replace(region, enabled=None) if region and held[1] else region
+            # (``with self.autocast:`` holding no region this file shows: read by its name)
         call = node if isinstance(node, cst.Call) else None
         func = call.func if call else node
         helper = self._helper_context(call) if helpers else None
@@ -106,6 +110,10 @@ class Regions:
             returned, chosen = helper
             region = self.autocast_region(returned, helpers=False)
             return replace(region, node=node, enabled=None) if region and chosen else region
+        bound = self._partial(call, frame) if helpers and call and frame else None
+        if bound is not None:  # ``amp = functools.partial(torch.autocast, ...)``; ``with amp():``
+            region = self.autocast_region(bound, frame, helpers=False)
+            return replace(region, node=node) if region is not None else None
         qual = self.file.imports.resolve(func)
         device: str | None
         if qual in AUTOCAST_NAMES:
@@ -168,34 +176,84 @@ class Regions:
             return (found, True) if found is not None else None
         return None
 
-    def _held_context(self, name: cst.Name, frame: Frame) -> tuple[cst.Call, bool] | None:
-        """What a variable of the function holds when it is bound once to a context: the
-        call, and whether it was chosen against ``nullcontext()`` (``torch.autocast(...,
-        enabled=False) if device in (...) else nullcontext()``: off wherever autocast is on
-        at all, since a device without autocast has nothing to turn off)."""
-        fn = frame.scope.function
-        if fn is None:
-            return None
-        values = [
-            small.value
-            for small in _assignments(fn)
-            if len(small.targets) == 1
-            and isinstance(small.targets[0].target, cst.Name)
-            and small.targets[0].target.value == name.value
-        ]
+    def _held_context(
+        self, name: cst.Name | cst.Attribute, frame: Frame
+    ) -> tuple[cst.Call, bool, bool] | None:
+        """What a variable bound once to a context holds -- of the function, of the module
+        when the function neither binds nor takes it (nanoGPT's module-level ``ctx``), or
+        ``self.ctx`` of the class -- the call, whether it was chosen against
+        ``nullcontext()`` (``torch.autocast(..., enabled=False) if device in (...) else
+        nullcontext()``: off wherever autocast is on at all, since a device without
+        autocast has nothing to turn off), and whether it was picked among autocasts of
+        several dtypes (:meth:`_keyed_context`)."""
+        values = self._bound_values(name, frame)
         if len(values) != 1:
             return None
         value = values[0]
         if isinstance(value, cst.Call):
-            return value, False
+            return value, False, False
         if isinstance(value, cst.IfExp):
             branches = [v for v in (value.body, value.orelse) if isinstance(v, cst.Call)]
             found = [c for c in branches if self.autocast_region(c, helpers=False)]
             others = [c for c in branches if c not in found]
             if len(found) == 1 and len(others) == 1 and _nullcontext(others[0]):
                 region = self.autocast_region(found[0], helpers=False)
-                return found[0], not (region is not None and region.enabled is False)
+                return found[0], not (region is not None and region.enabled is False), False
+        if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Dict):
+            return self._keyed_context(value.value)
         return None
+
+    def _bound_values(
+        self, name: cst.Name | cst.Attribute, frame: Frame
+    ) -> list[cst.BaseExpression]:
+        """The values assigned to ``name`` where it is bound (see :meth:`_held_context`)."""
+        fn = frame.scope.function
+        if isinstance(name, cst.Attribute):
+            owner = self.file.classes.get(frame.scope.class_name or "")
+            on_self = isinstance(name.value, cst.Name) and name.value.value == "self"
+            if owner is None or not on_self:
+                return []
+            return _assigned(owner.node, name, inside_functions=True)
+        if fn is not None:
+            values = _assigned(fn, name, inside_functions=False)
+            taken = {p.name.value for p in _parameters(fn.params)}
+            if values or name.value in taken:
+                return values
+        return _assigned(self.file.module, name, inside_functions=False)
+
+    def _partial(self, call: cst.Call, frame: Frame) -> cst.Call | None:
+        """``amp()`` of a name bound once to ``functools.partial(torch.autocast, *args,
+        **kwargs)``: the autocast call it makes, its bound arguments first."""
+        if not isinstance(call.func, cst.Name):
+            return None
+        values = self._bound_values(call.func, frame)
+        made = values[0] if len(values) == 1 and isinstance(values[0], cst.Call) else None
+        if made is None or not made.args or made.args[0].keyword is not None:
+            return None
+        if self.file.imports.resolve(made.func) != "functools.partial":
+            return None
+        target = made.args[0].value
+        if self.file.imports.resolve(target) not in AUTOCAST_NAMES:
+            return None
+        return cst.Call(func=target, args=(*made.args[1:], *call.args))
+
+    def _keyed_context(self, table: cst.Dict) -> tuple[cst.Call, bool, bool] | None:
+        """``{"bf16": torch.autocast(...), "fp32": nullcontext()}[precision]``: an enabled
+        autocast among the table's contexts, the rest autocasts too or ``nullcontext()``
+        (float32 runs), chosen by its key as a condition chooses between two; and whether
+        the autocasts differ in device or dtype."""
+        values = [e.value for e in table.elements if isinstance(e, cst.DictElement)]
+        if len(values) != len(table.elements) or not values:
+            return None
+        calls = [v for v in values if isinstance(v, cst.Call)]
+        regions = {c: self.autocast_region(c, helpers=False) for c in calls}
+        found = [c for c, region in regions.items() if region is not None and region.active]
+        others = [c for c in calls if c not in found]
+        if len(calls) != len(values) or not found or not all(map(_nullcontext, others)):
+            return None
+        lowers = {(r.device, r.low_dtype) for c in found if (r := regions[c]) is not None}
+        # (several autocasts: the region is on whichever is picked, in a dtype not known)
+        return found[0], bool(others) or len(lowers) > 1, len(lowers) > 1
 
     def tested_region(self, test: cst.BaseExpression, went: bool) -> Autocast | None:
         """The autocast region a branch of ``if torch.is_autocast_enabled():`` (or of ``if not
@@ -234,19 +292,33 @@ def _ignored(region: Autocast, frame: Frame | None) -> Autocast | None:
     return replace(region, enabled=False) if outer is not None and outer.active else None
 
 
-def _assignments(fn: cst.FunctionDef) -> list[cst.Assign]:
-    """The plain assignments in ``fn``'s body (not in functions nested in it)."""
-    found: list[cst.Assign] = []
+def _assigned(
+    root: cst.CSTNode, name: cst.Name | cst.Attribute, *, inside_functions: bool
+) -> list[cst.BaseExpression]:
+    """The values of the plain assignments to ``name`` (``ctx``, ``self.ctx``) in ``root``:
+    in the functions nested in it too when ``inside_functions`` (a class's methods), else
+    only in its own body (a function's, or a module's top level)."""
+    found: list[cst.BaseExpression] = []
 
     class _Visitor(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
-            found.append(node)
+            if len(node.targets) == 1 and name.deep_equals(node.targets[0].target):
+                found.append(node.value)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is fn
+            return inside_functions or node is root
 
-    fn.visit(_Visitor())
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return inside_functions or node is root
+
+    root.visit(_Visitor())
     return found
+
+
+def _parameters(params: cst.Parameters) -> list[cst.Param]:
+    star = [params.star_arg] if isinstance(params.star_arg, cst.Param) else []
+    extra = [params.star_kwarg] if params.star_kwarg is not None else []
+    return [*params.posonly_params, *params.params, *star, *params.kwonly_params, *extra]
 
 
 def _nullcontext(call: cst.Call) -> bool:

@@ -48,7 +48,9 @@ Which half: in a closed world, a class every half path of which writes bfloat16 
 float16 (``HalfEvidence.float16``): bfloat16 has float32's range, so an overflow of float16's
 65504 needs float16 shown. A cast to a dtype variable (``.to(weight_dtype)``), a wrapper's
 cast, or a use that may cast the model may write float16, and keeps it open; so does any
-autocast the project may run (its regions' dtype is not read, and float16 is its default).
+autocast region the project may run that is not written to lower to bfloat16 (float16 is
+CUDA's default). A class run only under autocast, in a project whose every region lowers to
+bfloat16, is bfloat16 wherever it is half.
 A premise resting only on casts of models of unknown class that write bfloat16 down
 (``getattr(zoo, name)().to(torch.bfloat16)``) is bfloat16 too.
 """
@@ -228,8 +230,6 @@ class Evidence:
             link = _link(name, reach)
             around = self.uses.under_autocast(name) if self.uses is not None else None
             only = self.uses.bfloat16_only(name) if self.uses is not None else None
-            if around is not None:  # (an autocast region of its callers may lower to float16)
-                only = None
             return HalfEvidence(
                 CAST,
                 _text(name, reach),
@@ -250,7 +250,12 @@ class Evidence:
         if reach is not None:
             self.elsewhere[anchor] = reach.place
             note = _link(name, reach)
-            return HalfEvidence(reach.kind, _text(name, reach), reach.place, anchor, note)
+            text = _text(name, reach)
+            # (run only under autocast regions that all lower to bfloat16: no float16)
+            bf16 = self.uses is not None and self.uses.autocast_bfloat16(name, reach)
+            return HalfEvidence(
+                reach.kind, text, reach.place, anchor, note, bfloat16=text if bf16 else None
+            )
         if self.uses is not None and not self.uses.reached(name):
             text = f"nothing in the project builds, imports or names `{name}`"
             return HalfEvidence(UNREACHED, text, None, anchor)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["closing", "enclosing", "opening", "parts"]
+__all__ = ["closing", "enclosing", "innermost", "opening", "parts"]
 
 _BRACKETS = re.compile(rb"[()\[\]{}]")
 _BRACKETS_OR_COMMAS = re.compile(rb"[()\[\]{},]")
@@ -31,6 +31,21 @@ def enclosing(code: bytes, at: int, reach: int = 1999) -> int:
             depth += 1
         elif depth == 0:
             return at - 1 - found.start() if window[found.start()] == 0x28 else -1
+        else:
+            depth -= 1
+    return -1
+
+
+def innermost(code: bytes, at: int, reach: int = 1999) -> int:
+    """The bracket of any kind left open before ``at`` (its offset; -1: none in the
+    ``reach`` bytes before it): a dict or list literal holding a value as much as a call."""
+    window = code[max(0, at - reach) : at][::-1]
+    depth = 0
+    for found in _BRACKETS.finditer(window):
+        if window[found.start()] in _CLOSERS:
+            depth += 1
+        elif depth == 0:
+            return at - 1 - found.start()
         else:
             depth -= 1
     return -1

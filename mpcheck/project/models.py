@@ -150,8 +150,8 @@ class ModelUses:
         self.world_kinds = opens
         # the world is open only by casts of models of unknown class that write bfloat16
         self._open_bfloat16 = open_bfloat16
-        # the project's own code opens an autocast region or brings a trainer that may: float16,
-        # autocast's default, may be its dtype (:meth:`bfloat16_only`)
+        # the project's own code opens an autocast region that may lower to float16 (not
+        # written to lower to bfloat16), or brings a trainer that may (:meth:`bfloat16_only`)
         self._autocast_shown = autocast_shown
         # class -> the autocast region around every run of the cast models that reach it,
         # in every file (no cast model that reaches it runs outside one): its weights are
@@ -397,15 +397,26 @@ class ModelUses:
         ``torch_dtype=torch.bfloat16``), nothing that may cast a model of unknown dtype
         does, and every half path of the project names the classes it reaches or writes
         bfloat16 down (a cast of a model of unknown class, ``.to(torch.bfloat16)``), and
-        the project shows no autocast, whose regions may lower to float16. Its weights
+        the project opens no autocast region that may lower to float16 (each is written
+        to lower to bfloat16: ``dtype=torch.bfloat16``, the CPU's default). Its weights
         and activations are then bfloat16, whose range is float32's: float16's 65504 does
         not bound them."""
         qualified = f"{self.module}.{name}" if self.module else name
         if (self._closed is None and not self._open_bfloat16) or qualified in self._float16:
             return None
-        if self._autocast_shown:  # (a region's dtype is not read: float16, its default, may be)
+        if self._autocast_shown:  # (a region that may lower to float16, CUDA's default)
             return None
         return self._cast_to.get("bfloat16", {}).get(qualified)
+
+    def autocast_bfloat16(self, name: str, reach: Reach) -> bool:
+        """Whether the class ``name`` of :attr:`module`, whose evidence is ``reach``, is
+        half only as autocast lowers it, and only to bfloat16: it is run only under
+        autocast (never cast), and every region of the project is written to lower to
+        bfloat16 (``dtype=torch.bfloat16``, the CPU's default) and no trainer's may."""
+        qualified = f"{self.module}.{name}" if self.module else name
+        return (
+            reach.kind == AUTOCAST and not self._autocast_shown and qualified not in self._float16
+        )
 
     def premise_bfloat16(self, name: str) -> bool:
         """Whether the premise that the class or function ``name`` of :attr:`module` runs in
@@ -838,6 +849,8 @@ def uses_of_records(
     autocast_code = autocast_code or any(
         lib != "torch" for uses in wrapped.values() for lib, _ in uses
     )
+    # (a region the code writes to lower to bfloat16 brings no float16: :meth:`bfloat16_only`)
+    float16_code = autocast_code or any(r.autocast_float16 for r in records.values())
     autocast_code = autocast_code or any(record.autocasts for record in records.values())
     autocasts = alone or installable or autocast_code
     inputs = next(
@@ -911,7 +924,7 @@ def uses_of_records(
         opened={"": Opening(ALONE)} if alone else opened,
         opens=(ALONE,) if alone else opens,
         open_bfloat16=not alone and _bfloat16_opening(opens, loose, loose_bfloat16),
-        autocast_shown=autocast_code,
+        autocast_shown=float16_code,
         uncalled=uncalled,
         part_calls=PartCalls(
             {r.module: (r.part_called, r.attributes) for r in records.values()},

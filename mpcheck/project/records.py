@@ -40,7 +40,7 @@ from zlib import crc32
 
 from mpcheck.knowledge import torch_api as T
 from mpcheck.knowledge import wrappers as wrap
-from mpcheck.project.brackets import closing, enclosing, opening, parts
+from mpcheck.project.brackets import closing, enclosing, innermost, opening, parts
 from mpcheck.project.callables import NONE as NO_CALLABLES
 from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
@@ -59,7 +59,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 28
+FORMAT = 29
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -192,6 +192,9 @@ class ModelRecord:
     attributes: int = 0
     # methods it calls only through a part of ``self`` (:mod:`mpcheck.project.part_methods`)
     part_called: tuple[str, ...] = ()
+    # an autocast region it may open may lower to float16: one not written to lower to
+    # bfloat16, or a trainer's (:func:`may_autocast_float16`)
+    autocast_float16: bool = True
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -236,6 +239,7 @@ class ModelRecord:
             self.methods,
             f"{self.attributes:x}",
             self.part_called,
+            self.autocast_float16,
         ]
 
     @classmethod
@@ -246,7 +250,7 @@ class ModelRecord:
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
             wrapping, registries, casters, loose, owned, outside, tensors, takes, *tail = last
-            bf16, methods, attributes, part_called = tail
+            bf16, methods, attributes, part_called, float16 = tail
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -313,6 +317,8 @@ class ModelRecord:
                 tuple(_spot(s) for s in bf16),
                 tuple(map(str, methods)),
                 int(attributes, 16),
+                tuple(map(str, part_called)),
+                bool(float16),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -390,7 +396,8 @@ _WITH_AUTOCAST = re.compile(rb"^[ \t]*(?:with\b|@)[^\n]*autocast\(")
 # nullcontext() if device_type == "cpu" else torch.amp.autocast(...)``, then ``with ctx:``):
 # the calls inside run under that autocast, or in float32 where it is the null context.
 _CONTEXT_BOUND = re.compile(rb"[ \t]*((?:self\.)?[A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*")
-_AUTOCAST_CALL = re.compile(rb"\bautocast\s*\(")
+# (``functools.partial(torch.autocast, ...)``: a call of the name it is bound to opens one)
+_AUTOCAST_CALL = re.compile(rb"\bautocast\s*\(|\bpartial\s*\(\s*(?:[\w.]*\.)?autocast\s*,")
 _WITH_NAME = re.compile(rb"[ \t]*with[ \t]+((?:self\.)?[A-Za-z_]\w*)[ \t]*(?:\([ \t]*\))?[ \t]*:")
 
 
@@ -654,6 +661,7 @@ class _Reader:
             methods_of(self.data, code, self._found),
             attributes_of(code),
             tuple(sorted(part_called_names(self.data))),
+            may_autocast_float16(self.data, code, self.imports.values()),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -2559,22 +2567,88 @@ def may_autocast(code: bytes, imports: Iterable[str]) -> bool:
     return False
 
 
+def may_autocast_float16(data: bytes, code: bytes, imports: Iterable[str]) -> bool:
+    """Whether an autocast region the file may open may lower to float16: a trainer's (its
+    precision is a setting), one entered by a name it does not call here (``set_autocast_
+    enabled``, a stored ``torch.autocast``), or a call not written to lower to bfloat16
+    (``dtype=torch.bfloat16``, a name the file binds to it only, or no dtype on the CPU,
+    whose autocast defaults to bfloat16 where CUDA's defaults to float16). ``code``: blanked;
+    ``data``: the same bytes unblanked (the device string)."""
+    if any(wrap.autocasting(target) for target in imports):
+        return True
+    if b"autocast" not in code:
+        return False
+    for word in _AUTOCAST_WORD.finditer(code):
+        line = code.rfind(b"\n", 0, word.start()) + 1
+        if _IMPORT_LINE.match(code, line):
+            continue
+        after = code[word.end() : word.end() + 80]
+        rest = after.lstrip()
+        bound = _PARTIAL_OF.search(code, max(line, word.start() - 80), word.start())
+        if bound is not None and rest.startswith(b","):
+            rest = b"(" + rest[1:]  # (``partial(torch.autocast, "cuda", ...)``: its arguments)
+        if word.group() != b"autocast" or not rest.startswith(b"("):
+            return True
+        start = word.end() + len(after) - len(rest) + 1
+        end = closing(code, start)
+        if _disabled(code[start:end]):
+            continue
+        cpu = code[line : word.start()].endswith(b"cpu.amp.")
+        if _region_lowers_to(data, code, start, end, cpu) != "bfloat16":
+            return True
+    return False
+
+
+_PARTIAL_OF = re.compile(rb"\bpartial\s*\(\s*(?:[\w.]*\.)?\Z")
+_DTYPE_ARG = re.compile(rb"\bdtype\s*=\s*((?:self\.)?\w+)\s*(?:[,)]|$)")
+_DEVICE_ARG = re.compile(rb"^\s*(?:device_type\s*=\s*)?[rbu]?[\"']([a-z]+)")
+
+
+def _region_lowers_to(data: bytes, code: bytes, start: int, end: int, cpu: bool) -> str:
+    """The half dtype the autocast call whose arguments span ``start:end`` lowers to, as
+    written ("" when a variable not bound to one dtype, or a choice, decides it)."""
+    written = _written_dtype(code[start:end])
+    if written:
+        return written
+    named = _DTYPE_ARG.search(code, start, end)
+    if named is not None:
+        return _bound_dtype(code, named.group(1))
+    if named is None and b"dtype" in code[start:end]:
+        return ""
+    device = next(
+        (m.group(1) for a, b in parts(data, start, end) if (m := _DEVICE_ARG.match(data[a:b]))),
+        b"cpu" if cpu else b"",
+    )
+    return "bfloat16" if device == b"cpu" else "float16"
+
+
+def _bound_dtype(code: bytes, name: bytes) -> str:
+    """The one half dtype every assignment of the file to ``name`` writes down
+    (``amp_dtype = torch.bfloat16``), or "" (none, a choice, a parameter of that name)."""
+    if b"." not in name and re.search(rb"\bdef\s+\w+\s*\([^)]*\b" + name + rb"\b", code):
+        return ""  # (a parameter: its callers decide)
+    bound = re.compile(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*(?::[^=\n]*)?=(?!=)([^\n]*)", re.M)
+    found = {_written_dtype(m.group(1)) for m in bound.finditer(code)}
+    return found.pop() if len(found) == 1 else ""
+
+
 def _autocast_contexts(code: bytes) -> set[bytes]:
     """The names (``ctx``, ``self._ctx``) the file binds to an enabled autocast region, on
-    the line of the assignment or in the parentheses it opens (``ctx = (nullcontext() if
-    cpu else torch.amp.autocast(...))``)."""
-    out = set()
+    the line of the assignment or in the brackets it opens (``ctx = (nullcontext() if
+    cpu else torch.amp.autocast(...))``, ``ctx = {"bf16": torch.autocast(...), "fp32":
+    nullcontext()}[precision]``: the one its key picks)."""
+    out: set[bytes] = set()
+    off: set[bytes] = set()
     for call in _AUTOCAST_CALL.finditer(code):
         at = call.start()
-        if _disabled(code[at : closing(code, call.end())]):
-            continue
-        opening = enclosing(code, at)
+        disabled = _disabled(code[at : closing(code, call.end())])
+        opening = innermost(code, at)
         start = opening if opening >= 0 and code[:opening].rstrip().endswith(b"=") else at
         line = code.rfind(b"\n", 0, start) + 1
         bound = _CONTEXT_BOUND.match(code, line)
         if bound is not None and bound.end() <= at and b"\n" not in code[bound.end() : start]:
-            out.add(bound.group(1))
-    return out
+            (off if disabled else out).add(bound.group(1))
+    return out - off  # (a name that may hold a region turning autocast off covers nothing)
 
 
 def _disabled(line: bytes) -> bool:
