@@ -83,3 +83,23 @@ def test_another_file_that_writes_the_name_may_call_it() -> None:
     both = uses_of_sources({"pkg/head.py": head, "pkg/run.py": run})
     assert not both.at("pkg.head").called_in_file("pool")
     assert alone.digest != both.digest
+
+
+def test_a_record_with_part_calls_and_autocast_reads_back_from_the_cache() -> None:
+    """Every field of a record survives the cache (``to_plain`` / ``from_plain``): a field
+    written but not read back would answer differently on a warm run."""
+    import json
+
+    from mpcheck.project.records import ModelRecord, record_of
+
+    code = (
+        b"import torch\nfrom torch import nn\n\n\nclass Head(nn.Module):\n"
+        b"    def pool(self, x):\n        return x.mean(1)\n\n\n"
+        b"class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        b"        self.head = Head()\n\n    def forward(self, x):\n"
+        b"        return self.head.pool(x.float())\n\n\n"
+        b"with torch.autocast('cuda', dtype=torch.bfloat16):\n    Net()(torch.ones(2, 3))\n"
+    )
+    record = record_of(code, "run.py")
+    assert record.part_called and not record.autocast_float16
+    assert ModelRecord.from_plain(json.loads(json.dumps(record.to_plain()))) == record
