@@ -16,7 +16,7 @@ import re
 
 from mpcheck.project.brackets import closing, parts
 
-__all__ = ["CHOICE_CALL", "choices_in", "may_choose"]
+__all__ = ["CHOICE_CALL", "choices_in", "choosers"]
 
 # A class name as written: CapWords, possibly dotted (``models.Small``).
 _CLASS = rb"(?:[A-Za-z_]\w*\.)*[A-Z]\w*"
@@ -25,7 +25,7 @@ _CLASS_ONLY = re.compile(_CLASS)
 _CONDITIONAL = re.compile(rb"\s*(" + _CLASS + rb")\s+if\b(.*?)\belse\b\s*(.*)", re.S)
 # A right side that may name classes only: a class, a conditional of them, a dict display.
 _LEADS = re.compile(
-    rb"^[ \t]+[A-Za-z_]\w*[ \t]*=(?!=)[ \t]*(?:\{|[A-Z]|(?:[a-z_]\w*\.)+[A-Z])", re.M
+    rb"^[ \t]+([A-Za-z_]\w*)[ \t]*=(?!=)[ \t]*(?:\{|[A-Z]|(?:[a-z_]\w*\.)+[A-Z])", re.M
 )
 # ``target = var(`` : a call of a variable whose value is bound to a name.
 CHOICE_CALL = re.compile(
@@ -33,10 +33,10 @@ CHOICE_CALL = re.compile(
 )
 
 
-def may_choose(code: bytes) -> bool:
-    """Whether ``code`` binds any name in a function to what may be a class (cheap: most
-    files bind none, and then nothing below runs)."""
-    return _LEADS.search(code) is not None
+def choosers(code: bytes) -> frozenset[bytes]:
+    """The names ``code`` binds in a function to what may be a class (cheap: most files bind
+    none, and a call of any other name is no class variable's)."""
+    return frozenset(m.group(1) for m in _LEADS.finditer(code))
 
 
 def choices_in(code: bytes, begin: int, end: int, name: bytes) -> list[bytes] | None:

@@ -47,7 +47,7 @@ from mpcheck.project.brackets import closing, enclosing, opening, parts
 from mpcheck.project.callables import NONE as NO_CALLABLES
 from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
-from mpcheck.project.choices import CHOICE_CALL, choices_in, may_choose
+from mpcheck.project.choices import CHOICE_CALL, choices_in, choosers
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.defaults import DEFAULT_SET, half_default_extents
 from mpcheck.project.lines import headers, line_matches, narrowed
@@ -967,8 +967,11 @@ class _Reader:
             cls = self._class_named(name)
             if cls is not None:
                 out.setdefault(assigned.group(1).decode(), set()).add(cls)
-        if may_choose(code):  # ``model = cls(8)`` of a ``cls = A if c else B``
+        names = choosers(code)
+        if names:  # ``model = cls(8)`` of a ``cls = A if c else B``
             for call in CHOICE_CALL.finditer(code):
+                if call.group(2) not in names:
+                    continue
                 chosen = self._chosen(call.group(2), call.start(2))
                 if chosen:
                     target = call.group(1).decode()
