@@ -15,7 +15,9 @@ subclasses; both outrank the closed world.
 
 A half path whose class the records cannot name (a loose cast:
 ``instantiate_from_config(cfg.model).half()``, ``getattr(m, name)(8).half()``, ``net.half()``
-of a ``net`` bound elsewhere) reaches only the classes that can flow to it. A configuration
+of a ``net`` bound elsewhere) reaches only the classes that can flow to it (a call of a
+variable holding a class, ``cls = A if c else B; cls(8).half()``, names its candidates: no
+loose cast). A configuration
 loader (``instantiate_from_config``, hydra's ``instantiate``, ``get_obj_from_str(...)(...)``,
 ``pydoc.locate``) builds the class a configuration names by import path (``target:``,
 ``_target_:``, ``class_path:``): its products are the project classes the project's

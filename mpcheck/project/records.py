@@ -22,6 +22,9 @@ path and the class, resolved through the file's own imports: ``from .models impo
 A variable a function binds is that function's own: a cast, a run, a take or an escaping use
 of ``model`` there is of the models the function binds to ``model``, not of those another
 function of the file binds to the same name (:meth:`_Reader._models_at`).
+A variable that holds a class holds its candidates (``cls = A if c else B``, ``if``/``elif``
+assignments of classes, ``{"a": A, "b": B}[name]``): ``model = cls(8)`` there is an ``A`` or a
+``B`` (:mod:`mpcheck.project.choices`, :meth:`_Reader._chosen`).
 
 Records come from one cheap pass over the file's code with its strings and comments blanked
 (:func:`blank`), so docstrings, comments and strings never count; they are cached by
@@ -44,6 +47,7 @@ from mpcheck.project.brackets import closing, enclosing, innermost, opening, par
 from mpcheck.project.callables import NONE as NO_CALLABLES
 from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
+from mpcheck.project.choices import CHOICE_CALL, choices_in, choosers
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.defaults import DEFAULT_SET, half_default_extents
 from mpcheck.project.lines import headers, line_matches, narrowed
@@ -59,7 +63,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 29
+FORMAT = 30
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -442,6 +446,9 @@ class _Reader:
         self._class_matches: list[re.Match[bytes]] = []  # every class header, read once
         self._class_spans: list[tuple[int, int, int, str]] | None = None  # (:meth:`_owner`)
         self._unknown_modules: dict[bytes, bool] = {}  # (:meth:`_module_of_unknown_class`)
+        # (variable, function span) -> the classes a class variable may hold (:meth:`_chosen`)
+        self._choices: dict[tuple[bytes, tuple[int, int]], frozenset[str] | None] = {}
+        self._chose: list[tuple[int, str, frozenset[str]]] = []  # (at, target, classes)
         self._direct: list[tuple[int, int, str]] = []  # ``return Model(...)``: (at, index, class)
         # name -> (offset, target) of each ``from ... import`` binding it: a function may
         # import ``Decoder`` from one module and another function from another
@@ -598,6 +605,7 @@ class _Reader:
         for name, at, target in made:
             text = f"{callee(name).rpartition('.')[2]}(...)"
             builds.append((name, self.spot(at, text), target in keys))
+        builds.extend(self._chosen_builds(bodies, plain, keys, unsafe))
         main = _MAIN.search(code) if b"__name__" in code else None
         wrapping: dict[str, Spot] = {}
         for (name, spot), start, _, effect in wrappers:
@@ -972,7 +980,47 @@ class _Reader:
             cls = self._class_named(name)
             if cls is not None:
                 out.setdefault(assigned.group(1).decode(), set()).add(cls)
+        names = choosers(code)
+        if names:  # ``model = cls(8)`` of a ``cls = A if c else B``
+            for call in CHOICE_CALL.finditer(code):
+                if call.group(2) not in names:
+                    continue
+                chosen = self._chosen(call.group(2), call.start(2))
+                if chosen:
+                    target = call.group(1).decode()
+                    out.setdefault(target, set()).update(chosen)
+                    self._chose.append((call.start(2), target, chosen))
         return out
+
+    def _chosen(self, name: bytes, at: int) -> frozenset[str] | None:
+        """The classes the variable ``name``, called at ``at``, may hold: those its plain
+        assignments in the function holding ``at`` name (:mod:`mpcheck.project.choices`,
+        ``cls = A if c else B``). None when it is a parameter there, is bound otherwise
+        too (a loop, a tuple target, ``global``), or a candidate is no class the file names."""
+        held = self._def_holding(at)
+        if held is None:
+            return None
+        if (name, held) not in self._choices:  # (once per variable and function)
+            self._choices[(name, held)] = self._chosen_in(name, held)
+        return self._choices[(name, held)]
+
+    def _chosen_in(self, name: bytes, held: tuple[int, int]) -> frozenset[str] | None:
+        """(:meth:`_chosen` in the function whose body spans ``held``.)"""
+        code = self.code
+        params = params_of(code, held[0])
+        if params is None or name in params:
+            return None
+        unplain = _unplain(code, *held)
+        if unplain is None or name in unplain:
+            return None
+        texts = choices_in(code, held[0], held[1], name)
+        out = set()
+        for text in texts or ():
+            cls = self._class_named(text.decode())
+            if cls is None:
+                return None
+            out.add(cls)
+        return frozenset(out) or None
 
     def _copies(self, models: dict[str, set[str]]) -> None:
         """Bind each deep copy of a model variable (``ema = deepcopy(model)``, ``ema =
@@ -1021,6 +1069,10 @@ class _Reader:
                 registry = self._registry_named(item.group(1))
                 return [] if registry is None else [f"{registry}{CALLED}"]
             cls = self._class_named(text.split("(", 1)[0])
+            head = receiver.split(b"(", 1)[0].strip()
+            chosen = self._chosen(head, at) if cls is None and _NAME_ONLY.fullmatch(head) else None
+            if chosen:  # ``cls(8).half()`` of a ``cls = A if c else B``: one of them
+                return sorted(chosen)
             if cls is None:  # ``build_model(cfg).half()``: what the factory returns is cast
                 callee = text.split("(", 1)[0]
                 made = self._built(callee, at + len(callee), receiver)
@@ -1234,7 +1286,7 @@ class _Reader:
         params = params_of(code, held[0])
         if params is None or name in params:  # (a parameter holds what callers hand first)
             return None
-        out = set()
+        out: set[str] = set()
         for found in bindings:
             value = found.start(2)
             if code.startswith(name, value) and _SAME_MODULE.match(code, value + len(name)):
@@ -1248,9 +1300,17 @@ class _Reader:
             if rest and (rest[:1] != b"." or _BRANCHING.search(rest)):
                 return None  # (``A() if c else B()``, ``A() + x``: not the call's value alone)
             named = self._class_named(call.group(1).decode(), value)
-            if named is None:
+            if named is not None:
+                out.add(named)
+                continue
+            chosen = self._chosen(call.group(1), value) if b"." not in call.group(1) else None
+            if chosen is not None:
+                out.update(chosen)  # (``model = cls(8)``: one of the classes ``cls`` holds)
+                continue
+            made = self._built(call.group(1).decode(), call.end(1))
+            if made is None:
                 return None
-            out.add(named)
+            out.add(f"{made}{CALLED}")  # (``model = load_model(p)``: what the factory returns)
         return frozenset(out) if out else None
 
     def _built_by_cls(self, receiver: bytes, at: int) -> bool:
@@ -1487,6 +1547,28 @@ class _Reader:
                 self._direct.append((at, index, cls))  # ``return Model(...)``: callers decide
                 kept = True
             out.append((cls, self.spot(at, text), (kept or called) and not held))
+        return out
+
+    def _chosen_builds(
+        self,
+        bodies: list[range],
+        plain: Sequence[range],
+        keys: set[str],
+        unsafe: Collection[str],
+    ) -> list[tuple[str, Spot, bool]]:
+        """The builds of ``model = cls(...)`` (a class variable's call, :meth:`_chosen`)
+        outside class bodies: one of the candidates is built there, each as :meth:`_builds`
+        records a build (float32 here when the variable's every use keeps its dtype)."""
+        out = []
+        starts = [b.start for b in bodies]
+        for at, target, chosen in self._chose:
+            i = bisect_right(starts, at) - 1
+            if i >= 0 and at in bodies[i] and bodies[i] not in plain:
+                continue
+            name = self.code[at : self.code.find(b"(", at)].decode().strip()
+            spot = self.spot(at, f"{name}(...)")
+            for cls in sorted(chosen):
+                out.append((cls, spot, target in keys and cls not in unsafe))
         return out
 
     # -- factories: functions that build a model and return it ------------------------------
@@ -1849,7 +1931,7 @@ def _unplain(code: bytes, begin: int, end: int) -> frozenset[bytes] | None:
             return None
         out.update(n for n in (target, alias) if n)
         if loop is not None:
-            out.update(_WORD.findall(loop))
+            out.update(_LOOP_NAME.findall(loop))
     return frozenset(out)
 
 
@@ -2241,7 +2323,8 @@ _OTHER_BINDING = re.compile(
     rb"(?<![\w.])([A-Za-z_]\w*)(?=[ \t]*[,)\]][^=\n]*=(?!=)|[ \t]*:=)"
     rb"|\bas[ \t]+([A-Za-z_]\w*)\b|\bfor\b([^\n]*)\bin\b|\b(global|nonlocal)\b"
 )
-_WORD = re.compile(rb"(?<![\w.])[A-Za-z_]\w*")
+# (a name a loop binds: any identifier; ``_WORD`` below, CapWords, is the Bloom filter's)
+_LOOP_NAME = re.compile(rb"(?<![\w.])[A-Za-z_]\w*")
 # A line binding a call's value (or a method chain of it: ``Net(...).to(device)``) to a name
 # binds something else too when it goes on with one of these (``A() if c else B()``)
 _BRANCHING = re.compile(rb"\b(?:if|else|or|and)\b")
