@@ -53,6 +53,7 @@ from mpcheck.project.closed import (
     opened_by,
 )
 from mpcheck.project.construction import Construction
+from mpcheck.project.flags import Unset
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
     BUILT_IN_HALF,
@@ -136,9 +137,11 @@ class ModelUses:
         open_bfloat16: bool = False,
         autocast_shown: bool = True,
         uncalled: Uncalled | None = None,
+        unset: Unset | None = None,
     ) -> None:
         self._reach = dict(reach)
         self._uncalled = uncalled  # the methods nothing calls (None: a library, unknown)
+        self._unset = unset  # the constructor flags nothing sets (None: a library, unknown)
         # why a class may run in half with no cast naming it ("": the world's opening, for
         # every class): :func:`mpcheck.project.closed.closed_world`
         self._opened = opened
@@ -221,6 +224,7 @@ class ModelUses:
             self._open_bfloat16,
             self._autocast_shown,
             self._uncalled,
+            self._unset,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -306,6 +310,13 @@ class ModelUses:
             return True
         qualified = f"{self.module}.{owner}.{name}" if self.module else f"{owner}.{name}"
         return self._uncalled.called(qualified)
+
+    def flag_set(self, owner: str, name: str) -> bool:
+        """Whether anything may set the constructor flag ``name`` of the class ``owner`` of
+        :attr:`module` to a true value (:mod:`mpcheck.project.flags`)."""
+        if self._unset is None:
+            return True
+        return not self._unset.never_set(f"{self.module}.{owner}" if self.module else owner, name)
 
     def loaded_under_dtype(self, name: str) -> bool:
         """Whether some load may build the class ``name`` of :attr:`module` under a half
@@ -407,6 +418,8 @@ class ModelUses:
             text += self._ran.digest
         if self._uncalled is not None:
             text += self._uncalled.digest
+        if self._unset is not None:
+            text += self._unset.digest
         if self.callables is not None:
             text += self.callables.digest
         return hex_digest(text.encode())
@@ -718,6 +731,7 @@ def uses_of_records(
     known = not alone and bool(demos)
     ran = None
     uncalled = None
+    unset = None
     if known:
         reads = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
         ran = Reached(reads, side)
@@ -728,6 +742,11 @@ def uses_of_records(
             side,
             package=installable,
         )
+        if not installable:  # (a package's users may hand its classes any flag)
+            unset = Unset(
+                {p: (r.module, r.flags, r.attributes, r.reach[3]) for p, r in records.items()},
+                side,
+            )
     if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
         loose = live(loose, {p: r.module for p, r in records.items()}, ran)
         # (nor does a take there hand anything; its library's takes are still seen)
@@ -865,6 +884,7 @@ def uses_of_records(
         open_bfloat16=not alone and _bfloat16_opening(opens, loose, loose_bfloat16),
         autocast_shown=autocast_code,
         uncalled=uncalled,
+        unset=unset,
     )
 
 

@@ -46,6 +46,7 @@ from mpcheck.project.callables import CallablesPass, callables_of
 from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.defaults import DEFAULT_SET, half_default_extents
+from mpcheck.project.flags import EMPTY_FLAGS, FlagsPass, flags_of
 from mpcheck.project.lines import headers, line_matches, narrowed
 from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
 from mpcheck.project.returns import (
@@ -58,7 +59,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 27
+FORMAT = 28
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -189,6 +190,9 @@ class ModelRecord:
     # a Bloom filter of the names it writes after a dot (:mod:`mpcheck.project.uncalled`)
     methods: tuple[str, ...] = ()
     attributes: int = 0
+    # its constructor flags, the calls it writes of capitalised names and the names it writes
+    # otherwise (:mod:`mpcheck.project.flags`)
+    flags: FlagsPass = EMPTY_FLAGS
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -232,6 +236,7 @@ class ModelRecord:
             self.loose_bfloat16,
             self.methods,
             f"{self.attributes:x}",
+            [*self.flags[:2], f"{self.flags[2]:x}"],
         ]
 
     @classmethod
@@ -242,7 +247,7 @@ class ModelRecord:
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
             wrapping, registries, casters, loose, owned, outside, tensors, takes, *tail = last
-            bf16, methods, attributes = tail
+            bf16, methods, attributes, (unset, made_calls, mentions) = tail
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -309,6 +314,11 @@ class ModelRecord:
                 tuple(_spot(s) for s in bf16),
                 tuple(map(str, methods)),
                 int(attributes, 16),
+                (
+                    tuple((str(c), str(p), int(i)) for c, p, i in unset),
+                    tuple((str(n), int(k), tuple(map(str, w))) for n, k, w in made_calls),
+                    int(mentions, 16),
+                ),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -649,6 +659,7 @@ class _Reader:
             tuple(self._loose_bfloat16),
             methods_of(self.data, code, self._found),
             attributes_of(code),
+            flags_of(code),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
