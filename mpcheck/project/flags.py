@@ -6,10 +6,11 @@ hands a true value, and ``if self.use_checkpoint:`` then never runs its body. A 
 one positionally, by keyword, or through a splat (``Block(*args)``, ``Block(**cfg)``); an
 instance may be given one later (``block.use_checkpoint = True``, ``setattr``), and a class
 may be built other than by a call of its name (a subclass, an alias, ``partial(Block, ...)``,
-a registry or a configuration naming it). So a flag is unset only when the project builds
-its class by plain calls of its name alone, none handing the parameter anything but a false
-literal, no other file writes the attribute after a dot, its own file assigns it once, and
-no string or configuration of the project names the parameter or the class. A library base
+a registry or a configuration naming it, ``cls(...)`` in its own body). So a flag is unset
+only when the project builds its class by plain calls of its name alone, none handing the
+parameter anything but a false literal, no other file writes the attribute after a dot, its
+own file assigns it once, and no string or configuration of the project names the parameter
+or the class. A library base
 may set a submodule's attribute by name (transformers' and diffusers'
 ``module.gradient_checkpointing = value``): such names are never candidates.
 
@@ -45,10 +46,12 @@ EMPTY_FLAGS: FlagsPass = ((), (), 0)
 # Attributes a library sets on every submodule that has one, by name.
 _LIBRARY_SET = frozenset({"gradient_checkpointing", "training"})
 _FALSE = frozenset({b"False", b"None", b"0"})
+_CONSTANTS = frozenset({b"False", b"None", b"True"})
 _INIT = re.compile(rb"^([ \t]+)def[ \t]+__init__[ \t]*\(", re.MULTILINE)
 _CLASS = re.compile(rb"^class[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _CAPITAL = re.compile(rb"(?<![\w])([A-Z]\w*)")
 _IMPORT = re.compile(rb"^[ \t]*(?:from[ \t][^\n]*?)?import\b", re.MULTILINE)
+_SELF_BUILT = re.compile(rb"(?<![\w.])cls[ \t]*\(|type\(self\)[ \t]*\(|__class__[ \t]*\(")
 _PARAM = re.compile(rb"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?(?:=\s*(.*?))?\s*$", re.DOTALL)
 
 
@@ -68,6 +71,8 @@ def _candidates(code: bytes) -> tuple[tuple[str, str, int], ...]:
         first = re.compile(rb"\n([ \t]+)[^\s#]").search(code, header.end(), end)
         if init is None or first is None or first.group(1) != init.group(1):
             continue  # (none, or a nested class's)
+        if _SELF_BUILT.search(code, header.end(), end):
+            continue  # (``cls(...)``, ``type(self)(...)``: built other than by its name)
         close = closing(code, init.end())
         body_stop = body_end(code, close, len(init.group(1)))
         body = code[close:body_stop]
@@ -161,7 +166,9 @@ def _mentions(code: bytes) -> int:
     names = b" ".join(
         b"." + m.group(1)
         for m in _CAPITAL.finditer(text)
-        if not _header(text, m.start()) and not _called(text, m.end())
+        if m.group(1) not in _CONSTANTS
+        and not _header(text, m.start())
+        and not _called(text, m.end())
     )
     return attributes_of(names)
 

@@ -3,9 +3,10 @@
 A method runs when something calls it, and every call of a method writes its name: after a
 dot (``self.decode(z)``, ``vae.decode``, ``super().decode``, a callback ``hook=self.fn``), in
 a string (``getattr(self, "decode")``, a registry, a configuration) or bare in its class's
-body (``__call__ = decode``). A method whose name its own file writes only at its ``def``,
-no other file of the project writes after a dot or in a string, and no configuration, script
-or notebook writes at all, is called by nothing the project holds.
+body (``__call__ = decode``). A method whose name its own file writes only at its ``def``
+(as an identifier: ``_m`` inside ``q_m`` is another name), no other file of the project
+writes after a dot or in a string, and no configuration, script or notebook writes at all,
+is called by nothing the project holds.
 
 Its callers may lie outside the project, and then it runs. A library base calls the methods
 it defines by name (``training_step``, ``_init_weights``, ``setUp``), so a class related by
