@@ -98,8 +98,10 @@ def test_a_record_with_part_calls_and_autocast_reads_back_from_the_cache() -> No
         b"class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         b"        self.head = Head()\n\n    def forward(self, x):\n"
         b"        return self.head.pool(x.float())\n\n\n"
+        b"class Block(nn.Module):\n    def __init__(self, dim, scaled=False):\n"
+        b"        super().__init__()\n        self.scaled = scaled\n\n\n"
         b"with torch.autocast('cuda', dtype=torch.bfloat16):\n    Net()(torch.ones(2, 3))\n"
     )
     record = record_of(code, "run.py")
-    assert record.part_called and not record.autocast_float16
+    assert record.part_called and not record.autocast_float16 and record.flags[0]
     assert ModelRecord.from_plain(json.loads(json.dumps(record.to_plain()))) == record

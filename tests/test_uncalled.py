@@ -167,3 +167,23 @@ def test_module_methods_are_torch_modules_own() -> None:
     torch = pytest.importorskip("torch")
     own = {n for n in dir(torch.nn.Module) if not n.startswith("__")}
     assert own == MODULE_METHODS
+
+
+def test_a_name_inside_a_longer_identifier_is_no_second_writing() -> None:
+    code = b"""\
+from torch import nn
+
+
+class Block(nn.Module):
+    def forward(self, x):
+        return self.in_proj(x) + self.q_m
+
+    def _proj(self, x):
+        return x
+
+    def _m(self, x):
+        return x
+"""
+    assert methods_of(code, code, headers(code)) == ("Block._proj", "Block._m")
+    called = code + b"\n\nBlock()._m(1)\n"
+    assert methods_of(called, called, headers(called)) == ("Block._proj",)

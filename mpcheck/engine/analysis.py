@@ -131,6 +131,9 @@ class FileAnalysis(Walk):
     def uncalled(self, owner: str, name: str) -> HalfEvidence | None:
         return self.evidence.of_method(owner, name)
 
+    def flag_unset(self, owner: str, name: str) -> bool:
+        return self.evidence.flag_unset(owner, name)
+
     def sampler_evidence(self, name: str) -> HalfEvidence | None:
         return self.evidence.handed(name) if self.application else None
 

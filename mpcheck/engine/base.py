@@ -129,6 +129,11 @@ class Walk(ABC):
         function walked (construction code is evidence of float32)."""
 
     @abstractmethod
+    def flag_unset(self, owner: str, name: str) -> bool:
+        """Whether nothing sets the constructor flag ``name`` of this file's class ``owner``
+        (:mod:`mpcheck.project.flags`)."""
+
+    @abstractmethod
     def uncalled(self, owner: str, name: str) -> HalfEvidence | None:
         """Why nothing runs the method ``name`` of this file's class ``owner`` (nothing in the
         project calls it), or None."""

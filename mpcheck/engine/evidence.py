@@ -189,6 +189,12 @@ class Evidence:
         text = f"nothing in the project calls `{owner}.{name}`"
         return HalfEvidence(UNREACHED, text)
 
+    def flag_unset(self, owner: str, name: str) -> bool:
+        """Whether nothing sets the constructor flag ``name`` of the class ``owner`` to a true
+        value, so ``if self.name:`` never runs (:mod:`mpcheck.project.flags`); never in a
+        library, whose users build its classes as they like."""
+        return self.uses is not None and not self.setting and not self.uses.flag_set(owner, name)
+
     def handed(self, name: str) -> HalfEvidence:
         """A sampler or scheduler ``name`` of an application: the model outputs it steps are
         half only if the model that makes them is, which nothing here shows (a premise; in a

@@ -48,6 +48,7 @@ from mpcheck.engine.promotion import (
     one_dim_factory,
     op_result,
 )
+from mpcheck.engine.reachability import eager_only, export_only
 from mpcheck.engine.records import fields, record_construction
 from mpcheck.engine.replacements import replacement
 from mpcheck.engine.sites import Operand
@@ -279,6 +280,11 @@ class Expressions:
         return defaulted(joined) if isinstance(node.operator, cst.Or) else joined
 
     def ifexp(self, node: cst.IfExp, frame: Frame) -> Fact:
+        resolve = self.file.imports.resolve
+        if export_only(node.test, resolve):  # ``a if torch.jit.is_tracing() else b``: ``b``
+            return self.expr(node.orelse, frame)
+        if eager_only(node.test, resolve):
+            return self.expr(node.body, frame)
         self.expr(node.test, frame)
         body, orelse = self.expr(node.body, frame), self.expr(node.orelse, frame)
         # ``-1e9 if x.dtype == torch.float32 else -1e4``: what a half-precision run gets

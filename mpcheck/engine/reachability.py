@@ -11,7 +11,7 @@ A branch under ``torch.onnx.is_in_onnx_export()``, ``torch.jit.is_tracing()`` or
 TorchScript, or compiles it to TorchScript): in every eager run those are false, and a half
 cast or a half load is evidence about the eager runs only, never about the inputs an exporter
 is handed. Such a branch gives no finding (:func:`export_only`), and the ``else`` of
-``if not torch.jit.is_scripting():`` is one.
+``if not torch.jit.is_scripting():`` is one; so is that side of a conditional expression.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ _EXPORTING = frozenset(
         "torch.jit.is_tracing",
         "torch.jit.is_scripting",
         "torch._C._get_tracing_state",
+        "torchvision._is_tracing",
     }
 )
 

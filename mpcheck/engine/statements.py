@@ -121,6 +121,20 @@ class Statements:
             return False
         return name in self.definitions.uses(fn).false_locals
 
+    def unset_flag(self, test: cst.BaseExpression, frame: Frame) -> bool:
+        """Whether ``test`` is ``self.flag`` (alone or joined by ``and``) for a constructor
+        flag of the method's class that nothing sets (:mod:`mpcheck.project.flags`)."""
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            return self.unset_flag(test.left, frame) or self.unset_flag(test.right, frame)
+        owner = frame.scope.class_name
+        return (
+            owner is not None
+            and isinstance(test, cst.Attribute)
+            and isinstance(test.value, cst.Name)
+            and test.value.value == "self"
+            and self.file.flag_unset(owner, test.attr.value)
+        )
+
     def statement(self, stmt: cst.BaseStatement, frame: Frame) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
@@ -140,6 +154,7 @@ class Statements:
                 local_false
                 or never_taken(stmt.test, lambda: self.bound)  # ``if False:``
                 or export_only(stmt.test, resolve)  # ``if torch.jit.is_tracing():``
+                or self.unset_flag(stmt.test, frame)  # ``if self.use_checkpoint:``, never set
             ):
                 if isinstance(stmt.orelse, cst.If):
                     self.statement(stmt.orelse, frame)

@@ -53,6 +53,7 @@ from mpcheck.project.closed import (
     opened_by,
 )
 from mpcheck.project.construction import Construction
+from mpcheck.project.flags import Unset
 from mpcheck.project.part_methods import PartCalls
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
@@ -138,11 +139,13 @@ class ModelUses:
         autocast_shown: bool = True,
         uncalled: Uncalled | None = None,
         part_calls: PartCalls | None = None,
+        unset: Unset | None = None,
     ) -> None:
         self._reach = dict(reach)
         # the part methods whose every call is in their own file (None: not known)
         self._part_calls = part_calls
         self._uncalled = uncalled  # the methods nothing calls (None: a library, unknown)
+        self._unset = unset  # the constructor flags nothing sets (None: a library, unknown)
         # why a class may run in half with no cast naming it ("": the world's opening, for
         # every class): :func:`mpcheck.project.closed.closed_world`
         self._opened = opened
@@ -226,6 +229,7 @@ class ModelUses:
             self._autocast_shown,
             self._uncalled,
             self._part_calls,
+            self._unset,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -353,6 +357,13 @@ class ModelUses:
         file (:mod:`mpcheck.project.part_methods`); True where the project is not known."""
         return self._part_calls is None or self._part_calls.called_in_file(self.module, name)
 
+    def flag_set(self, owner: str, name: str) -> bool:
+        """Whether anything may set the constructor flag ``name`` of the class ``owner`` of
+        :attr:`module` to a true value (:mod:`mpcheck.project.flags`)."""
+        if self._unset is None:
+            return True
+        return not self._unset.never_set(f"{self.module}.{owner}" if self.module else owner, name)
+
     def loaded_under_dtype(self, name: str) -> bool:
         """Whether some load may build the class ``name`` of :attr:`module` under a half
         default dtype: ``from_pretrained(torch_dtype=torch.float16)`` builds it in that
@@ -466,6 +477,8 @@ class ModelUses:
             text += self._uncalled.digest
         if self._part_calls is not None:
             text += self._part_calls.digest
+        if self._unset is not None:
+            text += self._unset.digest
         if self.callables is not None:
             text += self.callables.digest
         return hex_digest(text.encode())
@@ -777,6 +790,7 @@ def uses_of_records(
     known = not alone and bool(demos)
     ran = None
     uncalled = None
+    unset = None
     if known:
         reads = {p: (r.module, r.reach, r.stars) for p, r in records.items()}
         ran = Reached(reads, side)
@@ -787,6 +801,11 @@ def uses_of_records(
             side,
             package=installable,
         )
+        if not installable:  # (a package's users may hand its classes any flag)
+            unset = Unset(
+                {p: (r.module, r.flags, r.attributes, r.reach[3]) for p, r in records.items()},
+                side,
+            )
     if ran is not None:  # (a cast in a file or function nothing runs casts nothing)
         loose = live(loose, {p: r.module for p, r in records.items()}, ran)
         # (nor does a take there hand anything; its library's takes are still seen)
@@ -931,6 +950,7 @@ def uses_of_records(
             (s for r in records.values() for s in r.reach[3]),
             package=installable,
         ),
+        unset=unset,
     )
 
 

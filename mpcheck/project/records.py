@@ -50,6 +50,7 @@ from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.choices import CHOICE_CALL, choices_in, choosers
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.defaults import DEFAULT_SET, half_default_extents
+from mpcheck.project.flags import EMPTY_FLAGS, FlagsPass, flags_of
 from mpcheck.project.lines import headers, line_matches, narrowed
 from mpcheck.project.part_methods import part_called_names
 from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
@@ -63,7 +64,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 30
+FORMAT = 31
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -199,6 +200,9 @@ class ModelRecord:
     # an autocast region it may open may lower to float16: one not written to lower to
     # bfloat16, or a trainer's (:func:`may_autocast_float16`)
     autocast_float16: bool = True
+    # its constructor flags, the calls it writes of capitalised names and the names it writes
+    # otherwise (:mod:`mpcheck.project.flags`)
+    flags: FlagsPass = EMPTY_FLAGS
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -244,6 +248,7 @@ class ModelRecord:
             f"{self.attributes:x}",
             self.part_called,
             self.autocast_float16,
+            [*self.flags[:2], f"{self.flags[2]:x}"],
         ]
 
     @classmethod
@@ -254,7 +259,8 @@ class ModelRecord:
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
             wrapping, registries, casters, loose, owned, outside, tensors, takes, *tail = last
-            bf16, methods, attributes, part_called, float16 = tail
+            bf16, methods, attributes, part_called, float16, flags = tail
+            unset, made_calls, mentions = flags
             made, helpers, runs = made_pass
             if fmt != FORMAT:
                 return None
@@ -323,6 +329,11 @@ class ModelRecord:
                 int(attributes, 16),
                 tuple(map(str, part_called)),
                 bool(float16),
+                (
+                    tuple((str(c), str(p), int(i)) for c, p, i in unset),
+                    tuple((str(n), int(k), tuple(map(str, w))) for n, k, w in made_calls),
+                    int(mentions, 16),
+                ),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -670,6 +681,7 @@ class _Reader:
             attributes_of(code),
             tuple(sorted(part_called_names(self.data))),
             may_autocast_float16(self.data, code, self.imports.values()),
+            flags_of(code),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:

@@ -3,9 +3,10 @@
 A method runs when something calls it, and every call of a method writes its name: after a
 dot (``self.decode(z)``, ``vae.decode``, ``super().decode``, a callback ``hook=self.fn``), in
 a string (``getattr(self, "decode")``, a registry, a configuration) or bare in its class's
-body (``__call__ = decode``). A method whose name its own file writes only at its ``def``,
-no other file of the project writes after a dot or in a string, and no configuration, script
-or notebook writes at all, is called by nothing the project holds.
+body (``__call__ = decode``). A method whose name its own file writes only at its ``def``
+(as an identifier: ``_m`` inside ``q_m`` is another name), no other file of the project
+writes after a dot or in a string, and no configuration, script or notebook writes at all,
+is called by nothing the project holds.
 
 Its callers may lie outside the project, and then it runs. A library base calls the methods
 it defines by name (``training_step``, ``_init_weights``, ``setUp``), so a class related by
@@ -74,10 +75,29 @@ def methods_of(data: bytes, code: bytes, found: Iterable[re.Match[bytes]]) -> tu
             body = indent
         if indent != body or name.startswith(b"__") or name == b"forward":
             continue
-        once = data.find(name, data.find(name) + 1) < 0  # (a second one is found early)
-        if once and not _decorated(code, header.start()):
+        if _written_once(data, name) and not _decorated(code, header.start()):
             out.append(f"{owner.decode()}.{name.decode()}")
     return tuple(out)
+
+
+def _written_once(data: bytes, name: bytes) -> bool:
+    """Whether ``data`` writes the identifier ``name`` once: ``_m`` inside ``q_m`` or
+    ``_mask`` is another name, not a call of it. (A plain search finds a second one early.)"""
+    at = data.find(name)
+    count = 0
+    while at >= 0:
+        end = at + len(name)
+        if not _identifier(data, at - 1) and not _identifier(data, end):
+            count += 1
+            if count > 1:
+                return False
+        at = data.find(name, at + 1)
+    return True
+
+
+def _identifier(data: bytes, at: int) -> bool:
+    """Whether the byte at ``at`` (may be out of range) continues an identifier."""
+    return 0 <= at < len(data) and (data[at : at + 1].isalnum() or data[at] == 0x5F)
 
 
 def _decorated(code: bytes, at: int) -> bool:
