@@ -275,8 +275,8 @@ class ModelUses:
         """Why the function ``name`` of :attr:`module` (defined outside a class) runs in
         float32: its values are those of the module classes whose code runs it (scripts and
         datasets hand it data), and no half path of the project reaches any of them -- or,
-        in a package, nothing of the package runs it and its users run it as the package
-        shows. None: it may run in half (the premise)."""
+        in a package that casts no model to half, nothing of the package runs it (its users
+        run it as the package shows). None: it may run in half (the premise)."""
         if self.module is not None and self.module not in self._read:
             return None
         if self._closed is None or self.module_code is None:
@@ -294,9 +294,11 @@ class ModelUses:
             return f"`{name}` runs in {where}, which no half cast, load or wrapper reaches"
         if qualified in self.module_code.outside:
             return f"only code that runs no model (scripts, datasets) calls `{name}`"
-        if self.application:
-            return None  # (run by a name a string writes: what it is handed is unknown)
-        return f"nothing of the package calls `{name}` or runs it in half"
+        if self.application or any(self.module_code.module_class(c) for c in reached):
+            # (run by a name a string writes; or a package's users hand it what they like,
+            # such as the outputs of the models it shows cast to half)
+            return None
+        return f"nothing of the package calls `{name}`, and it casts no model to half"
 
     @property
     def world_opening(self) -> Opening | None:
