@@ -24,8 +24,9 @@ related location.
 A function defined outside a class runs with its callers' values: scripts, datasets and plain
 classes hand it data, and a module's code hands it the module's activations. In a closed
 world, one that only module classes no half path reaches run (or, in a package that casts no
-model to half, that nothing of the package runs) runs in float32 (:meth:`ModelUses.function_float32_text`); a premise on
-one names the half path reaching a module class that runs it ("it runs in `Scorer`; ...").
+model to half, that nothing of the package runs) runs in float32
+(:meth:`ModelUses.function_float32_text`); a premise on one names the half path reaching a
+module class that runs it ("it runs in `Scorer`; ...").
 
 A cast model the project runs only inside enabled autocast regions (every call and every
 method that runs it, in every file) has half weights, but autocast recasts the operands of
