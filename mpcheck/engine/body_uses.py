@@ -17,6 +17,7 @@ from typing import cast
 
 import libcst as cst
 
+from mpcheck.engine.reachability import target_names
 from mpcheck.project.names import children
 
 __all__ = ["BodyUses", "body_uses"]
@@ -124,29 +125,20 @@ def _bind(node: cst.CSTNode, kind: type[cst.CSTNode], falsy: set[str], other: se
     value: cst.BaseExpression | None = None
     if kind is cst.Assign:
         assign = cast(cst.Assign, node)
-        names = [n for t in assign.targets for n in _bound(t.target)]
+        names = [n for t in assign.targets for n in target_names(t.target)]
         value = assign.value
     elif kind is cst.AnnAssign:
         annotated = cast(cst.AnnAssign, node)
-        names, value = _bound(annotated.target), annotated.value
+        names, value = target_names(annotated.target), annotated.value
     elif kind is cst.AsName:
         name = cast(cst.AsName, node).name
-        names = _bound(name) if isinstance(name, cst.BaseExpression) else []
+        names = target_names(name) if isinstance(name, cst.BaseExpression) else []
     elif kind is cst.Global or kind is cst.Nonlocal:
         names = [n.name.value for n in cast(cst.Global | cst.Nonlocal, node).names]
     else:  # (``+=``, a loop target, ``:=``)
-        names = _bound(cast(cst.AugAssign | cst.For | cst.NamedExpr, node).target)
+        names = target_names(cast(cst.AugAssign | cst.For | cst.NamedExpr, node).target)
     plain = isinstance(value, cst.Name) and value.value in ("False", "None")
     (falsy if plain else other).update(names)
-
-
-def _bound(node: cst.BaseExpression) -> list[str]:
-    """The names a binding target binds: a name, or those of a tuple or list of them."""
-    if isinstance(node, cst.Name):
-        return [node.value]
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for e in node.elements for n in _bound(e.value)]
-    return []
 
 
 def _tensor_use(node: cst.CSTNode, kind: type[cst.CSTNode], into: set[str]) -> None:

@@ -103,22 +103,23 @@ def bound_names(module: cst.Module) -> frozenset[str]:
         if type(node) is cst.Param:
             found.add(node.name.value)
         elif type(node) is cst.AssignTarget:
-            found.update(_names(node.target))
+            found.update(target_names(node.target))
         elif type(node) is cst.AnnAssign or type(node) is cst.For:
-            found.update(_names(node.target))
+            found.update(target_names(node.target))
         elif type(node) is cst.ImportAlias:
             name = node.asname.name if node.asname else node.name
-            found.update(_names(name) if isinstance(name, cst.Name) else ())
+            found.update(target_names(name) if isinstance(name, cst.Name) else ())
         elif type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
             found.add(node.name.value)
     return frozenset(found)
 
 
-def _names(node: cst.BaseExpression) -> list[str]:
+def target_names(node: cst.BaseExpression) -> list[str]:
+    """The names a binding target binds: a name, or those of a tuple or list of them."""
     if isinstance(node, cst.Name):
         return [node.value]
     if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for e in node.elements for n in _names(e.value)]
+        return [n for e in node.elements for n in target_names(e.value)]
     return []
 
 

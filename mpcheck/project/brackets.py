@@ -24,16 +24,8 @@ _CLOSERS = b")]}"
 def enclosing(code: bytes, at: int, reach: int = 1999) -> int:
     """The ``(`` of the call whose arguments hold ``at`` (its offset; -1: the bracket left
     open before ``at`` is a ``[`` or ``{``, or none is in the ``reach`` bytes before it)."""
-    window = code[max(0, at - reach) : at][::-1]
-    depth = 0
-    for found in _BRACKETS.finditer(window):
-        if window[found.start()] in _CLOSERS:
-            depth += 1
-        elif depth == 0:
-            return at - 1 - found.start() if window[found.start()] == 0x28 else -1
-        else:
-            depth -= 1
-    return -1
+    found = innermost(code, at, reach)
+    return found if found >= 0 and code[found] == 0x28 else -1
 
 
 def innermost(code: bytes, at: int, reach: int = 1999) -> int:
