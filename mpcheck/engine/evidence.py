@@ -22,7 +22,8 @@ carries its evidence): what opens the project's world, or the half path reaching
 related location.
 
 A function defined outside a class runs with its callers' values: scripts, datasets and plain
-classes hand it data, and a module's code hands it the module's activations. In a closed
+classes hand it data (what it casts to a dtype it does not spell is then the run's working
+dtype, half on a half run), and a module's code hands it the module's activations. In a closed
 world, one that only module classes no half path reaches run (or, in a package that casts no
 model to half, that nothing of the package runs) runs in float32
 (:meth:`ModelUses.function_float32_text`); a premise on one names the half path reaching a

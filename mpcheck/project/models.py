@@ -293,7 +293,9 @@ class ModelUses:
             where = ", ".join(shown[:2]) + (", ..." if len(shown) > 2 else "")
             return f"`{name}` runs in {where}, which no half cast, load or wrapper reaches"
         if qualified in self.module_code.outside:
-            return f"only code that runs no model (scripts, datasets) calls `{name}`"
+            # (a script's code: its inputs are data, but what it casts to a dtype it does not
+            # spell is cast to the run's working dtype, half on a half run)
+            return None
         if self.application or any(self.module_code.module_class(c) for c in reached):
             # (run by a name a string writes; or a package's users hand it what they like,
             # such as the outputs of the models it shows cast to half)
