@@ -84,6 +84,11 @@ class HalfPositions(Rule):
         `__init__` under a premise of autocast (the model is built before a step opens its
         region). Positions divided by a number (interpolated) are no longer whole and stay
         reported.
+        Positions and frequencies are known by their names (`position_ids`, `inv_freq`) or
+        by what builds them: frequencies are a ladder of powers over an index range
+        (`1 / base ** (arange(0, d, 2) / d)`, `exp(-log(base) * arange(h) / h)`), positions
+        a name bound to `arange(n)`. Positions made in another tensor's dtype
+        (`arange(n).type_as(x)`) are rounded before any product, as such frequencies are.
         A finding whose frequencies follow the model's dtype says why that is half here
         (the cast of the class or of a model that builds it, or its library base), with
         the cast as a related location, or states its premise ("latent: if `X` is cast
@@ -196,6 +201,17 @@ class HalfPositions(Rule):
                 f"`{pos}` x `{which}` are off by 0.6-1.4 rad (bfloat16) or 0.3 rad (float16) "
                 "at position 1000 even when the product runs in float32; build the "
                 "frequencies in float32 (`dtype=torch.float32`) and cast only the cos/sin"
+            )
+            self._evidenced(call, message, cast.fact)
+            return
+        if cast is not None and cast is positions and _made_like(cast):
+            which = self.ctx.module.code_for_node(cast.node)
+            message = (
+                f"positions `{which}` are made in another tensor's dtype "
+                f"({self.where(cast.fact)}): when that is half, positions past 256 (bfloat16) "
+                f"or 2048 (float16) are rounded onto their neighbours before the phases "
+                f"`{pos}` x `{freq}` are taken, even when the product runs in float32; "
+                "build the positions in float32 (or as integers) and cast only the cos/sin"
             )
             self._evidenced(call, message, cast.fact)
             return

@@ -194,3 +194,21 @@ def test_follow_imports_skip_checks_each_file_alone(cached: bool, tmp_path: Path
     assert json.loads(alone.stdout) == [], alone.stderr
     project = subprocess.run(cmd, cwd=case, capture_output=True)
     assert len(json.loads(project.stdout)) == 1, project.stderr
+
+
+def test_library_itself_is_run_in_half_by_its_users() -> None:
+    """``bad_library_itself_norm_helper`` casts nothing: its users do. Built by its own
+    factory and cast with ``.half()`` as a user casts it, its variance overflows float16 (a
+    standard deviation past 256), and the norm outputs zeros where float32 outputs unit rows."""
+    pytest.importorskip("torch")
+    case = XFILE / "bad_library_itself_norm_helper"
+    proof = (
+        "import torch, timm; torch.manual_seed(0); net = timm.create_net(8); "
+        "x = 3000 * torch.randn(4, 8); ref = net(x); out = net.half()(x.half()).float(); "
+        "err = ((out - ref).abs().max() / ref.abs().max()).item(); "
+        "assert err > 0.5, err; print(err)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", proof], cwd=case, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr

@@ -43,7 +43,9 @@ package ... runs it in half"; "`Block` is built only by the package's own code (
 `Model`, built at run.py:12), where no half cast, load or wrapper of the project reaches
 `Block`"). Its users may still wrap it in autocast (``ModelUses.autocasts``). A model library
 whose users run every module in half says so (the setting), and a library base's contract
-says so for its subclasses: both outrank the closed world.
+says so for its subclasses: both outrank the closed world. So does a library whose contract
+covers every class of it (timm, peft) checked as itself, when all the project's code is that
+library's package: a copy vendored beside an application's code is the application's.
 
 Which half: in a closed world, a class every half path of which writes bfloat16 down
 (``.to(torch.bfloat16)``, ``.bfloat16()``, ``torch_dtype=torch.bfloat16``) never runs in
@@ -70,9 +72,9 @@ from mpcheck.project.models import (
     FLOAT32,
     HALF_FREE,
     LIBRARY,
-    LIBRARY_SUFFIXES,
     ModelUses,
     Reach,
+    library_base,
 )
 from mpcheck.project.summary import Place
 
@@ -285,11 +287,8 @@ class Evidence:
 
 
 def _library(bases: Sequence[str], pretrained: bool) -> str | None:
-    for base in bases:
-        leaf = base.rsplit(".", 1)[-1]
-        if leaf.endswith(LIBRARY_SUFFIXES) or base.startswith(("timm.", "peft.")):
-            return leaf
-    return "ModelMixin` or `PreTrainedModel" if pretrained else None
+    found = library_base(bases)
+    return found or ("ModelMixin` or `PreTrainedModel" if pretrained else None)
 
 
 def _link(name: str, reach: Reach) -> str:

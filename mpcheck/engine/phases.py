@@ -245,6 +245,106 @@ def holds_frequencies(operand: Operand) -> bool:
     return name is not None and _FREQUENCIES.search(name) is not None
 
 
+def builds_frequencies(operand: Operand, call: CallSite) -> bool:
+    """Frequencies by what builds them, whatever they are called: a geometric ladder over
+    an index range, ``1 / base ** (arange(0, d, 2) / d)``, ``exp(-log(base) * arange(h) / h)``,
+    ``torch.pow(base, -arange(...) / d)`` -- the operand itself, or the value its local name
+    was bound to (one binding back, and one more for the exponent: ``freqs =
+    torch.exp(exponent)`` after ``exponent = ... arange(...)``)."""
+    if not operand.fact.is_tensor and operand.fact.kind is not Kind.OTHER:
+        return False
+    return _ladder(_stripped(operand.node), call, depth=2)
+
+
+def builds_positions(operand: Operand, call: CallSite) -> bool:
+    """Positions by what builds them: a local name bound to ``torch.arange(n)`` (cast or
+    reshaped, ``torch.arange(n).type_as(x)``), whatever it is called."""
+    if not operand.fact.is_tensor and operand.fact.kind is not Kind.OTHER:
+        return False
+    bound = _bound(_stripped(operand.node), call)
+    return bound is not None and _is_arange(bound) and not _ladder(bound, call, depth=0)
+
+
+def _stripped(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node`` without the subscripts, reshapes and casts that keep what it holds."""
+    while True:
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _KEEPS
+        ):
+            node = node.func.value
+        else:
+            return node
+
+
+def _bound(node: cst.BaseExpression, call: CallSite) -> cst.BaseExpression | None:
+    """The value the local name ``node`` was last bound to before ``call`` (None: no local
+    name, a parameter, or unsure)."""
+    function = call.scope.function
+    if function is None or not isinstance(node, cst.Name):
+        return None
+    return bound_before(function, call.node, node.value)
+
+
+# Calls that raise a base to the powers of an index range (``torch.exp`` of ``-log(b) * i``).
+_POWERS = frozenset({"pow", "exp", "exp2", "float_power"})
+_RANGES = frozenset({"arange", "linspace"})
+
+
+def _ladder(node: cst.BaseExpression, call: CallSite, depth: int) -> bool:
+    """Whether ``node`` raises a base to powers of an index range: a ``**`` or a pow/exp call
+    whose operands hold ``arange``/``linspace`` (or a local name bound to one, ``depth``
+    bindings back)."""
+    if isinstance(node, cst.Name) and depth > 0:
+        bound = _bound(node, call)
+        return bound is not None and _ladder(_stripped(bound), call, depth - 1)
+    for sub in _walk(node):
+        exponent = _exponent(sub)
+        if exponent is not None and _ranged(exponent, call, depth):
+            return True
+    return False
+
+
+def _exponent(node: cst.CSTNode) -> cst.CSTNode | None:
+    """The exponent of a power (``b ** e``, ``torch.pow(b, e)``, ``b.pow(e)``, ``torch.exp(e)``,
+    ``e.exp()``): a ladder's index range is there, not in the base (``x.pow(2)`` of positions
+    squares them)."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power):
+        return node.right
+    if not isinstance(node, cst.Call) or _called(node) not in _POWERS:
+        return None
+    args = node.args
+    if _called(node) in ("exp", "exp2"):
+        if args:
+            return args[0].value
+        return node.func.value if isinstance(node.func, cst.Attribute) else None
+    if len(args) >= 2:
+        return args[1].value
+    return args[0].value if args and isinstance(node.func, cst.Attribute) else None
+
+
+def _called(node: cst.Call) -> str | None:
+    func = node.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+def _ranged(node: cst.CSTNode, call: CallSite, depth: int) -> bool:
+    """Whether ``node`` holds an index range, or a local name bound to one ``depth`` back."""
+    for sub in _walk(node):
+        if isinstance(sub, cst.Call) and _called(sub) in _RANGES:
+            return True
+        if isinstance(sub, cst.Name) and depth > 0 and sub is not getattr(node, "func", None):
+            bound = _bound(sub, call)
+            if bound is not None and _ranged(bound, call, depth - 1):
+                return True
+    return False
+
+
 def _tensor_operands(call: CallSite) -> list[Operand]:
     operands = [call.receiver] if call.method is not None and call.receiver is not None else []
     operands += [a for a in call.args if not isinstance(a.node, cst.SimpleString)]
@@ -266,6 +366,15 @@ def phase_product(call: CallSite) -> PhaseProduct | None:
         return PhaseProduct(a, b)
     if holds_positions(b) and holds_frequencies(a) and not holds_frequencies(b):
         return PhaseProduct(b, a)
+    # (by what builds them: asked only beside a side its name or an ``arange`` already says,
+    # since every ``*`` of a forward is a candidate and the binding walk costs)
+    for positions, frequencies in ((a, b), (b, a)):
+        if holds_frequencies(positions) or builds_frequencies(positions, call):
+            continue
+        if holds_positions(positions) and builds_frequencies(frequencies, call):
+            return PhaseProduct(positions, frequencies)
+        if holds_frequencies(frequencies) and builds_positions(positions, call):
+            return PhaseProduct(positions, frequencies)
     return None
 
 

@@ -609,6 +609,10 @@ def uses_of_records(
     names = _Names(records)
     tensors = _Tensors(records)
     side = list(side)  # (read more than once)
+    # (a library whose contract covers all its classes, checked as itself: its users install
+    # it, and run its models in half though it casts none of them)
+    itself = None if alone else _library_itself(records)
+    installable = installable or itself is not None
 
     def where(path: str, line: int) -> str:
         return f"line {line}" if alone else f"{path}:{line}"
@@ -658,10 +662,12 @@ def uses_of_records(
         for cls in record.classes:
             parts = {names.resolve(b) for b in cls.builds}
             bodies.setdefault(cls.name, set()).update(p for p in parts if p is not None)
-            lib = _library_base(cls.bases)
-            if lib is not None and cls.name not in roots:
+            lib = library_base(cls.bases)
+            own_lib = None if lib is not None else _library_root(cls.name, itself)
+            if (lib or own_lib) is not None and cls.name not in roots:
                 leaf = cls.name.rpartition(".")[2]
-                text = f"`{leaf}` is a `{lib}`, which its users run in half"
+                what = f"a `{lib}`" if own_lib is None else f"a module of `{own_lib}`"
+                text = f"`{leaf}` is {what}, which its users run in half"
                 place = Place(path, cls.line, 1, f"{text} ({where(path, cls.line)})")
                 roots[cls.name] = Reach(LIBRARY, place)
         for name, (line, column, _), what, dtype in record.casts:
@@ -1482,12 +1488,32 @@ def _spread(
             todo.append(part)
 
 
-def _library_base(bases: Iterable[str]) -> str | None:
+def library_base(bases: Iterable[str]) -> str | None:
+    """The library base among ``bases`` (qualified) whose contract says its users run its
+    subclasses in half: a diffusers ``ModelMixin``, a transformers ``PreTrainedModel``, a
+    peft tuner, or any class of timm or peft."""
     for base in bases:
         leaf = base.rsplit(".", 1)[-1]
         if leaf.endswith(LIBRARY_SUFFIXES) or base.startswith(_LIBRARY_ROOTS):
             return leaf
     return None
+
+
+def _library_itself(records: Mapping[str, ModelRecord]) -> str | None:
+    """The library whose contract covers every model and part of it (timm, peft) that the
+    project is: all its code is that library's package. Checked as itself, the library's
+    classes are what its users run in half, though it casts none of them; a copy vendored
+    beside an application's own code is the application's, whose builds decide."""
+    tops = {path.partition("/")[0] for path in records}
+    if len(tops) != 1:
+        return None
+    (top,) = tops
+    return top if f"{top}." in _LIBRARY_ROOTS else None
+
+
+def _library_root(name: str, itself: str | None) -> str | None:
+    """``itself`` (:func:`_library_itself`) when the class ``name`` (qualified) is its own."""
+    return itself if itself is not None and name.startswith(f"{itself}.") else None
 
 
 _USES: dict[str, ModelUses] = {}
