@@ -169,6 +169,9 @@ class FileAnalysis(Walk):
     def loaded_under_dtype(self, name: str) -> bool:
         return self.uses is None or self.uses.loaded_under_dtype(name)
 
+    def before_cast(self, fn: cst.FunctionDef | None) -> bool:
+        return self.construction.before_cast(fn)
+
     def built_by_dtype(self, cls: ClassInfo, name: str) -> bool:
         index = self.uses.construction if self.uses is not None else None
         if self._half_setting or (index is not None and index.default_dtype):

@@ -172,6 +172,11 @@ class Walk(ABC):
         ``name`` and leaves its buffers as built (:mod:`mpcheck.engine.buffers`), or None."""
 
     @abstractmethod
+    def before_cast(self, fn: cst.FunctionDef | None) -> bool:
+        """Whether ``fn`` runs only while a model is built, before any cast of it
+        (:meth:`mpcheck.engine.construction.Construction.before_cast`)."""
+
+    @abstractmethod
     def built_by_dtype(self, cls: ClassInfo, name: str) -> bool:
         """Whether this file's class ``name`` is made half by its ``dtype=`` build only
         (:mod:`mpcheck.engine.factory_kwargs`): no cast once built, no half default dtype."""

@@ -54,6 +54,17 @@ class Construction:
         text = f"computed at construction ({where}), before any cast"
         return HalfEvidence(FLOAT32, text, None, found.node)
 
+    def before_cast(self, fn: cst.FunctionDef | None) -> bool:
+        """Whether ``fn`` runs only while a model is built: a class's ``__init__``, or a method
+        only construction calls (``self.extend_pe(n)`` in ``__init__`` alone). What it stores
+        on the module is there when a later cast (``model.half()``) casts the module."""
+        if fn is None:
+            return False
+        if fn.name.value == "__init__":
+            return True
+        index = self.uses.construction if self.uses is not None else None
+        return index is not None and bool(index.constructing(fn.name.value))
+
     def _float32_build(self, qualified: str) -> bool:
         """Whether the class ``qualified`` is built in float32: no library loader, no
         ``dtype=`` at its build (its evidence is a later cast or only the premise)."""

@@ -14,7 +14,7 @@ import libcst as cst
 from mpcheck.engine.autocast import Regions
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.binding import passed
-from mpcheck.engine.buffers import as_built, registered
+from mpcheck.engine.buffers import as_built, buffer_names, held, read_back, registered
 from mpcheck.engine.factory_kwargs import unhanded
 from mpcheck.engine.facts import (
     UNKNOWN,
@@ -28,7 +28,7 @@ from mpcheck.engine.facts import (
     promote,
     tensor_of_dtype,
 )
-from mpcheck.engine.frames import ClassInfo, Env, Frame
+from mpcheck.engine.frames import ClassInfo, Env, Frame, lineage
 from mpcheck.engine.functions import Definitions
 from mpcheck.engine.guards import trains_if
 from mpcheck.engine.handed import cast_by_imported, cast_module, param_cast
@@ -55,6 +55,7 @@ class Modules:
         self.file = file
         self.regions = regions
         self.definitions = definitions
+        self._buffers: dict[cst.ClassDef, dict[str, bool]] = {}  # (``_buffer_names``)
 
     def construct_module(
         self,
@@ -650,6 +651,47 @@ class Modules:
             # model's dtype (``_walk_function`` hands them ``info.registered``)
             frame.env[key] = built
             info.registered[key] = (built, bound[1])
+
+    def stored(self, target: cst.Attribute, value: Fact, frame: Frame) -> Fact:
+        """``self.pe = pe`` where ``pe`` is a buffer the class registers by name: the value is
+        stored as that buffer (:func:`buffers.buffer_names`). Stored while the model is built
+        (``__init__``, or a helper only construction calls), it is cast with the module like
+        a buffer registered with it (:func:`buffers.held`); stored later (in ``forward``,
+        after any cast), it keeps its own dtype. Read back in the method that stored it, it
+        is what was stored when that was spelled float32 (:func:`buffers.read_back`)."""
+        info = self._class_of_frame(frame)
+        if info is None or not frame.scope.in_module or dotted(target.value) != "self":
+            return value
+        if not value.is_tensor or not self.file.before_cast(frame.scope.function):
+            return value
+        attr = target.attr.value
+        transient = next(
+            (
+                names[attr]
+                for cls in lineage(self.file.classes, info)
+                if attr in (names := self._buffer_names(cls))
+            ),
+            None,
+        )
+        if transient is None:
+            return value
+        name = info.node.name.value
+        pretrained = info.pretrained and self.file.loaded_under_dtype(name)
+        kept = self.file.buffers_kept(name)
+        model = held(target, value, "buffer", True, pretrained, kept, transient)
+        if model.prec is Prec.MODEL:
+            model = unhanded(self.file, frame, value) or model
+        built = read_back(model, value)
+        if built is None:
+            return model
+        info.registered[f"self.{attr}"] = (built, model)
+        return built
+
+    def _buffer_names(self, info: ClassInfo) -> dict[str, bool]:
+        found = self._buffers.get(info.node)
+        if found is None:
+            found = self._buffers[info.node] = buffer_names(info.node)
+        return found
 
     def set_tensors(
         self,

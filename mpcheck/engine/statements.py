@@ -525,6 +525,8 @@ class Statements:
             self.file.training.store_data(target, value, frame)  # ``p.data = p.data.float()``
         if isinstance(target, cst.Attribute) and self.file.reporting.takes("stores"):
             self.storage(target, value, value_node, frame, stmt)
+        if isinstance(target, cst.Attribute):
+            value = self.expressions.modules.stored(target, value, frame)  # a named buffer
         annotation = stmt.annotation if isinstance(stmt, cst.AnnAssign) else None
         container = self._adapter_container(target, value_node, frame, annotation)
         if container is not None:

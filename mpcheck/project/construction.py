@@ -283,6 +283,12 @@ class Construction:
         when nothing else does; None when it may run elsewhere (or is never called)."""
         if self.default_dtype:
             return None
+        return self.constructing(name)
+
+    def constructing(self, name: str) -> frozenset[str] | None:
+        """:meth:`callers`, whatever the default dtype: the classes whose ``__init__`` runs the
+        function ``name`` when nothing else does (what it stores on a module is there before
+        any cast of the module, in whatever dtype construction runs)."""
         if name not in self._memo:
             self._memo[name] = None  # (a cycle of helpers proves nothing)
             self._memo[name] = self._decide(name)
@@ -297,7 +303,7 @@ class Construction:
             return None
         found = set(direct)
         for caller in via:
-            above = self.callers(caller)
+            above = self.constructing(caller)
             if above is None:
                 return None
             found.update(above)
@@ -306,5 +312,6 @@ class Construction:
     @property
     def digest(self) -> str:
         """Every construction-only function with its callers (a cache key part)."""
-        names = sorted(n for n in (*self.calls, *self.edges) if self.callers(n) is not None)
-        return repr([(n, sorted(self.callers(n) or ())) for n in names])
+        names = sorted(n for n in (*self.calls, *self.edges) if self.constructing(n) is not None)
+        found = [(n, sorted(self.constructing(n) or ())) for n in names]
+        return repr((self.default_dtype, found))
