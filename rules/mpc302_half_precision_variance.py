@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mpcheck.api import (
+    EVIDENCE_AUTOCAST,
     CallSite,
     Cause,
     Edit,
@@ -16,7 +17,6 @@ from mpcheck.api import (
     RuleContext,
     Scope,
     Severity,
-    autocast_policy,
     can_be_fp16,
 )
 
@@ -66,19 +66,6 @@ def _square_base(node: cst.BaseExpression) -> cst.BaseExpression | None:
         if _is_torch(func.value) and name == "pow" and len(node.args) == 2:
             return node.args[0].value if _is_two(node.args[1].value) else None
     return None
-
-
-def _autocast_float32(node: cst.BaseExpression) -> bool:
-    """The square ``node`` is an op CUDA autocast runs in float32 (``x.pow(2)``, ``x ** 2``,
-    ``torch.pow(x, 2)``: ``pow`` is on its float32 list; ``x * x`` is not). CPU autocast
-    lowers to bfloat16 by default, whose squares do not overflow."""
-    if isinstance(node, cst.BinaryOperation):
-        op = "pow" if isinstance(node.operator, cst.Power) else "mul"
-    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        op = node.func.attr.value
-    else:
-        return False
-    return autocast_policy(op, "cuda") == "fp32"
 
 
 def _subtraction(call: CallSite) -> tuple[Operand | None, Operand | None]:
@@ -141,7 +128,11 @@ class HalfPrecisionVariance(Rule):
         may not (a full-scale sine gives |X| = 256 with a Hann window, whose square is inf).
         Inside a CUDA autocast region `pow`, `sum` and `rsqrt` run in float32, so
         `x.pow(2).mean()` is safe there while `(x * x).mean()` (`mul` is not on autocast's
-        float32 list) is not; CPU autocast upcasts none of them.
+        float32 list) is not; CPU autocast upcasts none of them. The same holds in a
+        module every run of which the project makes under autocast, in any file (a model
+        never cast and called only inside regions, or every cast model reaching it so
+        called): a region written for the CPU (`torch.autocast("cpu")`) leaves `pow` in
+        float16, one whose device the code does not write is taken for CUDA's.
 
         Linear attention has the same flaw as a sum of products: `kv = k.transpose(-1, -2) @ v`
         sums over every position of the sequence, and the function then divides by such a
@@ -230,8 +221,6 @@ class HalfPrecisionVariance(Rule):
             and self._may_be_fp16(subject.fact, call.scope)
             and not _fits(call, name, subject)
         ):
-            if self.autocast_only(call.scope) and _autocast_float32(subject.node):
-                return  # never cast, run under autocast: its pow squares in float32
             self._pend(call, base, subject.fact, "a mean of squares")
 
     def finish(self) -> None:
@@ -308,8 +297,12 @@ class HalfPrecisionVariance(Rule):
     ) -> None:
         """Hold the finding until ``result`` (the call's, or the variance of its pair)
         reaches a root or a division."""
+        evidence = call.scope.evidence
+        autocast = evidence is not None and evidence.kind == EVIDENCE_AUTOCAST
         if fact.prec is Prec.HALF:
             dtype = "float16" if fact.dtype == "float16" else "half precision (float16 on a path)"
+        elif autocast:  # (never cast: half only where an op autocast lowers made it)
+            dtype = "the dtype autocast leaves it in, float16 where autocast lowered it"
         else:
             dtype = "the model's dtype, float16 when the model runs in fp16"
         # ``var`` accumulates in float32 and rounds only its result: that overflows once the
@@ -327,6 +320,8 @@ class HalfPrecisionVariance(Rule):
         related = [(fact.origin.node, fact.origin.text)] if fact.origin is not None else []
         premise = "if `{subject}` runs in float16"  # (or why the model's dtype is float16)
         message, related, _ = self.with_evidence(message, call.scope, fact, related, premise)
+        if autocast and evidence is not None:
+            message += f" (under autocast, whose lists leave this op alone: {evidence.text})"
         self.pending[call.node] = (message, related)
         result = call.result if result is None else result
         self.carried[id(result)] = (result, call.node)

@@ -130,6 +130,8 @@ class HalfPositions(Rule):
 
     def check_call(self, call: CallSite) -> None:
         """Report phase products that run in half and timesteps cast away from float32."""
+        if self.never_runs(call.scope):
+            return  # (code nothing runs, whatever it casts: no hazard of the program)
         excused = self.against_half(call.scope, call.result)  # only ever float32, or unbuilt
         product = phase_product(call)
         if product is not None:

@@ -121,9 +121,12 @@ class Fp16VanishingEpsilon(Rule):
         `F.normalize` and `F.cosine_similarity` divide by a norm floored at their `eps`
         (1e-12 and 1e-8 by default), computed in the input's dtype: the same hazard, NaN for
         an all-zero row of a float16 input (measured), except under CUDA autocast, which
-        computes the norm in float32. A learned feature's row is all zero only where code
-        makes it so, so such a norm of a tensor float16 on evidence is an error where the
-        code makes its rows exactly 0 (below) and a warning stating that premise elsewhere
+        computes the norm in float32 (`x.norm() + 1e-12` keeps its guard there too, and
+        in a module every run of which the project makes under CUDA autocast, in any
+        file; CPU autocast's float32 list holds no norm). A learned feature's row is all
+        zero only where code makes it so, so such a norm of a tensor float16 on evidence
+        is an error where the code makes its rows exactly 0 (below) and a warning stating
+        that premise elsewhere
         (an encoder's pooled embedding, a projection's output).
 
         Reported only on evidence that the tensor is float16, not just half: the code makes
@@ -189,6 +192,8 @@ class Fp16VanishingEpsilon(Rule):
         self.reported: set[cst.CSTNode] = set()
 
     def check_call(self, call: CallSite) -> None:
+        if self.never_runs(call.scope):
+            return  # (a helper nothing calls: even a tensor it casts to float16 is no hazard)
         self._check(call, None)
         for site in _handed_zero_rows(call):
             self._check(site, call)
@@ -286,6 +291,8 @@ class Fp16VanishingEpsilon(Rule):
         region = call.scope.autocast
         if region is not None and region.recasts(aten):
             return  # CUDA autocast computes the norm in float32, where eps survives
+        if call.scope.caller_float32(aten, self.ctx.target_torch):
+            return  # (so does the autocast every run of this code is under, in its callers)
         zeros = None
         if via is not None or not self._fp16(tensor.fact, call.scope):
             zeros = self._zero_premise(tensor.fact, call.scope)

@@ -11,6 +11,7 @@ from mpcheck.engine.base import Walk
 from mpcheck.engine.facts import Cause, Fact, Kind, Origin, Prec
 from mpcheck.engine.frames import Frame
 from mpcheck.engine.sites import Autocast
+from mpcheck.knowledge import autocast_ops
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.names import dotted
 
@@ -60,6 +61,23 @@ class Regions:
             else result
         )
 
+    def caller_result(self, node: cst.CSTNode, aten: str, frame: Frame, result: Fact) -> Fact:
+        """What ``aten`` computes in code that opens no region of its own but that every
+        run of which is under its callers' autocast, in any file (``HalfEvidence.
+        caller_autocast``): an op on autocast's float32 list returns float32 whatever its
+        input (``x.pow(2)``, ``x.norm()``, ``x.softmax(-1)`` on CUDA), as in a region the
+        function opens. The list is the device's: CUDA's, and the CPU's as well where a
+        region written for the CPU runs the class (its list holds neither ``pow`` nor
+        ``sum``). Only that list: what the lower-precision list computes is half as the
+        model's dtype already says."""
+        target = self.file.target_torch
+        if not result.is_tensor or not frame.scope.caller_float32(aten, target):
+            return result
+        cited = autocast_ops.cited(target)
+        text = f"computed in float32 by the {cited} its callers run it under"
+        origin = Origin(node, Cause.AUTOCAST, text)
+        return replace(result, prec=Prec.FULL, dtype="float32", origin=origin, mixed=None)
+
     def torch_in_region(
         self, node: cst.CSTNode, qual: str, aten: str | None, frame: Frame, result: Fact
     ) -> Fact:
@@ -68,7 +86,7 @@ class Regions:
         (``torch.softmax`` on CUDA: float32); ``result`` outside a region."""
         region = frame.scope.autocast
         if region is None:
-            return result
+            return self._caller_torch(node, qual, aten, frame, result)
         if aten is not None:
             return (
                 self.autocast_result(node, aten, region, result) if region.recasts(aten) else result
@@ -77,6 +95,15 @@ class Regions:
         if qual.startswith("torch.") and region.casts_to_one_dtype(known):
             return self.autocast_result(node, known, region, result)
         return result
+
+    def _caller_torch(
+        self, node: cst.CSTNode, qual: str, aten: str | None, frame: Frame, result: Fact
+    ) -> Fact:
+        """:meth:`caller_result` of the torch function ``qual`` (by its op, or its name)."""
+        if not qual.startswith("torch."):
+            return result
+        known = aten or T.AUTOCAST_NAMES.get(qual, qual.rpartition(".")[2])
+        return self.caller_result(node, known, frame, result)
 
     @staticmethod
     def disabled_input(fact: Fact) -> Fact:

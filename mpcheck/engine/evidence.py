@@ -122,6 +122,19 @@ class HalfEvidence:
     # a cast's class whose every half path writes bfloat16 down: that cast (quoted, with
     # its place). bfloat16 has float32's range, so float16's 65504 bounds nothing there
     bfloat16: str | None = None
+    # a region written for the CPU runs the class (kinds cast and autocast): the CPU's lists
+    # apply there too, so only an op on both devices' float32 lists is float32 whatever
+    # its input (:meth:`caller_autocast`)
+    autocast_cpu: bool = False
+
+    @property
+    def caller_autocast(self) -> str | None:
+        """The autocast region around every run of the class, in its callers (quoted), or
+        None: some run is outside one. The class is never cast and run only under autocast
+        (kind autocast), or every cast model reaching it is (:attr:`autocast`)."""
+        if self.kind == AUTOCAST:
+            return self.text
+        return self.autocast if self.kind == CAST else None
 
     def cast_to_other(self, dtype: str) -> tuple[str, str] | None:
         """The half dtype other than ``dtype`` that a cast of the project gives the class,
@@ -249,6 +262,7 @@ class Evidence:
                 written=written,
                 autocast=around,
                 bfloat16=None if only is None else _text(name, only),
+                autocast_cpu=around is not None and self._on_cpu(name),
             )
         library = _library(bases, pretrained)
         if library is not None and not self._own(name, reach):
@@ -264,7 +278,13 @@ class Evidence:
             # (run only under autocast regions that all lower to bfloat16: no float16)
             bf16 = self.uses is not None and self.uses.autocast_bfloat16(name, reach)
             return HalfEvidence(
-                reach.kind, text, reach.place, anchor, note, bfloat16=text if bf16 else None
+                reach.kind,
+                text,
+                reach.place,
+                anchor,
+                note,
+                bfloat16=text if bf16 else None,
+                autocast_cpu=reach.kind == AUTOCAST and self._on_cpu(name),
             )
         if self.uses is not None and not self.uses.reached(name):
             text = f"nothing in the project builds, imports or names `{name}`"
@@ -273,6 +293,9 @@ class Evidence:
         if found is not None:  # (no half path reaches it: :meth:`ModelUses.float32_text`)
             return HalfEvidence(FLOAT32, found, None, anchor)
         return self.premise(name, anchor)
+
+    def _on_cpu(self, name: str) -> bool:
+        return self.uses is not None and self.uses.autocast_on_cpu(name)
 
     def _own(self, name: str, reach: Reach | None) -> bool:
         """Whether an application's own evidence outranks a library base's contract: the

@@ -261,6 +261,8 @@ class Expressions:
             region = frame.scope.autocast
             if region is not None and region.recasts(arith):  # ``x ** 2``: float32 on CUDA
                 result = self.regions.autocast_result(node, arith, region, result)
+            elif region is None:  # (its callers' autocast: :meth:`Regions.caller_result`)
+                result = self.regions.caller_result(node, arith, frame, result)
             return self.file.emit(
                 CallRecord(node, result, args, qual=f"torch.{arith}", aten=arith), frame
             )

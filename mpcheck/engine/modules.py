@@ -290,6 +290,8 @@ class Modules:
             # autocast dtype (its matmuls/convs are recast), whatever its weights are.
             what = f"the output of `{path or 'module'}` under autocast"
             result = Fact(Kind.TENSOR, Prec.MODEL, None, Origin(node, Cause.AUTOCAST, what))
+        elif frame.scope.autocast is None and aten:  # (``nn.LayerNorm`` under its callers')
+            result = self.regions.caller_result(node, aten, frame, result)
         receiver = Operand(callee or node.func, module)
         owner = _owner(path, frame.env)
         return self.file.emit(

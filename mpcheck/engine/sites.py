@@ -137,6 +137,20 @@ class Scope:
         dtype the code does not spell is a cast to the run's working dtype."""
         return not self.in_module and not self.module_code
 
+    def caller_float32(self, aten: str, target: autocast_ops.TorchVersion | None) -> bool:
+        """Whether ``aten`` returns float32 here by the callers' autocast: the code opens no
+        region of its own, every run of it is under an enabled region in its callers
+        (``HalfEvidence.caller_autocast``), and ``aten`` is on the float32 list of each
+        device those regions may run on: CUDA's, and the CPU's too where a region written
+        for the CPU runs the class (``HalfEvidence.autocast_cpu``)."""
+        evidence = self.evidence
+        if self.autocast is not None or evidence is None or not aten:
+            return False
+        if evidence.caller_autocast is None:
+            return False
+        devices = ("cuda", "cpu") if evidence.autocast_cpu else ("cuda",)
+        return all(autocast_ops.policy(aten, d, target) == "fp32" for d in devices)
+
 
 @dataclass(frozen=True)
 class Operand:

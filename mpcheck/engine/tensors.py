@@ -133,6 +133,8 @@ class Tensors:
         # ``x.pow(2)`` in a CUDA autocast region computes in float32, ``x.bmm(y)`` in half
         if region is not None and region.recasts(method):
             result = self.regions.autocast_result(node, method, region, result)
+        elif region is None:  # (``x.pow(2)`` in a class its callers run only under autocast)
+            result = self.regions.caller_result(node, method, frame, result)
         return self.file.emit(
             CallRecord(
                 node, result, args, kwargs, method=method, receiver=receiver, op=op, aten=aten

@@ -140,8 +140,12 @@ class ModelUses:
         uncalled: Uncalled | None = None,
         part_calls: PartCalls | None = None,
         unset: Unset | None = None,
+        on_cpu: frozenset[str] = frozenset(),
     ) -> None:
         self._reach = dict(reach)
+        # the classes some autocast region written for the CPU runs (or their parts): the
+        # CPU's lists apply to them there (:meth:`autocast_on_cpu`)
+        self._on_cpu = on_cpu
         # the part methods whose every call is in their own file (None: not known)
         self._part_calls = part_calls
         self._uncalled = uncalled  # the methods nothing calls (None: a library, unknown)
@@ -230,6 +234,7 @@ class ModelUses:
             self._uncalled,
             self._part_calls,
             self._unset,
+            self._on_cpu,
         )
 
     def float32_text(self, name: str) -> str | None:
@@ -398,6 +403,12 @@ class ModelUses:
         found = self._under_autocast.get(f"{self.module}.{name}" if self.module else name)
         return None if found is None else found.place.text
 
+    def autocast_on_cpu(self, name: str) -> bool:
+        """Whether a region written for the CPU runs the class ``name`` of :attr:`module`
+        (or a model that builds it): the CPU's autocast lists apply to it there, not only
+        CUDA's (a region whose device the code does not write is taken for CUDA's)."""
+        return (f"{self.module}.{name}" if self.module else name) in self._on_cpu
+
     def cast_to(self, name: str, dtype: str) -> Reach | None:
         """A cast of the project that writes ``dtype`` down (``.half()``,
         ``.to(torch.bfloat16)``) and reaches the class ``name`` of :attr:`module` (its own
@@ -467,6 +478,7 @@ class ModelUses:
             sorted(self._inside.items()),
             sorted(self._opened.items()),
             self.world_kinds,
+            sorted(self._on_cpu),
         )
         text = repr((sorted(self._reach.items()), *evidence))
         if self._mentions is not None:
@@ -853,6 +865,7 @@ def uses_of_records(
         _spread(kind_roots, reach, bodies)
     outside = {t for record in records.values() for n in record.outside for t in expand(n)}
     under_autocast = _cast_under_autocast(casts, autocast, outside, bodies)
+    on_cpu = {t for record in records.values() for n in record.on_cpu for t in expand(n)}
     buffers_kept = _buffers_kept(fsdp, casts, roots, bodies) if fsdp and not defaults else {}
     cast_to: dict[str, dict[str, Reach]] = {}
     for dtype, cast_roots in written.items():
@@ -961,6 +974,7 @@ def uses_of_records(
             package=installable,
         ),
         unset=unset,
+        on_cpu=frozenset(_parts_of(on_cpu, bodies)),
     )
 
 

@@ -64,7 +64,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 31
+FORMAT = 32
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -203,6 +203,10 @@ class ModelRecord:
     # its constructor flags, the calls it writes of capitalised names and the names it writes
     # otherwise (:mod:`mpcheck.project.flags`)
     flags: FlagsPass = EMPTY_FLAGS
+    # the classes of ``calls`` it runs inside an autocast region written for the CPU
+    # (``torch.autocast("cpu")``, ``torch.cpu.amp.autocast``): the CPU's lists apply there,
+    # whose float32 list holds neither ``pow`` nor ``sum`` nor ``softmax`` (CUDA's does)
+    on_cpu: tuple[str, ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -249,6 +253,7 @@ class ModelRecord:
             self.part_called,
             self.autocast_float16,
             [*self.flags[:2], f"{self.flags[2]:x}"],
+            self.on_cpu,
         ]
 
     @classmethod
@@ -259,7 +264,7 @@ class ModelRecord:
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
             wrapping, registries, casters, loose, owned, outside, tensors, takes, *tail = last
-            bf16, methods, attributes, part_called, float16, flags = tail
+            bf16, methods, attributes, part_called, float16, flags, on_cpu = tail
             unset, made_calls, mentions = flags
             made, helpers, runs = made_pass
             if fmt != FORMAT:
@@ -334,6 +339,7 @@ class ModelRecord:
                     tuple((str(n), int(k), tuple(map(str, w))) for n, k, w in made_calls),
                     int(mentions, 16),
                 ),
+                tuple(map(str, on_cpu)),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -413,6 +419,12 @@ _WITH_AUTOCAST = re.compile(rb"^[ \t]*(?:with\b|@)[^\n]*autocast\(")
 _CONTEXT_BOUND = re.compile(rb"[ \t]*((?:self\.)?[A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*")
 # (``functools.partial(torch.autocast, ...)``: a call of the name it is bound to opens one)
 _AUTOCAST_CALL = re.compile(rb"\bautocast\s*\(|\bpartial\s*\(\s*(?:[\w.]*\.)?autocast\s*,")
+# A region written for the CPU: ``torch.autocast("cpu", ...)``, ``device_type="cpu"``,
+# ``torch.cpu.amp.autocast(...)``. (A device the code does not write is CUDA's: CPU autocast
+# lowers to float16 only when a region written for it asks, and trainers autocast on CUDA.)
+_CPU_REGION = re.compile(
+    rb"""\bcpu\.amp\.autocast\b|autocast\(\s*(?:device_type\s*=\s*)?["']cpu["']"""
+)
 _WITH_NAME = re.compile(rb"[ \t]*with[ \t]+((?:self\.)?[A-Za-z_]\w*)[ \t]*(?:\([ \t]*\))?[ \t]*:")
 
 
@@ -447,6 +459,7 @@ class _Reader:
         self._registry_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registries`)
         self._registered_map: dict[str, tuple[str, ...]] | None = None  # (:meth:`_registered`)
         self._loose: list[Spot] = []  # (:meth:`_casts`: casts of a model of unknown class)
+        self._cpu: set[int] = set()  # (:meth:`_regions`: rows of regions written for the CPU)
         self._loose_bfloat16: list[Spot] = []  # (those of them writing bfloat16 down)
         self._owned: list[tuple[str, Spot]] = []  # (:meth:`_casts`: casts of ``self``)
         # (variable, function span) -> the classes the function binds it to
@@ -609,6 +622,7 @@ class _Reader:
         owners = [b for m, b in zip(tops, bodies, strict=True) if not _plain(m.group(3))]
         runs = self._regions(models, autocast, owners) if models else []
         calls = [(cls, region) for cls, region, method, _ in runs if autocast and not method]
+        on_cpu = {cls for cls, region in calls if region is not None and region[0] in self._cpu}
         factories = self._factories(returned, keys, unsafe)
         builds = self._builds(bodies, keys, plain, unsafe)
         factories.update(self._returned_builds())
@@ -682,6 +696,7 @@ class _Reader:
             tuple(sorted(part_called_names(self.data))),
             may_autocast_float16(self.data, code, self.imports.values()),
             flags_of(code),
+            tuple(sorted(on_cpu)),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -1425,7 +1440,7 @@ class _Reader:
 
         if not autocast:
             return [run for m in called.finditer(code) for run in runs(m, None, m.start())]
-        contexts = _autocast_contexts(self.code)
+        contexts, cpu = _autocast_contexts(self.code, self.data)
         stack: list[tuple[int, Spot]] = []
         out: list[tuple[str, Spot | None, bool, bool]] = []
         lines = self.data.split(b"\n")
@@ -1442,6 +1457,9 @@ class _Reader:
             if context is not None and context.group(1) not in contexts:
                 context = None
             if (context or _WITH_AUTOCAST.match(line)) and not _disabled(line):
+                held = context is not None and context.group(1) in cpu
+                if held or (context is None and _CPU_REGION.search(lines[row - 1])):
+                    self._cpu.add(row)  # (a region written for the CPU: its lists apply)
                 shown = lines[row - 1].decode(errors="replace").strip()
                 quoted = " ".join(shown.rstrip(":").split())
                 what = f"every call runs under `{quoted[:60]}`"
@@ -2727,23 +2745,29 @@ def _bound_dtype(code: bytes, name: bytes) -> str:
     return found.pop() if len(found) == 1 else ""
 
 
-def _autocast_contexts(code: bytes) -> set[bytes]:
+def _autocast_contexts(code: bytes, data: bytes) -> tuple[set[bytes], set[bytes]]:
     """The names (``ctx``, ``self._ctx``) the file binds to an enabled autocast region, on
     the line of the assignment or in the brackets it opens (``ctx = (nullcontext() if
     cpu else torch.amp.autocast(...))``, ``ctx = {"bf16": torch.autocast(...), "fp32":
-    nullcontext()}[precision]``: the one its key picks)."""
+    nullcontext()}[precision]``: the one its key picks); second, those of them one of whose
+    regions is written for the CPU (``data``: the file's bytes, where strings are kept)."""
     out: set[bytes] = set()
     off: set[bytes] = set()
+    cpu: set[bytes] = set()
     for call in _AUTOCAST_CALL.finditer(code):
         at = call.start()
-        disabled = _disabled(code[at : closing(code, call.end())])
+        end = closing(code, call.end())
+        disabled = _disabled(code[at:end])
         opening = innermost(code, at)
         start = opening if opening >= 0 and code[:opening].rstrip().endswith(b"=") else at
         line = code.rfind(b"\n", 0, start) + 1
         bound = _CONTEXT_BOUND.match(code, line)
         if bound is not None and bound.end() <= at and b"\n" not in code[bound.end() : start]:
             (off if disabled else out).add(bound.group(1))
-    return out - off  # (a name that may hold a region turning autocast off covers nothing)
+            if _CPU_REGION.search(data, line, max(end, at) + 1):
+                cpu.add(bound.group(1))
+    # (a name that may hold a region turning autocast off covers nothing)
+    return out - off, cpu & (out - off)
 
 
 def _disabled(line: bytes) -> bool:

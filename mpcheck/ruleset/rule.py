@@ -186,7 +186,7 @@ class Rule:
         dtypes clash, silent when every cast model reaching ``scope`` runs under autocast
         and autocast recasts that op."""
         evidence = scope.evidence
-        if evidence is not None and evidence.kind == NEVER_BUILT:
+        if self.never_runs(scope):
             return  # code nothing runs: no finding at all
         if evidence is not None and evidence.float32 and _follows_model(half):
             return
@@ -242,6 +242,14 @@ class Rule:
         if evidence.node is not None:  # the class, and the cast in its file (by module)
             more.append((evidence.node, evidence.text if evidence.note is None else evidence.note))
         return f"{message} (half: {evidence.text})", more, False
+
+    def never_runs(self, scope: Scope) -> bool:
+        """Whether nothing in the project runs the code of ``scope``: nothing builds, imports,
+        exports or calls it (:mod:`mpcheck.project.reach`, :mod:`mpcheck.project.uncalled`).
+        What it would compute is no hazard of the program, error or warning, even where the
+        code makes its values half itself (``x.half()`` in a helper nothing calls)."""
+        evidence = scope.evidence
+        return evidence is not None and evidence.kind == NEVER_BUILT
 
     def against_half(self, scope: Scope, value: Fact | None) -> bool:
         """Whether the project's evidence says ``value`` never runs in half here: it follows
