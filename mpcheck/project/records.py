@@ -64,7 +64,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 31
+FORMAT = 32
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -293,7 +293,9 @@ class ModelRecord:
                     tuple(map(str, by[0])),
                     tuple((str(n), str(c)) for n, c in by[1]),
                     tuple((str(n), str(c)) for n, c in by[2]),
-                    tuple((str(n), tuple(map(str, a))) for n, a in by[3]),
+                    tuple(
+                        (str(n), tuple(map(str, a)), (int(w[0]), int(w[1]))) for n, a, w in by[3]
+                    ),
                 ),
                 int(main),
                 tuple((str(c), str(h)) for c, h in held),
@@ -657,7 +659,7 @@ class _Reader:
             tuple(dict.fromkeys(wrapped)),
             self._accelerate_deepspeed(code),
             construction_of(code, self.module, self._found),
-            callers_of(code, self.module, self.imports, bool(self.stars), self._found),
+            callers_of(code, self.module, self.imports, bool(self.stars), self._found, self.data),
             self.spot(main.start())[0] if main else 0,
             tuple(sorted(parts)),
             reach_of(self.data, code, self.imports, self.plain, self._found),
