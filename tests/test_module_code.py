@@ -314,10 +314,10 @@ def test_autograd_functions_and_attention_processors_hand_activations() -> None:
 
 
 def _handed(source: str, imports: dict[str, str]) -> dict[str, set[tuple[str, ...]]]:
-    code = blank(dedent(source))
-    *_, handed = callers_of(code, "pkg.run", imports, stars=False)
+    raw = dedent(source)
+    *_, handed = callers_of(blank(raw), "pkg.run", imports, stars=False, raw=raw)
     found: dict[str, set[tuple[str, ...]]] = {}
-    for callee, args in handed:
+    for callee, args, _ in handed:
         found.setdefault(callee, set()).add(args)
     return found
 
@@ -358,14 +358,75 @@ def test_a_parameter_every_call_hands_full_precision_is_no_activation(tmp_path: 
             (),
             (),
             (),
-            (("pkg.mel.spec", ("f", "n")), ("pkg.mel.spec", ("f", "n_fft=n", "x=?"))),
+            (
+                ("pkg.mel.spec", ("f", "n"), (3, 5)),
+                ("pkg.mel.spec", ("f", "n_fft=n", "x=?"), (4, 5)),
+            ),
         ),
     }
     code = ModuleCode(passes, {}, lambda _: None, lambda _: None)
-    assert code.full_inputs("pkg.mel.spec", ("y", "n_fft", "x")) == {"y": False, "n_fft": True}
-    passes["pkg.run"] = ((), (), (), (("pkg.mel.spec", ("f", "n")), ("pkg.mel.spec", ("!",))))
+    assert code.full_inputs("pkg.mel.spec", ("y", "n_fft", "x")) == {"y": "f", "n_fft": "n"}
+    passes["pkg.run"] = (
+        (),
+        (),
+        (),
+        (("pkg.mel.spec", ("f", "n"), (3, 5)), ("pkg.mel.spec", ("!",), (9, 12))),
+    )
     code = ModuleCode(passes, {}, lambda _: None, lambda _: None)
     assert code.full_inputs("pkg.mel.spec", ("y", "n_fft", "x")) == {}
+
+
+def test_integer_and_bool_tensors_a_call_hands_are_read_off_its_text() -> None:
+    """Indices, integer casts, comparisons, int64 factories and token ids carry no floating
+    dtype; a concatenation of upcasts is full precision."""
+    imports = {"torch": "torch", "spec": "pkg.mel.spec"}
+    found = _handed(
+        """\
+        def run(model, x, tok, outs, n):
+            enc = tok(["a"], return_tensors="pt")
+            a = spec(x.argmax(-1), x.topk(3).indices, x.topk(3)[1], torch.max(x, -1)[1])
+            b = spec(x.long(), x.to(torch.bool), x > 0, torch.nonzero(x), torch.multinomial(x, 1))
+            c = spec(torch.arange(n), torch.randint(0, 9, (2,)), torch.tensor([len(outs)]))
+            d = spec(enc["input_ids"], enc.input_ids, enc["attention_mask"], enc.attention_mask)
+            e = spec(torch.stack([o.float() for o in outs]), torch.cat([x.float(), x.double()]))
+            f = spec(torch.arange(0, n, 2).float(), torch.arange(n * 0.5), x.topk(3)[0], x)
+            g = spec(model.out["attention_mask"], x if n > 0 else outs, torch.cat([x.float(), x]))
+        """,
+        imports,
+    )
+    assert found["pkg.mel.spec"] == {
+        ("i", "i", "i", "i"),
+        ("i", "i", "i", "i", "i"),
+        ("i", "i", "i"),
+        ("i", "i", "i", "i"),
+        ("f", "f"),
+        ("f", "?", "?", "?"),
+        ("?", "?", "?"),
+    }
+
+
+def test_a_parameter_every_call_hands_integers_is_an_integer_tensor() -> None:
+    from mpcheck.project.callers import ModuleCode
+
+    passes = {
+        "pkg.mel": (("pkg.mel.spec",), (), (), ()),
+        "pkg.run": (
+            (),
+            (),
+            (),
+            (
+                ("pkg.mel.spec", ("i", "i", "i"), (3, 5)),
+                ("pkg.mel.spec", ("i", "f", "h"), (7, 9)),
+                ("pkg.mel.spec", ("i", "f", "?"), (5, 9)),
+            ),
+        ),
+    }
+    code = ModuleCode(passes, {}, lambda _: None, lambda _: None, {"pkg.run": "pkg/run.py"})
+    params = ("ids", "x", "y")
+    assert code.full_inputs("pkg.mel.spec", params) == {"ids": "i", "x": "f"}
+    # (``y``: one call hands it integers, two others may hand it half: the half cast is named)
+    assert code.half_call("pkg.mel.spec", params, "y") == ("pkg/run.py", 7, 9, True)
+    assert code.half_call("pkg.mel.spec", params, "x") is None
 
 
 def test_a_function_runs_with_the_module_classes_whose_code_calls_it() -> None:
@@ -388,12 +449,12 @@ def test_a_function_runs_with_the_module_classes_whose_code_calls_it() -> None:
     assert code.runs_with("pkg.ops.norm") == {"pkg.nets.Block"}
     assert code.runs_with("pkg.ops.helper") == {"pkg.nets.Block"}
     assert code.runs_with("pkg.nets.other") is None  # (no project function)
-    halved = {**passes, "pkg.run": ((), (), (), (("pkg.ops.norm", ("h",)),))}
+    halved = {**passes, "pkg.run": ((), (), (), (("pkg.ops.norm", ("h",), (1, 1)),))}
     assert (
         ModuleCode(halved, classes, lambda _: None, lambda _: None).runs_with("pkg.ops.norm")
         is None
     )
-    escaped = {**passes, "pkg.run": ((), (), (), (("pkg.ops.norm", ("!",)),))}
+    escaped = {**passes, "pkg.run": ((), (), (), (("pkg.ops.norm", ("!",), (1, 1)),))}
     assert (
         ModuleCode(escaped, classes, lambda _: None, lambda _: None).runs_with("pkg.ops.norm")
         is None

@@ -158,6 +158,8 @@ EXAMPLES: dict[str, Callable[[Any, Any], Any]] = {
     "torch.take_along_dim": lambda x, t: torch.take_along_dim(
         x, torch.zeros(4, 1, dtype=torch.long), 1
     ),
+    "multinomial": lambda x, t: x.abs().multinomial(1),
+    "torch.multinomial": lambda x, t: torch.multinomial(x.abs(), 2),
     "torch.bucketize": lambda x, t: torch.bucketize(x, torch.tensor([0.0], dtype=x.dtype)),
     "torch.get_default_dtype": lambda x, t: torch.get_default_dtype(),
     "torch.is_autocast_enabled": lambda x, t: torch.is_autocast_enabled(),

@@ -43,7 +43,7 @@ from mpcheck.project.exports import exported
 from mpcheck.project.models import ModelUses
 from mpcheck.project.names import ImportTable
 from mpcheck.project.part_methods import part_called_names
-from mpcheck.project.summary import ProjectLookup
+from mpcheck.project.summary import Place, ProjectLookup
 
 _SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
 _NAME_CALL = re.compile(rb"\b(?<!\.)([A-Za-z_]\w*)\s*\(")  # (``\b`` first: twice as fast)
@@ -143,10 +143,15 @@ class FileAnalysis(Walk):
     def called_outside_modules(self, name: str) -> bool:
         return self.uses is not None and self.uses.runs_outside_modules(name)
 
-    def full_inputs(self, name: str, params: tuple[str, ...]) -> dict[str, bool]:
+    def full_inputs(self, name: str, params: tuple[str, ...]) -> dict[str, str]:
         if self.uses is None or self._entry_point(name):
             return {}
         return self.uses.full_inputs(name, params)
+
+    def half_call(self, name: str, params: tuple[str, ...], param: str) -> Place | None:
+        if self.uses is None or self._entry_point(name):
+            return None
+        return self.uses.half_call(name, params, param)
 
     def _entry_point(self, name: str) -> bool:
         """Whether users of the project may call its function ``name`` with anything: a

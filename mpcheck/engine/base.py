@@ -154,11 +154,17 @@ class Walk(ABC):
         never from a module's code: only scripts, datasets and plain classes hand it data."""
 
     @abstractmethod
-    def full_inputs(self, name: str, params: tuple[str, ...]) -> dict[str, bool]:
+    def half_call(self, name: str, params: tuple[str, ...], param: str) -> Place | None:
+        """Where this file's function ``name`` (outside a class) is handed, as ``param``, a
+        value that may be half while its other calls hand it none: the call a finding on
+        that parameter rests on (None: no such call, or users may call it)."""
+
+    @abstractmethod
+    def full_inputs(self, name: str, params: tuple[str, ...]) -> dict[str, str]:
         """The parameters (of ``params``) of this file's function ``name`` (outside a
-        class) that every call in the project hands a full-precision value (True: a number),
-        where no user
-        of the project may call it otherwise (:mod:`mpcheck.project.arguments`)."""
+        class) that every call in the project hands no half value, with what it hands
+        (``arguments.NUMBER``, ``INT`` or ``FULL``), where no user of the project may call it
+        otherwise (:mod:`mpcheck.project.arguments`)."""
 
     @abstractmethod
     def handed_split(self, function: str, slots: Collection[str]) -> SplitRun | None:

@@ -52,6 +52,7 @@ from mpcheck.engine.partial_cast import casts_to_half, converted_parts
 from mpcheck.engine.records import factories_first, fields
 from mpcheck.engine.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
 from mpcheck.knowledge import torch_api as T
+from mpcheck.project.arguments import FULL, INT, NUMBER
 from mpcheck.project.names import dotted
 from mpcheck.project.summary import ClassSummary, Function
 
@@ -355,7 +356,8 @@ class Definitions:
             evidence = self.file.uncalled(cls.node.name.value, fn.name.value) or evidence
         module_code = outer.scope.module_code if outer is not None else False
         handed = False  # (only scripts, datasets and plain classes call it: see ``_handed``)
-        full: dict[str, bool] = {}  # (every call hands them full precision; True: numbers)
+        full: dict[str, str] = {}  # (every call hands them no half value: what it hands)
+        names: tuple[str, ...] = ()
         if cls is None and outer is None:
             module_code = self.file.called_from_modules(fn.name.value)
             handed = not module_code and self.file.called_outside_modules(fn.name.value)
@@ -408,8 +410,14 @@ class Definitions:
                     env[name] = _handed(env[name], param)
                 if name in full:
                     env[name] = _full_everywhere(env[name], param, index, full[name])
+                elif names and env[name].is_tensor and env[name].from_input:
+                    # (the call that may hand it half, where the others hand none: the
+                    # evidence a finding on it rests on, a related location at the input)
+                    place = self.file.half_call(fn.name.value, names, name)
+                    if place is not None:
+                        self.file.elsewhere[param] = place
                 elif all_full and name in bare and name not in tensors:
-                    env[name] = _full_everywhere(env[name], param, index, False, used=False)
+                    env[name] = _full_everywhere(env[name], param, index, FULL, used=False)
                 # (the body is walked only for an input ``unproven`` would change)
                 if name in bare and _provable(env[name]) and name not in self.uses(fn).tensors:
                     env[name] = unproven(env[name])
@@ -908,22 +916,28 @@ def _handed(fact: Fact, param: cst.Param) -> Fact:
 
 
 def _full_everywhere(
-    fact: Fact, param: cst.Param, index: int, numbers: bool, *, used: bool = True
+    fact: Fact, param: cst.Param, index: int, handed: str, *, used: bool = True
 ) -> Fact:
-    """A tensor input that every call of the project hands a full-precision value (loaded
-    data, a numpy array, a factory without ``dtype=``, an upcast: see
+    """A tensor input that every call of the project hands no half value (loaded data, a
+    numpy array, a factory without ``dtype=``, an upcast, an integer tensor: see
     :mod:`mpcheck.project.arguments`): no model's activation, so no premise that it is half
     holds. Its exact dtype may be float32 or float64, so it is known only as not half. One
-    that every call hands a Python number (``numbers``) is no tensor at all; one the body
-    never uses as a tensor, beside such inputs (not ``used``), brings no activation either."""
+    that every call hands an integer or bool tensor (``handed`` is ``INT``: token ids,
+    ``argmax`` indices, a comparison's mask) is an integer tensor: no cast of a model
+    changes it. One that every call hands a Python number (``NUMBER``) is no tensor at all;
+    one the body never uses as a tensor, beside such inputs (not ``used``), brings no
+    activation either."""
     if fact.kind is not Kind.TENSOR or fact.prec is not Prec.MODEL or not fact.from_input:
         return fact
-    if numbers:
+    if handed == NUMBER:
         return Fact(Kind.OTHER, params=frozenset({index}))
+    assert fact.origin is not None  # (``from_input``)
+    if handed == INT and used:
+        what = f"`{param.name.value}`, handed integer tensors by every call in the project"
+        return replace(fact, prec=Prec.INT, dtype=None, origin=replace(fact.origin, text=what))
     what = f"`{param.name.value}`, handed full-precision values by every call in the project"
     if not used:
         what = f"`{param.name.value}`, never used as a tensor beside full-precision inputs"
-    assert fact.origin is not None  # (``from_input``)
     return replace(fact, prec=Prec.UNKNOWN, origin=replace(fact.origin, text=what))
 
 

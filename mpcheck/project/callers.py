@@ -32,7 +32,16 @@ from collections.abc import Callable, Mapping
 
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project import lines
-from mpcheck.project.arguments import FULL, HALF, NUMBER, Handed, arguments_of
+from mpcheck.project.arguments import (
+    FULL,
+    HALF,
+    INT,
+    NUMBER,
+    UNKNOWN,
+    Handed,
+    arguments_of,
+    keyed,
+)
 from mpcheck.project.brackets import enclosing
 from mpcheck.project.construction import body_end
 from mpcheck.project.lines import line_matches
@@ -40,13 +49,15 @@ from mpcheck.project.lines import line_matches
 __all__ = ["CallersPass", "ModuleCode", "callers_of"]
 
 # One file's pass: (top-level functions), ((callee, class), ...), ((callee, function), ...),
-# ((callee, what each call hands it), ...) (:mod:`mpcheck.project.arguments`; ``("!",)``: the
-# function's name is written without a call, so it may be called with anything)
+# ((callee, what each call hands it, (line, column) of its first such call), ...)
+# (:mod:`mpcheck.project.arguments`; ``("!",)``: the function's name is written without a
+# call, so it may be called with anything)
+Spot = tuple[int, int]
 CallersPass = tuple[
     tuple[str, ...],
     tuple[tuple[str, str], ...],
     tuple[tuple[str, str], ...],
-    tuple[tuple[str, Handed], ...],
+    tuple[tuple[str, Handed, Spot], ...],
 ]
 EMPTY: CallersPass = ((), (), (), ())
 ESCAPED: Handed = ("!",)
@@ -69,12 +80,14 @@ def callers_of(
     imports: Mapping[str, str],
     stars: bool,
     headers_read: list[re.Match[bytes]] | None = None,
+    raw: bytes | None = None,
 ) -> CallersPass:
     """The call sites in ``code`` (blanked) of functions, by caller: see the module docstring.
 
     ``module``: the file's dotted path; ``imports``: what each name its imports bind stands
     for (``ops`` -> ``pkg.ops``); ``stars``: it star-imports (a bare name may come from any);
-    ``headers_read``: its headers (:func:`~mpcheck.project.lines.headers`), when read."""
+    ``headers_read``: its headers (:func:`~mpcheck.project.lines.headers`), when read;
+    ``raw``: the code before blanking (the string keys of subscripts are read from it)."""
     headers = []  # (start, end of body, indent, kind, name)
     names_at = set()  # (where a header's name stands: no call)
     for match in lines.headers(code) if headers_read is None else headers_read:
@@ -139,7 +152,7 @@ def callers_of(
                 continue
             (methods if kind == "class" else functions).add((callee, owner))
     defined = (_qualify(module, name) for name in top)
-    handed = _handed(code, wanted, names_at, spans, imports, qualified)
+    handed = _handed(code, wanted, names_at, spans, imports, qualified, raw)
     return tuple(sorted(defined)), tuple(sorted(methods)), tuple(sorted(functions)), handed
 
 
@@ -150,10 +163,13 @@ def _handed(
     spans: list[tuple[int, int, str, str]],
     imports: Mapping[str, str],
     qualified: Callable[[bytes, bytes | None], str | None],
-) -> tuple[tuple[str, Handed], ...]:
+    raw: bytes | None,
+) -> tuple[tuple[str, Handed, Spot], ...]:
     """Each call of a project function in ``code`` (module level too) with what it hands,
-    and each name of one written without a call (:data:`ESCAPED`)."""
-    found: list[tuple[str, Handed]] = []
+    and each name of one written without a call (:data:`ESCAPED`), with where the first of
+    them is (line, column; 1-based)."""
+    found: dict[tuple[str, Handed], int] = {}  # -> the offset of the first
+    values = code if raw is None else keyed(code, raw)  # (what the arguments are read from)
     starts = sorted((start, end) for start, end, _, _ in spans)
     froms = _from_brackets(code)
     for word in wanted:
@@ -173,12 +189,18 @@ def _handed(
                 continue
             opened = _OPEN.match(code, after)
             if opened is None:
-                found.append((callee, ESCAPED))
+                found[callee, ESCAPED] = min(here, found.get((callee, ESCAPED), here))
                 continue
             start = next((s for s, e in reversed(starts) if s <= here < e), 0)
-            args, _ = arguments_of(code, opened.end() - 1, start, imports)
-            found.append((callee, args))
-    return tuple(sorted(set(found)))
+            args, _ = arguments_of(values, opened.end() - 1, start, imports)
+            found[callee, args] = min(here, found.get((callee, args), here))
+    return tuple(sorted((callee, args, _spot(code, at)) for (callee, args), at in found.items()))
+
+
+def _spot(code: bytes, at: int) -> Spot:
+    """The line and column (1-based) of the offset ``at``."""
+    line = code.rfind(b"\n", 0, at) + 1
+    return code.count(b"\n", 0, at) + 1, at - line + 1
 
 
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -240,8 +262,9 @@ class ModuleCode:
         classes: Mapping[str, tuple[str, ...]],
         resolve_class: Callable[[str], str | None],
         resolve: Callable[[str], str | None],
+        paths: Mapping[str, str] | None = None,
     ) -> None:
-        self.classes = classes  # (``passes``: each file's, by its module)
+        self.classes = classes  # (``passes``: each file's, by its module; ``paths``: its file)
         self.resolve_class = resolve_class
         self._modules: dict[str, bool] = {}
         defined = {name for names, *_ in passes.values() for name in names}
@@ -272,10 +295,15 @@ class ModuleCode:
         found = passes.values()
         # callee -> what each of its calls hands it (:mod:`mpcheck.project.arguments`)
         self._handed: dict[str, set[Handed]] = {}
-        for *_, handed in found:
-            for callee, args in handed:
+        # (callee, what a call hands) -> where the first such call is: (path, line, column)
+        self._where: dict[tuple[str, Handed], tuple[str, int, int]] = {}
+        for module, (*_, handed) in passes.items():
+            path = (paths or {}).get(module, module)
+            for callee, args, (line, column) in handed:
                 for name in target(callee):
                     self._handed.setdefault(name, set()).add(args)
+                    where = (path, line, column)
+                    self._where[name, args] = min(where, self._where.get((name, args), where))
         called: set[str] = set()  # (by anything: a module, a script, a plain class)
         from_runners: set[str] = set()  # (by a module, a pipeline or a sampler)
         owners: dict[str, set[str]] = {}  # function -> the classes whose methods call it
@@ -364,16 +392,17 @@ class ModuleCode:
             return None
         return frozenset(c for c in owners if self.module_class(c))
 
-    def full_inputs(self, function: str, params: tuple[str, ...]) -> dict[str, bool]:
+    def full_inputs(self, function: str, params: tuple[str, ...]) -> dict[str, str]:
         """The parameters (of ``params``, in order) that every call of the project function
-        ``function`` (qualified) hands a full-precision value or a number (True: only
-        numbers): none when nothing calls it or its name is handed on without a call (then
-        anything may call it)."""
+        ``function`` (qualified) hands no half value, with what they are handed: a number at
+        every call (:data:`NUMBER`: no tensor), an integer or bool tensor at every call
+        (:data:`INT`), else full precision, integers or numbers (:data:`FULL`: not half).
+        None when nothing calls it or its name is handed on without a call (then anything
+        may call it)."""
         calls = self._handed.get(function)
         if not calls or ESCAPED in calls:
             return {}
-        full = set(params)
-        numbers = set(params)
+        kinds: dict[str, set[str]] = {name: set() for name in params}
         for args in calls:
             given: dict[str, str] = {}
             for index, value in enumerate(args):
@@ -384,9 +413,42 @@ class ModuleCode:
                     return {}  # (``f(*args)``: which parameter gets what is unknown)
                 elif index < len(params):
                     given[params[index]] = value
-            full &= {name for name, kind in given.items() if kind in (FULL, NUMBER)}
-            numbers &= {name for name, kind in given.items() if kind == NUMBER}
-        return {name: name in numbers for name in full}
+            for name in list(kinds):
+                handed = given.get(name, UNKNOWN)
+                if handed in _SAFE:
+                    kinds[name].add(handed)
+                else:
+                    del kinds[name]
+        return {name: _class_of(found) for name, found in kinds.items()}
+
+    def half_call(
+        self, function: str, params: tuple[str, ...], param: str
+    ) -> tuple[str, int, int, bool] | None:
+        """Where the project function ``function`` (qualified) is handed, for its parameter
+        ``param`` (of ``params``, in order), a value that may be half, when its other calls
+        hand that parameter no half value: the call that keeps it an activation (path, line,
+        column, and whether the call writes a half cast). None when no call hands it a value
+        known not to be half, or none may hand it half."""
+        calls = self._handed.get(function)
+        if not calls or ESCAPED in calls or param not in params:
+            return None
+        index = params.index(param)
+        others: list[tuple[bool, tuple[str, int, int]]] = []
+        safe = False
+        for args in calls:
+            if "*" in args:
+                return None
+            given = next((v.partition("=")[2] for v in args if v.startswith(f"{param}=")), None)
+            if given is None and index < len(args) and "=" not in args[index]:
+                given = args[index]
+            if given in _SAFE:
+                safe = True
+            elif given is not None:
+                others.append((given != HALF, self._where[function, args]))
+        if not safe or not others:
+            return None
+        unknown, (path, line, column) = min(others)  # (a half cast first, then the first)
+        return path, line, column, not unknown
 
     @property
     def digest(self) -> str:
@@ -395,19 +457,40 @@ class ModuleCode:
         # (only the functions a call hands something full: an edit of other calls changes
         # no answer of :meth:`full_inputs`, and must not recheck the project)
         handed = [(k, v) for k, v in handed if all(c and c != ESCAPED and "*" not in c for c in v)]
+        # (and where the calls :meth:`half_call` may name are: those beside such calls)
+        kept = {k for k, _ in handed}
+        where = sorted(
+            (k, self._where[k, a])
+            for k, calls in self._handed.items()
+            if k in kept
+            for a in calls
+            if any((v.partition("=")[2] or v) not in _SAFE for v in a)
+        )
         owners = sorted((k, sorted(v)) for k, v in self.owners.items())
-        return repr((sorted(self.called), sorted(self.outside), handed, owners))
+        return repr((sorted(self.called), sorted(self.outside), handed, owners, where))
+
+
+_SAFE = frozenset({FULL, NUMBER, INT})
+
+
+def _class_of(kinds: set[str]) -> str:
+    """What a parameter handed values of ``kinds`` (each no half) is: numbers only, integer
+    tensors only, else full precision (not half: float32, or integers beside it)."""
+    if kinds == {NUMBER}:
+        return NUMBER
+    return INT if kinds == {INT} else FULL
 
 
 def _reduced(args: Handed) -> Handed:
     """What :meth:`ModuleCode.full_inputs` reads of a call: the slots (position or keyword)
-    handed full precision or a number, with their kind; a splat or an escape as it is."""
+    handed full precision, an integer or a number, with their kind; a splat or an escape as
+    it is."""
     if args == ESCAPED or "*" in args:
         return args
     slots = []
     for index, value in enumerate(args):
         name, equals, kind = value.partition("=")
-        if (kind if equals else value) in (FULL, NUMBER):
+        if (kind if equals else value) in _SAFE:
             slots.append(value if equals else f"{index}:{value}")
     return tuple(slots)
 

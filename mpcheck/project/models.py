@@ -326,14 +326,30 @@ class ModelUses:
             return False
         return (f"{self.module}.{name}" if self.module else name) in self.module_code.outside
 
-    def full_inputs(self, name: str, params: tuple[str, ...]) -> dict[str, bool]:
+    def full_inputs(self, name: str, params: tuple[str, ...]) -> dict[str, str]:
         """The parameters of the function ``name`` of :attr:`module` (defined outside a
-        class) that every call of the project hands a full-precision value
-        (:meth:`~mpcheck.project.callers.ModuleCode.full_inputs`)."""
+        class) that every call of the project hands no half value, with what they are
+        handed (:meth:`~mpcheck.project.callers.ModuleCode.full_inputs`)."""
         if self.module_code is None:
             return {}
         qualified = f"{self.module}.{name}" if self.module else name
         return self.module_code.full_inputs(qualified, params)
+
+    def half_call(self, name: str, params: tuple[str, ...], param: str) -> Place | None:
+        """Where the function ``name`` of :attr:`module` (defined outside a class) is handed,
+        as its parameter ``param``, a value that may be half while its other calls hand it
+        none (:meth:`~mpcheck.project.callers.ModuleCode.half_call`): that call is the
+        evidence a finding on the parameter rests on."""
+        if self.module_code is None:
+            return None
+        qualified = f"{self.module}.{name}" if self.module else name
+        found = self.module_code.half_call(qualified, params, param)
+        if found is None:
+            return None
+        path, line, column, cast = found
+        what = "a value cast to half" if cast else "a value that may be half"
+        text = f"`{name}` is handed {what} as `{param}` here; its other calls hand no half value"
+        return Place(path, line, column, text)
 
     def reached(self, name: str) -> bool:
         """Whether anything in the project may build the class ``name`` of :attr:`module`:
@@ -883,7 +899,8 @@ def uses_of_records(
     made = Construction((r.construction for r in records.values()), defaults)
     classes = {c.name: c.bases for r in records.values() for c in r.classes}
     passes = {r.module: r.callers for r in records.values()}
-    called = ModuleCode(passes, classes, names.resolve, names.follow)
+    paths = {r.module: p for p, r in records.items()}
+    called = ModuleCode(passes, classes, names.resolve, names.follow, paths)
     lambdas = Callables({p: r.callables for p, r in records.items()})
     # (FSDP's policies cast, they never autocast: :data:`~mpcheck.knowledge.wrappers.WRAPPERS`)
     # (the project's own code shows an autocast region, or a trainer that may open one)

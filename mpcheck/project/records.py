@@ -298,7 +298,9 @@ class ModelRecord:
                     tuple(map(str, by[0])),
                     tuple((str(n), str(c)) for n, c in by[1]),
                     tuple((str(n), str(c)) for n, c in by[2]),
-                    tuple((str(n), tuple(map(str, a))) for n, a in by[3]),
+                    tuple(
+                        (str(n), tuple(map(str, a)), (int(w[0]), int(w[1]))) for n, a, w in by[3]
+                    ),
                 ),
                 int(main),
                 tuple((str(c), str(h)) for c, h in held),
@@ -671,7 +673,7 @@ class _Reader:
             tuple(dict.fromkeys(wrapped)),
             self._accelerate_deepspeed(code),
             construction_of(code, self.module, self._found),
-            callers_of(code, self.module, self.imports, bool(self.stars), self._found),
+            callers_of(code, self.module, self.imports, bool(self.stars), self._found, self.data),
             self.spot(main.start())[0] if main else 0,
             tuple(sorted(parts)),
             reach_of(self.data, code, self.imports, self.plain, self._found),
