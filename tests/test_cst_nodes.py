@@ -176,3 +176,22 @@ def test_a_process_that_wants_them_installs_them_at_its_first_parse() -> None:
     )
     before, after = map(int, done.stdout.split())
     assert before == 0 and after > 0
+
+
+def test_type_checks_answer_by_the_hierarchy_as_abcmeta_did() -> None:
+    # cst_nodes._PlainChecks: the node classes' checks run in C, with ABCMeta's answers
+    from abc import ABCMeta
+
+    from mpcheck.files.cst_nodes import _node_classes
+
+    classes = [cst.CSTNode, *_node_classes()]
+    assert all(type(cls).__name__ == "_PlainChecks" for cls in classes)
+    concrete = [cls for cls in classes if cls in ORIGINAL_INITS]
+    for sub in concrete:
+        for sup in classes:
+            assert issubclass(sub, sup) == ABCMeta.__subclasscheck__(sup, sub), (sub, sup)
+    name, stmt = cst.Name("x"), cst.Pass()
+    for sup in classes:
+        assert isinstance(name, sup) == ABCMeta.__instancecheck__(sup, name), sup
+        assert isinstance(stmt, sup) == ABCMeta.__instancecheck__(sup, stmt), sup
+    assert not isinstance(1, cst.CSTNode) and isinstance(name, cst.BaseExpression)

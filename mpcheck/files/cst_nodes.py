@@ -20,9 +20,11 @@ not needs of a tree its parser made:
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import os
 import threading
+from abc import ABCMeta
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -128,16 +130,47 @@ def wanted() -> bool:
     return _wanted
 
 
+class _PlainChecks(ABCMeta):
+    """libcst's node classes as they are, with ``isinstance`` and ``issubclass`` answered
+    from the class hierarchy by ``type``'s own checks in C.
+
+    Every node class is an ``ABC``, so each ``isinstance(node, cst.BaseExpression)`` that
+    the walk asks (millions per run; a node of another class answers through ABCMeta's
+    Python-level hook) pays a Python call. ABCs differ from plain classes in these checks
+    only by virtual subclasses (``register``, ``__subclasshook__``), and libcst has none:
+    :func:`_plain_checks` swaps the metaclass only while that holds."""
+
+    __instancecheck__ = type.__instancecheck__
+    __subclasscheck__ = type.__subclasscheck__
+
+
+def _plain_checks(classes: list[type]) -> None:
+    """``classes`` answer type checks by their hierarchy (:class:`_PlainChecks`), when none
+    has a virtual subclass or a subclass hook; else they stay as they are."""
+    dump = getattr(abc, "_get_dump", None)  # (C ``abc``: how it shows a class's registry)
+    if dump is None:
+        return
+    for cls in classes:
+        registered, *_ = dump(cls)
+        if type(cls) is not ABCMeta or registered or "__subclasshook__" in cls.__dict__:
+            return
+    for cls in classes:
+        setattr(cls, "__class__", _PlainChecks)  # noqa: B010 - a metaclass swap
+
+
 def install_constructors() -> None:
-    """Give libcst's node classes the cheaper constructors (once; 25 ms, which a run that
-    parses many files recovers in its first few, and a one-file check would not)."""
+    """Give libcst's node classes the cheaper constructors and type checks (once; 25 ms,
+    which a run that parses many files recovers in its first few, and a one-file check
+    would not)."""
     if ORIGINAL_INITS or cst.CSTNode.__post_init__ is not _post_init:
         return
-    for cls in list(_node_classes()):
+    classes = list(_node_classes())
+    for cls in classes:
         init = _slot_init(cls)
         if init is not None:
             ORIGINAL_INITS[cls] = cls.__init__
             cls.__init__ = init  # type: ignore[method-assign]
+    _plain_checks([cst.CSTNode, *classes])
 
 
 # Only while libcst's ``__post_init__`` does nothing but validate (1.x does).

@@ -49,9 +49,10 @@ _FALSE = frozenset({b"False", b"None", b"0"})
 _CONSTANTS = frozenset({b"False", b"None", b"True"})
 _INIT = re.compile(rb"^([ \t]+)def[ \t]+__init__[ \t]*\(", re.MULTILINE)
 _CLASS = re.compile(rb"^class[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
-_CAPITAL = re.compile(rb"(?<![\w])([A-Z]\w*)")
+# (look-behinds after the first letter: see ``_RETURN`` in returns.py)
+_CAPITAL = re.compile(rb"([A-Z](?<!\w[A-Z])\w*)")
 _IMPORT = re.compile(rb"^[ \t]*(?:from[ \t][^\n]*?)?import\b", re.MULTILINE)
-_SELF_BUILT = re.compile(rb"(?<![\w.])cls[ \t]*\(|type\(self\)[ \t]*\(|__class__[ \t]*\(")
+_SELF_BUILT = re.compile(rb"(?:c(?<![\w.]c)ls|type\(self\)|__class__)[ \t]*\(")
 _PARAM = re.compile(rb"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?(?:=\s*(.*?))?\s*$", re.DOTALL)
 
 

@@ -103,7 +103,9 @@ _TENSOR_FUNCTION = re.compile(
 _NAME = re.compile(rb"[A-Za-z_]\w*\Z")
 _NUMBER = re.compile(rb"-?\s*(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[jJ]?\Z")
 _DOTTED = re.compile(rb"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
-_RETURN = re.compile(rb"(?<![\w.])return\b[ \t]*")
+# (The look-behind after the first letter: a pattern led by one is tried at every offset,
+# one led by a letter only where that letter is, four to ten times faster.)
+_RETURN = re.compile(rb"r(?<![\w.]r)eturn\b[ \t]*")
 _NESTED = re.compile(rb"^([ \t]+)(?:async[ \t]+)?(?:def|class)[ \t]+\w", re.MULTILINE)
 _YIELD = re.compile(rb"\byield\b")
 _STATEMENT = re.compile(rb"^([ \t]+)\S", re.MULTILINE)
