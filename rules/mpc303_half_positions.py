@@ -195,27 +195,10 @@ class HalfPositions(Rule):
         if self._in_region(call, product, pos, freq):
             return
         cast = next((o for o in (frequencies, positions) if _with_model(o)), None)
-        if cast is not None and cast is frequencies and _made_like(cast):
-            which = self.ctx.module.code_for_node(cast.node)
-            message = (
-                f"frequencies `{which}` are made in another tensor's dtype "
-                f"({self.where(cast.fact)}): when that is half they are rounded, and the phases "
-                f"`{pos}` x `{which}` are off by 0.6-1.4 rad (bfloat16) or 0.3 rad (float16) "
-                "at position 1000 even when the product runs in float32; build the "
-                "frequencies in float32 (`dtype=torch.float32`) and cast only the cos/sin"
+        if cast is not None and _made_like(cast):
+            self._evidenced(
+                call, self._rounded_before(cast, cast is frequencies, pos, freq), cast.fact
             )
-            self._evidenced(call, message, cast.fact)
-            return
-        if cast is not None and cast is positions and _made_like(cast):
-            which = self.ctx.module.code_for_node(cast.node)
-            message = (
-                f"positions `{which}` are made in another tensor's dtype "
-                f"({self.where(cast.fact)}): when that is half, positions past 256 (bfloat16) "
-                f"or 2048 (float16) are rounded onto their neighbours before the phases "
-                f"`{pos}` x `{freq}` are taken, even when the product runs in float32; "
-                "build the positions in float32 (or as integers) and cast only the cos/sin"
-            )
-            self._evidenced(call, message, cast.fact)
             return
         if cast is not None and not self.autocast_only(call.scope):  # (else never cast)
             which = self.ctx.module.code_for_node(cast.node)
@@ -230,6 +213,25 @@ class HalfPositions(Rule):
             self._evidenced(call, message, cast.fact)
             return
         self._autocast_premise(call, product, pos, freq)
+
+    def _rounded_before(self, cast: Operand, frequencies: bool, pos: str, freq: str) -> str:
+        """Frequencies or positions made in another tensor's dtype: rounded with it before
+        any product, whatever dtype the product runs in."""
+        which = self.ctx.module.code_for_node(cast.node)
+        made = f"`{which}` are made in another tensor's dtype ({self.where(cast.fact)})"
+        if frequencies:
+            return (
+                f"frequencies {made}: when that is half they are rounded, and the phases "
+                f"`{pos}` x `{which}` are off by 0.6-1.4 rad (bfloat16) or 0.3 rad (float16) "
+                "at position 1000 even when the product runs in float32; build the "
+                "frequencies in float32 (`dtype=torch.float32`) and cast only the cos/sin"
+            )
+        return (
+            f"positions {made}: when that is half, positions past 256 (bfloat16) or 2048 "
+            f"(float16) are rounded onto their neighbours before the phases `{pos}` x "
+            f"`{freq}` are taken, even when the product runs in float32; build the positions "
+            "in float32 (or as integers) and cast only the cos/sin"
+        )
 
     def _in_region(self, call: CallSite, product: PhaseProduct, pos: str, freq: str) -> bool:
         """An autocast region of the code around the product: an error where it lowers it

@@ -136,16 +136,9 @@ def _root(node: cst.BaseExpression) -> cst.BaseExpression:
     """What ``node`` holds before shape and dtype changes: ``pos`` of
     ``pos.unsqueeze(2).float()[None]``, ``t`` of ``t / scale``."""
     while True:
-        if isinstance(node, cst.Subscript):
+        node = _stripped(node)
+        if isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT"):
             node = node.value
-        elif isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT"):
-            node = node.value
-        elif (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value in _KEEPS
-        ):
-            node = node.func.value
         elif isinstance(node, cst.BinaryOperation) and isinstance(
             node.operator, (cst.Divide, cst.Multiply)
         ):
