@@ -331,7 +331,7 @@ def _ranged(node: cst.CSTNode, call: CallSite, depth: int) -> bool:
     for sub in _walk(node):
         if isinstance(sub, cst.Call) and _called(sub) in _RANGES:
             return True
-        if isinstance(sub, cst.Name) and depth > 0 and sub is not getattr(node, "func", None):
+        if isinstance(sub, cst.Name) and depth > 0:
             bound = _bound(sub, call)
             if bound is not None and _ranged(bound, call, depth - 1):
                 return True
