@@ -184,4 +184,7 @@ def _scaler_role(scaler: Scaler) -> str:
     if scaler.via == "accelerate":
         when = "" if scaler.enabled else " when mixed_precision is fp16"
         return f"{scaler.text} runs a GradScaler{when}"
+    if scaler.via == "transformers":
+        when = "" if scaler.enabled else " when fp16 is set"
+        return f"{scaler.text} makes the Trainer step through a GradScaler{when}"
     return f"the GradScaler {scaler.text} is made here"

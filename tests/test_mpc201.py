@@ -426,3 +426,115 @@ def test_a_local_bound_only_to_false_never_takes_its_branch(flag: str, reported:
         """
     )
     assert bool(found) is reported
+
+
+TRAINER = "from transformers import AutoModelForCausalLM, Trainer, TrainingArguments\n"  # line 4
+
+
+def trainer_findings(body: str, code: str = "MPC201") -> list[Diagnostic]:
+    return [d for d in check(HEADER + TRAINER + textwrap.dedent(body)) if d.code == code]
+
+
+def test_a_trainer_with_fp16_steps_a_model_loaded_in_float16() -> None:
+    (d,) = trainer_findings(
+        """
+        def main(data):
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+            args = TrainingArguments(output_dir="out", fp16=True)
+            trainer = Trainer(model=model, args=args, train_dataset=data)
+            trainer.train()
+        """
+    )
+    assert span(d) == (10, 5, 10, 20)
+    assert "the optimizer built at line 9 trains parameters that are float16" in d.message
+    assert related(d)[-1] == (
+        8,
+        12,
+        '`TrainingArguments(output_dir="out", fp16=True)` makes the Trainer step through a '
+        "GradScaler",
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "arguments"),
+    [
+        # float32 master weights under fp16 autocast: what fp16=True is for
+        ('AutoModelForCausalLM.from_pretrained("m")', "fp16=True"),
+        # bfloat16 weights and bf16 autocast: no GradScaler runs
+        ('AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.bfloat16)', "bf16=True"),
+        # no mixed precision asked for: no GradScaler runs
+        ('AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)', "fp16=False"),
+        # DeepSpeed scales the loss itself
+        (
+            'AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)',
+            'fp16=True, deepspeed="ds.json"',
+        ),
+        # FSDP's sharded scaler takes float16 gradients
+        (
+            'AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)',
+            'fp16=True, fsdp="full_shard"',
+        ),
+    ],
+)
+def test_a_trainer_that_runs_no_scaler_on_float16_is_quiet(model: str, arguments: str) -> None:
+    assert not trainer_findings(
+        f"""
+        def main(data):
+            model = {model}
+            args = TrainingArguments(output_dir="out", {arguments})
+            Trainer(model=model, args=args, train_dataset=data).train()
+        """
+    )
+
+
+def test_a_trainer_of_a_peft_model_trains_float32_adapters() -> None:
+    assert not trainer_findings(
+        """
+        from peft import LoraConfig, get_peft_model
+
+        def main(data):
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+            model = get_peft_model(model, LoraConfig(r=8))
+            args = TrainingArguments(output_dir="out", fp16=True)
+            Trainer(model=model, args=args, train_dataset=data).train()
+        """
+    )
+
+
+def test_a_trainer_handed_its_optimizer_trains_what_that_optimizer_holds() -> None:
+    (d,) = trainer_findings(
+        """
+        def main(data):
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+            optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+            args = TrainingArguments(output_dir="out", fp16=True)
+            trainer = Trainer(model=model, args=args, optimizers=(optimizer, None))
+            trainer.train()
+        """
+    )
+    assert "the optimizer built at line 8 trains" in d.message
+    assert not trainer_findings(
+        """
+        def main(data):
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+            head = [p for n, p in model.named_parameters() if "head" in n]
+            for p in head:
+                p.data = p.data.float()
+            optimizer = torch.optim.AdamW(head, fused=True)
+            args = TrainingArguments(output_dir="out", fp16=True)
+            trainer = Trainer(model=model, args=args, optimizers=(optimizer, None))
+            trainer.train()
+        """
+    )
+
+
+def test_a_trainer_whose_fp16_follows_a_flag_says_so() -> None:
+    (d,) = trainer_findings(
+        """
+        def main(data, flags):
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+            args = TrainingArguments(output_dir="out", fp16=flags.fp16)
+            Trainer(model=model, args=args, train_dataset=data).train()
+        """
+    )
+    assert related(d)[-1][2].endswith("step through a GradScaler when fp16 is set")

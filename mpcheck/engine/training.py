@@ -211,6 +211,52 @@ class ParamGroup:
 
 
 @dataclass(frozen=True)
+class TrainingArguments:
+    """``transformers.TrainingArguments(...)``: whether the Trainer given it scales losses.
+
+    With ``fp16=True`` the Trainer hands ``mixed_precision="fp16"`` to accelerate, whose
+    GradScaler unscales every step's gradients; not under DeepSpeed (``deepspeed=``), which
+    scales them itself, and FSDP's sharded scaler (``fsdp=``) takes float16 gradients."""
+
+    node: cst.CSTNode
+    text: str
+    fp16: bool | None  # None: decided at run time (``fp16=args.fp16``)
+    deepspeed: bool | None = False  # None: a value that may be None (``deepspeed=args.ds``)
+    fsdp: bool = False
+
+    def join(self, other: TrainInfo | None) -> TrainInfo | None:
+        if not isinstance(other, TrainingArguments) or other == self:
+            return self
+        return replace(
+            self,
+            fp16=tri(self.fp16, other.fp16),
+            deepspeed=tri(self.deepspeed, other.deepspeed),
+            fsdp=self.fsdp and other.fsdp,
+        )
+
+    @property
+    def scaler(self) -> Scaler | None:
+        """The GradScaler the Trainer steps through, or None when it runs none."""
+        if self.fp16 is False or self.deepspeed is True:
+            return None
+        enabled = None if self.fp16 is None or self.deepspeed is None else True
+        return Scaler(self.node, self.text, "transformers", None, enabled, self.fsdp)
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """A transformers ``Trainer``: ``trainer.train()`` steps ``optimizer`` (the one it builds
+    over the model's parameters, or the one handed to it) through ``scaler``."""
+
+    node: cst.CSTNode
+    scaler: Scaler | None
+    optimizer: Optimizer | None
+
+    def join(self, other: TrainInfo | None) -> TrainInfo | None:
+        return self  # (another trainer on another path: keep the first)
+
+
+@dataclass(frozen=True)
 class Scaled:
     """On a loss's fact: it was multiplied by ``scaler`` (``scaler.scale(loss)``)."""
 

@@ -42,6 +42,8 @@ from mpcheck.engine.training import (
     Scaler,
     ScalerState,
     State,
+    Trainer,
+    TrainingArguments,
     TrainingSite,
     bf16_when,
     bool_value,
@@ -158,6 +160,10 @@ class Tracker:
             return UNKNOWN
         if qual in api.PEFT_WRAPPERS and args:
             return self.peft_model(node, args[0], kwargs, frame)
+        if qual in api.HF_TRAINING_ARGUMENTS:
+            return self.training_arguments(node, kwargs)
+        if qual in api.HF_TRAINERS:
+            return self.hf_trainer(node, args, kwargs, frame)
         if qual == "itertools.chain":
             return chain(args)
         return None
@@ -245,6 +251,50 @@ class Tracker:
         text = f"`{self.code(node)}`"
         optimizer = Optimizer(node, text, names, params, eps, eps_node, fused)
         return Fact(Kind.OPTIMIZER, train=optimizer)
+
+    def training_arguments(self, node: cst.Call, kwargs: dict[str, Operand]) -> Fact:
+        """``TrainingArguments(fp16=True, ...)``: the GradScaler its Trainer steps through."""
+        flag = kwargs.get("fp16")
+        fp16 = False if flag is None else bool_value(flag.node)
+        plugin = kwargs.get("deepspeed")
+        deepspeed: bool | None = False
+        if plugin is not None and not _is_none(plugin.node):
+            literal = isinstance(plugin.node, (cst.SimpleString, cst.Dict))
+            deepspeed = True if literal else None  # (a path that may be None at run time)
+        sharding = kwargs.get("fsdp")
+        fsdp = sharding is not None and not _is_none(sharding.node)
+        if sharding is not None and string_value(sharding.node) == "":
+            fsdp = False
+        if sharding is not None and bool_value(sharding.node) is False:
+            fsdp = False
+        text = f"`{self.code(node)}`"
+        return Fact(Kind.OTHER, train=TrainingArguments(node, text, fp16, deepspeed, fsdp))
+
+    def hf_trainer(
+        self, node: cst.Call, args: tuple[Operand, ...], kwargs: dict[str, Operand], frame: Frame
+    ) -> Fact:
+        """``Trainer(model=model, args=training_args)``: ``train()`` steps an optimizer over
+        the model's parameters as they are where the trainer is built (later in-place casts
+        of the model reach them through :class:`Params`), or the optimizer handed to it
+        (``optimizers=(opt, sched)``). A trainer handed a ``peft_config`` wraps the model in
+        adapters peft keeps in float32: what it trains is unknown here."""
+        given = kwargs.get("args") or (args[1] if len(args) > 1 else None)
+        settings = given.fact.train if given is not None else None
+        scaler = settings.scaler if isinstance(settings, TrainingArguments) else None
+        model = kwargs.get("model") or (args[0] if args else None)
+        optimizer: Optimizer | None = None
+        handed = kwargs.get("optimizers")
+        if handed is not None:
+            first = handed.fact.items[0] if handed.fact.items else None
+            if first is not None and isinstance(first.train, Optimizer):
+                optimizer = first.train
+        elif model is not None and model.fact.kind is Kind.MODULE and "peft_config" not in kwargs:
+            path = dotted(model.node)
+            params = self.parameters("parameters", model.fact, path, frame.scope.flags)
+            if params is not None and params.elem is not None:
+                text = f"of `{self.code(node)}`"
+                optimizer = Optimizer(node, text, (), (params.elem,), None, None, None)
+        return Fact(Kind.OTHER, train=Trainer(node, scaler, optimizer))
 
     def parameters(self, method: str, module: Fact, path: str | None, flags: Flags) -> Fact | None:
         """``model.parameters()``: tensors in the model's dtype, linked back to ``model`` as
@@ -383,6 +433,10 @@ class Tracker:
         if isinstance(info, Optimizer):
             if method == "step":
                 self.optimizer_step(node, info, frame)
+            return UNKNOWN
+        if isinstance(info, Trainer):
+            if method == "train" and info.scaler is not None and info.optimizer is not None:
+                self.step(node, info.scaler, info.optimizer, frame, via="transformers")
             return UNKNOWN
         if isinstance(info, Scaled) and method == "backward":
             self.backward(node, info.scaler, recv, frame)
@@ -730,3 +784,7 @@ def own_scaler(kwargs: Mapping[str, Operand]) -> bool | None:
     if plugin is None or (isinstance(plugin.node, cst.Name) and plugin.node.value == "None"):
         return True
     return False if plugin.fact.layer == api.DEEPSPEED_PLUGINS[0] else None
+
+
+def _is_none(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"

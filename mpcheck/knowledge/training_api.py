@@ -80,6 +80,32 @@ CLIP_FUNCTIONS = frozenset(
 # Clip helpers known by their name where the import table cannot resolve them: inside
 # their own package (timm's ``from .clip_grad import dispatch_clip_grad``).
 CLIP_NAMES = frozenset({"dispatch_clip_grad"})
+# transformers' Trainer (and the trainers deriving it) builds an optimizer over the model's
+# trainable parameters unless handed ``optimizers=``, and with ``TrainingArguments(fp16=True)``
+# steps it through accelerate's GradScaler at every ``trainer.train()`` step (not under
+# DeepSpeed, which scales losses itself; FSDP's sharded scaler takes float16 gradients).
+HF_TRAINERS = frozenset(
+    {
+        "transformers.Trainer",
+        "transformers.trainer.Trainer",
+        "transformers.Seq2SeqTrainer",
+        "transformers.trainer_seq2seq.Seq2SeqTrainer",
+        "trl.SFTTrainer",
+        "trl.trainer.SFTTrainer",
+        "trl.trainer.sft_trainer.SFTTrainer",
+    }
+)
+HF_TRAINING_ARGUMENTS = frozenset(
+    {
+        "transformers.TrainingArguments",
+        "transformers.training_args.TrainingArguments",
+        "transformers.Seq2SeqTrainingArguments",
+        "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
+        "trl.SFTConfig",
+        "trl.trainer.SFTConfig",
+        "trl.trainer.sft_config.SFTConfig",
+    }
+)
 # Helpers that cast the trainable (``requires_grad``) parameters of models in place.
 TRAINABLE_CASTS = frozenset({"diffusers.training_utils.cast_training_params"})
 # ... also by name: training scripts copy diffusers' helper into their own utilities (its
