@@ -42,6 +42,16 @@ class ScalerFp16Params(Rule):
         the optimizer, and is not reported; cast under the same flag, it always does. The
         flag is assumed to keep its value between the two tests, as a parsed command-line
         argument does.
+
+        transformers' `Trainer` does the same on its own: given
+        `TrainingArguments(fp16=True)` it asks accelerate for fp16 mixed precision, whose
+        GradScaler (made on CUDA and the other accelerators; accelerate makes none on the
+        CPU) unscales the gradients of the optimizer the Trainer builds over the model's
+        parameters at every `trainer.train()` step. A model loaded with
+        `torch_dtype=torch.float16` and trained whole therefore raises at the first step.
+        Not reported: `bf16=True`, `deepspeed=` (DeepSpeed scales the loss itself), `fsdp=`
+        (its sharded scaler takes float16 gradients), a `peft_config=` or a peft model
+        (peft keeps adapters in float32), and `optimizers=` whose parameters were upcast.
         """
     symptom = "`ValueError: Attempting to unscale FP16 gradients.` at the first step."
     how_to_fix = """
@@ -50,7 +60,9 @@ class ScalerFp16Params(Rule):
         `cast_training_params(model, dtype=torch.float32)` (what its LoRA scripts do when
         `args.mixed_precision == "fp16"`), or `p.data = p.data.float()` for each
         `p.requires_grad` parameter. For a full fine-tune keep the model in float32 and let
-        autocast run the forward in fp16.
+        autocast run the forward in fp16. With transformers' `Trainer`, load the model in
+        float32 and keep `fp16=True` (autocast does the rest), or use `bf16=True` with
+        bfloat16 weights, or train LoRA adapters, which peft keeps in float32.
         """
     bad = """
         def train(args, unet, lora_config, accelerator, loader):
