@@ -538,3 +538,52 @@ def test_a_trainer_whose_fp16_follows_a_flag_says_so() -> None:
         """
     )
     assert related(d)[-1][2].endswith("step through a GradScaler when fp16 is set")
+
+
+def test_a_trainer_whose_arguments_come_from_the_command_line() -> None:
+    (d,) = trainer_findings(
+        """
+        from transformers import HfArgumentParser
+
+        def main(data):
+            parser = HfArgumentParser((ModelArguments, TrainingArguments))
+            model_args, training_args = parser.parse_args_into_dataclasses()
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+            Trainer(model=model, args=training_args, train_dataset=data).train()
+        """
+    )
+    assert related(d)[-1][2].endswith("step through a GradScaler when fp16 is set")
+    assert not trainer_findings(
+        """
+        from transformers import HfArgumentParser
+
+        def main(data):
+            parser = HfArgumentParser((ModelArguments, TrainingArguments))
+            model_args, training_args = parser.parse_args_into_dataclasses()
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.bfloat16)
+            Trainer(model=model, args=training_args, train_dataset=data).train()
+        """
+    )
+
+
+def test_training_arguments_spread_from_a_config_may_set_fp16() -> None:
+    (d,) = trainer_findings(
+        """
+        def main(data, config: dict):
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+            args = TrainingArguments(output_dir="out", **config)
+            Trainer(model=model, args=args, train_dataset=data).train()
+        """
+    )
+    assert related(d)[-1][2].endswith("step through a GradScaler when fp16 is set")
+
+
+def test_training_arguments_handed_to_a_function_may_set_fp16() -> None:
+    (d,) = trainer_findings(
+        """
+        def train(data, training_args: TrainingArguments):
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+            Trainer(model=model, args=training_args, train_dataset=data).train()
+        """
+    )
+    assert "raises" in d.message

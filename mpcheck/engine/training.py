@@ -244,6 +244,27 @@ class TrainingArguments:
 
 
 @dataclass(frozen=True)
+class ArgumentsClass:
+    """``TrainingArguments`` used as a value (handed to ``HfArgumentParser``)."""
+
+    def join(self, other: TrainInfo | None) -> TrainInfo | None:
+        return self
+
+
+@dataclass(frozen=True)
+class ArgumentParser:
+    """``HfArgumentParser((ModelArguments, TrainingArguments))``: which of the classes it
+    fills are TrainingArguments, whose ``fp16`` the command line then decides."""
+
+    node: cst.CSTNode
+    text: str
+    arguments: tuple[bool, ...]
+
+    def join(self, other: TrainInfo | None) -> TrainInfo | None:
+        return self
+
+
+@dataclass(frozen=True)
 class Trainer:
     """A transformers ``Trainer``: ``trainer.train()`` steps ``optimizer`` (the one it builds
     over the model's parameters, or the one handed to it) through ``scaler``."""

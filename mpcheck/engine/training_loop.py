@@ -33,6 +33,8 @@ from mpcheck.engine.training import (
     STATE,
     Accelerator,
     Action,
+    ArgumentParser,
+    ArgumentsClass,
     Optimizer,
     OptimizerClass,
     OptimizerUse,
@@ -124,6 +126,9 @@ class Tracker:
         if name == "accelerator" and (not annotation or "Accelerator" in annotation):
             text = f"`{name}`, an argument of the function"
             return Fact(Kind.ACCELERATOR, train=Accelerator(param, text, None))
+        if annotation.rpartition(".")[2] in api.HF_TRAINING_ARGUMENT_NAMES:
+            text = f"`{name}`, an argument of the function"
+            return Fact(Kind.OTHER, train=TrainingArguments(param, text, None, None))
         return None
 
     @staticmethod
@@ -131,6 +136,8 @@ class Tracker:
         """``torch.optim.AdamW`` used as a value (to be called later)."""
         if api.is_optimizer_class(qual):
             return Fact(Kind.OTHER, train=OptimizerClass((qual,)))
+        if qual in api.HF_TRAINING_ARGUMENTS:
+            return Fact(Kind.OTHER, train=ArgumentsClass())
         return None
 
     def torch_call(
@@ -164,6 +171,12 @@ class Tracker:
             return self.training_arguments(node, kwargs)
         if qual in api.HF_TRAINERS:
             return self.hf_trainer(node, args, kwargs, frame)
+        if qual in api.HF_ARGUMENT_PARSERS and args:
+            given = args[0].fact
+            classes = given.items if given.items is not None else (given,)
+            fills = tuple(isinstance(c.train, ArgumentsClass) for c in classes)
+            text = f"`{self.code(node)}`"
+            return Fact(Kind.OTHER, train=ArgumentParser(node, text, fills))
         if qual == "itertools.chain":
             return chain(args)
         return None
@@ -255,7 +268,8 @@ class Tracker:
     def training_arguments(self, node: cst.Call, kwargs: dict[str, Operand]) -> Fact:
         """``TrainingArguments(fp16=True, ...)``: the GradScaler its Trainer steps through."""
         flag = kwargs.get("fp16")
-        fp16 = False if flag is None else bool_value(flag.node)
+        spread = any(arg.star == "**" for arg in node.args)  # (``**config`` may set fp16)
+        fp16 = (None if spread else False) if flag is None else bool_value(flag.node)
         plugin = kwargs.get("deepspeed")
         deepspeed: bool | None = False
         if plugin is not None and not _is_none(plugin.node):
@@ -434,6 +448,16 @@ class Tracker:
             if method == "step":
                 self.optimizer_step(node, info, frame)
             return UNKNOWN
+        if isinstance(info, ArgumentParser):
+            if method not in api.HF_PARSE_METHODS or not any(info.arguments):
+                return None
+            parsed = [
+                Fact(Kind.OTHER, train=TrainingArguments(info.node, info.text, None, None))
+                if fills
+                else UNKNOWN
+                for fills in info.arguments
+            ]
+            return seq_of(parsed)  # (a tuple, one object per class, even of one class)
         if isinstance(info, Trainer):
             if method == "train" and info.scaler is not None and info.optimizer is not None:
                 self.step(node, info.scaler, info.optimizer, frame, via="transformers")

@@ -106,6 +106,24 @@ HF_TRAINING_ARGUMENTS = frozenset(
         "trl.trainer.sft_config.SFTConfig",
     }
 )
+# ... and by their class's name where a parameter's annotation names them
+HF_TRAINING_ARGUMENT_NAMES = frozenset(
+    {"TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig"}
+)
+# Parsers that fill TrainingArguments from the command line or a file: ``fp16`` is then
+# decided at run time (``--fp16``). Their parse methods return one object per class given.
+HF_ARGUMENT_PARSERS = frozenset(
+    {"transformers.HfArgumentParser", "transformers.hf_argparser.HfArgumentParser", "trl.TrlParser"}
+)
+HF_PARSE_METHODS = frozenset(
+    {
+        "parse_args_into_dataclasses",
+        "parse_dict",
+        "parse_json_file",
+        "parse_yaml_file",
+        "parse_args_and_config",
+    }
+)
 # Helpers that cast the trainable (``requires_grad``) parameters of models in place.
 TRAINABLE_CASTS = frozenset({"diffusers.training_utils.cast_training_params"})
 # ... also by name: training scripts copy diffusers' helper into their own utilities (its
