@@ -587,3 +587,25 @@ def test_training_arguments_handed_to_a_function_may_set_fp16() -> None:
         """
     )
     assert "raises" in d.message
+
+
+def test_project_subclasses_of_the_trainer_and_its_arguments_are_built_as_their_bases() -> None:
+    (d,) = trainer_findings(
+        """
+        from dataclasses import dataclass
+
+        class LossTrainer(Trainer):
+            def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+                return model(**inputs).loss
+
+        @dataclass
+        class MyArguments(TrainingArguments):
+            horizon: int = 8
+
+        def main(data):
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+            args = MyArguments(output_dir="out", fp16=True)
+            LossTrainer(model=model, args=args, train_dataset=data).train()
+        """
+    )
+    assert span(d)[0] == 19

@@ -33,7 +33,7 @@ from mpcheck.engine.facts import (
     tensor_or_none,
 )
 from mpcheck.engine.families import computed_attribute
-from mpcheck.engine.frames import Frame
+from mpcheck.engine.frames import Frame, lineage
 from mpcheck.engine.functions import Definitions
 from mpcheck.engine.guards import run_split, runs_take
 from mpcheck.engine.handed import hand_over
@@ -699,6 +699,10 @@ class Expressions:
         name = dotted(node.func) or located[0]
         if isinstance(function, ClassSummary) and function.is_module:
             return self.modules.construct_imported(node, name, function, frame, kwargs)
+        if isinstance(function, ClassSummary):  # ``class SFTTrainer(Trainer)`` elsewhere
+            derived = self.file.training.derived_call(node, function.bases, args, kwargs, frame)
+            if derived is not None:
+                return self.file.emit(CallRecord(node, derived, args, kwargs), frame)
         if not isinstance(function, Function):
             return None
         result = call_result(node, name, function, args, kwargs)
@@ -809,6 +813,10 @@ class Expressions:
                 return replace(
                     self.modules.construct_module(node, name, frame, kwargs), project=True
                 )
+            bases = [base for c in lineage(self.file.classes, cls) for base in c.bases]
+            derived = self.file.training.derived_call(node, bases, args, kwargs, frame)
+            if derived is not None:  # ``class MyTrainer(Trainer)``: built as its base is
+                return derived
             plain = self.definitions.plain_class(
                 name
             )  # ``KVCache(...)``: its methods answer calls on it

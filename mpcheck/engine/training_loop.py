@@ -7,7 +7,7 @@ that hands them to a helper. The tracker uses the walk only through :class:`Walk
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
@@ -179,6 +179,23 @@ class Tracker:
             return Fact(Kind.OTHER, train=ArgumentParser(node, text, fills))
         if qual == "itertools.chain":
             return chain(args)
+        return None
+
+    def derived_call(
+        self,
+        node: cst.Call,
+        bases: Iterable[str],
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact | None:
+        """A project class deriving transformers' ``Trainer`` or ``TrainingArguments``
+        (``class MyTrainer(Trainer)``, ``@dataclass class MyArgs(TrainingArguments)``) is
+        built as its base is: a subclass overrides how the loss is computed, not what
+        ``train()`` steps nor how ``fp16`` picks the scaler."""
+        for base in bases:
+            if base in api.HF_TRAINERS or base in api.HF_TRAINING_ARGUMENTS:
+                return self.torch_call(node, base, args, kwargs, frame)
         return None
 
     def call_value(

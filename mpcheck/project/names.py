@@ -313,8 +313,10 @@ class ImportTable:
     def resolve(self, expr: cst.BaseExpression) -> str | None:
         """The qualified name an expression refers to, if it starts at an import."""
         name = dotted(expr)
-        if name is None:
-            return None
+        return None if name is None else self.resolve_name(name)
+
+    def resolve_name(self, name: str) -> str | None:
+        """:meth:`resolve` of a dotted name as written (``nn.Linear``)."""
         head, _, rest = name.partition(".")
         target = self.aliases.get(head)
         if target is None:

@@ -29,6 +29,7 @@ from mpcheck.engine.scaler_patch import fp16_unscale_params
 from mpcheck.files.parsing import Unparsable, parse, parseable
 from mpcheck.files.source import SourceError, SourceFile
 from mpcheck.knowledge import torch_api as T
+from mpcheck.knowledge import training_api
 from mpcheck.project.exports import exported, exported_of_source
 from mpcheck.project.index import ModuleIndex, site_roots
 from mpcheck.project.models import forget_uses
@@ -106,6 +107,7 @@ class FileSummariser:
                 return ModuleSummary(
                     "",
                     shown,
+                    classes=_trainer_classes(tree, cheap),
                     constants=_numbers(tree, shown),
                     reexports=reexports,
                     names=names,
@@ -120,8 +122,16 @@ class FileSummariser:
             names, public, stars = exported(module)
             shown = _shown_path(path, self._root)
             reexports = _reexports(table)
+            tree = _cpython_tree(data)
+            classes = _trainer_classes(tree, table) if tree is not None else {}
             return ModuleSummary(
-                "", shown, reexports=reexports, names=names, public=public, stars=stars
+                "",
+                shown,
+                classes=classes,
+                reexports=reexports,
+                names=names,
+                public=public,
+                stars=stars,
             )
         walk = FileAnalysis(
             module,
@@ -224,6 +234,23 @@ class FileSummariser:
             public=public,
             stars=stars,
         )
+
+
+def _trainer_classes(tree: ast.Module, table: ImportTable) -> dict[str, ClassSummary]:
+    """The file's classes deriving transformers' ``Trainer`` or ``TrainingArguments``: a
+    file that never names torch defines them too, and a file building one needs to know
+    what ``train()`` steps (:meth:`mpcheck.engine.training_loop.Tracker.derived_call`)."""
+    found: dict[str, ClassSummary] = {}
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.ClassDef):
+            continue
+        written = (ast.unparse(b) for b in stmt.bases)
+        bases = tuple(table.resolve_name(b) or "" for b in written)
+        if any(
+            b in training_api.HF_TRAINERS or b in training_api.HF_TRAINING_ARGUMENTS for b in bases
+        ):
+            found[stmt.name] = ClassSummary(bases, False, False)
+    return found
 
 
 def _kept_residuals(
