@@ -104,6 +104,14 @@ class FactoryDtypeDefault(Rule):
         (torch.FloatTensor) should be the same"); it is reported where it is built. A float32
         norm is not: it takes a half input and returns its dtype.
 
+        A placeholder built empty (`self.pe = torch.zeros(0, d)` or a buffer registered so in
+        `__init__`, a 0 in its shape) that the class rebuilds whenever a size test finds it
+        too small (`if self.pe.size(0) < n: self.pe = ...`, or `if self.pe.size(0) >= n:
+        return` before the rebuild) holds no element: every input with a position meets the
+        table rebuilt for it, so its own float32 is not reported (it is where the class reads
+        its dtype or hands it to a call, `torch.cat([self.pe, k])`). A table built with one
+        row is no placeholder: a length-1 input meets it as built.
+
         A factory made on one path only (an optional state's default, `if state is None:
         state = torch.zeros(...)`, a cache entry's float32 keys returned when a cache is
         passed) is reported where that path joins the activations (a concatenation, a layer,

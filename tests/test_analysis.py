@@ -374,6 +374,35 @@ def test_ops_that_keep_their_input_dtype() -> None:
     ]
 
 
+def test_broadcasting_keeps_each_tensor_in_its_own_dtype() -> None:
+    # torch 2.13: broadcast_tensors(half, float32) is (half, float32); broadcast_to and
+    # expand keep their input's dtype; a 0-dim tensor broadcast with a dimensioned one has
+    # dims after (and promotes then); broadcast_shapes makes no tensor.
+    facts = probe(
+        """
+        class Net(nn.Module):
+            def forward(self, x):
+                h, s = torch.broadcast_tensors(x, torch.ones(4, 1))
+                probe.at(h); probe.at(s)
+                h, s = torch.broadcast_tensors(x, torch.tensor(2.0))
+                probe.at(s)
+                probe.at(torch.broadcast_to(torch.ones(4), (2, 4)))
+                probe.at(torch.broadcast_to(x, (2, 4)))
+                probe.at(x.expand(2, 4))
+                probe.at(torch.broadcast_to(torch.tensor(2.0), (4,)))
+                probe.at(torch.broadcast_shapes(x.shape, (2, 1)))
+        """
+    )
+    assert [f.prec for f in facts[:6]] == [Prec.MODEL, Prec.FULL, Prec.FULL] + [
+        Prec.FULL,
+        Prec.MODEL,
+        Prec.MODEL,
+    ]
+    assert facts[1].cause is Cause.FACTORY and not facts[1].mixed
+    assert not facts[2].zero_dim and not facts[6].zero_dim
+    assert facts[7].kind is not Kind.TENSOR
+
+
 def test_autocast_promoting_a_strict_write_promotes_its_result() -> None:
     fact = one(
         """

@@ -88,6 +88,9 @@ def _check(name: str, row: Op, dt: Any, run: Callable[..., Any]) -> None:
     if Does.PROMOTED in does or Does.CONCAT in does:
         mixed = run(v["x"], v["y"], other=True)
         assert mixed is not None and _tensors(mixed)[0].dtype == torch.float32
+    if Does.EACH_OWN in does:  # (half, float32) in, (half, float32) out: no promotion
+        mixed = run(v["x"], v["y"], other=True)
+        assert [r.dtype for r in _tensors(mixed)] == [dt, torch.float32]
     if Does.FLOATING in does:
         assert run(v["ints"], v["ints"]).dtype == torch.get_default_dtype()
     if Does.INTEGER in does:
@@ -186,6 +189,8 @@ EXAMPLES: dict[str, Callable[[Any, Any], Any]] = {
     "torch.set_grad_enabled": lambda x, t: torch.set_grad_enabled(True),
     "torch.compile": lambda x, t: torch.compile(abs),
     "torch.jit.script": lambda x, t: torch.jit.script(lambda a: a),  # type: ignore[misc]
+    "torch.broadcast_tensors": lambda x, t: torch.broadcast_tensors(x, t[:1]),
+    "torch.broadcast_shapes": lambda x, t: torch.broadcast_shapes(x.shape, (1, 4)),
     "torch.nn.functional.grid_sample": lambda x, t: torch.nn.functional.grid_sample(
         x[None, None], torch.zeros(1, 2, 2, 2, dtype=x.dtype), align_corners=False
     ),

@@ -35,6 +35,7 @@ from mpcheck.engine.handed import cast_by_imported, cast_module, param_cast
 from mpcheck.engine.imported import call_result, fact_of
 from mpcheck.engine.own_parts import inherited_method, own_part
 from mpcheck.engine.pipelines import shares
+from mpcheck.engine.placeholders import placeholder
 from mpcheck.engine.scripts import fed_arguments, feeds_its_weights, model_of, takes_half_input
 from mpcheck.engine.sites import CallSite, InnerCall, Operand, Owner
 from mpcheck.engine.splits import changed_calls
@@ -642,6 +643,15 @@ class Modules:
         if bound is None:
             return
         tensor = args[1] if len(args) > 1 else kwargs.get("tensor", kwargs.get("param"))
+        if (
+            info is not None
+            and tensor is not None
+            and frame.in_init
+            and path == "self"
+            and placeholder(info.node, bound[0], tensor.node, self.file.imports.resolve)
+        ):  # ``register_buffer("pe", torch.zeros(0))`` rebuilt when too small: no dtype
+            frame.env[f"self.{bound[0]}"] = UNKNOWN_TENSOR
+            return
         if in_module and bound[1].prec is Prec.MODEL and tensor is not None:
             kept_built = unhanded(self.file, frame, tensor.fact)
             bound = bound if kept_built is None else (bound[0], kept_built)

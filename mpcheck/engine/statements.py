@@ -19,6 +19,7 @@ from mpcheck.engine.expressions import Expressions
 from mpcheck.engine.facts import (
     SCALAR,
     UNKNOWN,
+    UNKNOWN_TENSOR,
     Cause,
     Fact,
     Kind,
@@ -54,6 +55,7 @@ from mpcheck.engine.guards import (
 )
 from mpcheck.engine.handed import cast_each, param_cast
 from mpcheck.engine.keep_fp32 import ADAPTER_DICTS
+from mpcheck.engine.placeholders import placeholder
 from mpcheck.engine.promotion import is_advanced_index, iterate
 from mpcheck.engine.reachability import (
     bound_names,
@@ -527,6 +529,7 @@ class Statements:
             self.storage(target, value, value_node, frame, stmt)
         if isinstance(target, cst.Attribute):
             value = self.expressions.modules.stored(target, value, frame)  # a named buffer
+            value = self._placeholder(target, value, value_node, frame)
         annotation = stmt.annotation if isinstance(stmt, cst.AnnAssign) else None
         container = self._adapter_container(target, value_node, frame, annotation)
         if container is not None:
@@ -537,6 +540,19 @@ class Statements:
                 value = adapter_in_base_dtype(target, kind or "")
             # (an unlisted dict peft does not cast was not moved either: its own dtype)
         self.bind(target, value, frame)
+
+    def _placeholder(
+        self, target: cst.Attribute, value: Fact, value_node: cst.BaseExpression, frame: Frame
+    ) -> Fact:
+        """``self.pe = torch.zeros(0, d)`` in ``__init__``, rebuilt whenever a size test finds
+        it too small: its own dtype never meets the data (:mod:`placeholders`)."""
+        if not (frame.in_init and value.is_tensor and dotted(target.value) == "self"):
+            return value
+        info = self.file.classes.get(frame.scope.class_name or "")
+        if info is None:
+            return value
+        found = placeholder(info.node, target.attr.value, value_node, self.file.imports.resolve)
+        return UNKNOWN_TENSOR if found else value
 
     def storage(
         self,

@@ -298,7 +298,12 @@ class Tensors:
             return self.file.code(node.func)
 
         if qual in T.SAME_DTYPE_FUNCTIONS and args and args[0].fact.is_tensor:
-            return args[0].fact  # ``rearrange(qkv, "b n (t h d) -> t b h n d", t=3)``
+            first = args[0].fact  # ``rearrange(qkv, "b n (t h d) -> t b h n d", t=3)``
+            if first.zero_dim and qual in T.DIMENSIONING_FUNCTIONS:
+                return replace(first, zero_dim=False)  # ``torch.broadcast_to(s, (4,))``
+            return first
+        if qual in T.EACH_OWN_FUNCTIONS:
+            return _each_own(node, args)
         if qual in T.MODULE_WRAPPERS and args and args[0].fact.kind is Kind.MODULE:
             # ``weight_norm(nn.Conv1d(...))`` is that Conv1d. Its ``.weight`` is recomputed
             # only by the next forward (a cast leaves it stale), so, as for a container, its
@@ -552,6 +557,16 @@ def _scalar_data(data: Operand) -> bool:
     if isinstance(data.node, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
         return False
     return data.fact.kind in (Kind.SCALAR, Kind.OTHER)
+
+
+def _each_own(node: cst.Call, args: tuple[Operand, ...]) -> Fact:
+    """``h, s = torch.broadcast_tensors(x, scale)``: each tensor in its own dtype, none
+    promoted; a 0-dim one broadcast with a dimensioned one has dims (and promotes) after."""
+    if any(a.star for a in node.args):
+        return Fact(Kind.SEQ)  # ``broadcast_tensors(*tensors)``: which ones is not known
+    facts = [a.fact for a in args]
+    dimensioned = any(f.is_tensor and not f.zero_dim for f in facts)
+    return seq_of(replace(f, zero_dim=False) if dimensioned and f.zero_dim else f for f in facts)
 
 
 def _parameter_free_norm(layer: str, kwargs: dict[str, Operand]) -> bool:

@@ -39,6 +39,7 @@ class Does(enum.Enum):
     LIKE = "makes the dtype of the tensor it is like, unless ``dtype=`` says"
     CONCAT = "promotes across the tensors of its sequence"
     FIRST_INPUT = "has its first input's dtype, whatever the others (no promotion)"
+    EACH_OWN = "returns each of its tensors (broadcast), each in its own dtype (no promotion)"
     KEEPS_DIMS = "has at least one dim, even from a 0-dim tensor (so it promotes)"
     RESHAPES = "has at least one dim unless given an empty shape"
     REDUCES_ALL = "is 0-dim when called without ``dim``"
@@ -67,7 +68,7 @@ DTYPE_KEYWORD, DEFAULT_DTYPE, INTEGER_FACTORY = (
     Does.DEFAULT_DTYPE,
     Does.INTEGER_FACTORY,
 )
-LIKE, CONCAT, FIRST_INPUT = Does.LIKE, Does.CONCAT, Does.FIRST_INPUT
+LIKE, CONCAT, FIRST_INPUT, EACH_OWN = Does.LIKE, Does.CONCAT, Does.FIRST_INPUT, Does.EACH_OWN
 KEEPS_DIMS, RESHAPES, REDUCES_ALL, SHAPE_FIRST = (
     Does.KEEPS_DIMS,
     Does.RESHAPES,
@@ -434,6 +435,12 @@ FUNCTIONS: dict[str, Op] = {
     "torch.nn.functional.grid_sample": op(FIRST_INPUT),
     "torch.nn.functional.multi_head_attention_forward": op(FIRST_INPUT),
     "torch.take_along_dim": op(FIRST_INPUT),
+    # Broadcasting changes shapes, never dtypes: ``broadcast_tensors(half, float32)`` returns
+    # (half, float32) views (torch 2.13), ``broadcast_to`` is ``x.broadcast_to``, and
+    # ``broadcast_shapes`` computes a ``torch.Size`` from shapes alone.
+    "torch.broadcast_tensors": op(EACH_OWN),
+    "torch.broadcast_to": op(SAME, KEEPS_DIMS),
+    "torch.broadcast_shapes": op(NOT_TENSOR),
     "einops.rearrange": op(SAME),
     "einops.repeat": op(SAME),
 }

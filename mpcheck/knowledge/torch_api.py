@@ -136,6 +136,10 @@ STATISTIC_MEAN_FUNCTIONS = functions_that(Does.STATISTIC_MEAN)
 # Functions of two floating tensors whose result has the first one's dtype (``grid_sample``
 # refuses a mismatched ``grid``), or whose other tensors are indices or placeholders.
 INPUT_DTYPE_FUNCTIONS = functions_that(Does.FIRST_INPUT)
+# ``torch.broadcast_tensors(a, b)``: each tensor again, broadcast, in its own dtype.
+EACH_OWN_FUNCTIONS = functions_that(Does.EACH_OWN)
+# Functions whose result has dims even from a 0-dim tensor (``torch.broadcast_to(s, (4,))``).
+DIMENSIONING_FUNCTIONS = functions_that(Does.KEEPS_DIMS)
 
 # Functional and torch-level ops with operands that must match, and which operands those are.
 OPS: dict[str, OpKind] = {
@@ -600,7 +604,8 @@ def autocast_takes(device: str, dtype: str) -> bool:
     return dtype in AUTOCAST_DTYPES.get(device, AUTOCAST_DTYPES[""])
 
 
-# Functions of other libraries that move a tensor's elements around and keep its dtype.
+# Functions that move a tensor's elements around and keep its dtype (einops', and torch's
+# ``broadcast_to``).
 SAME_DTYPE_FUNCTIONS = functions_that(Does.SAME)
 
 # Packages whose functions are compiled kernels that take their tensors as they come: autocast
