@@ -953,3 +953,30 @@ def test_a_part_a_base_class_binds_is_held_by_its_subclass() -> None:
     found = uses.of("Encoder")
     assert found is not None and found.kind == "cast"
     assert uses.float32_text("Big") is not None
+
+
+def test_a_cast_of_a_part_of_a_factorys_model_names_the_class_holding_it() -> None:
+    """``model = load()`` returning a ``GPT``: ``model.encoder.half()`` casts the ``Encoder``
+    a ``GPT`` holds, and its text names both classes."""
+    model = _PARTS + b"\ndef load():\n    model = GPT(None)\n    return model\n"
+    script = b"from app.model import load\n\ndef main(x):\n    model = load()\n"
+    script += b"    model.encoder.half()\n    return model(x)\n"
+    sources = {"app/__init__.py": b"", "app/model.py": model, "run.py": script}
+    uses = uses_of_sources(sources).at("app.model")
+    found = uses.of("Encoder")
+    assert found is not None and found.kind == "cast"
+    assert "`Encoder` (held at `GPT.encoder`) is cast to half by" in found.place.text
+    assert uses.float32_text("GPT") is not None
+
+
+def test_a_part_cast_is_an_error_at_its_block_and_a_torch_layers_is_silent() -> None:
+    """``model.block.half()`` in a script makes the block's float32 upcast meet its half
+    Linear (an error naming the part); ``model.embed.bfloat16()`` of an ``nn.Embedding``
+    casts no class of the project, and the rest of the model runs in float32 (silent)."""
+    (finding,) = findings(XFILE / "bad_part_cast_reaches_its_block", "--no-cache")
+    assert finding["severity"] == "error"
+    assert (
+        "`Block` (held at `Net.block`) is cast to half by `model.block.half()`"
+        in (finding["message"])
+    )
+    assert findings(XFILE / "good_part_cast_of_a_torch_layer", "--no-cache") == []

@@ -1333,12 +1333,15 @@ class _PartTargets:
                 return True
         return False
 
-    @staticmethod
-    def spelled(what: str, name: str, target: str) -> str:
-        """A part cast's text naming the class held there (``Encoder`` at ``Net.encoder``)."""
+    def spelled(self, what: str, name: str, target: str) -> str:
+        """A part cast's text naming the class held there and the class holding it
+        (```Encoder` (held at `Net.encoder`)``, also for a model a factory returned)."""
         owner, _, attr = name.rpartition(PART)
+        holders = [o for o in self.expand(owner) if target in (self.parts.held(o, attr) or ())]
+        holder = holders[0] if holders else owner
         quoted = f"`{owner.rpartition('.')[2]}.{attr}`"
-        return what.replace(quoted, f"`{target.rpartition('.')[2]}` (held at {quoted})", 1)
+        held = f"`{target.rpartition('.')[2]}` (held at `{holder.rpartition('.')[2]}.{attr}`)"
+        return what.replace(quoted, held, 1)
 
 
 class _Keyed:
