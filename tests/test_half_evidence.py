@@ -928,10 +928,13 @@ def test_a_cast_of_one_part_casts_the_class_held_there_not_the_model(
         assert found is not None and "(held at `GPT.encoder`)" in found.place.text
 
 
-@pytest.mark.parametrize("cast", ["model.given.half()", "model.encoder.layers.half()"])
+@pytest.mark.parametrize(
+    "cast", ["model.given.half()", "model.encoder.layers.half()", "model.blocks[0].half()"]
+)
 def test_a_cast_of_a_part_no_record_names_may_cast_the_whole_model(cast: str) -> None:
-    """A part bound to a parameter (or a part of a part) may hold anything: the model and
-    what it builds may be half (the premise), none of them is only float32."""
+    """A part bound to a parameter, one its holder's class does not bind (``Encoder`` binds
+    no ``layers``) or an item may hold anything: the model and what it builds may be half
+    (the premise), none of them is only float32."""
     script = "import torch\nfrom app.model import GPT\n\ndef main(x):\n    model = GPT(None)\n"
     script += f"    {cast}\n    return model(x)\n"
     sources = {"app/__init__.py": b"", "app/model.py": _PARTS, "run.py": script.encode()}
@@ -980,3 +983,21 @@ def test_a_part_cast_is_an_error_at_its_block_and_a_torch_layers_is_silent() -> 
         in (finding["message"])
     )
     assert findings(XFILE / "good_part_cast_of_a_torch_layer", "--no-cache") == []
+
+
+def test_a_cast_of_a_part_of_a_part_casts_the_class_held_at_the_end_of_the_chain() -> None:
+    """``model.encoder.layers.half()``: ``GPT`` binds ``self.encoder = Encoder()``, which
+    binds ``self.layers = nn.ModuleList([Layer() ...])``: the ``Layer`` only is cast."""
+    model = b"import torch\nfrom torch import nn\n\nclass Layer(nn.Module):\n    pass\n\n"
+    model += b"class Encoder(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    model += b"        self.layers = nn.ModuleList([Layer() for _ in range(2)])\n\n"
+    model += b"class GPT(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    model += b"        self.encoder = Encoder()\n        self.head = nn.Linear(8, 8)\n"
+    script = b"from app.model import GPT\n\ndef main(x):\n    model = GPT()\n"
+    script += b"    model.encoder.layers.half()\n    return model(x)\n"
+    sources = {"app/__init__.py": b"", "app/model.py": model, "run.py": script}
+    uses = uses_of_sources(sources).at("app.model")
+    found = uses.of("Layer")
+    assert found is not None and found.kind == "cast"
+    assert "`Layer` (held at `GPT.encoder.layers`) is cast to half by" in found.place.text
+    assert uses.float32_text("GPT") is not None and uses.float32_text("Encoder") is not None

@@ -131,11 +131,12 @@ def test_a_model_handed_to_a_helper_is_no_float32_evidence() -> None:
         ("other = model", True),  # an alias: its uses decide (none here)
         ("if model is not None:\n        y = model.generate(x)", True),
         ("helper(model)", False),  # (a function of another file: it might cast it)
-        # a cast of one part casts that part (recorded as its cast), not the model; a longer
-        # chain or another casting method might cast anything the model holds
+        # a cast of one part casts that part (recorded as its cast), not the model; an item
+        # or another casting method might cast anything the model holds
         ("model.encoder.half()", True),
         ("model.encoder.to(torch.float16)", True),
-        ("model.encoder.layers.half()", False),
+        ("model.encoder.layers.half()", True),
+        ("model.blocks[0].half()", False),
         ("model.encoder.double()", False),
         # sizes and tests read off the model: a tensor factory or a builtin takes numbers
         ("z = torch.randn(2, model.in_channels, 8)\nn = len(model.blocks)", True),
@@ -162,7 +163,8 @@ def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> 
         ("model.encoder.eval().half()", "net.Net@encoder"),  # (``eval`` returns the part)
         ("self.net.encoder.half()", "net.Net@encoder"),
         ("other.encoder.half()", None),  # (no model of the file: nothing is known of it)
-        ("model.encoder.layers.half()", None),  # (a part of a part: not followed)
+        ("model.encoder.layers.half()", "net.Net@encoder@layers"),  # (a part of a part)
+        ("model.blocks[0].half()", None),  # (an item: not followed)
     ],
 )
 def test_a_cast_of_one_part_is_recorded_as_that_parts_cast(cast: str, part: str | None) -> None:

@@ -4,7 +4,7 @@
 submodules only. A script's ``model.encoder.half()`` therefore casts what the model's class
 body binds at ``self.encoder`` (``self.encoder = Encoder(...)``), never the model itself nor
 its other parts; and ``model.embed.bfloat16()`` of an ``nn.Embedding`` casts no class of the
-project at all.
+project at all. A chain of parts (``model.encoder.layers.half()``) is followed part by part.
 
 Each file's record lists, for every class it defines, the parts its body binds
 (:func:`parts_in`): the attribute and the callees of the call bound there, resolved through
@@ -30,7 +30,7 @@ from mpcheck.project.brackets import closing, parts
 __all__ = ["PART", "UNNAMED", "HeldParts", "Part", "parts_in"]
 
 # A record's cast of ``pkg.Net@encoder``: of the part ``encoder`` of a ``pkg.Net`` (the owner
-# may be spelled as a call's value too, ``pkg.load()#@encoder``).
+# may be spelled as a call's value too, ``pkg.load()#@encoder``; a chain: ``pkg.Net@a@b``).
 PART = "@"
 # A part bound to something no record names (``self.encoder = encoder``, ``build(cfg)``).
 UNNAMED = "?"

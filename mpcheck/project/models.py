@@ -1314,12 +1314,23 @@ class _PartTargets:
         )
 
     def __call__(self, name: str, unsafe: set[str]) -> list[str]:
-        owner, _, attr = name.rpartition(PART)
+        owner, _, attrs = name.partition(PART)
         owners = self.expand(owner)
-        held = [self.parts.held(o, attr) for o in owners]
+        held = [self._walk(o, attrs.split(PART)) for o in owners]
         if any(h is None for h in held):
             unsafe.update(owners)  # (the conservative answer: the cast may reach the model)
+            return []
         return sorted({c for h in held if h for c in h})
+
+    def _walk(self, owner: str, attrs: Sequence[str]) -> frozenset[str] | None:
+        """What ``owner``'s part at the chain ``attrs`` holds (``encoder``, ``layers``)."""
+        found: frozenset[str] = frozenset((owner,))
+        for attr in attrs:
+            parts = [self.parts.held(c, attr) for c in sorted(found)]
+            if any(p is None for p in parts):
+                return None
+            found = frozenset(c for p in parts if p for c in p)
+        return found
 
     def _unknown(self, name: str) -> bool:
         """Whether a part's callee that is no project class may still build one: a name of
@@ -1336,11 +1347,13 @@ class _PartTargets:
     def spelled(self, what: str, name: str, target: str) -> str:
         """A part cast's text naming the class held there and the class holding it
         (```Encoder` (held at `Net.encoder`)``, also for a model a factory returned)."""
-        owner, _, attr = name.rpartition(PART)
-        holders = [o for o in self.expand(owner) if target in (self.parts.held(o, attr) or ())]
+        owner, _, attrs = name.partition(PART)
+        chain = attrs.split(PART)
+        holders = [o for o in self.expand(owner) if target in (self._walk(o, chain) or ())]
         holder = holders[0] if holders else owner
-        quoted = f"`{owner.rpartition('.')[2]}.{attr}`"
-        held = f"`{target.rpartition('.')[2]}` (held at `{holder.rpartition('.')[2]}.{attr}`)"
+        path = ".".join(chain)
+        quoted = f"`{owner.rpartition('.')[2]}.{path}`"
+        held = f"`{target.rpartition('.')[2]}` (held at `{holder.rpartition('.')[2]}.{path}`)"
         return what.replace(quoted, held, 1)
 
 

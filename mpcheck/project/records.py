@@ -1106,10 +1106,11 @@ class _Reader:
                     found = (found - called) | self._in_scope(receiver, at, called)
                 return sorted(found)
             if "(" not in text:
-                holder, dot, attr = text.rpartition(".")
-                if dot and holder in models and _NAME_ONLY.fullmatch(receiver, len(holder) + 1):
-                    # ``model.encoder.half()``: a cast of the part, not of the model
-                    return [f"{cls}{PART}{attr}" for cls in targets(holder.encode(), at)]
+                chain = text.split(".")
+                for i in range(1, len(chain)):  # ``model.encoder.half()``: of the part only
+                    holder, attrs = ".".join(chain[:i]), PART.join(chain[i:])
+                    if holder in models and all(a.isidentifier() for a in chain[i:]):
+                        return [f"{cls}{PART}{attrs}" for cls in targets(holder.encode(), at)]
                 return []
             item = _ITEM_CALLEE.match(text)
             if item is not None:  # ``MODELS[name](...).half()``: what its values return
@@ -1149,8 +1150,8 @@ class _Reader:
                         self._loose_cast(self.spot(start, self._home(start)), dtype)
                 continue
             for cls in classes:
-                owner, part, attr = cls.partition(PART)
-                leaf = owner.rpartition(".")[2] + (f".{attr}" if part else "")
+                owner, part, attrs = cls.partition(PART)
+                leaf = owner.rpartition(".")[2] + (f".{attrs.replace(PART, '.')}" if part else "")
                 text = " ".join(data[start:end].decode(errors="replace").split())
                 if len(text) > 60:
                     tail = match.group(0).decode() + ("...)" if not match.group(1) else "")
@@ -2163,6 +2164,7 @@ _COPY = re.compile(
 _TARGETS_BEFORE = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*")
 _TARGETS_AFTER = re.compile(rb"(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*,?[ \t]*=(?!=)")
 _CHAIN = re.compile(rb"(?:\s*\.\s*[A-Za-z_]\w*(?:\[[^\]\n]*\])?)*")
+_PLAIN_CHAIN = re.compile(rb"(?:\.[A-Za-z_]\w*)+")  # (attributes only, as a cast's receiver)
 # A method call's arguments that may set its dtype (a ``.to(x.dtype)`` of an input does not).
 _HALF_ARGUMENT = re.compile(rb"half|float16|bfloat16|bf16|fp16|\b(?:torch_)?dtype\s*=(?!=)")
 _ALIAS_LINE = re.compile(rb"[ \t]*((?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)*[A-Za-z_][\w.]*)[ \t]*=(?!=)")
@@ -2520,7 +2522,7 @@ def _keeps(
         if rest.startswith(b"("):  # a method of it (or of a part of it) called
             # (``model.encoder.half()``: a cast of one part, which :meth:`_Reader._casts`
             # records as that part's; the model itself keeps its dtype)
-            part = chain.group().count(b".") == 2 and b"[" not in chain.group()
+            part = chain.group().count(b".") >= 2 and _PLAIN_CHAIN.fullmatch(chain.group())
             if part and method in (b"half", b"bfloat16"):
                 return PART_CAST
             if _CASTING_METHOD.search(method):
