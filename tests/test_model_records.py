@@ -159,6 +159,7 @@ def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> 
     [
         ("model.encoder.half()", "net.Net@encoder"),
         ("model.encoder.to(torch.float16)", "net.Net@encoder"),
+        ("model.encoder.to(torch.half)", "net.Net@encoder"),
         ("model.embed.bfloat16()", "net.Net@embed"),
         ("model.encoder.eval().half()", "net.Net@encoder"),  # (``eval`` returns the part)
         ("self.net.encoder.half()", "net.Net@encoder"),
@@ -208,6 +209,7 @@ def test_a_class_record_names_what_each_part_holds() -> None:
         ("Net().to(device).requires_grad_(False).half()", True),
         ("model.to(memory_format=torch.channels_last).train(False).bfloat16()", True),
         ("model.cuda().to(torch.float16)", True),
+        ("model.to(torch.half)", True),  # (``torch.half`` is ``torch.float16``)
         ("model.eval().to(device)", False),  # (no half dtype at the end of the chain)
         ("model.to(torch.float16).eval()", True),  # (the cast is the chain's first call)
         ("model.generate(x).half()", False),  # a method's result: not the module

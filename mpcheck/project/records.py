@@ -415,7 +415,8 @@ _FROM = re.compile(
     re.MULTILINE,
 )
 _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n\\;]*(?:\\\n[^\n\\;]*)*)", re.MULTILINE)
-_CASTS = re.compile(rb"\.half\(|float16|bfloat16|dtype")
+# (a file that may cast: ``torch.half`` is ``torch.float16``, ``.to(torch.half)`` a cast)
+_CASTS = re.compile(rb"\.half\b|float16|bfloat16|dtype")
 _CALLEE = re.compile(rb"([A-Za-z_][\w.]*)[ \t]*\(")
 _NAME_ONLY = re.compile(rb"[A-Za-z_]\w*")
 # ``cls(...)``, ``torch.nn.utils.skip_init(cls, ...)``: a classmethod building its class
