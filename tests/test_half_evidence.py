@@ -889,3 +889,115 @@ def test_deepspeed_casting_the_prepared_vocoder_raises_at_its_source_block(
     finally:
         for name in [m for m in sys.modules if m == "tts" or m.startswith("tts.")]:
             del sys.modules[name]
+
+
+_PARTS = (
+    b"import torch\nfrom torch import nn\n\nclass Rotary(nn.Module):\n    pass\n\n"
+    b"class Encoder(nn.Module):\n    pass\n\nclass GPT(nn.Module):\n"
+    b"    def __init__(self, given):\n        super().__init__()\n"
+    b"        self.embed = nn.Embedding(10, 8)\n        self.encoder = Encoder()\n"
+    b"        self.rotary = Rotary()\n        self.given = given\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("cast", "half"),
+    [
+        ("model.encoder.half()", {"Encoder"}),
+        ("model.encoder.to(torch.float16)", {"Encoder"}),
+        ("model.embed.bfloat16()", set()),  # a torch layer: no class of the project
+        ("model.half()", {"GPT", "Encoder", "Rotary"}),
+    ],
+)
+def test_a_cast_of_one_part_casts_the_class_held_there_not_the_model(
+    cast: str, half: set[str]
+) -> None:
+    """``nn.Module.half()`` and ``.to(dtype)`` walk their receiver and its submodules only:
+    ``model.encoder.half()`` casts what ``GPT``'s body binds at ``self.encoder``; the model,
+    its rotary module and its other parts stay as built (float32 here)."""
+    script = "import torch\nfrom app.model import GPT\n\ndef main(x):\n    model = GPT(None)\n"
+    script += f"    {cast}\n    model.eval()\n    return model(x)\n"
+    sources = {"app/__init__.py": b"", "app/model.py": _PARTS, "run.py": script.encode()}
+    uses = uses_of_sources(sources).at("app.model")
+    for name in ("GPT", "Encoder", "Rotary"):
+        found = uses.of(name)
+        assert (found is not None and found.kind == "cast") == (name in half), (cast, name)
+        assert (uses.float32_text(name) is None) == (name in half), (cast, name)
+    if cast.startswith("model.encoder"):
+        found = uses.of("Encoder")
+        assert found is not None and "(held at `GPT.encoder`)" in found.place.text
+
+
+@pytest.mark.parametrize(
+    "cast", ["model.given.half()", "model.encoder.layers.half()", "model.blocks[0].half()"]
+)
+def test_a_cast_of_a_part_no_record_names_may_cast_the_whole_model(cast: str) -> None:
+    """A part bound to a parameter, one its holder's class does not bind (``Encoder`` binds
+    no ``layers``) or an item may hold anything: the model and what it builds may be half
+    (the premise), none of them is only float32."""
+    script = "import torch\nfrom app.model import GPT\n\ndef main(x):\n    model = GPT(None)\n"
+    script += f"    {cast}\n    return model(x)\n"
+    sources = {"app/__init__.py": b"", "app/model.py": _PARTS, "run.py": script.encode()}
+    uses = uses_of_sources(sources).at("app.model")
+    for name in ("GPT", "Encoder", "Rotary"):
+        assert uses.float32_text(name) is None, (cast, name)
+        found = uses.of(name)
+        assert found is None or found.kind != "float32", (cast, name)
+
+
+def test_a_part_a_base_class_binds_is_held_by_its_subclass() -> None:
+    """``class Big(Base)`` whose base binds ``self.encoder = Encoder()``: a ``Big``'s
+    ``encoder`` is that ``Encoder``."""
+    model = _PARTS + b"\nclass Base(nn.Module):\n    def __init__(self):\n"
+    model += b"        self.encoder = Encoder()\n\nclass Big(Base):\n    pass\n"
+    script = b"from app.model import Big\nmodel = Big()\nmodel.encoder.half()\nmodel(x)\n"
+    sources = {"app/__init__.py": b"", "app/model.py": model, "run.py": script}
+    uses = uses_of_sources(sources).at("app.model")
+    found = uses.of("Encoder")
+    assert found is not None and found.kind == "cast"
+    assert uses.float32_text("Big") is not None
+
+
+def test_a_cast_of_a_part_of_a_factorys_model_names_the_class_holding_it() -> None:
+    """``model = load()`` returning a ``GPT``: ``model.encoder.half()`` casts the ``Encoder``
+    a ``GPT`` holds, and its text names both classes."""
+    model = _PARTS + b"\ndef load():\n    model = GPT(None)\n    return model\n"
+    script = b"from app.model import load\n\ndef main(x):\n    model = load()\n"
+    script += b"    model.encoder.half()\n    return model(x)\n"
+    sources = {"app/__init__.py": b"", "app/model.py": model, "run.py": script}
+    uses = uses_of_sources(sources).at("app.model")
+    found = uses.of("Encoder")
+    assert found is not None and found.kind == "cast"
+    assert "`Encoder` (held at `GPT.encoder`) is cast to half by" in found.place.text
+    assert uses.float32_text("GPT") is not None
+
+
+def test_a_part_cast_is_an_error_at_its_block_and_a_torch_layers_is_silent() -> None:
+    """``model.block.half()`` in a script makes the block's float32 upcast meet its half
+    Linear (an error naming the part); ``model.embed.bfloat16()`` of an ``nn.Embedding``
+    casts no class of the project, and the rest of the model runs in float32 (silent)."""
+    (finding,) = findings(XFILE / "bad_part_cast_reaches_its_block", "--no-cache")
+    assert finding["severity"] == "error"
+    assert (
+        "`Block` (held at `Net.block`) is cast to half by `model.block.half()`"
+        in (finding["message"])
+    )
+    assert findings(XFILE / "good_part_cast_of_a_torch_layer", "--no-cache") == []
+
+
+def test_a_cast_of_a_part_of_a_part_casts_the_class_held_at_the_end_of_the_chain() -> None:
+    """``model.encoder.layers.half()``: ``GPT`` binds ``self.encoder = Encoder()``, which
+    binds ``self.layers = nn.ModuleList([Layer() ...])``: the ``Layer`` only is cast."""
+    model = b"import torch\nfrom torch import nn\n\nclass Layer(nn.Module):\n    pass\n\n"
+    model += b"class Encoder(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    model += b"        self.layers = nn.ModuleList([Layer() for _ in range(2)])\n\n"
+    model += b"class GPT(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    model += b"        self.encoder = Encoder()\n        self.head = nn.Linear(8, 8)\n"
+    script = b"from app.model import GPT\n\ndef main(x):\n    model = GPT()\n"
+    script += b"    model.encoder.layers.half()\n    return model(x)\n"
+    sources = {"app/__init__.py": b"", "app/model.py": model, "run.py": script}
+    uses = uses_of_sources(sources).at("app.model")
+    found = uses.of("Layer")
+    assert found is not None and found.kind == "cast"
+    assert "`Layer` (held at `GPT.encoder.layers`) is cast to half by" in found.place.text
+    assert uses.float32_text("GPT") is not None and uses.float32_text("Encoder") is not None

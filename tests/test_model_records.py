@@ -131,7 +131,13 @@ def test_a_model_handed_to_a_helper_is_no_float32_evidence() -> None:
         ("other = model", True),  # an alias: its uses decide (none here)
         ("if model is not None:\n        y = model.generate(x)", True),
         ("helper(model)", False),  # (a function of another file: it might cast it)
-        ("model.encoder.half()", False),
+        # a cast of one part casts that part (recorded as its cast), not the model; an item
+        # or another casting method might cast anything the model holds
+        ("model.encoder.half()", True),
+        ("model.encoder.to(torch.float16)", True),
+        ("model.encoder.layers.half()", True),
+        ("model.blocks[0].half()", False),
+        ("model.encoder.double()", False),
         # sizes and tests read off the model: a tensor factory or a builtin takes numbers
         ("z = torch.randn(2, model.in_channels, 8)\nn = len(model.blocks)", True),
         ("ok = isinstance(model, nn.Module) and hasattr(model, 'blocks')", True),
@@ -149,6 +155,53 @@ def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> 
 
 
 @pytest.mark.parametrize(
+    ("cast", "part"),
+    [
+        ("model.encoder.half()", "net.Net@encoder"),
+        ("model.encoder.to(torch.float16)", "net.Net@encoder"),
+        ("model.encoder.to(torch.half)", "net.Net@encoder"),
+        ("model.embed.bfloat16()", "net.Net@embed"),
+        ("model.encoder.eval().half()", "net.Net@encoder"),  # (``eval`` returns the part)
+        ("self.net.encoder.half()", "net.Net@encoder"),
+        ("other.encoder.half()", None),  # (no model of the file: nothing is known of it)
+        ("model.encoder.layers.half()", "net.Net@encoder@layers"),  # (a part of a part)
+        ("model.blocks[0].half()", None),  # (an item: not followed)
+    ],
+)
+def test_a_cast_of_one_part_is_recorded_as_that_parts_cast(cast: str, part: str | None) -> None:
+    """``nn.Module.half()`` walks its receiver's submodules only: ``model.encoder.half()``
+    casts the part ``encoder`` of a ``Net`` (which class that is, the project decides:
+    :mod:`mpcheck.project.held_parts`), never the model itself."""
+    source = "import torch\nfrom net import Net\n\nclass Run:\n    def go(self, other):\n"
+    source += "        model = Net()\n        self.net = Net()\n"
+    source += f"        {cast}\n"
+    casts = record_of(source.encode(), "run.py").casts
+    assert [c[0] for c in casts] == ([part] if part else [])
+
+
+def test_a_class_record_names_what_each_part_holds() -> None:
+    """``self.<attr> = Call(...)``: the callee (and those of the calls inside), resolved as
+    ``builds``; a value no call names, or a container handed a variable, is unnamed."""
+    record = record_of(
+        b"from torch import nn\nfrom .blocks import Block\n\nclass Net(nn.Module):\n"
+        b"    def __init__(self, enc, d):\n        self.embed = nn.Embedding(10, d)\n"
+        b"        self.block = Block(d)\n"
+        b"        self.blocks = nn.ModuleList([Block(d) for _ in range(2)])\n"
+        b"        self.seq = nn.Sequential(enc, nn.Identity())\n        self.enc = enc\n"
+        b"        self.cache = None\n",
+        "pkg/net.py",
+    )
+    (net,) = record.classes
+    assert net.parts == (
+        ("embed", ("torch.nn.Embedding",)),
+        ("block", ("pkg.blocks.Block",)),
+        ("blocks", ("torch.nn.ModuleList", "pkg.blocks.Block")),
+        ("seq", ("?", "torch.nn.Identity")),
+        ("enc", ("?",)),
+    )
+
+
+@pytest.mark.parametrize(
     ("cast", "cast_at"),
     [
         ("model.eval().half()", True),
@@ -156,6 +209,7 @@ def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> 
         ("Net().to(device).requires_grad_(False).half()", True),
         ("model.to(memory_format=torch.channels_last).train(False).bfloat16()", True),
         ("model.cuda().to(torch.float16)", True),
+        ("model.to(torch.half)", True),  # (``torch.half`` is ``torch.float16``)
         ("model.eval().to(device)", False),  # (no half dtype at the end of the chain)
         ("model.to(torch.float16).eval()", True),  # (the cast is the chain's first call)
         ("model.generate(x).half()", False),  # a method's result: not the module

@@ -54,6 +54,7 @@ from mpcheck.project.closed import (
 )
 from mpcheck.project.construction import Construction
 from mpcheck.project.flags import Unset
+from mpcheck.project.held_parts import PART, HeldParts
 from mpcheck.project.part_methods import PartCalls
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
@@ -685,6 +686,7 @@ def uses_of_records(
         for path, record in records.items()
         for function, (line, column, _) in record.wrapping
     }
+    part_targets = _PartTargets(records, names, tensors, expand)
     for path in sorted(records):
         record = records[path]
         for cls in record.classes:
@@ -699,18 +701,20 @@ def uses_of_records(
                 place = Place(path, cls.line, 1, f"{text} ({where(path, cls.line)})")
                 roots[cls.name] = Reach(LIBRARY, place)
         for name, (line, column, _), what, dtype in record.casts:
+            # (``model.encoder.half()``: the class held there is cast, not the model)
+            targets = part_targets(name, unsafe) if PART in name else expand(name)
             if BUILT_IN_HALF in what:  # ``X.from_pretrained(..., torch_dtype=...)``
-                under_dtype.update(expand(name))
+                under_dtype.update(targets)
                 leaf = name.rpartition(".")[2]
                 loader = leaf.endswith("Pipeline") or leaf.startswith(("AutoModel", "AutoPipe"))
                 by_name = by_name or (loader and names.resolve(name) is None)
-            if factories.one_of(name) and expand(name):
+            if PART not in name and factories.one_of(name) and targets:
                 # (each member may be the one cast: none is only built in float32)
                 place = Place(path, line, column, "")
-                loose.append(LoosePath(place, classes=frozenset(expand(name))))
-                unsafe.update(expand(name))
+                loose.append(LoosePath(place, classes=frozenset(targets)))
+                unsafe.update(targets)
                 continue
-            if not expand(name) and _unknown_model(name, names, tensors):
+            if not targets and PART not in name and _unknown_model(name, names, tensors):
                 # (its function: unknown here; the source: whose product it casts)
                 place = Place(path, line, column, "")
                 if CALLED in name:
@@ -718,8 +722,9 @@ def uses_of_records(
                     loose.append(LoosePath(place, names.follow(function) or function))
                 else:  # (a class of a project class's name: one of those)
                     loose.append(LoosePath(place, classes=names.named(name)))
-            for target in expand(name):
-                text = f"{factories.spelled(what, name, target)} at {where(path, line)}"
+            for target in targets:
+                said = part_targets.spelled(what, name, target) if PART in name else what
+                text = f"{factories.spelled(said, name, target)} at {where(path, line)}"
                 # (a cast that may write float16 is quoted before one writing bfloat16: it
                 # is the one a float16-only hazard rests on)
                 if target not in casts or (target in bfloat16_first and dtype != "bfloat16"):
@@ -1283,6 +1288,73 @@ class _Factories:
             for _, built in self.products[function]:
                 out.update(self.expand(built))
         return out
+
+
+class _PartTargets:
+    """The project classes a cast of one part of a model casts (``model.encoder.half()`` is
+    spelled ``pkg.Net@encoder`` in a record): what the model's class binds at that attribute
+    (:mod:`mpcheck.project.held_parts`). A part no record names (``self.encoder =
+    encoder``) may hold anything the model holds: its models may be cast (``unsafe``)."""
+
+    def __init__(
+        self,
+        records: Mapping[str, ModelRecord],
+        names: _Names,
+        tensors: Container[str],
+        expand: Callable[[str], list[str]],
+    ) -> None:
+        modules = {r.module for r in records.values() if r.module}
+        # (a module's dotted tails too: ``src.pkg.models`` is imported as ``pkg.models``)
+        self.modules = {m.split(".", i)[-1] for m in modules for i in range(m.count(".") + 1)}
+        self.names, self.tensors, self.expand = names, tensors, expand
+        self.parts = HeldParts(
+            ((c.name, c.bases, c.parts) for r in records.values() for c in r.classes),
+            names.resolve,
+            self._unknown,
+        )
+
+    def __call__(self, name: str, unsafe: set[str]) -> list[str]:
+        owner, _, attrs = name.partition(PART)
+        owners = self.expand(owner)
+        held = [self._walk(o, attrs.split(PART)) for o in owners]
+        if any(h is None for h in held):
+            unsafe.update(owners)  # (the conservative answer: the cast may reach the model)
+            return []
+        return sorted({c for h in held if h for c in h})
+
+    def _walk(self, owner: str, attrs: Sequence[str]) -> frozenset[str] | None:
+        """What ``owner``'s part at the chain ``attrs`` holds (``encoder``, ``layers``)."""
+        found: frozenset[str] = frozenset((owner,))
+        for attr in attrs:
+            parts = [self.parts.held(c, attr) for c in sorted(found)]
+            if any(p is None for p in parts):
+                return None
+            found = frozenset(c for p in parts if p for c in p)
+        return found
+
+    def _unknown(self, name: str) -> bool:
+        """Whether a part's callee that is no project class may still build one: a name of
+        a project module (``pkg.enc.Encoder.build``), or one the imports do not pin."""
+        if _unknown_model(name, self.names, self.tensors):
+            return True
+        head = name
+        while "." in head:
+            head = head.rpartition(".")[0]
+            if head in self.modules:
+                return True
+        return False
+
+    def spelled(self, what: str, name: str, target: str) -> str:
+        """A part cast's text naming the class held there and the class holding it
+        (```Encoder` (held at `Net.encoder`)``, also for a model a factory returned)."""
+        owner, _, attrs = name.partition(PART)
+        chain = attrs.split(PART)
+        holders = [o for o in self.expand(owner) if target in (self._walk(o, chain) or ())]
+        holder = holders[0] if holders else owner
+        path = ".".join(chain)
+        quoted = f"`{owner.rpartition('.')[2]}.{path}`"
+        held = f"`{target.rpartition('.')[2]}` (held at `{holder.rpartition('.')[2]}.{path}`)"
+        return what.replace(quoted, held, 1)
 
 
 class _Keyed:

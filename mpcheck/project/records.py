@@ -51,6 +51,7 @@ from mpcheck.project.choices import CHOICE_CALL, choices_in, choosers
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.defaults import DEFAULT_SET, half_default_extents
 from mpcheck.project.flags import EMPTY_FLAGS, FlagsPass, flags_of
+from mpcheck.project.held_parts import PART, Part, parts_in
 from mpcheck.project.lines import headers, line_matches, narrowed
 from mpcheck.project.part_methods import part_called_names
 from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
@@ -64,7 +65,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 33
+FORMAT = 34
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -111,6 +112,9 @@ class ClassRecord:
     # then ``nn.Embedding(n, d, dtype=dtype)``): whatever dtype the class is built in, its
     # parts, and the data they make, may be half
     computes_dtype: bool = False
+    # (attribute, callees) of each ``self.<attr> = Call(...)`` its body writes: what a cast
+    # of that part of one of its models casts (:mod:`mpcheck.project.held_parts`)
+    parts: tuple[Part, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +215,8 @@ class ModelRecord:
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
         classes = [
-            [c.name, c.line, c.bases, c.builds, c.named, c.computes_dtype] for c in self.classes
+            [c.name, c.line, c.bases, c.builds, c.named, c.computes_dtype, c.parts]
+            for c in self.classes
         ]
         return [
             FORMAT,
@@ -273,9 +278,15 @@ class ModelRecord:
                 str(module),
                 tuple(
                     ClassRecord(
-                        str(n), int(ln), tuple(map(str, b)), tuple(map(str, m)), bool(k), bool(d)
+                        str(n),
+                        int(ln),
+                        tuple(map(str, b)),
+                        tuple(map(str, m)),
+                        bool(k),
+                        bool(d),
+                        tuple((str(a), tuple(map(str, c))) for a, c in p),
                     )
-                    for n, ln, b, m, k, d in classes
+                    for n, ln, b, m, k, d, p in classes
                 ),
                 tuple((str(a), str(b)) for a, b in aliases),
                 tuple(map(str, stars)),
@@ -404,7 +415,8 @@ _FROM = re.compile(
     re.MULTILINE,
 )
 _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n\\;]*(?:\\\n[^\n\\;]*)*)", re.MULTILINE)
-_CASTS = re.compile(rb"\.half\(|float16|bfloat16|dtype")
+# (a file that may cast: ``torch.half`` is ``torch.float16``, ``.to(torch.half)`` a cast)
+_CASTS = re.compile(rb"\.half\b|float16|bfloat16|dtype")
 _CALLEE = re.compile(rb"([A-Za-z_][\w.]*)[ \t]*\(")
 _NAME_ONLY = re.compile(rb"[A-Za-z_]\w*")
 # ``cls(...)``, ``torch.nn.utils.skip_init(cls, ...)``: a classmethod building its class
@@ -995,7 +1007,8 @@ class _Reader:
             named = named or _decorated(code, match.start())
             built_by = tuple(sorted(built))
             computes = _computes_dtype(code[match.end() : stop])
-            out.append(ClassRecord(qualified, line, tuple(bases), built_by, named, computes))
+            held = parts_in(code, match.end(), stop, calls, self.resolve)
+            out.append(ClassRecord(qualified, line, tuple(bases), built_by, named, computes, held))
         return out, bodies
 
     def _bound(self) -> dict[str, set[str]]:
@@ -1094,6 +1107,11 @@ class _Reader:
                     found = (found - called) | self._in_scope(receiver, at, called)
                 return sorted(found)
             if "(" not in text:
+                chain = text.split(".")
+                for i in range(1, len(chain)):  # ``model.encoder.half()``: of the part only
+                    holder, attrs = ".".join(chain[:i]), PART.join(chain[i:])
+                    if holder in models and all(a.isidentifier() for a in chain[i:]):
+                        return [f"{cls}{PART}{attrs}" for cls in targets(holder.encode(), at)]
                 return []
             item = _ITEM_CALLEE.match(text)
             if item is not None:  # ``MODELS[name](...).half()``: what its values return
@@ -1133,7 +1151,8 @@ class _Reader:
                         self._loose_cast(self.spot(start, self._home(start)), dtype)
                 continue
             for cls in classes:
-                leaf = cls.rpartition(".")[2]
+                owner, part, attrs = cls.partition(PART)
+                leaf = owner.rpartition(".")[2] + (f".{attrs.replace(PART, '.')}" if part else "")
                 text = " ".join(data[start:end].decode(errors="replace").split())
                 if len(text) > 60:
                     tail = match.group(0).decode() + ("...)" if not match.group(1) else "")
@@ -2027,6 +2046,12 @@ def _escapes(
             kept = _keeps(code, match.start(), match.end(), keeping)
             if kept is True:
                 continue
+            if isinstance(
+                kept, _PartCast
+            ):  # (the model's own variable: its part's cast is recorded)
+                if key not in models:
+                    bad.add(key)
+                continue
             if isinstance(kept, _Returned):
                 returns.append((key, match.start(), kept.index))
                 continue
@@ -2140,6 +2165,7 @@ _COPY = re.compile(
 _TARGETS_BEFORE = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*")
 _TARGETS_AFTER = re.compile(rb"(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*,?[ \t]*=(?!=)")
 _CHAIN = re.compile(rb"(?:\s*\.\s*[A-Za-z_]\w*(?:\[[^\]\n]*\])?)*")
+_PLAIN_CHAIN = re.compile(rb"(?:\.[A-Za-z_]\w*)+")  # (attributes only, as a cast's receiver)
 # A method call's arguments that may set its dtype (a ``.to(x.dtype)`` of an input does not).
 _HALF_ARGUMENT = re.compile(rb"half|float16|bfloat16|bf16|fp16|\b(?:torch_)?dtype\s*=(?!=)")
 _ALIAS_LINE = re.compile(rb"[ \t]*((?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)*[A-Za-z_][\w.]*)[ \t]*=(?!=)")
@@ -2191,6 +2217,16 @@ class _Bound:
     # the functions it is handed to (:class:`Passed`): if they cast nothing, a part read
     # and handed to them (``load(model.encoder)``) keeps its dtype too
     also: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _PartCast:
+    """A cast of one part of a model (``model.encoder.half()``): ``nn.Module.half()`` walks
+    its receiver's submodules only, so the model keeps its dtype and the part's class is
+    cast (:mod:`mpcheck.project.held_parts`)."""
+
+
+PART_CAST = _PartCast()
 
 
 @dataclass(frozen=True, slots=True)
@@ -2457,11 +2493,12 @@ def _keeps(
     start: int,
     end: int,
     keeping: Callable[[bytes], bool | str | Passed | _Copied] = lambda c: False,
-) -> bool | list[str] | str | _Returned | Passed | _Bound:
+) -> bool | list[str] | str | _Returned | Passed | _Bound | _PartCast:
     """Whether the use of a model variable at ``start:end`` keeps its dtype (True), might
     cast it (False), binds it to other names whose uses decide (their list), hands it to
     a class's constructor (its name), or returns it (:class:`_Returned`); reads a method
-    of it that is handed on or bound (:class:`_Bound`). A deep copy of it (``deepcopy(
+    of it that is handed on or bound (:class:`_Bound`), or casts one part of it
+    (:data:`PART_CAST`: ``model.encoder.half()``). A deep copy of it (``deepcopy(
     model)``) is used as the copy is: the copy is a model of its class."""
     after = code[end : end + 60].lstrip(b" \t")
     if after.startswith(b"=") and not after.startswith(b"=="):
@@ -2484,12 +2521,19 @@ def _keeps(
         rest = code[chain.end() : chain.end() + 60].lstrip(b" \t")
         method = chain.group().rpartition(b".")[2].strip()
         if rest.startswith(b"("):  # a method of it (or of a part of it) called
+            # (``model.encoder.half()``: a cast of one part, which :meth:`_Reader._casts`
+            # records as that part's; the model itself keeps its dtype)
+            part = chain.group().count(b".") >= 2 and _PLAIN_CHAIN.fullmatch(chain.group())
+            if part and method in (b"half", b"bfloat16"):
+                return PART_CAST
             if _CASTING_METHOD.search(method):
                 return False
             close = closing(code, chain.end() + code[chain.end() :].index(b"(") + 1)
             if method == b"to":  # (its own half ``.to(...)`` is a cast: :meth:`_Reader._casts`)
                 direct = chain.group().count(b".") == 1
-                return direct or not _halfish_args(code[chain.end() : close].strip(b" \t()"))
+                if direct or not _halfish_args(code[chain.end() : close].strip(b" \t()")):
+                    return True
+                return PART_CAST if part else False
             return not _HALF_ARGUMENT.search(code[chain.end() : close])
         if rest.startswith(b"=") and not rest.startswith(b"=="):
             return not _HALF_TEXT.search(rest[: rest.find(b"\n") % 60 + 1])  # an attribute set
