@@ -389,12 +389,19 @@ def _other_binding(code: bytes, name: bytes, begin: int, end: int) -> bool:
     )
     if other.search(code, begin, end):
         return True
-    targets = re.compile(rb"^[ \t]*([A-Za-z_(\[*][\w.\[\]*, \t()]*?)=(?!=)", re.M)
-    for found in targets.finditer(code, begin, end):
-        target = found.group(1)
-        if b"," in target and re.search(rb"(?<![\w.])" + word + rb"\b", target):
+    for found in _TARGETS.finditer(code, begin, end):
+        if re.search(rb"(?<![\w.])" + word + rb"\b", found.group(1)):
             return True
     return False
+
+
+# A statement's target list (``a, b = ...``, ``(a, *b) = ...``, ``a, = ...``): names it binds
+_TARGET = rb"\*?[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?"
+_TARGETS = re.compile(
+    rb"^[ \t]*([(\[]?[ \t]*" + _TARGET + rb"(?:[ \t]*,[ \t]*" + _TARGET + rb")*[ \t]*,"
+    rb"(?:[ \t]*" + _TARGET + rb")?[ \t]*[)\]]?)[ \t]*=(?!=)",
+    re.M,
+)
 
 
 def _mutated(code: bytes, name: bytes) -> bool:
