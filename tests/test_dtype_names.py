@@ -4,12 +4,19 @@ bfloat16, and "may be float16" ("" here) when one may be float16 or any is not r
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from mpcheck.project.brackets import closing
 from mpcheck.project.dtype_names import DtypeNames
 from mpcheck.project.models import ModelUses, uses_of_sources
 from mpcheck.project.records import blank, record_of
+from tests.support import XFILE
 
 
 def written(source: str, call: str = "model.to(") -> str:
@@ -174,3 +181,24 @@ def test_an_autocast_region_s_dtype_variable() -> None:
     own += "    def run(self):\n        with torch.autocast('cuda', dtype=self.amp):\n"
     own += "            f()\n"
     assert not lowers_to_float16(own)
+
+
+def test_one_float16_binding_of_the_variable_brings_both_hazards_back(tmp_path: Path) -> None:
+    """``xfile/good_bfloat16_weight_dtype_variable`` with one binding of ``weight_dtype``
+    made float16: the cast may now write float16, and the gate's ``-1e9`` (MPC301) and the
+    norm's square (MPC302) are reported, resting on that cast."""
+    case = tmp_path / "case"
+    shutil.copytree(XFILE / "good_bfloat16_weight_dtype_variable", case)
+    sample = case / "dit" / "sample.py"
+    text = sample.read_text()
+    sample.write_text(
+        text.replace("weight_dtype = torch.float32\n", "weight_dtype = torch.float16\n")
+    )
+    cmd = [sys.executable, "-m", "mpcheck", "check", "--no-cache", "--output-format", "json", "."]
+    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True, check=False)
+    found = json.loads(done.stdout)
+    assert {(f["code"], f["filename"].rpartition("/")[2]) for f in found} == {
+        ("MPC301", "model.py"),
+        ("MPC302", "norm.py"),
+    }
+    assert all('`unet.to("cpu", dtype=weight_dtype)`' in f["message"] for f in found)
