@@ -58,6 +58,10 @@ BFLOAT16_ONLY = {
         "dtype = torch.float16\ndef main():\n    dtype = torch.bfloat16\n    model.to(dtype)\n"
     ),
     "literal": "model.to(torch.bfloat16)\n",
+    "an enclosing function's variable": (
+        "def main():\n    weight_dtype = torch.bfloat16\n    def validate():\n"
+        "        model.to(weight_dtype)\n"
+    ),
 }
 
 MAY_BE_FLOAT16 = {
@@ -103,6 +107,12 @@ MAY_BE_FLOAT16 = {
     ),
     "config string": "dtype = DTYPES[cfg['precision']]\nmodel.to(dtype)\n",
     "bfloat16 beside an unknown": "def f(d):\n    model.to(torch.bfloat16 if c else d)\n",
+    "star import": "from config import *\ndtype = torch.bfloat16\nmodel.to(dtype)\n",
+    "no module statement": "def f():\n    model.to(dtype)\nclass C:\n    dtype = torch.bfloat16\n",
+    "a local loop variable": (
+        "dtype = torch.bfloat16\ndef f():\n    for dtype in (torch.float16,):\n        pass\n"
+        "    model.to(dtype)\n"
+    ),
     "cycle": "dtype = other_dtype\nother_dtype = dtype\nmodel.to(dtype)\n",
 }
 

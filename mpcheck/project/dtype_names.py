@@ -48,6 +48,7 @@ _NAME = re.compile(rb"[A-Za-z_]\w*")
 _SELF_ATTRIBUTE = re.compile(rb"self\s*\.\s*[A-Za-z_]\w*")
 _STRING = re.compile(rb"""\s*[rbuRBU]?(["'])(\w+)\1\s*""")
 _KEYWORDS = re.compile(rb"\b(?:if|else|or|and|not|lambda|for|in|is)\b")
+_STAR_IMPORT = re.compile(rb"^[ \t]*from[ \t]+\S+[ \t]+import[ \t]+\*", re.M)
 _DEF = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+\w+", re.MULTILINE)
 _LOGICAL_END = re.compile(rb"[()\[\]{}]|\\\n|\n|;")
 _DEPTH = 8  # (names through names: a chain longer than this is not read)
@@ -277,25 +278,23 @@ class DtypeNames:
     # -- bindings --------------------------------------------------------------------------
     def _bindings(self, name: bytes, at: int) -> list[tuple[int, int]] | None:
         """The value spans of the plain assignments the name ``name`` used at ``at`` may
-        hold: those of the innermost function holding ``at`` where it assigns the name
-        (a parameter of it, or any other binding there, is not read), else every assignment
-        in the file (a module global; an enclosing function's parameter is not read)."""
+        hold, as Python finds it: in the innermost function holding ``at`` that assigns it
+        (or takes it as a parameter, which is not read; nor is any other binding there),
+        else in the module, whose statements at column 0 must assign it (a star import or
+        a name no module statement assigns is not read)."""
         code = self.code
-        holding = [d for d in self._def_spans() if d[0] <= at < d[1]]
-        if holding:
-            inner = max(holding, key=lambda d: d[2])
-            spans = _assignments(code, name, inner[0], inner[1])
-            if spans:
-                params = params_of(code, inner[0])
-                if params is None or name in params or _other_binding(code, name, *inner[:2]):
-                    return None
-                return spans
-        for begin, _end, _indent in holding:
+        holding = sorted((d for d in self._def_spans() if d[0] <= at < d[1]), key=lambda d: -d[2])
+        for begin, end, _indent in holding:
             params = params_of(code, begin)
-            if params is None or name in params:
+            if params is None or name in params or _other_binding(code, name, begin, end):
                 return None
+            spans = _assignments(code, name, begin, end)
+            if spans:
+                return spans
         spans = _assignments(code, name, 0, len(code))
-        if not spans or _other_binding(code, name, 0, len(code)):
+        if not any(code[code.rfind(b"\n", 0, value) + 1] not in b" \t" for value, _ in spans):
+            return None  # (no module statement assigns it: a star import's, a builtin)
+        if _STAR_IMPORT.search(code) or _other_binding(code, name, 0, len(code)):
             return None
         return spans
 
