@@ -79,7 +79,13 @@ class Fp16OverflowConstant(Rule):
         autocast region of which lowers to bfloat16 (`dtype=torch.bfloat16`, a name bound
         only to it, or the CPU's default; CUDA's default is float16), while a cast
         to a dtype variable whose values may include float16 (`.to(weight_dtype)`) keeps it,
-        and is the evidence the message names;
+        and is the evidence the message names. A dtype variable writes what it may hold,
+        read off its assignments in the function that casts, or else in the module
+        (`weight_dtype = torch.float32` then `if bf16: weight_dtype = torch.bfloat16`,
+        `torch.bfloat16 if bf16 else torch.float32`, `DTYPES[key]` of a dict no code
+        changes, `getattr(torch, "bfloat16")`): when its every half value is bfloat16 the
+        cast writes bfloat16; a parameter, a call, an attribute, an import or a string from
+        a configuration may be float16, and keeps it;
         `torch.finfo(torch.float32).min` overflows bfloat16 as well, and the message says so.
         Integer constants (`256 * 256 * color`) are reported only against a tensor known to
         be half: against one the engine merely assumes is in the model's dtype they are

@@ -114,8 +114,11 @@ class HalfPrecisionVariance(Rule):
         reported: their kernels accumulate in float32 and return a root, which fits.
         bfloat16 has float32's range, so a tensor that is only ever bfloat16 is not reported
         (in the model's dtype too, when every half path of the project reaching the class
-        writes bfloat16 down: `.to(torch.bfloat16)`, `torch_dtype=torch.bfloat16`, and
-        every autocast region lowers to bfloat16: `dtype=torch.bfloat16`, the CPU's default),
+        writes bfloat16 down: `.to(torch.bfloat16)`, `torch_dtype=torch.bfloat16`, a dtype
+        variable every half value of which is bfloat16 (`weight_dtype = torch.bfloat16 if
+        bf16 else torch.float32`, read off its assignments; a parameter, a call or a
+        configuration's string may be float16), and every autocast region lowers to
+        bfloat16: `dtype=torch.bfloat16`, the CPU's default),
         nor one whose values the engine bounds below 256 (a waveform in [-1, 1] from
         `torchaudio.load`, a `softmax`, `tanh` or `sin` output, pixels after `/ 255`, and what
         shape-only ops, `clamp` and arithmetic with numbers make of them): their squares fit.

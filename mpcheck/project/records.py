@@ -50,6 +50,7 @@ from mpcheck.project.callers import EMPTY, CallersPass, callers_of
 from mpcheck.project.choices import CHOICE_CALL, choices_in, choosers
 from mpcheck.project.construction import SPACES, ConstructionPass, body_end, construction_of
 from mpcheck.project.defaults import DEFAULT_SET, half_default_extents
+from mpcheck.project.dtype_names import DtypeNames, written_dtype
 from mpcheck.project.flags import EMPTY_FLAGS, FlagsPass, flags_of
 from mpcheck.project.held_parts import PART, Part, parts_in
 from mpcheck.project.lines import headers, line_matches, narrowed
@@ -478,6 +479,7 @@ class _Reader:
         self._cpu: set[int] = set()  # (:meth:`_regions`: rows of regions written for the CPU)
         self._loose_bfloat16: list[Spot] = []  # (those of them writing bfloat16 down)
         self._owned: list[tuple[str, Spot]] = []  # (:meth:`_casts`: casts of ``self``)
+        self._dtypes: DtypeNames | None = None  # (:meth:`_dtype_names`)
         # (variable, function span) -> the classes the function binds it to
         self._scopes: dict[tuple[bytes, tuple[int, int]], frozenset[str] | None] = {}
         self._functions: dict[  # function span -> its assignments by name, its other names
@@ -1091,7 +1093,7 @@ class _Reader:
         """Each project class this file builds or loads in half, or builds and then casts to
         half: ``Model(...).half()``, ``model.to(weight_dtype)`` of a ``model = Model(...)``,
         ``Model.from_pretrained(..., torch_dtype=torch.float16)``; with the one half dtype
-        the cast writes down (:func:`_written_dtype`)."""
+        the cast writes down (:mod:`mpcheck.project.dtype_names`)."""
         data, code = self.data, self.code
         out = []
 
@@ -1133,7 +1135,10 @@ class _Reader:
             if match.group(1) is None and not _halfish_args(code[match.end() : end - 1]):
                 continue
             start, receiver = _receiver(code, _module_chain(code, match.start()))
-            dtype = _written_dtype(match.group(1) or code[match.end() : end - 1])
+            if match.group(1):
+                dtype = written_dtype(match.group(1))
+            else:  # ``.to(weight_dtype)``: what the variable may hold (:mod:`.dtype_names`)
+                dtype = self._dtype_names().argument_half(match.end(), end - 1)
             if not receiver:
                 at = _getattr_call(code, match.start())
                 if at >= 0:  # ``getattr(m, name)(...).half()``: a class picked by name
@@ -1174,9 +1179,23 @@ class _Reader:
                 leaf = named.rpartition(".")[2]
                 written = f"{kw.group(1).decode()}={kw.group(2).decode()}"
                 what = f"`{leaf}` {BUILT_IN_HALF} `{leaf}(..., {written})`"
-                dtype = _written_dtype(kw.group(2))
+                dtype = self._keyword_half(opening, kw)
                 out.append((named, self.spot(opening - len(head)), what, dtype))
         return out
+
+    def _dtype_names(self) -> DtypeNames:
+        if self._dtypes is None:
+            self._dtypes = DtypeNames(self.code, self.data)
+        return self._dtypes
+
+    def _keyword_half(self, opening: int, keyword: re.Match[bytes]) -> str:
+        """The one half dtype the ``dtype=``/``torch_dtype=`` argument ``keyword`` of the
+        call opened at ``opening`` writes ("" when it may write either, or is unknown)."""
+        code = self.code
+        for begin, stop in parts(code, opening + 1, closing(code, opening + 1)):
+            if begin <= keyword.start() < stop:
+                return self._dtype_names().half_of(keyword.start(2), stop)
+        return self._dtype_names().half_of(keyword.start(2), keyword.end(2))
 
     def _loose_cast(self, spot: Spot, dtype: str) -> None:
         """A half cast of a model of unknown class at ``spot``, writing ``dtype`` down."""
@@ -2775,12 +2794,12 @@ _DEVICE_ARG = re.compile(rb"^\s*(?:device_type\s*=\s*)?[rbu]?[\"']([a-z]+)")
 def _region_lowers_to(data: bytes, code: bytes, start: int, end: int, cpu: bool) -> str:
     """The half dtype the autocast call whose arguments span ``start:end`` lowers to, as
     written ("" when a variable not bound to one dtype, or a choice, decides it)."""
-    written = _written_dtype(code[start:end])
+    written = written_dtype(code[start:end])
     if written:
         return written
     named = _DTYPE_ARG.search(code, start, end)
-    if named is not None:
-        return _bound_dtype(code, named.group(1))
+    if named is not None:  # (``self.amp_dtype``: what the file assigns it, as ever)
+        return DtypeNames(code, data, attributes=True).half_of(*named.span(1))
     if named is None and b"dtype" in code[start:end]:
         return ""
     device = next(
@@ -2788,16 +2807,6 @@ def _region_lowers_to(data: bytes, code: bytes, start: int, end: int, cpu: bool)
         b"cpu" if cpu else b"",
     )
     return "bfloat16" if device == b"cpu" else "float16"
-
-
-def _bound_dtype(code: bytes, name: bytes) -> str:
-    """The one half dtype every assignment of the file to ``name`` writes down
-    (``amp_dtype = torch.bfloat16``), or "" (none, a choice, a parameter of that name)."""
-    if b"." not in name and re.search(rb"\bdef\s+\w+\s*\([^)]*\b" + name + rb"\b", code):
-        return ""  # (a parameter: its callers decide)
-    bound = re.compile(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*(?::[^=\n]*)?=(?!=)([^\n]*)", re.M)
-    found = {_written_dtype(m.group(1)) for m in bound.finditer(code)}
-    return found.pop() if len(found) == 1 else ""
 
 
 def _autocast_contexts(code: bytes, data: bytes) -> tuple[set[bytes], set[bytes]]:
@@ -2827,21 +2836,6 @@ def _autocast_contexts(code: bytes, data: bytes) -> tuple[set[bytes], set[bytes]
 
 def _disabled(line: bytes) -> bool:
     return re.search(rb"enabled\s*=\s*False", line) is not None
-
-
-_FLOAT16_WRITTEN = re.compile(rb"(?<![\w.])(?:torch\.)?(?:float16|half)\b|\bfp16\b")
-_BFLOAT16_WRITTEN = re.compile(rb"\bbfloat16\b|\bbf16\b")
-
-
-def _written_dtype(text: bytes) -> str:
-    """The one half dtype a cast writes down (``.half()``, ``.to(torch.bfloat16)``,
-    ``torch_dtype=torch.float16``): "float16" or "bfloat16"; "" for a dtype variable
-    (``weight_dtype``) or a choice between both, which the cast's text does not decide."""
-    fp16 = _FLOAT16_WRITTEN.search(text) is not None
-    bf16 = _BFLOAT16_WRITTEN.search(text) is not None
-    if fp16 == bf16:
-        return ""
-    return "float16" if fp16 else "bfloat16"
 
 
 def _halfish_args(text: bytes) -> bool:
