@@ -41,45 +41,43 @@ def _parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
     nodes' fields (:func:`~mpcheck.project.names.children`: trivia holds no code, so the
     parents of code nodes are those libcst's visitor sees, at a fraction of its cost).
     Kept for the last function asked: its casts are checked one after another."""
-    global _last
-    if _last is not None and _last[0] is root:
-        return _last[1]
-    parents: dict[cst.CSTNode, cst.CSTNode] = {}
-    stack: list[cst.CSTNode] = [root]
+    _, parents, stack = _walk_of(root)
     while stack:
         node = stack.pop()
         for child in children(node):
             parents[child] = node
             stack.append(child)
-    _last = (root, parents)
     return parents
 
 
-_last: tuple[cst.CSTNode, dict[cst.CSTNode, cst.CSTNode]] | None = None
-_searched: cst.CSTNode | None = None  # (the root :func:`_parent` last walked without a map)
+def _walk_of(root: cst.CSTNode) -> _Walk:
+    """The walk of ``root``, kept for the last root asked where it stopped."""
+    global _last
+    if _last is None or _last[0] is not root:
+        _last = (root, {}, [root])
+    return _last
+
+
+# A root, the parent of each node its walk has reached, and the nodes whose children it has
+# not looked at yet: the walk resumes there for the next node asked, and the whole map is
+# the same walk finished (the same nodes in the same order as a walk in one go).
+_Walk = tuple[cst.CSTNode, dict[cst.CSTNode, cst.CSTNode], list[cst.CSTNode]]
+_last: _Walk | None = None
 
 
 def _parent(node: cst.CSTNode, root: cst.CSTNode) -> cst.CSTNode | None:
-    """The node holding ``node`` under ``root``: from the parent map kept for ``root`` if
-    there is one, else from a walk that ends where ``node`` is found (most casts asked this
-    are no timestep's, and their function's map would serve nothing else). A function asked
-    a second time in a row has its map built: its casts are asked one after another, and a
-    function with many (a pipeline's ``__call__``) walked again for each was 2 % of a
-    profiled diffusers run."""
-    global _searched
-    if _last is not None and _last[0] is root:
-        return _last[1].get(node)
-    if _searched is root:
-        return _parents(root).get(node)
-    _searched = root
-    stack: list[cst.CSTNode] = [root]
-    while stack:
+    """The node holding ``node`` under ``root``, walking ``root`` only as far as needed
+    (most casts asked this are no timestep's, and a whole map would serve nothing else);
+    the walk is kept, so a function with many casts (a pipeline's ``__call__``) is walked
+    once for all of them, which walked again for each was 2 % of a profiled diffusers
+    run."""
+    _, parents, stack = _walk_of(root)
+    while stack and node not in parents:
         parent = stack.pop()
         for child in children(parent):
-            if child is node:
-                return parent
+            parents[child] = parent
             stack.append(child)
-    return None
+    return parents.get(node)
 
 
 def code_under(function: cst.FunctionDef) -> Iterable[cst.CSTNode]:
