@@ -58,6 +58,7 @@ BFLOAT16_ONLY = {
         "dtype = torch.float16\ndef main():\n    dtype = torch.bfloat16\n    model.to(dtype)\n"
     ),
     "literal": "model.to(torch.bfloat16)\n",
+    "torch under another name": "dtype = th.bfloat16 if bf16 else th.float32\nmodel.to(dtype)\n",
     "an enclosing function's variable": (
         "def main():\n    weight_dtype = torch.bfloat16\n    def validate():\n"
         "        model.to(weight_dtype)\n"

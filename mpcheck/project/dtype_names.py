@@ -44,6 +44,8 @@ _TORCH_DTYPES = {
     ),
 }
 _TORCH_ATTRIBUTE = re.compile(rb"torch\s*\.\s*(\w+)")
+# ``th.bfloat16`` of ``import torch as th``: a module's attribute named for a width is a dtype
+_ALIASED = re.compile(rb"(?!self\b)[A-Za-z_]\w*\s*\.\s*(float16|bfloat16|float32|float64)")
 _NAME = re.compile(rb"[A-Za-z_]\w*")
 _SELF_ATTRIBUTE = re.compile(rb"self\s*\.\s*[A-Za-z_]\w*")
 _STRING = re.compile(rb"""\s*[rbuRBU]?(["'])(\w+)\1\s*""")
@@ -139,7 +141,7 @@ class DtypeNames:
             return frozenset(out)
         if _top_keyword(code, start, end):
             return None  # (``a or b``, ``not x``, a comprehension: not read)
-        torch_dtype = _TORCH_ATTRIBUTE.fullmatch(text)
+        torch_dtype = _TORCH_ATTRIBUTE.fullmatch(text) or _ALIASED.fullmatch(text)
         if torch_dtype is not None:
             found_dtype = _TORCH_DTYPES.get(torch_dtype.group(1))
             return None if found_dtype is None else frozenset({found_dtype})
