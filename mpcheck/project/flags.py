@@ -164,14 +164,16 @@ def _mentions(code: bytes) -> int:
         end = len(code) if end < 0 else end
         kept[found.start() : end] = b" " * (end - found.start())
     text = bytes(kept)
-    names = b" ".join(
-        b"." + m.group(1)
-        for m in _CAPITAL.finditer(text)
-        if m.group(1) not in _CONSTANTS
-        and not _header(text, m.start())
-        and not _called(text, m.end())
-    )
-    return attributes_of(names)
+    # (the filter holds each name once: a name already kept is not tested again where it
+    # is written again, which a class name used throughout its file was)
+    names: set[bytes] = set()
+    for m in _CAPITAL.finditer(text):
+        name = m.group(1)
+        if name in names or name in _CONSTANTS:
+            continue
+        if not _header(text, m.start()) and not _called(text, m.end()):
+            names.add(name)
+    return attributes_of(b" ".join(b"." + name for name in names))
 
 
 def _called(code: bytes, at: int) -> bool:
