@@ -21,6 +21,7 @@ string comes from the unblanked bytes at the same offsets.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from mpcheck.project.brackets import closing, innermost, opening, parts
 from mpcheck.project.construction import body_end
@@ -236,13 +237,7 @@ class DtypeNames:
         spans = self._bindings(text, start)
         if spans is None:
             return None
-        out = set()
-        for span in spans:
-            found = self._container(*span, depth + 1, seen | {text})
-            if found is None:
-                return None
-            out |= found
-        return frozenset(out)
+        return _all_of(self._container(*span, depth + 1, seen | {text}) for span in spans)
 
     def _name_values(
         self, name: bytes, at: int, depth: int, seen: frozenset[bytes]
@@ -252,13 +247,7 @@ class DtypeNames:
         spans = self._bindings(name, at)
         if spans is None:
             return None
-        out: set[str] = set()
-        for span in spans:
-            found = self.values(*span, depth + 1, seen | {name})
-            if found is None:
-                return None
-            out |= found
-        return frozenset(out)
+        return _all_of(self.values(*span, depth + 1, seen | {name}) for span in spans)
 
     def _attribute_values(
         self, text: bytes, at: int, depth: int, seen: frozenset[bytes]
@@ -269,13 +258,7 @@ class DtypeNames:
         spans = _assignments(self.code, name, 0, len(self.code))
         if not spans:
             return None
-        out: set[str] = set()
-        for span in spans:
-            found = self.values(*span, depth + 1, seen | {name})
-            if found is None:
-                return None
-            out |= found
-        return frozenset(out)
+        return _all_of(self.values(*span, depth + 1, seen | {name}) for span in spans)
 
     # -- bindings --------------------------------------------------------------------------
     def _bindings(self, name: bytes, at: int) -> list[tuple[int, int]] | None:
@@ -415,3 +398,14 @@ def _mutated(code: bytes, name: bytes) -> bool:
         rb"|(?<![\w.])" + word + rb"\s*\|="
     )
     return changed.search(code) is not None
+
+
+def _all_of(found: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
+    """The values every binding may hold together, or None as soon as one is unknown (the
+    rest are then never read)."""
+    out: set[str] = set()
+    for values in found:
+        if values is None:
+            return None
+        out |= values
+    return frozenset(out)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from mpcheck.knowledge.torch_api import CONTAINER_LAYERS
 from mpcheck.project.brackets import closing, parts
+from mpcheck.project.names import lineage_of
 
 __all__ = ["PART", "UNNAMED", "HeldParts", "Part", "parts_in"]
 
@@ -140,12 +141,4 @@ class HeldParts:
 
     def _lineage(self, cls: str) -> list[str]:
         """``cls`` and its project bases, nearest first (the class's own binding wins)."""
-        out: list[str] = []
-        todo = [cls]
-        while todo and len(out) < 32:
-            name = todo.pop(0)
-            if name in out:
-                continue
-            out.append(name)
-            todo.extend(b for b in map(self.resolve, self.bases.get(name, ())) if b)
-        return out
+        return lineage_of(cls, self.bases, self.resolve)

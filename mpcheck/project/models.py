@@ -55,6 +55,7 @@ from mpcheck.project.closed import (
 from mpcheck.project.construction import Construction
 from mpcheck.project.flags import Unset
 from mpcheck.project.held_parts import PART, HeldParts
+from mpcheck.project.names import lineage_of
 from mpcheck.project.part_methods import PartCalls
 from mpcheck.project.reach import SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
@@ -1208,15 +1209,7 @@ class _Factories:
 
     def _lineage(self, cls: str) -> list[str]:
         """``cls`` and its project bases, nearest first."""
-        out: list[str] = []
-        todo = [cls]
-        while todo and len(out) < 32:
-            name = todo.pop(0)
-            if name in out:
-                continue
-            out.append(name)
-            todo.extend(b for b in map(self.names.resolve, self.bases.get(name, ())) if b)
-        return out
+        return lineage_of(cls, self.bases, self.names.resolve)
 
     def expand(self, name: str, depth: int = 0) -> list[str]:
         """The project classes ``name`` stands for: a class, or what a call returns (each

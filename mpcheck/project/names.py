@@ -12,7 +12,7 @@ import ast
 import dataclasses
 import enum
 import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
@@ -437,4 +437,20 @@ def _child_statements(node: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
     for handler in getattr(node, "handlers", ()):
         if isinstance(handler.body, cst.IndentedBlock):
             out.extend(handler.body.body)
+    return out
+
+
+def lineage_of(
+    cls: str, bases: Mapping[str, Sequence[str]], resolve: Callable[[str], str | None]
+) -> list[str]:
+    """``cls`` and its project bases, nearest first: ``bases`` holds each class's bases as
+    written, ``resolve`` names the project class each stands for (None: no project class)."""
+    out: list[str] = []
+    todo = [cls]
+    while todo and len(out) < 32:
+        name = todo.pop(0)
+        if name in out:
+            continue
+        out.append(name)
+        todo.extend(b for b in map(resolve, bases.get(name, ())) if b)
     return out
