@@ -292,12 +292,12 @@ class Tracker:
         if plugin is not None and not _is_none(plugin.node):
             literal = isinstance(plugin.node, (cst.SimpleString, cst.Dict))
             deepspeed = True if literal else None  # (a path that may be None at run time)
-        sharding = kwargs.get("fsdp")
-        fsdp = sharding is not None and not _is_none(sharding.node)
-        if sharding is not None and string_value(sharding.node) == "":
-            fsdp = False
-        if sharding is not None and bool_value(sharding.node) is False:
-            fsdp = False
+        sharding = kwargs.get("fsdp")  # (``None``, ``""`` and ``False`` shard nothing)
+        fsdp = sharding is not None and not (
+            _is_none(sharding.node)
+            or string_value(sharding.node) == ""
+            or bool_value(sharding.node) is False
+        )
         text = f"`{self.code(node)}`"
         return Fact(Kind.OTHER, train=TrainingArguments(node, text, fp16, deepspeed, fsdp))
 
@@ -822,7 +822,7 @@ def own_scaler(kwargs: Mapping[str, Operand]) -> bool | None:
     DeepSpeed (``deepspeed_plugin=DeepSpeedPlugin(...)``); a plugin that may be None (a
     helper's result, ``prepare_deepspeed_plugin(args)``) leaves them to the runs without it."""
     plugin = kwargs.get("deepspeed_plugin")
-    if plugin is None or (isinstance(plugin.node, cst.Name) and plugin.node.value == "None"):
+    if plugin is None or _is_none(plugin.node):
         return True
     return False if plugin.fact.layer == api.DEEPSPEED_PLUGINS[0] else None
 

@@ -97,6 +97,7 @@ class FileSummariser:
             data = self._read(path)
         except OSError:
             return None
+        tree = None
         if b"torch" not in data:  # nothing to walk, but it may re-export what others define
             tree = _cpython_tree(data)  # (libcst's parse is many times the cost of CPython's)
             cheap = ImportTable.of_source(data, tree) if tree is not None else None
@@ -122,8 +123,7 @@ class FileSummariser:
             names, public, stars = exported(module)
             shown = _shown_path(path, self._root)
             reexports = _reexports(table)
-            tree = _cpython_tree(data)
-            classes = _trainer_classes(tree, table) if tree is not None else {}
+            classes = _trainer_classes(tree, table) if tree is not None else {}  # (parsed above)
             return ModuleSummary(
                 "",
                 shown,
