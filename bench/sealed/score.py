@@ -21,10 +21,11 @@ Sealed batches are scored one at a time (``--batch``): ``sealed``, the first (it
 group ``sealed``, its files ``bench/sealed/first-run.toml`` and ``hazards.toml``), ``sealed2``,
 pinned in the twenty-seventh pass (group ``sealed2``, files in ``bench/sealed/sealed2/``),
 ``sealed3``, pinned in the thirty-fourth pass (group ``sealed3``, files in
-``bench/sealed/sealed3/``), and ``sealed4``, pinned in the thirty-fifth pass (group ``sealed4``,
-files in ``bench/sealed/sealed4/``). A batch is a sample of its own: one batch's numbers never
-move when another is added. ``--dir`` and ``--new-out`` default to ``/tmp/mpcheck-<batch>`` and
-``/tmp/mpcheck-<batch>-new.toml``.
+``bench/sealed/sealed3/``), ``sealed4``, pinned in the thirty-fifth pass (group ``sealed4``,
+files in ``bench/sealed/sealed4/``), and ``sealed5``, pinned in the thirty-seventh pass (group
+``sealed5``, files in ``bench/sealed/sealed5/``). A batch is a sample of its own: one batch's
+numbers never move when another is added. ``--dir`` and ``--new-out`` default to
+``/tmp/mpcheck-<batch>`` and ``/tmp/mpcheck-<batch>-new.toml``.
 """
 
 from __future__ import annotations
