@@ -403,6 +403,21 @@ def test_broadcasting_keeps_each_tensor_in_its_own_dtype() -> None:
     assert facts[7].kind is not Kind.TENSOR
 
 
+def test_torch_functional_spelling_is_torchs_row() -> None:
+    # ``torch.functional.broadcast_tensors is torch.broadcast_tensors`` (torch 2.13)
+    facts = probe(
+        """
+        import torch.functional
+
+        class Net(nn.Module):
+            def forward(self, x):
+                h, s = torch.functional.broadcast_tensors(x, torch.ones(4, 1))
+                probe.at(h); probe.at(s)
+        """
+    )
+    assert [f.prec for f in facts] == [Prec.MODEL, Prec.FULL]
+
+
 def test_autocast_promoting_a_strict_write_promotes_its_result() -> None:
     fact = one(
         """

@@ -167,6 +167,31 @@ def test_a_variable_that_may_be_float16_keeps_the_class_open() -> None:
     assert uses(script).at("layers").bfloat16_only("Block") is None
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        b"dtype = torch.float32\nmodel = Block().to(dtype)\n",
+        b"dtype = torch.float32 if c else torch.float64\nmodel = Block().to(device, dtype=dtype)\n",
+        b"dtype = torch.float32\nmodel = Block.from_pretrained(p, torch_dtype=dtype)\n",
+    ],
+)
+def test_a_variable_that_only_holds_float32_casts_nothing_to_half(script: bytes) -> None:
+    """Every value the name may hold is read and none is half: no half cast is recorded."""
+    assert record_of(b"import torch\nfrom layers import Block\n" + script, "run.py").casts == ()
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        b"dtype = torch.float32\nif half:\n    dtype = torch.float16\nmodel = Block().to(dtype)\n",
+        b"def f(dtype):\n    model = Block().to(dtype)\n",
+        b"dtype = torch.float32\nmodel = Block.from_pretrained(p, torch_dtype=args.dtype)\n",
+    ],
+)
+def test_a_variable_that_may_hold_half_is_still_a_cast(script: bytes) -> None:
+    assert len(record_of(b"import torch\nfrom layers import Block\n" + script, "run.py").casts) == 1
+
+
 def test_a_keyword_choice_is_read_whole() -> None:
     """``torch_dtype=torch.bfloat16 if a else torch.float16``: the whole argument, not its
     first name, is what the load writes."""

@@ -283,3 +283,14 @@ def test_factory_row_makes_the_default_dtype_unless_told(qual: str) -> None:
 def test_every_row_names_a_behaviour_or_a_cast() -> None:
     for table in (METHODS, FUNCTIONS):
         assert all(row.does or row.casts_to for row in table.values())
+
+
+def test_torch_functional_names_are_torchs_own() -> None:
+    # ``torch.functional.einsum`` is ``torch.einsum``: the engine reads every name of
+    # ``torch.functional.__all__`` as torch's row, which holds only while they are one object.
+    from mpcheck.project.names import canonical
+
+    for name in torch.functional.__all__:
+        assert getattr(torch, name) is getattr(torch.functional, name)
+        assert canonical(f"torch.functional.{name}") == f"torch.{name}"
+    assert canonical("torch.functional.Tensor") == "torch.functional.Tensor"

@@ -91,6 +91,24 @@ class DtypeNames:
         """The one half dtype the call whose arguments span ``start:end`` writes (``.to(
         device, dtype=weight_dtype)``, ``.to(dtype)``): its ``dtype=`` argument, else its one
         positional argument that may be a dtype. "" when it may write either or is unknown."""
+        chosen = self._dtype_argument(start, end)
+        if chosen is None:
+            return written_dtype(self.code[start:end])
+        return self.half_of(*chosen)
+
+    def argument_full(self, start: int, end: int) -> bool:
+        """Whether the call whose arguments span ``start:end`` writes no half dtype at all:
+        its dtype argument is a name (or expression) every value of which is read here and
+        none half (``dtype = torch.float32`` ... ``.to(dtype)`` casts to float32)."""
+        chosen = self._dtype_argument(start, end)
+        return chosen is not None and self.values(*chosen) == frozenset({FULL})
+
+    def full_only(self, start: int, end: int) -> bool:
+        """Whether the expression spanning ``start:end`` may evaluate to no half dtype."""
+        return self.values(start, end) == frozenset({FULL})
+
+    def _dtype_argument(self, start: int, end: int) -> tuple[int, int] | None:
+        """The span of the dtype argument of a call whose arguments span ``start:end``."""
         code = self.code
         chosen: tuple[int, int] | None = None
         candidates = []
@@ -104,9 +122,7 @@ class DtypeNames:
                 candidates.append((begin, stop))
         if chosen is None and len(candidates) == 1:
             chosen = candidates[0]
-        if chosen is None:
-            return written_dtype(code[start:end])
-        return self.half_of(*chosen)
+        return chosen
 
     def half_of(self, start: int, end: int) -> str:
         """The one half dtype the expression spanning ``start:end`` may evaluate to ("" when

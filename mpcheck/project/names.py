@@ -18,7 +18,6 @@ import libcst as cst
 
 # Public spellings that are the same object under another module path.
 CANONICAL: dict[str, str] = {
-    "torch.functional.einsum": "torch.einsum",
     "torch.nn.modules.linear.Linear": "torch.nn.Linear",
     "torch.cuda.amp.autocast_mode.autocast": "torch.cuda.amp.autocast",
     "torch.amp.autocast_mode.autocast": "torch.autocast",
@@ -28,6 +27,14 @@ CANONICAL: dict[str, str] = {
     "torch.nn.functional.softmax": "torch.softmax",
     "torch.nn.functional.log_softmax": "torch.log_softmax",
 }
+# ``torch.functional`` defines these and ``torch`` re-exports each as the same object
+# (``torch.functional.einsum is torch.einsum``, every name of its ``__all__`` on torch 2.13).
+_TORCH_FUNCTIONAL = frozenset(
+    ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "broadcast_tensors")
+    + ("cartesian_prod", "block_diag", "cdist", "chain_matmul", "einsum", "istft", "lu", "norm")
+    + ("meshgrid", "pca_lowrank", "split", "stft", "svd_lowrank", "tensordot", "unique")
+    + ("unique_consecutive", "unravel_index")
+)
 # ``torch.nn`` re-exports the public classes its files define, so ``from torch.nn.parameter
 # import Parameter`` (common in vocoders' Snake activations) and ``from torch.nn.modules.conv
 # import Conv1d`` name ``torch.nn.Parameter`` and ``torch.nn.Conv1d``; these few it does not.
@@ -42,6 +49,9 @@ def canonical(qual: str) -> str:
     known = CANONICAL.get(qual)
     if known is not None:
         return known
+    if qual.startswith("torch.functional."):
+        leaf = qual[len("torch.functional.") :]
+        return "torch." + leaf if leaf in _TORCH_FUNCTIONAL else qual
     if qual.startswith(_NN_HOMES):
         module, _, leaf = qual.rpartition(".")
         private = any(part.startswith("_") for part in module.split("."))

@@ -1137,6 +1137,8 @@ class _Reader:
             start, receiver = _receiver(code, _module_chain(code, match.start()))
             if match.group(1):
                 dtype = written_dtype(match.group(1))
+            elif self._dtype_names().argument_full(match.end(), end - 1):
+                continue  # (``.to(dtype)`` of a ``dtype`` that only holds float32: no half)
             else:  # ``.to(weight_dtype)``: what the variable may hold (:mod:`.dtype_names`)
                 dtype = self._dtype_names().argument_half(match.end(), end - 1)
             if not receiver:
@@ -1167,6 +1169,8 @@ class _Reader:
         for kw in _DTYPE_KW.finditer(code):
             if not _HALFISH_BYTES.search(kw.group(2)):
                 continue
+            if self._dtype_names().full_only(kw.start(2), kw.end(2)):
+                continue  # (``torch_dtype=dtype`` of a ``dtype`` that only holds float32)
             opening = enclosing(code, kw.start())
             if opening <= 0:
                 continue
