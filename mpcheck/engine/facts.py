@@ -620,6 +620,18 @@ def tensor_or_none(tested: Fact, default: Fact, *, state: bool = False) -> Fact:
     return tested
 
 
+def or_value(left: Fact, right: Fact) -> Fact:
+    """``left or right``: ``right`` wherever ``left`` is falsy. ``None`` always is, so the
+    value is ``right``; when ``right`` is a dtype, an object of unknown value (a
+    constructor's ``torch_dtype=None`` argument, ``args.dtype``) is None on some paths, so
+    the value is ``right`` on those (``maybe``); otherwise the two paths join."""
+    if is_none(left):
+        return right
+    if right.kind is Kind.DTYPE and left.kind is Kind.OTHER and left.train is None:
+        return replace(right, maybe=True)
+    return join(left, right)
+
+
 def defaulted(fact: Fact) -> Fact:
     """``fact`` as the value of ``x`` after ``if x is None: x = <factory>`` (or ``x or ...``)."""
     if fact.kind is Kind.TENSOR and fact.maybe and fact.origin is not None:
