@@ -845,8 +845,12 @@ def loaded_in(
         return Fact(Kind.MODULE, layer=fact.layer)  # (none passed: the checkpoint's dtype)
     origin = fact.origin
     if origin is not None and given.origin is not None:
-        text = f"loaded by `{fn.name.value}` with {given.origin.text}"
-        origin = replace(origin, text=text, via=given.origin)
+        via = replace(
+            given.origin, text=f"the dtype handed to `{fn.name.value}` is {given.origin.text}"
+        )
+        origin = replace(
+            origin, text=f"loaded by `{fn.name.value}` in the dtype handed to it", via=via
+        )
     return Fact(Kind.MODULE, given.prec, given.dtype, origin, maybe=given.maybe)
 
 
