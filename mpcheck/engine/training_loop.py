@@ -20,6 +20,7 @@ from mpcheck.engine.facts import (
     Kind,
     Origin,
     Prec,
+    Trainable,
     seq_of,
     settled,
     tensor_of_dtype,
@@ -401,9 +402,11 @@ class Tracker:
         if module.kind is Kind.MODULE and module.prec is Prec.HALF:
             if flag is None or bool_value(flag.node) is True:
                 text = f"adapter weights kept in float32 by `{self.code(node)}`"
-                self.cast_modules(
-                    module, tensor_of_dtype("float32", node, Cause.UPCAST, text), frame
-                )
+                adapters = tensor_of_dtype("float32", node, Cause.UPCAST, text)
+                self.cast_modules(module, adapters, frame)
+                # (the model it returns carries them: trained in another method, or joined
+                # with a plain model's path, each path keeps its own trainable parameters)
+                return replace(module, train=Trainable(adapters))
         return module
 
     def kbit_prepared(self, node: cst.Call, model: Operand) -> Fact:
