@@ -786,7 +786,8 @@ class Definitions:
 
         def sub(fact: Fact) -> Fact:
             if fact.kind is Kind.MODULE and fact.params and fact.cause is Cause.MODEL_CAST:
-                return loaded_in(fact, fn, bound, kwargs)
+                if fact.prec is Prec.UNKNOWN:  # (a load in a parameter's dtype)
+                    return loaded_in(fact, fn, bound, kwargs)
             if fact.kind is Kind.SEQ:
                 items = tuple(sub(f) for f in fact.items) if fact.items is not None else None
                 return replace(fact, items=items, elem=sub(fact.elem) if fact.elem else None)
