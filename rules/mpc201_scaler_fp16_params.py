@@ -51,7 +51,14 @@ class ScalerFp16Params(Rule):
         `torch_dtype=torch.float16` and trained whole therefore raises at the first step.
         Not reported: `bf16=True`, `deepspeed=` (DeepSpeed scales the loss itself), `fsdp=`
         (its sharded scaler takes float16 gradients), a `peft_config=` or a peft model
-        (peft keeps adapters in float32), and `optimizers=` whose parameters were upcast.
+        (peft keeps adapters in float32, `get_peft_model` and `PeftModel.from_pretrained`
+        alike), a model `prepare_model_for_kbit_training` froze and upcast, and
+        `optimizers=` whose parameters were upcast.
+
+        The load may happen in the project's own loader: a function that hands its
+        `torch_dtype` parameter, or its `**kwargs`, to `from_pretrained` loads in the dtype
+        each call passes it. `torch_dtype or torch.float16` is float16 whenever the caller
+        leaves `torch_dtype` None, its default.
         """
     symptom = "`ValueError: Attempting to unscale FP16 gradients.` at the first step."
     how_to_fix = """

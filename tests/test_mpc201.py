@@ -609,3 +609,146 @@ def test_project_subclasses_of_the_trainer_and_its_arguments_are_built_as_their_
         """
     )
     assert span(d)[0] == 19
+
+
+@pytest.mark.parametrize(
+    ("dtype", "reported"),
+    [
+        ("torch.float16", True),
+        ("torch.float32", False),
+        ("torch.bfloat16", False),  # (bfloat16 gradients: the scaler takes them)
+    ],
+)
+def test_the_projects_loader_forwards_its_keywords_to_from_pretrained(
+    dtype: str, reported: bool
+) -> None:
+    found = trainer_findings(
+        f"""
+        def load_model(path, **kwargs):
+            return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+        def main(data):
+            model = load_model("m", torch_dtype={dtype}, attn_implementation="eager")
+            args = TrainingArguments(output_dir="out", fp16=True)
+            Trainer(model=model, args=args, train_dataset=data).train()
+        """
+    )
+    assert bool(found) is reported
+    if found:
+        assert "loaded by `load_model` in the dtype handed to it" in found[0].message
+
+
+def test_a_loader_whose_keywords_are_rebound_forwards_nothing_it_was_handed() -> None:
+    assert not trainer_findings(
+        """
+        def load_model(path, **kwargs):
+            kwargs = {"low_cpu_mem_usage": True}
+            return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+        def main(data):
+            model = load_model("m", torch_dtype=torch.float16)
+            args = TrainingArguments(output_dir="out", fp16=True)
+            Trainer(model=model, args=args, train_dataset=data).train()
+        """
+    )
+
+
+def test_a_loader_given_its_dtype_parameter_loads_in_what_each_call_hands() -> None:
+    found = trainer_findings(
+        """
+        def load(path, torch_dtype=None):
+            return AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch_dtype)
+
+        def half(data):
+            args = TrainingArguments(output_dir="out", fp16=True)
+            Trainer(model=load("m", torch.float16), args=args, train_dataset=data).train()
+
+        def full(data):
+            args = TrainingArguments(output_dir="out", fp16=True)
+            Trainer(model=load("m", torch.float32), args=args, train_dataset=data).train()
+        """
+    )
+    assert [span(d)[0] for d in found] == [11]
+
+
+@pytest.mark.parametrize(
+    ("default", "reported"), [("torch.float16", True), ("torch.float32", False)]
+)
+def test_a_dtype_or_default_of_a_constructor_argument_is_the_default_when_none(
+    default: str, reported: bool
+) -> None:
+    found = trainer_findings(
+        f"""
+        class Embedder:
+            def __init__(self, name, torch_dtype=None):
+                self.backbone = AutoModelForCausalLM.from_pretrained(
+                    name, torch_dtype=torch_dtype or {default}
+                )
+
+            def fit(self, data):
+                args = TrainingArguments(output_dir="out", fp16=True)
+                Trainer(model=self.backbone, args=args, train_dataset=data).train()
+        """
+    )
+    assert bool(found) is reported
+    if found:
+        assert "float16 on some paths" in found[0].message
+
+
+def test_a_trainer_class_picked_by_a_flag_is_built_as_either() -> None:
+    (d,) = trainer_findings(
+        """
+        class A(Trainer):
+            pass
+
+        class B(A):
+            pass
+
+        def main(data, contrastive):
+            model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+            args = TrainingArguments(output_dir="out", fp16=True)
+            trainer_class = B if contrastive else A
+            trainer_class(model=model, args=args, train_dataset=data).train()
+        """
+    )
+    assert span(d)[0] == 16
+
+
+def test_a_peft_model_keeps_its_float32_adapters_in_another_method() -> None:
+    assert not trainer_findings(
+        """
+        from peft import LoraConfig, get_peft_model
+
+        class Tuner:
+            def __init__(self, name):
+                model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)
+                self.model = get_peft_model(model, LoraConfig(r=8))
+
+            def fit(self, data):
+                args = TrainingArguments(output_dir="out", fp16=True)
+                Trainer(model=self.model, args=args, train_dataset=data).train()
+        """
+    )
+
+
+def test_a_peft_path_joined_with_a_float16_path_keeps_the_float16_one() -> None:
+    (d,) = trainer_findings(
+        """
+        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+        class Tuner:
+            def __init__(self, name, lora):
+                if lora:
+                    model = AutoModelForCausalLM.from_pretrained(name, load_in_4bit=True)
+                    model = prepare_model_for_kbit_training(model)
+                    model = get_peft_model(model, LoraConfig(r=8))
+                else:
+                    model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)
+                self.model = model
+
+            def fit(self, data):
+                args = TrainingArguments(output_dir="out", fp16=True)
+                Trainer(model=self.model, args=args, train_dataset=data).train()
+        """
+    )
+    assert "float16 on some paths (loaded with torch.float16 at line 15)" in d.message

@@ -27,6 +27,7 @@ from mpcheck.engine.facts import (
     int_to_float,
     join,
     none_tested,
+    or_value,
     promote,
     replace,
     seq_of,
@@ -277,9 +278,11 @@ class Expressions:
         return UNKNOWN
 
     def boolean(self, node: cst.BooleanOperation, frame: Frame) -> Fact:
-        joined = join(self.expr(node.left, frame), self.expr(node.right, frame))
-        # ``cache = cache or torch.empty(...)``: the right side is the default
-        return defaulted(joined) if isinstance(node.operator, cst.Or) else joined
+        left, right = self.expr(node.left, frame), self.expr(node.right, frame)
+        if isinstance(node.operator, cst.Or):
+            # ``torch_dtype or torch.float16``: the right side wherever the left is falsy
+            return defaulted(or_value(left, right))
+        return join(left, right)
 
     def ifexp(self, node: cst.IfExp, frame: Frame) -> Fact:
         resolve = self.file.imports.resolve
@@ -594,7 +597,10 @@ class Expressions:
         made: list[Fact] = []
         with self.file.reporting.muted():
             for target in targets:
-                if target.value in self.file.functions:
+                held = self.file.classes.get(target.value)
+                if target.value in self.file.functions or (held is not None and not held.is_module):
+                    # (a plain class of this file, ``Trainer = A if tdmse else B``: built as
+                    # it is; modules' candidates are followed by ``project.models``)
                     made.append(self.local_call(node, target.value, args, kwargs, frame))
                     continue
                 located = self.file.imports.locate(target) if self.file.project else None

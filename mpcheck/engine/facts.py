@@ -505,7 +505,34 @@ def settled(returns: Fact | None) -> Fact:
     return UNKNOWN if returns is None or is_none(returns) else returns
 
 
+@dataclass(frozen=True)
+class Trainable:
+    """On a model's fact: the fact of its trainable parameters when they are not in the
+    model's dtype (peft's float32 adapters on a half base), wherever the model goes."""
+
+    params: Fact
+
+    def join(self, other: TrainInfo | None) -> TrainInfo | None:
+        return Trainable(join(self.params, other.params)) if isinstance(other, Trainable) else self
+
+
+def trainable_params(module: Fact) -> Fact:
+    """The fact of a model's trainable parameters: its own dtype, unless it says otherwise."""
+    if isinstance(module.train, Trainable):
+        return module.train.params
+    return Fact(Kind.TENSOR, module.prec, module.dtype, module.origin, maybe=module.maybe)
+
+
 def _join(a: Fact, b: Fact) -> Fact:
+    if isinstance(a.train, Trainable) or isinstance(b.train, Trainable):
+        # (a peft model on one path, a plain one on the other: each path's own parameters;
+        # joined with anything but a model, the mark goes as the model does)
+        base = join(replace(a, train=None), replace(b, train=None))
+        if a.kind is not Kind.MODULE or b.kind is not Kind.MODULE or base.kind is not Kind.MODULE:
+            return base
+        # (joined as models join: half on one path stays half on some paths)
+        params = join(*(replace(trainable_params(f), kind=Kind.MODULE) for f in (a, b)))
+        return replace(base, train=Trainable(replace(params, kind=Kind.TENSOR)))
     if a.train is not None or b.train is not None:
         if a.kind is not b.kind:
             # ``scaler = GradScaler() if amp else None``: a training object on some paths.
@@ -618,6 +645,18 @@ def tensor_or_none(tested: Fact, default: Fact, *, state: bool = False) -> Fact:
     if default.kind is Kind.TENSOR and tested.kind is Kind.OTHER and tested.train is None:
         return Fact(Kind.TENSOR, params=frozenset() if state else tested.params)
     return tested
+
+
+def or_value(left: Fact, right: Fact) -> Fact:
+    """``left or right``: ``right`` wherever ``left`` is falsy. ``None`` always is, so the
+    value is ``right``; when ``right`` is a dtype, an object of unknown value (a
+    constructor's ``torch_dtype=None`` argument, ``args.dtype``) is None on some paths, so
+    the value is ``right`` on those (``maybe``); otherwise the two paths join."""
+    if is_none(left):
+        return right
+    if right.kind is Kind.DTYPE and left.kind is Kind.OTHER and left.train is None:
+        return replace(right, maybe=True)
+    return join(left, right)
 
 
 def defaulted(fact: Fact) -> Fact:

@@ -98,6 +98,10 @@ def call_result(
             given = args[index]
         elif index < len(function.params) and function.params[index] in kwargs:
             given = kwargs[function.params[index]]
+        elif index == len(function.params) and kind is Kind.MODULE:
+            # (``**kwargs`` forwarded to a load: the keyword no named parameter takes)
+            extra = {k: v for k, v in kwargs.items() if k not in function.params}
+            given = extra.get("torch_dtype") or extra.get("dtype")
         if given is None:
             return None
         node = given.node
@@ -107,6 +111,7 @@ def call_result(
             else given.fact
         )
 
+    kind = Kind(function.returns.kind)
     return fact_of(function.returns, node, name, argument)
 
 
@@ -128,6 +133,9 @@ def fact_of(
             if handed is not None and handed.kind is Kind.SEQ and handed.items is not None:
                 return handed
         return Fact(Kind.SEQ, items=items)
+    if value.same_as and kind is Kind.MODULE and value.cause == Cause.MODEL_CAST.value:
+        if Prec(value.prec) is Prec.UNKNOWN:  # loaded in the dtype a parameter holds
+            return _loaded_in(value, node, name, argument(value.same_as[0]))
     if value.same_as and Prec(value.prec) in (Prec.MODEL, Prec.UNKNOWN):
         actual = [f for f in map(argument, value.same_as) if f is not None]
         if len(actual) == 1 and one_path_factory(actual[0]):
@@ -159,6 +167,21 @@ def fact_of(
         layer=value.layer,
         value=value.number,
     )
+
+
+def _loaded_in(value: Value, node: cst.CSTNode, name: str, given: Fact | None) -> Fact:
+    """A model a function of another file loads in the dtype its parameter (or its
+    ``**kwargs``) holds: at this call, in the dtype the call hands; none handed, the
+    checkpoint's own dtype, unknown here."""
+    if given is None or given.kind is not Kind.DTYPE or given.prec is Prec.UNKNOWN:
+        return Fact(Kind.MODULE, layer=value.layer)
+    origin = None
+    if value.origin is not None and given.origin is not None:
+        where = f"{value.origin.path}:{value.origin.line}"
+        text = f"loaded by `{name}` ({where}) in the dtype handed to it"
+        via = replace(given.origin, text=f"the dtype handed to `{name}` is {given.origin.text}")
+        origin = Origin(node, Cause.MODEL_CAST, text, via, place=value.origin)
+    return Fact(Kind.MODULE, given.prec, given.dtype, origin, maybe=given.maybe, layer=value.layer)
 
 
 def _working_dtype_argument(value: Value, argument: Callable[[int], Fact | None]) -> Fact | None:

@@ -138,7 +138,10 @@ class Modules:
             f = dtype.fact
             text = f"loaded with {self.file.code(dtype.node)}"
             origin = Origin(node, Cause.MODEL_CAST, text, self.file.dtype_source(dtype))
-            return Fact(Kind.MODULE, f.prec, f.dtype, origin, maybe=f.maybe)
+            # (a parameter's dtype, ``torch_dtype=torch_dtype`` or through ``**kwargs``: each
+            # call of the function loads in the dtype it hands, see ``Definitions.substitute``)
+            params = f.params if f.prec is Prec.UNKNOWN else frozenset()
+            return Fact(Kind.MODULE, f.prec, f.dtype, origin, params, maybe=f.maybe)
         origin = Origin(node, Cause.LITERAL, "loaded in float32 (the default)")
         return Fact(Kind.MODULE, Prec.FULL, "float32", origin)
 

@@ -152,6 +152,9 @@ class Tensors:
     ) -> Fact:
         """``Model.from_pretrained(...)``: the loaded model; reported to the rules when its
         class keeps a part float32 ahead of a fused norm (a half load's latent hazard)."""
+        forwarded = forwarded_dtype(node, kwargs, frame)
+        if forwarded is not None:
+            kwargs = {**kwargs, "torch_dtype": forwarded}
         loaded = self.modules.loaded_model(node, path, kwargs)
         hazard = self.kept_residual(node, kwargs, loaded)
         if hazard is None:
@@ -629,3 +632,33 @@ def _literal_leaves(node: cst.BaseExpression) -> Iterator[cst.CSTNode | None]:
 def _compared(func: cst.BaseExpression) -> bool:
     """``(a > b).float()``: the method is called on a comparison."""
     return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Comparison)
+
+
+def forwarded_dtype(node: cst.Call, kwargs: dict[str, Operand], frame: Frame) -> Operand | None:
+    """``from_pretrained(path, **kwargs)`` where ``kwargs`` is the function's own ``**``
+    parameter: a ``torch_dtype=`` its caller passes reaches the load as a keyword. The dtype
+    is that of the caller's keyword, a parameter of the function one past its named ones
+    (``Definitions.substitute`` reads it off each call); None when the load names its dtype
+    or forwards no such parameter."""
+    fn = frame.scope.function
+    if fn is None or "torch_dtype" in kwargs or "dtype" in kwargs:
+        return None
+    star = fn.params.star_kwarg
+    if not isinstance(star, cst.Param):
+        return None
+    name = star.name.value
+    spread = next(
+        (
+            a
+            for a in node.args
+            if a.star == "**" and isinstance(a.value, cst.Name) and a.value.value == name
+        ),
+        None,
+    )
+    if spread is None or name in frame.env:  # (rebound: no longer what the caller passed)
+        return None
+    named = [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
+    slot = len(named) - (
+        1 if frame.scope.class_name and named[:1] and named[0].name.value in ("self", "cls") else 0
+    )
+    return Operand(spread.value, Fact(Kind.DTYPE, params=frozenset({slot})))

@@ -37,6 +37,7 @@ from mpcheck.engine.facts import (
     TrainInfo,
     element,
     join,
+    trainable_params,
 )
 from mpcheck.engine.sites import Autocast, Flags, Operand, Scope
 from mpcheck.project.names import dotted
@@ -444,7 +445,7 @@ class State:
         for key, params in self.trainable:
             if key == module:
                 return params
-        return Fact(Kind.TENSOR, module.prec, module.dtype, module.origin, maybe=module.maybe)
+        return trainable_params(module)
 
 
 def unique(items: Iterable[object]) -> tuple:  # type: ignore[type-arg]

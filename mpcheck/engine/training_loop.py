@@ -18,7 +18,9 @@ from mpcheck.engine.facts import (
     Cause,
     Fact,
     Kind,
+    Origin,
     Prec,
+    Trainable,
     seq_of,
     settled,
     tensor_of_dtype,
@@ -165,8 +167,10 @@ class Tracker:
         if qual in api.TRAINABLE_CASTS or qual.rsplit(".", 1)[-1] in api.TRAINABLE_CAST_NAMES:
             self.cast_trainable(node, args, kwargs, frame)
             return UNKNOWN
-        if qual in api.PEFT_WRAPPERS and args:
+        if (qual in api.PEFT_WRAPPERS or qual in api.PEFT_ADAPTER_LOADERS) and args:
             return self.peft_model(node, args[0], kwargs, frame)
+        if qual in api.PEFT_KBIT_PREPARERS and (args or "model" in kwargs):
+            return self.kbit_prepared(node, args[0] if args else kwargs["model"])
         if qual in api.HF_TRAINING_ARGUMENTS:
             return self.training_arguments(node, kwargs)
         if qual in api.HF_TRAINERS:
@@ -398,10 +402,22 @@ class Tracker:
         if module.kind is Kind.MODULE and module.prec is Prec.HALF:
             if flag is None or bool_value(flag.node) is True:
                 text = f"adapter weights kept in float32 by `{self.code(node)}`"
-                self.cast_modules(
-                    module, tensor_of_dtype("float32", node, Cause.UPCAST, text), frame
-                )
+                adapters = tensor_of_dtype("float32", node, Cause.UPCAST, text)
+                self.cast_modules(module, adapters, frame)
+                # (the model it returns carries them: trained in another method, or joined
+                # with a plain model's path, each path keeps its own trainable parameters)
+                return replace(module, train=Trainable(adapters))
         return module
+
+    def kbit_prepared(self, node: cst.Call, model: Operand) -> Fact:
+        """``prepare_model_for_kbit_training(model)``: the same model, every parameter
+        frozen and the float16/bfloat16 ones not quantized cast to float32: nothing it holds
+        brings float16 gradients to a scaler until adapters are added."""
+        if model.fact.kind is not Kind.MODULE:
+            return model.fact
+        text = f"upcast to float32 and frozen by `{self.code(node)}`"
+        origin = Origin(node, Cause.UPCAST, text)
+        return replace(model.fact, prec=Prec.FULL, dtype="float32", origin=origin, maybe=False)
 
     def cast_modules(self, models: Fact, value: Fact, frame: Frame) -> None:
         modules = [models] if models.kind is Kind.MODULE else []

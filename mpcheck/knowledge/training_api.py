@@ -132,6 +132,31 @@ TRAINABLE_CAST_NAMES = frozenset({"cast_training_params"})
 PEFT_WRAPPERS = frozenset(
     {"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"}
 )
+# peft's loaders of saved adapters onto a base model: the adapters they add are trainable
+# with ``is_trainable=True`` and, as ``get_peft_model``'s, kept in float32 for a half base
+# (``autocast_adapter_dtype``, peft 0.12 on); ``torch_dtype=`` loads nothing here.
+PEFT_ADAPTER_LOADERS = frozenset(
+    {
+        "peft.PeftModel.from_pretrained",
+        "peft.peft_model.PeftModel.from_pretrained",
+        "peft.PeftModelForCausalLM.from_pretrained",
+        "peft.PeftModelForFeatureExtraction.from_pretrained",
+        "peft.PeftModelForSequenceClassification.from_pretrained",
+        "peft.PeftModelForSeq2SeqLM.from_pretrained",
+    }
+)
+# peft's preparation of a quantized model for training: it freezes every parameter and casts
+# the float16/bfloat16 ones that are not quantized to float32, and returns the model.
+PEFT_KBIT_PREPARERS = frozenset(
+    {
+        "peft.prepare_model_for_kbit_training",
+        "peft.utils.prepare_model_for_kbit_training",
+        "peft.utils.other.prepare_model_for_kbit_training",
+        "peft.prepare_model_for_int8_training",
+        "peft.utils.prepare_model_for_int8_training",
+        "peft.utils.other.prepare_model_for_int8_training",
+    }
+)
 SCALER_PARAM_NAMES = frozenset({"scaler", "grad_scaler", "amp_scaler", "gradient_scaler"})
 
 

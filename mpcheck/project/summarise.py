@@ -98,7 +98,7 @@ class FileSummariser:
         except OSError:
             return None
         tree = None
-        if b"torch" not in data:  # nothing to walk, but it may re-export what others define
+        if not _worth_walking(data):  # nothing to walk, but it may re-export what others define
             tree = _cpython_tree(data)  # (libcst's parse is many times the cost of CPython's)
             cheap = ImportTable.of_source(data, tree) if tree is not None else None
             if tree is not None and cheap is not None:
@@ -119,7 +119,7 @@ class FileSummariser:
         if isinstance(module, Unparsable):
             return None
         table = ImportTable.of(module)
-        if b"torch" not in data:
+        if not _worth_walking(data):
             names, public, stars = exported(module)
             shown = _shown_path(path, self._root)
             reexports = _reexports(table)
@@ -614,3 +614,10 @@ def _cpython_tree(data: bytes) -> ast.Module | None:
         return ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def _worth_walking(data: bytes) -> bool:
+    """Whether a file's functions may return something dtype-bearing: it names torch, or it
+    loads a model forwarding keywords (``from_pretrained(path, **kwargs)``), which hands on
+    the ``torch_dtype`` its callers pass without naming torch itself."""
+    return b"torch" in data or (b"from_pretrained" in data and b"**" in data)

@@ -32,7 +32,7 @@ __all__ = [
     "Value",
 ]
 
-FORMAT = 14  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 15  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True, slots=True)
