@@ -67,7 +67,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 34
+FORMAT = 35
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
