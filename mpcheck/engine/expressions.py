@@ -57,7 +57,7 @@ from mpcheck.engine.switches import parts, switched
 from mpcheck.engine.tensors import Tensors
 from mpcheck.knowledge import data_api
 from mpcheck.knowledge import torch_api as T
-from mpcheck.project.names import dotted
+from mpcheck.project.names import dotted, literal_setattr
 from mpcheck.project.summary import ClassSummary, Function
 
 
@@ -770,6 +770,16 @@ class Expressions:
         result = Fact(Kind.TENSOR, Prec.FULL, "float32", origin)
         return self.file.emit(CallRecord(node, result, args, kwargs, qual=name), frame)
 
+    def set_literal(self, node: cst.Call, args: tuple[Operand, ...], frame: Frame) -> None:
+        """``setattr(self, "proj", v)`` under a literal name is ``self.proj = v``: bound like
+        that assignment (a part of the class, a buffer stored by name), its fact as given."""
+        found = literal_setattr(node)
+        holder = dotted(found[0]) if found is not None else None
+        if found is None or holder is None or len(args) != 3:
+            return
+        value = self.modules.stored(found[0], found[1], node, args[2].fact, frame)
+        self.file.bind(node, value, frame, f"{holder}.{found[1]}")
+
     def handed_call(
         self,
         node: cst.Call,
@@ -838,6 +848,7 @@ class Expressions:
                 if member is not None:
                     return member
             if name == "setattr":  # a model's child replaced (mpcheck.engine.replacements)
+                self.set_literal(node, args, frame)  # (``setattr(self, "proj", v)``)
                 fn, built = frame.scope.function, self.definitions.constructor_dtype
                 found = replacement(node, args, fn, self.file.module, built)
                 if found is not None:

@@ -667,19 +667,21 @@ class Modules:
             frame.env[key] = built
             info.registered[key] = (built, bound[1])
 
-    def stored(self, target: cst.Attribute, value: Fact, frame: Frame) -> Fact:
-        """``self.pe = pe`` where ``pe`` is a buffer the class registers by name: the value is
+    def stored(
+        self, holder: cst.BaseExpression, attr: str, at: cst.CSTNode, value: Fact, frame: Frame
+    ) -> Fact:
+        """``self.pe = pe`` (``holder.attr = value``, spelled at ``at``; or ``setattr(self,
+        "pe", pe)``) where ``pe`` is a buffer the class registers by name: the value is
         stored as that buffer (:func:`buffers.buffer_names`). Stored while the model is built
         (``__init__``, or a helper only construction calls), it is cast with the module like
         a buffer registered with it (:func:`buffers.held`); stored later (in ``forward``,
         after any cast), it keeps its own dtype. Read back in the method that stored it, it
         is what was stored when that was spelled float32 (:func:`buffers.read_back`)."""
         info = self._class_of_frame(frame)
-        if info is None or not frame.scope.in_module or dotted(target.value) != "self":
+        if info is None or not frame.scope.in_module or dotted(holder) != "self":
             return value
         if not value.is_tensor or not self.file.before_cast(frame.scope.function):
             return value
-        attr = target.attr.value
         transient = next(
             (
                 names[attr]
@@ -693,7 +695,7 @@ class Modules:
         name = info.node.name.value
         pretrained = info.pretrained and self.file.loaded_under_dtype(name)
         kept = self.file.buffers_kept(name)
-        model = held(target, value, "buffer", True, pretrained, kept, transient)
+        model = held(at, value, "buffer", True, pretrained, kept, transient)
         if model.prec is Prec.MODEL:
             model = unhanded(self.file, frame, value) or model
         built = read_back(model, value)

@@ -528,7 +528,9 @@ class Statements:
         if isinstance(target, cst.Attribute) and self.file.reporting.takes("stores"):
             self.storage(target, value, value_node, frame, stmt)
         if isinstance(target, cst.Attribute):
-            value = self.expressions.modules.stored(target, value, frame)  # a named buffer
+            value = self.expressions.modules.stored(  # a named buffer
+                target.value, target.attr.value, target, value, frame
+            )
             value = self._placeholder(target, value, value_node, frame)
         annotation = stmt.annotation if isinstance(stmt, cst.AnnAssign) else None
         container = self._adapter_container(target, value_node, frame, annotation)

@@ -2,9 +2,10 @@
 
 ``nn.Module.half()``, ``.bfloat16()`` and ``.to(dtype)`` walk their receiver and its
 submodules only. A script's ``model.encoder.half()`` therefore casts what the model's class
-body binds at ``self.encoder`` (``self.encoder = Encoder(...)``), never the model itself nor
-its other parts; and ``model.embed.bfloat16()`` of an ``nn.Embedding`` casts no class of the
-project at all. A chain of parts (``model.encoder.layers.half()``) is followed part by part.
+body binds at ``self.encoder`` (``self.encoder = Encoder(...)``, or ``setattr(self,
+"encoder", Encoder(...))``), never the model itself nor its other parts; and
+``model.embed.bfloat16()`` of an ``nn.Embedding`` casts no class of the project at all. A
+chain of parts (``model.encoder.layers.half()``) is followed part by part.
 
 Each file's record lists, for every class it defines, the parts its body binds
 (:func:`parts_in`): the attribute and the callees of the call bound there, resolved through
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from mpcheck.knowledge.torch_api import CONTAINER_LAYERS
 from mpcheck.project.brackets import closing, parts
 from mpcheck.project.names import lineage_of
+from mpcheck.project.setattrs import literal_setattrs
 
 __all__ = ["PART", "UNNAMED", "HeldParts", "Part", "parts_in"]
 
@@ -51,19 +53,24 @@ def parts_in(
     stop: int,
     calls: Sequence[tuple[int, int, str]],
     resolve: Callable[[str], str | None],
+    data: bytes,
 ) -> tuple[Part, ...]:
-    """The parts the class body ``code[start:stop]`` binds (blanked code): for each ``self.
-    <attr> = Call(...)``, the qualified callee (:data:`UNNAMED` when it is no CapWords call,
-    its name resolves to nothing, or it is a torch container handed a variable) and those
-    of the calls inside the value; ``self.<attr> = None`` binds no part. ``calls``: each
-    CapWords call of the file (its offset, the end of its ``(``, its callee), in order."""
+    """The parts the class body ``code[start:stop]`` binds (blanked code; ``data``, the file
+    as written): for each ``self.<attr> = Call(...)`` (or ``setattr(self, "<attr>",
+    Call(...))``: :mod:`setattrs`), the qualified callee (:data:`UNNAMED` when it is no
+    CapWords call, its name resolves to nothing, or it is a torch container handed a variable)
+    and those of the calls inside the value; ``self.<attr> = None`` binds no part. ``calls``:
+    each CapWords call of the file (its offset, the end of its ``(``, its callee), in order."""
+    bindings = [(m.end(), m.group(1).decode()) for m in _SELF_PART.finditer(code, start, stop)]
+    for target, at in literal_setattrs(data, code, start, stop):
+        if target.count(b".") == 1:  # (``self.<attr>``; a part's part is that part's)
+            bindings.append((at, target[len(b"self.") :].decode()))
     out: list[Part] = []
-    for found in _SELF_PART.finditer(code, start, stop):
-        at = found.end()
+    for at, attr in sorted(bindings):
         i = bisect_left(calls, (at,))
         if i == len(calls) or calls[i][0] != at:
             if not _NONE.match(code, at):
-                out.append((found.group(1).decode(), (UNNAMED,)))
+                out.append((attr, (UNNAMED,)))
             continue
         _, end, name = calls[i]
         close = closing(code, end)
@@ -77,7 +84,7 @@ def parts_in(
         while i < len(calls) and calls[i][0] < extent:
             inner.update(r for r in (resolve(calls[i][2]),) if r is not None)
             i += 1
-        out.append((found.group(1).decode(), (top or UNNAMED, *sorted(inner))))
+        out.append((attr, (top or UNNAMED, *sorted(inner))))
     return tuple(out)
 
 

@@ -74,6 +74,22 @@ def dotted(expr: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+def literal_setattr(node: cst.CSTNode) -> tuple[cst.BaseExpression, str, cst.BaseExpression] | None:
+    """``setattr(obj, "name", value)`` with a literal identifier for its name: ``(obj, "name",
+    value)``. Python runs it as ``obj.name = value`` (``Module.__setattr__`` registers the same
+    child, parameter or buffer), so it binds as that assignment does; None for anything else
+    (a computed name is a family: ``engine/families.py``)."""
+    if type(node) is not cst.Call or dotted(node.func) != "setattr" or len(node.args) != 3:
+        return None
+    obj, name, value = node.args
+    if obj.star or name.star or value.star or obj.keyword or name.keyword or value.keyword:
+        return None
+    text = name.value.evaluated_value if type(name.value) is cst.SimpleString else None
+    if not isinstance(text, str) or not text.isidentifier():
+        return None
+    return obj.value, text, value.value
+
+
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _IS_CODE: dict[type, bool] = {}  # libcst's node classes are ABCs: isinstance on them is slow
 

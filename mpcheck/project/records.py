@@ -62,11 +62,12 @@ from mpcheck.project.returns import (
     returned_annotation,
     tensor_returns,
 )
+from mpcheck.project.setattrs import literal_setattrs
 from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 34
+FORMAT = 35
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -1009,23 +1010,28 @@ class _Reader:
             named = named or _decorated(code, match.start())
             built_by = tuple(sorted(built))
             computes = _computes_dtype(code[match.end() : stop])
-            held = parts_in(code, match.end(), stop, calls, self.resolve)
+            held = parts_in(code, match.end(), stop, calls, self.resolve, self.data)
             out.append(ClassRecord(qualified, line, tuple(bases), built_by, named, computes, held))
         return out, bodies
 
     def _bound(self) -> dict[str, set[str]]:
         """Variable (``model``, ``self.unet``) -> the project classes built or loaded into it
-        (``model = Model(...)``, ``self.unet = UNet.from_pretrained(...)``)."""
+        (``model = Model(...)``, ``self.unet = UNet.from_pretrained(...)``, ``setattr(self,
+        "unet", UNet(...))``)."""
         code = self.code
         out: dict[str, set[str]] = {}
+        set_ = {
+            at: target.decode() for target, at in literal_setattrs(self.data, code, 0, len(code))
+        }
         for at, _, name in self.calls():
             line = code.rfind(b"\n", 0, at) + 1
             assigned = _ASSIGNED.match(code, line, at)
-            if assigned is None:
+            target = assigned.group(1).decode() if assigned is not None else set_.get(at)
+            if target is None:
                 continue
             cls = self._class_named(name)
             if cls is not None:
-                out.setdefault(assigned.group(1).decode(), set()).add(cls)
+                out.setdefault(target, set()).add(cls)
         names = choosers(code)
         if names:  # ``model = cls(8)`` of a ``cls = A if c else B``
             for call in CHOICE_CALL.finditer(code):
@@ -1466,7 +1472,7 @@ class _Reader:
         # would be tried at every offset of the file)
         called = re.compile(rb"(" + names + rb")((?:\s*\.\s*\w+)*)\s*\(")
 
-        code = self.code
+        code, data = self.code, self.data
         bound: dict[int, frozenset[bytes]] = {}  # owner body (its start) -> the self.X it binds
 
         def runs(
@@ -1479,7 +1485,7 @@ class _Reader:
                 return ()
             variable = match.group(1)
             part = variable.startswith(b"self.") and any(
-                at in body and variable in _bound_in(code, body, bound) for body in owners
+                at in body and variable in _bound_in(code, data, body, bound) for body in owners
             )
             classes = sorted(self._models_at(variable.decode(), at, models))
             return ((cls, region, bool(method), part) for cls in classes)
@@ -2666,12 +2672,16 @@ _IDENT_OR_DOT = frozenset(
 _SELF_BOUND = re.compile(rb"(self(?:\.[A-Za-z_]\w*)+)\s*(?::[^=\n]*)?=(?!=)")
 
 
-def _bound_in(code: bytes, body: range, memo: dict[int, frozenset[bytes]]) -> frozenset[bytes]:
-    """The ``self.X`` names the class body ``body`` of ``code`` assigns (``self.block = ...``,
-    ``self.mid.block_1 = ...``), found once per body (``memo``: by the body's start)."""
+def _bound_in(
+    code: bytes, data: bytes, body: range, memo: dict[int, frozenset[bytes]]
+) -> frozenset[bytes]:
+    """The ``self.X`` names the class body ``body`` of ``code`` (blanked ``data``) assigns
+    (``self.block = ...``, ``self.mid.block_1 = ...``, ``setattr(self, "block", ...)``), found
+    once per body (``memo``: by the body's start)."""
     if body.start not in memo:
         found = _SELF_BOUND.finditer(code, body.start, body.stop)
-        memo[body.start] = frozenset(m.group(1) for m in found)
+        set_ = literal_setattrs(data, code, body.start, body.stop)
+        memo[body.start] = frozenset(m.group(1) for m in found) | {t for t, _ in set_}
     return memo[body.start]
 
 
