@@ -131,13 +131,23 @@ def test_a_model_handed_to_a_helper_is_no_float32_evidence() -> None:
         ("other = model", True),  # an alias: its uses decide (none here)
         ("if model is not None:\n        y = model.generate(x)", True),
         ("helper(model)", False),  # (a function of another file: it might cast it)
-        # a cast of one part casts that part (recorded as its cast), not the model; an item
-        # or another casting method might cast anything the model holds
+        # a cast of one part casts that part (recorded as its cast), not the model; so does a
+        # cast of an item of a part, and another casting method of a part reaches that part
+        # at most (the project says what it holds); a casting method of the model may cast it
         ("model.encoder.half()", True),
         ("model.encoder.to(torch.float16)", True),
         ("model.encoder.layers.half()", True),
-        ("model.blocks[0].half()", False),
-        ("model.encoder.double()", False),
+        ("model.blocks[0].half()", True),
+        ("model.encoder.double()", True),
+        ("model.double()", False),
+        ("model[0].half()", False),  # (an item of the model itself: anything it holds)
+        # a parameter of a part is a tensor: handed on, it casts no module (the project
+        # resolves what the attribute holds, tests/test_tensor_attributes.py)
+        ('opt = Adam([{"params": [model.emb.weight], "lr": 1e-4}])', True),
+        ("ps = []\nps.append(model.encoder.layer.bias)", True),
+        ("rest = [p for p in model.parameters() if p is not model.emb.weight]", True),
+        ("model.emb.weight.data = model.emb.weight.data.bfloat16()", True),
+        ("everything = [model]", False),  # (the model itself in a container: anything)
         # sizes and tests read off the model: a tensor factory or a builtin takes numbers
         ("z = torch.randn(2, model.in_channels, 8)\nn = len(model.blocks)", True),
         ("ok = isinstance(model, nn.Module) and hasattr(model, 'blocks')", True),
@@ -165,7 +175,11 @@ def test_only_dtype_keeping_uses_leave_a_build_float32(use: str, kept: bool) -> 
         ("self.net.encoder.half()", "net.Net@encoder"),
         ("other.encoder.half()", None),  # (no model of the file: nothing is known of it)
         ("model.encoder.layers.half()", "net.Net@encoder@layers"),  # (a part of a part)
-        ("model.blocks[0].half()", None),  # (an item: not followed)
+        ("model.blocks[0].half()", "net.Net@blocks"),  # (an item of a part: held by it)
+        ("model.blocks[0].eval().half()", "net.Net@blocks"),
+        ("model[0].half()", None),  # (an item of the model itself: not followed)
+        ("layers = model.blocks[:2]\n        layers.half()", "net.Net@blocks"),
+        ("enc = model.encoder\n        enc.layers.half()", "net.Net@encoder@layers"),
     ],
 )
 def test_a_cast_of_one_part_is_recorded_as_that_parts_cast(cast: str, part: str | None) -> None:

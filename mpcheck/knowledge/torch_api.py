@@ -7,6 +7,7 @@ Names here are the qualified names produced by :mod:`mpcheck.project.names`
 from __future__ import annotations
 
 import enum
+import re
 
 from mpcheck.knowledge.ops import METHODS, Does, functions_that, methods_that
 
@@ -268,6 +269,32 @@ PASS_THROUGH_LAYERS = frozenset(
     ReflectionPad2d ReplicationPad2d GLU Tanhshrink Hardtanh ParameterFreeNorm""".split()
 )
 CONTAINER_LAYERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+# The parameters and buffers torch's own layers register (``nn.Linear.weight``, a batch norm's
+# ``running_mean``, an RNN's ``weight_ih_l0``, ``weight_norm``'s ``weight_g``): reading one
+# off a module gives a tensor, not a module, so handing it on (an optimizer's parameter
+# group, ``list.append``, a dict key) casts no module (``tests/test_tensor_attributes.py``
+# finds each registered by a torch layer).
+TENSOR_ATTRIBUTES = frozenset(
+    """weight bias running_mean running_var num_batches_tracked in_proj_weight in_proj_bias
+    q_proj_weight k_proj_weight v_proj_weight bias_k bias_v weight_ih weight_hh bias_ih bias_hh
+    weight_g weight_v weight_orig weight_u""".split()
+)
+# (an RNN's per-layer parameters: ``weight_ih_l1``, ``bias_hh_l0_reverse``, ``weight_hr_l0``)
+RNN_PARAMETER = re.compile(r"(?:weight|bias)_(?:ih|hh|hr)_l\d+(?:_reverse)?")
+# Attributes only a tensor has (its storage and its gradient): what holds one is a tensor.
+TENSOR_ONLY_ATTRIBUTES = frozenset({"data", "grad"})
+
+
+def tensor_attribute(name: str) -> bool:
+    """Whether ``name`` read off a torch layer (or off anything, for a tensor's own ``data``
+    and ``grad``) is a tensor."""
+    return (
+        name in TENSOR_ATTRIBUTES
+        or name in TENSOR_ONLY_ATTRIBUTES
+        or RNN_PARAMETER.fullmatch(name) is not None
+    )
+
+
 # Functions that reparametrise a module's weight and return that same module: a cast of the
 # model casts its new parameters (``weight_g``, ``weight_v``, ``original0``) with the rest,
 # so the layer keeps the model's dtype (``tests/test_module_wrappers.py`` checks it under torch).

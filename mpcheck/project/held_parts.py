@@ -14,6 +14,13 @@ parameter, a function's value, a container handed a variable) is :data:`UNNAMED`
 that part may cast anything the model holds, the model included (the conservative answer).
 :class:`HeldParts` answers, across the project, which project classes a part holds.
 
+A part is a tensor when its binding says so (``self.pos = nn.Parameter(...)``, a name the
+class registers with ``register_buffer``/``register_parameter``, spelled :data:`TENSOR`) or,
+with no binding, when torch's own layers register that name (``weight``, ``running_mean``:
+:func:`~mpcheck.knowledge.torch_api.tensor_attribute`); so is everything read through a
+tensor's ``data`` or ``grad``. A tensor is no module: reading one off a model and handing it
+on (an optimizer's parameter group, ``list.append``) or casting it casts no class.
+
 Known imprecisions: a container literal's items are read as built wherever a call writes them
 (``nn.ModuleDict({"a": A(), "b": b})`` holds ``A`` only), and a name the project's imports do
 not pin to one class resolves to no class.
@@ -25,21 +32,27 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 
-from mpcheck.knowledge.torch_api import CONTAINER_LAYERS
+from mpcheck.knowledge.torch_api import CONTAINER_LAYERS, tensor_attribute
 from mpcheck.project.brackets import closing, parts
 from mpcheck.project.names import lineage_of
 from mpcheck.project.setattrs import literal_setattrs
 
-__all__ = ["PART", "UNNAMED", "HeldParts", "Part", "parts_in"]
+__all__ = ["PART", "TENSOR", "UNNAMED", "HeldParts", "Part", "parts_in"]
 
 # A record's cast of ``pkg.Net@encoder``: of the part ``encoder`` of a ``pkg.Net`` (the owner
 # may be spelled as a call's value too, ``pkg.load()#@encoder``; a chain: ``pkg.Net@a@b``).
 PART = "@"
 # A part bound to something no record names (``self.encoder = encoder``, ``build(cfg)``).
 UNNAMED = "?"
+# A tensor the class registers by name (``self.register_buffer("pos", ...)``).
+TENSOR = "torch.Tensor"
 
 # ``self.<attr> = ...`` at the start of a line of a class body; the value follows the match.
 _SELF_PART = re.compile(rb"(?m)^[ \t]+self\.([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*")
+# ``self.register_buffer("pos", ...)`` / ``self.register_parameter('scale', ...)``
+# (read in the blanked code; its name, in the source: :data:`_NAMED`)
+_REGISTERS = re.compile(rb"\bself\.register_(?:buffer|parameter)[ \t]*\(")
+_NAMED = re.compile(rb"\s*[\"']([A-Za-z_]\w*)[\"']")
 _NONE = re.compile(rb"None\b")
 _BARE = re.compile(rb"\*{0,2}[ \t]*[A-Za-z_][\w.]*")
 
@@ -60,7 +73,8 @@ def parts_in(
     Call(...))``: :mod:`setattrs`), the qualified callee (:data:`UNNAMED` when it is no
     CapWords call, its name resolves to nothing, or it is a torch container handed a variable)
     and those of the calls inside the value; ``self.<attr> = None`` binds no part. ``calls``:
-    each CapWords call of the file (its offset, the end of its ``(``, its callee), in order."""
+    each CapWords call of the file (its offset, the end of its ``(``, its callee), in order.
+    Then each tensor it registers by a name ``data`` spells."""
     bindings = [(m.end(), m.group(1).decode()) for m in _SELF_PART.finditer(code, start, stop)]
     for target, at in literal_setattrs(data, code, start, stop):
         if target.count(b".") == 1:  # (``self.<attr>``; a part's part is that part's)
@@ -85,6 +99,10 @@ def parts_in(
             inner.update(r for r in (resolve(calls[i][2]),) if r is not None)
             i += 1
         out.append((attr, (top or UNNAMED, *sorted(inner))))
+    for found in _REGISTERS.finditer(code, start, stop):
+        named = _NAMED.match(data, found.end())
+        if named is not None:
+            out.append((named.group(1).decode(), (TENSOR,)))
     return tuple(out)
 
 
@@ -135,11 +153,27 @@ class HeldParts:
             bindings = self.parts.get(cls, {}).get(attr)
             if bindings:
                 return self._classes(bindings)
-        return None
+        return frozenset() if tensor_attribute(attr) else None
+
+    def reached(self, owner: str, attrs: Sequence[str]) -> frozenset[str] | None:
+        """The project classes the value at the chain ``attrs`` of a ``owner`` may be or hold
+        (``encoder.layers``: the classes held there; ``emb.weight``: none, a tensor), or None
+        when some part along it is unnamed. A chain reaching a tensor (a tensor name past an
+        unnamed part: ``enc.weight``, ``p.data``) holds no class, whatever holds the tensor;
+        a tensor's ``data`` or ``grad`` is a tensor (:meth:`held`)."""
+        found: frozenset[str] = frozenset((owner,))
+        for i, attr in enumerate(attrs):
+            parts = [self.held(c, attr) for c in sorted(found)]
+            if any(p is None for p in parts):
+                return frozenset() if any(map(tensor_attribute, attrs[i + 1 :])) else None
+            found = frozenset(c for p in parts if p for c in p)
+        return found
 
     def _classes(self, bindings: Iterable[tuple[str, ...]]) -> frozenset[str] | None:
         out: set[str] = set()
         for top, *inner in bindings:
+            if top == TENSOR:
+                continue  # (a tensor it registers)
             found = None if top == UNNAMED else self.resolve(top)
             if found is None and (top == UNNAMED or self.unknown(top)):
                 return None

@@ -771,7 +771,11 @@ def uses_of_records(
                         wrapped.setdefault(target, []).append(("torch", wrapper))
                     continue
                 if not factories.keeps(function):
-                    unsafe.update(expand(handed))
+                    read = factories.attribute_read(handed, function)
+                    if read is None:
+                        unsafe.update(expand(handed))
+                    else:  # (a part or a tensor read off the model: only what it holds)
+                        unsafe.update(part_targets(f"{handed}{PART}{read}", unsafe))
                 continue
             if _container(owner):  # (it holds the model as its part, and casts nothing)
                 contained.update(expand(handed))
@@ -1199,6 +1203,21 @@ class _Factories:
             return bool(classes) and all(self._method_keeps(c, method) for c in classes)
         return (self.names.follow(function) or function) in self.keepers
 
+    def attribute_read(self, handed: str, function: str) -> str | None:
+        """The chain of attributes a bound read ``handed:chain`` hands on when it names no
+        method of the classes ``handed`` stands for (``encoder``, ``emb.weight``, as
+        ``encoder@...`` parts): a part or a tensor of the model, never the model itself
+        (:class:`_PartTargets` says what it holds). None: a method, or a model handed to
+        another object's method."""
+        receiver, _, name = function.partition(OR)[0].rpartition(METHOD)
+        if receiver != handed or not name:
+            return None
+        if "." not in name:
+            classes = self.expand(receiver)
+            if not classes or any(self._method_keeps(c, name) is not None for c in classes):
+                return None
+        return name.replace(".", PART)
+
     def _method_keeps(self, cls: str, method: str) -> bool | None:
         """Whether no definition of ``method`` in ``cls`` or its project bases casts (one
         may run another by ``super()``); None when none of them defines it."""
@@ -1317,13 +1336,7 @@ class _PartTargets:
 
     def _walk(self, owner: str, attrs: Sequence[str]) -> frozenset[str] | None:
         """What ``owner``'s part at the chain ``attrs`` holds (``encoder``, ``layers``)."""
-        found: frozenset[str] = frozenset((owner,))
-        for attr in attrs:
-            parts = [self.parts.held(c, attr) for c in sorted(found)]
-            if any(p is None for p in parts):
-                return None
-            found = frozenset(c for p in parts if p for c in p)
-        return found
+        return self.parts.reached(owner, attrs)
 
     def _unknown(self, name: str) -> bool:
         """Whether a part's callee that is no project class may still build one: a name of

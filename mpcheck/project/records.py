@@ -1115,11 +1115,19 @@ class _Reader:
                     found = (found - called) | self._in_scope(receiver, at, called)
                 return sorted(found)
             if "(" not in text:
-                chain = text.split(".")
-                for i in range(1, len(chain)):  # ``model.encoder.half()``: of the part only
+                # (``model.encoder.half()``, ``model.blocks[0].half()``: of the part only; an
+                # item of the model itself, ``model[0]``, is not followed)
+                chain = _INDEX.sub(b"", receiver).decode(errors="replace").split(".")
+                for i in range(1, len(chain)):
                     holder, attrs = ".".join(chain[:i]), PART.join(chain[i:])
-                    if holder in models and all(a.isidentifier() for a in chain[i:]):
-                        return [f"{cls}{PART}{attrs}" for cls in targets(holder.encode(), at)]
+                    if text.startswith(f"{holder}.") and holder in models:
+                        if all(a.isidentifier() for a in chain[i:]):
+                            return [f"{cls}{PART}{attrs}" for cls in targets(holder.encode(), at)]
+                alias = self._part_alias(chain[0].encode(), at, models)
+                if alias is not None:
+                    holder, path = alias  # (``layers = model.blocks[:4]``: ``layers.half()``)
+                    attrs = PART.join((*path, *chain[1:]))
+                    return [f"{cls}{PART}{attrs}" for cls in targets(holder.encode(), at)]
                 return []
             item = _ITEM_CALLEE.match(text)
             if item is not None:  # ``MODELS[name](...).half()``: what its values return
@@ -1141,6 +1149,10 @@ class _Reader:
             if match.group(1) is None and not _halfish_args(code[match.end() : end - 1]):
                 continue
             start, receiver = _receiver(code, _module_chain(code, match.start()))
+            if not receiver:  # (an item of a model's part: ``model.blocks[0].half()``)
+                start, receiver = _indexed_receiver(code, _module_chain(code, match.start()))
+                if receiver and not all(PART in c for c in targets(receiver, start) or ("",)):
+                    start, receiver = 0, b""
             if match.group(1):
                 dtype = written_dtype(match.group(1))
             elif self._dtype_names().argument_full(match.end(), end - 1):
@@ -1192,6 +1204,35 @@ class _Reader:
                 dtype = self._keyword_half(opening, kw)
                 out.append((named, self.spot(opening - len(head)), what, dtype))
         return out
+
+    def _part_alias(
+        self, name: bytes, at: int, models: dict[str, set[str]]
+    ) -> tuple[str, tuple[str, ...]] | None:
+        """``layers = model.blocks[:4]``, ``enc = model.encoder``: the model variable and the
+        attributes its part read off it when the last binding of ``name`` before ``at`` in
+        the function holding ``at`` (at module level: the module's) is such a read, or None.
+        Only a bare name aliases a model; a read of a part (an index or a slice of it too)
+        stands for that part, whose cast casts what the part holds."""
+        if name.decode(errors="replace") in models or not _NAME_ONLY.fullmatch(name):
+            return None
+        held = self._def_holding(at)
+        begin = 0 if held is None else held[0]
+        binding = re.compile(
+            rb"(?m)^([ \t]*)" + re.escape(name) + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*([^\n#]*)"
+        )
+        last = None
+        for found in binding.finditer(self.code, begin, at):
+            if held is not None or not found.group(1):
+                last = found
+        value = b"" if last is None else last.group(2).strip()
+        if not _PART_READ.fullmatch(value):
+            return None
+        chain = _INDEX.sub(b"", value).decode(errors="replace").split(".")
+        for i in range(1, len(chain)):
+            holder = ".".join(chain[:i])
+            if value.startswith(f"{holder}.".encode()) and holder in models:
+                return holder, tuple(chain[i:])
+        return None
 
     def _dtype_names(self) -> DtypeNames:
         if self._dtypes is None:
@@ -2084,6 +2125,15 @@ def _escapes(
             if isinstance(kept, _Returned):
                 returns.append((key, match.start(), kept.index))
                 continue
+            if isinstance(kept, Passed) and key in methods and key not in models:
+                if key not in aliases:  # (an attribute bound to a name, handed on: ``layers =
+                    # model.blocks[:2]``, then ``freeze(layers)``; a bound forward runs as is)
+                    bound.extend(
+                        (v, OR.join((m, *kept.functions)))
+                        for v, m in methods[key]
+                        if not _forward(m)
+                    )
+                    continue
             if isinstance(kept, Passed):
                 here = scope(match.group(1), match.start()) if key in models else None
                 for function in kept.functions:
@@ -2194,7 +2244,16 @@ _COPY = re.compile(
 _TARGETS_BEFORE = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*")
 _TARGETS_AFTER = re.compile(rb"(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*,?[ \t]*=(?!=)")
 _CHAIN = re.compile(rb"(?:\s*\.\s*[A-Za-z_]\w*(?:\[[^\]\n]*\])?)*")
-_PLAIN_CHAIN = re.compile(rb"(?:\.[A-Za-z_]\w*)+")  # (attributes only, as a cast's receiver)
+# (attributes, each maybe indexed once, with no space: a cast's receiver as :func:`_receiver`
+# and :func:`_indexed_receiver` read it)
+_PLAIN_CHAIN = re.compile(rb"(?:\.[A-Za-z_]\w*(?:\[[^\]\n]*\])?)+")
+_INDEX = re.compile(rb"\[[^\]\n]*\]")
+# ``model.blocks[:4]``, ``self.net.encoder``: attributes read off a name, each maybe indexed
+_PART_READ = re.compile(rb"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*(?:\[[^\]\n]*\])?)+")
+# ``model: Net = ...`` after the name: an annotated binding (not ``==``)
+_ANNOTATED = re.compile(rb":[^=\n]*=(?!=)")
+# ``p is model.emb.weight``, ``x == model.scale``: a comparison before the use
+_COMPARED_BEFORE = re.compile(rb"(?:\bis(?:[ \t]+not)?|[=!]=)[ \t]*$")
 # A method call's arguments that may set its dtype (a ``.to(x.dtype)`` of an input does not).
 _HALF_ARGUMENT = re.compile(rb"half|float16|bfloat16|bf16|fp16|\b(?:torch_)?dtype\s*=(?!=)")
 _ALIAS_LINE = re.compile(rb"[ \t]*((?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)*[A-Za-z_][\w.]*)[ \t]*=(?!=)")
@@ -2239,7 +2298,10 @@ class _Bound:
     """A use reading the attribute ``name`` of a model (``model.forward_with_cfg``) that
     would escape as a value: a bound method handed on is a call of the model by whatever
     takes it, so the model keeps its dtype if ``name`` is a method of its class that casts
-    nothing; ``targets``: the names the attribute is bound to (``fn = model.forward``)."""
+    nothing; ``targets``: the names the attribute is bound to (``fn = model.forward``).
+    Any other attribute (``encoder``, or a chain: ``emb.weight``) is a part or a tensor of
+    the model, and what may cast it reaches that part at most, never the model: no part
+    holds the module holding it (:meth:`mpcheck.project.models._Factories.attribute_read`)."""
 
     name: str
     targets: tuple[str, ...] = ()
@@ -2309,8 +2371,10 @@ _DECLARED = re.compile(rb"[ \t]*(?:global|nonlocal)\b")
 _RETURN_HEAD = re.compile(rb"[ \t]*return[ \t]+")
 _ELEMENT_END = re.compile(rb"[ \t\r]*(,|\)|\n|$)")
 # ``model = build(cfg)`` / ``model, cfg = build(cfg)``: a lowercase function's value bound
+# (or ``model: Net = build(cfg)``: an annotated binding binds as a plain one)
 _MADE = re.compile(
-    rb"^[ \t]*((?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)*[A-Za-z_][\w.]*)[ \t]*,?[ \t]*=[ \t]*"
+    rb"^[ \t]*((?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)*[A-Za-z_][\w.]*)"
+    rb"(?:[ \t]*,?|(?<!\belse)(?<!\btry)(?<!\bfinally)(?<!\bexcept)[ \t]*:[^=\n]*)[ \t]*=[ \t]*"
     rb"([A-Za-z_][\w.]*)[ \t]*\(",
     re.MULTILINE,
 )
@@ -2532,8 +2596,12 @@ def _keeps(
     after = code[end : end + 60].lstrip(b" \t")
     if after.startswith(b"=") and not after.startswith(b"=="):
         return True  # bound again
-    attribute = ""  # (the one attribute the use reads, if it reads one)
+    # (the attributes the use reads off the model, dotted, indexes dropped: ``emb.weight``
+    # of ``model.emb.weight``, ``blocks`` of ``model.blocks[:4]``)
+    attribute = ""
     line = code.rfind(b"\n", 0, start) + 1
+    if after.startswith(b":") and _ANNOTATED.match(after) and not code[line:start].strip():
+        return True  # ``model: Net = ...``: an annotated binding, bound again
     if _DECLARED.match(code, line):
         return True  # ``global model``: a declaration of the name, no use of the value
     index = _return_index(code, start, end)
@@ -2548,30 +2616,41 @@ def _keeps(
     chain = _CHAIN.match(code, end)
     if chain is not None and chain.end() > end:
         rest = code[chain.end() : chain.end() + 60].lstrip(b" \t")
-        method = chain.group().rpartition(b".")[2].strip()
+        # (a method of a part is the part's: ``model.encoder.double()`` reaches the part,
+        # never the model, which no part holds; :class:`_Bound` names the part)
+        names = _attributes(chain.group())
+        indexed = chain.group().endswith(b"]")  # (``model.blocks[0](x)``: an item of ``blocks``)
+        held = names if indexed else names.rpartition(".")[0]
+        method = b"" if indexed else names.rpartition(".")[2].encode()
         if rest.startswith(b"("):  # a method of it (or of a part of it) called
-            # (``model.encoder.half()``: a cast of one part, which :meth:`_Reader._casts`
-            # records as that part's; the model itself keeps its dtype)
-            part = chain.group().count(b".") >= 2 and _PLAIN_CHAIN.fullmatch(chain.group())
+            # (``model.encoder.half()``, ``model.blocks[0].half()``: a cast of one part,
+            # which :meth:`_Reader._casts` records as that part's; the model keeps its dtype)
+            part = bool(held) and _PLAIN_CHAIN.fullmatch(chain.group())
             if part and method in (b"half", b"bfloat16"):
                 return PART_CAST
             if _CASTING_METHOD.search(method):
-                return False
+                return _Bound(held) if held else False
             close = closing(code, chain.end() + code[chain.end() :].index(b"(") + 1)
             if method == b"to":  # (its own half ``.to(...)`` is a cast: :meth:`_Reader._casts`)
-                direct = chain.group().count(b".") == 1
-                if direct or not _halfish_args(code[chain.end() : close].strip(b" \t()")):
+                if not held or not _halfish_args(code[chain.end() : close].strip(b" \t()")):
                     return True
-                return PART_CAST if part else False
-            return not _HALF_ARGUMENT.search(code[chain.end() : close])
-        if rest.startswith(b"=") and not rest.startswith(b"=="):
-            return not _HALF_TEXT.search(rest[: rest.find(b"\n") % 60 + 1])  # an attribute set
+                return PART_CAST if part else _Bound(held)
+            if _HALF_ARGUMENT.search(code[chain.end() : close]):
+                return _Bound(held) if held else False
+            return True
+        if rest.startswith(b"=") and not rest.startswith(b"=="):  # an attribute set
+            if not _HALF_TEXT.search(rest[: rest.find(b"\n") % 60 + 1]):
+                return True
+            if names.rpartition(".")[2] in T.TENSOR_ONLY_ATTRIBUTES:
+                return True  # ``p.data = p.data.bfloat16()``: that one tensor, no module
+            return _Bound(held) if held else False  # (what holds the attribute set)
         end = chain.end()  # an attribute read: what it is handed to decides
-        if chain.group().count(b".") == 1 and b"[" not in chain.group():
-            attribute = method.decode()
+        attribute = names
     rest = code[end : end + 60].lstrip(b" \t")
     if _COMPARED.match(rest) or _BINDING_BEFORE.search(code, max(0, start - 60), start):
         return True  # compared (``is None``), tested, or a name ``as``/``for`` binds
+    if _COMPARED_BEFORE.search(code, max(0, start - 30), start):
+        return True  # compared (``p is model.emb.weight``): no value handed on
     before = code[max(0, start - 60) : start]
     keyword = _KEYWORD_BEFORE.search(before)
     if keyword is not None:
@@ -2590,10 +2669,12 @@ def _keeps(
         verdict = keeping(callee)
         if verdict is COPIED:  # ``deepcopy(model)``: the copy's use decides
             close = closing(code, opening + 1)
-            if attribute or not before.endswith(b"(") or code[end:close].strip():
+            if attribute:  # (a copy of a part: what may cast it reaches that part at most)
+                return _bound(attribute)
+            if not before.endswith(b"(") or code[end:close].strip():
                 return False
             return _keeps(code, opening - len(callee), close + 1, keeping)
-        if isinstance(verdict, Passed) and attribute and attribute != "forward":
+        if isinstance(verdict, Passed) and attribute and not _forward(attribute):
             return _Bound(attribute, also=verdict.functions)
         if isinstance(verdict, (str, Passed)):
             return verdict
@@ -2615,11 +2696,24 @@ def _keeps(
 
 
 def _bound(attribute: str) -> bool | _Bound:
-    """A use that would escape: False, unless it reads a method of the model (``forward``
-    of any module, which runs it as it is; another name: the project decides)."""
+    """A use that would escape: False, unless it reads an attribute of the model: a method
+    (``forward`` of any module or part, which runs it as it is; another name: the project
+    decides), a part or a tensor (``model.emb.weight`` in an optimizer's parameter group),
+    which may at most be cast itself (the project says what it holds: a tensor holds none)."""
     if not attribute:
         return False
-    return attribute == "forward" or _Bound(attribute)
+    return _forward(attribute) or _Bound(attribute)
+
+
+def _forward(attribute: str) -> bool:
+    return attribute.rpartition(".")[2] == "forward"
+
+
+def _attributes(chain: bytes) -> str:
+    """The attributes a chain read off a variable names, dotted, indexes and spaces dropped
+    (``.blocks[:4]`` -> ``blocks``; ``.emb . weight`` -> ``emb.weight``): an item of a part
+    is held by that part, as its class says (:mod:`mpcheck.project.held_parts`)."""
+    return ".".join(n.strip().decode() for n in _INDEX.sub(b"", chain).split(b".")[1:] if n.strip())
 
 
 def _casting_functions(spans: Iterable[tuple[re.Match[bytes], bool]]) -> dict[str, bool]:
@@ -2894,6 +2988,24 @@ def _module_chain(data: bytes, end: int) -> int:
             break
         end = found.start()
     return end
+
+
+def _indexed_receiver(data: bytes, end: int) -> tuple[int, bytes]:
+    """A receiver ending at ``end`` in an index (``model.blocks[0]``, ``layers[-1]``): its
+    start and text, or ``(end, b"")``."""
+    start = end
+    while start > 0 and data[start - 1] == 0x5D:  # ``]``
+        inner = opening(data, start - 1)
+        if inner <= 0:
+            return end, b""
+        window = data[max(0, inner - 200) : inner]
+        head = window[len(window.rstrip(_IDENT + b".")) :]
+        if not head:
+            return end, b""
+        start = inner - len(head)
+    if start == end or not _IDENT_START.match(data, start):
+        return end, b""
+    return start, data[start:end]
 
 
 def _receiver(data: bytes, end: int) -> tuple[int, bytes]:
