@@ -63,6 +63,9 @@ BFLOAT16_ONLY = {
         "def main():\n    weight_dtype = torch.bfloat16\n    def validate():\n"
         "        model.to(weight_dtype)\n"
     ),
+    "a tuple target in another function": (
+        "def g():\n    dtype, x = h()\ndef f():\n    dtype = torch.bfloat16\n    model.to(dtype)\n"
+    ),
 }
 
 MAY_BE_FLOAT16 = {
@@ -115,6 +118,10 @@ MAY_BE_FLOAT16 = {
         "    model.to(dtype)\n"
     ),
     "cycle": "dtype = other_dtype\nother_dtype = dtype\nmodel.to(dtype)\n",
+    "a tuple target in the casting function": (
+        "def g():\n    x = 1\ndef f():\n    dtype = torch.bfloat16\n    dtype, x = h()\n"
+        "    model.to(dtype)\n"
+    ),
 }
 
 

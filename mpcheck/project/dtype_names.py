@@ -85,6 +85,8 @@ class DtypeNames:
         self.data = data
         self.attributes = attributes
         self._defs: list[tuple[int, int, int]] | None = None  # (name end, body end, indent)
+        # (the file's target lists, read once: every binding asked about scans the same ones)
+        self._targets: list[tuple[int, int, bytes]] | None = None
 
     # -- what a cast writes ------------------------------------------------------------------
     def argument_half(self, start: int, end: int) -> str:
@@ -287,7 +289,7 @@ class DtypeNames:
         holding = sorted((d for d in self._def_spans() if d[0] <= at < d[1]), key=lambda d: -d[2])
         for begin, end, _indent in holding:
             params = params_of(code, begin)
-            if params is None or name in params or _other_binding(code, name, begin, end):
+            if params is None or name in params or self._other_binding(name, begin, end):
                 return None
             spans = _assignments(code, name, begin, end)
             if spans:
@@ -295,9 +297,31 @@ class DtypeNames:
         spans = _assignments(code, name, 0, len(code))
         if not any(code[code.rfind(b"\n", 0, value) + 1] not in b" \t" for value, _ in spans):
             return None  # (no module statement assigns it: a star import's, a builtin)
-        if _STAR_IMPORT.search(code) or _other_binding(code, name, 0, len(code)):
+        if _STAR_IMPORT.search(code) or self._other_binding(name, 0, len(code)):
             return None
         return spans
+
+    def _other_binding(self, name: bytes, begin: int, end: int) -> bool:
+        """Whether ``code[begin:end]`` binds ``name`` otherwise than by a plain assignment
+        (a tuple target, a walrus, ``as``, a loop, an import, a ``def``, an augmented
+        assignment), or hands it on by ``global``/``nonlocal`` (a binding of another scope)."""
+        word = re.escape(name)
+        other = re.compile(
+            rb"(?<![\w.])" + word + rb"[ \t]*(?::=|(?:[-+*/|&%@^]|//|\*\*|>>|<<)=)"
+            rb"|\bas[ \t]+" + word + rb"\b"
+            rb"|\bfor\b[^\n]*(?<![\w.])" + word + rb"\b[^\n]*\bin\b"
+            rb"|^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+" + word + rb"\b"
+            rb"|^[ \t]*(?:from[ \t]+\S+[ \t]+)?import\b[^\n]*(?<![\w.])" + word + rb"\b"
+            rb"|\b(?:global|nonlocal)\b[^\n]*(?<![\w.])" + word + rb"\b",
+            re.M,
+        )
+        if other.search(self.code, begin, end):
+            return True
+        if self._targets is None:
+            found = _TARGETS.finditer(self.code)
+            self._targets = [(t.start(), t.end(), t.group(1)) for t in found]
+        bound = re.compile(rb"(?<![\w.])" + word + rb"\b")
+        return any(begin <= at and stop <= end and bound.search(t) for at, stop, t in self._targets)
 
     def _def_spans(self) -> list[tuple[int, int, int]]:
         if self._defs is None:
@@ -373,32 +397,13 @@ def _assignments(code: bytes, name: bytes, begin: int, end: int) -> list[tuple[i
     return out
 
 
-def _other_binding(code: bytes, name: bytes, begin: int, end: int) -> bool:
-    """Whether ``code[begin:end]`` binds ``name`` otherwise than by a plain assignment (a
-    tuple target, a walrus, ``as``, a loop, an import, a ``def``, an augmented assignment),
-    or hands it on by ``global``/``nonlocal`` (a binding of another scope)."""
-    word = re.escape(name)
-    other = re.compile(
-        rb"(?<![\w.])" + word + rb"[ \t]*(?::=|(?:[-+*/|&%@^]|//|\*\*|>>|<<)=)"
-        rb"|\bas[ \t]+" + word + rb"\b"
-        rb"|\bfor\b[^\n]*(?<![\w.])" + word + rb"\b[^\n]*\bin\b"
-        rb"|^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+" + word + rb"\b"
-        rb"|^[ \t]*(?:from[ \t]+\S+[ \t]+)?import\b[^\n]*(?<![\w.])" + word + rb"\b"
-        rb"|\b(?:global|nonlocal)\b[^\n]*(?<![\w.])" + word + rb"\b",
-        re.M,
-    )
-    if other.search(code, begin, end):
-        return True
-    for found in _TARGETS.finditer(code, begin, end):
-        if re.search(rb"(?<![\w.])" + word + rb"\b", found.group(1)):
-            return True
-    return False
-
-
-# A statement's target list (``a, b = ...``, ``(a, *b) = ...``, ``a, = ...``): names it binds
-_TARGET = rb"\*?[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?"
+# A statement's target list (``a, b = ...``, ``(a, *b) = ...``, ``a, = ...``): names it binds.
+# Written so that no text matches two ways (one run of blanks before an optional bracket, a
+# name that cannot end inside a word): the ambiguous form backtracked over every indented
+# line of a file, eight times the cost of this one, with the same matches.
+_TARGET = rb"\*?[A-Za-z_][\w.]*(?![\w.])(?:\[[^\]\n]*\])?"
 _TARGETS = re.compile(
-    rb"^[ \t]*([(\[]?[ \t]*" + _TARGET + rb"(?:[ \t]*,[ \t]*" + _TARGET + rb")*[ \t]*,"
+    rb"^[ \t]*((?:[(\[][ \t]*)?" + _TARGET + rb"(?:[ \t]*,[ \t]*" + _TARGET + rb")*[ \t]*,"
     rb"(?:[ \t]*" + _TARGET + rb")?[ \t]*[)\]]?)[ \t]*=(?!=)",
     re.M,
 )
