@@ -1213,7 +1213,9 @@ class _Reader:
         the function holding ``at`` (at module level: the module's) is such a read, or None.
         Only a bare name aliases a model; a read of a part (an index or a slice of it too)
         stands for that part, whose cast casts what the part holds."""
-        if name.decode(errors="replace") in models or not _NAME_ONLY.fullmatch(name):
+        if not models or name.decode(errors="replace") in models:
+            return None  # (no model variable in the file: no part of one to alias, no scan)
+        if not _NAME_ONLY.fullmatch(name):
             return None
         held = self._def_holding(at)
         begin = 0 if held is None else held[0]
