@@ -21,6 +21,7 @@ from mpcheck.engine.evidence import HalfEvidence
 from mpcheck.engine.facts import Cause, Fact, Kind, Origin
 from mpcheck.engine.frames import ClassInfo, Frame
 from mpcheck.engine.keep_fp32 import KeepFp32
+from mpcheck.engine.options import Options
 from mpcheck.engine.reporting import Listener, Reporting
 from mpcheck.engine.sites import InnerCall, KeptResidualLoad, Operand, Owner, Replacement
 from mpcheck.engine.training_loop import Tracker
@@ -93,6 +94,7 @@ class Walk(ABC):
         self.source = source
         self.imports = imports
         self.constants = Constants(module, source)  # the numbers names stand for
+        self.options = Options(module, source)  # command-line switches no run can turn
         self.reporting = Reporting(listener)
         self.half_capable = module_half_capable
         # whether anything may run this code under autocast (False: the project never

@@ -288,6 +288,9 @@ class Expressions:
         resolve = self.file.imports.resolve
         if export_only(node.test, resolve):  # ``a if torch.jit.is_tracing() else b``: ``b``
             return self.expr(node.orelse, frame)
+        switch = self.file.options.value(node.test)  # ``a if args.flag else b``, a constant
+        if switch is not None:
+            return self.expr(node.body if switch else node.orelse, frame)
         if eager_only(node.test, resolve):
             return self.expr(node.body, frame)
         self.expr(node.test, frame)

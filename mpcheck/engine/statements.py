@@ -149,11 +149,13 @@ class Statements:
                 and self.false_local(fn, stmt.test.value)
             )  # ``train_te = False`` earlier in the function
             resolve = self.file.imports.resolve
-            if eager_only(stmt.test, resolve):  # (its ``else`` runs only in an export)
+            switch = self.file.options.value(stmt.test)  # ``if args.flag:``, never turned off
+            if switch is True or eager_only(stmt.test, resolve):  # (``else`` never runs)
                 self.block(stmt.body.body, frame)
                 return
             if (
-                local_false
+                switch is False
+                or local_false
                 or never_taken(stmt.test, lambda: self.bound)  # ``if False:``
                 or export_only(stmt.test, resolve)  # ``if torch.jit.is_tracing():``
                 or self.unset_flag(stmt.test, frame)  # ``if self.use_checkpoint:``, never set
