@@ -67,7 +67,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 35
+FORMAT = 36
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -1212,20 +1212,32 @@ class _Reader:
         attributes its part read off it when the last binding of ``name`` before ``at`` in
         the function holding ``at`` (at module level: the module's) is such a read, or None.
         Only a bare name aliases a model; a read of a part (an index or a slice of it too)
-        stands for that part, whose cast casts what the part holds."""
+        stands for that part, whose cast casts what the part holds. A loop over a part
+        (``for blk in model.blocks:``, ``enumerate(...)``, ``.children()``, ``.modules()``,
+        ``.values()``, ``.named_children()``) binds each module the part holds, one of its
+        classes (a ``ModuleList``, ``Sequential`` or ``ModuleDict``'s values are its
+        modules), so a cast of the loop's name casts at most those classes too."""
         if not models or name.decode(errors="replace") in models:
             return None  # (no model variable in the file: no part of one to alias, no scan)
         if not _NAME_ONLY.fullmatch(name):
             return None
         held = self._def_holding(at)
         begin = 0 if held is None else held[0]
+        quoted = re.escape(name)
         binding = re.compile(
-            rb"(?m)^([ \t]*)" + re.escape(name) + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*([^\n#]*)"
+            rb"(?m)^([ \t]*)" + quoted + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*([^\n#]*)"
+        )
+        looped = re.compile(
+            rb"(?m)^([ \t]*)for[ \t]+(?:\w+[ \t]*,[ \t]*)?" + quoted + rb"[ \t]+in[ \t]+"
+            rb"(?:enumerate\()?([\w.]+(?:\[[^\]\n]*\])?)" + _MEMBERS + rb"\)?[ \t]*:"
         )
         last = None
-        for found in binding.finditer(self.code, begin, at):
-            if held is not None or not found.group(1):
-                last = found
+        for pattern in (binding, looped):
+            for found in pattern.finditer(self.code, begin, at):
+                if (held is not None or not found.group(1)) and (
+                    last is None or found.start() > last.start()
+                ):
+                    last = found
         value = b"" if last is None else last.group(2).strip()
         if not _PART_READ.fullmatch(value):
             return None
@@ -2252,6 +2264,8 @@ _PLAIN_CHAIN = re.compile(rb"(?:\.[A-Za-z_]\w*(?:\[[^\]\n]*\])?)+")
 _INDEX = re.compile(rb"\[[^\]\n]*\]")
 # ``model.blocks[:4]``, ``self.net.encoder``: attributes read off a name, each maybe indexed
 _PART_READ = re.compile(rb"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*(?:\[[^\]\n]*\])?)+")
+# ``.children()``, ``.values()``: what a loop over a part reads the part's modules through
+_MEMBERS = rb"(?:\.(?:children|modules|values|named_children|items)\(\))?"
 # ``model: Net = ...`` after the name: an annotated binding (not ``==``)
 _ANNOTATED = re.compile(rb":[^=\n]*=(?!=)")
 # ``p is model.emb.weight``, ``x == model.scale``: a comparison before the use
