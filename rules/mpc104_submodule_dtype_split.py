@@ -50,7 +50,8 @@ class SubmoduleDtypeSplit(Rule):
         cast (`model.head = nn.Linear(...)`), and with parts kept in one dtype inside a model
         that is made half at construction: `_keep_in_fp32_modules`, or a layer built with a
         literal `dtype=torch.float32` (`from_pretrained(torch_dtype=torch.float16)` sets the
-        default dtype while `__init__` runs, which leaves an explicit `dtype=` alone). Adapters
+        default dtype while `__init__` runs, which leaves an explicit `dtype=` alone; a cast of
+        the built model, `model.half()`, casts that layer with the rest). Adapters
         are such parts too: a tuner layer's per-adapter dicts (`lora_A`, `lora_B`, named in
         `adapter_layer_names`) kept float32 beside a half base layer, and the adapters a
         subclass of a quantized layer (bitsandbytes' `Linear8bitLt`) builds in float32 after

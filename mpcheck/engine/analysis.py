@@ -21,7 +21,7 @@ from mpcheck.engine.ambient import Ambient
 from mpcheck.engine.autocast import Regions
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
-from mpcheck.engine.construction import Construction
+from mpcheck.engine.construction import Construction, cast_once_built
 from mpcheck.engine.emitter import SiteEmitter
 from mpcheck.engine.evidence import Evidence, HalfEvidence
 from mpcheck.engine.expressions import Expressions
@@ -173,6 +173,14 @@ class FileAnalysis(Walk):
 
     def loaded_under_dtype(self, name: str) -> bool:
         return self.uses is None or self.uses.loaded_under_dtype(name)
+
+    def cast_once_built(self, cls: ClassInfo, name: str) -> bool:
+        index = self.uses.construction if self.uses is not None else None
+        if self._half_setting or index is None or index.default_dtype:
+            return False  # (a half default dtype may build it: its literal dtypes stay)
+        if self.loaded_under_dtype(name):
+            return False
+        return cast_once_built(self.half_evidence(cls, name))
 
     def before_cast(self, fn: cst.FunctionDef | None) -> bool:
         return self.construction.before_cast(fn)

@@ -190,6 +190,12 @@ class Walk(ABC):
         (:mod:`mpcheck.engine.factory_kwargs`): no cast once built, no half default dtype."""
 
     @abstractmethod
+    def cast_once_built(self, cls: ClassInfo, name: str) -> bool:
+        """Whether every half path to this file's class ``name`` casts it once built
+        (``model.half()``), so a part it builds with a literal float dtype is cast too: no
+        load or build under a half dtype, no half default dtype."""
+
+    @abstractmethod
     def loaded_under_dtype(self, name: str) -> bool:
         """Whether a load of this file's class ``name`` may build it under a half default
         dtype (``from_pretrained(torch_dtype=...)``), which leaves a non-persistent buffer

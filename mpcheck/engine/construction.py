@@ -19,7 +19,7 @@ from mpcheck.engine.evidence import AUTOCAST, CAST, FLOAT32, PREMISE, HalfEviden
 from mpcheck.project.models import ModelUses
 from mpcheck.project.records import BUILT_IN_HALF
 
-__all__ = ["Construction"]
+__all__ = ["Construction", "cast_once_built"]
 
 # How :mod:`mpcheck.project.records` words a build or load in half (``Model(dtype=...)``,
 # ``from_pretrained(torch_dtype=...)``), as against a cast of a model already built.
@@ -77,12 +77,20 @@ class Construction:
         return reach.kind == CAST and BUILT_IN_HALF not in reach.place.text
 
 
+def cast_once_built(found: HalfEvidence) -> bool:
+    """Whether the class's way to half is a cast of the built model (``model.half()``,
+    ``.to(torch.bfloat16)``), not a load or ``dtype=`` build under a half dtype: such a cast
+    walks every floating parameter and buffer, a part built with a literal
+    ``dtype=torch.float32`` included."""
+    return found.kind == CAST and BUILT_IN_HALF not in found.text
+
+
 def _built_in_float32(found: HalfEvidence) -> bool:
     """The class's own evidence leaves its construction in float32: only the premise, or a
     cast after it is built (``model.half()``), not a half load or a ``dtype=`` build."""
     if found.float32:
         return False  # (already silent, with its own reason)
-    return found.kind == PREMISE or (found.kind == CAST and BUILT_IN_HALF not in found.text)
+    return found.kind == PREMISE or cast_once_built(found)
 
 
 def _takes_dtype(fn: cst.FunctionDef) -> bool:

@@ -118,6 +118,8 @@ class Modules:
                 return Fact(Kind.MODULE, Prec.MODEL, None, None, layer=layer)
         if dtype is not None and dtype.fact.kind is Kind.DTYPE:
             f = dtype.fact
+            if f.prec is Prec.FULL and not f.maybe and self._cast_with_model(frame):
+                return Fact(Kind.MODULE, Prec.MODEL, None, None, layer=layer)
             text = f"built with dtype={self.file.code(dtype.node)}"
             if dtype is not kwargs.get("dtype") and f.origin is not None:
                 text = f.origin.text  # the class's own default: ``dtype=torch.float32``
@@ -127,6 +129,16 @@ class Modules:
             return Fact(Kind.MODULE, f.prec, f.dtype, origin, layer=layer, maybe=f.maybe)
         origin = Origin(node, Cause.LITERAL, "built in float32 (the default)")
         return Fact(Kind.MODULE, Prec.FULL, "float32", origin, layer=layer)
+
+    def _cast_with_model(self, frame: Frame) -> bool:
+        """Whether a part built in ``__init__`` with a literal float dtype is cast with its
+        model: every half path to the class casts it once built (``model.half()`` walks
+        every floating parameter), none builds it under a half default dtype
+        (``from_pretrained(torch_dtype=...)`` leaves an explicit ``dtype=`` alone)."""
+        info = self._class_of_frame(frame)
+        if info is None or not frame.in_init:
+            return False
+        return self.file.cast_once_built(info, info.node.name.value)
 
     def loaded_model(self, node: cst.Call, path: str, kwargs: dict[str, Operand]) -> Fact:
         if any(h in path for h in NON_MODULE_HINTS):
