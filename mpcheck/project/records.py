@@ -411,6 +411,8 @@ _CALLED = re.compile(rb"[A-Z](?<!\w[A-Z])\w*\s*(?:\.from_\w+)?\(")
 _IDENT = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
 _DOTTED = re.compile(rb"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*")
 _ASSIGNED = re.compile(rb"[ \t]*([A-Za-z_][\w.]*)[ \t]*(?::[^=\n]*)?=[ \t]*$")  # (PEP 526 too)
+# a compound statement's header with its body on the same line (``else: model = Net()``)
+_ONE_LINE_HEAD = re.compile(rb"[ \t]*(?:if|elif|else|while|for|with|try|finally|except)\b")
 _IMPORT_WORD = re.compile(rb"import[ \t(\\]")
 _FROM = re.compile(
     rb"^[ \t]*from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n\\]*(?:\\\n[^\n\\]*)*)",
@@ -1025,7 +1027,7 @@ class _Reader:
         }
         for at, _, name in self.calls():
             line = code.rfind(b"\n", 0, at) + 1
-            assigned = _ASSIGNED.match(code, line, at)
+            assigned = _assignment(code, line, at)
             target = assigned.group(1).decode() if assigned is not None else set_.get(at)
             if target is None:
                 continue
@@ -2709,6 +2711,22 @@ def _keeps(
                 return _Bound(attribute, tuple(t for t in targets if t))
             return [t for t in targets if t]
     return _bound(attribute)
+
+
+def _assignment(code: bytes, line: int, at: int) -> re.Match[bytes] | None:
+    """The plain assignment whose value starts at ``at`` on the line starting at ``line``
+    (its target is group 1), or None. A compound statement's body may share its header's
+    line (``if big: model = Large()``, ``else: model = Net()``): the target then follows one
+    of the header's colons, never the keyword before it."""
+    if _ONE_LINE_HEAD.match(code, line, at) is None:
+        return _ASSIGNED.match(code, line, at)
+    colon = code.find(b":", line, at)
+    while colon >= 0:
+        found = _ASSIGNED.match(code, colon + 1, at)
+        if found is not None:
+            return found
+        colon = code.find(b":", colon + 1, at)
+    return None
 
 
 def _bound(attribute: str) -> bool | _Bound:
