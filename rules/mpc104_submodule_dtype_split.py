@@ -36,7 +36,8 @@ class SubmoduleDtypeSplit(Rule):
     summary = (
         "A submodule cast apart from its model (`model.half(); model.head.float()`) is "
         "called with activations in the model's other dtype, with no cast at the call; or a "
-        "half weight's storage is replaced by its float32 promotion (`w.data = w.data * v32`)."
+        "half weight's storage is replaced by its float32 promotion (`w.data = w.data * v32`); "
+        "or a model kept float32 is handed another model's half output."
     )
     why = """
         `model.half()` / `model.to(torch.float16)` casts every parameter; casting one part back
@@ -76,6 +77,16 @@ class SubmoduleDtypeSplit(Rule):
         input into a half norm raises, and apex's `FusedLayerNorm`/`FusedRMSNorm` read their
         weights in the input's dtype, so a float32 apex norm refuses half inputs. Under
         `torch.autocast`, Linear/conv/matmul recast their inputs, so mpcheck stays quiet there.
+
+        Two models of one program split the same way. A sampler that runs its denoiser in
+        half and keeps its decoder in float32 (`decoder = Decoder()`, never cast) must cast the
+        latents before `decoder.decode(latents)`: the decoder's first convolution gets them
+        as they are and raises "Input type (c10::Half) and bias type (float) should be the
+        same". mpcheck reports the call when the decoder's class is in the same file, the
+        project only ever builds it in float32, this value of it was built in float32, the
+        input is half by a cast or a half model's output, and no autocast covers the call;
+        the method it runs (`forward`, `decode`, ...) is walked with those dtypes to find the
+        first Linear, conv or RNN that gets the half value (a norm takes it).
 
         A kept part can also split the residual stream. T5 keeps its feed-forward output
         projection `wo` float32 (`_keep_in_fp32_modules = ["wo"]`); loaded with
@@ -186,6 +197,8 @@ class SubmoduleDtypeSplit(Rule):
             return
         if self._found_apart(call):
             return
+        if call.fed_half and self._half_into_float32(call):
+            return
         if not call.is_module_call or call.receiver is None:
             self._functional(call)
             return
@@ -241,6 +254,44 @@ class SubmoduleDtypeSplit(Rule):
             fix=self._fix(x, sub, call.receiver.fact),
             op=call,
         )
+        return True
+
+    # -- ``vae(latents)``: a model kept float32 handed another model's half output ----------
+    def _half_into_float32(self, call: CallSite) -> bool:
+        """A model the project only builds in float32, called where no autocast covers it
+        with a half value: the first layer of its ``forward`` that gets it raises."""
+        site = call.fed_half[0].site
+        first, _ = site.operands()
+        outer = next(
+            (
+                o
+                for o in (*call.args, *call.kwargs.values())
+                if first is not None and o.fact.origin is not None and o.fact == first.fact
+            ),
+            None,
+        ) or next(
+            (o for o in (*call.args, *call.kwargs.values()) if o.fact.prec is Prec.HALF), None
+        )
+        if outer is None or call.receiver is None:
+            return False
+        what, model = self.ctx.code(outer.node), self.ctx.code(call.receiver.node)
+        inner = site.receiver.node if site.is_module_call and site.receiver else site.node
+        inner_text = self.ctx.code(inner.func if isinstance(inner, cst.Call) else inner)
+        weights = call.receiver.fact
+        node = call.node
+        runs = self.ctx.code(node.func) if isinstance(node, cst.Call) else model
+        message = (
+            f"`{what}` is {_dtype(outer.fact)}{self._from(outer.fact)} but `{model}` is "
+            f"float32{self._from(weights)} and the project never casts its class: "
+            f"`{runs}` hands `{what}` to `{inner_text}` at {self.line(site.node)}, whose "
+            "float32 weights refuse a half input; cast the input to the model's dtype at this "
+            "call, or cast the model with the other"
+        )
+        related = self._input_related(what, outer.fact)
+        if weights.origin is not None:
+            related.append((weights.origin.node, f"`{model}` {weights.origin.text}"))
+        related.append((site.node, f"`{inner_text}` gets `{what}` in half precision here"))
+        self.report(call.node, message, related=_unique(related))
         return True
 
     # -- ``base_layer.weight.data = torch.mul(base_layer.weight.data, ia3_l)`` ---------------

@@ -48,6 +48,7 @@ class CallRecord:
     owner: Owner | None = None
     inner: tuple[InnerCall, ...] = ()
     through: tuple[InnerCall, ...] = ()
+    fed_half: tuple[InnerCall, ...] = ()  # see ``CallSite.fed_half``
     replacement: Replacement | None = None
     kept_residual: KeptResidualLoad | None = None
     fed: tuple[Operand, ...] = ()  # see ``CallSite.fed``

@@ -62,6 +62,7 @@ class SiteEmitter:
                 owner=call.owner,
                 inner=call.inner,
                 through=call.through,
+                fed_half=call.fed_half,
                 replacement=call.replacement,
                 kept_residual=call.kept_residual,
                 fed=call.fed,

@@ -36,7 +36,13 @@ from mpcheck.engine.imported import call_result, fact_of
 from mpcheck.engine.own_parts import inherited_method, own_part
 from mpcheck.engine.pipelines import shares
 from mpcheck.engine.placeholders import placeholder
-from mpcheck.engine.scripts import fed_arguments, feeds_its_weights, model_of, takes_half_input
+from mpcheck.engine.scripts import (
+    fed_arguments,
+    feeds_its_weights,
+    half_meets_float32,
+    model_of,
+    takes_half_input,
+)
 from mpcheck.engine.sites import CallSite, InnerCall, Operand, Owner
 from mpcheck.engine.splits import changed_calls
 from mpcheck.engine.zero_rows import bias_free, made
@@ -211,9 +217,11 @@ class Modules:
         *,
         split: tuple[tuple[InnerCall, ...], Fact | None] | None = None,
         callee: cst.BaseExpression | None = None,
+        runs: tuple[Fact, str] | None = None,
     ) -> Fact:
         """``self.proj(x)``; ``callee`` names the module when it is not ``node.func``
-        (``checkpoint(block, x)``)."""
+        (``checkpoint(block, x)``); ``runs``: the model and its method that the call runs
+        when that is not ``forward`` (``vae.decode(z)``)."""
         layer = module.layer
         first = args[0].fact if args else UNKNOWN
         if frame.scope.autocast is None:  # a model ``accelerator.prepare`` wrapped in autocast
@@ -253,6 +261,13 @@ class Modules:
             result = UNKNOWN_TENSOR if layer is None else replace(first, params=frozenset())
         elif own is not None and "forward" in own.methods:
             result = self.class_forward(own, args, kwargs)
+            if result.prec is Prec.MODEL and result.is_tensor and not frame.scope.in_module:
+                # (outside a model's code its dtype is this instance's: ``h = unet(x)`` of
+                # a ``unet`` cast to half is half)
+                result = replace(result, prec=module.prec, dtype=module.dtype, maybe=module.maybe)
+                if path is not None:
+                    origin = Origin(node, Cause.ACTIVATION, f"the output of `{path}`")
+                    result = replace(result, origin=origin)
         elif layer and imported is not None and "forward" in imported.methods:
             result = self.imported_forward(node, layer, args, kwargs)
         elif layer is None and first.prec is Prec.FULL and module.prec is Prec.MODEL:
@@ -293,6 +308,11 @@ class Modules:
             through, returned = self.follow_float32(module, args, kwargs, frame)
         if not inner and not through:
             through = self.follow_zero_rows(module, args, kwargs, frame)
+        fed_half = (
+            ()
+            if inner or through
+            else self.follow_half(*(runs or (module, "forward")), args, kwargs, frame)
+        )
         if returned is not None and returned.floating:
             result = returned
         if (
@@ -324,6 +344,7 @@ class Modules:
                 inner=inner,
                 through=through,
                 fed=fed,
+                fed_half=fed_half,
             ),
             frame,
         )
@@ -356,11 +377,53 @@ class Modules:
         plain, _ = self._walk_as(fn, info, module, {}, (), {}, frame)
         return changed_calls(with_args, plain), returned
 
-    def _forward_of(self, module: Fact) -> tuple[ClassInfo, cst.FunctionDef] | None:
-        """The ``forward`` of ``module``'s class when it is in this file and may be walked
-        again here (not already being walked, within the re-walk depth)."""
+    def follow_half(
+        self,
+        module: Fact,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> tuple[InnerCall, ...]:
+        """``vae(latents)`` in a script: half activations handed to a model kept float32.
+
+        torch never casts a layer's input to its weights: a float32 Linear, conv or RNN
+        refuses a half input ("mat1 and mat2 must have the same dtype", "Input type
+        (c10::Half) and bias type (float) should be the same"); a norm takes it. Only where
+        both sides rest on evidence: the model's class is in this file and the project
+        only ever builds it in float32 (no cast, load or world-opening path reaches it),
+        this value of it was built or loaded in float32, an argument is half by a cast the
+        code makes, and no autocast covers the call. The ``method`` run (``forward``, or
+        ``vae.decode``) is walked again with the call's facts; the weight calls that get a
+        half input are returned."""
+        if module.prec is not Prec.FULL or module.maybe or frame.scope.in_module:
+            return ()
+        region = frame.scope.autocast
+        if region is not None and region.active:
+            return ()
+        operands = (*args, *kwargs.values())
+        if not any(
+            o.fact.is_tensor and o.fact.prec is Prec.HALF and not o.fact.maybe for o in operands
+        ):
+            return ()
+        reporting = self.file.reporting
+        found = self._forward_of(module, method)
+        if found is None or reporting.recording or not reporting.listener.wants("calls"):
+            return ()
+        info, fn = found
+        if not self.file.half_evidence(info, info.node.name.value).float32:
+            return ()
+        self.definitions.analyse_class(info)
+        walked, _ = self._walk_as(fn, info, module, {}, args, kwargs, frame)
+        return tuple(InnerCall(site, None) for site in walked if half_meets_float32(site))
+
+    def _forward_of(
+        self, module: Fact, method: str = "forward"
+    ) -> tuple[ClassInfo, cst.FunctionDef] | None:
+        """The ``forward`` (or ``method``) of ``module``'s class when it is in this file and
+        may be walked again here (not already being walked, within the re-walk depth)."""
         info = self.own_class(module)
-        fn = info.methods.get("forward") if info is not None and info.is_module else None
+        fn = info.methods.get(method) if info is not None and info.is_module else None
         if info is None or fn is None or fn in self.definitions.in_progress:
             return None
         return (info, fn) if self.file.reporting.may_rewalk else None
@@ -635,6 +698,7 @@ class Modules:
                 frame,
                 split=split,
                 callee=model_of(node, method),
+                runs=(module, "forward" if method == "__call__" else method),
             )
         return UNKNOWN
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from mpcheck.engine.facts import Fact, Kind, Prec
+from mpcheck.engine.facts import Cause, Fact, Kind, Prec
 from mpcheck.engine.frames import ClassInfo, Frame
-from mpcheck.engine.sites import Operand
+from mpcheck.engine.sites import CallSite, Operand
+from mpcheck.knowledge.torch_api import OpKind
 from mpcheck.project.summary import ClassSummary
 
 
@@ -84,3 +85,21 @@ def fed_arguments(
         if operand is not None:
             found.append(operand)
     return tuple(found)
+
+
+# the ops whose float32 weights refuse a half input (a norm takes one: measured on torch 2.13)
+_REFUSES_HALF_INPUT = frozenset({OpKind.LINEAR, OpKind.CONV, OpKind.RECURRENT})
+
+
+def half_meets_float32(site: CallSite) -> bool:
+    """A Linear, conv or RNN (or their functional forms) whose weights are float32 given a
+    half input: torch raises. (A norm takes a half input with float32 parameters.)"""
+    if site.op not in _REFUSES_HALF_INPUT:
+        return False
+    first, params = site.operands()
+    if first is None or not first.fact.is_tensor:
+        return False
+    fact = first.fact
+    if fact.prec is not Prec.HALF or fact.maybe or fact.cause is Cause.AUTOCAST:
+        return False
+    return any(p.fact.prec is Prec.FULL and not p.fact.maybe for p in params)

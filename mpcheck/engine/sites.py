@@ -203,6 +203,10 @@ class CallSite:
     # (``self.output(context.float(), x)``): the calls its method makes whose dtypes differ
     # from a walk with the model's dtype for every argument, walked with the call's facts.
     through: tuple[InnerCall, ...] = ()
+    # Calling a model of this file that the project keeps float32 with a half argument (a
+    # script's ``vae(latents)`` of a half denoiser's latents): the calls of its ``forward``,
+    # walked with the call's facts, where a layer with float32 weights gets the half value.
+    fed_half: tuple[InnerCall, ...] = ()
     # ``setattr(module, name, part)`` putting a part built in its class's fixed low default
     # dtype where the routine's other replacements follow the child's (mpcheck.engine.replacements)
     replacement: Replacement | None = None
