@@ -315,6 +315,7 @@ class Definitions:
         (:mod:`mpcheck.engine.device_reading`)."""
         region = frame.scope.autocast
         opened = region is not None and region.off_elsewhere and region is not outer
+        opened = opened and self.file.reporting.reads_again
         entry = Frame(dict(frame.env), frame.scope) if opened else None
         self.file.block(body, frame)
         if entry is not None:

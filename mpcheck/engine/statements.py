@@ -407,7 +407,8 @@ class Statements:
         frame.scope = replace(saved, autocast=region)
         self.file.training.enter_region(frame, region)
         # (a region only CUDA runs is read again as off: from the facts at its start)
-        entry = Frame(dict(frame.env), frame.scope) if region.off_elsewhere else None
+        again = region.off_elsewhere and self.file.reporting.reads_again
+        entry = Frame(dict(frame.env), frame.scope) if again else None
         try:
             self.block(body, frame)
         finally:
