@@ -43,7 +43,12 @@ class UpcastReachesHalfOp(Rule):
         of the class; chosen against `nullcontext()`, or picked from a table such as
         `{"bf16": torch.autocast(...), "fp32": nullcontext()}[precision]`), a call of
         `functools.partial(torch.autocast, ...)`, or `accelerator.autocast()`; a table or
-        condition that may pick `enabled=False` covers nothing. Norms
+        condition that may pick `enabled=False` covers nothing. A region given
+        `dtype=torch.float32` is CUDA's alone: every other device's autocast takes float16
+        and bfloat16 only and turns itself off for it, so written for the CPU it covers
+        nothing, and where its device is known only at run time (`device_type=x.device.type`,
+        `"mps" if ... else "cuda"`) a mix inside it is a warning stating that premise
+        ("latent: when this runs off CUDA: ..."), the region as its related location. Norms
         are not recast on CPU and still raise. Autocast does not recast a compiled kernel
         (natten's, a package's `_C` extension) nor a call with `out=`: in a module method,
         mpcheck also checks those as if the method ran under the CUDA autocast of

@@ -131,7 +131,11 @@ class HalfPrecisionVariance(Rule):
         may not (a full-scale sine gives |X| = 256 with a Hann window, whose square is inf).
         Inside a CUDA autocast region `pow`, `sum` and `rsqrt` run in float32, so
         `x.pow(2).mean()` is safe there while `(x * x).mean()` (`mul` is not on autocast's
-        float32 list) is not; CPU autocast upcasts none of them. The same holds in a
+        float32 list) is not; CPU autocast upcasts none of them, nor does a region given
+        `dtype=torch.float32` on any device but CUDA (its autocast turns itself off): where
+        such a region's device is known only at run time (a decorator picking
+        `"mps" if ... else "cuda"`), a square that overflows with the region off is reported
+        as a warning stating that device premise. The same holds in a
         module every run of which the project makes under autocast, in any file (a model
         never cast and called only inside regions, or every cast model reaching it so
         called): a region written for the CPU (`torch.autocast("cpu")`) leaves `pow` in

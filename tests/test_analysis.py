@@ -256,6 +256,59 @@ def test_an_autocast_given_a_dtype_it_does_not_take_recasts_nothing() -> None:
         assert (fact.prec, fact.dtype, fact.cause) == (Prec.FULL, "float32", Cause.AUTOCAST)
 
 
+def test_a_region_only_cuda_runs_is_read_again_as_off_under_a_device_premise() -> None:
+    """The region above whose device is known only at run time stays CUDA's (its facts are
+    float32), and every other device's autocast turns itself off for float32: what the code
+    gives with the region read as off, and not read as CUDA's, is a warning that states that
+    premise, with the region as a related location. Never an error; a region on a written
+    device is not read again (CPU: off, an error; CUDA: float32, nothing)."""
+    from mpcheck.diagnostics import Severity
+    from mpcheck.engine.sites import Autocast
+    from mpcheck.ruleset.rule import all_rules
+
+    node = cst.parse_expression("torch.autocast(device_type=x.device.type, dtype=torch.float32)")
+    assert Autocast(node, None, "float32", True).off_elsewhere
+    assert Autocast(node, None, "float64", None).off_elsewhere  # (``enabled=`` an expression)
+    for region in (
+        Autocast(node, "cuda", "float32", True),
+        Autocast(node, "cpu", "float32", True),
+        Autocast(node, None, "bfloat16", True),  # (every device's autocast takes it)
+        Autocast(node, None, "float32", False),  # (off everywhere)
+        Autocast(node, None, None, True),  # (``accelerator.autocast()``)
+    ):
+        assert not region.off_elsewhere, region
+    source = HEADER + textwrap.dedent(
+        """
+        class Embed(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+            def anywhere(self, t):
+                with torch.autocast(device_type=t.device.type, dtype=torch.float32):
+                    return self.proj(t.float())
+            def on_cpu(self, t):
+                with torch.autocast("cpu", dtype=torch.float32):
+                    return self.proj(t.float())
+            def on_cuda(self, t):
+                with torch.autocast("cuda", dtype=torch.float32):
+                    return self.proj(t.float())
+
+        model = Embed().half()
+        """
+    )
+    found = {d.start.row: d for d in check_source(source, "t.py", all_rules())}
+    assert sorted(found) == [11, 14], found
+    premised, written = found[11], found[14]
+    assert (premised.code, premised.severity) == ("MPC101", Severity.WARNING)
+    assert premised.message.endswith(
+        "(latent: when this runs off CUDA: `torch.autocast(device_type=t.device.type, "
+        "dtype=torch.float32)` turns itself off on CPU/MPS, whose autocast takes no float32)"
+    )
+    assert (10, 14) in {(r.start.row, r.start.column) for r in premised.related}
+    assert (written.code, written.severity) == ("MPC101", Severity.ERROR)
+    assert "off CUDA" not in written.message
+
+
 def test_a_result_made_in_a_dtype_parameter_has_the_dtype_each_call_hands() -> None:
     facts = probe(
         """

@@ -32,7 +32,7 @@ from mpcheck.engine.functions import Definitions
 from mpcheck.engine.keep_fp32 import KeepFp32, adapter_casts
 from mpcheck.engine.modules import Modules
 from mpcheck.engine.ranges import ranged
-from mpcheck.engine.reporting import Listener
+from mpcheck.engine.reporting import Listener, Readings
 from mpcheck.engine.sites import Scope
 from mpcheck.engine.starred import bind_starred
 from mpcheck.engine.statements import Statements
@@ -70,6 +70,7 @@ class FileAnalysis(Walk):
         target_torch: tuple[int, int] | None = None,
         uses: ModelUses | None = None,
         half_setting: bool = False,
+        readings: Readings | None = None,
     ) -> None:
         super().__init__(
             module,
@@ -79,6 +80,7 @@ class FileAnalysis(Walk):
             source=source,
             project=project,
             target_torch=target_torch,
+            readings=readings,
         )
         self.evidence = Evidence(self.elsewhere, uses, half_setting)
         self.construction = Construction(uses, half_setting)

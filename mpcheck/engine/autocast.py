@@ -304,6 +304,14 @@ class Regions:
             return fact.dtype if fact.dtype in _REGION_DTYPES else None
         return None
 
+    @staticmethod
+    def off_reading(region: Autocast, outer: Autocast | None) -> Autocast | None:
+        """What ``region`` is on a device whose autocast refuses its dtype (a region only
+        CUDA runs, ``Autocast.off_elsewhere``, read off CUDA): torch turns autocast off in
+        it, as :func:`_ignored` reads a region written for such a device; ``outer``: the
+        region around it."""
+        return _off(region, outer)
+
 
 def _ignored(region: Autocast, frame: Frame | None) -> Autocast | None:
     """A region given a dtype its device's autocast does not take (``dtype=torch.float32``
@@ -311,12 +319,18 @@ def _ignored(region: Autocast, frame: Frame | None) -> Autocast | None:
     in it, so it is no region at all, or one with autocast off inside an enabled one. Where
     the device is known only at run time (``device_type=x.device.type``) it is CUDA's region,
     which computes its list in that dtype: "off on CPU and MPS" is a premise about the device,
-    not evidence, so no error rests on it."""
+    not evidence, so no error rests on it (what the region read as off gives is a warning
+    stating that premise: ``Autocast.off_elsewhere``, :mod:`mpcheck.engine.device_reading`)."""
     if region.device in (None, "", "cuda") or region.dtype is None:
         return region
     if T.autocast_takes(region.device or "", region.dtype):
         return region
-    outer = frame.scope.autocast if frame is not None else None
+    return _off(region, frame.scope.autocast if frame is not None else None)
+
+
+def _off(region: Autocast, outer: Autocast | None) -> Autocast | None:
+    """A region autocast turns itself off in: none at all, or autocast off inside an enabled
+    ``outer`` one (``torch.set_autocast_enabled(device, False)`` until it ends)."""
     return replace(region, enabled=False) if outer is not None and outer.active else None
 
 

@@ -22,7 +22,7 @@ from mpcheck.engine.facts import Cause, Fact, Kind, Origin
 from mpcheck.engine.frames import ClassInfo, Frame
 from mpcheck.engine.keep_fp32 import KeepFp32
 from mpcheck.engine.options import Options
-from mpcheck.engine.reporting import Listener, Reporting
+from mpcheck.engine.reporting import Listener, Readings, Reporting
 from mpcheck.engine.sites import InnerCall, KeptResidualLoad, Operand, Owner, Replacement
 from mpcheck.engine.training_loop import Tracker
 from mpcheck.knowledge import torch_api as T
@@ -76,6 +76,7 @@ class Walk(ABC):
         source: bytes = b"",
         project: ProjectLookup | None = None,
         target_torch: tuple[int, int] | None = None,
+        readings: Readings | None = None,
     ) -> None:
         self.module = module
         # ``target-torch-version``: autocast regions answer with that torch's lists.
@@ -96,7 +97,7 @@ class Walk(ABC):
         self.imports = imports
         self.constants = Constants(module, source)  # the numbers names stand for
         self.options = Options(module, source)  # command-line switches no run can turn
-        self.reporting = Reporting(listener)
+        self.reporting = Reporting(listener, readings)
         self.half_capable = module_half_capable
         # whether anything may run this code under autocast (False: the project never
         # turns it on, and is no package its users run as they like)

@@ -86,6 +86,7 @@ __all__ = [
     "PREMISE",
     "SETTING",
     "UNREACHED",
+    "DevicePremise",
     "Evidence",
     "HalfEvidence",
 ]
@@ -159,6 +160,21 @@ class HalfEvidence:
         call of it under autocast (a mix is then autocast's business), never builds it, or
         the code runs at construction, before any cast (:mod:`construction`)."""
         return self.kind in (FLOAT32, AUTOCAST, UNREACHED)
+
+
+@dataclass(frozen=True)
+class DevicePremise:
+    """A premise about the device a region runs on, not about half: an autocast region whose
+    device is known only at run time and whose dtype only CUDA's autocast takes
+    (``torch.autocast(device_type=x.device.type, dtype=torch.float32)``). CUDA computes the
+    region's list in that dtype; every other device's autocast turns itself off, and the code
+    runs as written there. A finding only that reading gives is latent: a warning stating
+    this premise (``text``), never an error, with the region as its place (``node``, whose
+    related location says ``note``)."""
+
+    text: str
+    node: cst.CSTNode
+    note: str
 
 
 class Evidence:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 
 import libcst as cst
 
@@ -23,6 +23,7 @@ from mpcheck.engine.binding import (
     parameters,
 )
 from mpcheck.engine.body_uses import BodyUses, body_uses
+from mpcheck.engine.device_reading import DeviceReadings
 from mpcheck.engine.evidence import PREMISE
 from mpcheck.engine.facts import (
     SCALAR,
@@ -50,7 +51,7 @@ from mpcheck.engine.imported import class_bases, inherit
 from mpcheck.engine.keep_fp32 import wholly_fp32
 from mpcheck.engine.partial_cast import casts_to_half, converted_parts
 from mpcheck.engine.records import factories_first, fields
-from mpcheck.engine.sites import ClassSite, Decorator, FunctionSite, Operand, Scope
+from mpcheck.engine.sites import Autocast, ClassSite, Decorator, FunctionSite, Operand, Scope
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.arguments import FULL, INT, NUMBER
 from mpcheck.project.names import dotted
@@ -84,6 +85,7 @@ class Definitions:
         self._symbols: dict[str, object] = {}
         self.uses_torch_modules = False
         self._unconverted: dict[str, Env] = {}  # (see :meth:`unconverted_parts`)
+        self.device_readings = DeviceReadings(file, regions)
 
     def uses(self, fn: cst.FunctionDef) -> BodyUses:
         """What one walk of ``fn``'s body tells (:mod:`body_uses`), walked once per file."""
@@ -278,7 +280,7 @@ class Definitions:
         frame = self.function_frame(fn, cls, None)
         seeded = call is not None and self._seed_params(fn, frame, call)
         self.function_site(fn, frame)
-        self.file.block(body, frame)
+        self.walk_body(fn, body, frame, None)
         if cls is not None:
             for key, fact in frame.env.items():
                 if cls.is_pipeline and key[len("self.") :] in T.PIPELINE_MODELS:
@@ -300,6 +302,25 @@ class Definitions:
             plain = self.function_frame(fn, cls, None)
             self.file.block(body, plain)
         return settled(plain.returns)
+
+    def walk_body(
+        self,
+        fn: cst.FunctionDef,
+        body: Sequence[cst.BaseStatement],
+        frame: Frame,
+        outer: Autocast | None,
+    ) -> None:
+        """Walk ``fn``'s ``body`` in ``frame``; a region only CUDA runs that a decorator of
+        ``fn`` opens (``outer``: the one around it) is read again as off
+        (:mod:`mpcheck.engine.device_reading`)."""
+        region = frame.scope.autocast
+        opened = region is not None and region.off_elsewhere and region is not outer
+        opened = opened and self.file.reporting.reads_again
+        entry = Frame(dict(frame.env), frame.scope) if opened else None
+        self.file.block(body, frame)
+        if entry is not None:
+            walk = partial(self.file.block, body)
+            self.device_readings.read(region, outer, entry, walk)
 
     def function_site(self, fn: cst.FunctionDef, frame: Frame) -> None:
         if not self.file.reporting.takes("functions"):

@@ -8,10 +8,11 @@ the modes below as a ``with`` block, and every site asks :meth:`Reporting.takes`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+from mpcheck.engine.evidence import DevicePremise
 from mpcheck.engine.sites import CallSite
 from mpcheck.ruleset.hooks import Site, SiteKind
 
@@ -26,11 +27,20 @@ class Listener(Protocol):
     def deliver(self, kind: SiteKind, site: Site) -> None: ...
 
 
+# A second reading of code under a device premise (:mod:`mpcheck.engine.device_reading`): the
+# listeners of the code read as written (CUDA's region) and read as the premise says (the
+# region off), each with rules of its own, compared when the file is done.
+Readings = Callable[[DevicePremise], tuple[Listener, Listener]]
+
+
 class Reporting:
     """Whether the walk reports, records or stays silent right now."""
 
-    def __init__(self, listener: Listener) -> None:
+    def __init__(self, listener: Listener, readings: Readings | None = None) -> None:
         self.listener = listener
+        self._main = listener  # (the listener a walk for its own sake reports to)
+        self.readings = readings  # None: nothing compares second readings (summaries, tests)
+        self._reading = 0  # inside a second reading (:meth:`reading`)
         self._muted = 0  # inside walks whose sites another visit reports
         # While a called module is re-walked (``split_call``), call sites go here.
         self._recorder: list[CallSite] | None = None
@@ -54,7 +64,8 @@ class Reporting:
         if kind == "calls":
             return self.listener.wants("calls") or self._recorder is not None
         if kind == "training":
-            return not self._hypothetical and self.listener.wants("training")
+            reading = self._hypothetical or self._reading
+            return not reading and self.listener.wants("training")
         if self._recorder is not None:
             return False
         return self.listener.wants(kind)
@@ -71,15 +82,37 @@ class Reporting:
         if self._recorder is not None:
             self._recorder.extend(sites)
 
+    @property
+    def reads_again(self) -> bool:
+        """Whether code walked now may be read a second time under a device premise: this
+        walk reports (it is not muted, recording, under a premise or a second reading
+        itself), and something compares the readings."""
+        if self.readings is None or self._muted or self._recorder is not None:
+            return False
+        return not self._hypothetical and not self._reading
+
     @contextmanager
     def live(self) -> Iterator[None]:
-        """A function or class walked for its own sake: its sites are reported."""
-        saved = self._muted, self._recorder
-        self._muted, self._recorder = 0, None
+        """A function or class walked for its own sake: its sites are reported (to the
+        file's listener, also when a second reading reaches it first)."""
+        saved = self._muted, self._recorder, self.listener, self._reading
+        self._muted, self._recorder, self.listener, self._reading = 0, None, self._main, 0
         try:
             yield
         finally:
-            self._muted, self._recorder = saved
+            self._muted, self._recorder, self.listener, self._reading = saved
+
+    @contextmanager
+    def reading(self, listener: Listener) -> Iterator[None]:
+        """A second reading of code the walk has reported already: its sites go to
+        ``listener`` (whose rules read them apart), training steps to no one."""
+        saved, self.listener = self.listener, listener
+        self._reading += 1
+        try:
+            yield
+        finally:
+            self.listener = saved
+            self._reading -= 1
 
     @contextmanager
     def muted(self) -> Iterator[None]:

@@ -20,6 +20,7 @@ from mpcheck.knowledge.torch_api import (
     MODEL_INPUTS,
     STRICT_NORMS,
     OpKind,
+    autocast_takes,
 )
 from mpcheck.project.callables import SplitRun
 
@@ -44,6 +45,17 @@ class Autocast:
     @property
     def active(self) -> bool:
         return self.enabled is not False
+
+    @property
+    def off_elsewhere(self) -> bool:
+        """Whether only CUDA's autocast runs this region: its device is known only at run time
+        (``device_type=x.device.type``) and its dtype is one every other device's autocast
+        refuses and turns itself off for (``dtype=torch.float32``). The walk reads it as CUDA's;
+        that it is off on CPU and MPS is a premise about the device
+        (:mod:`mpcheck.engine.device_reading`)."""
+        if self.device not in (None, "") or self.dtype is None or not self.active:
+            return False
+        return not self.implicit and not autocast_takes("", self.dtype)
 
     @property
     def low_dtype(self) -> str | None:

@@ -401,24 +401,30 @@ class Statements:
                 value = self.expressions.expr(item.item, frame)
                 if item.asname is not None:
                     self.bind(item.asname.name, value, frame)
+        body = stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else []
         if region is None:
-            self.block(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else [], frame)
+            self.block(body, frame)
             return
         saved = frame.scope
         frame.scope = replace(saved, autocast=region)
         self.file.training.enter_region(frame, region)
+        # (a region only CUDA runs is read again as off: from the facts at its start)
+        again = region.off_elsewhere and self.file.reporting.reads_again
+        entry = Frame(dict(frame.env), frame.scope) if again else None
         try:
-            if isinstance(stmt.body, cst.IndentedBlock):
-                self.block(stmt.body.body, frame)
+            self.block(body, frame)
         finally:
             frame.scope = saved
+        if entry is not None:
+            walk = partial(self.block, body)
+            self.definitions.device_readings.read(region, saved.autocast, entry, walk)
 
     def nested_function(self, fn: cst.FunctionDef, frame: Frame) -> None:
         sub = self.definitions.function_frame(fn, None, frame)
         self.definitions.function_site(fn, sub)
         with self.file.reporting.unmuted():
             if isinstance(fn.body, cst.IndentedBlock):
-                self.block(fn.body.body, sub)
+                self.definitions.walk_body(fn, fn.body.body, sub, frame.scope.autocast)
         self.definitions.summaries[fn] = settled(sub.returns)
         frame.env[fn.name.value] = Fact(Kind.OTHER)
         self.file.functions.setdefault(fn.name.value, fn)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
 
@@ -20,8 +20,9 @@ from mpcheck.engine.analysis import FileAnalysis
 from mpcheck.files.parsing import Unparsable, parse
 from mpcheck.files.source import SourceError, SourceFile
 from mpcheck.output.fix_names import Scopes, unbound
+from mpcheck.pipeline.dispatch import Dispatch
+from mpcheck.pipeline.readings import PremiseReadings
 from mpcheck.project.names import ImportTable
-from mpcheck.ruleset.hooks import HOOKS, Site, SiteKind
 from mpcheck.ruleset.rule import Report, Rule, RuleContext
 from mpcheck.settings.config import DEFAULT_MAX_FILE_SIZE
 
@@ -105,49 +106,6 @@ class Analysed:
     diagnostics: list[Diagnostic]
     summary: ModuleSummary | None = None
     dependencies: Dependencies = field(default_factory=dict)
-
-
-class _Dispatch:
-    """Fans the walk's sites out to the rules that implement the matching hook.
-
-    A rule that raises is switched off for the rest of the file and remembered: one rule's
-    bug must not take the other rules' findings on the file with it.
-    """
-
-    def __init__(self, rules: Sequence[Rule]) -> None:
-        self._handlers: dict[str, list[tuple[Rule, Callable[[Any], None]]]] = {
-            hook.kind: [(r, getattr(r, hook.method)) for r in rules if hook.method in r.hooks()]
-            for hook in HOOKS
-        }
-        self.failed: dict[str, Exception] = {}  # rule code -> what it raised first
-
-    def wants(self, kind: SiteKind) -> bool:
-        return bool(self._handlers[kind])
-
-    def deliver(self, kind: SiteKind, site: Site) -> None:
-        for rule, handler in self._handlers[kind]:
-            if rule.code not in self.failed:
-                self.guarded(rule, handler, site)
-
-    def guarded(self, rule: Rule, handler: Callable[..., None], *args: Any) -> None:
-        try:
-            handler(*args)
-        except RecursionError:
-            raise  # the file is too deep for every rule: the caller says so once
-        except Exception as exc:  # noqa: BLE001 - isolated per rule, reported below
-            self.failed.setdefault(rule.code, exc)
-
-    def failures(self, filename: str) -> list[Diagnostic]:
-        return [
-            _file_level(
-                INTERNAL_ERROR,
-                f"rule {code} failed on this file ({type(exc).__name__}: {exc}); its findings "
-                "here may be incomplete, the other rules' are not; please report it",
-                filename,
-                Position(1, 1),
-            )
-            for code, exc in sorted(self.failed.items())
-        ]
 
 
 def check_source(
@@ -293,7 +251,8 @@ def _run_rules(
     )
     instances = [rule(ctx) for rule in rules]
     session = link if link is not None else _project(filename, options)
-    dispatch = _Dispatch(instances)
+    dispatch = Dispatch(instances)
+    readings = PremiseReadings(rules, ctx)  # (regions only CUDA runs, read again as off)
     analysis = FileAnalysis(
         module,
         imports,
@@ -304,6 +263,7 @@ def _run_rules(
         project=None if session is None else session.lookup,
         target_torch=options.target_torch_version,
         uses=_uses(filename, source, options, getattr(session, "buffers", None)),
+        readings=readings,
     )
     walk.append(analysis)
     try:
@@ -316,9 +276,10 @@ def _run_rules(
         done = Analysed([])
         if session is not None:
             done.summary, done.dependencies = session.end(analysis)
-        for instance in instances:
-            if instance.code not in dispatch.failed:
-                dispatch.guarded(instance, instance.finish)
+        dispatch.finish()
+        reports.extend(readings.added(reports))
+        for code, exc in readings.failed().items():
+            dispatch.failed.setdefault(code, exc)
         if reports:
             root = options.project_root
             # (a call pointed elsewhere for its own reasons first, then the facts' origins)
