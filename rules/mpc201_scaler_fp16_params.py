@@ -272,7 +272,7 @@ def _scaler_premise(scaler: Scaler, code: Callable[[cst.CSTNode], str]) -> str:
     if scaler.via == "accelerate":
         return "runs accelerate in fp16 mixed precision"
     if isinstance(scaler.node, cst.Param):
-        return f"hands {scaler.text} an enabled GradScaler"
+        return f"hands the function an enabled GradScaler as `{scaler.node.name.value}`"
     if scaler.flag is not None:
         return f"enables the GradScaler (`enabled={code(scaler.flag)}`)"
     return "enables the GradScaler"
