@@ -266,16 +266,16 @@ _Pending = tuple[cst.CSTNode, str, list[tuple[cst.CSTNode, str]], Severity | Non
 
 
 def _scaler_premise(scaler: Scaler, code: Callable[[cst.CSTNode], str]) -> str:
-    """What the run must choose for ``scaler`` to be on."""
-    if scaler.via == "transformers":
-        return "sets fp16"
-    if scaler.via == "accelerate":
-        return "runs accelerate in fp16 mixed precision"
-    if isinstance(scaler.node, cst.Param):
+    """What the run must choose for ``scaler`` to be on (quoting what turns it on)."""
+    if isinstance(scaler.node, cst.Param) and scaler.via == "torch":
         return f"hands the function an enabled GradScaler as `{scaler.node.name.value}`"
-    if scaler.flag is not None:
-        return f"enables the GradScaler (`enabled={code(scaler.flag)}`)"
-    return "enables the GradScaler"
+    keyword = {"transformers": "fp16", "accelerate": "mixed_precision"}.get(scaler.via, "enabled")
+    given = f" (`{keyword}={code(scaler.flag)}`)" if scaler.flag is not None else ""
+    if scaler.via == "transformers":
+        return f"sets fp16{given}"
+    if scaler.via == "accelerate":
+        return f"runs accelerate in fp16 mixed precision{given}"
+    return f"enables the GradScaler{given}"
 
 
 def _key(use: OptimizerUse, site: TrainingSite) -> tuple[int, int]:

@@ -826,7 +826,8 @@ def test_a_peft_path_joined_with_a_float16_path_keeps_the_float16_one() -> None:
                 Trainer(model=model, args=training, train_dataset=data).train()
             """,
             Severity.WARNING,
-            "when the run sets fp16 and makes the trained parameters float16:",
+            "when the run sets fp16 (`fp16=args.use_amp`) and makes the trained parameters "
+            "float16:",
         ),
         (  # the checkpoint's own dtype
             """
@@ -926,7 +927,10 @@ def test_accelerates_scaler_goes_with_a_dtype_its_mixed_precision_decides() -> N
         (17, Severity.ERROR),
         (27, Severity.WARNING),
     ]
-    assert "when the run runs accelerate in fp16 mixed precision and makes" in found[1].message
+    assert (
+        "when the run runs accelerate in fp16 mixed precision "
+        "(`mixed_precision=args.mixed_precision`) and makes"
+    ) in found[1].message
 
 
 def test_a_loader_handed_no_dtype_loads_float32_as_from_pretrained_without_one(
