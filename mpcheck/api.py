@@ -14,6 +14,7 @@ from __future__ import annotations
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Severity
 from mpcheck.engine.binding import input_names
+from mpcheck.engine.choices import Branches, Choice, scaler_choices
 from mpcheck.engine.evidence import AUTOCAST as EVIDENCE_AUTOCAST
 from mpcheck.engine.evidence import CAST as EVIDENCE_CAST
 from mpcheck.engine.evidence import LIBRARY as EVIDENCE_LIBRARY
@@ -124,9 +125,12 @@ __all__ = [
     "UNCHECKED_SCALAR_OPS",
     "Action",
     "Autocast",
+    "Branches",
+    "Choice",
     "CallSite",
     "Cause",
     "one_path_factory",
+    "scaler_choices",
     "ClassSite",
     "Decorator",
     "Edit",

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from mpcheck.api import (
+    Branches,
+    Cause,
+    Choice,
     Fact,
     OptimizerUse,
+    Origin,
     Rule,
     RuleContext,
     Scaler,
     Severity,
     TrainingSite,
     can_be_fp16,
+    scaler_choices,
 )
 
 
@@ -57,8 +64,30 @@ class ScalerFp16Params(Rule):
 
         The load may happen in the project's own loader: a function that hands its
         `torch_dtype` parameter, or its `**kwargs`, to `from_pretrained` loads in the dtype
-        each call passes it. `torch_dtype or torch.float16` is float16 whenever the caller
-        leaves `torch_dtype` None, its default.
+        each call passes it. A call that passes none (nor `None`) to a parameter defaulting
+        to `None`, or to the `**kwargs`, loads as `from_pretrained` without a dtype does:
+        float32, transformers' default up to its version 4, the one modelled here.
+        (transformers 5 loads without a dtype as `dtype="auto"` does; pass
+        `torch_dtype=torch.float32` to keep float32 master weights on either.)
+        `torch_dtype or torch.float16` is float16 whenever the caller leaves `torch_dtype`
+        None, its default. `torch_dtype="auto"` loads the dtype the checkpoint is stored in:
+        half if it is stored so, which the code does not say.
+
+        Severity follows the evidence. An error when the code shows both the float16
+        parameters and the scaler on: a load or cast in float16 the code makes on every run
+        beside a scaler made enabled (`GradScaler()`, `fp16=True`,
+        `mixed_precision="fp16"`), or a cast made on the very choice of the run that turns
+        the scaler on (`weight_dtype = torch.float16` under
+        `accelerator.mixed_precision == "fp16"` beside accelerate's scaler, or under the test
+        a GradScaler's `enabled=` reads; an option is one by its name, whatever object holds
+        it). When either rests on a choice the code leaves to the run, it is a warning whose
+        message says what the run must choose ("raises ... when the run sets fp16 and makes
+        the trained parameters float16"): `fp16` parsed by `HfArgumentParser`, spread from
+        `**config` or handed in as `TrainingArguments`; a dtype picked by an option that is
+        not the scaler's (`enabled=args.amp` beside `--precision fp16`), or beside a scaler
+        enabled on every run; `torch_dtype="auto"`; a scaler handed in by a caller the
+        project does not show. A dtype decided in another file is a premise too: only the
+        tests of the file that uses it are read.
         """
     symptom = "`ValueError: Attempting to unscale FP16 gradients.` at the first step."
     how_to_fix = """
@@ -114,6 +143,7 @@ class ScalerFp16Params(Rule):
         # patch under a flag); the function's own later unscale sees the final state, so a
         # hook's report stands only if no later unscale of another function is quiet
         self.seen: dict[int, list[tuple[int, _Pending | None]]] = {}
+        self.branches = Branches(ctx.module)
 
     def check_training(self, site: TrainingSite) -> None:
         scaler = site.scaler
@@ -145,18 +175,21 @@ class ScalerFp16Params(Rule):
             return
         self.recasts_seen.add(id(origin.node))
         clause, decided = self.decided(origin.via)
+        premise = self.premise(scaler, cast)
+        when = "" if premise is None else f" when the run {premise}"
         message = (
             f"`{self.ctx.code(origin.node)}` casts the model the optimizer built at "
             f"{self.line(use.optimizer.node)} trains to half precision ({origin.text}{clause}), "
             f"trainable parameters included: the next `{self.ctx.code(site.node)}` "
             f"({self.line(site.node)}) unscales float16 gradients and raises "
-            '"Attempting to unscale FP16 gradients."; move the model without a dtype'
+            f'"Attempting to unscale FP16 gradients."{when}; move the model without a dtype'
         )
         related: list[tuple[cst.CSTNode, str]] = [*decided]
         related.append((site.node, "the next step unscales the gradients here"))
         related.append((use.optimizer.node, f"the optimizer {use.optimizer.text} is built here"))
         related.append((scaler.node, _scaler_role(scaler)))
-        self.report(origin.node, message, related=related)
+        severity = None if premise is None else Severity.WARNING
+        self.report(origin.node, message, related=related, severity=severity)
 
     def _report(self, site: TrainingSite, scaler: Scaler, use: OptimizerUse, half: Fact) -> None:
         optimizer = use.optimizer
@@ -165,9 +198,11 @@ class ScalerFp16Params(Rule):
         clause, decided = self.decided(half.origin.via if half.origin is not None else None)
         where = self.where(half) + clause
         source = f" ({where})" if where else ""
+        premise = self.premise(scaler, half)
+        when = "" if premise is None else f" when the run {premise}"
         message = (
             f'`{call}` unscales float16 gradients and raises "Attempting to unscale FP16 '
-            f'gradients.": the optimizer built at {self.line(optimizer.node)} trains '
+            f'gradients."{when}: the optimizer built at {self.line(optimizer.node)} trains '
             f"parameters that are {dtype}{source} and were not upcast to float32"
         )
         related: list[tuple[cst.CSTNode, str]] = []
@@ -177,7 +212,7 @@ class ScalerFp16Params(Rule):
         related.append((optimizer.node, f"the optimizer {optimizer.text} is built here"))
         related.append((scaler.node, _scaler_role(scaler)))
         self.reported.add(_key(use, site))
-        pending = (site.node, message, related)
+        pending = (site.node, message, related, None if premise is None else Severity.WARNING)
         self.seen.setdefault(id(optimizer.node), []).append((id(site.scope.function), pending))
 
     def finish(self) -> None:
@@ -188,11 +223,59 @@ class ScalerFp16Params(Rule):
                 later = sites[i + 1 :]
                 if any(f != function and p is None for f, p in later):
                     continue  # (a hook defined before the state the loop ends in)
-                node, message, related = pending
-                self.report(node, message, related=related)
+                node, message, related, severity = pending
+                self.report(node, message, related=related, severity=severity)
+
+    def premise(self, scaler: Scaler, half: Fact) -> str | None:
+        """What a run must choose for the unscale to raise, or None when the code itself
+        shows it: the parameters float16 on every run (a load or cast in float16 the code
+        makes unconditionally) and the scaler on, or the cast made on a choice of the run that
+        turns the scaler on (``weight_dtype = torch.float16`` under
+        ``accelerator.mixed_precision == "fp16"``, accelerate's scaler). A float16 that rests
+        on another option (a dtype from the command line), or on what a checkpoint stores
+        (``torch_dtype="auto"``), and a scaler that the run turns on (``fp16`` parsed from
+        the command line, ``enabled=args.amp``), are premises: the finding is a warning."""
+        contract = half.cause is Cause.CONTRACT
+        half_sure = half.dtype == "float16" and not half.maybe and not contract
+        scaler_sure = scaler.enabled is True
+        if half_sure and scaler_sure:
+            return None
+        cast = self._chosen(half.origin)
+        if not contract and any(way <= cast for way in scaler_choices(scaler, self.branches)):
+            return None  # (float16 only on runs that turn the scaler on)
+        premises = [] if scaler_sure else [_scaler_premise(scaler, self.ctx.code)]
+        if contract:
+            premises.append("loads a checkpoint stored in float16")
+        elif not half_sure:
+            premises.append("makes the trained parameters float16")
+        return " and ".join(premises)
+
+    def _chosen(self, origin: Origin | None) -> frozenset[Choice]:
+        """The choices of the run under which the cast or load ``origin`` and the decision
+        of the dtype it uses (``weight_dtype = torch.float16``) are made: each must hold for
+        the parameters to be float16 (only nodes of this file say; another file's do not)."""
+        if origin is None:
+            return frozenset()
+        found = self.branches.choices(origin.node)
+        if origin.via is not None:
+            found |= self.branches.choices(origin.via.node)
+        return found
 
 
-_Pending = tuple[cst.CSTNode, str, list[tuple[cst.CSTNode, str]]]
+_Pending = tuple[cst.CSTNode, str, list[tuple[cst.CSTNode, str]], Severity | None]
+
+
+def _scaler_premise(scaler: Scaler, code: Callable[[cst.CSTNode], str]) -> str:
+    """What the run must choose for ``scaler`` to be on (quoting what turns it on)."""
+    if isinstance(scaler.node, cst.Param) and scaler.via == "torch":
+        return f"hands the function an enabled GradScaler as `{scaler.node.name.value}`"
+    keyword = {"transformers": "fp16", "accelerate": "mixed_precision"}.get(scaler.via, "enabled")
+    given = f" (`{keyword}={code(scaler.flag)}`)" if scaler.flag is not None else ""
+    if scaler.via == "transformers":
+        return f"sets fp16{given}"
+    if scaler.via == "accelerate":
+        return f"runs accelerate in fp16 mixed precision{given}"
+    return f"enables the GradScaler{given}"
 
 
 def _key(use: OptimizerUse, site: TrainingSite) -> tuple[int, int]:

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from mpcheck.diagnostics import Diagnostic
+from mpcheck.diagnostics import Diagnostic, Severity
 from tests.support import check, span
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
@@ -752,3 +752,218 @@ def test_a_peft_path_joined_with_a_float16_path_keeps_the_float16_one() -> None:
         """
     )
     assert "float16 on some paths (loaded with torch.float16 at line 15)" in d.message
+
+
+# -- severity: an error when the code shows both sides, a warning stating the premise else --
+
+
+@pytest.mark.parametrize(
+    ("body", "severity", "premise"),
+    [
+        (  # a load in float16 on every run, fp16=True: the code shows both
+            """
+            def main(data):
+                model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+                args = TrainingArguments(output_dir="out", fp16=True)
+                Trainer(model=model, args=args, train_dataset=data).train()
+            """,
+            Severity.ERROR,
+            None,
+        ),
+        (  # fp16 parsed from the command line: the run decides
+            """
+            from transformers import HfArgumentParser
+
+            def main(data):
+                parser = HfArgumentParser((ModelArguments, TrainingArguments))
+                model_args, training_args = parser.parse_args_into_dataclasses()
+                model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+                Trainer(model=model, args=training_args, train_dataset=data).train()
+            """,
+            Severity.WARNING,
+            "when the run sets fp16:",
+        ),
+        (  # ... but a dtype decided by that very option goes with the scaler on every run
+            """
+            from transformers import HfArgumentParser
+
+            def main(data):
+                parser = HfArgumentParser((ModelArguments, TrainingArguments))
+                model_args, training_args = parser.parse_args_into_dataclasses()
+                dtype = torch.float16 if training_args.fp16 else torch.float32
+                model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=dtype)
+                Trainer(model=model, args=training_args, train_dataset=data).train()
+            """,
+            Severity.ERROR,
+            None,
+        ),
+        (  # fp16 from a spread configuration
+            """
+            def main(data, config: dict):
+                model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+                Trainer(
+                    model=model, args=TrainingArguments(output_dir="out", **config)
+                ).train()
+            """,
+            Severity.WARNING,
+            "when the run sets fp16:",
+        ),
+        (  # an annotated TrainingArguments parameter
+            """
+            def train(data, training_args: TrainingArguments):
+                model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16)
+                Trainer(model=model, args=training_args, train_dataset=data).train()
+            """,
+            Severity.WARNING,
+            "when the run sets fp16:",
+        ),
+        (  # the dtype from another option than the one fp16 follows
+            """
+            def main(data, args):
+                dtype = torch.float16 if args.precision == "fp16" else torch.float32
+                model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=dtype)
+                training = TrainingArguments(output_dir="out", fp16=args.use_amp)
+                Trainer(model=model, args=training, train_dataset=data).train()
+            """,
+            Severity.WARNING,
+            "when the run sets fp16 (`fp16=args.use_amp`) and makes the trained parameters "
+            "float16:",
+        ),
+        (  # the checkpoint's own dtype
+            """
+            def main(data):
+                model = AutoModelForCausalLM.from_pretrained("m", torch_dtype="auto")
+                args = TrainingArguments(output_dir="out", fp16=True)
+                Trainer(model=model, args=args, train_dataset=data).train()
+            """,
+            Severity.WARNING,
+            "when the run loads a checkpoint stored in float16:",
+        ),
+    ],
+)
+def test_a_trainers_finding_is_an_error_only_on_the_codes_evidence(
+    body: str, severity: Severity, premise: str | None
+) -> None:
+    (d,) = trainer_findings(body)
+    assert d.severity is severity
+    if premise is None:
+        assert " when the run " not in d.message
+    else:
+        assert premise in d.message
+
+
+@pytest.mark.parametrize(
+    ("dtype", "enabled", "severity"),
+    [
+        # one option turns the scaler on and makes the parameters float16
+        (
+            'torch.float16 if args.mixed_precision == "fp16" else torch.float32',
+            'args.mixed_precision == "fp16"',
+            Severity.ERROR,
+        ),
+        ("torch.float16 if args.fp16 else torch.float32", "args.fp16", Severity.ERROR),
+        # two options: both must be set
+        (
+            'torch.float16 if args.precision == "fp16" else torch.float32',
+            "args.amp",
+            Severity.WARNING,
+        ),
+        # a scaler on every run, a dtype the run picks
+        ('torch.float16 if args.precision == "fp16" else torch.float32', "True", Severity.WARNING),
+        # a float16 cast on every run, a scaler the run turns on
+        ("torch.float16", "args.amp", Severity.WARNING),
+        ("torch.float16", "True", Severity.ERROR),
+    ],
+)
+def test_a_grad_scalers_finding_follows_the_options_of_the_run(
+    dtype: str, enabled: str, severity: Severity
+) -> None:
+    (d,) = findings(
+        f"""
+        def train(args, loader):
+            weight_dtype = {dtype}
+            model = nn.Linear(8, 1).to(weight_dtype)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler("cuda", enabled={enabled})
+            for x, y in loader:
+                scaler.scale(F.mse_loss(model(x).float(), y)).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    )
+    assert d.severity is severity
+    assert (" when the run " in d.message) is (severity is Severity.WARNING)
+
+
+def test_accelerates_scaler_goes_with_a_dtype_its_mixed_precision_decides() -> None:
+    found = findings(
+        """
+        from accelerate import Accelerator
+
+        def train(args, model, loader):
+            accelerator = Accelerator(mixed_precision=args.mixed_precision)
+            weight_dtype = torch.float32
+            if accelerator.mixed_precision == "fp16":
+                weight_dtype = torch.float16
+            model.to(dtype=weight_dtype)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            model, optimizer = accelerator.prepare(model, optimizer)
+            for x in loader:
+                accelerator.backward(model(x).float().mean())
+                optimizer.step()
+
+        def other(args, model, loader):
+            accelerator = Accelerator(mixed_precision=args.mixed_precision)
+            weight_dtype = torch.float16 if args.dtype == "fp16" else torch.float32
+            model.to(dtype=weight_dtype)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            model, optimizer = accelerator.prepare(model, optimizer)
+            for x in loader:
+                accelerator.backward(model(x).float().mean())
+                optimizer.step()
+        """
+    )
+    assert [(span(d)[0], d.severity) for d in found] == [
+        (17, Severity.ERROR),
+        (27, Severity.WARNING),
+    ]
+    assert (
+        "when the run runs accelerate in fp16 mixed precision "
+        "(`mixed_precision=args.mixed_precision`) and makes"
+    ) in found[1].message
+
+
+def test_a_loader_handed_no_dtype_loads_float32_as_from_pretrained_without_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """transformers (up to version 4) loads in float32 without a dtype: the project's loader
+    called without one loads so too, here and from another file; a parameter defaulting to
+    something else than None leaves it unknown."""
+    from mpcheck.engine import functions, loads
+
+    seen: list[tuple[str, str | None]] = []
+
+    def spy(*args: object, **kwargs: object) -> object:
+        made = loads.loaded_in(*args, **kwargs)  # type: ignore[arg-type]
+        seen.append((str(args[1]), made.dtype))
+        return made
+
+    monkeypatch.setattr(functions, "loaded_in", spy)
+    trainer_findings(
+        """
+        def by_kwargs(path, **kwargs):
+            return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+        def by_name(path, torch_dtype=None):
+            return AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch_dtype)
+
+        def by_default(path, torch_dtype=torch.float16):
+            return AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch_dtype)
+
+        def main(data):
+            args = TrainingArguments(output_dir="out", fp16=True)
+            for model in (by_kwargs("m"), by_name("m", None), by_default("m")):
+                Trainer(model=model, args=args, train_dataset=data).train()
+        """
+    )
+    assert seen == [("`by_kwargs`", "float32"), ("`by_name`", "float32"), ("`by_default`", None)]

@@ -49,6 +49,7 @@ from mpcheck.engine.frames import Call, ClassInfo, Env, Frame
 from mpcheck.engine.frozen import frozen_dtypes
 from mpcheck.engine.imported import class_bases, inherit
 from mpcheck.engine.keep_fp32 import wholly_fp32
+from mpcheck.engine.loads import DEFAULT_MARK, load_dtype, loaded_in
 from mpcheck.engine.partial_cast import casts_to_half, converted_parts
 from mpcheck.engine.records import factories_first, fields
 from mpcheck.engine.sites import Autocast, ClassSite, Decorator, FunctionSite, Operand, Scope
@@ -808,7 +809,7 @@ class Definitions:
         def sub(fact: Fact) -> Fact:
             if fact.kind is Kind.MODULE and fact.params and fact.cause is Cause.MODEL_CAST:
                 if fact.prec is Prec.UNKNOWN:  # (a load in a parameter's dtype)
-                    return loaded_in(fact, fn, bound, kwargs)
+                    return _loaded_in(fact, fn, handed, kwargs)
             if fact.kind is Kind.SEQ:
                 items = tuple(sub(f) for f in fact.items) if fact.items is not None else None
                 return replace(fact, items=items, elem=sub(fact.elem) if fact.elem else None)
@@ -853,27 +854,18 @@ class Definitions:
         return _handed_zeros(sub(result), result, parameters(fn, skip_self=skip_self), bound)
 
 
-def loaded_in(
-    fact: Fact, fn: cst.FunctionDef, bound: Sequence[Fact | None], kwargs: Mapping[str, Operand]
+def _loaded_in(
+    fact: Fact, fn: cst.FunctionDef, handed: Sequence[Fact | None], kwargs: Mapping[str, Operand]
 ) -> Fact:
     """A model the function loads in the dtype a parameter holds (``from_pretrained(p,
     torch_dtype=torch_dtype)``, or ``**kwargs``: the slot past the named parameters, where a
     keyword no named parameter takes lands): at this call, in the dtype the call hands."""
     slot = min(fact.params)
     named = {p.name.value for p in parameters(fn, skip_self=False)}
-    extra = {k: v.fact for k, v in kwargs.items() if k not in named}
-    given = bound[slot] if slot < len(bound) else extra.get("torch_dtype") or extra.get("dtype")
-    if given is None or given.kind is not Kind.DTYPE or given.prec is Prec.UNKNOWN:
-        return Fact(Kind.MODULE, layer=fact.layer)  # (none passed: the checkpoint's dtype)
-    origin = fact.origin
-    if origin is not None and given.origin is not None:
-        via = replace(
-            given.origin, text=f"the dtype handed to `{fn.name.value}` is {given.origin.text}"
-        )
-        origin = replace(
-            origin, text=f"loaded by `{fn.name.value}` in the dtype handed to it", via=via
-        )
-    return Fact(Kind.MODULE, given.prec, given.dtype, origin, maybe=given.maybe)
+    extra = {k: _none_marked(v).fact for k, v in kwargs.items() if k not in named}
+    given = handed[slot] if slot < len(handed) else load_dtype(extra)
+    who = f"`{fn.name.value}`"
+    return loaded_in(fact.origin, who, given, fact.layer, fact.dtype == DEFAULT_MARK)
 
 
 def _made_in(actual: Sequence[Fact], fn: cst.FunctionDef) -> Fact | None:

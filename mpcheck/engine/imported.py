@@ -27,6 +27,7 @@ from mpcheck.engine.facts import (
 )
 from mpcheck.engine.frames import ClassInfo
 from mpcheck.engine.keep_fp32 import KeepFp32
+from mpcheck.engine.loads import DEFAULT_MARK, load_dtype, loaded_in
 from mpcheck.engine.sites import Operand
 from mpcheck.engine.training import Accelerator
 from mpcheck.project.names import ImportTable, dotted
@@ -92,16 +93,17 @@ def call_result(
 ) -> Fact:
     """What calling ``function`` (imported as ``name``) with these arguments returns."""
 
+    loads = function.returns.kind == Kind.MODULE.value
+
     def argument(index: int) -> Fact | None:
         given = None
         if index < len(args):
             given = args[index]
         elif index < len(function.params) and function.params[index] in kwargs:
             given = kwargs[function.params[index]]
-        elif index == len(function.params) and kind is Kind.MODULE:
+        elif index == len(function.params) and loads:
             # (``**kwargs`` forwarded to a load: the keyword no named parameter takes)
-            extra = {k: v for k, v in kwargs.items() if k not in function.params}
-            given = extra.get("torch_dtype") or extra.get("dtype")
+            given = load_dtype({k: v for k, v in kwargs.items() if k not in function.params})
         if given is None:
             return None
         node = given.node
@@ -111,7 +113,6 @@ def call_result(
             else given.fact
         )
 
-    kind = Kind(function.returns.kind)
     return fact_of(function.returns, node, name, argument)
 
 
@@ -171,17 +172,12 @@ def fact_of(
 
 def _loaded_in(value: Value, node: cst.CSTNode, name: str, given: Fact | None) -> Fact:
     """A model a function of another file loads in the dtype its parameter (or its
-    ``**kwargs``) holds: at this call, in the dtype the call hands; none handed, the
-    checkpoint's own dtype, unknown here."""
-    if given is None or given.kind is not Kind.DTYPE or given.prec is Prec.UNKNOWN:
-        return Fact(Kind.MODULE, layer=value.layer)
-    origin = None
-    if value.origin is not None and given.origin is not None:
-        where = f"{value.origin.path}:{value.origin.line}"
-        text = f"loaded by `{name}` ({where}) in the dtype handed to it"
-        via = replace(given.origin, text=f"the dtype handed to `{name}` is {given.origin.text}")
-        origin = Origin(node, Cause.MODEL_CAST, text, via, place=value.origin)
-    return Fact(Kind.MODULE, given.prec, given.dtype, origin, maybe=given.maybe, layer=value.layer)
+    ``**kwargs``) holds: at this call, in the dtype the call hands
+    (:mod:`~mpcheck.engine.loads`)."""
+    place = value.origin
+    load = None if place is None else Origin(node, Cause.MODEL_CAST, "", place=place)
+    where = "" if place is None else f" ({place.path}:{place.line})"
+    return loaded_in(load, f"`{name}`", given, value.layer, value.dtype == DEFAULT_MARK, where)
 
 
 def _working_dtype_argument(value: Value, argument: Callable[[int], Fact | None]) -> Fact | None:

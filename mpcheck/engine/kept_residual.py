@@ -22,6 +22,7 @@ import libcst as cst
 
 from mpcheck.engine.facts import Fact, Prec
 from mpcheck.engine.keep_fp32 import keep_patterns
+from mpcheck.engine.loads import load_dtype
 from mpcheck.engine.sites import KeptResidualLoad, Operand
 from mpcheck.knowledge.torch_api import STRICT_NORMS
 from mpcheck.project.names import children, dotted
@@ -283,7 +284,7 @@ def load_hazard(
     this file, or one a summary describes: the project's or an installed library's) keeps a
     part float32 whose output joins the residual stream ahead of a fused norm. The places in
     other files are pointed at from the call's own parts (``elsewhere``)."""
-    cast = kwargs.get("torch_dtype") or kwargs.get("dtype")
+    cast = load_dtype(kwargs)
     func = node.func
     if cast is None or loaded.prec is not Prec.HALF or not isinstance(func, cst.Attribute):
         return None

@@ -33,6 +33,7 @@ from mpcheck.engine.functions import Definitions
 from mpcheck.engine.guards import trains_if
 from mpcheck.engine.handed import cast_by_imported, cast_module, param_cast
 from mpcheck.engine.imported import call_result, fact_of
+from mpcheck.engine.loads import load_dtype, mark_default, unhanded_is_default
 from mpcheck.engine.own_parts import inherited_method, own_part
 from mpcheck.engine.pipelines import shares
 from mpcheck.engine.placeholders import placeholder
@@ -43,7 +44,7 @@ from mpcheck.engine.scripts import (
     model_of,
     takes_half_input,
 )
-from mpcheck.engine.sites import CallSite, InnerCall, Operand, Owner
+from mpcheck.engine.sites import CallSite, InnerCall, Operand, Owner, Scope
 from mpcheck.engine.splits import changed_calls
 from mpcheck.engine.zero_rows import bias_free, made
 from mpcheck.knowledge import torch_api as T
@@ -146,12 +147,16 @@ class Modules:
             return False
         return self.file.cast_once_built(info, info.node.name.value)
 
-    def loaded_model(self, node: cst.Call, path: str, kwargs: dict[str, Operand]) -> Fact:
+    def loaded_model(
+        self, node: cst.Call, path: str, kwargs: dict[str, Operand], function: Scope | None = None
+    ) -> Fact:
+        """``Model.from_pretrained(...)``: in its ``torch_dtype=``; ``function``: the scope of
+        the load, whose parameter's dtype it may be (:mod:`mpcheck.engine.loads`)."""
         if any(h in path for h in NON_MODULE_HINTS):
             # ``Pipeline.from_pretrained(..., unet=unet)`` holds ``unet`` itself (not recast)
             shared = shares(kwargs) if "Pipeline" in path else None
             return UNKNOWN if shared is None else Fact(Kind.OTHER, train=shared)
-        dtype = kwargs.get("torch_dtype") or kwargs.get("dtype")
+        dtype = load_dtype(kwargs)
         if dtype is not None and dtype.fact.kind is Kind.DTYPE:
             f = dtype.fact
             text = f"loaded with {self.file.code(dtype.node)}"
@@ -159,7 +164,20 @@ class Modules:
             # (a parameter's dtype, ``torch_dtype=torch_dtype`` or through ``**kwargs``: each
             # call of the function loads in the dtype it hands, see ``Definitions.substitute``)
             params = f.params if f.prec is Prec.UNKNOWN else frozenset()
-            return Fact(Kind.MODULE, f.prec, f.dtype, origin, params, maybe=f.maybe)
+            loaded = Fact(Kind.MODULE, f.prec, f.dtype, origin, params, maybe=f.maybe)
+            fn = function.function if function is not None else None
+            if params and fn is not None:
+                method = function is not None and function.class_name is not None
+                loaded = mark_default(loaded, unhanded_is_default(fn, min(params), method))
+            return loaded
+        if dtype is not None and _auto(dtype.node):
+            # the checkpoint's stored dtype (its config's ``torch_dtype``): half if it is
+            # stored so, which the code does not show (a premise)
+            keyword = "torch_dtype" if "torch_dtype" in kwargs else "dtype"
+            code = f"{keyword}={self.file.code(dtype.node)}"
+            text = f"loaded with `{code}`: half if its checkpoint is stored in half"
+            origin = Origin(node, Cause.CONTRACT, text)
+            return Fact(Kind.MODULE, Prec.HALF, None, origin, maybe=True)
         origin = Origin(node, Cause.LITERAL, "loaded in float32 (the default)")
         return Fact(Kind.MODULE, Prec.FULL, "float32", origin)
 
@@ -904,3 +922,8 @@ def _holds_zero_rows(site: CallSite) -> bool:
     operands = [site.receiver] if site.receiver is not None else []
     operands += [*site.args, *site.kwargs.values()]
     return bool(site.through) or any(o.fact.is_tensor and made(o.fact.zeros) for o in operands)
+
+
+def _auto(node: cst.CSTNode) -> bool:
+    """``torch_dtype="auto"``: load the checkpoint in the dtype it is stored in."""
+    return isinstance(node, cst.SimpleString) and node.evaluated_value == "auto"

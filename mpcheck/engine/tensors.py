@@ -155,7 +155,7 @@ class Tensors:
         forwarded = forwarded_dtype(node, kwargs, frame)
         if forwarded is not None:
             kwargs = {**kwargs, "torch_dtype": forwarded}
-        loaded = self.modules.loaded_model(node, path, kwargs)
+        loaded = self.modules.loaded_model(node, path, kwargs, frame.scope)
         hazard = self.kept_residual(node, kwargs, loaded)
         if hazard is None:
             return loaded

@@ -67,6 +67,9 @@ class Scaler:
     enabled: bool | None = True  # None: decided at run time (``enabled=args.amp``)
     allow_fp16: bool = False  # ShardedGradScaler: float16 gradients are fine
     bf16_mode: cst.BaseExpression | None = None  # made in a bfloat16-only branch: this test
+    # what enables it at run time: ``enabled=`` of a torch scaler, ``fp16=`` of
+    # TrainingArguments, ``mixed_precision=`` (or ``fp16=``) of an Accelerator
+    flag: cst.BaseExpression | None = None
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, Scaler) or other == self:
@@ -98,6 +101,7 @@ class Accelerator:
     # False under DeepSpeed, which scales on its own; None: on the runs a ``deepspeed_plugin=``
     # that may be None gives none (accelerate's own scaler and autocast on the others)
     own_scaler: bool | None = True
+    flag: cst.BaseExpression | None = None  # ``mixed_precision=args.mixed_precision``
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, Accelerator) or other == self:
@@ -131,7 +135,7 @@ class Accelerator:
             enabled = False
         elif self.own_scaler is None and enabled:
             enabled = None  # (not on the DeepSpeed runs)
-        return Scaler(self.node, self.text, "accelerate", None, enabled)
+        return Scaler(self.node, self.text, "accelerate", None, enabled, flag=self.flag)
 
 
 @dataclass(frozen=True)
@@ -224,6 +228,7 @@ class TrainingArguments:
     fp16: bool | None  # None: decided at run time (``fp16=args.fp16``)
     deepspeed: bool | None = False  # None: a value that may be None (``deepspeed=args.ds``)
     fsdp: bool = False
+    flag: cst.BaseExpression | None = None  # ``fp16=args.fp16``
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, TrainingArguments) or other == self:
@@ -241,7 +246,9 @@ class TrainingArguments:
         if self.fp16 is False or self.deepspeed is True:
             return None
         enabled = None if self.fp16 is None or self.deepspeed is None else True
-        return Scaler(self.node, self.text, "transformers", None, enabled, self.fsdp)
+        return Scaler(
+            self.node, self.text, "transformers", None, enabled, self.fsdp, flag=self.flag
+        )
 
 
 @dataclass(frozen=True)

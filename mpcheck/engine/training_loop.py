@@ -245,17 +245,25 @@ class Tracker:
             enabled,
             qual in api.FP16_TOLERANT_SCALERS,
             bf16_mode,
+            flag.node if flag is not None else None,
         )
         return Fact(Kind.SCALER, train=scaler)
 
     def make_accelerator(self, node: cst.Call, kwargs: dict[str, Operand]) -> Fact:
         mp: str | None = None
+        given = kwargs.get("mixed_precision")
         if "mixed_precision" in kwargs:
             mp = string_value(kwargs["mixed_precision"].node)
         elif "fp16" in kwargs:
             flag = bool_value(kwargs["fp16"].node)
             mp = None if flag is None else "fp16" if flag else "no"
-        accelerator = Accelerator(node, f"`{self.code(node)}`", mp, own_scaler(kwargs))
+        accelerator = Accelerator(
+            node,
+            f"`{self.code(node)}`",
+            mp,
+            own_scaler(kwargs),
+            given.node if given is not None else None,
+        )
         return Fact(Kind.ACCELERATOR, train=accelerator)
 
     def make_optimizer(
@@ -303,7 +311,8 @@ class Tracker:
             or bool_value(sharding.node) is False
         )
         text = f"`{self.code(node)}`"
-        return Fact(Kind.OTHER, train=TrainingArguments(node, text, fp16, deepspeed, fsdp))
+        given = flag.node if flag is not None else None
+        return Fact(Kind.OTHER, train=TrainingArguments(node, text, fp16, deepspeed, fsdp, given))
 
     def hf_trainer(
         self, node: cst.Call, args: tuple[Operand, ...], kwargs: dict[str, Operand], frame: Frame
