@@ -74,20 +74,21 @@ class ScalerFp16Params(Rule):
         half if it is stored so, which the code does not say.
 
         Severity follows the evidence. An error when the code shows both the float16
-        parameters and the scaler on: a load or cast in float16 the code makes on every run
-        beside a scaler made enabled (`GradScaler()`, `fp16=True`,
-        `mixed_precision="fp16"`), or a cast made on the very choice of the run that turns
-        the scaler on (`weight_dtype = torch.float16` under
+        parameters and the scaler on: a load or cast in float16 the code makes (on every
+        run, or on a path an option of the run takes) beside a scaler made enabled
+        (`GradScaler()`, `fp16=True`, `mixed_precision="fp16"`, or
+        `torch.cuda.is_available()`, true on every run a CUDA scaler scales), or a cast made
+        on the very choice of the run that turns the scaler on (`weight_dtype = torch.float16` under
         `accelerator.mixed_precision == "fp16"` beside accelerate's scaler, or under the test
         a GradScaler's `enabled=` reads; an option is one by its name, whatever object holds
         it). When either rests on a choice the code leaves to the run, it is a warning whose
         message says what the run must choose ("raises ... when the run sets fp16 and makes
         the trained parameters float16"): `fp16` parsed by `HfArgumentParser`, spread from
         `**config` or handed in as `TrainingArguments`; a dtype picked by an option that is
-        not the scaler's (`enabled=args.amp` beside `--precision fp16`), or beside a scaler
-        enabled on every run; `torch_dtype="auto"`; a scaler handed in by a caller the
-        project does not show. A dtype decided in another file is a premise too: only the
-        tests of the file that uses it are read.
+        not the scaler's (`enabled=args.amp` beside `--precision fp16`); a dtype handed in
+        (a parameter), which may be either half; `torch_dtype="auto"`; a scaler handed in by
+        a caller the project does not show. A dtype decided in another file is a premise
+        too: only the tests of the file that uses it are read.
         """
     symptom = "`ValueError: Attempting to unscale FP16 gradients.` at the first step."
     how_to_fix = """
@@ -238,8 +239,8 @@ class ScalerFp16Params(Rule):
         contract = half.cause is Cause.CONTRACT
         half_sure = half.dtype == "float16" and not half.maybe and not contract
         scaler_sure = scaler.enabled is True
-        if half_sure and scaler_sure:
-            return None
+        if scaler_sure and half.dtype == "float16" and not contract:
+            return None  # (a scaler on every run: any path the code casts to float16 raises)
         cast = self._chosen(half.origin)
         if not contract and any(way <= cast for way in scaler_choices(scaler, self.branches)):
             return None  # (float16 only on runs that turn the scaler on)

@@ -868,8 +868,10 @@ def test_a_trainers_finding_is_an_error_only_on_the_codes_evidence(
             "args.amp",
             Severity.WARNING,
         ),
-        # a scaler on every run, a dtype the run picks
-        ('torch.float16 if args.precision == "fp16" else torch.float32', "True", Severity.WARNING),
+        # a scaler on every run, a float16 path the run picks: that path raises
+        ('torch.float16 if args.precision == "fp16" else torch.float32', "True", Severity.ERROR),
+        # a CUDA scaler on wherever CUDA is, the runs it scales
+        ("torch.float16", "torch.cuda.is_available()", Severity.ERROR),
         # a float16 cast on every run, a scaler the run turns on
         ("torch.float16", "args.amp", Severity.WARNING),
         ("torch.float16", "True", Severity.ERROR),

@@ -693,3 +693,17 @@ def bool_value(node: cst.CSTNode) -> bool | None:
     if isinstance(node, cst.Name) and node.value in ("True", "False"):
         return node.value == "True"
     return None
+
+
+def scaling_switch(node: cst.CSTNode) -> bool | None:
+    """What a scaler's switch (``enabled=`` of a CUDA ``GradScaler``, ``fp16=`` of
+    ``TrainingArguments`` or ``Accelerator``) is on the runs that scale: a literal, or
+    ``torch.cuda.is_available()``, true on every run a CUDA scaler scales (``GradScaler("cuda")``
+    turns itself off without CUDA, and transformers and accelerate make their fp16 scaler on
+    an accelerator only)."""
+    if isinstance(node, cst.Call) and not node.args and dotted(node.func) == _CUDA_AVAILABLE:
+        return True
+    return bool_value(node)
+
+
+_CUDA_AVAILABLE = "torch.cuda.is_available"

@@ -55,6 +55,7 @@ from mpcheck.engine.training import (
     flatten,
     none_when,
     pick,
+    scaling_switch,
     string_value,
     unique,
     with_trainable,
@@ -237,6 +238,8 @@ class Tracker:
             device = device.split(":")[0] if device else None
         flag = kwargs.get("enabled") or (args[enabled_at] if len(args) > enabled_at else None)
         enabled = True if flag is None else bool_value(flag.node)
+        if flag is not None and device in (None, "cuda"):
+            enabled = scaling_switch(flag.node)
         scaler = Scaler(
             node,
             f"`{self.code(node)}`",
@@ -255,7 +258,7 @@ class Tracker:
         if "mixed_precision" in kwargs:
             mp = string_value(kwargs["mixed_precision"].node)
         elif "fp16" in kwargs:
-            flag = bool_value(kwargs["fp16"].node)
+            flag = scaling_switch(kwargs["fp16"].node)
             mp = None if flag is None else "fp16" if flag else "no"
         accelerator = Accelerator(
             node,
@@ -298,7 +301,7 @@ class Tracker:
         """``TrainingArguments(fp16=True, ...)``: the GradScaler its Trainer steps through."""
         flag = kwargs.get("fp16")
         spread = any(arg.star == "**" for arg in node.args)  # (``**config`` may set fp16)
-        fp16 = (None if spread else False) if flag is None else bool_value(flag.node)
+        fp16 = (None if spread else False) if flag is None else scaling_switch(flag.node)
         plugin = kwargs.get("deepspeed")
         deepspeed: bool | None = False
         if plugin is not None and not _is_none(plugin.node):
