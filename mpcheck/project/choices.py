@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from mpcheck.project.brackets import closing, parts
+from mpcheck.project.patterns import compiled
 
 __all__ = ["CHOICE_CALL", "choices_in", "choosers"]
 
@@ -45,7 +46,7 @@ def choices_in(code: bytes, begin: int, end: int, name: bytes) -> list[bytes] | 
     is anything but a class, a conditional of classes or a dict display of classes
     subscripted, or when it has none."""
     word = re.escape(name)
-    bound = re.compile(rb"^[ \t]+" + word + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*", re.M)
+    bound = compiled(rb"^[ \t]+" + word + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*", re.M)
     out: list[bytes] = []
     for found in bound.finditer(code, begin, end):
         value = _right_side(code, found.end(), end)
