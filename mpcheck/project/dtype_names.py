@@ -322,7 +322,7 @@ class DtypeNames:
         if _on_lines_of(other, self.code, name, begin, end):
             return True
         if self._targets is None:
-            found = _TARGETS.finditer(self.code)
+            found = line_matches(_TARGETS, _TARGET_LINE, self.code)
             self._targets = [(t.start(), t.end(), t.group(1)) for t in found]
         bound = compiled(rb"(?<![\w.])" + word + rb"\b")
         return any(begin <= at and stop <= end and bound.search(t) for at, stop, t in self._targets)
@@ -431,6 +431,8 @@ _TARGETS = re.compile(
     rb"(?:[ \t]*" + _TARGET + rb")?[ \t]*[)\]]?)[ \t]*=(?!=)",
     re.M,
 )
+# (what the one line of a ``_TARGETS`` match holds: a comma, then ``=``; see lines.py)
+_TARGET_LINE = re.compile(rb",[^\n]*=")
 
 
 def _mutated(code: bytes, name: bytes) -> bool:
