@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from mpcheck.files.hashing import hex_digest
+from mpcheck.project.patterns import compiled
 
 __all__ = ["NONE", "Callables", "CallablesPass", "SplitRun", "callables_of"]
 
@@ -79,7 +80,7 @@ def _lambdas(code: bytes) -> list[Handed]:
         if stored is None:
             uses.append((match.start(), body))
             continue
-        name = re.compile(rb"(?<![\w.])" + re.escape(stored.group(1)) + rb"(?=\s*[,)])")
+        name = compiled(rb"(?<![\w.])" + re.escape(stored.group(1)) + rb"(?=\s*[,)])")
         uses.extend((use.start(), body) for use in name.finditer(code, match.end()))
     for at, body in uses:
         found = _argument(code, at)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 
 from mpcheck.project.brackets import closing, parts
+from mpcheck.project.lines import line_matches
+from mpcheck.project.patterns import compiled
 
 __all__ = ["CHOICE_CALL", "choices_in", "choosers"]
 
@@ -27,6 +29,7 @@ _CONDITIONAL = re.compile(rb"\s*(" + _CLASS + rb")\s+if\b(.*?)\belse\b\s*(.*)", 
 _LEADS = re.compile(
     rb"^[ \t]+([A-Za-z_]\w*)[ \t]*=(?!=)[ \t]*(?:\{|[A-Z]|(?:[a-z_]\w*\.)+[A-Z])", re.M
 )
+_EQUALS = re.compile(rb"=")  # (what each line of ``_LEADS`` holds: lines.py)
 # ``target = var(`` : a call of a variable whose value is bound to a name.
 CHOICE_CALL = re.compile(
     rb"^[ \t]+([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*([a-z_]\w*)[ \t]*\(", re.M
@@ -36,7 +39,7 @@ CHOICE_CALL = re.compile(
 def choosers(code: bytes) -> frozenset[bytes]:
     """The names ``code`` binds in a function to what may be a class (cheap: most files bind
     none, and a call of any other name is no class variable's)."""
-    return frozenset(m.group(1) for m in _LEADS.finditer(code))
+    return frozenset(m.group(1) for m in line_matches(_LEADS, _EQUALS, code))
 
 
 def choices_in(code: bytes, begin: int, end: int, name: bytes) -> list[bytes] | None:
@@ -45,7 +48,7 @@ def choices_in(code: bytes, begin: int, end: int, name: bytes) -> list[bytes] | 
     is anything but a class, a conditional of classes or a dict display of classes
     subscripted, or when it has none."""
     word = re.escape(name)
-    bound = re.compile(rb"^[ \t]+" + word + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*", re.M)
+    bound = compiled(rb"^[ \t]+" + word + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*", re.M)
     out: list[bytes] = []
     for found in bound.finditer(code, begin, end):
         value = _right_side(code, found.end(), end)

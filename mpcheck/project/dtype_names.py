@@ -25,6 +25,8 @@ from collections.abc import Iterable
 
 from mpcheck.project.brackets import closing, innermost, opening, parts
 from mpcheck.project.construction import body_end
+from mpcheck.project.lines import line_matches
+from mpcheck.project.patterns import compiled
 from mpcheck.project.returns import params_of
 
 __all__ = ["DtypeNames", "written_dtype"]
@@ -52,6 +54,7 @@ _SELF_ATTRIBUTE = re.compile(rb"self\s*\.\s*[A-Za-z_]\w*")
 _STRING = re.compile(rb"""\s*[rbuRBU]?(["'])(\w+)\1\s*""")
 _KEYWORDS = re.compile(rb"\b(?:if|else|or|and|not|lambda|for|in|is)\b")
 _STAR_IMPORT = re.compile(rb"^[ \t]*from[ \t]+\S+[ \t]+import[ \t]+\*", re.M)
+_STAR_WORD = re.compile(rb"import[ \t]+\*")  # (what a star import's line holds: lines.py)
 _DEF = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+\w+", re.MULTILINE)
 _LOGICAL_END = re.compile(rb"[()\[\]{}]|\\\n|\n|;")
 _DEPTH = 8  # (names through names: a chain longer than this is not read)
@@ -297,7 +300,8 @@ class DtypeNames:
         spans = _assignments(code, name, 0, len(code))
         if not any(code[code.rfind(b"\n", 0, value) + 1] not in b" \t" for value, _ in spans):
             return None  # (no module statement assigns it: a star import's, a builtin)
-        if _STAR_IMPORT.search(code) or self._other_binding(name, 0, len(code)):
+        star = next(line_matches(_STAR_IMPORT, _STAR_WORD, code), None) is not None
+        if star or self._other_binding(name, 0, len(code)):
             return None
         return spans
 
@@ -306,7 +310,7 @@ class DtypeNames:
         (a tuple target, a walrus, ``as``, a loop, an import, a ``def``, an augmented
         assignment), or hands it on by ``global``/``nonlocal`` (a binding of another scope)."""
         word = re.escape(name)
-        other = re.compile(
+        other = compiled(
             rb"(?<![\w.])" + word + rb"[ \t]*(?::=|(?:[-+*/|&%@^]|//|\*\*|>>|<<)=)"
             rb"|\bas[ \t]+" + word + rb"\b"
             rb"|\bfor\b[^\n]*(?<![\w.])" + word + rb"\b[^\n]*\bin\b"
@@ -315,12 +319,12 @@ class DtypeNames:
             rb"|\b(?:global|nonlocal)\b[^\n]*(?<![\w.])" + word + rb"\b",
             re.M,
         )
-        if other.search(self.code, begin, end):
+        if _on_lines_of(other, self.code, name, begin, end):
             return True
         if self._targets is None:
-            found = _TARGETS.finditer(self.code)
+            found = line_matches(_TARGETS, _TARGET_LINE, self.code)
             self._targets = [(t.start(), t.end(), t.group(1)) for t in found]
-        bound = re.compile(rb"(?<![\w.])" + word + rb"\b")
+        bound = compiled(rb"(?<![\w.])" + word + rb"\b")
         return any(begin <= at and stop <= end and bound.search(t) for at, stop, t in self._targets)
 
     def _def_spans(self) -> list[tuple[int, int, int]]:
@@ -330,6 +334,26 @@ class DtypeNames:
                 for m in _DEF.finditer(self.code)
             ]
         return self._defs
+
+
+def _on_lines_of(
+    pattern: re.Pattern[bytes], code: bytes, word: bytes, begin: int, end: int
+) -> bool:
+    """``pattern.search(code, begin, end)`` for a pattern every match of which lies on one
+    line and holds ``word`` as written: searched on the lines where ``word`` occurs only.
+
+    (A pattern led by alternatives and look-behinds is tried at every offset; a line searched
+    alone sees the same characters around it, since a search's start and end do not hide
+    them from ``^`` or a look-behind, and a match never reaches past its line's newline.)"""
+    at = code.find(word, begin, end)
+    while at >= 0:
+        start = max(begin, code.rfind(b"\n", 0, at) + 1)
+        stop = code.find(b"\n", at, end)
+        stop = end if stop < 0 else stop + 1
+        if pattern.search(code, start, stop) is not None:
+            return True
+        at = code.find(word, stop, end)
+    return False
 
 
 def _maybe_dtype(text: bytes) -> bool:
@@ -388,7 +412,7 @@ def _assignments(code: bytes, name: bytes, begin: int, end: int) -> list[tuple[i
     """The value spans of the plain statements ``name = value`` (``name: T = value``)
     between ``begin`` and ``end``; a ``name=`` line inside brackets is a keyword argument."""
     word = re.escape(name).replace(rb"\.", rb"\s*\.\s*")
-    bound = re.compile(rb"^[ \t]*" + word + rb"[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
+    bound = compiled(rb"^[ \t]*" + word + rb"[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
     out = []
     for found in bound.finditer(code, begin, end):
         if innermost(code, found.start()) >= 0:
@@ -407,12 +431,14 @@ _TARGETS = re.compile(
     rb"(?:[ \t]*" + _TARGET + rb")?[ \t]*[)\]]?)[ \t]*=(?!=)",
     re.M,
 )
+# (what the one line of a ``_TARGETS`` match holds: a comma, then ``=``; see lines.py)
+_TARGET_LINE = re.compile(rb",[^\n]*=")
 
 
 def _mutated(code: bytes, name: bytes) -> bool:
     """Whether the file may change the container ``name`` after building it."""
     word = re.escape(name)
-    changed = re.compile(
+    changed = compiled(
         rb"(?<![\w.])" + word + rb"\s*\[[^\]\n]*\]\s*(?:[-+*/|&%@^]|//)?=(?!=)"
         rb"|(?<![\w.])" + word + rb"\s*\.\s*(?:update|setdefault|__setitem__|append|extend|"
         rb"insert|pop|popitem|clear)\s*\("

@@ -29,6 +29,8 @@ from pathlib import Path
 
 from mpcheck.project.brackets import closing, parts
 from mpcheck.project.construction import body_end
+from mpcheck.project.lines import line_matches
+from mpcheck.project.patterns import compiled
 from mpcheck.project.reach import side_words
 from mpcheck.project.uncalled import attributes_of, may_name
 
@@ -50,8 +52,12 @@ _CONSTANTS = frozenset({b"False", b"None", b"True"})
 _INIT = re.compile(rb"^([ \t]+)def[ \t]+__init__[ \t]*\(", re.MULTILINE)
 _CLASS = re.compile(rb"^class[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 # (look-behinds after the first letter: see ``_RETURN`` in returns.py)
-_CAPITAL = re.compile(rb"([A-Z](?<!\w[A-Z])\w*)")
+# A capitalised name, called or not (the blanks and bracket after it read by sre, not
+# Python; a name cannot end inside a word, so none matches shortened)
+_CAPITAL_CALLED = re.compile(rb"([A-Z](?<!\w[A-Z])\w*)[ \t]*(?=\()")
+_CAPITAL_NOT_CALLED = re.compile(rb"([A-Z](?<!\w[A-Z])\w*)(?!\w|[ \t]*\()")
 _IMPORT = re.compile(rb"^[ \t]*(?:from[ \t][^\n]*?)?import\b", re.MULTILINE)
+_IMPORT_WORD = re.compile(rb"import\b")  # (what each line of ``_IMPORT`` holds: lines.py)
 _SELF_BUILT = re.compile(rb"(?:c(?<![\w.]c)ls|type\(self\)|__class__)[ \t]*\(")
 _PARAM = re.compile(rb"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?(?:=\s*(.*?))?\s*$", re.DOTALL)
 
@@ -103,13 +109,13 @@ def _candidates(code: bytes) -> tuple[tuple[str, str, int], ...]:
 def _stored_once(code: bytes, body: bytes, name: bytes) -> bool:
     """Whether ``__init__``'s ``body`` writes ``name`` only in ``self.name = name`` and the
     file assigns the attribute ``.name`` nowhere else."""
-    store = re.compile(rb"self\.%s[ \t]*(?::[^=\n]*)?=[ \t]*%s[ \t]*$" % (name, name), re.M)
+    store = compiled(rb"self\.%s[ \t]*(?::[^=\n]*)?=[ \t]*%s[ \t]*$" % (name, name), re.M)
     if len(store.findall(body)) != 1:
         return False
-    bare = re.compile(rb"(?<![\w.])%s(?!\w)" % name)
+    bare = compiled(rb"(?<![\w.])%s(?!\w)" % name)
     if len(bare.findall(body)) != 1:  # (``flag = flag or ...``, ``super().__init__(flag)``)
         return False
-    assigned = re.compile(rb"\.%s[ \t]*(?::[^=\n]*)?(?:[-+*/|&^]|//|<<|>>)?=(?!=)" % name)
+    assigned = compiled(rb"\.%s[ \t]*(?::[^=\n]*)?(?:[-+*/|&^]|//|<<|>>)?=(?!=)" % name)
     return len(assigned.findall(code)) == 1
 
 
@@ -118,11 +124,9 @@ def _calls(code: bytes) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
     (-1: a ``*`` splat), and the keywords some call hands other than a false literal."""
     most: dict[str, int] = {}
     handed: dict[str, set[str]] = {}
-    for found in _CAPITAL.finditer(code):
-        at = found.end()
-        while at < len(code) and code[at] in b" \t":
-            at += 1
-        if at >= len(code) or code[at] != 0x28 or _header(code, found.start()):
+    for found in _CAPITAL_CALLED.finditer(code):
+        at = found.end()  # (the bracket)
+        if _header(code, found.start()):
             continue
         name = found.group(1).decode()
         close = closing(code, at + 1)
@@ -157,7 +161,7 @@ def _mentions(code: bytes) -> int:
     """A Bloom filter of the capitalised names written other than called, imported or
     named by a ``class`` header: a base, an alias, a value handed on, a type."""
     kept = bytearray(code)
-    for found in _IMPORT.finditer(code):
+    for found in line_matches(_IMPORT, _IMPORT_WORD, code):
         end = code.find(b"\n", found.end())
         paren = code.find(b"(", found.end(), end if end >= 0 else len(code))
         end = closing(code, paren + 1) if paren >= 0 else end
@@ -167,19 +171,13 @@ def _mentions(code: bytes) -> int:
     # (the filter holds each name once: a name already kept is not tested again where it
     # is written again, which a class name used throughout its file was)
     names: set[bytes] = set()
-    for m in _CAPITAL.finditer(text):
+    for m in _CAPITAL_NOT_CALLED.finditer(text):
         name = m.group(1)
         if name in names or name in _CONSTANTS:
             continue
-        if not _header(text, m.start()) and not _called(text, m.end()):
+        if not _header(text, m.start()):
             names.add(name)
     return attributes_of(b" ".join(b"." + name for name in names))
-
-
-def _called(code: bytes, at: int) -> bool:
-    while at < len(code) and code[at] in b" \t":
-        at += 1
-    return at < len(code) and code[at] == 0x28
 
 
 class Unset:

@@ -55,6 +55,7 @@ from mpcheck.project.flags import EMPTY_FLAGS, FlagsPass, flags_of
 from mpcheck.project.held_parts import PART, Part, parts_in
 from mpcheck.project.lines import headers, line_matches, narrowed
 from mpcheck.project.part_methods import part_called_names
+from mpcheck.project.patterns import compiled
 from mpcheck.project.reach import CONFIG_LOADERS, NONE, ReachPass, reach_of
 from mpcheck.project.returns import (
     annotated_returns,
@@ -1226,10 +1227,10 @@ class _Reader:
         held = self._def_holding(at)
         begin = 0 if held is None else held[0]
         quoted = re.escape(name)
-        binding = re.compile(
+        binding = compiled(
             rb"(?m)^([ \t]*)" + quoted + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*([^\n#]*)"
         )
-        looped = re.compile(
+        looped = compiled(
             rb"(?m)^([ \t]*)for[ \t]+(?:\w+[ \t]*,[ \t]*)?" + quoted + rb"[ \t]+in[ \t]+"
             rb"(?:enumerate\()?([\w.]+(?:\[[^\]\n]*\])?)" + _MEMBERS + rb"\)?[ \t]*:"
         )
@@ -1330,7 +1331,7 @@ class _Reader:
         if inner is None:
             return None
         method = re.escape(cast.group(0).lstrip(b". \t").split(b"(")[0].strip())
-        own = re.compile(rb"^[ \t]+(?:async[ \t]+)?def[ \t]+" + method + rb"[ \t]*\(", re.M)
+        own = compiled(rb"^[ \t]+(?:async[ \t]+)?def[ \t]+" + method + rb"[ \t]*\(", re.M)
         if own.search(self.code, inner[0], inner[1]) is not None:
             return None
         name = inner[3]
@@ -1361,15 +1362,15 @@ class _Reader:
             return products
         code, (begin, _) = self.code, held
         word = re.escape(name)
-        loose = re.compile(
+        loose = compiled(
             rb"(?<![\w.])" + word + rb"\b(?:[ \t]*[,)\]][^=\n]*=(?!=)|[ \t]*:=)"
             rb"|\bas[ \t]+" + word + rb"\b|\bfor\b[^\n]*(?<![\w.])" + word + rb"\b[^\n]*\bin\b"
             rb"|\bglobal\b|\bnonlocal\b"
         )
         if loose.search(code, begin, at):  # (a tuple target, a loop, ``with ... as``)
             return products
-        bound = re.compile(rb"^[ \t]+" + word + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*(\S)", re.M)
-        same = re.compile(word + rb"\s*\.\s*(" + _SELF_METHODS + rb")\s*\(")
+        bound = compiled(rb"^[ \t]+" + word + rb"[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*(\S)", re.M)
+        same = compiled(word + rb"\s*\.\s*(" + _SELF_METHODS + rb")\s*\(")
         for found in reversed(list(bound.finditer(code, begin, at))):
             if same.match(code, found.start(1)):
                 continue
@@ -1457,7 +1458,7 @@ class _Reader:
         if not _NAME_ONLY.fullmatch(receiver) or b"cls" not in self.code:
             return False
         name = re.escape(receiver)
-        bound = re.compile(rb"^[ \t]+" + name + rb"[ \t]*=(?!=)[ \t]*(\S)", re.M)
+        bound = compiled(rb"^[ \t]+" + name + rb"[ \t]*=(?!=)[ \t]*(\S)", re.M)
         code = self.code
         if not any(_CLS_BUILT.match(code, m.start(1)) for m in bound.finditer(code, 0, at)):
             return False
@@ -1473,7 +1474,7 @@ class _Reader:
         # the last binding, through those that rebind the name to a module method returning
         # the module itself (``model = model.requires_grad_(False)``, ``model.to(dtype)``: the
         # same model, of the same class)
-        same = re.compile(name + rb"\s*\.\s*(" + _SELF_METHODS + rb")\s*\(")
+        same = compiled(name + rb"\s*\.\s*(" + _SELF_METHODS + rb")\s*\(")
         for found in reversed(list(bound.finditer(code, header.end(), at))):
             if same.match(code, found.start(1)) is None:
                 return _CLS_BUILT.match(code, found.start(1)) is not None
@@ -1502,10 +1503,10 @@ class _Reader:
         its look-behind follows it: a leading look-behind is tried at every offset.)"""
         name = re.escape(receiver)
         after = rb"(?<![\w.]" + name + rb")"
-        used = re.compile(name + after + rb"\s*\.\s*(?:" + _MODULE_ONLY + rb")\s*\(")
+        used = compiled(name + after + rb"\s*\.\s*(?:" + _MODULE_ONLY + rb")\s*\(")
         if used.search(self.code) is None:
             return False
-        bound = re.compile(name + after + rb"[ \t]*(?::[^=\n]*)?=\s*([A-Za-z_][\w.]*)\s*[(.]")
+        bound = compiled(name + after + rb"[ \t]*(?::[^=\n]*)?=\s*([A-Za-z_][\w.]*)\s*[(.]")
         roots = {
             self.imports.get(m.group(1).split(b".")[0].decode(), "").partition(".")[0]
             for m in bound.finditer(self.code)
@@ -2570,7 +2571,7 @@ def _handed_arguments(code: bytes, start: int, end: int) -> list[tuple[int, str 
 
 def _binding(name: bytes) -> re.Pattern[bytes]:
     """The assignments of ``name`` to a call's value, the callee in group 1."""
-    return re.compile(
+    return compiled(
         rb"(?m)^[ \t]*" + re.escape(name) + rb"[ \t]*(?::[^=\n]*)?=[ \t]*([A-Za-z_][\w.]*)\s*\("
     )
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from mpcheck.project.brackets import closing, opening, parts
 from mpcheck.project.construction import body_end
+from mpcheck.project.patterns import compiled
 
 __all__ = [
     "NEEDS",
@@ -575,7 +576,7 @@ class _Body:
         test = self.tensor if value is None else value
         bindings = self._assigned[name]
         if value is not None:  # (``te = te.eval()``: the same value, whatever the others are)
-            again = re.compile(
+            again = compiled(
                 rb"[ \t]*" + re.escape(name) + rb"\s*\.\s*(?:" + _MODULE_SELF_TEXT + rb")\s*\("
             )
             bindings = [(op, at) for op, at in bindings if op or not again.match(self.code, at)]
@@ -601,7 +602,7 @@ class _Body:
         first = next(iter(_own_returns(code, start, end)), None)
         if first is not None:
             limit = min(limit, first.start())
-        used = re.compile(_TENSOR_USE % re.escape(name))
+        used = compiled(_TENSOR_USE % re.escape(name))
         begin = _body_start(code, start)
         base = _body_indent(code, begin, end)
         return base is not None and any(
