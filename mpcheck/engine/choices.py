@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from mpcheck.engine.training import Scaler
+from mpcheck.engine.training import Scaler, bool_value
 from mpcheck.project.names import dotted
 
 Choice = tuple[str, str | bool]  # (option, value): ("mixed_precision", "fp16"), ("fp16", True)
@@ -48,7 +48,7 @@ def chosen(test: cst.BaseExpression, truth: bool) -> frozenset[Choice]:
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return chosen(test.expression, not truth)
     if isinstance(test, cst.IfExp):  # ``True if precision == "fp16" else False``
-        sides = (_bool(test.body), _bool(test.orelse))
+        sides = (bool_value(test.body), bool_value(test.orelse))
         if sides == (truth, not truth):
             return chosen(test.test, True)
         if sides == (not truth, truth):
@@ -147,9 +147,3 @@ def scaler_choices(scaler: Scaler, branches: Branches) -> tuple[frozenset[Choice
     elif flag is not None:
         ways.append(chosen(flag, True))
     return tuple(way | made for way in ways if way)
-
-
-def _bool(node: cst.BaseExpression) -> bool | None:
-    if isinstance(node, cst.Name) and node.value in ("True", "False"):
-        return node.value == "True"
-    return None
