@@ -256,6 +256,32 @@ def test_an_autocast_given_a_dtype_it_does_not_take_recasts_nothing() -> None:
         assert (fact.prec, fact.dtype, fact.cause) == (Prec.FULL, "float32", Cause.AUTOCAST)
 
 
+def test_an_autocasts_positional_arguments_are_its_parameters() -> None:
+    """``torch.autocast(device_type, dtype, enabled)`` and the device-bound
+    ``torch.cuda.amp.autocast(enabled, dtype)``: a dtype or a switch given by position is read
+    as the keyword it stands for (``torch.autocast(x.device.type, torch.float32)`` is a
+    float32 region, not a default half one)."""
+    facts = probe(
+        """
+        def f(a, b, x):
+            a = a.half(); b = b.float()
+            with torch.autocast(x.device.type, torch.float32):
+                c = a @ b
+            with torch.autocast("cuda", torch.bfloat16):
+                d = a @ b
+            with torch.autocast("cuda", torch.float16, False):
+                e = a @ b
+            with torch.cuda.amp.autocast(True, torch.bfloat16):
+                g = a @ b
+            probe.at(c); probe.at(d); probe.at(e); probe.at(g)
+        """
+    )
+    assert (facts[0].prec, facts[0].dtype, facts[0].cause) == (Prec.FULL, "float32", Cause.AUTOCAST)
+    for fact in (facts[1], facts[3]):
+        assert (fact.prec, fact.dtype, fact.cause) == (Prec.HALF, "bfloat16", Cause.AUTOCAST)
+    assert facts[2].cause is not Cause.AUTOCAST  # (``enabled=False`` by position)
+
+
 def test_a_region_only_cuda_runs_is_read_again_as_off_under_a_device_premise() -> None:
     """The region above whose device is known only at run time stays CUDA's (its facts are
     float32), and every other device's autocast turns itself off for float32: what the code

@@ -35,6 +35,10 @@ AUTOCAST_NAMES = {
 }
 
 
+_TORCH_POSITIONAL = ("device_type", "dtype", "enabled")
+_BOUND_POSITIONAL = ("enabled", "dtype")
+
+
 class Regions:
     """The part that knows ``torch.autocast``: resolves regions and recasts op results."""
 
@@ -154,12 +158,19 @@ class Regions:
         dtype_known = True
         enabled: bool | None = True
         args = call.args if call else ()
+        # (positional parameters: ``torch.autocast(device_type, dtype, enabled)``, the
+        # device-bound ``torch.cuda.amp.autocast(enabled, dtype)``; ``accelerator.autocast()``
+        # takes none of them)
+        positional: tuple[str, ...] = ()
+        if qual == "torch.autocast":
+            positional = _TORCH_POSITIONAL
+        elif qual in AUTOCAST_NAMES:
+            positional = _BOUND_POSITIONAL
         for i, arg in enumerate(args):
-            key = (
-                arg.keyword.value
-                if arg.keyword
-                else ("device_type" if i == 0 and qual == "torch.autocast" else None)
-            )
+            if arg.keyword:
+                key: str | None = arg.keyword.value
+            else:
+                key = positional[i] if i < len(positional) else None
             if key == "device_type":
                 if isinstance(arg.value, cst.SimpleString) and isinstance(
                     arg.value.evaluated_value, str
@@ -173,9 +184,7 @@ class Regions:
                 if dtype is None:
                     dtype = self._region_dtype(arg.value, frame)
                     dtype_known = dtype is not None
-            elif key == "enabled" or (
-                key is None and i == 0 and device is not None and qual != "torch.autocast"
-            ):
+            elif key == "enabled":
                 if isinstance(arg.value, cst.Name) and arg.value.value in ("True", "False"):
                     enabled = arg.value.value == "True"
                 else:
