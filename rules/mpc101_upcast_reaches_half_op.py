@@ -319,9 +319,12 @@ def _clash(call: CallSite) -> tuple[Operand, Operand] | None:
     """The upcast operand and the half one of a call that refuses to mix them."""
     if call.op in (None, OpKind.EMBEDDING) or call.is_attention or call.recast_by_autocast:
         return None
-    if call.scope.autocast is not None and call.scope.autocast.enabled is False:
+    region = call.scope.autocast
+    if region is not None and region.enabled is False and not region.refused:
         # ``with autocast(enabled=False): head(feats.float())``: float32 on purpose, as MPC403
-        # asks; the code runs its model under autocast, so its weights are float32
+        # asks; the code runs its model under autocast, so its weights are float32 (a region
+        # torch turned off for a dtype its device refuses was written to compute, not to
+        # leave autocast: it says nothing of the weights)
         return None
     first, params = call.operands()
     operands = [first, *params] if first is not None else []

@@ -243,6 +243,8 @@ class HalfPositions(Rule):
             return True
         if auto.policy(call.aten) != "lower_precision" or product.distinct(auto.low_dtype):
             return True
+        if auto.low_dtype in ("float32", "float64"):
+            return True  # (``autocast(dtype=torch.float32)``: its list computes in float32)
         message = (
             f"phases `{pos}` x `{freq}` are computed in half: {auto.cited} runs "
             f"`{call.aten}` in {auto.low_dtype or 'half'} here even on float32 operands, "

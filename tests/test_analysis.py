@@ -335,6 +335,21 @@ def test_a_region_only_cuda_runs_is_read_again_as_off_under_a_device_premise() -
     assert "off CUDA" not in written.message
 
 
+def test_a_region_torch_turns_off_is_off_whatever_runs_around_it() -> None:
+    """A region whose device refuses its dtype (``autocast("cpu", dtype=torch.float32)``, or a
+    run-time device read off CUDA) is off inside, as torch's ``__enter__`` disables the
+    device's autocast until it ends: a disabled region, not none at all (which would let a
+    caller's autocast in), and marked as torch's doing rather than a written
+    ``enabled=False`` (which MPC101 reads as float32 on purpose)."""
+    from mpcheck.engine.autocast import Regions
+    from mpcheck.engine.sites import Autocast
+
+    node = cst.parse_expression("torch.autocast(x.device.type, torch.float32)")
+    off = Regions.off_reading(Autocast(node, None, "float32", True))
+    assert (off.enabled, off.refused, off.active) == (False, True, False)
+    # (a caller's autocast stays out: fixtures/mpc303/good_phases_in_run_time_device_float32_region)
+
+
 def test_a_result_made_in_a_dtype_parameter_has_the_dtype_each_call_hands() -> None:
     facts = probe(
         """

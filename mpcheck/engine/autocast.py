@@ -190,7 +190,7 @@ class Regions:
                 else:
                     enabled = None
         region = Autocast(node, device, dtype, enabled, dtype_known, self.file.target_torch)
-        return _ignored(region, frame) if dtype in _FULL else region
+        return _ignored(region) if dtype in _FULL else region
 
     def _helper_context(self, call: cst.Call | None) -> tuple[cst.Call, bool] | None:
         """What a function of this file that only returns a context returns: the call, and
@@ -314,18 +314,17 @@ class Regions:
         return None
 
     @staticmethod
-    def off_reading(region: Autocast, outer: Autocast | None) -> Autocast | None:
+    def off_reading(region: Autocast) -> Autocast:
         """What ``region`` is on a device whose autocast refuses its dtype (a region only
         CUDA runs, ``Autocast.off_elsewhere``, read off CUDA): torch turns autocast off in
-        it, as :func:`_ignored` reads a region written for such a device; ``outer``: the
-        region around it."""
-        return _off(region, outer)
+        it, as :func:`_ignored` reads a region written for such a device."""
+        return _off(region)
 
 
-def _ignored(region: Autocast, frame: Frame | None) -> Autocast | None:
+def _ignored(region: Autocast) -> Autocast:
     """A region given a dtype its device's autocast does not take (``dtype=torch.float32``
     off CUDA, :data:`~mpcheck.knowledge.torch_api.AUTOCAST_DTYPES`): torch turns autocast off
-    in it, so it is no region at all, or one with autocast off inside an enabled one. Where
+    in it, whatever region is around it (:func:`_off`). Where
     the device is known only at run time (``device_type=x.device.type``) it is CUDA's region,
     which computes its list in that dtype: "off on CPU and MPS" is a premise about the device,
     not evidence, so no error rests on it (what the region read as off gives is a warning
@@ -334,13 +333,15 @@ def _ignored(region: Autocast, frame: Frame | None) -> Autocast | None:
         return region
     if T.autocast_takes(region.device or "", region.dtype):
         return region
-    return _off(region, frame.scope.autocast if frame is not None else None)
+    return _off(region)
 
 
-def _off(region: Autocast, outer: Autocast | None) -> Autocast | None:
-    """A region autocast turns itself off in: none at all, or autocast off inside an enabled
-    ``outer`` one (``torch.set_autocast_enabled(device, False)`` until it ends)."""
-    return replace(region, enabled=False) if outer is not None and outer.active else None
+def _off(region: Autocast) -> Autocast:
+    """A region autocast turns itself off in. ``autocast.__init__`` sets ``enabled = False``
+    and ``__enter__`` calls ``torch.set_autocast_enabled(device, False)`` until it ends, so
+    autocast is off inside whatever region an outer ``with`` or a caller opened: a disabled
+    region, marked ``refused`` (torch's doing, not an ``enabled=False`` the author wrote)."""
+    return replace(region, enabled=False, refused=True)
 
 
 def _assigned(

@@ -46,13 +46,12 @@ class DeviceReadings:
     def read(
         self,
         region: Autocast | None,
-        outer: Autocast | None,
         entry: Frame,
         walk: Callable[[Frame], None],
     ) -> None:
         """Walk the body of ``region`` (``walk``, from ``entry``: the frame at its start)
-        again as off (inside ``outer``, the region around it) and as CUDA's, when it is one
-        only CUDA runs and the walk has just reported it."""
+        again as off (whatever region is around it: torch turns autocast off inside) and as
+        CUDA's, when it is one only CUDA runs and the walk has just reported it."""
         reporting = self.file.reporting
         if region is None or not region.off_elsewhere or not reporting.reads_again:
             return
@@ -61,7 +60,7 @@ class DeviceReadings:
         # (off first: what the walk leaves behind, a nested function's summary, is CUDA's,
         # as the file's own walk read it)
         for listener, read_as in (
-            (as_off, self.regions.off_reading(region, outer)),
+            (as_off, self.regions.off_reading(region)),
             (as_cuda, region),
         ):
             frame = Frame(dict(entry.env), replace(entry.scope, autocast=read_as))

@@ -321,7 +321,7 @@ class Definitions:
         self.file.block(body, frame)
         if entry is not None:
             walk = partial(self.file.block, body)
-            self.device_readings.read(region, outer, entry, walk)
+            self.device_readings.read(region, entry, walk)
 
     def function_site(self, fn: cst.FunctionDef, frame: Frame) -> None:
         if not self.file.reporting.takes("functions"):

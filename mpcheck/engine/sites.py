@@ -41,6 +41,11 @@ class Autocast:
     # Not in the code: the autocast a trainer may wrap around a module's ``forward``
     # (``node`` is the method); see ``mpcheck.engine.ambient``.
     implicit: bool = False
+    # True when torch turned this region off because its device's autocast refuses its dtype
+    # (``torch.autocast("cpu", dtype=torch.float32)``, or a run-time device read off CUDA):
+    # autocast is off inside whatever the caller runs, as with ``enabled=False``, but nobody
+    # wrote it off, so it says nothing of what the author meant the weights to be.
+    refused: bool = False
 
     @property
     def active(self) -> bool:

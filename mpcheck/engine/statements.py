@@ -417,7 +417,7 @@ class Statements:
             frame.scope = saved
         if entry is not None:
             walk = partial(self.block, body)
-            self.definitions.device_readings.read(region, saved.autocast, entry, walk)
+            self.definitions.device_readings.read(region, entry, walk)
 
     def nested_function(self, fn: cst.FunctionDef, frame: Frame) -> None:
         sub = self.definitions.function_frame(fn, None, frame)
