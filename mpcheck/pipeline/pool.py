@@ -73,10 +73,11 @@ def check_files(
     token = os.urandom(8).hex()  # this run's mark on the cache entries it writes
     many = len(work) >= CONSTRUCTORS_PAY_OFF
     if workers <= 1 or len(work) < POOL_THRESHOLD:
-        _plan(planned, token, many, None, alone)
         # a file large enough to exhaust a memory limit is parsed in a process of its own:
         # the parser aborts the process it runs in (issue 34), and that must not be this one
         large = {item[0] for item in work if _size(item) > ISOLATE_BYTES}
+        here = {name: item for name, item in alone.items() if item[0] not in large}
+        _plan(planned, token, many, None, here)  # (a large file is checked elsewhere)
         found = []
         if large:
             isolated = [item for item in work if item[0] in large]
