@@ -57,3 +57,23 @@ def test_a_check_of_one_file_checks_nothing_else(
     assert walks == [("summarised", "rope.py")]  # not a file of the run: its summary only
     assert status == 1
     assert {Path(d["filename"]).name for d in json.loads(out)} == {"attention.py"}
+
+
+def test_a_module_of_another_configuration_is_checked_at_its_own_turn(
+    tmp_path: Path, walks: list[tuple[str, str]]
+) -> None:
+    """Its own check looks names up in the summaries its configuration makes, which may
+    differ from the importer's: it is only summarised for the importer."""
+    tree = copy_tree(ROPE, tmp_path / "rope")
+    sub = tree / "pkg" / "sub"
+    sub.mkdir()
+    (tree / "pkg" / "rope.py").rename(sub / "rope.py")
+    (sub / "__init__.py").write_text("")
+    (sub / ".mpcheck.toml").write_text("module-half-capable = false\n")
+    attention = tree / "pkg" / "attention.py"
+    attention.write_text(attention.read_text().replace("from .rope", "from .sub.rope"))
+    uncached = run(tree, "--no-cache")
+    assert ("checked", "rope.py") not in walks
+    assert ("summarised", "rope.py") in walks
+    shutil.rmtree(tree / ".mpcheck_cache", ignore_errors=True)
+    assert run(tree)[:2] == uncached[:2]

@@ -17,6 +17,7 @@ only, and the file is checked again at its turn, as before.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 from mpcheck.diagnostics import Diagnostic
@@ -47,7 +48,7 @@ def plan(files: Mapping[str, Planned]) -> None:
     for _, _, options in files.values():
         summaries = _summaries(options) if options.cache_dir is None else None
         if summaries is not None and summaries.walker is None:
-            summaries.walker = _check_while_summarising
+            summaries.walker = partial(_check_while_summarising, summaries)
 
 
 def take(name: str) -> list[Diagnostic] | None:
@@ -71,17 +72,19 @@ def _summaries(options: Options) -> Summaries | None:
 
 
 def _check_while_summarising(
-    path: Path, lookup: Lookup
+    summaries: Summaries, path: Path, lookup: Lookup
 ) -> tuple[ModuleSummary, Callable[[Dependencies, bool], None]] | None:
-    """Check ``path`` as its summary is asked for, when the run checks it and its own check
-    would walk it (declined otherwise: it is summarised, and checked at its turn)."""
+    """Check ``path`` as ``summaries`` is asked for its summary, when the run checks it, its
+    own check would walk it and look names up in the same summaries (a nested project's
+    configuration may make another store); declined otherwise: it is summarised, and
+    checked at its turn."""
     name = str(path)
     planned = _planned.get(name)
     if planned is None or name in _taken or name in _done:
         return None
     filename, codes, options = planned
-    if options.cache_dir is not None:
-        return None  # (the cache's own walker checks those)
+    if options.cache_dir is not None or _summaries(options) is not summaries:
+        return None  # (the cache's own walker checks the files it has)
     try:
         with open(name, "rb") as file:
             data = file.read()
