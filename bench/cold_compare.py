@@ -2,7 +2,7 @@
 
     python bench/cold_compare.py /tmp/corpora/transformers \\
         --before /work/wt/base/.venv/bin/mpcheck [--after .venv/bin/mpcheck] [--jobs 2] [--repeat 1]
-        [--also a2403c4=/work/wt/old/.venv/bin/mpcheck ...]
+        [--also a2403c4=/work/wt/old/.venv/bin/mpcheck ...] [--no-cache]
 
 Each round runs ``before`` then ``after`` (then swaps the order next round, so a change of
 load hits both) with an empty cache directory each, JSON output, ``-j``, bytecode caching on.
@@ -11,7 +11,9 @@ main process), the peak RSS of the largest process, the load average at the star
 engine's file counts, and whether the two JSON reports hold the same findings
 (``bench/compare_json.py``); ``--also`` adds installs run in the same rounds (an older
 baseline), whose findings are not compared, and the CPU ratio of ``after`` to each install
-ends the output. On a shared machine, compare CPU seconds first.
+ends the output. ``--no-cache`` runs each install with ``--no-cache`` instead (no cache
+is read or written: the run issue 36's cost bar is measured on). On a shared machine, compare
+CPU seconds first.
 """
 
 from __future__ import annotations
@@ -33,12 +35,15 @@ def _here(exe: str) -> str:
     return str(Path(exe).resolve()) if os.sep in exe else exe
 
 
-def cold(mpcheck: str, tree: Path, jobs: int, out: Path) -> tuple[float, float, float, str]:
+def cold(
+    mpcheck: str, tree: Path, jobs: int, out: Path, no_cache: bool = False
+) -> tuple[float, float, float, str]:
     """Wall s, CPU s, peak RSS MiB of the largest process, and the engine's file counts."""
     cache = Path(tempfile.mkdtemp(prefix="mpcheck-cold-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["MPCHECK_CACHE_DIR"] = str(cache)
     cmd = [mpcheck, "check", "-q", "-v", "--exit-zero", "--output-format", "json"]
+    cmd += ["--no-cache"] if no_cache else []
     cmd += ["-j", str(jobs), "-o", str(out), "."]
     try:
         start = time.perf_counter()
@@ -70,6 +75,7 @@ def main() -> int:
     )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--no-cache", action="store_true", help="run each with --no-cache")
     args = parser.parse_args()
     tree = args.tree.resolve()
     work = Path(tempfile.mkdtemp(prefix="mpcheck-cold-json-"))
@@ -84,7 +90,7 @@ def main() -> int:
         for label, exe in order if round_ % 2 == 0 else order[::-1]:
             load = os.getloadavg()[0]
             reports[label] = work / f"{label}-{round_}.json"
-            wall, cpu, rss, counts = cold(exe, tree, args.jobs, reports[label])
+            wall, cpu, rss, counts = cold(exe, tree, args.jobs, reports[label], args.no_cache)
             spent[label] += cpu
             print(
                 f"round {round_} {label:6}: wall {wall:7.1f} s  CPU {cpu:7.1f} s  "

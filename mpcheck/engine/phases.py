@@ -585,7 +585,7 @@ def bound_before(
             frames.append((statements, index))
     for statements, index in reversed(frames):
         for statement in reversed(statements[:index]):
-            found = _rebinding(statement, name)
+            found = _rebinding_under_root(statement, name)
             if found is _ITSELF:
                 continue
             return found if isinstance(found, cst.BaseExpression) else None
@@ -604,6 +604,7 @@ def _path_to(root: cst.CSTNode, at: cst.CSTNode) -> list[cst.CSTNode] | None:
     global _walked
     if _walked is None or _walked[0] is not root:
         _walked = (root, {}, [root])
+        _rebound.clear()
     _, up, stack = _walked
     key = id(at)
     if at is not root and key not in up:
@@ -623,6 +624,23 @@ def _path_to(root: cst.CSTNode, at: cst.CSTNode) -> list[cst.CSTNode] | None:
 # The root :func:`_path_to` last walked, the parent of each node it reached (by id), and
 # the nodes whose children it has not looked at yet.
 _walked: tuple[cst.CSTNode, dict[int, cst.CSTNode], list[cst.CSTNode]] | None = None
+
+
+# What ``_rebinding`` said of each compound statement under the root ``_path_to`` last walked
+# and a name, by the statement's id (the root keeps them alive): each cast of a function
+# asks about the statements before it again, and a compound one is walked whole each time.
+_rebound: dict[tuple[int, str], object] = {}
+
+
+def _rebinding_under_root(statement: cst.BaseStatement, name: str) -> object:
+    """``_rebinding`` of a statement under the root :func:`_path_to` last walked."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return _rebinding(statement, name)
+    key = (id(statement), name)
+    found = _rebound.get(key)
+    if found is None:
+        found = _rebound[key] = _rebinding(statement, name)
+    return found
 
 
 # What ``_rebinding`` says of a statement that rebinds a name only to a reshape or cast of

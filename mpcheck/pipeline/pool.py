@@ -60,22 +60,33 @@ def check_files(
         for name, _, opts in work
         if opts.cache_dir is not None and opts.project_root is not None
     }
+    # Without the cache, a file checked while summarised keeps its findings in memory
+    # (:mod:`~mpcheck.pipeline.walked_once`), for its own turn in the same process.
+    alone = {
+        os.path.abspath(name): (name, codes, opts)
+        for name, codes, opts in work
+        if opts.cache_dir is None
+        and opts.project_root is not None
+        and opts.follow_imports != "skip"
+        and not name.endswith(".ipynb")
+    }
     token = os.urandom(8).hex()  # this run's mark on the cache entries it writes
     many = len(work) >= CONSTRUCTORS_PAY_OFF
     if workers <= 1 or len(work) < POOL_THRESHOLD:
-        _plan(planned, token, many)
         # a file large enough to exhaust a memory limit is parsed in a process of its own:
         # the parser aborts the process it runs in (issue 34), and that must not be this one
         large = {item[0] for item in work if _size(item) > ISOLATE_BYTES}
+        here = {name: item for name, item in alone.items() if item[0] not in large}
+        _plan(planned, token, many, None, here)  # (a large file is checked elsewhere)
         found = []
         if large:
-            alone = [item for item in work if item[0] in large]
-            found = _collect(_isolated(alone, (planned, token, many, None)), progress)
+            isolated = [item for item in work if item[0] in large]
+            found = _collect(_isolated(isolated, (planned, token, many, None, {})), progress)
         return found + _collect(map(_check_one, [w for w in work if w[0] not in large]), progress)
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only when used
     from concurrent.futures.process import BrokenProcessPool
 
-    _plan(planned, token, many)
+    _plan(planned, token, many, None, alone)
     by_name = {os.path.abspath(item[0]): item for item in work}
     first = [by_name[name] for name in _shared_first(planned) if name in by_name]
     checked = {item[0] for item in first}
@@ -88,7 +99,7 @@ def check_files(
         from mpcheck.pipeline.claims import Board
 
         board = Board(sorted(planned), workers)
-    init = (planned, token, many, board)
+    init = (planned, token, many, board, alone)
     _share_records(list(by_name.values()))
     outcomes: list[_Outcome] = []
     ordered = first + work
@@ -104,7 +115,7 @@ def check_files(
                     progress()
     except BrokenProcessPool:  # a worker died (out of memory): the rest, one by one
         outcomes += _collect_progress(
-            _isolated(ordered[len(outcomes) :], (planned, token, many, None)), progress
+            _isolated(ordered[len(outcomes) :], (planned, token, many, None, {})), progress
         )
     return _collect(outcomes, None)
 
@@ -134,7 +145,8 @@ def _share_records(work: Sequence[_Work]) -> None:
 ISOLATE_BYTES = 512 * 1024
 
 
-_Init = tuple[dict[str, Options], str, bool, "Board | None"]
+_Alone = dict[str, tuple[str, tuple[str, ...], Options]]  # (see ``walked_once.plan``)
+_Init = tuple[dict[str, Options], str, bool, "Board | None", _Alone]
 
 
 def _isolated(items: Sequence[_Work], init: _Init) -> list[_Outcome]:
@@ -164,12 +176,17 @@ def _isolated(items: Sequence[_Work], init: _Init) -> list[_Outcome]:
 
 
 def _worker(
-    parent: int, planned: dict[str, Options], token: str, many: bool, board: Board | None
+    parent: int,
+    planned: dict[str, Options],
+    token: str,
+    many: bool,
+    board: Board | None,
+    alone: _Alone,
 ) -> None:
     """A worker's start: it dies with the main process (a SIGTERM or SIGHUP to ``mpcheck``
     must not leave workers behind), then prepares as :func:`_plan` says."""
     _die_with(parent)
-    _plan(planned, token, many, board)
+    _plan(planned, token, many, board, alone)
 
 
 def _die_with(parent: int) -> None:
@@ -251,9 +268,11 @@ def _plan(
     token: str,
     many: bool,
     board: Board | None = None,
+    alone: _Alone | None = None,
 ) -> None:
     """Prepare a process (the main one, or a worker) for the run; ``board``, in a worker:
-    the claims on the run's files it takes part in (:mod:`mpcheck.pipeline.claims`)."""
+    the claims on the run's files it takes part in (:mod:`mpcheck.pipeline.claims`);
+    ``alone``: the files checked without the cache (:mod:`mpcheck.pipeline.walked_once`)."""
     if board is not None:
         from mpcheck.pipeline.claims import join
 
@@ -267,6 +286,10 @@ def _plan(
         from mpcheck.pipeline.incremental import plan
 
         plan(planned, token)
+    if alone or "mpcheck.pipeline.walked_once" in sys.modules:  # (a forked worker: reset)
+        from mpcheck.pipeline import walked_once
+
+        walked_once.plan(alone or {})
 
 
 def _size(item: _Work) -> int:
@@ -308,6 +331,12 @@ def _check_one(item: _Work) -> _Outcome:
                 return check_cached(filename, rules, options)  # reads the file only if it must
             finally:
                 claims.release_all()
+        if "mpcheck.pipeline.walked_once" in sys.modules:
+            from mpcheck.pipeline.walked_once import take
+
+            found = take(os.path.abspath(filename))  # checked while summarised, in this process
+            if found is not None:
+                return found, "analysed"
         data = Path(filename).read_bytes()
     except OSError as exc:
         return [_unreadable(filename, exc)], "unreadable"
