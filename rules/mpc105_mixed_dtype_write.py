@@ -28,9 +28,9 @@ class MixedDtypeWrite(Rule):
     code = "MPC105"
     name = "mixed-dtype-write"
     summary = (
-        "A float32 tensor is written into a half-precision tensor through an advanced index, "
-        "`index_put_`, `index_add_`, `index_copy_`, `scatter_`, `masked_scatter_` or `lerp_`, "
-        "which require matching dtypes."
+        "A float32 tensor is written into a half-precision tensor (or a half tensor into a "
+        "float32 one) through an advanced index, `index_put_`, `index_add_`, `index_copy_`, "
+        "`scatter_`, `masked_scatter_` or `lerp_`, which require matching dtypes."
     )
     why = """
         Most writes into a tensor cast the source to the destination's dtype: `t += src`,
@@ -59,12 +59,25 @@ class MixedDtypeWrite(Rule):
         branch, joined with the model's dtype on the other) is reported too: the write raises
         whenever that path runs.
 
+        The check is symmetric, so the other direction raises as well: a destination forced
+        to float32 (`torch.zeros(shape)` or `torch.empty(shape)` without `dtype=`, a
+        `.float()` copy) written with a half value (a half model's output, a `.half()`
+        tensor): a context-window denoiser that collects its half model's windows with
+        `x_out[context] = inner(...)` into a `torch.zeros(x.shape)` accumulator, a
+        distillation loss that scatters a half teacher's top-k probabilities into a
+        `torch.zeros(shape)` target. Its severity follows the same evidence for the half
+        side as the first direction (an error when the code casts the model to half, a
+        warning resting on the premise that a module may run in half). A float32 accumulator
+        kept on purpose is fine once the source is cast to it (`acc[idx] = out.to(acc.dtype)`),
+        and so is a destination made like the source (`torch.zeros_like(out)`).
+
         A one-element value written through a boolean mask (`t[mask] = torch.tensor(0.0)`)
         is a `masked_fill_`, and a 0-dim `weight` of `lerp` is used as a scalar: both cast.
         """
     symptom = """
         `RuntimeError: Index put requires the source and destination dtypes match, got Half for
-        the destination and Float for the source.` (`t[idx] = src`, `index_put_`), and for the
+        the destination and Float for the source.` (`t[idx] = src`, `index_put_`; `got Float for
+        the destination and Half for the source` the other way round), and for the
         other ops: `index_add_(): self (Half) and source (Float) must have the same scalar
         type`, `index_copy_(): self and source expected to have the same dtype, but got (self)
         Half and (source) Float`, `scatter(): Expected self.dtype to be equal to src.dtype`,
@@ -237,7 +250,8 @@ class MixedDtypeWrite(Rule):
         explained = made is not None and made.node is not dest.node
         dest_where = f" ({self.where(dest.fact)})" if explained else ""
         origin = half.origin
-        inline = origin is None or origin.node is source.node
+        # (``k.half()`` says it all; so does "the model's dtype" for a function's input)
+        inline = origin is None or origin.node is source.node or origin.cause is Cause.ACTIVATION
         where = "" if inline else f" ({self.where(half)})"
         message = (
             f"`{what}`{where} {kind}, but `{target}`{dest_where} is "
