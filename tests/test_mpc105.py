@@ -399,3 +399,61 @@ def test_a_one_path_source_of_index_copy_too() -> None:
 def test_a_one_path_source_made_like_the_activations_is_silent() -> None:
     body = PADDED.format(pad="local.new_zeros(local.size(0), 2)", write="fused[idx] = local")
     assert findings(body) == []
+
+
+REVERSE = """
+class Denoiser(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x, idx, mask):
+        acc = torch.zeros(x.shape, device=x.device)
+        {write}
+        return acc
+
+
+model = Denoiser(8){cast}
+"""
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        "acc[idx] = self.proj(x)",
+        "acc.index_add_(0, idx, self.proj(x))",
+        "acc.index_copy_(0, idx, self.proj(x))",
+        "acc = acc.scatter(0, idx, self.proj(x))",
+        "acc.masked_scatter_(mask, self.proj(x))",
+    ],
+)
+def test_a_half_value_written_into_a_float32_factory_is_an_error_when_the_model_is_cast(
+    write: str,
+) -> None:
+    found = findings(REVERSE.format(write=write, cast=".half()"))
+    assert [(d.start.row, d.severity.value) for d in found] == [(12, "error")], found
+    assert "is float32" in found[0].message and "`acc`" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        "acc[idx] = self.proj(x).to(acc.dtype)",  # the fix
+        "acc.index_add_(0, idx, self.proj(x).float())",
+        "acc[0:2] = self.proj(x)",  # slice assignment casts
+        "acc[idx] += self.proj(x)",  # in-place update casts
+        "acc[mask] = torch.tensor(0.0, dtype=torch.float16)",  # one element: masked_fill_
+    ],
+)
+def test_casting_writes_and_cast_sources_into_float32_stay_quiet(write: str) -> None:
+    assert findings(REVERSE.format(write=write, cast=".half()")) == []
+
+
+def test_a_half_value_into_float32_in_a_model_only_built_in_float32_is_quiet() -> None:
+    assert findings(REVERSE.format(write="acc[idx] = self.proj(x)", cast="")) == []
+
+
+def test_the_reverse_fix_casts_the_half_source_to_the_float32_destination() -> None:
+    body = REVERSE.format(write="acc[idx] = self.proj(x)", cast=".half()")
+    (d,) = findings(body)
+    assert fixed_line(body, d) == "acc[idx] = self.proj(x).to(acc.dtype)"
