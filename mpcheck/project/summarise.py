@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -375,7 +375,37 @@ def _class_summary(
         casts_input=info.is_module and "forward" in info.methods and info.casts_input,
         fed_inputs=tuple(sorted(info.fed_inputs)),
         adapter_casts=_sorted(walk.keep.casts.get(name)),
+        feeds=_feeds(walk, info, methods, shown, text),
     )
+
+
+def _feeds(
+    walk: FileAnalysis, info: ClassInfo, methods: Mapping[str, Function], shown: str, text: str
+) -> tuple[tuple[str, tuple[int, ...], Place], ...]:
+    """Each public method's first Linear, conv or RNN call taking its inputs as they came
+    (:func:`mpcheck.engine.inputs.refusing_inputs`), placed, with the layer as written."""
+    if not info.is_module:
+        return ()
+    out = []
+    start = text.find(f"class {info.node.name.value}")
+    for (method, at), calls in info.feeds.items():
+        node = next((n for n, via in calls if _feeds_forward(walk, via, 3)), None)
+        if method not in methods or node is None:
+            continue
+        line, column = _placer(walk.module, text, text.find(f"def {method}(", max(start, 0)))(node)
+        out.append((method, at, Place(shown, line, column, walk.module.code_for_node(node.func))))
+    return tuple(sorted(out, key=lambda f: (f[0], f[1])))
+
+
+def _feeds_forward(walk: FileAnalysis, via: str, depth: int) -> bool:
+    """Whether a call of a module of this file's class ``via`` ("": a layer) hands its first
+    input as it came to a Linear, conv or RNN (``self.encoder(x)`` of an ``Encoder`` whose
+    ``forward`` starts with ``self.conv_in(x)``)."""
+    if not via:
+        return True
+    info = walk.classes.get(via)
+    calls = info.feeds.get(("forward", (0,)), []) if info is not None and depth > 0 else []
+    return any(_feeds_forward(walk, inner, depth - 1) for _, inner in calls)
 
 
 def _sorted(names: frozenset[str] | None) -> tuple[str, ...] | None:
