@@ -197,7 +197,7 @@ class SubmoduleDtypeSplit(Rule):
             return
         if self._found_apart(call):
             return
-        if call.fed_half and self._half_into_float32(call):
+        if (call.fed_half or call.fed_elsewhere) and self._half_into_float32(call):
             return
         if not call.is_module_call or call.receiver is None:
             self._functional(call)
@@ -260,6 +260,8 @@ class SubmoduleDtypeSplit(Rule):
     def _half_into_float32(self, call: CallSite) -> bool:
         """A model the project only builds in float32, called where no autocast covers it
         with a half value: the first layer of its ``forward`` that gets it raises."""
+        if not call.fed_half:
+            return self._half_into_imported(call)
         site = call.fed_half[0].site
         first, _ = site.operands()
         outer = next(
@@ -291,6 +293,31 @@ class SubmoduleDtypeSplit(Rule):
         if weights.origin is not None:
             related.append((weights.origin.node, f"`{model}` {weights.origin.text}"))
         related.append((site.node, f"`{inner_text}` gets `{what}` in half precision here"))
+        self.report(call.node, message, related=_unique(related))
+        return True
+
+    def _half_into_imported(self, call: CallSite) -> bool:
+        """:meth:`_half_into_float32` for a model of another project file: its class's
+        summary names the layer that gets the half value, in that file."""
+        fed = call.fed_elsewhere
+        if fed is None or call.receiver is None or not isinstance(call.node, cst.Call):
+            return False
+        outer = fed.operand
+        what, model = self.ctx.code(outer.node), self.ctx.code(call.receiver.node)
+        weights = call.receiver.fact
+        runs = self.ctx.code(call.node.func)
+        at = f"{fed.place.path}:{fed.place.line}"
+        message = (
+            f"`{what}` is {_dtype(outer.fact)}{self._from(outer.fact)} but `{model}` is "
+            f"float32{self._from(weights)} and the project never casts its class: "
+            f"`{runs}` hands `{what}` to `{fed.layer}` at {at}, whose float32 weights refuse "
+            "a half input; cast the input to the model's dtype at this call, or cast the "
+            "model with the other"
+        )
+        related = self._input_related(what, outer.fact)
+        if weights.origin is not None:
+            related.append((weights.origin.node, f"`{model}` {weights.origin.text}"))
+        related.append((call.node.func, ""))  # (the layer, in the other file)
         self.report(call.node, message, related=_unique(related))
         return True
 
