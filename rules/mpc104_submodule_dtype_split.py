@@ -82,11 +82,16 @@ class SubmoduleDtypeSplit(Rule):
         half and keeps its decoder in float32 (`decoder = Decoder()`, never cast) must cast the
         latents before `decoder.decode(latents)`: the decoder's first convolution gets them
         as they are and raises "Input type (c10::Half) and bias type (float) should be the
-        same". mpcheck reports the call when the decoder's class is in the same file, the
-        project only ever builds it in float32, this value of it was built in float32, the
-        input is half by a cast or a half model's output, and no autocast covers the call;
-        the method it runs (`forward`, `decode`, ...) is walked with those dtypes to find the
-        first Linear, conv or RNN that gets the half value (a norm takes it).
+        same". mpcheck reports the call when the project only ever builds the decoder's
+        class in float32, this value of it was built in float32, the input is half by a cast
+        or a half model's output, and no autocast covers the call. With the class in the
+        same file, the method it runs (`forward`, `decode`, ...) is walked with those dtypes
+        to find the first Linear, conv or RNN that gets the half value (a norm takes it);
+        with the class in another project file (`from models.vae import Decoder`), that
+        file's summary says which layer each public method hands its inputs to as they came
+        (directly, or through a module of a class of that file whose `forward` does), and
+        the finding points there. A method that casts its input first (`z.to(self.dtype)`,
+        `.float()`) takes any dtype.
 
         A kept part can also split the residual stream. T5 keeps its feed-forward output
         projection `wo` float32 (`_keep_in_fp32_modules = ["wo"]`); loaded with
