@@ -85,18 +85,18 @@ def test_the_summary_lists_the_layers_each_method_hands_its_inputs(
     assert summary is not None
     feeds = summary.classes["Vae"].feeds
     assert tuple((at, p.text) for m, at, p in feeds if m == "decode") == fed
-    # a module of a class of the file counts when its ``forward`` feeds a layer; a private
-    # method is no other file's business
+    # a module of a class of the file counts when its ``forward`` feeds a layer: that layer
+    # is named; a private method is no other file's business
     assert [(m, at, p.text) for m, at, p in feeds if m != "decode"] == [
-        ("encode", (0,), "self.encoder")
+        ("encode", (0,), "self.conv_in")
     ]
     encode = next(p for m, _, p in feeds if m == "encode")
-    assert (encode.path, encode.line) == ("vae.py", VAE.splitlines().index(VAE_ENCODE) + 1)
+    assert (encode.path, encode.line) == ("vae.py", VAE.splitlines().index(CONV_IN) + 1)
     again = type(summary).from_json(summary.to_json())
     assert again is not None and again.classes["Vae"].feeds == feeds
 
 
-VAE_ENCODE = "        return self.encoder(x)"
+CONV_IN = "        return self.conv_in(x)"
 
 DECODER = """
     import torch
@@ -211,6 +211,35 @@ def test_a_float32_model_that_gets_float32_or_is_cast_is_quiet(
     tmp_path: Path, change: dict[str, str], files: dict[str, str]
 ) -> None:
     assert findings(tmp_path, change, **files) == set()
+
+
+AUTOENCODER = """
+
+    class Autoencoder(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.decoder = Decoder(c)
+
+        def decode(self, z):
+            return self.decoder(z)
+"""
+
+
+@pytest.mark.parametrize("where", ["models.vae", "models.auto"])
+def test_a_method_running_a_part_whose_forward_feeds_a_layer_is_followed(
+    tmp_path: Path, where: str
+) -> None:
+    """``vae.decode(z)`` hands ``z`` to ``self.decoder``, whose ``forward`` runs it through
+    a conv: a class of the same file (its summary names that conv) or of another (whose own
+    summary says so)."""
+    imports = f"from models.unet import Denoiser\n    from {where} import Autoencoder"
+    change = {"imports": imports, "build": "Autoencoder(4)"}
+    if where == "models.vae":
+        files = {"models/vae.py": DECODER + AUTOENCODER}
+    else:
+        auto = "\n    from torch import nn\n    from models.vae import Decoder\n" + AUTOENCODER
+        files = {"models/auto.py": auto}
+    assert len(findings(tmp_path, change, **files)) == 1
 
 
 @pytest.mark.parametrize(("region", "found"), [("dtype=torch.float16", 0), ("enabled=False", 1)])

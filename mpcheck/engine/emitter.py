@@ -91,7 +91,7 @@ class SiteEmitter:
         via = None
         if call.op in REFUSING_OPS:
             via = ""
-        elif call.op is None and layer.layer and not layer.library:
+        elif call.op in (None, T.OpKind.MODEL) and layer.layer and not layer.library:
             own = self.file.classes.get(layer.layer)
             if own is not None and own.is_module:
                 via = layer.layer

@@ -458,6 +458,8 @@ class Modules:
         summary = self.imported_class(module)
         if summary is None or not summary.feeds or self.own_class(module) is not None:
             return None
+        if any(a.star for a in node.args):  # (``*inputs``: positions not known)
+            return None
         if not _half_meets_float32(module, (*args, *kwargs.values()), frame):
             return None
         function = summary.methods.get(method)

@@ -387,25 +387,36 @@ def _feeds(
     if not info.is_module:
         return ()
     out = []
-    start = text.find(f"class {info.node.name.value}")
     for (method, at), calls in info.feeds.items():
-        node = next((n for n, via in calls if _feeds_forward(walk, via, 3)), None)
-        if method not in methods or node is None:
+        found = next(
+            (f for n, via in calls if (f := _fed_layer(walk, info, method, n, via, 3))), None
+        )
+        if method not in methods or found is None:
             continue
-        line, column = _placer(walk.module, text, text.find(f"def {method}(", max(start, 0)))(node)
+        owner, name, node = found
+        start = text.find(f"class {owner.node.name.value}")
+        line, column = _placer(walk.module, text, text.find(f"def {name}(", max(start, 0)))(node)
         out.append((method, at, Place(shown, line, column, walk.module.code_for_node(node.func))))
     return tuple(sorted(out, key=lambda f: (f[0], f[1])))
 
 
-def _feeds_forward(walk: FileAnalysis, via: str, depth: int) -> bool:
-    """Whether a call of a module of this file's class ``via`` ("": a layer) hands its first
-    input as it came to a Linear, conv or RNN (``self.encoder(x)`` of an ``Encoder`` whose
-    ``forward`` starts with ``self.conv_in(x)``)."""
+def _fed_layer(
+    walk: FileAnalysis, owner: ClassInfo, method: str, node: cst.Call, via: str, depth: int
+) -> tuple[ClassInfo, str, cst.Call] | None:
+    """The Linear, conv or RNN call that gets a method's input as it came: ``node`` itself
+    ("" ``via``: a layer, or a module whose summary says so), or, for a module of this
+    file's class ``via`` (``self.decoder(z)``), the one its ``forward`` hands its first
+    input to (``self.conv_in(z)``); with the class and method it is in. None: none does."""
     if not via:
-        return True
+        return owner, method, node
     info = walk.classes.get(via)
     calls = info.feeds.get(("forward", (0,)), []) if info is not None and depth > 0 else []
-    return any(_feeds_forward(walk, inner, depth - 1) for _, inner in calls)
+    for inner, further in calls:
+        assert info is not None
+        found = _fed_layer(walk, info, "forward", inner, further, depth - 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _sorted(names: frozenset[str] | None) -> tuple[str, ...] | None:
