@@ -85,6 +85,8 @@ class SiteEmitter:
         summary says its ``forward`` does."""
         if fn is None or owner.methods.get(fn.name.value) is not fn:
             return  # (a method, not a closure in one)
+        if self.file.reporting.recording:
+            return  # (walked again with a caller's module or region: the class's own walk says)
         if not isinstance(call.node, cst.Call) or call.receiver is None:
             return
         layer = call.receiver.fact
