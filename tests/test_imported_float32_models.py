@@ -55,6 +55,9 @@ class Vae(nn.Module):
 """
 
 
+CONV_IN = "        return self.conv_in(x)"  # the layer ``Vae.encode`` reaches, in ``Encoder``
+
+
 @pytest.fixture
 def fresh() -> Iterator[None]:
     summarise.forget()
@@ -95,8 +98,6 @@ def test_the_summary_lists_the_layers_each_method_hands_its_inputs(
     again = type(summary).from_json(summary.to_json())
     assert again is not None and again.classes["Vae"].feeds == feeds
 
-
-CONV_IN = "        return self.conv_in(x)"
 
 DECODER = """
     import torch
