@@ -82,11 +82,16 @@ class SubmoduleDtypeSplit(Rule):
         half and keeps its decoder in float32 (`decoder = Decoder()`, never cast) must cast the
         latents before `decoder.decode(latents)`: the decoder's first convolution gets them
         as they are and raises "Input type (c10::Half) and bias type (float) should be the
-        same". mpcheck reports the call when the decoder's class is in the same file, the
-        project only ever builds it in float32, this value of it was built in float32, the
-        input is half by a cast or a half model's output, and no autocast covers the call;
-        the method it runs (`forward`, `decode`, ...) is walked with those dtypes to find the
-        first Linear, conv or RNN that gets the half value (a norm takes it).
+        same". mpcheck reports the call when the project only ever builds the decoder's
+        class in float32, this value of it was built in float32, the input is half by a cast
+        or a half model's output, and no autocast covers the call. With the class in the
+        same file, the method it runs (`forward`, `decode`, ...) is walked with those dtypes
+        to find the first Linear, conv or RNN that gets the half value (a norm takes it);
+        with the class in another project file (`from models.vae import Decoder`), that
+        file's summary says which layer each public method hands its inputs to as they came
+        (directly, or through a module of a class of that file whose `forward` does), and
+        the finding points there. A method that casts its input first (`z.to(self.dtype)`,
+        `.float()`) takes any dtype.
 
         A kept part can also split the residual stream. T5 keeps its feed-forward output
         projection `wo` float32 (`_keep_in_fp32_modules = ["wo"]`); loaded with
@@ -197,7 +202,7 @@ class SubmoduleDtypeSplit(Rule):
             return
         if self._found_apart(call):
             return
-        if call.fed_half and self._half_into_float32(call):
+        if (call.fed_half or call.fed_elsewhere) and self._half_into_float32(call):
             return
         if not call.is_module_call or call.receiver is None:
             self._functional(call)
@@ -260,6 +265,8 @@ class SubmoduleDtypeSplit(Rule):
     def _half_into_float32(self, call: CallSite) -> bool:
         """A model the project only builds in float32, called where no autocast covers it
         with a half value: the first layer of its ``forward`` that gets it raises."""
+        if not call.fed_half:
+            return self._half_into_imported(call)
         site = call.fed_half[0].site
         first, _ = site.operands()
         outer = next(
@@ -291,6 +298,31 @@ class SubmoduleDtypeSplit(Rule):
         if weights.origin is not None:
             related.append((weights.origin.node, f"`{model}` {weights.origin.text}"))
         related.append((site.node, f"`{inner_text}` gets `{what}` in half precision here"))
+        self.report(call.node, message, related=_unique(related))
+        return True
+
+    def _half_into_imported(self, call: CallSite) -> bool:
+        """:meth:`_half_into_float32` for a model of another project file: its class's
+        summary names the layer that gets the half value, in that file."""
+        fed = call.fed_elsewhere
+        if fed is None or call.receiver is None or not isinstance(call.node, cst.Call):
+            return False
+        outer = fed.operand
+        what, model = self.ctx.code(outer.node), self.ctx.code(call.receiver.node)
+        weights = call.receiver.fact
+        runs = self.ctx.code(call.node.func)
+        at = f"{fed.place.path}:{fed.place.line}"
+        message = (
+            f"`{what}` is {_dtype(outer.fact)}{self._from(outer.fact)} but `{model}` is "
+            f"float32{self._from(weights)} and the project never casts its class: "
+            f"`{runs}` hands `{what}` to `{fed.layer}` at {at}, whose float32 weights refuse "
+            "a half input; cast the input to the model's dtype at this call, or cast the "
+            "model with the other"
+        )
+        related = self._input_related(what, outer.fact)
+        if weights.origin is not None:
+            related.append((weights.origin.node, f"`{model}` {weights.origin.text}"))
+        related.append((call.node.func, ""))  # (the layer, in the other file)
         self.report(call.node, message, related=_unique(related))
         return True
 

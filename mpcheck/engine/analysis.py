@@ -43,7 +43,7 @@ from mpcheck.project.exports import exported
 from mpcheck.project.models import ModelUses
 from mpcheck.project.names import ImportTable
 from mpcheck.project.part_methods import part_called_names
-from mpcheck.project.summary import Place, ProjectLookup
+from mpcheck.project.summary import ClassSummary, Place, ProjectLookup
 
 _SELF_CALL = re.compile(rb"self\.([A-Za-z_]\w*)\s*\(")
 _NAME_CALL = re.compile(rb"\b(?<!\.)([A-Za-z_]\w*)\s*\(")  # (``\b`` first: twice as fast)
@@ -92,6 +92,8 @@ class FileAnalysis(Walk):
         self.application = uses is not None and uses.application and not half_setting
         self._half_setting = half_setting
         self._declared: frozenset[str] | None = None  # the file's literal ``__all__``
+        # the evidence of other project files' classes, per module (:meth:`imported_evidence`)
+        self._imported_evidence: dict[str, Evidence] = {}
         self.regions = Regions(self)
         self.definitions = Definitions(self, self.regions)
         self.modules = Modules(self, self.regions, self.definitions)
@@ -129,6 +131,32 @@ class FileAnalysis(Walk):
             return found
         owner = cls.node.name.value if cls else name if fn.name.value == "__init__" else None
         return self.construction.evidence(fn, owner, found)
+
+    def imported_evidence(self, name: str, cls: ClassSummary) -> HalfEvidence | None:
+        qualified = self.uses.class_of(name) if self.uses is not None else None
+        if self.uses is None or qualified is None:
+            return None
+        module, _, leaf = qualified.rpartition(".")
+        evidence = self._imported_evidence.get(module)
+        if evidence is None:  # (its related locations are the other file's, not shown here)
+            evidence = Evidence({}, self.uses.at(module), self._half_setting)
+            self._imported_evidence[module] = evidence
+        return evidence.of_class(leaf, cst.Name(leaf), self._bases_of(cls), False)
+
+    def _bases_of(self, cls: ClassSummary) -> tuple[str, ...]:
+        """A class's bases and, where they are the project's, theirs in turn (a library
+        base two steps up, ``class Decoder(Base)`` of ``class Base(ModelMixin)``)."""
+        found, todo, seen = [], list(cls.bases), set[str]()
+        while todo and len(seen) < 16:
+            base = todo.pop(0)
+            if base in seen:
+                continue
+            seen.add(base)
+            found.append(base)
+            summary = self.project(base, 0) if self.project is not None else None
+            if isinstance(summary, ClassSummary):
+                todo.extend(summary.bases)
+        return tuple(found)
 
     def uncalled(self, owner: str, name: str) -> HalfEvidence | None:
         return self.evidence.of_method(owner, name)

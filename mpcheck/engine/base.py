@@ -23,7 +23,14 @@ from mpcheck.engine.frames import ClassInfo, Frame
 from mpcheck.engine.keep_fp32 import KeepFp32
 from mpcheck.engine.options import Options
 from mpcheck.engine.reporting import Listener, Readings, Reporting
-from mpcheck.engine.sites import InnerCall, KeptResidualLoad, Operand, Owner, Replacement
+from mpcheck.engine.sites import (
+    FedElsewhere,
+    InnerCall,
+    KeptResidualLoad,
+    Operand,
+    Owner,
+    Replacement,
+)
 from mpcheck.engine.training_loop import Tracker
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.callables import SplitRun
@@ -49,6 +56,7 @@ class CallRecord:
     inner: tuple[InnerCall, ...] = ()
     through: tuple[InnerCall, ...] = ()
     fed_half: tuple[InnerCall, ...] = ()  # see ``CallSite.fed_half``
+    fed_elsewhere: FedElsewhere | None = None  # see ``CallSite.fed_elsewhere``
     replacement: Replacement | None = None
     kept_residual: KeptResidualLoad | None = None
     fed: tuple[Operand, ...] = ()  # see ``CallSite.fed``
@@ -131,6 +139,12 @@ class Walk(ABC):
     ) -> HalfEvidence:
         """Why the code of ``cls`` (or the function ``name``) may run in half; ``fn``: the
         function walked (construction code is evidence of float32)."""
+
+    @abstractmethod
+    def imported_evidence(self, name: str, cls: ClassSummary) -> HalfEvidence | None:
+        """Why the class of another project file that ``name`` stands for here (imported,
+        ``cls`` its summary) may run in half, as :meth:`half_evidence` answers for this
+        file's; None: the project does not say which class it is."""
 
     @abstractmethod
     def flag_unset(self, owner: str, name: str) -> bool:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from mpcheck.engine.attention import AttentionRoles
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.facts import Fact, Kind
-from mpcheck.engine.frames import Frame
-from mpcheck.engine.inputs import fed_inputs, feeds_weights
+from mpcheck.engine.frames import ClassInfo, Frame
+from mpcheck.engine.inputs import REFUSING_OPS, fed_inputs, feeds_weights, refusing_inputs
 from mpcheck.engine.sites import CallSite
 from mpcheck.knowledge import torch_api as T
 
@@ -35,6 +37,7 @@ class SiteEmitter:
                 owner.feeds_weights = True
             if owner is not None:
                 owner.fed_inputs |= fed_inputs(fn, call.op, call.receiver, call.args)
+                self._feeds(owner, fn, call, frame)
         if self.file.reporting.takes("calls"):
             self.file.shown(_Facts(call))
             if module_call and call.path is not None and call.receiver is not None:
@@ -63,6 +66,7 @@ class SiteEmitter:
                 inner=call.inner,
                 through=call.through,
                 fed_half=call.fed_half,
+                fed_elsewhere=call.fed_elsewhere,
                 replacement=call.replacement,
                 kept_residual=call.kept_residual,
                 fed=call.fed,
@@ -71,6 +75,36 @@ class SiteEmitter:
             )
             self.file.reporting.call(site)
         return call.result
+
+    def _feeds(
+        self, owner: ClassInfo, fn: cst.FunctionDef | None, call: CallRecord, frame: Frame
+    ) -> None:
+        """Keep, for the class's summary, the layers a method hands its inputs to as they
+        came (``ClassSummary.feeds``): a Linear, conv or RNN, or a module of this file's
+        class (its ``forward`` decides, once every class is walked) or another file's whose
+        summary says its ``forward`` does."""
+        if fn is None or owner.methods.get(fn.name.value) is not fn:
+            return  # (a method, not a closure in one)
+        if self.file.reporting.recording:
+            return  # (walked again with a caller's module or region: the class's own walk says)
+        if not isinstance(call.node, cst.Call) or call.receiver is None:
+            return
+        layer = call.receiver.fact
+        via = None
+        if call.op in REFUSING_OPS:
+            via = ""
+        elif call.op in (None, T.OpKind.MODEL) and layer.layer and not layer.library:
+            own = self.file.classes.get(layer.layer)
+            if own is not None and own.is_module:
+                via = layer.layer
+            imported = self.file.imported.get(layer.layer) if own is None else None
+            if imported is not None and any(f[:2] == ("forward", (0,)) for f in imported.feeds):
+                via = ""
+        if via is None:
+            return
+        fed = refusing_inputs(fn, call.args, frame.scope.autocast)
+        if fed:
+            owner.feeds.setdefault((fn.name.value, fed), []).append((call.node, via))
 
 
 class _Facts:

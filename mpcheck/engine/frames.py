@@ -54,6 +54,12 @@ class ClassInfo:
     feeds_weights: bool = False
     # the positions of every input ``forward`` hands so (``self.local_att(x + residual)``)
     fed_inputs: frozenset[int] = frozenset()
+    # (method, input positions) -> the calls of a Linear, conv or RNN of its own that take
+    # those inputs of that method as they came, in order, each with "" or, for a module of
+    # a class of this file, that class (its ``forward`` decides): ``ClassSummary.feeds``
+    feeds: dict[tuple[str, tuple[int, ...]], list[tuple[cst.Call, str]]] = field(
+        default_factory=dict
+    )
     # ``self.name`` that ``__init__`` registered as a buffer with a spelled dtype: (the value
     # ``__init__`` reads back, the model's-dtype fact the other methods see) (``buffers.py``)
     registered: dict[str, tuple[Fact, Fact]] = field(default_factory=dict)

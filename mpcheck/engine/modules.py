@@ -44,7 +44,7 @@ from mpcheck.engine.scripts import (
     model_of,
     takes_half_input,
 )
-from mpcheck.engine.sites import CallSite, InnerCall, Operand, Owner, Scope
+from mpcheck.engine.sites import CallSite, FedElsewhere, InnerCall, Operand, Owner, Scope
 from mpcheck.engine.splits import changed_calls
 from mpcheck.engine.zero_rows import bias_free, made
 from mpcheck.knowledge import torch_api as T
@@ -278,16 +278,13 @@ class Modules:
         elif module.prec is Prec.UNKNOWN:
             result = UNKNOWN_TENSOR if layer is None else replace(first, params=frozenset())
         elif own is not None and "forward" in own.methods:
-            result = self.class_forward(own, args, kwargs)
-            if result.prec is Prec.MODEL and result.is_tensor and not frame.scope.in_module:
-                # (outside a model's code its dtype is this instance's: ``h = unet(x)`` of
-                # a ``unet`` cast to half is half)
-                result = replace(result, prec=module.prec, dtype=module.dtype, maybe=module.maybe)
-                if path is not None:
-                    origin = Origin(node, Cause.ACTIVATION, f"the output of `{path}`")
-                    result = replace(result, origin=origin)
+            result = self._instance_output(
+                node, module, path, self.class_forward(own, args, kwargs), frame
+            )
         elif layer and imported is not None and "forward" in imported.methods:
-            result = self.imported_forward(node, layer, args, kwargs)
+            result = self._instance_output(
+                node, module, path, self.imported_forward(node, layer, args, kwargs), frame
+            )
         elif layer is None and first.prec is Prec.FULL and module.prec is Prec.MODEL:
             result = UNKNOWN_TENSOR  # a custom module fed float32 may well compute in float32
         elif layer is None and first.floating and first.cause is Cause.AUTOCAST:
@@ -326,11 +323,13 @@ class Modules:
             through, returned = self.follow_float32(module, args, kwargs, frame)
         if not inner and not through:
             through = self.follow_zero_rows(module, args, kwargs, frame)
-        fed_half = (
-            ()
-            if inner or through
-            else self.follow_half(*(runs or (module, "forward")), args, kwargs, frame)
-        )
+        fed_half: tuple[InnerCall, ...] = ()
+        fed_elsewhere = None
+        model, method = runs or (module, "forward")
+        if not inner and not through:
+            fed_half = self.follow_half(model, method, args, kwargs, frame)
+        if not inner and not through and not fed_half:
+            fed_elsewhere = self.half_elsewhere(node, model, method, args, kwargs, frame)
         if returned is not None and returned.floating:
             result = returned
         if (
@@ -363,9 +362,24 @@ class Modules:
                 through=through,
                 fed=fed,
                 fed_half=fed_half,
+                fed_elsewhere=fed_elsewhere,
             ),
             frame,
         )
+
+    def _instance_output(
+        self, node: cst.Call, module: Fact, path: str | None, result: Fact, frame: Frame
+    ) -> Fact:
+        """What a project model's ``forward`` returns in the model's dtype, outside a
+        model's code: this instance's dtype (``h = unet(x)`` of a ``unet`` cast to half is
+        half), whether its class is in this file or another."""
+        if result.prec is not Prec.MODEL or not result.is_tensor or frame.scope.in_module:
+            return result
+        result = replace(result, prec=module.prec, dtype=module.dtype, maybe=module.maybe)
+        if path is not None:
+            origin = Origin(node, Cause.ACTIVATION, f"the output of `{path}`")
+            result = replace(result, origin=origin)
+        return result
 
     def follow_float32(
         self,
@@ -414,15 +428,7 @@ class Modules:
         code makes, and no autocast covers the call. The ``method`` run (``forward``, or
         ``vae.decode``) is walked again with the call's facts; the weight calls that get a
         half input are returned."""
-        if module.prec is not Prec.FULL or module.maybe or frame.scope.in_module:
-            return ()
-        region = frame.scope.autocast
-        if region is not None and region.active:
-            return ()
-        operands = (*args, *kwargs.values())
-        if not any(
-            o.fact.is_tensor and o.fact.prec is Prec.HALF and not o.fact.maybe for o in operands
-        ):
+        if not _half_meets_float32(module, (*args, *kwargs.values()), frame):
             return ()
         reporting = self.file.reporting
         found = self._forward_of(module, method)
@@ -434,6 +440,51 @@ class Modules:
         self.definitions.analyse_class(info)
         walked, _ = self._walk_as(fn, info, module, {}, args, kwargs, frame)
         return tuple(InnerCall(site, None) for site in walked if half_meets_float32(site))
+
+    def half_elsewhere(
+        self,
+        node: cst.Call,
+        module: Fact,
+        method: str,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> FedElsewhere | None:
+        """:meth:`follow_half` for a model whose class is in another project file: the
+        class's summary says which layer of the ``method`` run gets which of its inputs as
+        they came (``ClassSummary.feeds``), and the project's evidence for that class (by
+        its qualified name, through this file's imports) says it is only built in float32.
+        The call's anchor (``node.func``) points at that layer in the other file."""
+        summary = self.imported_class(module)
+        if summary is None or not summary.feeds or self.own_class(module) is not None:
+            return None
+        if any(a.star for a in node.args):  # (``*inputs``: positions not known)
+            return None
+        if not _half_meets_float32(module, (*args, *kwargs.values()), frame):
+            return None
+        function = summary.methods.get(method)
+        if function is None or not self.file.reporting.listener.wants("calls"):
+            return None
+        for name, at, place in summary.feeds:
+            if name != method:
+                continue
+            given = [
+                args[i] if i < len(args) else kwargs.get(function.params[i])
+                for i in at
+                if i < len(function.params)
+            ]
+            if len(given) != len(at) or not all(o is not None and _half(o.fact) for o in given):
+                continue
+            found = self.file.imported_evidence(module.layer or "", summary)
+            if found is None or not found.float32:
+                return None
+            operand = given[0]
+            assert operand is not None
+            what = self.file.code(operand.node)
+            text = f"`{place.text}` gets `{what}` in half precision here"
+            self.file.elsewhere.setdefault(node.func, replace(place, text=text))
+            return FedElsewhere(operand, place.text, place)
+        return None
 
     def _forward_of(
         self, module: Fact, method: str = "forward"
@@ -904,6 +955,27 @@ class Modules:
         if fact != UNKNOWN:
             return False
         return keyword or "dtype" in self.file.code(op.node).lower()
+
+
+def _half(fact: Fact) -> bool:
+    """A half tensor the code shows (a cast, a half model's output): not autocast's."""
+    return (
+        fact.is_tensor
+        and fact.prec is Prec.HALF
+        and not fact.maybe
+        and fact.cause is not Cause.AUTOCAST
+    )
+
+
+def _half_meets_float32(module: Fact, operands: tuple[Operand, ...], frame: Frame) -> bool:
+    """A model built or loaded in float32 called outside model code and outside any autocast
+    with a half value: the case :meth:`Modules.follow_half` follows into the model."""
+    if module.prec is not Prec.FULL or module.maybe or frame.scope.in_module:
+        return False
+    region = frame.scope.autocast
+    if region is not None and region.active:
+        return False
+    return any(o.fact.is_tensor and o.fact.prec is Prec.HALF and not o.fact.maybe for o in operands)
 
 
 def _owner(path: str | None, env: Env) -> Owner | None:

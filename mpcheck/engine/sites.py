@@ -23,6 +23,7 @@ from mpcheck.knowledge.torch_api import (
     autocast_takes,
 )
 from mpcheck.project.callables import SplitRun
+from mpcheck.project.summary import Place
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,9 @@ class CallSite:
     # script's ``vae(latents)`` of a half denoiser's latents): the calls of its ``forward``,
     # walked with the call's facts, where a layer with float32 weights gets the half value.
     fed_half: tuple[InnerCall, ...] = ()
+    # The same for a model of another project file (its class's summary says which layer
+    # of the method run gets the argument as it came: ``ClassSummary.feeds``)
+    fed_elsewhere: FedElsewhere | None = None
     # ``setattr(module, name, part)`` putting a part built in its class's fixed low default
     # dtype where the routine's other replacements follow the child's (mpcheck.engine.replacements)
     replacement: Replacement | None = None
@@ -404,6 +408,18 @@ class Owner:
 
     path: str  # "model" for ``model.head(x)``, "self" for ``self.proj(x)``
     fact: Fact
+
+
+@dataclass(frozen=True)
+class FedElsewhere:
+    """A model of another project file that the project only builds in float32, handed a
+    half value with no autocast (``decoder.decode(latents)``): the argument, and the layer
+    of that file whose float32 weights get it as it came (``self.post_quant_conv``, as the
+    method writes it, at ``place``)."""
+
+    operand: Operand
+    layer: str
+    place: Place
 
 
 @dataclass(frozen=True)

@@ -143,8 +143,11 @@ class ModelUses:
         part_calls: PartCalls | None = None,
         unset: Unset | None = None,
         on_cpu: frozenset[str] = frozenset(),
+        names: _Names | None = None,
     ) -> None:
         self._reach = dict(reach)
+        # the project's classes and the names its imports bind to them (:meth:`class_of`)
+        self._names = names
         # the classes some autocast region written for the CPU runs (or their parts): the
         # CPU's lists apply to them there (:meth:`autocast_on_cpu`)
         self._on_cpu = on_cpu
@@ -237,7 +240,23 @@ class ModelUses:
             self._part_calls,
             self._unset,
             self._on_cpu,
+            self._names,
         )
+
+    def class_of(self, name: str) -> str | None:
+        """The qualified project class that ``name`` (``Decoder``, ``vae.Decoder``) stands
+        for in :attr:`module`, through its imports and the project's re-exports; None: no
+        class of the project, or more than one may be meant."""
+        if self._names is None or not self.module:
+            return None
+        head, dot, rest = name.partition(".")
+        found = self._names.resolve(f"{self.module}.{name}")
+        if found is None and dot:  # ``vae.Decoder`` after ``from models import vae``
+            module = self._names.follow(f"{self.module}.{head}")
+            found = None if module is None else self._names.resolve(f"{module}.{rest}")
+        if found is None and dot:  # ``models.vae.Decoder`` after ``import models.vae``
+            found = self._names.resolve(name)
+        return found
 
     def float32_text(self, name: str) -> str | None:
         """Why the class ``name`` of :attr:`module` runs in float32 when nothing else says
@@ -1002,6 +1021,7 @@ def uses_of_records(
         ),
         unset=unset,
         on_cpu=frozenset(_parts_of(on_cpu, bodies)),
+        names=names,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -375,7 +375,48 @@ def _class_summary(
         casts_input=info.is_module and "forward" in info.methods and info.casts_input,
         fed_inputs=tuple(sorted(info.fed_inputs)),
         adapter_casts=_sorted(walk.keep.casts.get(name)),
+        feeds=_feeds(walk, info, methods, shown, text),
     )
+
+
+def _feeds(
+    walk: FileAnalysis, info: ClassInfo, methods: Mapping[str, Function], shown: str, text: str
+) -> tuple[tuple[str, tuple[int, ...], Place], ...]:
+    """Each public method's first Linear, conv or RNN call taking its inputs as they came
+    (:func:`mpcheck.engine.inputs.refusing_inputs`), placed, with the layer as written."""
+    if not info.is_module:
+        return ()
+    out = []
+    for (method, at), calls in info.feeds.items():
+        found = next(
+            (f for n, via in calls if (f := _fed_layer(walk, info, method, n, via, 3))), None
+        )
+        if method not in methods or found is None:
+            continue
+        owner, name, node = found
+        start = text.find(f"class {owner.node.name.value}")
+        line, column = _placer(walk.module, text, text.find(f"def {name}(", max(start, 0)))(node)
+        out.append((method, at, Place(shown, line, column, walk.module.code_for_node(node.func))))
+    return tuple(sorted(out, key=lambda f: (f[0], f[1])))
+
+
+def _fed_layer(
+    walk: FileAnalysis, owner: ClassInfo, method: str, node: cst.Call, via: str, depth: int
+) -> tuple[ClassInfo, str, cst.Call] | None:
+    """The Linear, conv or RNN call that gets a method's input as it came: ``node`` itself
+    ("" ``via``: a layer, or a module whose summary says so), or, for a module of this
+    file's class ``via`` (``self.decoder(z)``), the one its ``forward`` hands its first
+    input to (``self.conv_in(z)``); with the class and method it is in. None: none does."""
+    if not via:
+        return owner, method, node
+    info = walk.classes.get(via)
+    calls = info.feeds.get(("forward", (0,)), []) if info is not None and depth > 0 else []
+    for inner, further in calls:
+        assert info is not None
+        found = _fed_layer(walk, info, "forward", inner, further, depth - 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _sorted(names: frozenset[str] | None) -> tuple[str, ...] | None:

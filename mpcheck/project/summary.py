@@ -32,7 +32,7 @@ __all__ = [
     "Value",
 ]
 
-FORMAT = 15  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 16  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +124,13 @@ class ClassSummary:
     # and the places of the ``_keep_in_fp32_modules`` entry, the residual add, the norm and
     # its substitution
     kept_residual: tuple[str, str, tuple[Place, ...]] | None = None
+    # (method, input positions, the layer call): a public method (``forward``, ``decode``,
+    # ...) that hands those inputs (``self`` excluded), as they came or in arithmetic with
+    # each other, to a Linear, conv or RNN of its own, outside any autocast it opens, with no
+    # cast between (``self.post_quant_conv(z)``). torch never casts a layer's input to its
+    # weights, so a float32 model of the class refuses half values there; the place's text
+    # is the layer as the method writes it. The first such call per method and positions.
+    feeds: tuple[tuple[str, tuple[int, ...], Place], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +276,7 @@ class Pool:
             fed_inputs=one(cls.fed_inputs),
             adapter_casts=None if cls.adapter_casts is None else self._strings(cls.adapter_casts),
             kept_residual=cls.kept_residual,
+            feeds=one(tuple((one(m), one(i), self._place(p)) for m, i, p in cls.feeds)),
         )
 
 
@@ -364,6 +372,9 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         fed_inputs=tuple(int(i) for i in data["fed_inputs"]),
         adapter_casts=None if data["adapter_casts"] is None else tuple(data["adapter_casts"]),
         kept_residual=_kept_residual(data.get("kept_residual")),
+        feeds=tuple(
+            (str(m), tuple(int(i) for i in at), Place(**p)) for m, at, p in data.get("feeds", ())
+        ),
     )
 
 
