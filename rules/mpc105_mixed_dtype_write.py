@@ -28,9 +28,9 @@ class MixedDtypeWrite(Rule):
     code = "MPC105"
     name = "mixed-dtype-write"
     summary = (
-        "A float32 tensor is written into a half-precision tensor (or a half tensor into a "
-        "float32 one) through an advanced index, `index_put_`, `index_add_`, `index_copy_`, "
-        "`scatter_`, `masked_scatter_` or `lerp_`, which require matching dtypes."
+        "A float32 tensor is written into a half-precision tensor through an advanced index, "
+        "`index_put_`, `index_add_`, `index_copy_`, `scatter_`, `masked_scatter_` or `lerp_`, "
+        "which require matching dtypes."
     )
     why = """
         Most writes into a tensor cast the source to the destination's dtype: `t += src`,
@@ -59,25 +59,12 @@ class MixedDtypeWrite(Rule):
         branch, joined with the model's dtype on the other) is reported too: the write raises
         whenever that path runs.
 
-        The check is symmetric, so the other direction raises as well: a destination forced
-        to float32 (`torch.zeros(shape)` or `torch.empty(shape)` without `dtype=`, a
-        `.float()` copy) written with a half value (a half model's output, a `.half()`
-        tensor): a context-window denoiser that collects its half model's windows with
-        `x_out[context] = inner(...)` into a `torch.zeros(x.shape)` accumulator, a
-        distillation loss that scatters a half teacher's top-k probabilities into a
-        `torch.zeros(shape)` target. Its severity follows the same evidence for the half
-        side as the first direction (an error when the code casts the model to half, a
-        warning resting on the premise that a module may run in half). A float32 accumulator
-        kept on purpose is fine once the source is cast to it (`acc[idx] = out.to(acc.dtype)`),
-        and so is a destination made like the source (`torch.zeros_like(out)`).
-
         A one-element value written through a boolean mask (`t[mask] = torch.tensor(0.0)`)
         is a `masked_fill_`, and a 0-dim `weight` of `lerp` is used as a scalar: both cast.
         """
     symptom = """
         `RuntimeError: Index put requires the source and destination dtypes match, got Half for
-        the destination and Float for the source.` (`t[idx] = src`, `index_put_`; `got Float for
-        the destination and Half for the source` the other way round), and for the
+        the destination and Float for the source.` (`t[idx] = src`, `index_put_`), and for the
         other ops: `index_add_(): self (Half) and source (Float) must have the same scalar
         type`, `index_copy_(): self and source expected to have the same dtype, but got (self)
         Half and (source) Float`, `scatter(): Expected self.dtype to be equal to src.dtype`,
@@ -116,23 +103,19 @@ class MixedDtypeWrite(Rule):
         if index is None or site.augmented:
             return  # basic indexing copies with a cast; ``t[i] += v`` updates in place
         value = site.value.fact
+        if not _half(site.target.fact) or not (_forced_fp32(value) or one_path_factory(value)):
+            return
         if value.zero_dim and not _integer_index(index):
             return  # one element through a bool mask: torch runs ``masked_fill_``, which casts
         how = (
             f"assigning through the advanced index `{self.ctx.code(index.node)}` runs "
             "`index_put_`, which does not cast the value, with or without autocast"
         )
-        if _half(site.target.fact) and (_forced_fp32(value) or one_path_factory(value)):
-            self._report(site.node, site.target, site.value, how, site.scope)
-        elif _forced_fp32(site.target.fact) and _half(value):
-            self._report_into_full(site.node, site.target, site.value, how, site.scope)
+        self._report(site.node, site.target, site.value, how, site.scope)
 
     def check_call(self, call: CallSite) -> None:
         op = call.tensor_op()
-        if op is None or op.name not in DTYPE_STRICT_WRITES:
-            return
-        half_dest, full_dest = _half(op.tensor.fact), _forced_fp32(op.tensor.fact)
-        if not half_dest and not full_dest:
+        if op is None or op.name not in DTYPE_STRICT_WRITES or not _half(op.tensor.fact):
             return
         auto = call.scope.autocast
         in_place = op.name.endswith("_")
@@ -140,26 +123,19 @@ class MixedDtypeWrite(Rule):
             return  # out-of-place index_copy/index_put/scatter_add: this autocast promotes them
         for index, keyword in DTYPE_STRICT_WRITES[op.name]:
             source = op.arg(index, keyword)
-            if source is None:
+            if source is None or not (_forced_fp32(source.fact) or one_path_factory(source.fact)):
                 continue
-            if half_dest and (_forced_fp32(source.fact) or one_path_factory(source.fact)):
-                if source.fact.zero_dim and keyword == "weight":
-                    continue  # ``lerp(end, weight=<0-dim tensor>)``: the weight is a scalar
-                self._report(call.node, op.tensor, source, self._how(op.name, keyword), call.scope)
-                return
-            if full_dest and keyword != "weight" and _half(source.fact):
-                how = self._how(op.name, keyword)
-                self._report_into_full(call.node, op.tensor, source, how, call.scope)
-                return
-
-    def _how(self, name: str, keyword: str) -> str:
-        if name.endswith("_"):
-            autocast = "and autocast never touches in-place ops"
-        elif any(autocast_policy(name, d, self.ctx.target_torch) for d in ("cuda", "cpu")):
-            autocast = "outside an autocast region that promotes it"
-        else:
-            autocast = "even under autocast"
-        return f"`{name}` does not cast its `{keyword}` argument, {autocast}"
+            if source.fact.zero_dim and keyword == "weight":
+                continue  # ``lerp(end, weight=<0-dim tensor>)``: the weight is used as a scalar
+            if in_place:
+                autocast = "and autocast never touches in-place ops"
+            elif any(autocast_policy(op.name, d, self.ctx.target_torch) for d in ("cuda", "cpu")):
+                autocast = "outside an autocast region that promotes it"
+            else:
+                autocast = "even under autocast"
+            how = f"`{op.name}` does not cast its `{keyword}` argument, {autocast}"
+            self._report(call.node, op.tensor, source, how, call.scope)
+            return
 
     def check_ambient(self, call: CallSite) -> None:
         """The same writes in a module method under a trainer's autocast, where the model's
@@ -230,38 +206,6 @@ class MixedDtypeWrite(Rule):
             related.append((made.node, f"`{target}` {verb}{made.text}"))
         fix = self._fix(dest, source, what)
         self.report_evidenced(node, message, scope, dest.fact, related=related, fix=fix)
-
-    def _report_into_full(
-        self, node: cst.CSTNode, dest: Operand, source: Operand, how: str, scope: Scope
-    ) -> None:
-        """The same writes the other way round: a half value (a half model's activation, a
-        ``.half()`` tensor) written into a tensor forced to float32 (a factory without
-        ``dtype=``, a ``.float()`` copy). The check is symmetric: ``Index put requires the
-        source and destination dtypes match, got Float for the destination and Half for the
-        source``."""
-        what = self.ctx.code(source.node)
-        target = self.ctx.code(dest.node)
-        half = source.fact
-        if half.prec is Prec.HALF and half.dtype:
-            kind = f"is {half.dtype}"
-        else:
-            kind = "has the model's dtype, half when the model runs in half precision"
-        made = dest.fact.origin
-        explained = made is not None and made.node is not dest.node
-        dest_where = f" ({self.where(dest.fact)})" if explained else ""
-        origin = half.origin
-        # (``k.half()`` says it all; so does "the model's dtype" for a function's input)
-        inline = origin is None or origin.node is source.node or origin.cause is Cause.ACTIVATION
-        where = "" if inline else f" ({self.where(half)})"
-        message = (
-            f"`{what}`{where} {kind}, but `{target}`{dest_where} is "
-            f"{dest.fact.dtype or 'float32'}: {how}; cast it to `{target}.dtype`"
-        )
-        related = [] if inline else self.related_for(what, half)
-        if explained and made is not None:
-            related.append((made.node, f"`{target}` {made.text}"))
-        fix = self._fix(dest, source, what)
-        self.report_evidenced(node, message, scope, half, related=related, fix=fix)
 
     def _fix(self, dest: Operand, source: Operand, what: str) -> Fix | None:
         """``src`` -> ``src.to(<dest>.dtype)`` when ``dest`` can be evaluated again safely."""
