@@ -287,19 +287,26 @@ class SubmoduleDtypeSplit(Rule):
         weights = call.receiver.fact
         node = call.node
         runs = self.ctx.code(node.func) if isinstance(node, cst.Call) else model
-        message = (
-            f"`{what}` is {_dtype(outer.fact)}{self._from(outer.fact)} but `{model}` is "
-            f"float32{self._from(weights)} and the project never casts its class: "
-            f"`{runs}` hands `{what}` to `{inner_text}` at {self.line(site.node)}, whose "
-            "float32 weights refuse a half input; cast the input to the model's dtype at this "
-            "call, or cast the model with the other"
-        )
+        message = self._refused(outer, model, weights, runs, inner_text, self.line(site.node))
         related = self._input_related(what, outer.fact)
         if weights.origin is not None:
             related.append((weights.origin.node, f"`{model}` {weights.origin.text}"))
         related.append((site.node, f"`{inner_text}` gets `{what}` in half precision here"))
         self.report(call.node, message, related=_unique(related))
         return True
+
+    def _refused(
+        self, outer: Operand, model: str, weights: Fact, runs: str, layer: str, at: str
+    ) -> str:
+        """The message of a half input handed to a float32 model's ``layer`` (at ``at``)."""
+        what = self.ctx.code(outer.node)
+        return (
+            f"`{what}` is {_dtype(outer.fact)}{self._from(outer.fact)} but `{model}` is "
+            f"float32{self._from(weights)} and the project never casts its class: "
+            f"`{runs}` hands `{what}` to `{layer}` at {at}, whose float32 weights refuse a "
+            "half input; cast the input to the model's dtype at this call, or cast the model "
+            "with the other"
+        )
 
     def _half_into_imported(self, call: CallSite) -> bool:
         """:meth:`_half_into_float32` for a model of another project file: its class's
@@ -312,13 +319,7 @@ class SubmoduleDtypeSplit(Rule):
         weights = call.receiver.fact
         runs = self.ctx.code(call.node.func)
         at = f"{fed.place.path}:{fed.place.line}"
-        message = (
-            f"`{what}` is {_dtype(outer.fact)}{self._from(outer.fact)} but `{model}` is "
-            f"float32{self._from(weights)} and the project never casts its class: "
-            f"`{runs}` hands `{what}` to `{fed.layer}` at {at}, whose float32 weights refuse "
-            "a half input; cast the input to the model's dtype at this call, or cast the "
-            "model with the other"
-        )
+        message = self._refused(outer, model, weights, runs, fed.layer, at)
         related = self._input_related(what, outer.fact)
         if weights.origin is not None:
             related.append((weights.origin.node, f"`{model}` {weights.origin.text}"))

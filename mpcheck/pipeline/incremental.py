@@ -24,7 +24,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.engine.analysis import FileAnalysis
 from mpcheck.pipeline import claims
 from mpcheck.pipeline.cache import (
     Dependency,
@@ -35,11 +34,12 @@ from mpcheck.pipeline.cache import (
     fingerprint,
     stamp,
 )
+from mpcheck.pipeline.nested import Nested
 from mpcheck.pipeline.one_file import Analysed, Options, analyse_source, might_noqa, suppress
 from mpcheck.project import summarise
 from mpcheck.project.models import uses_for
-from mpcheck.project.store import CYCLE, Dependencies, Lookup, Summaries, Symbol
-from mpcheck.project.summarise import FileSummariser, summaries_for
+from mpcheck.project.store import CYCLE, Dependencies, Lookup, Summaries
+from mpcheck.project.summarise import summaries_for
 from mpcheck.project.summary import ModuleSummary, digest_of
 from mpcheck.ruleset.rule import Rule, all_rules
 
@@ -209,7 +209,7 @@ class _Run:
             return None
         if b"torch" not in data or len(data) > self.options.max_file_size:
             return None  # the summariser does not walk it: neither does this
-        link = _Nested(path, lookup, self._summariser)
+        link = Nested(path, lookup, self._summariser)
         analysed = analyse_source(data, name, self.rules, self.options, link=link)
         if analysed.summary is None:
             return None  # it failed: its own check will say why, the summariser does the rest
@@ -245,23 +245,6 @@ class _Run:
                 checked,
             ),
         )
-
-
-class _Nested:
-    """The project as a module's check sees it when it runs inside another file's walk: the
-    store already has the module's import cycle open and collects what it consults."""
-
-    def __init__(self, path: Path, lookup: Lookup, summariser: FileSummariser) -> None:
-        self._path = path
-        self._lookup = lookup
-        self._summariser = summariser
-
-    def lookup(self, dotted: str, level: int) -> Symbol | None:
-        return self._lookup(self._path, dotted, level)
-
-    def end(self, walk: FileAnalysis | None) -> tuple[ModuleSummary | None, Dependencies]:
-        summary = None if walk is None else self._summariser.summary_of(walk, self._path)
-        return summary, {}
 
 
 _RUNS: dict[tuple[Options, str], _Run] = {}

@@ -21,10 +21,10 @@ from functools import partial
 from pathlib import Path
 
 from mpcheck.diagnostics import Diagnostic
-from mpcheck.engine.analysis import FileAnalysis
+from mpcheck.pipeline.nested import Nested
 from mpcheck.pipeline.one_file import Options, analyse_source, suppress
-from mpcheck.project.store import Dependencies, Lookup, Summaries, Symbol
-from mpcheck.project.summarise import FileSummariser, summaries_for
+from mpcheck.project.store import Dependencies, Lookup, Summaries
+from mpcheck.project.summarise import summaries_for
 from mpcheck.project.summary import ModuleSummary
 from mpcheck.ruleset.rule import Rule, rules_by_code
 
@@ -101,7 +101,7 @@ def _check_while_summarising(
     )
     by_code = rules_by_code()
     rules: Sequence[type[Rule]] = tuple(by_code[c] for c in codes if c in by_code)
-    link = _Nested(path, lookup, summariser)
+    link = Nested(path, lookup, summariser)
     analysed = analyse_source(data, filename, rules, options, link=link)
     if analysed.summary is None:
         return None  # it failed: its own check will say why, the summariser does the rest
@@ -111,20 +111,3 @@ def _check_while_summarising(
             _done[name] = suppress(analysed.diagnostics, data, filename, rules, options)
 
     return analysed.summary, finish
-
-
-class _Nested:
-    """The project as a module's check sees it inside another file's walk: the store has the
-    module's import cycle open and collects what it consults (as for the cache's walker)."""
-
-    def __init__(self, path: Path, lookup: Lookup, summariser: FileSummariser) -> None:
-        self._path = path
-        self._lookup = lookup
-        self._summariser = summariser
-
-    def lookup(self, dotted: str, level: int) -> Symbol | None:
-        return self._lookup(self._path, dotted, level)
-
-    def end(self, walk: FileAnalysis | None) -> tuple[ModuleSummary | None, Dependencies]:
-        summary = None if walk is None else self._summariser.summary_of(walk, self._path)
-        return summary, {}
