@@ -142,7 +142,11 @@ class HalfPositions(Rule):
         if cast is None or (excused and not cast.known_half):
             return
         what = self.ctx.module.code_for_node(cast.timestep.node)
-        target = "half" if cast.target is None else self.ctx.module.code_for_node(cast.target)
+        target = (
+            f".{call.method}()"
+            if cast.target is None
+            else self.ctx.module.code_for_node(cast.target)
+        )
         if cast.frequencies:
             message = (
                 f"`{what}` (frequencies or phases) is cast to "

@@ -308,6 +308,9 @@ class Evidence:
         found = self.uses.float32_text(name) if self.uses is not None else None
         if found is not None:  # (no half path reaches it: :meth:`ModelUses.float32_text`)
             return HalfEvidence(FLOAT32, found, None, anchor)
+        around = self.uses.under_autocast(name) if self.uses is not None else None
+        if around is not None:  # (a base whose every deriving class runs under autocast)
+            return HalfEvidence(AUTOCAST, around, None, anchor, autocast_cpu=self._on_cpu(name))
         return self.premise(name, anchor)
 
     def _on_cpu(self, name: str) -> bool:

@@ -82,6 +82,8 @@ _KEEPS = frozenset(
 # half is autocast's own table; a product of two half operands is half anyway.
 _PRODUCTS = frozenset({"einsum", "matmul", "mm", "bmm", "outer", "ger", "mul"})
 _CASTS = frozenset({"to", "type", "type_as", "half", "bfloat16"})
+# float16 holds every integer of magnitude up to 2**11 exactly (its significand has 11 bits).
+_FLOAT16_EXACT = 2048.0
 
 
 @dataclass(frozen=True)
@@ -519,7 +521,23 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
         return None  # a noise scaling or a loss weighting: no timestep is embedded
     if call.module_calls and reaching_value(call) in call.module_calls:
         return None  # ``t = self.timesteps_proj(t)``: the name holds the module's features
+    if _exact_in_float16(receiver, call):
+        return None
     return found
+
+
+def _exact_in_float16(timestep: Operand, cast: CallSite) -> bool:
+    """Whether the cast writes an integer timestep to float16, which holds every integer up
+    to 2048 exactly: a diffusion timestep drawn as an integer (``torch.randint(0,
+    num_train_timesteps)``, a long tensor) of 0..1000 loses nothing there. Only bfloat16
+    (integers exact up to 256) or a fractional timestep is rounded. A bound the engine
+    knows above 2048 keeps the finding."""
+    fact = timestep.fact
+    if cast.result.dtype != "float16" or not fact.is_tensor:
+        return False
+    if fact.prec is not Prec.INT and not fact.integral:
+        return False
+    return fact.bound is None or fact.bound <= _FLOAT16_EXACT
 
 
 def _half_cast(call: CallSite, receiver: Operand, frequencies: bool) -> TimestepCast | None:

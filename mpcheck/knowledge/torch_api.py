@@ -53,6 +53,19 @@ MODULE_NOT_RUNNING = frozenset(
         "share_memory", "compile",
     }
 )  # fmt: skip
+# Functions that take a model without running it (by the leaf of the callee's name): a model
+# handed to one inside an autocast region is not run there. Python's builtins that read an
+# object, copies, compilation and wrapping (each returns a model run later, elsewhere),
+# saving and loading weights.
+NOT_RUNNING_TAKERS = frozenset(
+    {
+        "isinstance", "len", "print", "getattr", "hasattr", "setattr", "id", "type", "str",
+        "repr", "vars", "dir", "iter", "list", "tuple", "dict", "deepcopy", "copy", "compile",
+        "prepare", "prepare_model", "unwrap_model", "wrap", "save", "load", "save_model",
+        "load_model", "load_state_dict", "save_state_dict", "count_parameters", "freeze",
+        "unfreeze",
+    }
+)  # fmt: skip
 # Library functions that set a module's named tensor in place, converted to ``dtype=`` when
 # given (floating values only; without it each keeps the old tensor's dtype), by the
 # position of ``dtype``: accelerate's checkpoint loading over every state-dict key is a

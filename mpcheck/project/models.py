@@ -909,7 +909,11 @@ def uses_of_records(
     for kind_roots in (casts, roots, autocast):  # the strongest evidence first
         _spread(kind_roots, reach, bodies)
     outside = {t for record in records.values() for n in record.outside for t in expand(n)}
-    under_autocast = _cast_under_autocast(casts, autocast, outside, bodies)
+    part_outside = {
+        t for record in records.values() for n in record.part_outside for t in expand(n)
+    }
+    under_autocast = _cast_under_autocast(casts, autocast, outside, bodies, part_outside)
+    _bases_under_autocast(under_autocast, subclasses, casts, outside, covered, uncovered)
     on_cpu = {t for record in records.values() for n in record.on_cpu for t in expand(n)}
     buffers_kept = _buffers_kept(fsdp, casts, roots, bodies) if fsdp and not defaults else {}
     cast_to: dict[str, dict[str, Reach]] = {}
@@ -1062,17 +1066,24 @@ def _cast_under_autocast(
     autocast: Mapping[str, Reach],
     outside: set[str],
     bodies: Mapping[str, set[str]],
+    part_outside: Collection[str] = (),
 ) -> dict[str, Reach]:
     """The classes whose every cast model runs under autocast: the cast models the project
     runs only inside an enabled region (every call and every method that runs them, in every
     file), their parts, less what any other cast model (or a model run outside a region)
-    builds. Their weights are half; autocast recasts what meets them in the ops on its lists."""
+    builds. Their weights are half; autocast recasts what meets them in the ops on its lists.
+    A part that a class run outside a region builds stays covered when every run of it is
+    in a region and its owner's body runs it in none outside one (``part_outside``): the
+    region its owner opens around it (``with autocast(): sample(model=self.unet)``) holds
+    wherever the owner runs."""
     inside = {k: v for k, v in autocast.items() if k in casts and k not in outside}
     if not inside:
         return {}
     spread: dict[str, Reach] = {}
     _spread(inside, spread, bodies)
-    others = _parts_of([c for c in casts if c not in inside], bodies) | _parts_of(outside, bodies)
+    held = {c for c in inside if c not in part_outside and c not in outside}
+    owned_outside = _parts_of(outside, bodies, stop=held)
+    others = _parts_of([c for c in casts if c not in inside], bodies) | owned_outside
     return {k: v for k, v in spread.items() if k not in others}
 
 
@@ -1162,13 +1173,43 @@ def _family(name: str, subclasses: Mapping[str, set[str]]) -> set[str]:
     return _parts_of((name,), subclasses)
 
 
-def _parts_of(roots: Iterable[str], bodies: Mapping[str, set[str]]) -> set[str]:
+def _bases_under_autocast(
+    under: dict[str, Reach],
+    subclasses: Mapping[str, set[str]],
+    casts: Container[str],
+    outside: Container[str],
+    covered: Container[str],
+    uncovered: Container[str],
+) -> None:
+    """Add to ``under`` the project base classes whose code runs only as a covered subclass:
+    a method a subclass inherits (or reaches by ``super()``) runs with ``self`` an instance
+    of that subclass, so when every class deriving the base runs under autocast and the base
+    itself is never cast, run or called on its own, its code runs under autocast too."""
+    changed = True
+    while changed:  # (a base of a base: once its derived classes are all in)
+        changed = False
+        for base, derived in subclasses.items():
+            if base in under or not derived or not all(d in under for d in derived):
+                continue
+            if base in casts or base in outside or base in covered or base in uncovered:
+                continue
+            first = under[min(derived)]
+            under[base] = Reach(
+                first.kind, first.place, (*first.via, min(derived).rpartition(".")[2])
+            )
+            changed = True
+
+
+def _parts_of(
+    roots: Iterable[str], bodies: Mapping[str, set[str]], stop: Collection[str] = ()
+) -> set[str]:
     """``roots`` and every class their bodies build, transitively (built under the same
-    default dtype); with ``subclasses`` for ``bodies``, every class deriving them."""
+    default dtype); with ``subclasses`` for ``bodies``, every class deriving them. A part in
+    ``stop`` is neither taken nor followed."""
     out, todo = set(roots), list(roots)
     while todo:
         for part in bodies.get(todo.pop(), ()):
-            if part not in out:
+            if part not in out and part not in stop:
                 out.add(part)
                 todo.append(part)
     return out

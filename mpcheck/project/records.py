@@ -68,7 +68,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 36
+FORMAT = 37
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -214,6 +214,9 @@ class ModelRecord:
     # (``torch.autocast("cpu")``, ``torch.cpu.amp.autocast``): the CPU's lists apply there,
     # whose float32 list holds neither ``pow`` nor ``sum`` nor ``softmax`` (CUDA's does)
     on_cpu: tuple[str, ...] = ()
+    # the classes it runs as a part of the class whose body runs them (``self.vae.decode(x)``)
+    # outside every autocast region written in that body: where that class runs decides
+    part_outside: tuple[str, ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -262,6 +265,7 @@ class ModelRecord:
             self.autocast_float16,
             [*self.flags[:2], f"{self.flags[2]:x}"],
             self.on_cpu,
+            self.part_outside,
         ]
 
     @classmethod
@@ -272,7 +276,7 @@ class ModelRecord:
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
             wrapping, registries, casters, loose, owned, outside, tensors, takes, *tail = last
-            bf16, methods, attributes, part_called, float16, flags, on_cpu = tail
+            bf16, methods, attributes, part_called, float16, flags, on_cpu, part_out = tail
             unset, made_calls, mentions = flags
             made, helpers, runs = made_pass
             if fmt != FORMAT:
@@ -356,6 +360,7 @@ class ModelRecord:
                     int(mentions, 16),
                 ),
                 tuple(map(str, on_cpu)),
+                tuple(map(str, part_out)),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -719,6 +724,7 @@ class _Reader:
             may_autocast_float16(self.data, code, self.imports.values()),
             flags_of(code),
             tuple(sorted(on_cpu)),
+            tuple(sorted({cls for cls, region, _, part in runs if region is None and part})),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -1045,7 +1051,27 @@ class _Reader:
                     target = call.group(1).decode()
                     out.setdefault(target, set()).update(chosen)
                     self._chose.append((call.start(2), target, chosen))
+        if out:
+            self._held_on(out)
         return out
+
+    def _held_on(self, out: dict[str, set[str]]) -> None:
+        """Add to ``out`` (variable -> classes) the attributes and names bound to a model
+        variable, or to a chain of module methods that return the module itself (``self.unet
+        = unet.half()``, ``self.model = model.to(device).eval()``): ``nn.Module``'s casts and
+        mode switches return ``self``, so the new name holds the same model and its runs are
+        that model's runs."""
+        names = b"|".join(re.escape(v.encode()) for v in sorted(out, key=len, reverse=True))
+        alias = re.compile(
+            rb"^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*(" + names + rb")"
+            rb"((?:\s*\.\s*(?:" + _SELF_METHODS + rb"|half|bfloat16)\s*\([^()\n]*\))*)"
+            rb"[ \t]*(?:#[^\n]*)?$",
+            re.M,
+        )
+        for found in alias.finditer(self.code):
+            target, source = found.group(1).decode(), found.group(2).decode()
+            if target != source and target not in out:
+                out[target] = set(out[source])
 
     def _chosen(self, name: bytes, at: int) -> frozenset[str] | None:
         """The classes the variable ``name``, called at ``at``, may hold: those its plain
@@ -1529,6 +1555,9 @@ class _Reader:
         # (led by the names, the character before checked in Python: a leading look-behind
         # would be tried at every offset of the file)
         called = re.compile(rb"(" + names + rb")((?:\s*\.\s*\w+)*)\s*\(")
+        # (a model variable as a call's argument, positional or by keyword: ``f(model)``,
+        # ``f(x, model=unet,``; the bracket and the callee are checked by the caller)
+        handed = re.compile(rb"(?:[(,]|^|\b\w+\s*=)\s*(" + names + rb")\s*(?=[,)]|$)")
 
         code, data = self.code, self.data
         bound: dict[int, frozenset[bytes]] = {}  # owner body (its start) -> the self.X it binds
@@ -1577,7 +1606,34 @@ class _Reader:
                 continue
             for match in called.finditer(line):
                 out.extend(runs(match, stack[-1][1] if stack else None, begin + match.start()))
+            if stack:
+                for match in handed.finditer(line):
+                    out.extend(self._handed_in_region(match, begin, stack[-1][1], models))
         return out
+
+    def _handed_in_region(
+        self, match: re.Match[bytes], begin: int, region: Spot, models: dict[str, set[str]]
+    ) -> Iterable[tuple[str, Spot | None, bool, bool]]:
+        """A model handed as an argument to a function or method called inside an enabled
+        autocast region (``diffusion.sample(model=self.unet, ...)``): autocast's state is the
+        thread's, so the callee runs it under the region, as a call written in the region
+        would. A constructor's argument (``Pipeline(unet=unet)``, a capitalised callee) is
+        held for later, not run there, and counts for nothing; so does a hand-off outside
+        every region (the callee may store the model or never run it)."""
+        at = begin + match.start(1)
+        if at > 0 and self.code[at - 1 : at] in _IDENT_OR_DOT:
+            return ()
+        paren = enclosing(self.code, at)
+        if paren < 0:
+            return ()
+        callee = _CALLEE_BEFORE.search(self.code, max(0, paren - 200), paren)
+        if callee is None or callee.end() != paren:
+            return ()
+        leaf = callee.group(0).rpartition(b".")[2]
+        if not leaf or leaf[:1].isupper() or leaf.decode() in T.NOT_RUNNING_TAKERS:
+            return ()
+        classes = sorted(self._models_at(match.group(1).decode(), at, models))
+        return ((cls, region, False, False) for cls in classes)
 
     def _held(self, plain: list[range]) -> set[str]:
         """The ``self.<attr>`` variables a plain class (no base: no ``.half()`` of its own
@@ -2795,6 +2851,8 @@ _NUMBER_TAKERS = frozenset(
 )
 
 
+# The callee written before a call's ``(``: ``diffusion.sample``, ``self.sampler.run``.
+_CALLEE_BEFORE = re.compile(rb"[A-Za-z_][\w.]*\s*$")
 _IDENT_OR_DOT = frozenset(
     bytes([c]) for c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_."
 )
