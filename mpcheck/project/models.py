@@ -707,6 +707,7 @@ def uses_of_records(
         for function, (line, column, _) in record.wrapping
     }
     part_targets = _PartTargets(records, names, tensors, expand)
+    called_elsewhere = _CalledElsewhere(records)
     for path in sorted(records):
         record = records[path]
         for cls in record.classes:
@@ -818,6 +819,10 @@ def uses_of_records(
                 wrapped.setdefault(target, []).append((lib, Place(path, line, column, "")))
         for lib, spot in record.takes:
             if lib not in own:  # (the spot's text: the top-level function holding the take)
+                takes.setdefault(lib, []).append(Place(path, *spot))
+        for lib, function, spot in record.param_takes:
+            if lib not in own and called_elsewhere(function, path):
+                # (another file's call hands the parameter what its own file names)
                 takes.setdefault(lib, []).append(Place(path, *spot))
         for cls in record.classes:
             for base in cls.bases:
@@ -1171,6 +1176,23 @@ def _family(name: str, subclasses: Mapping[str, set[str]]) -> set[str]:
     """``name`` and the project classes deriving it, transitively: what ``self`` in a method
     of ``name`` may be."""
     return _parts_of((name,), subclasses)
+
+
+class _CalledElsewhere:
+    """Whether a top-level function of the project is called (or named without a call, so
+    handed on) by another file than its own: :attr:`ModelRecord.callers` says, joined once."""
+
+    def __init__(self, records: Mapping[str, ModelRecord]) -> None:
+        self.records = records
+        self.by_callee: dict[str, set[str]] | None = None
+
+    def __call__(self, function: str, path: str) -> bool:
+        if self.by_callee is None:
+            self.by_callee = {}
+            for where, record in self.records.items():
+                for callee, _, _ in record.callers[3]:
+                    self.by_callee.setdefault(callee, set()).add(where)
+        return bool(self.by_callee.get(function, set()) - {path})
 
 
 def _bases_under_autocast(

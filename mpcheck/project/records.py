@@ -68,7 +68,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 37
+FORMAT = 38
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -217,6 +217,10 @@ class ModelRecord:
     # the classes it runs as a part of the class whose body runs them (``self.vae.decode(x)``)
     # outside every autocast region written in that body: where that class runs decides
     part_outside: tuple[str, ...] = ()
+    # wrapper takes of a parameter of a top-level function whose every call in this file hands
+    # it a model of a named class (those classes are among ``wrapped``): (library, the
+    # function, spot of the take). A call from another file hands what this file cannot name.
+    param_takes: tuple[tuple[str, str, Spot], ...] = ()
 
     def to_plain(self) -> list[Any]:
         """The record as JSON-able lists (:meth:`from_plain` reads them back)."""
@@ -266,6 +270,7 @@ class ModelRecord:
             [*self.flags[:2], f"{self.flags[2]:x}"],
             self.on_cpu,
             self.part_outside,
+            self.param_takes,
         ]
 
     @classmethod
@@ -276,7 +281,8 @@ class ModelRecord:
             unsafe, dflt, words, wrappers, wrapped, deepspeed, made_pass, by, *rest = more
             main, held, ran, handed, autocasts, factories, keepers, inputs, *last = rest
             wrapping, registries, casters, loose, owned, outside, tensors, takes, *tail = last
-            bf16, methods, attributes, part_called, float16, flags, on_cpu, part_out = tail
+            bf16, methods, attributes, part_called, float16, flags, on_cpu, *end = tail
+            part_out, param_takes = end
             unset, made_calls, mentions = flags
             made, helpers, runs = made_pass
             if fmt != FORMAT:
@@ -361,6 +367,7 @@ class ModelRecord:
                 ),
                 tuple(map(str, on_cpu)),
                 tuple(map(str, part_out)),
+                tuple((str(lib), str(f), _spot(s)) for lib, f, s in param_takes),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -487,6 +494,8 @@ class _Reader:
         self._loose: list[Spot] = []  # (:meth:`_casts`: casts of a model of unknown class)
         self._cpu: set[int] = set()  # (:meth:`_regions`: rows of regions written for the CPU)
         self._loose_bfloat16: list[Spot] = []  # (those of them writing bfloat16 down)
+        # (library, function, offset) of each take resolved by the function's calls here
+        self._param_takes: list[tuple[str, str, int]] = []
         self._owned: list[tuple[str, Spot]] = []  # (:meth:`_casts`: casts of ``self``)
         self._dtypes: DtypeNames | None = None  # (:meth:`_dtype_names`)
         # (variable, function span) -> the classes the function binds it to
@@ -725,6 +734,7 @@ class _Reader:
             flags_of(code),
             tuple(sorted(on_cpu)),
             tuple(sorted({cls for cls, region, _, part in runs if region is None and part})),
+            tuple((lib, function, self.spot(at)) for lib, function, at in self._param_takes),
         )
 
     def _wrapper_aliases(self) -> re.Pattern[bytes] | None:
@@ -946,11 +956,68 @@ class _Reader:
                     continue
                 if keyword is None and position is not None and index != position:
                     continue
-                found = self._handed(code[begin:end], begin, models)
+                through = self._through_parameter(code[begin:end], begin, models)
+                if through is None:
+                    found = self._handed(code[begin:end], begin, models)
+                else:  # (a parameter: what the function's callers hand, or unknown)
+                    function, found = through
+                    if found is not None:
+                        self._param_takes.append((lib, function, begin))
                 if found is None:
                     unknown.append((lib, begin))
                 named.extend((name, begin, lib) for name in found or ())
         return named, unknown
+
+    def _through_parameter(
+        self, text: bytes, at: int, models: dict[str, set[str]]
+    ) -> tuple[str, list[str] | None] | None:
+        """A wrapper's take of a parameter of the top-level function holding it (``def
+        setup_fsdp(model, args): return FSDP(model, ...)``): the function and the classes
+        every call of it in this file hands that parameter (``setup_fsdp(model, args)`` with
+        ``model = GPT(...)``), by position or keyword; the function and None when nothing
+        here calls it or a call hands a model this file cannot name. None when ``text`` is
+        no such parameter (a parameter holds what callers hand, never the file's other
+        bindings of its name)."""
+        if not _PLAIN_NAME.fullmatch(text):
+            return None
+        function, held = self._factory_at(at), self._def_holding(at)
+        if function is None or held is None:
+            return None
+        opened = self.code.find(b"(", held[0] - 1)
+        if opened < 0:
+            return None
+        names = [
+            re.split(rb"[:=]", self.code[b:e].strip(), maxsplit=1)[0].strip()
+            for b, e in parts(self.code, opened + 1, closing(self.code, opened + 1))
+        ]
+        if text not in names:
+            return None
+        if any(n.startswith(b"*") for n in names[: names.index(text)]):
+            return function, None
+        index, leaf = names.index(text), function.rpartition(".")[2].encode()
+        own = f"{function}{CALLED}"  # (what it returns is not what it is handed)
+        classes: set[str] = set()
+        calls = 0
+        for call in re.finditer(rb"(?<![\w.])" + re.escape(leaf) + rb"\s*\(", self.code):
+            if self.code[max(0, call.start() - 4) : call.start()] == b"def ":
+                continue
+            end = closing(self.code, call.end())
+            handed = [
+                (b, e)
+                for i, k, b, e in _handed_arguments(self.code, call.end(), end)
+                if (k is None and i == index) or k == text.decode()
+            ]
+            if len(handed) != 1:
+                return function, None
+            found = self._handed(self.code[handed[0][0] : handed[0][1]], handed[0][0], models)
+            # (its own product, or a wrapper a binding of the name in it holds, is not
+            # what a call hands it; when nothing else is named, the value is unknown)
+            kept = [c for c in found or () if c != own and not c.startswith(TORCH_PREFIX)]
+            if found is None or (found and not kept):
+                return function, None
+            classes.update(kept)
+            calls += 1
+        return (function, sorted(classes)) if calls else (function, None)
 
     def _takers(self) -> bool:
         """Whether the file may take a model into a wrapper: it imports a library that
@@ -2460,6 +2527,8 @@ _REGISTRY = re.compile(
     rb"^([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*([\[{(])([^\[\]{}()=*]*)[\]})]", re.MULTILINE
 )
 _NAME = re.compile(rb"[A-Za-z_][\w.]*")
+_PLAIN_NAME = re.compile(rb"[A-Za-z_]\w*")
+TORCH_PREFIX = "torch."  # (torch's own classes: a wrapper or a layer, no model of the project)
 # ``x = MODELS[key](`` / ``x = MODELS.get(key)(`` (group 2: the call), or ``build =
 # MODELS[key]`` (a name bound to one of its values, called later)
 _ITEM = re.compile(
