@@ -66,11 +66,34 @@ def test_a_hand_off_that_runs_nothing_is_no_run(call: str) -> None:
     assert not {c for c, inside in _calls(body) if inside}
 
 
-def test_a_hand_off_outside_every_region_is_no_run_outside() -> None:
+def test_a_hand_off_outside_every_region_runs_outside() -> None:
+    # (the callee runs the model there as much as a call written there would)
     body = "def main(x):\n    model = UNet().half()\n    return sample(model, x)\n"
     record = record_of((HEAD + body).encode(), "pkg/run.py")
-    assert "pkg.unet.UNet" not in record.outside
-    assert not record.calls
+    assert "pkg.unet.UNet" in record.outside
+
+
+def test_a_hand_off_after_the_region_undoes_its_cover() -> None:
+    body = (
+        "def main(x):\n"
+        "    model = UNet().half()\n"
+        "    with torch.autocast('cuda'):\n"
+        "        y = sample(model, x)\n"
+        "    return sample(model, y)\n"
+    )
+    record = record_of((HEAD + body).encode(), "pkg/run.py")
+    assert ("pkg.unet.UNet", True) in _calls(body)
+    assert "pkg.unet.UNet" in record.outside
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["ema.update(model)", "pool.submit(run, model)", "for m in (model, x):\n            pass"],
+)
+def test_an_update_a_submission_or_a_loop_is_no_run(call: str) -> None:
+    body = "def main(x):\n    model = UNet().half()\n    with torch.autocast('cuda'):\n"
+    body += f"        {call}\n"
+    assert not {c for c, inside in _calls(body) if inside}
 
 
 def test_an_alias_through_self_returning_methods_holds_the_model() -> None:
@@ -105,7 +128,7 @@ def _reach() -> Reach:
 
 def test_a_base_is_covered_when_every_deriving_class_is() -> None:
     under = {"pkg.Sub": _reach()}
-    _bases_under_autocast(under, {"pkg.Base": {"pkg.Sub"}}, (), (), (), ())
+    _bases_under_autocast(under, {"pkg.Base": {"pkg.Sub"}}, ())
     assert under["pkg.Base"].via == ("Sub",)
 
 
@@ -121,5 +144,5 @@ def test_a_base_run_another_way_is_not_covered(
     derived: set[str], cast: tuple[str, ...], ran: tuple[str, ...]
 ) -> None:
     under = {"pkg.Sub": _reach()}
-    _bases_under_autocast(under, {"pkg.Base": derived}, cast, ran, (), ())
+    _bases_under_autocast(under, {"pkg.Base": derived}, {*cast, *ran})
     assert "pkg.Base" not in under

@@ -417,3 +417,29 @@ def test_a_timestep_rebound_to_a_modules_output_is_no_timestep() -> None:
     output is its features; a plain function's result of the timestep may be the timestep."""
     assert _found(EMBEDDER.format(rebound="self.timesteps_proj(timestep)")) == []
     assert _found(EMBEDDER.format(rebound="features(timestep)")) == [(23, "WARNING")]
+
+
+INTEGER_TIMESTEPS = """\
+import torch
+
+
+def step(model, latents, sched, n: int = {n}):
+    timesteps = torch.randint(0, {high}, (4,), dtype=torch.long)
+    return model(latents, timesteps.{cast}())
+"""
+
+
+@pytest.mark.parametrize(
+    ("n", "high", "cast", "found"),
+    [
+        (1000, "n", "half", []),  # integers below 2048: exact in float16
+        (1000, "1000", "half", []),
+        (4000, "n", "half", [(6, "ERROR")]),  # improved DDPM's 4000 steps: rounded
+        (1000, "sched.config.num_train_timesteps", "half", [(6, "ERROR")]),  # not known
+        (1000, "n", "bfloat16", [(6, "ERROR")]),  # bfloat16: exact only up to 256
+    ],
+)
+def test_an_integer_timestep_is_exact_in_float16_below_2048_only(
+    n: int, high: str, cast: str, found: list[tuple[int, str]]
+) -> None:
+    assert _found(INTEGER_TIMESTEPS.format(n=n, high=high, cast=cast)) == found

@@ -46,12 +46,19 @@ class GPT(nn.Module):
 
     def forward(self, x):
         return self.proj(x)
+
+
+def gpt_small():
+    return GPT()
+
+
+GPT_MODELS = {"small": gpt_small}
 """
 TRAIN = """\
 import torch
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision
 
-from pkg.gpt import GPT
+from pkg.gpt import GPT_MODELS
 from pkg.metric import Perceptual
 
 
@@ -61,7 +68,7 @@ def setup_fsdp(model, args):
 
 
 def main(args):
-    model = GPT()
+    model = GPT_MODELS["small"]()
     model = setup_fsdp(model, args)
     metric = Perceptual()
     return metric(model(torch.randn(2, 8)))
@@ -72,11 +79,11 @@ def test_a_helper_take_names_what_its_callers_hand() -> None:
     record = record_of(TRAIN.encode(), "pkg/train.py")
     assert record.takes == ()
     assert [(lib, f) for lib, f, _ in record.param_takes] == [("torch", "pkg.train.setup_fsdp")]
-    assert any(cls == "pkg.gpt.GPT" for cls, _, _ in record.wrapped)
+    assert any(cls.startswith("pkg.gpt.GPT_MODELS") for cls, _, _ in record.wrapped)
 
 
 def test_a_call_handing_an_unnamed_model_keeps_the_take_unknown() -> None:
-    code = TRAIN.replace("model = GPT()", "model = torch.load(args.path)")
+    code = TRAIN.replace('model = GPT_MODELS["small"]()', "model = torch.load(args.path)")
     record = record_of(code.encode(), "pkg/train.py")
     assert record.param_takes == ()
     assert len(record.takes) == 1
@@ -93,3 +100,35 @@ def test_a_call_from_another_file_opens_the_take_again(tmp_path: Path) -> None:
     files = {"pkg/__init__.py": "", "pkg/gpt.py": GPT, "pkg/metric.py": METRIC}
     files |= {"pkg/train.py": TRAIN, "pkg/other.py": other}
     assert project_findings(tmp_path, files, {"MPC302"}) == {("metric.py", 6, "MPC302")}
+
+
+def test_a_helper_handed_on_by_name_keeps_the_take_unknown() -> None:
+    code = TRAIN + "\n\ndef wrap_all(models, args):\n    return list(map(setup_fsdp, models))\n"
+    record = record_of(code.encode(), "pkg/train.py")
+    assert record.param_takes == ()
+    assert len(record.takes) == 1
+
+
+def test_a_call_through_the_module_from_another_file_opens_the_take(tmp_path: Path) -> None:
+    other = "import torch\n\nimport pkg.train\n\n\ndef run(args):\n"
+    other += "    return pkg.train.setup_fsdp(torch.load(args.path), args)\n"
+    files = {"pkg/__init__.py": "", "pkg/gpt.py": GPT, "pkg/metric.py": METRIC}
+    files |= {"pkg/train.py": TRAIN, "pkg/other.py": other}
+    assert project_findings(tmp_path, files, {"MPC302"}) == {("metric.py", 6, "MPC302")}
+
+
+def test_the_new_fields_survive_the_cache() -> None:
+    import json
+
+    from mpcheck.project.records import ModelRecord
+
+    record = record_of(TRAIN.encode(), "pkg/train.py")
+    assert record.param_takes
+    owner = "class Pipe(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    owner += (
+        "        self.unet = GPT()\n\n    def forward(self, x):\n        return self.unet.go(x)\n"
+    )
+    held = record_of(("import torch\n\nfrom pkg.gpt import GPT\n\n\n" + owner).encode(), "p.py")
+    assert held.part_outside
+    for each in (record, held):
+        assert ModelRecord.from_plain(json.loads(json.dumps(each.to_plain()))) == each

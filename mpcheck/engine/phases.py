@@ -527,17 +527,16 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
 
 
 def _exact_in_float16(timestep: Operand, cast: CallSite) -> bool:
-    """Whether the cast writes an integer timestep to float16, which holds every integer up
-    to 2048 exactly: a diffusion timestep drawn as an integer (``torch.randint(0,
-    num_train_timesteps)``, a long tensor) of 0..1000 loses nothing there. Only bfloat16
-    (integers exact up to 256) or a fractional timestep is rounded. A bound the engine
-    knows above 2048 keeps the finding."""
+    """Whether the cast writes an integer timestep the engine knows to be at most 2048 to
+    float16, which holds every such integer exactly: a diffusion timestep drawn as an
+    integer below a known count (``torch.randint(0, 1000, ...)``) loses nothing there. Only
+    bfloat16 (integers exact up to 256), a fractional timestep, or one whose bound is not
+    known (``randint(0, num_train_timesteps)``: 4000 in improved DDPM) may be rounded."""
     fact = timestep.fact
     if cast.result.dtype != "float16" or not fact.is_tensor:
         return False
-    if fact.prec is not Prec.INT and not fact.integral:
-        return False
-    return fact.bound is None or fact.bound <= _FLOAT16_EXACT
+    bound = fact.position_bound()
+    return bound is not None and bound <= _FLOAT16_EXACT
 
 
 def _half_cast(call: CallSite, receiver: Operand, frequencies: bool) -> TimestepCast | None:

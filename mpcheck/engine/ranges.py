@@ -110,6 +110,8 @@ def _bound(call: CallRecord) -> float | None:
     short = name.rsplit(".", 1)[-1] if function and function.startswith("torch.") else name
     if function in R.RANGES:
         return _factory_range(call)
+    if function in R.RANDINTS:
+        return _randint(call)
     if function in R.CONCATS:
         first = call.args[0].fact if call.args else None
         items = first.items if first is not None and first.kind is Kind.SEQ else None
@@ -207,6 +209,19 @@ def _clamped(call: CallRecord) -> float | None:
         return own
     clamp = max(e for e in ends if e is not None)
     return clamp if own is None else min(own, clamp)
+
+
+def _randint(call: CallRecord) -> float | None:
+    """``randint(high, size)``, ``randint(low, high, size)``: integers in [low, high), so
+    within max(|low|, |high|); None when an end is not a number the walk knows."""
+    given = call.args[:3]
+    sized = len(given) >= 2 and given[1].fact.kind in (Kind.SEQ, Kind.OTHER)
+    first = given[:1] if sized or len(given) < 3 else given[:2]
+    ends = [*first, *(call.kwargs[k] for k in ("low", "high") if k in call.kwargs)]
+    bounds = [magnitude(e.fact) for e in ends]
+    if not bounds or None in bounds:
+        return None
+    return max(b for b in bounds if b is not None)
 
 
 def _factory_range(call: CallRecord) -> float | None:

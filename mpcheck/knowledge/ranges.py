@@ -82,6 +82,8 @@ CONCATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.st
 CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_", "torch.clamp", "torch.clip"})
 # Factories from their bounds: ``arange(n)`` holds 0..n-1, ``linspace(a, b)`` a..b.
 RANGES = frozenset({"torch.arange", "torch.linspace"})
+# ``torch.randint(high, size)``, ``torch.randint(low, high, size)``: integers in [low, high).
+RANDINTS = frozenset({"torch.randint"})
 # ``torch.arange(start, end, step)``'s numbers by keyword.
 ARANGE_KEYWORDS = ("start", "end", "step")
 # Integer positions below these (2**(p-1), p the significand's bits: 8 for bfloat16, 11 for

@@ -53,17 +53,23 @@ MODULE_NOT_RUNNING = frozenset(
         "share_memory", "compile",
     }
 )  # fmt: skip
-# Functions that take a model without running it (by the leaf of the callee's name): a model
-# handed to one inside an autocast region is not run there. Python's builtins that read an
+# Functions that take a model without running it, by the last part of the callee's name
+# (``trainer.prepare``, ``self.load`` and ``ema.update`` alike): a model handed to one is not
+# run there, inside an autocast region or outside every one. Python's builtins that read an
 # object, copies, compilation and wrapping (each returns a model run later, elsewhere),
-# saving and loading weights.
+# saving and loading weights, counting or freezing parameters, an EMA's update, a
+# container's insertion, an executor's submission (another thread: autocast's state is
+# per thread), an experiment logger's watch.
 NOT_RUNNING_TAKERS = frozenset(
     {
         "isinstance", "len", "print", "getattr", "hasattr", "setattr", "id", "type", "str",
-        "repr", "vars", "dir", "iter", "list", "tuple", "dict", "deepcopy", "copy", "compile",
-        "prepare", "prepare_model", "unwrap_model", "wrap", "save", "load", "save_model",
-        "load_model", "load_state_dict", "save_state_dict", "count_parameters", "freeze",
-        "unfreeze",
+        "repr", "vars", "dir", "iter", "list", "tuple", "dict", "set", "zip", "map", "enumerate",
+        "sorted", "deepcopy", "copy", "compile", "prepare", "prepare_model", "unwrap_model",
+        "wrap", "save", "load", "save_model", "load_model", "load_state_dict",
+        "save_state_dict", "count_parameters", "freeze", "unfreeze", "update",
+        "update_parameters", "step", "append", "extend", "add", "insert", "add_module",
+        "register_module", "watch", "initialize", "get_peft_model", "submit", "apply",
+        "to", "cuda", "cpu", "float", "half", "bfloat16", "eval", "train",
     }
 )  # fmt: skip
 # Library functions that set a module's named tensor in place, converted to ``dtype=`` when

@@ -918,8 +918,13 @@ def uses_of_records(
         t for record in records.values() for n in record.part_outside for t in expand(n)
     }
     under_autocast = _cast_under_autocast(casts, autocast, outside, bodies, part_outside)
-    _bases_under_autocast(under_autocast, subclasses, casts, outside, covered, uncovered)
+    built_anywhere = demos.union(*bodies.values())  # (built somewhere: run as itself, not a base)
+    ran_alone = {*casts, *outside, *covered, *uncovered, *built_anywhere}
+    bases = _bases_under_autocast(under_autocast, subclasses, ran_alone)
     on_cpu = {t for record in records.values() for n in record.on_cpu for t in expand(n)}
+    on_cpu = _parts_of(on_cpu, bodies)
+    # (a covered base runs where the classes deriving it run: on the CPU's lists with them)
+    on_cpu |= {b for b in bases if any(d in on_cpu for d in subclasses.get(b, ()))}
     buffers_kept = _buffers_kept(fsdp, casts, roots, bodies) if fsdp and not defaults else {}
     cast_to: dict[str, dict[str, Reach]] = {}
     for dtype, cast_roots in written.items():
@@ -1029,7 +1034,7 @@ def uses_of_records(
             package=installable,
         ),
         unset=unset,
-        on_cpu=frozenset(_parts_of(on_cpu, bodies)),
+        on_cpu=frozenset(on_cpu),
         names=names,
     )
 
@@ -1179,47 +1184,56 @@ def _family(name: str, subclasses: Mapping[str, set[str]]) -> set[str]:
 
 
 class _CalledElsewhere:
-    """Whether a top-level function of the project is called (or named without a call, so
-    handed on) by another file than its own: :attr:`ModelRecord.callers` says, joined once."""
+    """Whether a top-level function of the project may be called by another file than its
+    own: another file calls a function of its leaf name (:attr:`ModelRecord.callers`) or
+    writes a name ending in it (an import, a re-export), or imports its module itself
+    (``import pkg.train``, then ``pkg.train.f(...)``): the reach pass's names. By the leaf
+    alone, so a call the records cannot qualify still counts: a false match only leaves a
+    take unknown, as it was."""
 
     def __init__(self, records: Mapping[str, ModelRecord]) -> None:
         self.records = records
-        self.by_callee: dict[str, set[str]] | None = None
+        self.by_leaf: dict[str, set[str]] | None = None
 
     def __call__(self, function: str, path: str) -> bool:
-        if self.by_callee is None:
-            self.by_callee = {}
+        if self.by_leaf is None:
+            self.by_leaf = {}
             for where, record in self.records.items():
-                for callee, _, _ in record.callers[3]:
-                    self.by_callee.setdefault(callee, set()).add(where)
-        return bool(self.by_callee.get(function, set()) - {path})
+                names = [c for c, _, _ in record.callers[3]]
+                names += [*record.reach[2], *record.reach[3]]
+                for name in names:
+                    self.by_leaf.setdefault(name.rpartition(".")[2], set()).add(where)
+                    self.by_leaf.setdefault(f"{name}.", set()).add(where)  # (a module)
+        module, _, leaf = function.rpartition(".")
+        found = self.by_leaf.get(leaf, set()) | self.by_leaf.get(f"{module}.", set())
+        return bool(found - {path})
 
 
 def _bases_under_autocast(
-    under: dict[str, Reach],
-    subclasses: Mapping[str, set[str]],
-    casts: Container[str],
-    outside: Container[str],
-    covered: Container[str],
-    uncovered: Container[str],
-) -> None:
-    """Add to ``under`` the project base classes whose code runs only as a covered subclass:
-    a method a subclass inherits (or reaches by ``super()``) runs with ``self`` an instance
-    of that subclass, so when every class deriving the base runs under autocast and the base
-    itself is never cast, run or called on its own, its code runs under autocast too."""
+    under: dict[str, Reach], subclasses: Mapping[str, set[str]], ran_alone: Container[str]
+) -> set[str]:
+    """Add to ``under`` the project base classes whose code runs only as a covered subclass,
+    and return them: a method a subclass inherits (or reaches by ``super()``) runs with
+    ``self`` an instance of that subclass, so when every class deriving the base runs under
+    autocast and the base itself is never built, cast, run or called on its own
+    (``ran_alone``: a part of another class's body counts), its code runs under autocast
+    too."""
+    added: set[str] = set()
     changed = True
     while changed:  # (a base of a base: once its derived classes are all in)
         changed = False
         for base, derived in subclasses.items():
-            if base in under or not derived or not all(d in under for d in derived):
+            if base in under or base in ran_alone or not derived:
                 continue
-            if base in casts or base in outside or base in covered or base in uncovered:
+            if not all(d in under for d in derived):
                 continue
             first = under[min(derived)]
             under[base] = Reach(
                 first.kind, first.place, (*first.via, min(derived).rpartition(".")[2])
             )
+            added.add(base)
             changed = True
+    return added
 
 
 def _parts_of(

@@ -38,6 +38,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from keyword import iskeyword
 from typing import Any
 from zlib import crc32
 
@@ -68,7 +69,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 38
+FORMAT = 39
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -990,6 +991,7 @@ class _Reader:
             re.split(rb"[:=]", self.code[b:e].strip(), maxsplit=1)[0].strip()
             for b, e in parts(self.code, opened + 1, closing(self.code, opened + 1))
         ]
+        names = [n for n in names if n != b"/"]  # (positional-only: still positions)
         if text not in names:
             return None
         if any(n.startswith(b"*") for n in names[: names.index(text)]):
@@ -998,6 +1000,9 @@ class _Reader:
         own = f"{function}{CALLED}"  # (what it returns is not what it is handed)
         classes: set[str] = set()
         calls = 0
+        written = re.compile(rb"(?<![\w.])" + re.escape(leaf) + rb"\b(\s*\()?")
+        if any(m.group(1) is None for m in written.finditer(self.code)):
+            return function, None  # (handed on by name: ``map(f, ...)``, ``g = f``)
         for call in re.finditer(rb"(?<![\w.])" + re.escape(leaf) + rb"\s*\(", self.code):
             if self.code[max(0, call.start() - 4) : call.start()] == b"def ":
                 continue
@@ -1012,7 +1017,7 @@ class _Reader:
             found = self._handed(self.code[handed[0][0] : handed[0][1]], handed[0][0], models)
             # (its own product, or a wrapper a binding of the name in it holds, is not
             # what a call hands it; when nothing else is named, the value is unknown)
-            kept = [c for c in found or () if c != own and not c.startswith(TORCH_PREFIX)]
+            kept = [c for c in found or () if c != own and not c.startswith(_TORCH_PREFIX)]
             if found is None or (found and not kept):
                 return function, None
             classes.update(kept)
@@ -1624,7 +1629,7 @@ class _Reader:
         called = re.compile(rb"(" + names + rb")((?:\s*\.\s*\w+)*)\s*\(")
         # (a model variable as a call's argument, positional or by keyword: ``f(model)``,
         # ``f(x, model=unet,``; the bracket and the callee are checked by the caller)
-        handed = re.compile(rb"(?:[(,]|^|\b\w+\s*=)\s*(" + names + rb")\s*(?=[,)]|$)")
+        handed = re.compile(rb"(?:[(,]|^|\b\w+\s*=)\s*(" + names + rb")\s*(?=[,)]|$)", re.M)
 
         code, data = self.code, self.data
         bound: dict[int, frozenset[bytes]] = {}  # owner body (its start) -> the self.X it binds
@@ -1644,8 +1649,22 @@ class _Reader:
             classes = sorted(self._models_at(variable.decode(), at, models))
             return ((cls, region, bool(method), part) for cls in classes)
 
+        def hands(
+            match: re.Match[bytes], region: Spot | None, begin: int
+        ) -> Iterable[tuple[str, Spot | None, bool, bool]]:
+            at = begin + match.start(1)
+            if not self._runs_what_it_is_handed(at):
+                return ()
+            variable = match.group(1)
+            part = variable.startswith(b"self.") and any(
+                at in body and variable in _bound_in(code, data, body, bound) for body in owners
+            )
+            classes = sorted(self._models_at(variable.decode(), at, models))
+            return ((cls, region, False, part) for cls in classes)
+
         if not autocast:
-            return [run for m in called.finditer(code) for run in runs(m, None, m.start())]
+            found = [run for m in called.finditer(code) for run in runs(m, None, m.start())]
+            return found + [run for m in handed.finditer(code) for run in hands(m, None, 0)]
         contexts, cpu = _autocast_contexts(self.code, self.data)
         stack: list[tuple[int, Spot]] = []
         out: list[tuple[str, Spot | None, bool, bool]] = []
@@ -1673,34 +1692,31 @@ class _Reader:
                 continue
             for match in called.finditer(line):
                 out.extend(runs(match, stack[-1][1] if stack else None, begin + match.start()))
-            if stack:
-                for match in handed.finditer(line):
-                    out.extend(self._handed_in_region(match, begin, stack[-1][1], models))
+            for match in handed.finditer(line):
+                out.extend(hands(match, stack[-1][1] if stack else None, begin))
         return out
 
-    def _handed_in_region(
-        self, match: re.Match[bytes], begin: int, region: Spot, models: dict[str, set[str]]
-    ) -> Iterable[tuple[str, Spot | None, bool, bool]]:
-        """A model handed as an argument to a function or method called inside an enabled
-        autocast region (``diffusion.sample(model=self.unet, ...)``): autocast's state is the
-        thread's, so the callee runs it under the region, as a call written in the region
-        would. A constructor's argument (``Pipeline(unet=unet)``, a capitalised callee) is
-        held for later, not run there, and counts for nothing; so does a hand-off outside
-        every region (the callee may store the model or never run it)."""
-        at = begin + match.start(1)
+    def _runs_what_it_is_handed(self, at: int) -> bool:
+        """Whether the model variable at ``at`` is handed as an argument to a call that may
+        run it there (``diffusion.sample(model=self.unet, ...)``, ``evaluate(model, data)``):
+        autocast's state is the thread's, so the callee runs it under the region around the
+        call, or outside every region, as a call written there would. Not a constructor's
+        argument (``Pipeline(unet=unet)``, a capitalised callee: held for later, it runs
+        where its holder does), a keyword's parenthesis (``in (model, x)``), nor a callee
+        known to take a model without running it (:data:`~mpcheck.knowledge.torch_api.
+        NOT_RUNNING_TAKERS`: builtins, copies, wrapping, saving, an EMA's update)."""
         if at > 0 and self.code[at - 1 : at] in _IDENT_OR_DOT:
-            return ()
+            return False
         paren = enclosing(self.code, at)
         if paren < 0:
-            return ()
+            return False
         callee = _CALLEE_BEFORE.search(self.code, max(0, paren - 200), paren)
         if callee is None or callee.end() != paren:
-            return ()
-        leaf = callee.group(0).rpartition(b".")[2]
-        if not leaf or leaf[:1].isupper() or leaf.decode() in T.NOT_RUNNING_TAKERS:
-            return ()
-        classes = sorted(self._models_at(match.group(1).decode(), at, models))
-        return ((cls, region, False, False) for cls in classes)
+            return False
+        leaf = callee.group(0).rstrip().rpartition(b".")[2].decode()
+        return bool(leaf) and not (
+            leaf[:1].isupper() or iskeyword(leaf) or leaf in T.NOT_RUNNING_TAKERS
+        )
 
     def _held(self, plain: list[range]) -> set[str]:
         """The ``self.<attr>`` variables a plain class (no base: no ``.half()`` of its own
@@ -2528,7 +2544,7 @@ _REGISTRY = re.compile(
 )
 _NAME = re.compile(rb"[A-Za-z_][\w.]*")
 _PLAIN_NAME = re.compile(rb"[A-Za-z_]\w*")
-TORCH_PREFIX = "torch."  # (torch's own classes: a wrapper or a layer, no model of the project)
+_TORCH_PREFIX = "torch."  # (torch's own classes: a wrapper or a layer, no project model)
 # ``x = MODELS[key](`` / ``x = MODELS.get(key)(`` (group 2: the call), or ``build =
 # MODELS[key]`` (a name bound to one of its values, called later)
 _ITEM = re.compile(
