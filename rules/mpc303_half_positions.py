@@ -87,7 +87,8 @@ class HalfPositions(Rule):
         tensor, `arange`) cast to float16 is not reported either: float16 holds every
         integer up to 2048 exactly, so a 0..1000 timestep reaches the projection unchanged
         (measured on torch 2.13: all of 0..2048 survive `.half()`); cast to bfloat16, or
-        fractional, it is rounded and reported.
+        fractional, or drawn below a count the code shows above 2048 (`randint(0, 4000)`,
+        improved DDPM's 4000 steps), it is rounded and reported.
         Positions and frequencies are known by their names (`position_ids`, `inv_freq`) or
         by what builds them: frequencies are a ladder of powers over an index range
         (`1 / base ** (arange(0, d, 2) / d)`, `exp(-log(base) * arange(h) / h)`), positions

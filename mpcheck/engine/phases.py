@@ -527,16 +527,21 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
 
 
 def _exact_in_float16(timestep: Operand, cast: CallSite) -> bool:
-    """Whether the cast writes an integer timestep the engine knows to be at most 2048 to
-    float16, which holds every such integer exactly: a diffusion timestep drawn as an
-    integer below a known count (``torch.randint(0, 1000, ...)``) loses nothing there. Only
-    bfloat16 (integers exact up to 256), a fractional timestep, or one whose bound is not
-    known (``randint(0, num_train_timesteps)``: 4000 in improved DDPM) may be rounded."""
+    """Whether the cast writes an integer timestep to float16, which holds every integer up
+    to 2048 exactly: a diffusion timestep drawn as an integer (``torch.randint(0,
+    num_train_timesteps)``, a long tensor) loses nothing there. The rule takes a diffusion
+    timestep for one of 0..1000 (its bfloat16 claims rest on that too) unless the code
+    shows a larger count: a bound the engine knows above 2048 (``randint(0, 4000)``, an
+    ``n`` defaulting to 4000, as improved DDPM's schedules) keeps the finding, as do
+    bfloat16 (integers exact up to 256) and a fractional timestep."""
     fact = timestep.fact
     if cast.result.dtype != "float16" or not fact.is_tensor:
         return False
-    bound = fact.position_bound()
-    return bound is not None and bound <= _FLOAT16_EXACT
+    if fact.prec is not Prec.INT and not fact.integral:
+        return False
+    if fact.bound is None and fact.from_input:
+        return False  # (a parameter: what its callers hand may be fractional)
+    return fact.bound is None or fact.bound <= _FLOAT16_EXACT
 
 
 def _half_cast(call: CallSite, receiver: Operand, frequencies: bool) -> TimestepCast | None:
