@@ -313,7 +313,8 @@ def test_a_helper_of_one_tensor_named_t_is_no_timestep() -> None:
     # ``def conv_fp16(t): return t.half()`` converts checkpoint tensors
     source = "import torch\n\n\ndef conv_fp16(t):\n    return t.half()\n"
     assert _found(source) == []
-    timed = "import torch\n\n\ndef embed(x, t):\n    return x, t.half()\n"
+    # (bfloat16: an integer timestep of 0..1000 is exact in float16, not in bfloat16)
+    timed = "import torch\n\n\ndef embed(x, t):\n    return x, t.bfloat16()\n"
     assert _found(timed) == [(5, "ERROR")]
 
 

@@ -533,14 +533,14 @@ def _exact_in_float16(timestep: Operand, cast: CallSite) -> bool:
     timestep for one of 0..1000 (its bfloat16 claims rest on that too) unless the code
     shows a larger count: a bound the engine knows above 2048 (``randint(0, 4000)``, an
     ``n`` defaulting to 4000, as improved DDPM's schedules) keeps the finding, as do
-    bfloat16 (integers exact up to 256) and a fractional timestep."""
+    bfloat16 (integers exact up to 256) and a fractional timestep. A parameter is integral
+    as the engine believes its name (``timesteps``, ``t``: :data:`~mpcheck.knowledge.
+    torch_api.INT_PARAM_NAMES`) unless its callers show otherwise."""
     fact = timestep.fact
     if cast.result.dtype != "float16" or not fact.is_tensor:
         return False
     if fact.prec is not Prec.INT and not fact.integral:
         return False
-    if fact.bound is None and fact.from_input:
-        return False  # (a parameter: what its callers hand may be fractional)
     return fact.bound is None or fact.bound <= _FLOAT16_EXACT
 
 
