@@ -444,3 +444,12 @@ def test_an_integer_timestep_is_exact_in_float16_below_2048_only(
     n: int, high: str, cast: str, found: list[tuple[int, str]]
 ) -> None:
     assert _found(INTEGER_TIMESTEPS.format(n=n, high=high, cast=cast)) == found
+
+
+def test_an_integer_timestep_cast_to_a_models_dtype_is_reported() -> None:
+    # (a module's dtype is bfloat16 wherever its user loads it so: only a written float16
+    # is known to hold the integer exactly)
+    source = INTEGER_TIMESTEPS.replace("timesteps.{cast}()", "timesteps.to(model.dtype)")
+    assert _found(source.format(n=1000, high="n")) != []
+    written = INTEGER_TIMESTEPS.replace("timesteps.{cast}()", "timesteps.to(torch.float16)")
+    assert _found(written.format(n=1000, high="n")) == []

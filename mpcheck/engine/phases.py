@@ -527,21 +527,35 @@ def timestep_cast(call: CallSite) -> TimestepCast | None:
 
 
 def _exact_in_float16(timestep: Operand, cast: CallSite) -> bool:
-    """Whether the cast writes an integer timestep to float16, which holds every integer up
-    to 2048 exactly: a diffusion timestep drawn as an integer (``torch.randint(0,
-    num_train_timesteps)``, a long tensor) loses nothing there. The rule takes a diffusion
-    timestep for one of 0..1000 (its bfloat16 claims rest on that too) unless the code
-    shows a larger count: a bound the engine knows above 2048 (``randint(0, 4000)``, an
-    ``n`` defaulting to 4000, as improved DDPM's schedules) keeps the finding, as do
-    bfloat16 (integers exact up to 256) and a fractional timestep. A parameter is integral
-    as the engine believes its name (``timesteps``, ``t``: :data:`~mpcheck.knowledge.
-    torch_api.INT_PARAM_NAMES`) unless its callers show otherwise."""
+    """Whether the cast writes an integer timestep to float16 as written (``.half()``,
+    ``torch.float16``), which holds every integer up to 2048 exactly: a diffusion timestep
+    drawn as an integer (``torch.randint(0, num_train_timesteps)``, a long tensor) loses
+    nothing there. The rule takes a diffusion timestep for one of 0..1000 (its bfloat16
+    claims rest on that too) unless the code shows a larger count: a bound the engine knows
+    above 2048 (``randint(0, 4000)``, an ``n`` defaulting to 4000, as improved DDPM's
+    schedules) keeps the finding, as do bfloat16 (integers exact up to 256), a fractional
+    timestep, and a cast to another tensor's or module's dtype (``.to(transformer.dtype)``),
+    which is bfloat16 wherever its user loads the model so. A parameter is integral as the
+    engine believes its name (``timesteps``, ``t``: :data:`~mpcheck.knowledge.torch_api.
+    INT_PARAM_NAMES`) unless its callers show otherwise."""
     fact = timestep.fact
-    if cast.result.dtype != "float16" or not fact.is_tensor:
+    if cast.result.dtype != "float16" or not fact.is_tensor or not _float16_written(cast):
         return False
     if fact.prec is not Prec.INT and not fact.integral:
         return False
     return fact.bound is None or fact.bound <= _FLOAT16_EXACT
+
+
+def _float16_written(cast: CallSite) -> bool:
+    """``t.half()``, ``t.to(torch.float16)``, ``t.to(dtype=torch.half)``: float16 spelled at
+    the cast, not a dtype read off another tensor or module."""
+    if cast.method == "half":
+        return True
+    target = cast.arg(None, "dtype") or next(
+        (a for a in cast.args if a.fact.kind is Kind.DTYPE), None
+    )
+    node = target.node if target is not None else None
+    return isinstance(node, cst.Attribute) and node.attr.value in ("float16", "half")
 
 
 def _half_cast(call: CallSite, receiver: Operand, frequencies: bool) -> TimestepCast | None:
