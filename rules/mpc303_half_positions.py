@@ -84,11 +84,13 @@ class HalfPositions(Rule):
         `__init__` under a premise of autocast (the model is built before a step opens its
         region). Positions divided by a number (interpolated) are no longer whole and stay
         reported. An integer timestep (`torch.randint(0, num_train_timesteps)`, a long
-        tensor, `arange`) cast to float16 is not reported either: float16 holds every
+        tensor, `arange`) cast to a float16 written at the cast (`.half()`,
+        `torch.float16`) is not reported either: float16 holds every
         integer up to 2048 exactly, so a 0..1000 timestep reaches the projection unchanged
         (measured on torch 2.13: all of 0..2048 survive `.half()`); cast to bfloat16, or
         fractional, or drawn below a count the code shows above 2048 (`randint(0, 4000)`,
-        improved DDPM's 4000 steps), it is rounded and reported.
+        improved DDPM's 4000 steps), it is rounded and reported; so is a cast to a module's
+        or tensor's dtype (`.to(transformer.dtype)`), bfloat16 wherever the model is loaded so.
         Positions and frequencies are known by their names (`position_ids`, `inv_freq`) or
         by what builds them: frequencies are a ladder of powers over an index range
         (`1 / base ** (arange(0, d, 2) / d)`, `exp(-log(base) * arange(h) / h)`), positions
