@@ -979,7 +979,7 @@ class _Reader:
         here calls it or a call hands a model this file cannot name. None when ``text`` is
         no such parameter (a parameter holds what callers hand, never the file's other
         bindings of its name)."""
-        if not _PLAIN_NAME.fullmatch(text):
+        if not _NAME_ONLY.fullmatch(text):
             return None
         function, held = self._factory_at(at), self._def_holding(at)
         if function is None or held is None:
@@ -2543,7 +2543,6 @@ _REGISTRY = re.compile(
     rb"^([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*([\[{(])([^\[\]{}()=*]*)[\]})]", re.MULTILINE
 )
 _NAME = re.compile(rb"[A-Za-z_][\w.]*")
-_PLAIN_NAME = re.compile(rb"[A-Za-z_]\w*")
 _TORCH_PREFIX = "torch."  # (torch's own classes: a wrapper or a layer, no project model)
 # ``x = MODELS[key](`` / ``x = MODELS.get(key)(`` (group 2: the call), or ``build =
 # MODELS[key]`` (a name bound to one of its values, called later)
