@@ -118,7 +118,7 @@ class CustomFunctionWithoutCustomFwd(Rule):
 
         with torch.autocast("cuda"):
             loss = LinearFn.apply(x, weight).sum()
-        loss.backward()
+        scaler.scale(loss).backward()
         """
     good = """
         class LinearFn(torch.autograd.Function):

@@ -407,7 +407,7 @@ class Statements:
             return
         saved = frame.scope
         frame.scope = replace(saved, autocast=region)
-        self.file.training.enter_region(frame, region)
+        self.file.training.enter_region(frame, region, stmt)
         # (a region only CUDA runs is read again as off: from the facts at its start)
         again = region.off_elsewhere and self.file.reporting.reads_again
         entry = Frame(dict(frame.env), frame.scope) if again else None

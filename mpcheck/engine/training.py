@@ -374,6 +374,9 @@ class State:
     # gradients (``mpcheck.engine.scaler_patch``), each with the flags known where that ran:
     # () is every run; kept from every path that saw it (the flags say which runs)
     patched: tuple[tuple[cst.CSTNode, Flags], ...] = ()
+    # the ``with`` blocks of the enabled autocast regions entered so far, with their region:
+    # where a loss a plain ``backward()`` runs on may have been computed (``loss_regions``)
+    blocks: tuple[tuple[Autocast, cst.With], ...] = ()
 
     def join(self, other: TrainInfo | None) -> TrainInfo | None:
         if not isinstance(other, State) or other == self:
@@ -402,6 +405,7 @@ class State:
             unique(self.halved + other.halved),
             unique(self.stepped + other.stepped),
             unique(self.patched + other.patched),
+            unique(self.blocks + other.blocks),
         )
 
     def forward_region(self, module: Fact) -> Autocast | None:
@@ -471,6 +475,9 @@ class Action(enum.Enum):
     UNSCALE = "unscale"  # ``scaler.unscale_(opt)``, ``accelerator.unscale_gradients()``
     CLIP = "clip"  # ``clip_grad_norm_``/``clip_grad_value_`` (torch, timm or accelerate)
     STEP = "step"  # ``scaler.step(opt)``, ``opt.step()``
+    # ``loss.backward()`` of a loss no scaler scaled: ``regions`` are the enabled autocast
+    # regions its forward ran in (``mpcheck.engine.loss_regions``), ``scaler`` is None
+    PLAIN_BACKWARD = "plain backward"
 
 
 @dataclass(frozen=True)
@@ -509,6 +516,9 @@ class TrainingSite:
     # one and the class never unscales: ``self`` holds the scaler, and the scaled backward ran
     # in another method or in the caller (``mpcheck.engine.held``)
     held: cst.FunctionDef | None = None
+    # PLAIN_BACKWARD: the file shows loss scaling somewhere (a GradScaler made or handed, a
+    # scaled loss of its own): the unscaled backward may be a path the author chose on purpose
+    scaling_in_file: bool = False
 
     @property
     def unscales(self) -> bool:

@@ -29,6 +29,7 @@ from mpcheck.engine.frames import Frame, WalkApi
 from mpcheck.engine.guards import linked_module, trained_flags
 from mpcheck.engine.handed import cast_by_callee
 from mpcheck.engine.held import held
+from mpcheck.engine.loss_regions import loss_regions
 from mpcheck.engine.scaler_patch import fp16_unscale_params
 from mpcheck.engine.sites import Autocast, Flags, Operand
 from mpcheck.engine.training import (
@@ -62,7 +63,7 @@ from mpcheck.engine.training import (
     worth,
 )
 from mpcheck.knowledge import training_api as api
-from mpcheck.project.names import dotted
+from mpcheck.project.names import descendants, dotted
 from mpcheck.project.summary import Value
 
 _NO_STATE = State()  # a path no training object reached (asked at every module call)
@@ -77,6 +78,7 @@ class Tracker:
     budget: int = 200  # helper walks left for this file
     active: set[cst.FunctionDef] = field(default_factory=set)
     top_level: frozenset[cst.FunctionDef] | None = None
+    _scaling: bool | None = None  # :meth:`scaling_in_file`, once read
 
     # -- state ---------------------------------------------------------------------------
     @staticmethod
@@ -467,11 +469,14 @@ class Tracker:
             recasts = unique(state.recasts + back)
             self.set_state(frame, replace(state, halved=halved, recasts=recasts))
 
-    def enter_region(self, frame: Frame, region: Autocast) -> None:
+    def enter_region(self, frame: Frame, region: Autocast, block: cst.With | None = None) -> None:
         if region.active:
             state = self.state(frame)
             if not any(r.node is region.node for r in state.regions):
-                self.set_state(frame, replace(state, regions=state.regions + (region,)))
+                state = replace(state, regions=state.regions + (region,))
+            if block is not None and not any(b is block for _, b in state.blocks):
+                state = replace(state, blocks=state.blocks + ((region, block),))
+            self.set_state(frame, state)
 
     # -- methods of training objects ----------------------------------------------------
     def method(
@@ -510,6 +515,8 @@ class Tracker:
         if isinstance(info, Scaled) and method == "backward":
             self.backward(node, info.scaler, recv, frame)
             return UNKNOWN
+        if method == "backward" and info is None and not args and recv.kind is not Kind.MODULE:
+            self.plain_backward(node, receiver.node, recv, frame)
         return None
 
     def scaler_method(
@@ -647,6 +654,34 @@ class Tracker:
         current = state.scaler_state(scaler)
         self.emit(self.site(node, Action.BACKWARD, frame, scaler, via=via, loss=loss))
         self.set_state(frame, state.with_scaler(replace(current, scaled=True, backward=node)))
+
+    def plain_backward(
+        self, node: cst.Call, receiver: cst.BaseExpression, loss: Fact, frame: Frame
+    ) -> None:
+        """``loss.backward()`` of a loss no scaler scaled (a positional argument would be a
+        gradient, or another object's ``backward(loss)``: DeepSpeed's engine, fairseq's
+        optimizer, which scale themselves): a site with the enabled autocast regions its
+        forward ran in, when it ran in any."""
+        if not self.analysis.reporting.takes("training"):
+            return
+        state = self.state(frame)
+        if any(not s.absent for s in state.scalers):
+            return  # a scaler exists on this path: its backward is another call
+        scope = frame.scope.function or self.analysis.module
+        inside = frame.scope.autocast
+        made = loss_regions(receiver, scope, state.blocks, inside)
+        if not made:
+            return
+        site = self.site(node, Action.PLAIN_BACKWARD, frame, None, loss=loss)
+        self.emit(replace(site, regions=made, scaling_in_file=self.scaling_in_file()))
+
+    def scaling_in_file(self) -> bool:
+        """Whether the file scales a loss anywhere: a GradScaler made, named or handed in
+        (``scaler``, ``self.grad_scaler``), apex's ``amp.scale_loss`` or a loss-scale value
+        of its own (``loss_scale``). Read once per file, and only for a plain backward."""
+        if self._scaling is None:
+            self._scaling = _names_scaling(self.analysis.module)
+        return self._scaling
 
     def unscale(
         self,
@@ -857,3 +892,14 @@ def own_scaler(kwargs: Mapping[str, Operand]) -> bool | None:
 
 def _is_none(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _names_scaling(module: cst.Module) -> bool:
+    """A name or attribute that says loss scaling: ``GradScaler``, ``scaler``, ``scale_loss``,
+    ``loss_scale``, ``loss_scaler`` (any spelling that holds ``scaler`` or ``loss_scal``)."""
+    for node in descendants(module):
+        if isinstance(node, cst.Name):
+            word = node.value.lower()
+            if "scaler" in word or "loss_scal" in word or word == "scale_loss":
+                return True
+    return False

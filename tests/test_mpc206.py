@@ -1,0 +1,175 @@
+"""MPC206 fp16-backward-without-scaler: where it reports, what it says, where it stays quiet."""
+
+from __future__ import annotations
+
+import textwrap
+
+from mpcheck.diagnostics import Diagnostic
+from tests.support import check, span
+
+HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"  # lines 1-3
+
+TAIL = (
+    "with no loss scaling: float16 gradients below 6e-8 flush to zero; scale the loss with a "
+    "GradScaler (`scaler.scale(loss).backward()`, `scaler.step(optimizer)`, "
+    "`scaler.update()`) or use bfloat16"
+)
+
+
+def findings(body: str) -> list[Diagnostic]:
+    return [d for d in check(HEADER + textwrap.dedent(body)) if d.code == "MPC206"]
+
+
+def test_loss_from_a_float16_block_is_reported_at_its_backward() -> None:
+    (d,) = findings(
+        """
+        def train(model, optimizer, loader):
+            for x, y in loader:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    logits = model(x)
+                loss = F.cross_entropy(logits.float(), y)
+                loss.backward()
+                optimizer.step()
+        """
+    )
+    assert span(d) == (10, 9, 10, 24)
+    assert d.severity.value == "warning"
+    assert d.message == (
+        "`loss.backward()` runs the backward of a loss computed under float16 autocast "
+        '(`torch.autocast("cuda", dtype=torch.float16)` at line 7) ' + TAIL
+    )
+    assert [(r.start.row, r.start.column, r.message) for r in d.related] == [
+        (7, 14, "float16 autocast entered here")
+    ]
+
+
+def test_cuda_default_dtype_and_an_enabled_switch_are_said() -> None:
+    (d,) = findings(
+        """
+        def train(model, optimizer, loader, use_amp):
+            for x, y in loader:
+                with torch.cuda.amp.autocast(enabled=use_amp):
+                    loss = F.mse_loss(model(x), y)
+                loss.backward()
+        """
+    )
+    assert "at line 7, CUDA autocast's default dtype) when its `enabled=` is true " in d.message
+
+
+def test_backward_inside_the_block_and_a_module_level_script() -> None:
+    inside = """
+        class Trainer:
+            def step(self, x):
+                with torch.autocast("cuda"):
+                    out = self.model(x)
+                    out["loss"].backward()
+        """
+    (d,) = findings(inside)
+    assert span(d)[:2] == (9, 13)
+    script = """
+        model = nn.Linear(4, 4).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in range(3):
+            with torch.autocast(device_type="cuda", dtype=torch.half):
+                out = model(torch.randn(2, 4, device="cuda"))
+            total = out.sum()
+            total.backward()
+            opt.step()
+        """
+    (d,) = findings(script)
+    assert span(d)[:2] == (11, 5)
+
+
+def test_bfloat16_unknown_and_cpu_default_dtypes_are_quiet() -> None:
+    for region in (
+        'torch.autocast("cuda", dtype=torch.bfloat16)',
+        'torch.autocast("cuda", dtype=args.amp_dtype)',
+        'torch.autocast("cpu")',  # CPU's default is bfloat16
+        'torch.autocast("cuda", enabled=False)',
+        "accelerator.autocast()",
+    ):
+        body = f"""
+            def train(model, optimizer, loader, args, accelerator):
+                for x, y in loader:
+                    with {region}:
+                        loss = F.mse_loss(model(x), y)
+                    loss.backward()
+            """
+        assert findings(body) == [], region
+
+
+def test_a_scaler_on_the_path_or_named_in_the_file_keeps_it_quiet() -> None:
+    aliased = """
+        from torch.amp import GradScaler as GS
+
+        def train(model, optimizer, loader, fp16):
+            gs = GS("cuda", enabled=fp16)
+            for x, y in loader:
+                with torch.autocast("cuda", enabled=fp16):
+                    loss = F.mse_loss(model(x), y)
+                if fp16:
+                    gs.scale(loss).backward()
+                else:
+                    loss.backward()
+        """
+    assert findings(aliased) == []
+    held = """
+        class Trainer:
+            def __init__(self):
+                self.grad_scaler = make_scaler()
+
+            def step(self, x, y):
+                with torch.autocast("cuda"):
+                    loss = F.mse_loss(self.model(x), y)
+                self.backward(loss)
+
+            def plain(self, x, y):
+                with torch.autocast("cuda"):
+                    loss = F.mse_loss(self.model(x), y)
+                loss.backward()
+        """
+    assert findings(held) == []
+
+
+def test_losses_not_computed_in_the_block_are_quiet() -> None:
+    body = """
+        def fit(model, optimizer, train, val):
+            for x, y in train:
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+            for x, y in val:
+                with torch.no_grad(), torch.autocast("cuda"):
+                    loss = F.cross_entropy(model(x), y)
+            with torch.autocast("cuda"):
+                preview = model(val[0][0])
+            extra = F.mse_loss(model(train[0][0]), train[0][1])
+            extra.backward()
+        """
+    assert findings(body) == []
+
+
+def test_objects_that_scale_their_own_backward_are_quiet() -> None:
+    body = """
+        def train(engine, optimizer, loader, accelerator):
+            for x, y in loader:
+                with torch.autocast("cuda"):
+                    loss = F.mse_loss(engine(x), y)
+                engine.backward(loss)  # DeepSpeed
+                optimizer.backward(loss)  # fairseq
+                accelerator.backward(loss)
+                loss.backward(torch.ones_like(loss))  # a gradient handed in
+        """
+    assert findings(body) == []
+
+
+def test_one_finding_per_backward_though_the_loop_is_walked_twice() -> None:
+    body = """
+        def train(model, optimizer, loader):
+            for epoch in range(3):
+                for x, y in loader:
+                    with torch.autocast("cuda"):
+                        loss = F.mse_loss(model(x), y)
+                    loss.backward()
+        """
+    assert len(findings(body)) == 1
