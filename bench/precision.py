@@ -13,8 +13,9 @@ Usage::
 
 Corpora marked ``sealed = true`` are skipped unless ``--sealed`` is given, which runs only the
 sealed batch ``--batch`` (a corpus group: ``sealed``, the default, ``sealed2``, ``sealed3``,
-``sealed4``, ``sealed5`` or ``sealed6``) against its own verdicts (``bench/sealed/first-run.toml``,
-``bench/sealed/<batch>/first-run.toml``), printing their details: only at the end.
+``sealed4``, ``sealed5``, ``sealed6`` or ``sealed7``) against its own verdicts
+(``bench/sealed/first-run.toml``, ``bench/sealed/<batch>/first-run.toml``), printing their
+details: only at the end.
 ``bench/sealed/score.py`` scores them and prints aggregates only.
 
 Wheels come from the package index (``pip download``); repositories from local git mirrors

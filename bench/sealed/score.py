@@ -23,10 +23,11 @@ pinned in the twenty-seventh pass (group ``sealed2``, files in ``bench/sealed/se
 ``sealed3``, pinned in the thirty-fourth pass (group ``sealed3``, files in
 ``bench/sealed/sealed3/``), ``sealed4``, pinned in the thirty-fifth pass (group ``sealed4``,
 files in ``bench/sealed/sealed4/``), ``sealed5``, pinned in the thirty-seventh pass (group
-``sealed5``, files in ``bench/sealed/sealed5/``), and ``sealed6``, pinned in the forty-first pass
-(group ``sealed6``, files in ``bench/sealed/sealed6/``). A batch is a sample of its own: one batch's
-numbers never move when another is added. ``--dir`` and ``--new-out`` default to
-``/tmp/mpcheck-<batch>`` and ``/tmp/mpcheck-<batch>-new.toml``.
+``sealed5``, files in ``bench/sealed/sealed5/``), ``sealed6``, pinned in the forty-first pass
+(group ``sealed6``, files in ``bench/sealed/sealed6/``), and ``sealed7``, pinned in the
+forty-second pass (group ``sealed7``, files in ``bench/sealed/sealed7/``). A batch is a sample
+of its own: one batch's numbers never move when another is added. ``--dir`` and ``--new-out``
+default to ``/tmp/mpcheck-<batch>`` and ``/tmp/mpcheck-<batch>-new.toml``.
 """
 
 from __future__ import annotations
