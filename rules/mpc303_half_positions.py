@@ -90,7 +90,10 @@ class HalfPositions(Rule):
         (measured on torch 2.13: all of 0..2048 survive `.half()`); cast to bfloat16, or
         fractional, or drawn below a count the code shows above 2048 (`randint(0, 4000)`,
         improved DDPM's 4000 steps), it is rounded and reported; so is a cast to a module's
-        or tensor's dtype (`.to(transformer.dtype)`), bfloat16 wherever the model is loaded so.
+        or tensor's dtype (`.to(transformer.dtype)`), bfloat16 wherever the model is loaded so,
+        unless the project shows every half its class is given and each writes float16 down
+        (`.half()`, `torch_dtype=torch.float16`; no bfloat16, no `.to(weight_dtype)`, no
+        model of unknown class cast): there the model's dtype is float16 wherever it is half.
         Positions and frequencies are known by their names (`position_ids`, `inv_freq`) or
         by what builds them: frequencies are a ladder of powers over an index range
         (`1 / base ** (arange(0, d, 2) / d)`, `exp(-log(base) * arange(h) / h)`), positions

@@ -651,3 +651,23 @@ def run3(x, dtype):
         ("pkg.helpers.encode()#0", 18),
         ("pkg.helpers.load_vae()#", 22),
     ]
+
+
+@pytest.mark.parametrize(
+    ("use", "handed"),
+    [
+        ("x = x.to(model.dtype)", False),  # a dtype handed on
+        ("x = x.to(model.device)", False),
+        ("flag(model.training)", False),
+        ("x = x.to(model.encoder.dtype)", False),  # a part's dtype: a value too
+        ("keep(model.encoder)", True),  # a part handed on: the callee may cast it
+        ("keep(model)", True),  # the model itself
+    ],
+)
+def test_reading_a_models_dtype_or_device_hands_on_no_model(use: str, handed: bool) -> None:
+    """``latents.to(unet.dtype)`` reads a value off the model: nothing the call does can cast
+    the model or a part, so its class keeps the dtypes its own casts write (issue 36)."""
+    source = "from net import Net\n\ndef main(x):\n    model = Net().half()\n"
+    source += f"    {use}\n    return model(x)\n"
+    record = record_of(source.encode(), "run.py")
+    assert bool(record.unsafe or record.held) is handed

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mpcheck.cli import main
-from tests.support import check
+from tests.support import check, project_findings
 
 ROTARY = """
 import torch
@@ -453,3 +453,50 @@ def test_an_integer_timestep_cast_to_a_models_dtype_is_reported() -> None:
     assert _found(source.format(n=1000, high="n")) != []
     written = INTEGER_TIMESTEPS.replace("timesteps.{cast}()", "timesteps.to(torch.float16)")
     assert _found(written.format(n=1000, high="n")) == []
+
+
+DENOISER = """\
+import torch
+from torch import nn
+
+
+class Denoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.time_proj = nn.Linear(1, 8)
+
+    def forward(self, x, t):
+        t = t.to(x.dtype)
+        return x + self.time_proj(t[:, None])
+"""
+
+
+@pytest.mark.parametrize(
+    ("casts", "found"),
+    [
+        # every half path writes float16 down: the model's dtype is float16 where it is half
+        (["model = Denoiser().half()"], set()),
+        (["model = Denoiser().to(torch.float16)", "x = x.to(model.dtype)"], set()),
+        # bfloat16 on some path, or a dtype the run picks: rounded above 256
+        (["model = Denoiser().half()", "other = Denoiser().to(torch.bfloat16)"], {11}),
+        (["model = Denoiser().to(args.dtype)"], {11}),
+    ],
+)
+def test_an_integer_timestep_cast_to_a_float16_only_models_dtype_is_exact(
+    tmp_path: Path, casts: list[str], found: set[int]
+) -> None:
+    """``t.to(x.dtype)`` in a class the project only ever casts to float16: its dtype is
+    float16 wherever it is half, so an integer timestep (below 2048) is exact. Reading
+    ``model.dtype`` in the script hands on a dtype, not the model."""
+    script = "\n".join(
+        [
+            "import torch",
+            "from denoiser import Denoiser",
+            "x = torch.randn(4, 8)",
+            *casts,
+            "model(x, torch.randint(0, 1000, (4,)))",
+        ]
+    )
+    files = {"denoiser.py": DENOISER, "run.py": script + "\n"}
+    rows = {row for name, row, _ in project_findings(tmp_path, files, ("MPC303",))}
+    assert rows == found

@@ -123,6 +123,9 @@ class HalfEvidence:
     # a cast's class whose every half path writes bfloat16 down: that cast (quoted, with
     # its place). bfloat16 has float32's range, so float16's 65504 bounds nothing there
     bfloat16: str | None = None
+    # a cast's class whose every half path writes float16 down: that cast (quoted, with its
+    # place). Its weights' dtype (``self.dtype``) is float16 wherever it is half
+    float16_only: str | None = None
     # a region written for the CPU runs the class (kinds cast and autocast): the CPU's lists
     # apply there too, so only an op on both devices' float32 lists is float32 whatever
     # its input (:meth:`caller_autocast`)
@@ -269,6 +272,7 @@ class Evidence:
             link = _link(name, reach)
             around = self.uses.under_autocast(name) if self.uses is not None else None
             only = self.uses.bfloat16_only(name) if self.uses is not None else None
+            only16 = self.uses.float16_only(name) if self.uses is not None else None
             return HalfEvidence(
                 CAST,
                 _text(name, reach),
@@ -278,6 +282,7 @@ class Evidence:
                 written=written,
                 autocast=around,
                 bfloat16=None if only is None else _text(name, only),
+                float16_only=None if only16 is None else _text(name, only16),
                 autocast_cpu=around is not None and self._on_cpu(name),
             )
         library = _library(bases, pretrained)

@@ -539,11 +539,26 @@ def _exact_in_float16(timestep: Operand, cast: CallSite) -> bool:
     engine believes its name (``timesteps``, ``t``: :data:`~mpcheck.knowledge.torch_api.
     INT_PARAM_NAMES`) unless its callers show otherwise."""
     fact = timestep.fact
-    if cast.result.dtype != "float16" or not fact.is_tensor or not _float16_written(cast):
+    if not fact.is_tensor or not (_float16_written(cast) or _model_float16(cast)):
         return False
     if fact.prec is not Prec.INT and not fact.integral:
         return False
     return fact.bound is None or fact.bound <= _FLOAT16_EXACT
+
+
+def _model_float16(cast: CallSite) -> bool:
+    """``t.to(self.dtype)`` in a class whose every half path the project shows writes float16
+    down (``Model.from_pretrained(..., torch_dtype=torch.float16)``, ``model.half()``; no
+    bfloat16, no ``.to(weight_dtype)``, in an application that names the classes each cast
+    reaches): the model's dtype is float16 wherever it is half. A library's contract, an
+    unknown dtype or a world a cast of unknown class opens are no such evidence."""
+    target = cast.arg(None, "dtype") or next(
+        (a for a in cast.args if a.fact.kind is Kind.DTYPE), None
+    )
+    if target is None or target.fact.kind is not Kind.DTYPE or target.fact.prec is not Prec.MODEL:
+        return False
+    evidence = cast.scope.evidence
+    return evidence is not None and evidence.float16_only is not None
 
 
 def _float16_written(cast: CallSite) -> bool:

@@ -302,6 +302,10 @@ TENSOR_ATTRIBUTES = frozenset(
 RNN_PARAMETER = re.compile(r"(?:weight|bias)_(?:ih|hh|hr)_l\d+(?:_reverse)?")
 # Attributes only a tensor has (its storage and its gradient): what holds one is a tensor.
 TENSOR_ONLY_ATTRIBUTES = frozenset({"data", "grad"})
+# Plain values a model exposes (``nn.Module.training``; diffusers' ``ModelMixin`` and
+# transformers' ``PreTrainedModel`` properties ``dtype`` and ``device``): reading one hands on
+# a dtype, a device or a flag, never the model nor a part of it (``x.to(model.dtype)``).
+MODEL_VALUE_ATTRIBUTES = frozenset({"dtype", "device", "training"})
 
 
 def tensor_attribute(name: str) -> bool:

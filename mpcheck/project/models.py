@@ -129,6 +129,7 @@ class ModelUses:
         cast_to: Mapping[str, Mapping[str, Reach]] = MappingProxyType({}),
         float16: frozenset[str] = frozenset(),
         input_cast: str | None = None,
+        not_float16: frozenset[str] | None = None,
         buffers_kept: Mapping[str, Reach] = MappingProxyType({}),
         closed: tuple[frozenset[str], tuple[str, ...]] | None = None,
         half_free: bool = False,
@@ -194,6 +195,10 @@ class ModelUses:
         # the classes some cast, wrapper or use that may cast reaches without writing
         # bfloat16 down: float16 may reach them (:meth:`bfloat16_only`)
         self._float16 = float16
+        # the classes some cast, wrapper or use that may cast reaches without writing float16
+        # down (bfloat16, ``.to(weight_dtype)``): bfloat16 may reach them (:meth:`float16_only`);
+        # None: not known (every class may be)
+        self._not_float16 = not_float16
         # an FSDP policy of the project that casts its models' floating forward inputs to a
         # half (or unknown) ``param_dtype``, quoted with its place; None: none does
         self.input_cast = input_cast
@@ -226,6 +231,7 @@ class ModelUses:
             self._cast_to,
             self._float16,
             self.input_cast,
+            self._not_float16,
             self._buffers_kept,
             self._closed,
             self.half_free,
@@ -471,6 +477,18 @@ class ModelUses:
             return None
         return self._cast_to.get("bfloat16", {}).get(qualified)
 
+    def float16_only(self, name: str) -> Reach | None:
+        """A cast writing float16 down that reaches the class ``name`` of :attr:`module`, when
+        it is the only half the project gives its weights (None otherwise): every cast, load
+        and wrapper reaching it writes float16 (``.half()``, ``torch_dtype=torch.float16``),
+        nothing that may cast a model of unknown dtype does, and every half path of the
+        project names the classes it reaches. Its ``self.dtype`` is then float16 wherever it
+        is half (autocast lowers activations, never the weights ``dtype`` reads)."""
+        qualified = f"{self.module}.{name}" if self.module else name
+        if self._closed is None or self._not_float16 is None or qualified in self._not_float16:
+            return None
+        return self._cast_to.get("float16", {}).get(qualified)
+
     def autocast_bfloat16(self, name: str, reach: Reach) -> bool:
         """Whether the class ``name`` of :attr:`module`, whose evidence is ``reach``, is
         half only as autocast lowers it, and only to bfloat16: it is run only under
@@ -503,6 +521,7 @@ class ModelUses:
             self.application,
             written,
             sorted(self._float16),
+            None if self._not_float16 is None else sorted(self._not_float16),
             self._open_bfloat16,
             self._autocast_shown,
             self.input_cast,
@@ -673,6 +692,7 @@ def uses_of_records(
     # the classes a cast may make float16: one writing float16 or no dtype down
     # (``.to(weight_dtype)``), a wrapper's, a use that may cast it (:meth:`ModelUses.bfloat16_only`)
     float16: set[str] = set()
+    not_float16: set[str] = set()  # the classes a cast may make other than float16
     bfloat16_first: set[str] = set()  # classes whose quoted cast writes bfloat16
     covered: dict[str, Reach] = {}  # every call seen runs under an enabled autocast
     uncovered: set[str] = set()
@@ -760,6 +780,8 @@ def uses_of_records(
                     )
                 if dtype != "bfloat16":
                     float16.add(target)
+                if dtype != "float16":
+                    not_float16.add(target)
         for name, region in record.calls:
             for target in expand(name):
                 if region is None:
@@ -933,6 +955,7 @@ def uses_of_records(
     float16.update(c for c in casts if c not in written.get("bfloat16", {}))
     loosely = {c for path in loose if path.classes is not None for c in path.classes}
     float16 |= unsafe | computed | loosely
+    not_float16 |= unsafe | computed | loosely
     _spread(built, reach, bodies, only)
     _spread(_bases(subclasses, reach, only), reach, bodies, only)
     # What nothing reaches is known only in a project that shows where it builds its models
@@ -1017,6 +1040,7 @@ def uses_of_records(
         cast_to=cast_to,
         float16=frozenset(_parts_of(float16, bodies)),
         input_cast=inputs,
+        not_float16=frozenset(_parts_of(not_float16, bodies)),
         buffers_kept=buffers_kept,
         closed=closed,
         read=frozenset(r.module for r in records.values()),

@@ -69,7 +69,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 39
+FORMAT = 40
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -2877,6 +2877,8 @@ def _bound(attribute: str) -> bool | _Bound:
     which may at most be cast itself (the project says what it holds: a tensor holds none)."""
     if not attribute:
         return False
+    if attribute.rpartition(".")[2] in T.MODEL_VALUE_ATTRIBUTES:
+        return True  # ``latents.to(model.dtype)``: a dtype handed on, not the model
     return _forward(attribute) or _Bound(attribute)
 
 
