@@ -472,18 +472,36 @@ class Denoiser(nn.Module):
 
 
 @pytest.mark.parametrize(
-    ("casts", "found"),
+    ("casts", "found", "target"),
     [
         # every half path writes float16 down: the model's dtype is float16 where it is half
-        (["model = Denoiser().half()"], set()),
-        (["model = Denoiser().to(torch.float16)", "x = x.to(model.dtype)"], set()),
+        (["model = Denoiser().half()"], set(), "x.dtype"),
+        (["model = Denoiser().to(torch.float16)", "x = x.to(model.dtype)"], set(), "x.dtype"),
         # bfloat16 on some path, or a dtype the run picks: rounded above 256
-        (["model = Denoiser().half()", "other = Denoiser().to(torch.bfloat16)"], {11}),
-        (["model = Denoiser().to(args.dtype)"], {11}),
+        (["model = Denoiser().half()", "other = Denoiser().to(torch.bfloat16)"], {11}, "x.dtype"),
+        (["model = Denoiser().to(args.dtype)"], {11}, "x.dtype"),
+        # an autocast region may lower the activations (``x.dtype``) to bfloat16
+        (
+            [
+                "model = Denoiser().half()",
+                "with torch.autocast('cuda', dtype=torch.bfloat16): pass",
+            ],
+            {11},
+            "x.dtype",
+        ),
+        # the weights' own dtype is float16 whatever autocast does
+        (
+            [
+                "model = Denoiser().half()",
+                "with torch.autocast('cuda', dtype=torch.bfloat16): pass",
+            ],
+            set(),
+            "self.time_proj.bias.dtype",
+        ),
     ],
 )
 def test_an_integer_timestep_cast_to_a_float16_only_models_dtype_is_exact(
-    tmp_path: Path, casts: list[str], found: set[int]
+    tmp_path: Path, casts: list[str], found: set[int], target: str
 ) -> None:
     """``t.to(x.dtype)`` in a class the project only ever casts to float16: its dtype is
     float16 wherever it is half, so an integer timestep (below 2048) is exact. Reading
@@ -497,6 +515,6 @@ def test_an_integer_timestep_cast_to_a_float16_only_models_dtype_is_exact(
             "model(x, torch.randint(0, 1000, (4,)))",
         ]
     )
-    files = {"denoiser.py": DENOISER, "run.py": script + "\n"}
+    files = {"denoiser.py": DENOISER.replace("x.dtype", target), "run.py": script + "\n"}
     rows = {row for name, row, _ in project_findings(tmp_path, files, ("MPC303",))}
     assert rows == found

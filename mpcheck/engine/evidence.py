@@ -126,6 +126,10 @@ class HalfEvidence:
     # a cast's class whose every half path writes float16 down: that cast (quoted, with its
     # place). Its weights' dtype (``self.dtype``) is float16 wherever it is half
     float16_only: str | None = None
+    # with :attr:`float16_only`, the project opens no autocast region (nor brings a trainer
+    # that may): its activations are in its weights' dtype too (autocast would lower them
+    # to a dtype of its own, bfloat16 perhaps)
+    float16_activations: bool = False
     # a region written for the CPU runs the class (kinds cast and autocast): the CPU's lists
     # apply there too, so only an op on both devices' float32 lists is float32 whatever
     # its input (:meth:`caller_autocast`)
@@ -283,6 +287,9 @@ class Evidence:
                 autocast=around,
                 bfloat16=None if only is None else _text(name, only),
                 float16_only=None if only16 is None else _text(name, only16),
+                float16_activations=(
+                    self.uses is not None and only16 is not None and not self.uses.autocasts
+                ),
                 autocast_cpu=around is not None and self._on_cpu(name),
             )
         library = _library(bases, pretrained)

@@ -558,7 +558,18 @@ def _model_float16(cast: CallSite) -> bool:
     if target is None or target.fact.kind is not Kind.DTYPE or target.fact.prec is not Prec.MODEL:
         return False
     evidence = cast.scope.evidence
-    return evidence is not None and evidence.float16_only is not None
+    if evidence is None or evidence.float16_only is None:
+        return False
+    # (``self.dtype`` reads the weights; ``x.dtype`` an activation, which an autocast region
+    # of the project may have lowered to another dtype)
+    return _self_rooted(target.node) or evidence.float16_activations
+
+
+def _self_rooted(node: cst.BaseExpression) -> bool:
+    """``self.dtype``, ``self.unet.dtype``: an attribute chain read off ``self``."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name) and node.value == "self"
 
 
 def _float16_written(cast: CallSite) -> bool:
