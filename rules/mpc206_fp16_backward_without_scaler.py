@@ -37,7 +37,11 @@ class Fp16BackwardWithoutScaler(Rule):
         autocast, a dtype the code leaves to the run (`dtype=amp_dtype`), accelerate's
         `accelerator.backward(loss)`, Lightning, DeepSpeed's `engine.backward(loss)` and
         fairseq-style `optimizer.backward(loss)`, which scale the loss themselves. With
-        `enabled=` an expression the message says the finding holds when it is true.
+        `enabled=` an expression the message says the finding holds when it is true; with
+        `dtype=` a variable that is float16 on some runs only (`torch.float16 if fp16 else
+        torch.bfloat16`) it says the finding holds on those runs. A GradScaler made with
+        `enabled=False` scales nothing (`scale(loss)` returns the loss as it is): its
+        `scaler.scale(loss).backward()` is reported as a plain backward, naming the scaler.
         """
     symptom = """
         Nothing raises. Some layers (often the first ones, or an auxiliary head) stop
@@ -80,21 +84,42 @@ class Fp16BackwardWithoutScaler(Rule):
         if id(site.node) in self.seen or self.never_runs(site.scope):
             return
         regions = [r for r in site.regions if _float16(r)]
+        regions += [r for r in site.regions if _float16_sometimes(r)]
         if not regions:
             return
         self.seen.add(id(site.node))
         region = regions[0]
         written = self.ctx.code(region.node)
-        default = ", CUDA autocast's default dtype" if region.dtype is None else ""
+        if region.float16_sometimes:
+            default = ", float16 on the runs whose `dtype=` picks it"
+        elif region.dtype is None:
+            default = ", CUDA autocast's default dtype"
+        else:
+            default = ""
         when = " when its `enabled=` is true" if region.enabled is None else ""
+        related = [(region.node, "float16 autocast entered here")]
+        scaling = "with no loss scaling"
+        disabled = site.scaler
+        if disabled is not None:  # ``GradScaler(enabled=False)``: ``scale`` is the identity
+            scaling = (
+                f"with no loss scaling (the GradScaler made at {self.line(disabled.node)} is "
+                "made with `enabled=False`: its `scale` returns the loss unchanged)"
+            )
+            related.append((disabled.node, "the GradScaler is made disabled here"))
         message = (
             f"`{self.ctx.code(site.node)}` runs the backward of a loss computed under float16 "
-            f"autocast (`{written}` at {self.line(region.node)}{default}){when} with no loss "
-            "scaling: float16 gradients below 6e-8 flush to zero; scale the loss with a "
+            f"autocast (`{written}` at {self.line(region.node)}{default}){when} {scaling}: "
+            "float16 gradients below 6e-8 flush to zero; scale the loss with a "
             "GradScaler (`scaler.scale(loss).backward()`, `scaler.step(optimizer)`, "
             "`scaler.update()`) or use bfloat16"
         )
-        self.report(site.node, message, related=[(region.node, "float16 autocast entered here")])
+        self.report(site.node, message, related=related)
+
+
+def _float16_sometimes(region: Autocast) -> bool:
+    """A region whose ``dtype=`` variable is float16 on some runs only."""
+    usable = region.active and not region.implicit and not region.refused
+    return usable and region.float16_sometimes
 
 
 def _float16(region: Autocast) -> bool:

@@ -173,3 +173,55 @@ def test_one_finding_per_backward_though_the_loop_is_walked_twice() -> None:
                     loss.backward()
         """
     assert len(findings(body)) == 1
+
+
+def test_a_dtype_float16_on_some_runs_is_a_stated_premise() -> None:
+    (d,) = findings(
+        """
+        def train(model, optimizer, loader, fp16):
+            amp_dtype = torch.float16 if fp16 else torch.bfloat16
+            for x, y in loader:
+                with torch.autocast("cuda", dtype=amp_dtype):
+                    loss = F.mse_loss(model(x), y)
+                loss.backward()
+        """
+    )
+    assert "at line 8, float16 on the runs whose `dtype=` picks it) with no loss" in d.message
+    only_bf16 = """
+        def train(model, optimizer, loader, bf16):
+            amp_dtype = torch.bfloat16 if bf16 else torch.float32
+            for x, y in loader:
+                with torch.autocast("cuda", dtype=amp_dtype):
+                    loss = F.mse_loss(model(x), y)
+                loss.backward()
+        """
+    assert findings(only_bf16) == []
+
+
+def test_a_scaler_made_disabled_scales_nothing() -> None:
+    (d,) = findings(
+        """
+        def train(model, optimizer, loader):
+            scaler = torch.amp.GradScaler("cuda", enabled=False)
+            for x, y in loader:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = F.mse_loss(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+        """
+    )
+    assert span(d)[:2] == (10, 9)
+    assert "(the GradScaler made at line 6 is made with `enabled=False`" in d.message
+    assert [r.message for r in d.related] == [
+        "float16 autocast entered here",
+        "the GradScaler is made disabled here",
+    ]
+    switched = """
+        def train(model, optimizer, loader, fp16):
+            scaler = torch.amp.GradScaler("cuda", enabled=fp16)
+            for x, y in loader:
+                with torch.autocast("cuda", dtype=torch.float16, enabled=fp16):
+                    loss = F.mse_loss(model(x), y)
+                scaler.scale(loss).backward()
+        """
+    assert findings(switched) == []

@@ -156,6 +156,7 @@ class Regions:
             return None
         dtype: str | None = None
         dtype_known = True
+        sometimes = False
         enabled: bool | None = True
         args = call.args if call else ()
         # (positional parameters: ``torch.autocast(device_type, dtype, enabled)``, the
@@ -184,12 +185,15 @@ class Regions:
                 if dtype is None:
                     dtype = self._region_dtype(arg.value, frame)
                     dtype_known = dtype is not None
+                    sometimes = dtype is None and self._float16_sometimes(arg.value, frame)
             elif key == "enabled":
                 if isinstance(arg.value, cst.Name) and arg.value.value in ("True", "False"):
                     enabled = arg.value.value == "True"
                 else:
                     enabled = None
         region = Autocast(node, device, dtype, enabled, dtype_known, self.file.target_torch)
+        if sometimes:
+            region = replace(region, float16_sometimes=True)
         return _ignored(region) if dtype in _FULL else region
 
     def _helper_context(self, call: cst.Call | None) -> tuple[cst.Call, bool] | None:
@@ -312,6 +316,16 @@ class Regions:
         if fact.kind is Kind.DTYPE and fact.prec in (Prec.HALF, Prec.FULL) and not fact.maybe:
             return fact.dtype if fact.dtype in _REGION_DTYPES else None
         return None
+
+    def _float16_sometimes(self, node: cst.BaseExpression, frame: Frame | None) -> bool:
+        """``dtype=amp_dtype`` of a variable that holds float16 on some path, another dtype
+        on the others (half joined with half: dtype None; float16 or float32: ``maybe``)."""
+        if frame is None or not isinstance(node, (cst.Name, cst.Attribute)):
+            return False
+        fact = self.file.expr(node, frame)
+        return (
+            fact.kind is Kind.DTYPE and fact.prec is Prec.HALF and fact.dtype in (None, "float16")
+        )
 
     @staticmethod
     def off_reading(region: Autocast) -> Autocast:

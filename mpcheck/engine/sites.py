@@ -47,6 +47,10 @@ class Autocast:
     # autocast is off inside whatever the caller runs, as with ``enabled=False``, but nobody
     # wrote it off, so it says nothing of what the author meant the weights to be.
     refused: bool = False
+    # ``dtype=`` names a variable that is float16 on some path and another dtype on others
+    # (``torch.float16 if fp16 else torch.bfloat16``): :attr:`dtype` is None, and float16 is
+    # this region's dtype on the runs that pick it (a premise a finding states)
+    float16_sometimes: bool = False
 
     @property
     def active(self) -> bool:

@@ -476,7 +476,8 @@ class Action(enum.Enum):
     CLIP = "clip"  # ``clip_grad_norm_``/``clip_grad_value_`` (torch, timm or accelerate)
     STEP = "step"  # ``scaler.step(opt)``, ``opt.step()``
     # ``loss.backward()`` of a loss no scaler scaled: ``regions`` are the enabled autocast
-    # regions its forward ran in (``mpcheck.engine.loss_regions``), ``scaler`` is None
+    # regions its forward ran in (``mpcheck.engine.loss_regions``); ``scaler`` is None, or a
+    # scaler made ``enabled=False`` whose ``scale(loss)`` it went through
     PLAIN_BACKWARD = "plain backward"
 
 

@@ -513,6 +513,9 @@ class Tracker:
                 self.step(node, info.scaler, info.optimizer, frame, via="transformers")
             return UNKNOWN
         if isinstance(info, Scaled) and method == "backward":
+            if info.scaler.enabled is False and info.scaler.via == "torch":
+                # (``GradScaler(enabled=False)``: ``scale`` returns the loss as it is)
+                self.plain_backward(node, receiver.node, recv, frame, disabled=info.scaler)
             self.backward(node, info.scaler, recv, frame)
             return UNKNOWN
         if method == "backward" and info is None and not args and recv.kind is not Kind.MODULE:
@@ -656,24 +659,34 @@ class Tracker:
         self.set_state(frame, state.with_scaler(replace(current, scaled=True, backward=node)))
 
     def plain_backward(
-        self, node: cst.Call, receiver: cst.BaseExpression, loss: Fact, frame: Frame
+        self,
+        node: cst.Call,
+        receiver: cst.BaseExpression,
+        loss: Fact,
+        frame: Frame,
+        disabled: Scaler | None = None,
     ) -> None:
         """``loss.backward()`` of a loss no scaler scaled (a positional argument would be a
         gradient, or another object's ``backward(loss)``: DeepSpeed's engine, fairseq's
-        optimizer, which scale themselves): a site with the enabled autocast regions its
-        forward ran in, when it ran in any."""
+        optimizer, which scale themselves), or ``scaler.scale(loss).backward()`` of a scaler
+        made ``enabled=False`` (``disabled``), whose ``scale`` is the identity: a site with
+        the enabled autocast regions its forward ran in, when it ran in any."""
         if not self.analysis.reporting.takes("training"):
             return
         state = self.state(frame)
-        if any(not s.absent for s in state.scalers):
+        others = [
+            s for s in state.scalers if disabled is None or s.scaler.node is not disabled.node
+        ]
+        if any(not s.absent for s in others):
             return  # a scaler exists on this path: its backward is another call
         scope = frame.scope.function or self.analysis.module
         inside = frame.scope.autocast
         made = loss_regions(receiver, scope, state.blocks, inside)
         if not made:
             return
-        site = self.site(node, Action.PLAIN_BACKWARD, frame, None, loss=loss)
-        self.emit(replace(site, regions=made, scaling_in_file=self.scaling_in_file()))
+        site = self.site(node, Action.PLAIN_BACKWARD, frame, disabled, loss=loss)
+        scaling = disabled is None and self.scaling_in_file()
+        self.emit(replace(site, regions=made, scaling_in_file=scaling))
 
     def scaling_in_file(self) -> bool:
         """Whether the file scales a loss anywhere: a GradScaler made, named or handed in
