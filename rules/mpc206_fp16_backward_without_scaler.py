@@ -42,6 +42,9 @@ class Fp16BackwardWithoutScaler(Rule):
         torch.bfloat16`) it says the finding holds on those runs. A GradScaler made with
         `enabled=False` scales nothing (`scale(loss)` returns the loss as it is): its
         `scaler.scale(loss).backward()` is reported as a plain backward, naming the scaler.
+        A context held in an attribute (`with self.ctx:`) is the region `__init__` binds it
+        to: bound to `nullcontext()` and, under a test, to an autocast, it is that region on
+        the runs that turn it on, with a `dtype=` variable read from the class's assignments.
         """
     symptom = """
         Nothing raises. Some layers (often the first ones, or an auxiliary head) stop
@@ -96,7 +99,7 @@ class Fp16BackwardWithoutScaler(Rule):
             default = ", CUDA autocast's default dtype"
         else:
             default = ""
-        when = " when its `enabled=` is true" if region.enabled is None else ""
+        when = " on the runs that turn it on" if region.enabled is None else ""
         related = [(region.node, "float16 autocast entered here")]
         scaling = "with no loss scaling"
         disabled = site.scaler

@@ -53,7 +53,7 @@ def test_cuda_default_dtype_and_an_enabled_switch_are_said() -> None:
                 loss.backward()
         """
     )
-    assert "at line 7, CUDA autocast's default dtype) when its `enabled=` is true " in d.message
+    assert "at line 7, CUDA autocast's default dtype) on the runs that turn it on " in d.message
 
 
 def test_backward_inside_the_block_and_a_module_level_script() -> None:
@@ -225,3 +225,33 @@ def test_a_scaler_made_disabled_scales_nothing() -> None:
                 scaler.scale(loss).backward()
         """
     assert findings(switched) == []
+
+
+def test_a_held_context_chosen_against_nullcontext_in_init_is_read_there() -> None:
+    """``self.ctx`` bound to ``nullcontext()`` and, under a test, to an autocast whose
+    ``dtype=`` variable ``__init__`` picks: the region on the runs that turn it on, float16 on
+    those that pick it (oumi's trainer before its fix, with a scaler made disabled)."""
+    trainer = """
+        import contextlib
+
+        class Trainer:
+            def __init__(self, model, params):
+                self.model = model
+                self.ctx = contextlib.nullcontext()
+                amp_dtype = None
+                if params.dtype == "bf16":
+                    amp_dtype = torch.bfloat16
+                elif params.dtype == "fp16":
+                    amp_dtype = {half}
+                if amp_dtype:
+                    self.ctx = torch.amp.autocast(device_type="cuda", dtype=amp_dtype)
+
+            def step(self, x, y):
+                with self.ctx:
+                    loss = F.mse_loss(self.model(x), y)
+                loss.backward()
+        """
+    (d,) = findings(trainer.format(half="torch.float16"))
+    assert span(d)[:2] == (22, 9)
+    assert "float16 on the runs whose `dtype=` picks it) on the runs that turn it on" in d.message
+    assert findings(trainer.format(half="torch.bfloat16")) == []

@@ -128,6 +128,8 @@ class Regions:
         if isinstance(node, (cst.Name, cst.Attribute)) and frame is not None and helpers:
             held = self._held_context(node, frame)  # ``ctx = torch.autocast(...)``; ``with ctx:``
             region = self.autocast_region(held[0], frame, helpers=False) if held else None
+            if region is not None and held is not None and isinstance(node, cst.Attribute):
+                region = self._dtype_where_built(region, held[0], frame)
             if region is not None and held is not None:
                 if held[2]:  # (a table of autocasts of several dtypes)
                     region = replace(region, device=None, dtype=None, dtype_known=False)
@@ -228,6 +230,14 @@ class Regions:
         autocast has nothing to turn off), and whether it was picked among autocasts of
         several dtypes (:meth:`_keyed_context`)."""
         values = self._bound_values(name, frame)
+        calls = [v for v in values if isinstance(v, cst.Call)]
+        if len(values) == 2 and len(calls) == 2 and any(map(_nullcontext, calls)):
+            # (``self.ctx = nullcontext()``, then ``self.ctx = torch.autocast(...)`` under a
+            # test: the region on the runs that take it, as a conditional expression's)
+            found = [c for c in calls if not _nullcontext(c)]
+            region = self.autocast_region(found[0], helpers=False)
+            if region is not None and region.active:
+                return found[0], True, False
         if len(values) != 1:
             return None
         value = values[0]
@@ -316,6 +326,27 @@ class Regions:
         if fact.kind is Kind.DTYPE and fact.prec in (Prec.HALF, Prec.FULL) and not fact.maybe:
             return fact.dtype if fact.dtype in _REGION_DTYPES else None
         return None
+
+    def _dtype_where_built(self, region: Autocast, call: cst.Call, frame: Frame) -> Autocast:
+        """``self.ctx = torch.autocast(..., dtype=amp_dtype)`` in another method: a ``dtype``
+        variable the method using ``self.ctx`` cannot read is read from the class's plain
+        assignments of that name, as written (``amp_dtype = torch.float16`` in one branch,
+        ``torch.bfloat16`` in another: float16 on the runs that pick it)."""
+        if region.dtype is not None or region.float16_sometimes:
+            return region
+        arg = next((a for a in call.args if a.keyword and a.keyword.value == "dtype"), None)
+        owner = self.file.classes.get(frame.scope.class_name or "")
+        if arg is None or not isinstance(arg.value, cst.Name) or owner is None:
+            return region
+        written = set()
+        for value in _assigned(owner.node, arg.value, inside_functions=True):
+            leaf = (dotted(value) or "").rpartition(".")[2]
+            written.add({"float16": "float16", "half": "float16"}.get(leaf, leaf))
+        if "float16" not in written:
+            return region
+        if written == {"float16"}:
+            return replace(region, dtype="float16", dtype_known=True)
+        return replace(region, float16_sometimes=True)
 
     def _float16_sometimes(self, node: cst.BaseExpression, frame: Frame | None) -> bool:
         """``dtype=amp_dtype`` of a variable that holds float16 on some path, another dtype
