@@ -81,6 +81,7 @@ from mpcheck.knowledge.torch_api import (
     OpKind,
     is_kernel,
 )
+from mpcheck.knowledge.training_api import EMA_KEEPERS
 from mpcheck.output.module_dtype import module_dtype
 from mpcheck.project.callables import SplitRun
 from mpcheck.project.names import CANONICAL, children, descendants, dotted
@@ -105,6 +106,7 @@ __all__ = [
     "CONTAINER_LAYERS",
     "DEFAULT_FLOAT32",
     "DTYPE_STRICT_WRITES",
+    "EMA_KEEPERS",
     "EVIDENCE_AUTOCAST",
     "EVIDENCE_CAST",
     "EVIDENCE_LIBRARY",

@@ -745,6 +745,9 @@ class Expressions:
         if name in T.TENSOR_SETTERS:
             self.modules.set_tensors(node, T.TENSOR_SETTERS[name], args, kwargs, frame)
             return UNKNOWN
+        if name in T.DTYPE_KEEPING_COPIES and len(args) == 1 and not kwargs:
+            copied = replace(args[0].fact, train=None)  # (a copy trains apart from its source)
+            return self.file.emit(CallRecord(node, copied, args, kwargs, qual=name), frame)
         if name.startswith("torch.ops."):  # a custom op (a kernel, an extension's): its
             # result has no argument's dtype unless the op table says so
             return self.file.emit(CallRecord(node, UNKNOWN_TENSOR, args, kwargs), frame)

@@ -72,6 +72,9 @@ NOT_RUNNING_TAKERS = frozenset(
         "to", "cuda", "cpu", "float", "half", "bfloat16", "eval", "train",
     }
 )  # fmt: skip
+# Copies of a model or tensor (``ema = copy.deepcopy(model)``): a new object in the dtype of
+# what was copied, every parameter and buffer included, tied to none of its training links.
+DTYPE_KEEPING_COPIES = frozenset({"copy.deepcopy", "copy.copy"})
 # Library functions that set a module's named tensor in place, converted to ``dtype=`` when
 # given (floating values only; without it each keeps the old tensor's dtype), by the
 # position of ``dtype``: accelerate's checkpoint loading over every state-dict key is a

@@ -25,6 +25,22 @@ FP16_TOLERANT_SCALERS = frozenset(
         "torch.distributed.fsdp.ShardedGradScaler",
     }
 )
+# Library EMA helpers that keep their average in the dtype of what they are given and update
+# it in place in that dtype, with what each keeps (MPC207): diffusers clones the parameters,
+# timm, ema_pytorch and torch's AveragedModel deep-copy the model.
+_DEEP_COPY = "a deep copy of the model, in its dtype"
+EMA_KEEPERS: dict[str, str] = {
+    "diffusers.training_utils.EMAModel": "clones of the parameters, in their dtype",
+    "timm.utils.ModelEma": _DEEP_COPY,
+    "timm.utils.ModelEmaV2": _DEEP_COPY,
+    "timm.utils.ModelEmaV3": _DEEP_COPY,
+    "timm.utils.model_ema.ModelEma": _DEEP_COPY,
+    "timm.utils.model_ema.ModelEmaV2": _DEEP_COPY,
+    "timm.utils.model_ema.ModelEmaV3": _DEEP_COPY,
+    "ema_pytorch.EMA": _DEEP_COPY,
+    "ema_pytorch.ema_pytorch.EMA": _DEEP_COPY,
+    "torch.optim.swa_utils.AveragedModel": _DEEP_COPY,
+}
 ACCELERATORS = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
 # accelerate's DeepSpeed plugin: an Accelerator given one scales nothing itself
 DEEPSPEED_PLUGINS = (
