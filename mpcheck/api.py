@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Severity
+from mpcheck.engine.averages import AVERAGE, accumulator, literal
 from mpcheck.engine.binding import input_names
 from mpcheck.engine.choices import Branches, Choice, scaler_choices
 from mpcheck.engine.evidence import AUTOCAST as EVIDENCE_AUTOCAST
@@ -81,7 +82,6 @@ from mpcheck.knowledge.torch_api import (
     OpKind,
     is_kernel,
 )
-from mpcheck.knowledge.training_api import EMA_KEEPERS
 from mpcheck.output.module_dtype import module_dtype
 from mpcheck.project.callables import SplitRun
 from mpcheck.project.names import CANONICAL, children, descendants, dotted
@@ -106,7 +106,9 @@ __all__ = [
     "CONTAINER_LAYERS",
     "DEFAULT_FLOAT32",
     "DTYPE_STRICT_WRITES",
-    "EMA_KEEPERS",
+    "AVERAGE",
+    "accumulator",
+    "literal",
     "EVIDENCE_AUTOCAST",
     "EVIDENCE_CAST",
     "EVIDENCE_LIBRARY",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from mpcheck.diagnostics import Diagnostic
-from tests.support import check, span
+from tests.support import check, project_findings, span
 
 HEADER = "import copy\nimport torch\nfrom torch import nn\n"  # lines 1-3
 
@@ -146,11 +147,12 @@ def test_library_emas_of_half_parameters_are_reported_where_made() -> None:
         """
     )
     assert [d.start.row for d in found] == [12, 14, 15]
-    assert "keeps its moving average as clones of the parameters, in their dtype" in (
-        found[0].message
+    assert found[0].message.startswith(
+        "`EMAModel(unet.parameters(), decay=0.9999)` keeps a moving average in the dtype it "
+        "copies or is given (the average is half precision, cast to the working dtype "
+        "`weight_dtype`"
     )
-    assert "(`unet.parameters()` is half precision, cast to the working dtype" in (found[0].message)
-    assert "keeps its moving average as a deep copy of the model, in its dtype" in (
+    assert "(the average is bfloat16, cast by `.to(torch.bfloat16)` at line 13)" in (
         found[1].message
     )
 
@@ -179,3 +181,76 @@ def test_an_average_in_a_float32_branch_is_quiet() -> None:
                     e.lerp_(p, 1 - 0.999)
         """
     )
+
+
+KEEPER = """
+import copy
+import torch
+
+
+class EMA:
+    def __init__(self, model, decay=0.9999, dtype=None):
+        self.decay = decay
+        self.model = copy.deepcopy(model)
+        if dtype is not None:
+            self.model.to(dtype=dtype)
+
+    @torch.no_grad()
+    def step(self, model):
+        for e, p in zip(self.model.parameters(), model.parameters()):
+            e.mul_(self.decay).add_(p, alpha=1 - self.decay)
+"""
+
+
+def test_a_project_ema_class_built_on_a_half_model_is_reported_in_its_file() -> None:
+    found = findings(
+        KEEPER
+        + """
+
+def main(model, weight_dtype):
+    model = model.half()
+    ema = EMA(model)
+    fresh = EMA(model.float())
+    given = EMA(fresh, dtype=weight_dtype)
+"""
+    )
+    assert [d.start.row for d in found] == [24, 26]
+    assert "(the average is float16, cast to float16 by `.half()` at line 23)" in found[0].message
+    assert "kept in the dtype given as `dtype=weight_dtype`" in found[1].message
+
+
+def test_a_project_ema_class_of_another_file_is_reported_where_built(tmp_path: Path) -> None:
+    files = {
+        "helpers/ema.py": KEEPER,
+        "train.py": """
+            import torch
+            from helpers.ema import EMA
+
+
+            def main(model):
+                model = model.to(torch.bfloat16)
+                ema = EMA(model)
+                keep = EMA(model, dtype=torch.float32)
+
+
+            if __name__ == "__main__":
+                main(torch.nn.Linear(2, 2))
+            """,
+    }
+    assert project_findings(tmp_path, files, {"MPC207"}) == {("train.py", 7, "MPC207")}
+
+
+def test_an_ema_class_that_keeps_float32_is_no_keeper() -> None:
+    fixed = KEEPER.replace("copy.deepcopy(model)", "copy.deepcopy(model).float()")
+    assert not findings(fixed + "\n\nema = EMA(torch.nn.Linear(2, 2).half())\n")
+
+
+def test_a_float32_cast_under_a_test_keeps_only_part_of_the_average() -> None:
+    """``p.float() if p.ndim == 1 else p``: the matrices stay in the dtype handed in."""
+    partly = KEEPER.replace(
+        "self.model = copy.deepcopy(model)",
+        "self.model = copy.deepcopy(model)\n"
+        "        self.norms = [p.float() if p.ndim == 1 else p for p in model.parameters()]",
+    )
+    found = findings(partly + "\n\nema = EMA(torch.nn.Linear(2, 2).half())\n")
+    assert [d.start.row for d in found] == [23]

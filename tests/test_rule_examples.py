@@ -14,6 +14,7 @@ from mpcheck.pipeline.one_file import check_source
 from mpcheck.ruleset.rule import Rule, all_rules
 
 PREAMBLE = (
+    "import copy\n"
     "import torch\n"
     "import torch.nn.functional as F\n"
     "from torch import nn\n"

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from mpcheck.engine.autocast import Regions, named_autocast
+from mpcheck.engine.averages import keeper, kept_average
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
 from mpcheck.engine.constants import number_of
@@ -55,7 +56,7 @@ from mpcheck.engine.replacements import replacement
 from mpcheck.engine.sites import Operand
 from mpcheck.engine.switches import parts, switched
 from mpcheck.engine.tensors import Tensors
-from mpcheck.knowledge import data_api
+from mpcheck.knowledge import data_api, training_api
 from mpcheck.knowledge import torch_api as T
 from mpcheck.project.names import dotted, literal_setattr
 from mpcheck.project.summary import ClassSummary, Function
@@ -513,6 +514,10 @@ class Expressions:
             if made is not None:
                 return made
         hand_over(func, qual, args, kwargs, frame)  # ``quantize_(proj)``: may cast ``proj``
+        if qual in training_api.EMA_KEEPERS:  # ``EMAModel(unet.parameters())``: a copy, stepped
+            return self.file.emit(
+                CallRecord(node, self.kept_average(node, args, kwargs, frame)), frame
+            )
         dtype = promoted(node, qual, args, self.file.imports.resolve)
         if dtype is not None:  # ``reduce(torch.promote_types, (x.dtype, torch.float32))``
             return dtype
@@ -692,6 +697,22 @@ class Expressions:
             self.file.elsewhere[node] = place  # a finding pointing here points there too
         return self.file.emit(CallRecord(node, result, args, kwargs), frame)
 
+    def kept_average(
+        self,
+        node: cst.Call,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        """An EMA keeper built here (:func:`mpcheck.engine.averages.kept_average`), with its
+        ``dtype=`` read as a cast of the model is."""
+        given = kwargs.get("dtype")
+        cast = None
+        if given is not None:
+            script = frame.scope.script
+            cast = self.modules.module_cast(node, "to", (), {"dtype": given}, script=script)
+        return kept_average(args, kwargs, cast)
+
     def project_call(
         self,
         node: cst.Call,
@@ -708,6 +729,10 @@ class Expressions:
         name = dotted(node.func) or located[0]
         if isinstance(function, ClassSummary) and function.is_module:
             return self.modules.construct_imported(node, name, function, frame, kwargs)
+        if isinstance(function, ClassSummary) and function.averages:  # a project EMA class
+            return self.file.emit(
+                CallRecord(node, self.kept_average(node, args, kwargs, frame)), frame
+            )
         if isinstance(function, ClassSummary):  # ``class SFTTrainer(Trainer)`` elsewhere
             derived = self.file.training.derived_call(node, function.bases, args, kwargs, frame)
             if derived is not None:
@@ -839,6 +864,10 @@ class Expressions:
             derived = self.file.training.derived_call(node, bases, args, kwargs, frame)
             if derived is not None:  # ``class MyTrainer(Trainer)``: built as its base is
                 return derived
+            if keeper(cls.node):  # ``EMA(model)`` of this file: it steps an average it copied
+                return self.file.emit(
+                    CallRecord(node, self.kept_average(node, args, kwargs, frame)), frame
+                )
             plain = self.definitions.plain_class(
                 name
             )  # ``KVCache(...)``: its methods answer calls on it

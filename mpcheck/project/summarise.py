@@ -17,6 +17,7 @@ from pathlib import Path
 import libcst as cst
 
 from mpcheck.engine.analysis import FileAnalysis
+from mpcheck.engine.averages import keeper
 from mpcheck.engine.binding import fixed_default
 from mpcheck.engine.facts import Kind, Prec
 from mpcheck.engine.frames import ClassInfo
@@ -376,6 +377,7 @@ def _class_summary(
         fed_inputs=tuple(sorted(info.fed_inputs)),
         adapter_casts=_sorted(walk.keep.casts.get(name)),
         feeds=_feeds(walk, info, methods, shown, text),
+        averages=not info.is_module and keeper(info.node),
     )
 
 

@@ -32,7 +32,7 @@ __all__ = [
     "Value",
 ]
 
-FORMAT = 16  # bump when the JSON layout changes: older cached summaries are then ignored
+FORMAT = 17  # bump when the JSON layout changes: older cached summaries are then ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +131,10 @@ class ClassSummary:
     # weights, so a float32 model of the class refuses half values there; the place's text
     # is the layer as the method writes it. The first such call per method and positions.
     feeds: tuple[tuple[str, tuple[int, ...], Place], ...] = ()
+    # a plain class whose methods step a moving average in place and that casts nothing to
+    # float32 (:mod:`mpcheck.engine.averages`): an EMA keeper, its average in the dtype it is
+    # handed (or given as ``dtype=``)
+    averages: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +281,7 @@ class Pool:
             adapter_casts=None if cls.adapter_casts is None else self._strings(cls.adapter_casts),
             kept_residual=cls.kept_residual,
             feeds=one(tuple((one(m), one(i), self._place(p)) for m, i, p in cls.feeds)),
+            averages=cls.averages,
         )
 
 
@@ -375,6 +380,7 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         feeds=tuple(
             (str(m), tuple(int(i) for i in at), Place(**p)) for m, at, p in data.get("feeds", ())
         ),
+        averages=bool(data.get("averages", False)),
     )
 
 
