@@ -42,22 +42,30 @@ class HalfMovingAverage(Rule):
 
         - handed to a library EMA that keeps its copy in the dtype it is given (diffusers'
           `EMAModel` clones the parameters, timm's `ModelEma*`, `ema_pytorch.EMA` and
-          torch's `AveragedModel` deep-copy the model), or to a class of the project, in
-          any file, whose methods step an average in place and that casts nothing to
-          float32 unconditionally (it keeps the dtype it copies, or the one it is given
-          as `dtype=`: `EMAModel(unet, dtype=weight_dtype)` is reported where it is made),
-          or
+          torch's `AveragedModel` deep-copy the model), or to a plain class of the project,
+          in any file, whose `__init__` copies what it is handed (`copy.deepcopy`,
+          `.clone()`) and whose methods step an average in place: it keeps the dtype it
+          copies, or the one it is given as `dtype=` (`EMAModel(unet,
+          dtype=weight_dtype)` is reported where it is made); an `__init__` that casts its
+          copy to float32 outside any test, or makes it with a float32 factory
+          (`torch.zeros(p.shape)`), keeps float32; or
         - updated in place by an averaging step: `e.mul_(decay).add_(p, alpha=1 - decay)`,
           `e.lerp_(p, 1 - decay)`, `e.sub_((1 - decay) * (e - p))`, `e.copy_(decay * e +
           (1 - decay) * p)`, `torch._foreach_lerp_(ema_params, params, 1 - decay)`.
 
-        A multiplier counts as a decay when it is a number in [0.5, 1) or a name that says
-        so (`decay`, `momentum`, `beta`, `ema`); a `lerp_` weight above 0.5 is no average.
-        Not reported: an average the code keeps in float32 (a copy made before the model is
-        cast, `.float()` on it), a model the code only runs in half by autocast, or a
-        class's parameter that only "may run in half" (the average's dtype is then unknown).
-        With a dtype variable (`weight_dtype`) that is float32 on some runs, the message
-        says the finding holds on the runs where it is half.
+        A decay is a number in [0.9, 1) or a name that says so (`decay`, `ema`); a step is
+        one minus such a decay (`1 - decay`, `one_minus_decay`), for `lerp_` also a number
+        up to 0.1 or a name saying a decay or a rate, and a chained `mul_(decay).add_(...)`
+        must add the complement of the same decay. Not reported: an interpolation (a
+        soup's `lerp_(q, 0.5)`, Lookahead's `lerp_(p, alpha)`), a momentum sum
+        (`buf.mul_(momentum).add_(grad)`), an L2 term and an optimizer's moments of a
+        gradient; an average the code keeps in float32 (a copy made before the model is
+        cast, `.float()` on it); a model the code only runs in half by autocast; a class's
+        parameter that only "may run in half" (the average's dtype is then unknown). With a
+        dtype variable (`weight_dtype`) that is float32 on some runs, the message says the
+        finding holds on the runs where it is half. Not yet seen: a keeper cast back to
+        float32 after it is built (`ema.to(dtype=torch.float32)`) is still reported where
+        it was made.
         """
     symptom = """
         Nothing raises. The EMA model's samples or metrics lag far behind the trained
@@ -95,8 +103,8 @@ class HalfMovingAverage(Rule):
     def check_call(self, call: CallSite) -> None:
         if call.scope.full_precision is not None or self.never_runs(call.scope):
             return
-        if call.result.layer == AVERAGE:  # an EMA keeper built here (engine: ``averages``)
-            half = _half(call.result)
+        if call.average is not None:  # an EMA keeper built here (engine: ``averages``)
+            half = _half(call.average)
             if half is not None:
                 self._report(
                     call, half, None, "keeps a moving average in the dtype it copies or is given"

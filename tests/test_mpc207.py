@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mpcheck.diagnostics import Diagnostic
-from tests.support import check, project_findings, span
+from tests.support import FIXTURES, check, project_findings, span
 
 HEADER = "import copy\nimport torch\nfrom torch import nn\n"  # lines 1-3
 
@@ -49,13 +49,15 @@ def test_a_deep_copy_of_a_bfloat16_model_stepped_by_lerp_is_reported() -> None:
         "e.add_((p - e) * 0.001)",
         "e.copy_(decay * e + (1 - decay) * p)",
         "e.copy_(e.data * self_decay + p * (1.0 - self_decay))",
-        "e.lerp_(p, weight)",
+        "e.lerp_(p, ema_rate)",
+        "e.mul_(decay).add_((1 - decay) * p)",
+        "e.mul_(decay).add_(p, alpha=one_minus_decay)",
     ],
 )
 def test_each_averaging_step_on_a_float16_copy_is_reported(step: str) -> None:
     (d,) = findings(
         f"""
-        def train(decay, weight, self_decay):
+        def train(decay, ema_rate, self_decay, one_minus_decay):
             model = nn.Linear(8, 8).half()
             ema = copy.deepcopy(model)
             for e, p in zip(ema.parameters(), model.parameters()):
@@ -105,11 +107,19 @@ def test_a_float32_average_is_quiet(made: str) -> None:
         "e.mul_(2.0).add_(p, alpha=1.0)",  # no decay
         "e.add_(p, alpha=-0.01)",  # an SGD-like step, not an average
         "e.mul_(0.999)",  # a decay alone
+        "e.lerp_(p, 0.5)",  # a uniform soup
+        "e.lerp_(p, alpha)",  # a merge's or Lookahead's named weight
+        "e.mul_(momentum).add_(p)",  # a momentum sum
+        "e.mul_(decay).add_(p)",  # no step of the average's size
+        "e.mul_(beta1).add_(p, alpha=1 - beta1)",  # an optimizer's moment
+        "e.grad.add_(p, alpha=weight_decay)",  # an L2 term
+        "e.mul_(0.5).add_(p, alpha=0.5)",  # a half step, which half precision holds
     ],
 )
 def test_steps_that_are_no_average_are_quiet(step: str) -> None:
     assert not findings(
         f"""
+        alpha, momentum, decay, beta1, weight_decay = 0.5, 0.9, 0.999, 0.9, 0.01
         model = nn.Linear(8, 8).half()
         ema = copy.deepcopy(model)
         for i, (e, p) in enumerate(zip(ema.parameters(), model.parameters())):
@@ -254,3 +264,93 @@ def test_a_float32_cast_under_a_test_keeps_only_part_of_the_average() -> None:
     )
     found = findings(partly + "\n\nema = EMA(torch.nn.Linear(2, 2).half())\n")
     assert [d.start.row for d in found] == [23]
+
+
+def test_a_trainer_subclass_stepping_an_average_is_still_a_trainer(tmp_path: Path) -> None:
+    """An averaging step in a ``Trainer`` subclass of another file keeps it what it is: the
+    float16 unscale that ``trainer.train()`` raises on is still reported (MPC201)."""
+    case = FIXTURES / "xfile" / "bad_trainer_subclass_elsewhere" / "lmtune"
+    files = {f"lmtune/{p.name}": p.read_text() for p in case.glob("*.py")}
+    files["lmtune/trainers.py"] = files["lmtune/trainers.py"].replace(
+        "import ", "import torch\nimport ", 1
+    ) + textwrap.indent(
+        textwrap.dedent(
+            """
+
+                @torch.no_grad()
+                def update_ema(self, ema_params, decay=0.999):
+                    for e, p in zip(ema_params, self.model.parameters()):
+                        e.mul_(decay).add_(p, alpha=1 - decay)
+                """
+        ),
+        "    ",
+    )
+    found = project_findings(tmp_path, files)
+    assert ("finetune.py", 15, "MPC201") in found
+
+
+def test_a_plain_class_stepping_a_float32_average_answers_its_calls() -> None:
+    """A running mean kept by a plain class (no copy: not an EMA keeper) is still read as
+    that class: its float32 mean joined to bfloat16 activations raises (MPC102)."""
+    found = [
+        d.code
+        for d in check(
+            HEADER
+            + textwrap.dedent(
+                """
+                class FeatureStats:
+                    def __init__(self, dim, decay=0.99):
+                        self.mean = torch.zeros(1, dim)
+                        self.decay = decay
+
+                    @torch.no_grad()
+                    def update(self, x):
+                        self.mean.mul_(self.decay).add_(x.mean(0), alpha=1 - self.decay)
+
+                    def with_mean(self, x):
+                        return torch.cat((x, self.mean.expand(x.shape[0], -1)), dim=-1)
+
+
+                class Head(nn.Module):
+                    def __init__(self, dim):
+                        super().__init__()
+                        self.out = nn.Linear(2 * dim, dim)
+                        self.stats = FeatureStats(dim)
+
+                    def forward(self, x):
+                        return self.out(self.stats.with_mean(x))
+
+
+                head = Head(16).to(torch.bfloat16)
+                head(torch.randn(4, 16, dtype=torch.bfloat16))
+                """
+            )
+        )
+    ]
+    assert "MPC102" in found
+    assert "MPC207" not in found
+
+
+@pytest.mark.parametrize(
+    ("change", "rows"),
+    [
+        ("", [23, 24]),  # the copy keeps float16; ``dtype=None`` casts nothing
+        # a float32 copy in ``__init__`` is the fix, unless a dtype is given
+        ("self.model = copy.deepcopy(model).float()", [24]),
+        # a cast in another method (logging, saving) keeps nothing of the average
+        (
+            "self.model = copy.deepcopy(model)\n"
+            "    def stats(self):\n"
+            "        return self.model.weight.float()",
+            [25, 26],
+        ),
+    ],
+)
+def test_what_an_ema_class_keeps_is_read_from_its_init(change: str, rows: list[int]) -> None:
+    keeper = KEEPER.replace("self.model = copy.deepcopy(model)", change) if change else KEEPER
+    found = findings(
+        keeper
+        + "\n\nmodel = torch.nn.Linear(2, 2).half()\n"
+        + "a = EMA(model, dtype=None)\nb = EMA(model, dtype=torch.bfloat16)\n"
+    )
+    assert [d.start.row for d in found] == rows

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 import libcst as cst
 
@@ -244,6 +245,8 @@ class FileAnalysis(Walk):
 
     def emit(self, call: CallRecord, frame: Frame) -> Fact:
         call = zeroed(ranged(call))  # its value range and zero rows, before rules read them
+        if self.averages and call.node in self.averages:  # an EMA keeper's construction
+            call = replace(call, average=self.averages.pop(call.node))
         self.ambient.note(call, frame)
         return self.emitter.emit(call, frame)
 

@@ -7,10 +7,14 @@ gap, in place: ``e.mul_(decay).add_(p, alpha=1 - decay)``, ``e.lerp_(p, 1 - deca
 whose methods step an average: :class:`mpcheck.project.summary.ClassSummary.averages`) and
 the walk (MPC207, an average stepped in half) recognise the same steps.
 
-A multiplier counts as a decay when it is a number in [0.5, 1) or a name that says so
-(``decay``, ``momentum``, ``beta``, ``ema``); a step weight is ``1 - decay``, a number in
-(0, 0.5], or, for ``lerp_``, a named weight: a weight computed in place (``1.0 / (i + 2)``)
-or one above 0.5 is an interpolation, not an average's small step.
+A multiplier counts as a decay when it is a number in [0.9, 1) or a name that says so
+(``decay``, ``ema``); a step is one minus such a decay (``1 - decay``, ``one_minus_decay``),
+for ``lerp_`` also a number in (0, 0.1] or a name saying a decay or a rate; a chained
+``mul_(decay).add_(...)`` must add the complement of the same decay. Not steps of an average
+of weights: an interpolation (a soup's ``lerp_(q, 0.5)``, Lookahead's ``lerp_(p, alpha)``,
+a weight computed in place), a momentum sum (``buf.mul_(momentum).add_(grad)``), an L2 term
+(``grad.add_(p, alpha=weight_decay)``) and an optimizer's moments of a gradient (a target
+that names ``grad``; their steps are a tenth of a noisy gap, which half precision holds).
 """
 
 from __future__ import annotations
@@ -23,9 +27,14 @@ import libcst as cst
 from mpcheck.engine.facts import Fact, Kind, Prec
 from mpcheck.engine.sites import Operand
 
-AVERAGE = "<moving average>"  # the ``layer`` of an EMA keeper's fact: it holds an average
-DECAY_WORDS = ("decay", "momentum", "beta", "ema")
-MAX_RATE = 0.5  # a larger weight moves a value by a share of its gap that half precision holds
+AVERAGE = "<moving average>"  # the ``layer`` of an EMA keeper's average (``CallSite.average``)
+DECAY_WORDS = ("decay", "ema")
+MIN_DECAY = 0.9  # an average of weights decays by this or more per step
+MAX_RATE = 0.1  # a larger weight is an interpolation (a soup, Lookahead's 0.5), not an EMA step
+# A keeper's ``averages``: it copies what it is handed, or keeps its copy in float32.
+COPIED, FLOAT32 = "copied", "float32"
+# torch factories that make float32 without ``dtype=`` (a shadow made with one is float32)
+_FLOAT32_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn"})
 
 Number = Callable[[cst.BaseExpression], "float | None"]
 _MODULE = cst.Module([])
@@ -51,20 +60,27 @@ def accumulator(call: cst.Call, number: Number = literal) -> cst.BaseExpression 
     method = func.attr.value
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    alpha = keywords.get("alpha")
     if method in ("_foreach_lerp_", "_foreach_add_"):  # ``torch._foreach_lerp_(ema, p, w)``
-        if not positional:
+        if not positional or "grad" in code(positional[0]):
             return None
         if method == "_foreach_lerp_":
             weight = positional[2] if len(positional) > 2 else keywords.get("weight")
-            return positional[0] if _rate(weight, number, loose=True) else None
-        return positional[0] if _rate(keywords.get("alpha"), number, loose=False) else None
+            return positional[0] if _weight(weight, number) else None
+        return positional[0] if alpha is not None and _one_minus(alpha, number) else None
     receiver = func.value
+    if "grad" in code(receiver):
+        return None  # a gradient or an optimizer's moment of it: no average of weights
     if method == "lerp_":
         weight = positional[1] if len(positional) > 1 else keywords.get("weight")
-        return receiver if _rate(weight, number, loose=True) else None
+        return receiver if _weight(weight, number) else None
     if method == "add_" and _chained_decay(receiver, number):
-        return _inner_receiver(receiver)  # ``e.mul_(decay).add_(p, alpha=1 - decay)``
-    if method == "add_" and _rate(keywords.get("alpha"), number, loose=False):
+        decay = _decay_of(receiver)  # ``e.mul_(decay).add_(p, alpha=1 - decay)``
+        step = alpha if alpha is not None else (positional[0] if positional else None)
+        if step is not None and decay is not None and _complement(step, decay, number):
+            return _inner_receiver(receiver)
+        return None
+    if method == "add_" and alpha is not None and _one_minus(alpha, number):
         return receiver  # ``e.mul_(decay)`` then ``e.add_(p, alpha=1 - decay)``
     text = _unwrapped(code(receiver))
     if method in ("add_", "sub_") and positional and _scaled_gap(positional[0], text, number):
@@ -89,16 +105,72 @@ def steps_average(node: cst.CSTNode) -> bool:
     return found
 
 
-def keeper(cls: cst.ClassDef) -> bool:
-    """Whether a plain class is an EMA keeper whose average takes the dtype it is handed: a
-    method steps an average in place, and nothing in it casts to float32."""
-    return steps_average(cls) and not keeps_float32(cls)
+def keeper(cls: cst.ClassDef) -> str:
+    """What a plain class keeps, when it is an EMA keeper: a method steps an average in place
+    and ``__init__`` copies what it is handed (``copy.deepcopy``, ``.clone()``,
+    ``.detach()``). :data:`FLOAT32` when ``__init__`` casts to float32 unconditionally or
+    makes its storage with a float32 factory (``torch.zeros(shape)``), the usual fix;
+    :data:`COPIED` otherwise (the dtype handed in); "" for no keeper. Casts in other methods
+    (logging, saving) and under a test (``p.float() if p.ndim == 1 else p``) keep only part
+    of the average and do not count."""
+    init = next(
+        (s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
+        None,
+    )
+    if init is None or not _copies(init) or not steps_average(cls):
+        return ""
+    return FLOAT32 if _float32(init) else COPIED
 
 
-def keeps_float32(node: cst.CSTNode) -> bool:
-    """Whether a class casts to float32 unconditionally (``.float()``, ``torch.float32``):
-    an EMA class that does keeps its average in float32, the usual fix, whatever it is
-    handed. A cast under a test (``p.float() if p.ndim == 1 else p``) keeps only some of it."""
+def kept_average(
+    args: Sequence[Operand], kwargs: Mapping[str, Operand], cast: Fact | None, keeps: str
+) -> Fact:
+    """What an EMA keeper built here holds (``keeps``: :func:`keeper`'s answer, or
+    :data:`COPIED` for a library's): an average in the dtype given as ``dtype=`` (``cast``,
+    the walk's reading of that cast; None without one, or ``dtype=None``), else float32 for
+    a keeper that keeps float32, else the dtype of the model or parameters it copies (its
+    first argument, ``model=`` or ``parameters=``), marked :data:`AVERAGE` for the rules."""
+    given = kwargs.get("dtype")
+    if given is not None and cast is not None:
+        if cast.prec is not Prec.HALF or cast.origin is None:
+            return Fact(Kind.OTHER, cast.prec, cast.dtype, layer=AVERAGE)
+        text = f"kept in the dtype given as `dtype={code(given.node)}`"
+        origin = replace(cast.origin, node=given.node, text=text)
+        return replace(cast, kind=Kind.OTHER, origin=origin, layer=AVERAGE)
+    if keeps == FLOAT32:
+        return Fact(Kind.OTHER, Prec.FULL, "float32", layer=AVERAGE)
+    source = args[0] if args else kwargs.get("model") or kwargs.get("parameters")
+    if source is None:
+        return Fact(Kind.OTHER, layer=AVERAGE)
+    fact = source.fact
+    if fact.kind is Kind.SEQ and fact.elem is not None:
+        fact = fact.elem  # ``EMAModel(unet.parameters())``: the parameters' dtype
+    if fact.kind not in (Kind.TENSOR, Kind.MODULE):
+        return Fact(Kind.OTHER, layer=AVERAGE)
+    return replace(fact, kind=Kind.OTHER, layer=AVERAGE, elem=None, items=None, train=None)
+
+
+def _copies(init: cst.FunctionDef) -> bool:
+    """Whether ``__init__`` copies what it is handed (a deep copy, a clone, a detach)."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            nonlocal found
+            func = call.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else None
+            if isinstance(func, cst.Name):
+                name = func.value
+            if name in ("deepcopy", "clone", "detach"):
+                found = True
+
+    init.visit(Finder())
+    return found
+
+
+def _float32(init: cst.FunctionDef) -> bool:
+    """Whether ``__init__`` makes float32 outside any test: ``.float()``, ``torch.float32``,
+    or a float32 factory without ``dtype=`` (``torch.zeros(p.shape)``)."""
     found = False
     tested = 0
 
@@ -128,34 +200,17 @@ def keeps_float32(node: cst.CSTNode) -> bool:
         def visit_Call(self, call: cst.Call) -> None:
             nonlocal found
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "float" and not call.args:
-                found = found or not tested
+            if tested or not isinstance(func, cst.Attribute):
+                return
+            if func.attr.value == "float" and not call.args:
+                found = True
+            typed = any(a.keyword is not None and a.keyword.value == "dtype" for a in call.args)
+            factory = func.attr.value in _FLOAT32_FACTORIES and code(func.value) == "torch"
+            if factory and not typed:
+                found = True
 
-    node.visit(Finder())
+    init.visit(Finder())
     return found
-
-
-def kept_average(args: Sequence[Operand], kwargs: Mapping[str, Operand], cast: Fact | None) -> Fact:
-    """What an EMA keeper built here holds: an average in the dtype it is given as
-    ``dtype=`` (``cast``: the walk's reading of that cast, None without one), else in the
-    dtype of the model or parameters it copies (its first argument, ``model=`` or
-    ``parameters=``), marked :data:`AVERAGE` for the rules."""
-    given = kwargs.get("dtype")
-    if given is not None and cast is not None:
-        if cast.prec is not Prec.HALF or cast.origin is None:
-            return Fact(Kind.OTHER, cast.prec, cast.dtype, layer=AVERAGE)
-        text = f"kept in the dtype given as `dtype={code(given.node)}`"
-        origin = replace(cast.origin, node=given.node, text=text)
-        return replace(cast, kind=Kind.OTHER, origin=origin, layer=AVERAGE)
-    source = args[0] if args else kwargs.get("model") or kwargs.get("parameters")
-    if source is None:
-        return Fact(Kind.OTHER, layer=AVERAGE)
-    fact = source.fact
-    if fact.kind is Kind.SEQ and fact.elem is not None:
-        fact = fact.elem  # ``EMAModel(unet.parameters())``: the parameters' dtype
-    if fact.kind not in (Kind.TENSOR, Kind.MODULE):
-        return Fact(Kind.OTHER, layer=AVERAGE)
-    return replace(fact, kind=Kind.OTHER, layer=AVERAGE, elem=None, items=None, train=None)
 
 
 def _inner_receiver(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -165,26 +220,54 @@ def _inner_receiver(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
+def _decay_of(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``decay`` of ``e.mul_(decay)``."""
+    if isinstance(node, cst.Call) and node.args:
+        return node.args[0].value
+    return None
+
+
 def _decay(node: cst.BaseExpression, number: Number) -> bool:
-    """A multiplier that is an average's decay: a number in [0.5, 1) or a decay's name."""
+    """A multiplier that is an average's decay: a number in [0.9, 1) or a decay's name."""
     value = number(node)
     if value is not None:
-        return MAX_RATE <= value < 1.0
+        return MIN_DECAY <= value < 1.0
     return _named(node, DECAY_WORDS)
 
 
-def _rate(node: cst.BaseExpression | None, number: Number, *, loose: bool) -> bool:
-    """An average's step weight (see the module's docstring)."""
+def _weight(node: cst.BaseExpression | None, number: Number) -> bool:
+    """A ``lerp_`` weight that is an average's step (see the module's docstring)."""
     if node is None:
         return False
-    if _one_minus(node):
+    if _one_minus(node, number):
         return True
     value = number(node)
     if value is not None:
         return 0.0 < value <= MAX_RATE
-    if loose and isinstance(node, (cst.Name, cst.Attribute)):
-        return True
-    return _named(node, ("decay",))
+    return _named(node, (*DECAY_WORDS, "rate"))
+
+
+def _one_minus(node: cst.BaseExpression, number: Number) -> bool:
+    """``1 - decay``, ``1. - self.decay``, ``1 - 0.999``, or a name saying so
+    (``one_minus_decay``)."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        return _named(node, ("one_minus",))
+    if not isinstance(node, cst.BinaryOperation) or not isinstance(node.operator, cst.Subtract):
+        return False
+    return literal(node.left) == 1.0 and _decay(node.right, number)
+
+
+def _complement(node: cst.BaseExpression, decay: cst.BaseExpression, number: Number) -> bool:
+    """The step of a chained ``mul_(decay).add_(...)``: one minus that decay, the number
+    completing it to 1, or the added value scaled so (``(1 - decay) * p``)."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        return _complement(node.left, decay, number) or _complement(node.right, decay, number)
+    if isinstance(node, cst.BinaryOperation) and _one_minus(node, number):
+        return code(node.right) == code(decay)
+    if _one_minus(node, number):
+        return True  # ``one_minus_decay``
+    value, kept = number(node), number(decay)
+    return value is not None and kept is not None and abs(value + kept - 1.0) < 1e-9
 
 
 def _chained_decay(node: cst.BaseExpression, number: Number) -> bool:
@@ -203,7 +286,7 @@ def _scaled_gap(node: cst.BaseExpression, average: str, number: Number) -> bool:
     for factor, gap in ((node.left, node.right), (node.right, node.left)):
         if not _is_gap(gap, average):
             continue
-        if _one_minus(factor) or _named(factor, ("decay",)):
+        if _one_minus(factor, number):
             return True
         value = number(factor)
         if value is not None and 0.0 < value <= MAX_RATE:
@@ -236,16 +319,6 @@ def _is_gap(node: cst.BaseExpression, average: str) -> bool:
 def _unwrapped(text: str) -> str:
     """``e.data`` and ``e`` are the same average."""
     return text.removesuffix(".data").removesuffix(".detach()")
-
-
-def _one_minus(node: cst.BaseExpression) -> bool:
-    """``1 - decay``, ``1. - self.decay`` or ``1 - 0.999``: one minus a decay."""
-    if not isinstance(node, cst.BinaryOperation) or not isinstance(node.operator, cst.Subtract):
-        return False
-    if literal(node.left) != 1.0:
-        return False
-    right = literal(node.right)
-    return right is None or MAX_RATE <= right < 1.0
 
 
 def _named(node: cst.BaseExpression, words: tuple[str, ...]) -> bool:

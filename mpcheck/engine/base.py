@@ -61,6 +61,7 @@ class CallRecord:
     kept_residual: KeptResidualLoad | None = None
     fed: tuple[Operand, ...] = ()  # see ``CallSite.fed``
     handed_split: SplitRun | None = None  # see ``CallSite.handed_split``
+    average: Fact | None = None  # see ``CallSite.average``
 
     def operand(self, index: int, keyword: str) -> Operand | None:
         """The ``index``-th operand of a function, counting a method's receiver first, or the
@@ -93,6 +94,9 @@ class Walk(ABC):
         # Calls to another file's function whose result's dtype was decided over there:
         # the place, so a finding's related locations can name that file.
         self.elsewhere: dict[cst.CSTNode, Place] = {}
+        # An EMA keeper's construction: the average it holds, for the record of that call
+        # (:meth:`mpcheck.engine.expressions.Expressions.call`)
+        self.averages: dict[cst.CSTNode, Fact] = {}
         # The facts the rules were shown, in order: the origins among them whose dtype was
         # decided in another file are looked up for reported findings only (``decided_at``).
         # At the first finding they are indexed instead (``_places``: each origin node with

@@ -71,6 +71,7 @@ class SiteEmitter:
                 kept_residual=call.kept_residual,
                 fed=call.fed,
                 handed_split=call.handed_split,
+                average=call.average,
                 module_calls=self.file.module_calls,
             )
             self.file.reporting.call(site)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from mpcheck.engine.autocast import Regions, named_autocast
-from mpcheck.engine.averages import keeper, kept_average
+from mpcheck.engine.averages import COPIED, keeper, kept_average
 from mpcheck.engine.base import CallRecord, Walk
 from mpcheck.engine.casts import Casts
 from mpcheck.engine.constants import number_of
@@ -514,10 +514,28 @@ class Expressions:
             if made is not None:
                 return made
         hand_over(func, qual, args, kwargs, frame)  # ``quantize_(proj)``: may cast ``proj``
-        if qual in training_api.EMA_KEEPERS:  # ``EMAModel(unet.parameters())``: a copy, stepped
-            return self.file.emit(
-                CallRecord(node, self.kept_average(node, args, kwargs, frame)), frame
-            )
+        keeps = self.keeps_average(func, qual)
+        if not keeps:
+            return self.dispatch(node, func, qual, args, kwargs, frame)
+        # an EMA keeper: the record of this call (whichever part of the walk makes it) carries
+        # the average it holds; the call is read as it always is
+        self.file.averages[node] = self.kept_average(node, args, kwargs, frame, keeps)
+        result = self.dispatch(node, func, qual, args, kwargs, frame)
+        left = self.file.averages.pop(node, None)
+        if left is not None:  # (no record was made of it)
+            return self.file.emit(CallRecord(node, result, args, kwargs, average=left), frame)
+        return result
+
+    def dispatch(
+        self,
+        node: cst.Call,
+        func: cst.BaseExpression,
+        qual: str | None,
+        args: tuple[Operand, ...],
+        kwargs: dict[str, Operand],
+        frame: Frame,
+    ) -> Fact:
+        """A call's fact, by what is called (its operands already read)."""
         dtype = promoted(node, qual, args, self.file.imports.resolve)
         if dtype is not None:  # ``reduce(torch.promote_types, (x.dtype, torch.float32))``
             return dtype
@@ -697,21 +715,43 @@ class Expressions:
             self.file.elsewhere[node] = place  # a finding pointing here points there too
         return self.file.emit(CallRecord(node, result, args, kwargs), frame)
 
+    def keeps_average(self, func: cst.BaseExpression, qual: str | None) -> str:
+        """What an EMA keeper called here keeps (:func:`mpcheck.engine.averages.keeper`): a
+        library's (``EMA_KEEPERS``), a plain class of this file or of another project file
+        (``ClassSummary.averages``); "" for any other callee."""
+        if qual in training_api.EMA_KEEPERS:
+            return COPIED
+        if isinstance(func, cst.Name):
+            cls = self.file.classes.get(func.value)
+            if cls is not None:
+                return "" if cls.is_module else keeper(cls.node)
+        project = self.file.project
+        located = self.file.imports.locate(func) if project is not None else None
+        if project is None or located is None:
+            return ""
+        found = project(*located)
+        if isinstance(found, ClassSummary) and not found.is_module:
+            return found.averages
+        return ""
+
     def kept_average(
         self,
         node: cst.Call,
         args: tuple[Operand, ...],
         kwargs: dict[str, Operand],
         frame: Frame,
+        keeps: str,
     ) -> Fact:
         """An EMA keeper built here (:func:`mpcheck.engine.averages.kept_average`), with its
-        ``dtype=`` read as a cast of the model is."""
+        ``dtype=`` read as a cast of the model is (``dtype=None`` casts nothing)."""
         given = kwargs.get("dtype")
         cast = None
-        if given is not None:
+        if given is not None and not (
+            isinstance(given.node, cst.Name) and given.node.value == "None"
+        ):
             script = frame.scope.script
             cast = self.modules.module_cast(node, "to", (), {"dtype": given}, script=script)
-        return kept_average(args, kwargs, cast)
+        return kept_average(args, kwargs, cast, keeps)
 
     def project_call(
         self,
@@ -729,10 +769,6 @@ class Expressions:
         name = dotted(node.func) or located[0]
         if isinstance(function, ClassSummary) and function.is_module:
             return self.modules.construct_imported(node, name, function, frame, kwargs)
-        if isinstance(function, ClassSummary) and function.averages:  # a project EMA class
-            return self.file.emit(
-                CallRecord(node, self.kept_average(node, args, kwargs, frame)), frame
-            )
         if isinstance(function, ClassSummary):  # ``class SFTTrainer(Trainer)`` elsewhere
             derived = self.file.training.derived_call(node, function.bases, args, kwargs, frame)
             if derived is not None:
@@ -864,10 +900,6 @@ class Expressions:
             derived = self.file.training.derived_call(node, bases, args, kwargs, frame)
             if derived is not None:  # ``class MyTrainer(Trainer)``: built as its base is
                 return derived
-            if keeper(cls.node):  # ``EMA(model)`` of this file: it steps an average it copied
-                return self.file.emit(
-                    CallRecord(node, self.kept_average(node, args, kwargs, frame)), frame
-                )
             plain = self.definitions.plain_class(
                 name
             )  # ``KVCache(...)``: its methods answer calls on it

@@ -242,6 +242,10 @@ class CallSite:
     # embeddings are cast apart, with no autocast here nor where it was handed
     # (mpcheck.project.callables)
     handed_split: SplitRun | None = None
+    # An EMA keeper built here (``EMAModel(unet.parameters())``, a project class stepping an
+    # average it copied): the average it holds, its dtype and where that came from
+    # (:func:`mpcheck.engine.averages.kept_average`); None for any other call
+    average: Fact | None = None
     # Calling a module of another project file whose ``forward`` hands more than its first
     # input to its own layers (``ClassSummary.fed_inputs``): those further arguments
     fed: tuple[Operand, ...] = ()

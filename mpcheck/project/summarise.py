@@ -377,7 +377,7 @@ def _class_summary(
         fed_inputs=tuple(sorted(info.fed_inputs)),
         adapter_casts=_sorted(walk.keep.casts.get(name)),
         feeds=_feeds(walk, info, methods, shown, text),
-        averages=not info.is_module and keeper(info.node),
+        averages="" if info.is_module else keeper(info.node),
     )
 
 

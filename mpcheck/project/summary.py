@@ -131,10 +131,10 @@ class ClassSummary:
     # weights, so a float32 model of the class refuses half values there; the place's text
     # is the layer as the method writes it. The first such call per method and positions.
     feeds: tuple[tuple[str, tuple[int, ...], Place], ...] = ()
-    # a plain class whose methods step a moving average in place and that casts nothing to
-    # float32 (:mod:`mpcheck.engine.averages`): an EMA keeper, its average in the dtype it is
-    # handed (or given as ``dtype=``)
-    averages: bool = False
+    # a plain class whose methods step a moving average in place of a copy ``__init__`` makes
+    # (:func:`mpcheck.engine.averages.keeper`): "copied" (the dtype it is handed, or given
+    # as ``dtype=``), "float32" (``__init__`` keeps its copy in float32), "" for no keeper
+    averages: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,7 +380,7 @@ def _class(data: dict[str, Any]) -> ClassSummary:
         feeds=tuple(
             (str(m), tuple(int(i) for i in at), Place(**p)) for m, at, p in data.get("feeds", ())
         ),
-        averages=bool(data.get("averages", False)),
+        averages=str(data.get("averages", "")),
     )
 
 
