@@ -31,12 +31,13 @@ def test_a_deep_copy_of_a_bfloat16_model_stepped_by_lerp_is_reported() -> None:
     assert d.severity.value == "warning"
     assert d.message == (
         "`e.lerp_(p, 1 - 0.999)` steps a moving average in place (`e` is bfloat16, cast by "
-        "`.to(torch.bfloat16)` at line 5): a step smaller than 2**-9 of the average rounds "
+        "`.to(torch.bfloat16)`, copied by `copy.deepcopy(model)` at line 6): a step smaller "
+        "than 2**-9 of the average rounds "
         "away in bfloat16, so the average stalls; keep it in float32 and update it from "
         "`p.float()`"
     )
     assert [(r.start.row, r.message) for r in d.related] == [
-        (5, "bfloat16 here: cast by `.to(torch.bfloat16)`")
+        (6, "bfloat16 here: cast by `.to(torch.bfloat16)`, copied by `copy.deepcopy(model)`")
     ]
 
 
@@ -65,7 +66,9 @@ def test_each_averaging_step_on_a_float16_copy_is_reported(step: str) -> None:
         """
     )
     assert d.start.row == 9
-    assert "(`e` is float16, cast to float16 by `.half()` at line 6)" in d.message
+    assert (
+        "(`e` is float16, cast to float16 by `.half()`, copied by `copy.deepcopy(model)` at line 7)"
+    ) in d.message
     assert "smaller than 2**-12 of the average rounds away in float16" in d.message
 
 

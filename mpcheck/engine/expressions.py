@@ -807,7 +807,7 @@ class Expressions:
             self.modules.set_tensors(node, T.TENSOR_SETTERS[name], args, kwargs, frame)
             return UNKNOWN
         if name in T.DTYPE_KEEPING_COPIES and len(args) == 1 and not kwargs:
-            copied = replace(args[0].fact, train=None)  # (a copy trains apart from its source)
+            copied = self.copied(node, args[0].fact)
             return self.file.emit(CallRecord(node, copied, args, kwargs, qual=name), frame)
         if name.startswith("torch.ops."):  # a custom op (a kernel, an extension's): its
             # result has no argument's dtype unless the op table says so
@@ -836,6 +836,18 @@ class Expressions:
         origin = Origin(node, Cause.UPCAST, f"returned in float32 by {function}")
         result = Fact(Kind.TENSOR, Prec.FULL, "float32", origin)
         return self.file.emit(CallRecord(node, result, args, kwargs, qual=name), frame)
+
+    def copied(self, node: cst.Call, source: Fact) -> Fact:
+        """``copy.deepcopy(model)``: a new object in the dtype the code gave its source (a
+        cast, a load), said to be a copy; of no known dtype where the code gave it none. A
+        copy is another object: an optimizer of the source does not train it, and a pipeline
+        built around it holds no trained module (facts of modules are told apart by their
+        origin)."""
+        origin = source.origin
+        if origin is None or source.kind not in (Kind.MODULE, Kind.TENSOR, Kind.SEQ):
+            return UNKNOWN
+        text = f"{origin.text}, copied by `{self.file.code(node)}`"
+        return replace(source, origin=replace(origin, node=node, text=text), train=None)
 
     def set_literal(self, node: cst.Call, args: tuple[Operand, ...], frame: Frame) -> None:
         """``setattr(self, "proj", v)`` under a literal name is ``self.proj = v``: bound like
