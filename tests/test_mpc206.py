@@ -255,3 +255,22 @@ def test_a_held_context_chosen_against_nullcontext_in_init_is_read_there() -> No
     assert span(d)[:2] == (22, 9)
     assert "float16 on the runs whose `dtype=` picks it) on the runs that turn it on" in d.message
     assert findings(trainer.format(half="torch.bfloat16")) == []
+
+
+def test_a_context_bound_to_two_plain_contexts_is_no_region() -> None:
+    """``cm = pool.get_context()`` or ``cm = nullcontext()`` on two paths (transformers'
+    wav2vec2 processor): two values, one of them ``nullcontext()`` and the other no autocast,
+    hold no region, and the walk reads on (it raised IndexError when both were plain)."""
+    body = """
+        from contextlib import nullcontext
+
+
+        def decode(pool, logits):
+            if pool is None:
+                cm = nullcontext()
+            else:
+                cm = nullcontext()
+            with cm:
+                return logits.float()
+        """
+    assert [d.code for d in check(HEADER + textwrap.dedent(body))] == []

@@ -235,7 +235,7 @@ class Regions:
             # (``self.ctx = nullcontext()``, then ``self.ctx = torch.autocast(...)`` under a
             # test: the region on the runs that take it, as a conditional expression's)
             found = [c for c in calls if not _nullcontext(c)]
-            region = self.autocast_region(found[0], helpers=False)
+            region = self.autocast_region(found[0], helpers=False) if len(found) == 1 else None
             if region is not None and region.active:
                 return found[0], True, False
         if len(values) != 1:
