@@ -357,3 +357,18 @@ def test_what_an_ema_class_keeps_is_read_from_its_init(change: str, rows: list[i
         + "a = EMA(model, dtype=None)\nb = EMA(model, dtype=torch.bfloat16)\n"
     )
     assert [d.start.row for d in found] == rows
+
+
+@pytest.mark.parametrize(("weight", "reported"), [("ema_rate", True), ("remaining", False)])
+def test_a_named_lerp_weight_counts_by_its_words(weight: str, reported: bool) -> None:
+    """``ema`` as a word of the name (``ema_rate``), not inside another (``remaining``)."""
+    found = findings(
+        f"""
+        def merge({weight}):
+            model = nn.Linear(8, 8).half()
+            ema = copy.deepcopy(model)
+            for e, p in zip(ema.parameters(), model.parameters()):
+                e.lerp_(p, {weight})
+        """
+    )
+    assert bool(found) is reported

@@ -48,6 +48,7 @@ def literal(node: cst.BaseExpression) -> float | None:
 
 
 def code(node: cst.CSTNode) -> str:
+    """The source of ``node``: a step is told by what its operands say, the average by name."""
     return _MODULE.code_for_node(node)
 
 
@@ -322,10 +323,13 @@ def _unwrapped(text: str) -> str:
 
 
 def _named(node: cst.BaseExpression, words: tuple[str, ...]) -> bool:
-    """A name or attribute whose last part says one of ``words``."""
+    """A name or attribute whose last part says one of ``words``, as a word of its own
+    (``ema_decay``, ``self.decay``; not ``schema`` or ``remaining`` for ``ema``); a word with
+    an underscore (``one_minus``) is looked for as written."""
     if isinstance(node, cst.Attribute):
         node = node.attr
     if not isinstance(node, cst.Name):
         return False
     name = node.value.lower()
-    return any(w in name for w in words)
+    parts = set(name.split("_"))
+    return any(w in name if "_" in w else w in parts for w in words)
