@@ -29,12 +29,12 @@ class HalfMovingAverage(Rule):
     why = """
         An EMA update moves the average `e` towards the weights `p` by `(1 - decay) * (p -
         e)`, a step of 1e-3 or 1e-4 of the gap for the usual decays 0.999 and 0.9999. A
-        float16 value changes only when the step exceeds half its spacing (2**-11 of its
-        size), a bfloat16 value only past 2**-8 of it: with weights that move slowly, almost
-        every step rounds back to the old value. Measured under torch 2.13 (4096 weights of
-        std 0.02 drifting by 10 % over 2000 steps, decay 0.999): 72 % of a float16 EMA's
-        entries and 97 % of a bfloat16 EMA's never move, and the averages fall 74 % and 98 %
-        short of the float32 EMA's movement.
+        float16 value changes only when the step exceeds half its spacing, 2**-12 to 2**-11
+        of its size, a bfloat16 value only past 2**-9 to 2**-8 of it: with weights that move
+        slowly, almost every step rounds back to the old value. Measured under torch 2.13
+        (4096 weights of std 0.02 drifting by 10 % over 2000 steps, decay 0.999): 72 % of a
+        float16 EMA's entries and 97 % of a bfloat16 EMA's never move, and the averages fall
+        74 % and 98 % short of the float32 EMA's movement.
 
         Reported where the code keeps the average in half precision on evidence: a model or
         tensor the code casts or loads in float16/bfloat16 (`.half()`, `.to(weight_dtype)`,
@@ -63,7 +63,7 @@ class HalfMovingAverage(Rule):
         cast, `.float()` on it); a model the code only runs in half by autocast; a class's
         parameter that only "may run in half" (the average's dtype is then unknown). With a
         dtype variable (`weight_dtype`) that is float32 on some runs, the message says the
-        finding holds on the runs where it is half. Not yet seen: a keeper cast back to
+        finding holds on the runs where it is half. A known gap: a keeper cast back to
         float32 after it is built (`ema.to(dtype=torch.float32)`) is still reported where
         it was made.
         """
