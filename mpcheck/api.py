@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from mpcheck.codes import INTERNAL_ERROR, INVALID_SYNTAX, UNUSED_NOQA
 from mpcheck.diagnostics import Severity
-from mpcheck.engine.averages import AVERAGE, accumulator, literal
+from mpcheck.engine.averages import STEP_METHODS, accumulator, literal
 from mpcheck.engine.binding import input_names
 from mpcheck.engine.choices import Branches, Choice, scaler_choices
 from mpcheck.engine.evidence import AUTOCAST as EVIDENCE_AUTOCAST
@@ -106,7 +106,7 @@ __all__ = [
     "CONTAINER_LAYERS",
     "DEFAULT_FLOAT32",
     "DTYPE_STRICT_WRITES",
-    "AVERAGE",
+    "STEP_METHODS",
     "accumulator",
     "literal",
     "EVIDENCE_AUTOCAST",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mpcheck.api import (
-    AVERAGE,
+    STEP_METHODS,
     CallSite,
     Fact,
     Kind,
@@ -101,10 +101,13 @@ class HalfMovingAverage(Rule):
         self.seen: set[int] = set()  # nodes reported (a loop's body is walked twice)
 
     def check_call(self, call: CallSite) -> None:
+        name = call.method or (call.qualname or "").rpartition(".")[2]
+        if call.average is None and name not in STEP_METHODS:
+            return  # (neither a keeper built nor an in-place step: most calls)
         if call.scope.full_precision is not None or self.never_runs(call.scope):
             return
         if call.average is not None:  # an EMA keeper built here (engine: ``averages``)
-            half = _half(call.average)
+            half = call.average if call.average.prec is Prec.HALF else None
             if half is not None:
                 self._report(
                     call, half, None, "keeps a moving average in the dtype it copies or is given"
@@ -151,12 +154,10 @@ class HalfMovingAverage(Rule):
 
 
 def _half(fact: Fact) -> Fact | None:
-    """The half fact of a model, tensor, average or sequence of parameters the code makes
-    half (a class that only "may run in half" is no evidence)."""
+    """The half fact of a model, tensor or sequence of parameters the code makes half (a
+    class that only "may run in half" is no evidence)."""
     if fact.kind is Kind.SEQ and fact.elem is not None:
         fact = fact.elem
     if fact.prec is not Prec.HALF:
         return None
-    if fact.kind in (Kind.TENSOR, Kind.MODULE) or fact.layer == AVERAGE:
-        return fact
-    return None
+    return fact if fact.kind in (Kind.TENSOR, Kind.MODULE) else None

@@ -27,8 +27,9 @@ import libcst as cst
 from mpcheck.engine.facts import Fact, Kind, Prec
 from mpcheck.engine.sites import Operand
 
-AVERAGE = "<moving average>"  # the ``layer`` of an EMA keeper's average (``CallSite.average``)
 DECAY_WORDS = ("decay", "ema")
+# The methods a step is made with (what :func:`accumulator` reads; any other call is none).
+STEP_METHODS = frozenset({"lerp_", "add_", "sub_", "copy_", "_foreach_lerp_", "_foreach_add_"})
 MIN_DECAY = 0.9  # an average of weights decays by this or more per step
 MAX_RATE = 0.1  # a larger weight is an interpolation (a soup, Lookahead's 0.5), not an EMA step
 # A keeper's ``averages``: it copies what it is handed, or keeps its copy in float32.
@@ -59,6 +60,8 @@ def accumulator(call: cst.Call, number: Number = literal) -> cst.BaseExpression 
     if not isinstance(func, cst.Attribute):
         return None
     method = func.attr.value
+    if method not in STEP_METHODS:
+        return None
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
     alpha = keywords.get("alpha")
@@ -130,25 +133,25 @@ def kept_average(
     :data:`COPIED` for a library's): an average in the dtype given as ``dtype=`` (``cast``,
     the walk's reading of that cast; None without one, or ``dtype=None``), else float32 for
     a keeper that keeps float32, else the dtype of the model or parameters it copies (its
-    first argument, ``model=`` or ``parameters=``), marked :data:`AVERAGE` for the rules."""
+    first argument, ``model=`` or ``parameters=``): what ``CallSite.average`` holds."""
     given = kwargs.get("dtype")
     if given is not None and cast is not None:
         if cast.prec is not Prec.HALF or cast.origin is None:
-            return Fact(Kind.OTHER, cast.prec, cast.dtype, layer=AVERAGE)
+            return Fact(Kind.OTHER, cast.prec, cast.dtype)
         text = f"kept in the dtype given as `dtype={code(given.node)}`"
         origin = replace(cast.origin, node=given.node, text=text)
-        return replace(cast, kind=Kind.OTHER, origin=origin, layer=AVERAGE)
+        return replace(cast, kind=Kind.OTHER, origin=origin)
     if keeps == FLOAT32:
-        return Fact(Kind.OTHER, Prec.FULL, "float32", layer=AVERAGE)
+        return Fact(Kind.OTHER, Prec.FULL, "float32")
     source = args[0] if args else kwargs.get("model") or kwargs.get("parameters")
     if source is None:
-        return Fact(Kind.OTHER, layer=AVERAGE)
+        return Fact(Kind.OTHER)
     fact = source.fact
     if fact.kind is Kind.SEQ and fact.elem is not None:
         fact = fact.elem  # ``EMAModel(unet.parameters())``: the parameters' dtype
     if fact.kind not in (Kind.TENSOR, Kind.MODULE):
-        return Fact(Kind.OTHER, layer=AVERAGE)
-    return replace(fact, kind=Kind.OTHER, layer=AVERAGE, elem=None, items=None, train=None)
+        return Fact(Kind.OTHER)
+    return replace(fact, kind=Kind.OTHER, elem=None, items=None, train=None)
 
 
 def _copies(init: cst.FunctionDef) -> bool:

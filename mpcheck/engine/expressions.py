@@ -721,6 +721,8 @@ class Expressions:
         (``ClassSummary.averages``); "" for any other callee."""
         if qual in training_api.EMA_KEEPERS:
             return COPIED
+        if (qual or "").startswith("torch"):
+            return ""  # (torch's other callees: no project class, no lookup)
         if isinstance(func, cst.Name):
             cls = self.file.classes.get(func.value)
             if cls is not None:
