@@ -50,22 +50,6 @@ sys.path.insert(0, str(HERE.parent))
 
 import precision  # noqa: E402  (bench/ is not a package; precision.py is its sibling module)
 
-# What a premise names as its support (issue 36: mpcheck.project.closed.Opening), told by
-# the words of its clause: (words, kind), the first match wins
-PREMISE_KINDS = (
-    ("the project builds no model itself", "no application"),
-    ("changes the default dtype", "default dtype"),
-    ("the models handed to a wrapper may be cast by", "wrapper"),
-    ("a model of unknown class is cast at", "unknown class"),
-    ("from configurations that are not here", "absent configurations"),
-    ("it may be what is cast at", "reached: a cast of some classes"),
-    ("a configuration loader may build it", "reached: a configuration loader"),
-    ("may cast it", "reached: a use that may cast"),
-    ("builds parts in a dtype it computes", "reached: a computed dtype"),
-    ("is cast to half by", "reached: a cast class's base or part"),
-    ("which its users run in half", "reached: a library base"),
-    ("the model whose outputs", "unnamed: a sampler"),
-)
 # what opens a project's world, each kind in order (``ModelUses.world_kinds``), asked of --python
 OPENING = (
     "import sys\n"
@@ -120,25 +104,10 @@ def load_hazards(batch: str = "sealed") -> list[Any]:
     return [realbugs.Case(fixed="", fixed_lines=[], **entry) for entry in entries]
 
 
-def premise_kind(message: str, severity: str) -> str:
-    """What a finding's premise names as its support ("evidence": an error, resting on
-    evidence; "other warning": a warning stating no module premise; "unnamed": a premise
-    naming nothing)."""
-    if severity == "error":
-        return "evidence"
-    if "(latent:" not in message:
-        return "other warning"
-    found = next((kind for words, kind in PREMISE_KINDS if words in message), None)
-    if found is not None:
-        return found
-    subject = message.partition("(latent: raises if `")[2][:1]
-    return "unnamed: a class" if subject.isupper() else "unnamed: a function or other"
-
-
 def opening(python: str, root: Path) -> str:
     """The kinds of what opens the world of the project at ``root`` ("a + b": ``a`` first,
     ``b`` would open it still), or "closed"."""
-    run = subprocess.run([python, "-c", OPENING, str(root)], capture_output=True, text=True)
+    run = subprocess.run([python, "-P", "-c", OPENING, str(root)], capture_output=True, text=True)
     lines = run.stdout.strip().splitlines()
     return lines[-1] if run.returncode == 0 and lines else "?"
 
@@ -201,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         v = known.get((f.code, f.path, f.anchor))
         if f.code != DEPRECATED:
             verdict = "new" if v is None else v.verdict
-            kinds[(premise_kind(f.message, f.severity), verdict)] += 1
+            kinds[(precision.premise_kind(f.message, f.severity), verdict)] += 1
             opened[(worlds.get(f.path.split("/")[0], "?"), verdict)] += 1
         if v is None:
             new.append(f)
