@@ -71,6 +71,7 @@ class FileAnalysis(Walk):
         target_torch: tuple[int, int] | None = None,
         uses: ModelUses | None = None,
         half_setting: bool = False,
+        open_world: bool = False,
         readings: Readings | None = None,
     ) -> None:
         super().__init__(
@@ -83,7 +84,7 @@ class FileAnalysis(Walk):
             target_torch=target_torch,
             readings=readings,
         )
-        self.evidence = Evidence(self.elsewhere, uses, half_setting)
+        self.evidence = Evidence(self.elsewhere, uses, half_setting, open_world)
         self.construction = Construction(uses, half_setting)
         self.uses = uses
         # a project that never turns autocast on (nor lets its users): nothing runs under it
@@ -92,6 +93,7 @@ class FileAnalysis(Walk):
         self.input_cast = None if uses is None else uses.input_cast
         self.application = uses is not None and uses.application and not half_setting
         self._half_setting = half_setting
+        self._open_world = open_world
         self._declared: frozenset[str] | None = None  # the file's literal ``__all__``
         # the evidence of other project files' classes, per module (:meth:`imported_evidence`)
         self._imported_evidence: dict[str, Evidence] = {}
@@ -140,7 +142,7 @@ class FileAnalysis(Walk):
         module, _, leaf = qualified.rpartition(".")
         evidence = self._imported_evidence.get(module)
         if evidence is None:  # (its related locations are the other file's, not shown here)
-            evidence = Evidence({}, self.uses.at(module), self._half_setting)
+            evidence = Evidence({}, self.uses.at(module), self._half_setting, self._open_world)
             self._imported_evidence[module] = evidence
         return evidence.of_class(leaf, cst.Name(leaf), self._bases_of(cls), False)
 

@@ -66,6 +66,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from mpcheck.project.closed import UNSEEN
 from mpcheck.project.models import (
     AUTOCAST,
     CAST,
@@ -134,6 +135,12 @@ class HalfEvidence:
     # apply there too, so only an op on both devices' float32 lists is float32 whatever
     # its input (:meth:`caller_autocast`)
     autocast_cpu: bool = False
+    # a premise whose only support is a half path the records cannot follow (a model of
+    # unknown class cast, a wrapper whose setting is unread or that is handed one, a use
+    # that may cast: :data:`mpcheck.project.closed.UNSEEN`), in an application that does not
+    # ask for such premises: no evidence that half reaches the class, so nothing that
+    # follows the model's dtype is reported on it
+    unseen: bool = False
 
     @property
     def caller_autocast(self) -> str | None:
@@ -192,10 +199,14 @@ class Evidence:
         elsewhere: dict[cst.CSTNode, Place],
         uses: ModelUses | None,
         setting: bool = False,
+        open_world: bool = False,
     ) -> None:
         self.elsewhere = elsewhere  # the walk's related locations in other files
         self.uses = uses
         self.setting = setting  # ``models-run-in-half = true`` in the configuration
+        # ``open-world-premises = true``: premises resting on a half path the records cannot
+        # follow are reported too (:attr:`HalfEvidence.unseen`)
+        self.open_world = open_world
         self._classes: dict[str, HalfEvidence] = {}
 
     def of_class(
@@ -256,7 +267,13 @@ class Evidence:
             self.elsewhere.setdefault(node, place)
         text = f"{text}; {found.text}"
         only = found.text if self.uses is not None and self.uses.premise_bfloat16(name) else None
-        return HalfEvidence(PREMISE, text, place, node, subject=name, why=found.text, bfloat16=only)
+        # (an installable package's users cast its models as it shows them cast: a half path
+        # of its own it cannot name shows them casting some model, any of them perhaps)
+        application = self.uses is not None and self.uses.application
+        unseen = found.kind in UNSEEN and application and not self.open_world
+        return HalfEvidence(
+            PREMISE, text, place, node, subject=name, why=found.text, bfloat16=only, unseen=unseen
+        )
 
     def _written(self, name: str) -> tuple[tuple[str, str], ...]:
         """Each half dtype some cast reaching the class ``name`` writes down, with the text

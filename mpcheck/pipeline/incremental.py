@@ -61,6 +61,7 @@ class _Run:
         settings = {
             "module_half_capable": options.module_half_capable,
             "models_run_in_half": options.models_run_in_half,
+            "open_world_premises": options.open_world_premises,
             "max_file_size": options.max_file_size,
             "project_root": options.project_root,
             "target_torch_version": options.target_torch_version,

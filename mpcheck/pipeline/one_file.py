@@ -46,6 +46,9 @@ class Options:
     module_half_capable: bool = True
     # ``models-run-in-half``: the project says its users run every module in half (evidence)
     models_run_in_half: bool = False
+    # ``open-world-premises``: premises resting only on a half path the records cannot
+    # follow are reported too (:attr:`mpcheck.engine.evidence.HalfEvidence.unseen`)
+    open_world_premises: bool = False
     unused_noqa: bool = True
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     # Where the project's modules are imported from (the run's root): imports of other
@@ -79,6 +82,7 @@ class Options:
         return cls(
             module_half_capable=half,
             models_run_in_half=half and settings.models_run_in_half,
+            open_world_premises=settings.open_world_premises,
             unused_noqa=unused_noqa,
             max_file_size=settings.max_file_size,
             project_root=project_root,
@@ -259,6 +263,7 @@ def _run_rules(
         dispatch,
         module_half_capable=options.module_half_capable,
         half_setting=options.models_run_in_half,
+        open_world=options.open_world_premises,
         source=source,
         project=None if session is None else session.lookup,
         target_torch=options.target_torch_version,

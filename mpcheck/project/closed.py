@@ -54,6 +54,9 @@ from mpcheck.project.summary import Place
 __all__ = [
     "ALONE",
     "REACHED",
+    "TAKEN",
+    "UNSEEN",
+    "USE",
     "WRAPPER",
     "Closed",
     "Configured",
@@ -98,6 +101,17 @@ WRAPPER = "wrapper"  # a wrapper whose setting may cast the models handed to it
 LOOSE = "unknown class"  # a cast of a model whose class the records cannot name
 CONFIGS = "absent configurations"  # a configuration loader's cast, its configurations absent
 REACHED = "reached"  # the closed world's half paths reach it (a named premise of their own)
+USE = "a use that may cast"  # a use of the class hands it to code that may cast it
+TAKEN = "taken"  # the class is handed to a wrapper whose setting may cast (a named half path)
+# What may make a class half only through a half path the records cannot follow: the cast
+# of a model whose class they cannot name, a wrapper whose setting they cannot read (or that
+# is handed such a model), a configuration loader whose configurations are absent, a use
+# that hands the model to code that may cast it. None of these is evidence that this class
+# runs in half (issue 36): in an application a premise resting on one alone is reported only
+# when the project asks for them (``open-world-premises``); an installable package's users
+# cast its models as it shows them cast, and its own cast of a model of unknown class shows
+# them casting some model of it.
+UNSEEN = frozenset({WRAPPER, LOOSE, CONFIGS, USE})
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,8 @@ from mpcheck.project.closed import (
     ALONE,
     LOOSE,
     REACHED,
-    WRAPPER,
+    TAKEN,
+    USE,
     Configured,
     LoosePath,
     Opening,
@@ -1000,7 +1001,7 @@ def uses_of_records(
     package = known and installable
     # (a class building parts in a dtype it computes is a half path to them itself)
     # (why each class a root reaches may be half: named when a premise rests on it)
-    why_roots = {c: Opening(REACHED, f"a use of `{_leaf(c)}` may cast it") for c in unsafe}
+    why_roots = {c: Opening(USE, f"a use of `{_leaf(c)}` may cast it") for c in unsafe}
     why_roots.update(supported)
     why_roots.update(
         (c, Opening(REACHED, f"`{_leaf(c)}` builds parts in a dtype it computes")) for c in computed
@@ -1573,7 +1574,7 @@ def _wrapped(
                     text = f"the models handed to a wrapper may be cast by {source.text} "
                     text += f"(it takes `{leaf}` at {at})"
                     place = Place(handed.path, handed.line, handed.column, text)
-                    support[target] = Opening(WRAPPER, text, place)
+                    support[target] = Opening(TAKEN, text, place)
             elif effect == wrap.CAST and target not in casts:
                 source = next(p for e, p in found if e == effect)
                 text = f"`{leaf}` is cast to half by {source.text} (it takes `{leaf}` at {at})"

@@ -190,6 +190,8 @@ class Rule:
             return  # code nothing runs: no finding at all
         if evidence is not None and evidence.float32 and _follows_model(half):
             return
+        if evidence is not None and evidence.unseen and _follows_model(half):
+            return  # (only a half path the records cannot follow: no evidence, no premise)
         if op is not None and self._recast(scope, op) and _follows_model(half):
             return  # (every cast model reaching it runs under autocast, which recasts here)
         message, more, latent = self.with_evidence(message, scope, half, related)
@@ -252,11 +254,14 @@ class Rule:
         return evidence is not None and evidence.kind == NEVER_BUILT
 
     def against_half(self, scope: Scope, value: Fact | None) -> bool:
-        """Whether the project's evidence says ``value`` never runs in half here: it follows
-        the model's dtype (a premise), and the class it is in is only built in float32, or
-        never built. A value the code itself makes half needs no premise and is not excused;
-        nor is one under autocast, which does not upcast every op."""
+        """Whether nothing says ``value`` runs in half here: it follows the model's dtype (a
+        premise), and the class it is in is only built in float32, or never built, or only a
+        half path the records cannot follow may reach it (``HalfEvidence.unseen``). A value
+        the code itself makes half needs no premise and is not excused; nor is one under
+        autocast, which does not upcast every op."""
         evidence = scope.evidence
+        if evidence is not None and evidence.unseen:
+            return value is None or value.prec is not Prec.HALF
         if evidence is None or evidence.kind not in (FLOAT32_ONLY, NEVER_BUILT):
             return False
         return evidence.kind == NEVER_BUILT or value is None or value.prec is not Prec.HALF

@@ -74,6 +74,7 @@ _PATTERN_LIST_KEYS = ("exclude", "extend-exclude")
 _BOOL_KEYS = (
     "module-half-capable",
     "models-run-in-half",
+    "open-world-premises",
     "respect-gitignore",
     "include-notebooks",
 )
@@ -142,6 +143,9 @@ class Settings:
     # the project is a model library whose users run every module of it in half (as they do
     # diffusers' ``ModelMixin``): that is evidence, not a premise (issue 36)
     models_run_in_half: bool = False
+    # report latent hazards whose premise rests only on a half path mpcheck cannot follow (a
+    # cast of a model of unknown class, a wrapper whose setting it cannot read): issue 36
+    open_world_premises: bool = False
     respect_gitignore: bool = True
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     include_notebooks: bool = True  # directory walks take *.ipynb too
@@ -400,6 +404,7 @@ def load_settings(
         extend_exclude=values.get("extend-exclude", ()),
         module_half_capable=values.get("module-half-capable", True),
         models_run_in_half=values.get("models-run-in-half", False),
+        open_world_premises=values.get("open-world-premises", False),
         respect_gitignore=values.get("respect-gitignore", True),
         max_file_size=values.get("max-file-size", DEFAULT_MAX_FILE_SIZE),
         include_notebooks=values.get("include-notebooks", True),
