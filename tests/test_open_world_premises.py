@@ -111,3 +111,27 @@ def test_an_installable_package_keeps_the_premise_by_default(tmp_path: Path) -> 
     rc, (finding,), _ = _check(case, "--no-cache")
     assert (rc, finding["severity"]) == (1, "warning")
     assert UNKNOWN in finding["message"]
+
+
+def test_models_run_in_half_outranks_the_gate() -> None:
+    """A project that says its users run every module in half (``models-run-in-half``) keeps
+    a function's premise even where only an unseen half path supports it."""
+    from typing import cast
+
+    from mpcheck.engine.evidence import Evidence
+    from mpcheck.project.closed import LOOSE, Opening
+    from mpcheck.project.models import ModelUses
+
+    class Uses:
+        application = True
+
+        def opening(self, name: str) -> Opening:
+            return Opening(LOOSE, "a model of unknown class is cast at run.py:3")
+
+        def premise_bfloat16(self, name: str) -> bool:
+            return False
+
+    uses = cast(ModelUses, Uses())
+    assert Evidence({}, uses).premise("scale").unseen
+    assert not Evidence({}, uses, setting=True).premise("scale").unseen
+    assert not Evidence({}, uses, open_world=True).premise("scale").unseen

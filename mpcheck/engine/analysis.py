@@ -93,7 +93,6 @@ class FileAnalysis(Walk):
         self.input_cast = None if uses is None else uses.input_cast
         self.application = uses is not None and uses.application and not half_setting
         self._half_setting = half_setting
-        self._open_world = open_world
         self._declared: frozenset[str] | None = None  # the file's literal ``__all__``
         # the evidence of other project files' classes, per module (:meth:`imported_evidence`)
         self._imported_evidence: dict[str, Evidence] = {}
@@ -142,7 +141,9 @@ class FileAnalysis(Walk):
         module, _, leaf = qualified.rpartition(".")
         evidence = self._imported_evidence.get(module)
         if evidence is None:  # (its related locations are the other file's, not shown here)
-            evidence = Evidence({}, self.uses.at(module), self._half_setting, self._open_world)
+            evidence = Evidence(
+                {}, self.uses.at(module), self._half_setting, self.evidence.open_world
+            )
             self._imported_evidence[module] = evidence
         return evidence.of_class(leaf, cst.Name(leaf), self._bases_of(cls), False)
 

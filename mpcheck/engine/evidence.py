@@ -268,8 +268,9 @@ class Evidence:
         text = f"{text}; {found.text}"
         only = found.text if self.uses is not None and self.uses.premise_bfloat16(name) else None
         # (an installable package's users cast its models as it shows them cast: a half path
-        # of its own it cannot name shows them casting some model, any of them perhaps)
-        application = self.uses is not None and self.uses.application
+        # of its own it cannot name shows them casting some model, any of them perhaps; and
+        # ``models-run-in-half`` says the project's users run every module in half)
+        application = self.uses is not None and self.uses.application and not self.setting
         unseen = found.kind in UNSEEN and application and not self.open_world
         return HalfEvidence(
             PREMISE, text, place, node, subject=name, why=found.text, bfloat16=only, unseen=unseen

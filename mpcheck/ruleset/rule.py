@@ -188,10 +188,8 @@ class Rule:
         evidence = scope.evidence
         if self.never_runs(scope):
             return  # code nothing runs: no finding at all
-        if evidence is not None and evidence.float32 and _follows_model(half):
-            return
-        if evidence is not None and evidence.unseen and _follows_model(half):
-            return  # (only a half path the records cannot follow: no evidence, no premise)
+        if evidence is not None and (evidence.float32 or evidence.unseen) and _follows_model(half):
+            return  # (float32, or only a half path the records cannot follow: no premise)
         if op is not None and self._recast(scope, op) and _follows_model(half):
             return  # (every cast model reaching it runs under autocast, which recasts here)
         message, more, latent = self.with_evidence(message, scope, half, related)
