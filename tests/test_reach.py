@@ -44,8 +44,9 @@ class Encoder(nn.Module):
         return self.proj(x)
 """
 # (a second model comes from a hub loader, so that cast's class is unknown and every class
-# the project runs may be on it: a hazard of ``vid/xt.py`` is then a premise warning; with
-# only the cast naming ``vid.model.Encoder``, ``xt.Encoder`` would run in float32, issue 36)
+# the project runs may be on it: a hazard of ``vid/xt.py`` is then a premise warning, which the
+# project asks for (``OPEN_WORLD``: a path mpcheck cannot follow); with only the cast naming
+# ``vid.model.Encoder``, ``xt.Encoder`` would run in float32, issue 36)
 RUN = """
 import hub
 import torch
@@ -57,6 +58,7 @@ if __name__ == "__main__":
     other = hub.load("weights").to(torch.bfloat16)
     print(encoder(torch.randn(2, 8, dtype=torch.bfloat16)).dtype, other)
 """
+OPEN_WORLD = "open-world-premises = true\n"
 SPEC = """
 import torch
 
@@ -110,7 +112,13 @@ def findings(root: Path, *paths: str) -> set[tuple[str, str]]:
 
 
 def vendored(root: Path, run: str = "", **more: str) -> Path:
-    files = {"README.md": "# vid\n", "vid/__init__.py": "", "vid/xt.py": XT, "vid/model.py": MODEL}
+    files = {
+        "README.md": "# vid\n",
+        ".mpcheck.toml": OPEN_WORLD,
+        "vid/__init__.py": "",
+        "vid/xt.py": XT,
+        "vid/model.py": MODEL,
+    }
     return project(root, {**files, "vid/run.py": RUN.format(extra=run), **more})
 
 
@@ -124,6 +132,15 @@ def test_sources_copied_without_docs_or_configs_keep_every_module(tmp_path: Path
     # what names a file for a tool that runs it by name is in the files that are not here
     root = vendored(tmp_path)
     (root / "README.md").unlink()
+    assert findings(root) == {("vid/xt.py", "MPC101")}
+
+
+def test_mpchecks_own_configuration_is_no_checkout_doc(tmp_path: Path) -> None:
+    # it says how to check the code, never what runs it: sources copied with only it (here
+    # ``.mpcheck.toml`` and ``mpcheck.toml``) stay unknown
+    root = vendored(tmp_path)
+    (root / "README.md").unlink()
+    (root / "mpcheck.toml").write_text(OPEN_WORLD)
     assert findings(root) == {("vid/xt.py", "MPC101")}
 
 

@@ -58,7 +58,7 @@ from mpcheck.project.flags import Unset
 from mpcheck.project.held_parts import PART, HeldParts
 from mpcheck.project.names import lineage_of
 from mpcheck.project.part_methods import PartCalls
-from mpcheck.project.reach import SIDE_SUFFIXES, Reached
+from mpcheck.project.reach import NOT_SIDE, SIDE_SUFFIXES, Reached
 from mpcheck.project.records import (
     BUILT_IN_HALF,
     CALLED,
@@ -1889,7 +1889,7 @@ def _project_files(root: Path, side: list[Path] | None = None) -> Iterable[tuple
             if name.endswith(".py"):
                 path = Path(folder) / name
                 yield path.relative_to(root).as_posix(), path
-            elif side is not None and name.endswith(SIDE_SUFFIXES):
+            elif side is not None and name.endswith(SIDE_SUFFIXES) and name not in NOT_SIDE:
                 side.append(Path(folder) / name)
 
 

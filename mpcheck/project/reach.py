@@ -29,6 +29,7 @@ from mpcheck.project.lines import line_matches, narrowed
 
 __all__ = [
     "CONFIG_LOADERS",
+    "NOT_SIDE",
     "SIDE_SUFFIXES",
     "ReachPass",
     "Reached",
@@ -48,6 +49,9 @@ NONE: ReachPass = (True, STATIC, (), (), ())
 # Files besides Python sources whose words may name a module or function (notebooks,
 # configurations a loader reads, scripts and docs that run or import them).
 SIDE_SUFFIXES = (".ipynb", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".sh", ".md", ".rst")
+# mpcheck's own configuration files say how to check the code, never what runs it: they are no
+# side file (a checkout holding only them still shows nothing of its docs or configurations)
+NOT_SIDE = (".mpcheck.toml", "mpcheck.toml")
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".sh")
 _MAX_SIDE = 2 * 1024 * 1024  # bytes: larger side files (data) are not read
 
