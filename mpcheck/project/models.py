@@ -732,8 +732,9 @@ def uses_of_records(
     for path in sorted(records):
         record = records[path]
         for cls in record.classes:
-            parts = {names.resolve(b) for b in cls.builds}
-            bodies.setdefault(cls.name, set()).update(p for p in parts if p is not None)
+            # (``self.audio = build_tower(cfg)``: the classes the project function returns)
+            parts = {p for b in cls.builds for p in expand(b)}
+            bodies.setdefault(cls.name, set()).update(parts)
             lib = library_base(cls.bases)
             own_lib = None if lib is not None else _library_root(cls.name, itself)
             if (lib or own_lib) is not None and cls.name not in roots:

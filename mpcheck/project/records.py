@@ -69,7 +69,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 40
+FORMAT = 41
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -1082,6 +1082,7 @@ class _Reader:
                 if cls is not None:
                     built.add(cls)
                 i += 1
+            built.update(self._factory_parts(match.end(), stop))
             if not match.group(1):
                 bodies.append(range(match.start(), stop))
             qualified = f"{self.module}.{name}" if self.module else name
@@ -1094,6 +1095,18 @@ class _Reader:
             held = parts_in(code, match.end(), stop, calls, self.resolve, self.data)
             out.append(ClassRecord(qualified, line, tuple(bases), built_by, named, computes, held))
         return out, bodies
+
+    def _factory_parts(self, start: int, stop: int) -> set[str]:
+        """The parts a class body binds from a project function's call (``self.audio =
+        build_tower(cfg)``), spelled ``pkg.f()#``: an attribute of a module holding a module
+        registers it as a submodule, so it takes the owner's casts, whatever function built
+        it (the project says which classes the function returns)."""
+        out = set()
+        for found in _SELF_BOUND_CALL.finditer(self.code, start, stop):
+            made = self._function_named(found.group(1).decode())
+            if made is not None:
+                out.add(f"{made}{CALLED}")
+        return out
 
     def _bound(self) -> dict[str, set[str]]:
         """Variable (``model``, ``self.unet``) -> the project classes built or loaded into it
@@ -2642,6 +2655,8 @@ _IDENT_START = re.compile(rb"[A-Za-z_]")
 
 _TAKE_CALL = _take_call(_TAKE_WORDS)
 _HEAD_CALL = re.compile(rb"([A-Za-z_][\w.]*)\s*\(")
+# ``self.name = f(`` in a class body: the callee of a call whose value becomes an attribute
+_SELF_BOUND_CALL = re.compile(rb"\bself\.\w+[ \t]*(?::[^=\n]+)?=[ \t]*([A-Za-z_][\w.]*)[ \t]*\(")
 # A plain assignment in a function (the name in group 1, the value's first character in 2), a
 # module method returning the module itself after a name (``.to(...)``, ``.half()``), and
 # what binds a name otherwise (a tuple target or walrus, ``with ... as``, a loop's names):
