@@ -99,10 +99,10 @@ class HalfPositions(Rule):
         (`1 / base ** (arange(0, d, 2) / d)`, `exp(-log(base) * arange(h) / h)`), positions
         a name bound to `arange(n)`. Positions made in another tensor's dtype
         (`arange(n).type_as(x)`) are rounded before any product, as such frequencies are.
-        A finding whose frequencies follow the model's dtype says why that is half here
-        (the cast of the class or of a model that builds it, or its library base), with
-        the cast as a related location, or states its premise ("latent: if `X` is cast
-        to half").
+        A finding whose frequencies (or a timestep's cast target) follow the model's dtype
+        says why that is half here (the cast of the class or of a model that builds it, or
+        its library base), with the cast as a related location, or states its premise
+        ("latent: if `X` is cast to half").
         """
     symptom = """
         Nothing raises. Long sequences degrade (positions far apart share phases), generated
@@ -176,8 +176,10 @@ class HalfPositions(Rule):
                 "timestep is rounded to a multiple of 4 (0.5) above 512 before the timestep "
                 "projection; keep it float32"
             )
-        severity = Severity.ERROR if cast.known_half else Severity.WARNING
-        self.report(call.node, message, severity=severity)
+        if cast.known_half:
+            self.report(call.node, message, severity=Severity.ERROR)
+        else:  # (a dtype that follows the model's: why that is half here, or the premise)
+            self._evidenced(call, message, call.result)
 
     def _evidenced(self, call: CallSite, message: str, half: Fact) -> None:
         """A warning whose half side follows the model's dtype, saying why that is half here

@@ -518,3 +518,32 @@ def test_an_integer_timestep_cast_to_a_float16_only_models_dtype_is_exact(
     files = {"denoiser.py": DENOISER.replace("x.dtype", target), "run.py": script + "\n"}
     rows = {row for name, row, _ in project_findings(tmp_path, files, ("MPC303",))}
     assert rows == found
+
+
+EMBEDDER = """
+import torch
+from torch import nn
+
+
+class TimeEmbedder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(1, 8)
+
+    def forward(self, t, x):
+        return self.proj(t[:, None].to(x.dtype))
+{build}
+"""
+
+
+def test_a_timestep_cast_to_the_models_dtype_says_why_that_is_half() -> None:
+    # the cast target follows the model's dtype: the message names the cast that makes the
+    # model half, or the premise when nothing shows one (a module checked alone)
+    def message(build: str) -> str:
+        found = [d for d in check(EMBEDDER.format(build=build)) if d.code == "MPC303"]
+        assert [(d.start.row, d.severity.name) for d in found] == [(12, "WARNING")]
+        return found[0].message
+
+    assert message("").endswith("keep it float32 (latent: if `TimeEmbedder` is cast to half)")
+    cast = message("\nmodel = TimeEmbedder().to(torch.bfloat16)\n")
+    assert "(half: `TimeEmbedder` is cast to half by `TimeEmbedder().to(torch.bfloat16)`" in cast

@@ -7,7 +7,8 @@ half", a metric built in float32 in another file included. A parameter holds wha
 function's callers hand, never the file's other bindings of its name: when every call of the
 helper in its own file hands a model of a named class, the wrapper takes those classes. A call
 from another file, a starred parameter before it, or a call handing something the file cannot
-name leaves the take unknown. The xfile case ``good_wrapper_helper_takes_named_model`` runs
+name leaves the take unknown (a premise the project asks for with ``open-world-premises``: a path
+mpcheck cannot follow). The xfile case ``good_wrapper_helper_takes_named_model`` runs
 under torch.
 """
 
@@ -99,7 +100,16 @@ def test_a_call_from_another_file_opens_the_take_again(tmp_path: Path) -> None:
     other += "    return setup_fsdp(torch.load(args.path), args)\n"
     files = {"pkg/__init__.py": "", "pkg/gpt.py": GPT, "pkg/metric.py": METRIC}
     files |= {"pkg/train.py": TRAIN, "pkg/other.py": other}
-    assert project_findings(tmp_path, files, {"MPC302"}) == {("metric.py", 6, "MPC302")}
+    assert opened(tmp_path, files) == {("metric.py", 6, "MPC302")}
+
+
+def opened(tmp_path: Path, files: dict[str, str]) -> set[tuple[str, int, str]]:
+    """The findings of a project whose metric only a take of unknown models may make half:
+    none by default (a path mpcheck cannot follow, in an application), and those the take's
+    premise gives when the project asks for such premises (``open-world-premises``)."""
+    assert project_findings(tmp_path / "default", files, {"MPC302"}) == set()
+    files = {**files, ".mpcheck.toml": "open-world-premises = true\n"}
+    return project_findings(tmp_path / "open", files, {"MPC302"})
 
 
 def test_a_helper_handed_on_by_name_keeps_the_take_unknown() -> None:
@@ -114,7 +124,7 @@ def test_a_call_through_the_module_from_another_file_opens_the_take(tmp_path: Pa
     other += "    return pkg.train.setup_fsdp(torch.load(args.path), args)\n"
     files = {"pkg/__init__.py": "", "pkg/gpt.py": GPT, "pkg/metric.py": METRIC}
     files |= {"pkg/train.py": TRAIN, "pkg/other.py": other}
-    assert project_findings(tmp_path, files, {"MPC302"}) == {("metric.py", 6, "MPC302")}
+    assert opened(tmp_path, files) == {("metric.py", 6, "MPC302")}
 
 
 def test_the_new_fields_survive_the_cache() -> None:
