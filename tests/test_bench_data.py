@@ -234,3 +234,35 @@ def test_new_sealed_findings_are_written_ready_for_a_verdict() -> None:
         ("MPC102", 'c/a "b".py', "x = torch.zeros(3)")
     ]
     assert entries[0]["verdict"] == "" and entries[0]["severity"] == "error"
+
+
+def test_a_real_bug_checkout_is_what_a_user_checks_out(tmp_path: Path) -> None:
+    # the code with the docs, configurations and packaging that say what runs it; data past
+    # the size bound left out; ``--python-only`` keeps the earlier harness's ``.py`` files
+    work = tmp_path / "work"
+    files = {
+        "pkg/model.py": b"import torch\n",
+        "pyproject.toml": b"[project]\nname = 'pkg'\n",
+        "configs/ds.json": b'{"fp16": {"enabled": true}}\n',
+        "weights.bin": b"\0" * (_score_module().MAX_FILE + 1),
+    }
+    for name, data in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_bytes(data)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(work)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "c"], check=True)
+    head = subprocess.run(
+        [*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    score = _score_module()
+
+    def listed(root: Path) -> set[str]:
+        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+    full = score.checkout(work / ".git", head, tmp_path / "out")
+    assert listed(full) == {*files} - {"weights.bin"} | {".mpcheck-realbug"}
+    assert (full / "configs/ds.json").read_bytes() == files["configs/ds.json"]
+    alone = score.checkout(work / ".git", head, tmp_path / "out", python_only=True)
+    assert listed(alone) == {"pkg/model.py", ".mpcheck-realbug"}

@@ -3,8 +3,11 @@
 Fixtures we write ourselves prove that a rule does what we meant; they cannot tell whether we
 meant the right thing. ``cases.toml`` holds the coordinates of real fix commits from public
 repositories (repository, buggy and fixed commit, path, line ranges, rule family). This script
-materialises each side of each fix from a local git mirror (the ``.py`` files of the whole
-commit, so imports of sibling modules resolve as they do for a user), runs ``mpcheck check`` on
+materialises each side of each fix from a local git mirror as a user's checkout has it (every
+file of the commit up to 2 MB that the mirror holds: the code, so imports of sibling modules
+resolve, and the docs, configurations, scripts and packaging that say what runs it and whether
+it is an installable package; ``--python-only`` keeps only the ``.py`` files, the harness of
+the passes before the forty-third), runs ``mpcheck check`` on
 the file as a user would (default settings, project root = the checkout), and reports per
 family: caught in the buggy file at the right lines, and still flagged at those lines after
 the fix.
@@ -20,7 +23,7 @@ checkouts live under ``--dir`` (default: a temporary directory).
 Usage::
 
     python bench/realbugs/score.py [--dir /tmp/realbugs] [--mirrors /work/.mirror]
-                                   [--markdown] [--only ID ...] [--cases FILE]
+                                   [--markdown] [--only ID ...] [--cases FILE] [--python-only]
 """
 
 from __future__ import annotations
@@ -78,9 +81,62 @@ def load_cases(path: Path = HERE / "cases.toml") -> list[Case]:
     return [Case(**entry) for entry in data["case"]]
 
 
-def checkout(mirror: Path, commit: str, root: Path) -> Path:
-    """The ``.py`` files of ``commit`` under ``root/<commit>`` (extracted once, then reused)."""
-    target = root / commit
+# A file larger than this is data (weights, archives, media), never what mpcheck reads.
+MAX_FILE = 2_000_000
+
+
+def checkout(mirror: Path, commit: str, root: Path, python_only: bool = False) -> Path:
+    """``commit`` as a user's checkout has it, under ``root/full-<commit>``: its files of at
+    most :data:`MAX_FILE` bytes that the mirror holds (a mirror may leave large blobs out);
+    with ``python_only``, its ``.py`` files under ``root/<commit>``. Extracted once, then
+    reused."""
+    if python_only:
+        return _python_files(mirror, commit, root / commit)
+    target = root / f"full-{commit}"
+    stamp = target / ".mpcheck-realbug"
+    if stamp.is_file():
+        return target
+    listing = subprocess.run(
+        ["git", f"--git-dir={mirror}", "ls-tree", "-r", "-l", "-z", commit],
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    paths: list[tuple[str, str]] = []
+    for entry in listing:
+        meta, _, raw = entry.partition(b"\t")
+        fields = meta.split()
+        if len(fields) != 4 or fields[1] != b"blob" or fields[0] == b"120000":
+            continue  # (a submodule, a symlink or the listing's end)
+        if not fields[3].isdigit() or int(fields[3]) > MAX_FILE:
+            continue
+        paths.append((fields[2].decode(), raw.decode(errors="surrogateescape")))
+    target.mkdir(parents=True, exist_ok=True)
+    batch = subprocess.run(
+        ["git", f"--git-dir={mirror}", "cat-file", "--batch"],
+        input=b"".join(f"{oid}\n".encode() for oid, _ in paths),
+        check=True,
+        capture_output=True,
+    ).stdout
+    at = 0
+    for _, name in paths:
+        end = batch.index(b"\n", at)
+        header = batch[at:end].split()
+        at = end + 1
+        if len(header) < 3 or header[1] != b"blob":  # ``<oid> missing``
+            continue
+        size = int(header[2])
+        data, at = batch[at : at + size], at + size + 1
+        dest = target / name
+        if ".." in Path(name).parts or not dest.resolve().is_relative_to(target.resolve()):
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    stamp.write_text(commit)
+    return target
+
+
+def _python_files(mirror: Path, commit: str, target: Path) -> Path:
+    """The ``.py`` files of ``commit`` under ``target``."""
     stamp = target / ".mpcheck-realbug"
     if stamp.is_file():
         return target
@@ -165,12 +221,12 @@ def traced(
     return out
 
 
-def score(case: Case, root: Path, mirrors: Path) -> Outcome:
+def score(case: Case, root: Path, mirrors: Path, python_only: bool = False) -> Outcome:
     mirror = mirrors / case.repo.replace("/", "+") / "repo"
     if not mirror.is_dir():
         return Outcome(case, [], [], missing=f"no mirror {mirror}")
-    before = checkout(mirror, case.buggy, root)
-    after = checkout(mirror, case.fixed, root)
+    before = checkout(mirror, case.buggy, root, python_only)
+    after = checkout(mirror, case.fixed, root, python_only)
     caught = in_ranges(findings(before, case.path), case.family, case.buggy_lines)
     fixed_path = case.fixed_path or case.path
     still = in_ranges(findings(after, fixed_path), case.family, case.fixed_lines)
@@ -225,13 +281,18 @@ def main() -> int:
         default=HERE / "cases.toml",
         help="the coordinates to score (default: cases.toml; another: candidates under review)",
     )
+    parser.add_argument(
+        "--python-only",
+        action="store_true",
+        help="check out only the .py files (the harness before the forty-third pass)",
+    )
     args = parser.parse_args()
     cases = [c for c in load_cases(args.cases) if not args.only or c.id in args.only]
     with tempfile.TemporaryDirectory() as tmp:
         root = args.dir or Path(tmp)
         outcomes = []
         for case in cases:
-            outcome = score(case, root, args.mirrors)
+            outcome = score(case, root, args.mirrors, args.python_only)
             outcomes.append(outcome)
             mark = "caught" if outcome.caught else (outcome.missing or "missed")
             after = f"; still {outcome.still}" if outcome.still else ""
