@@ -6,7 +6,8 @@ Each file's record lists, with every class named by its qualified name (the file
 path and the class, resolved through the file's own imports: ``from .models import Model``,
 ``import pkg.models as m; m.Model(...)``):
 
-* the classes it defines, their bases, and the classes each class body builds;
+* the classes it defines, their bases, and the classes each class body builds (also through
+  a project function whose value it binds to an attribute: ``self.audio = build_tower(cfg)``);
 * the half casts and half loads of models built here (``Model(...).half()``,
   ``model.to(weight_dtype)`` of a ``model = Model(...)``, ``Model.from_pretrained(...,
   torch_dtype=torch.float16)``);
