@@ -90,19 +90,24 @@ def checkout(mirror: Path, commit: str, root: Path, python_only: bool = False) -
     most :data:`MAX_FILE` bytes that the mirror holds (a mirror may leave large blobs out);
     with ``python_only``, its ``.py`` files under ``root/<commit>``. Extracted once, then
     reused."""
-    if python_only:
-        return _python_files(mirror, commit, root / commit)
-    target = root / f"full-{commit}"
+    target = root / (commit if python_only else f"full-{commit}")
     stamp = target / ".mpcheck-realbug"
-    if stamp.is_file():
-        return target
-    listing = subprocess.run(
-        ["git", f"--git-dir={mirror}", "ls-tree", "-r", "-l", "-z", commit],
-        check=True,
-        capture_output=True,
-    ).stdout.split(b"\0")
-    paths: list[tuple[str, str]] = []
-    for entry in listing:
+    if not stamp.is_file():
+        target.mkdir(parents=True, exist_ok=True)
+        (_python_files if python_only else _all_files)(mirror, commit, target)
+        stamp.write_text(commit)
+    return target
+
+
+def _git(mirror: Path, *args: str, data: bytes = b"") -> bytes:
+    return subprocess.run(
+        ["git", f"--git-dir={mirror}", *args], input=data, check=True, capture_output=True
+    ).stdout
+
+
+def _all_files(mirror: Path, commit: str, target: Path) -> None:
+    paths: list[tuple[str, str]] = []  # (object, path)
+    for entry in _git(mirror, "ls-tree", "-r", "-l", "-z", commit).split(b"\0"):
         meta, _, raw = entry.partition(b"\t")
         fields = meta.split()
         if len(fields) != 4 or fields[1] != b"blob" or fields[0] == b"120000":
@@ -110,13 +115,7 @@ def checkout(mirror: Path, commit: str, root: Path, python_only: bool = False) -
         if not fields[3].isdigit() or int(fields[3]) > MAX_FILE:
             continue
         paths.append((fields[2].decode(), raw.decode(errors="surrogateescape")))
-    target.mkdir(parents=True, exist_ok=True)
-    batch = subprocess.run(
-        ["git", f"--git-dir={mirror}", "cat-file", "--batch"],
-        input=b"".join(f"{oid}\n".encode() for oid, _ in paths),
-        check=True,
-        capture_output=True,
-    ).stdout
+    batch = _git(mirror, "cat-file", "--batch", data="".join(f"{o}\n" for o, _ in paths).encode())
     at = 0
     for _, name in paths:
         end = batch.index(b"\n", at)
@@ -131,36 +130,15 @@ def checkout(mirror: Path, commit: str, root: Path, python_only: bool = False) -
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
-    stamp.write_text(commit)
-    return target
 
 
-def _python_files(mirror: Path, commit: str, target: Path) -> Path:
-    """The ``.py`` files of ``commit`` under ``target``."""
-    stamp = target / ".mpcheck-realbug"
-    if stamp.is_file():
-        return target
-    listing = subprocess.run(
-        ["git", f"--git-dir={mirror}", "ls-tree", "-r", "-z", "--name-only", commit],
-        check=True,
-        capture_output=True,
-    ).stdout.split(b"\0")
+def _python_files(mirror: Path, commit: str, target: Path) -> None:
+    listing = _git(mirror, "ls-tree", "-r", "-z", "--name-only", commit).split(b"\0")
     wanted = [name.decode() for name in listing if name.endswith(b".py")]
-    archive = (
-        subprocess.run(
-            ["git", f"--git-dir={mirror}", "archive", "--format=tar", commit, "--", *wanted],
-            check=True,
-            capture_output=True,
-        ).stdout
-        if wanted
-        else b""
-    )
-    target.mkdir(parents=True, exist_ok=True)
-    if archive:
+    if wanted:
+        archive = _git(mirror, "archive", "--format=tar", commit, "--", *wanted)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(target, filter="data")
-    stamp.write_text(commit)
-    return target
 
 
 def findings(tree: Path, path: str) -> list[tuple[str, int]]:
