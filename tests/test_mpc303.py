@@ -520,7 +520,7 @@ def test_an_integer_timestep_cast_to_a_float16_only_models_dtype_is_exact(
     assert rows == found
 
 
-EMBEDDER = """
+TIME_EMBEDDER = """
 import torch
 from torch import nn
 
@@ -540,7 +540,7 @@ def test_a_timestep_cast_to_the_models_dtype_says_why_that_is_half() -> None:
     # the cast target follows the model's dtype: the message names the cast that makes the
     # model half, or the premise when nothing shows one (a module checked alone)
     def message(build: str) -> str:
-        found = [d for d in check(EMBEDDER.format(build=build)) if d.code == "MPC303"]
+        found = [d for d in check(TIME_EMBEDDER.format(build=build)) if d.code == "MPC303"]
         assert [(d.start.row, d.severity.name) for d in found] == [(12, "WARNING")]
         return found[0].message
 
