@@ -106,7 +106,9 @@ Spot = tuple[int, int, str]
 @dataclass(frozen=True, slots=True)
 class ClassRecord:
     """A class the file defines (``name``: qualified), its bases as written or resolved, and
-    the project classes its body may build (qualified, resolved against the file's imports)."""
+    the project classes its body may build (qualified, resolved against the file's imports;
+    ``pkg.f()#`` for a project function whose value it binds to an attribute: the project
+    expands it to the classes ``f`` returns)."""
 
     name: str
     line: int
