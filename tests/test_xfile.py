@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,30 +44,98 @@ def test_cli_finds_exactly_the_expected(case: Path) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
 def test_flake8_plugin_agrees_file_by_file(case: Path) -> None:
+    """flake8 hands the plugin one file at a time, as it does on a user's tree; one flake8
+    run per case (not per file) is that client, without a process start per file."""
     pytest.importorskip("flake8")
+    rels = sorted(path.relative_to(case).as_posix() for path in case.rglob("*.py"))
+    cmd = [sys.executable, "-m", "flake8", "--select", "MPC", *rels]
+    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True, check=False)
     found = set()
-    for path in sorted(case.rglob("*.py")):
-        rel = path.relative_to(case).as_posix()
-        cmd = [sys.executable, "-m", "flake8", "--select", "MPC", rel]
-        done = subprocess.run(cmd, cwd=case, capture_output=True, text=True, check=False)
-        for line in done.stdout.splitlines():
-            name, row, _col, rest = line.split(":", 3)
-            found.add((name, int(row), rest.split()[0]))
-    assert found == expectations(case)
+    for line in done.stdout.splitlines():
+        name, row, _col, rest = line.split(":", 3)
+        found.add((name, int(row), rest.split()[0]))
+    assert found == expectations(case), done.stderr
 
 
-# ``python -m module`` with torch's generator seeded first: a case whose proof draws random
-# weights measures the same numbers on every run (CI once drew weights that kept every square of
-# bad_half_and_data_module_helper under 256).
-SEEDED_RUN = (
-    "import runpy, sys, torch; torch.manual_seed(0); "
-    "runpy.run_module(sys.argv[1], run_name='__main__', alter_sys=True)"
-)
+# Each case runs as ``python -m module`` would run it, in a fork of one process that imported
+# torch once (importing torch costs seconds; a fork, milliseconds), with torch's generator
+# seeded first: a case whose proof draws random weights measures the same numbers on every run
+# (CI once drew weights that kept every square of bad_half_and_data_module_helper under 256).
+# The parent never runs a torch op, so no thread pool exists yet when it forks. A request is a
+# JSON line ``[case directory, module, file for the child's stderr]``; the answer, the child's
+# exit code.
+FORKER = r"""
+import json, os, runpy, sys, traceback, warnings
+import torch
+for line in sys.stdin:
+    case, module, err = json.loads(line)
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 2)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.chdir(case)
+        sys.path.insert(0, case)
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        code = 0
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (exc.code is not None)
+            if not isinstance(exc.code, (int, type(None))):
+                print(exc.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stderr.flush()
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+class Forker:
+    """One process holding torch, forking a child per case run (see :data:`FORKER`)."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", FORKER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+
+    def run(self, case: Path, module: str) -> tuple[int, str]:
+        """The exit code and standard error of ``python -m module`` in ``case``."""
+        err = self.scratch / "stderr.txt"
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps([str(case), module, str(err)]) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        assert answer, "the forking process died"
+        return int(answer), err.read_text()
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def forker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Forker]:
+    pytest.importorskip("torch")
+    made = Forker(tmp_path_factory.mktemp("forker"))
+    yield made
+    made.close()
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_case_runs_as_its_header_says(case: Path) -> None:
-    pytest.importorskip("torch")
+def test_case_runs_as_its_header_says(case: Path, forker: Forker) -> None:
     mains = [p for p in case.rglob("*.py") if runtime(p) is not None]
     assert len(mains) == 1, "one file of the case says how it runs"
     main = mains[0]
@@ -75,14 +144,12 @@ def test_case_runs_as_its_header_says(case: Path) -> None:
     if rt.outcome == "none":  # (a library not installed here: its test runs what it does)
         pytest.skip(f"{main.name} says how it is proven instead")
     module = ".".join(main.relative_to(case).with_suffix("").parts)
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    cmd = [sys.executable, "-c", SEEDED_RUN, module]
-    done = subprocess.run(cmd, cwd=case, capture_output=True, text=True, env=env, check=False)
+    code, stderr = forker.run(case, module)
     if rt.outcome == "ok":
-        assert done.returncode == 0, done.stderr
+        assert code == 0, stderr
     else:
-        assert done.returncode != 0
-        assert rt.pattern is None or re.search(rt.pattern, done.stderr), done.stderr
+        assert code != 0
+        assert rt.pattern is None or re.search(rt.pattern, stderr), stderr
 
 
 def only_finding(case: Path, fmt: str = "json") -> object:
