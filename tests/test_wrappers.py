@@ -28,6 +28,7 @@ from tests.support import FIXTURES, XFILE, check_fixture
 ACCELERATE = XFILE / "good_accelerate_prepared_model"
 LIGHTNING = XFILE / "bad_lightning_true_precision"
 DEEPSPEED = XFILE / "bad_deepspeed_bf16_engine"
+SHIPPED = XFILE / "bad_deepspeed_shipped_config"
 FSDP1 = XFILE / "bad_fsdp_bf16_params"
 FSDP2 = XFILE / "bad_fsdp2_input_positions"
 COQUI = XFILE / "good_coqui_trainer_model"
@@ -280,6 +281,81 @@ def test_deepspeed_without_a_config_it_can_read_keeps_the_premise(
     case = variant(tmp_path, DEEPSPEED, "lm/train.py", '"bf16": {"enabled": True},', "")
     (finding,) = findings(case, capsys, monkeypatch)
     assert finding["severity"] == "warning" and "latent" in finding["message"]
+
+
+def test_deepspeed_config_the_checkout_ships_casts_the_module(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """``deepspeed.initialize(args=args, ...)`` reads the file named by ``--deepspeed_config``;
+    the checkout ships one enabling ``fp16``: the engine runs the module in float16, and the
+    finding is an error naming the call and the configuration's line."""
+    (finding,) = findings(SHIPPED, capsys, monkeypatch)
+    assert finding["severity"] == "error"
+    assert (
+        "`CausalAttention` is cast to half by `deepspeed.initialize(args=args,"
+        in (finding["message"])
+    )
+    assert "run with `fp16` enabled in configs/ds_fp16.json:5" in finding["message"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('"enabled": true', '"enabled": "auto"'),  # (transformers fills it in from its flags)
+        ('"enabled": true', '"enabled": false'),
+    ],
+    ids=["auto", "disabled"],
+)
+def test_a_shipped_config_that_enables_no_half_is_no_cast(
+    old: str, new: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """Without a shipped DeepSpeed configuration enabling half the engine's setting is unread:
+    the finding keeps its premise (the engine may cast what it is handed), a warning."""
+    case = variant(tmp_path, SHIPPED, "configs/ds_fp16.json", old, new)
+    (finding,) = findings(case, capsys, monkeypatch)
+    assert finding["severity"] == "warning" and "latent" in finding["message"]
+    assert "run with" not in finding["message"]
+
+
+def test_a_half_block_in_a_file_no_deepspeed_key_names_is_no_deepspeed_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """A trainer's YAML may say ``bf16: enabled: true`` of its own: only a file naming a key
+    DeepSpeed alone reads (``zero_optimization``, ``train_batch_size``, ...) is its config."""
+    case = variant(tmp_path, SHIPPED, "train.sh", "ds_fp16.json", "trainer.yaml")
+    (case / "configs" / "ds_fp16.json").unlink()
+    (case / "configs" / "trainer.yaml").write_text("epochs: 3\nbf16:\n  enabled: true\n")
+    (finding,) = findings(case, capsys, monkeypatch)
+    assert finding["severity"] == "warning" and "run with" not in finding["message"]
+
+
+def test_a_yaml_config_in_block_style_casts_the_module(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    case = variant(tmp_path, SHIPPED, "train.sh", "ds_fp16.json", "ds.yaml")
+    (case / "configs" / "ds_fp16.json").unlink()
+    (case / "configs" / "ds.yaml").write_text(
+        "train_batch_size: 16\nbf16:\n  # the engine's module in bfloat16\n  enabled: true\n"
+    )
+    (finding,) = findings(case, capsys, monkeypatch)
+    assert finding["severity"] == "error"
+    assert "run with `bf16` enabled in configs/ds.yaml:2" in finding["message"]
+
+
+def test_a_config_written_in_the_calling_file_outranks_the_shipped_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """The calling file writes its own half block, enabled by a value it reads: that block is
+    what the engine runs with, whatever the checkout ships (unknown: a premise)."""
+    case = variant(
+        tmp_path,
+        SHIPPED,
+        "gpt/train.py",
+        "args=args, model=model,",
+        'args=args, config={"fp16": {"enabled": args.fp16}}, model=model,',
+    )
+    (finding,) = findings(case, capsys, monkeypatch)
+    assert finding["severity"] == "warning" and "run with" not in finding["message"]
 
 
 def test_fsdp_half_param_dtype_casts_the_module(
@@ -787,3 +863,16 @@ def main(cfg):
     assert record.takes == ()
     plain = record_of(code.replace(b"model: Lit = ", b"model = "), "app/run.py")
     assert plain.wrapped == record.wrapped
+
+
+def test_a_mask_filled_past_float16s_range_raises_once_the_engine_casts_the_module() -> None:
+    """What the DeepSpeed engine does under ``"fp16": {"enabled": true}`` (``module.half()``):
+    ``bad_deepspeed_shipped_config``'s attention runs in float32 and raises in float16."""
+    torch = pytest.importorskip("torch")
+    module = _module(SHIPPED, "gpt.layers").CausalAttention(8)
+    x = torch.randn(2, 4, 8)
+    assert module(x).dtype == torch.float32
+    with pytest.raises(
+        RuntimeError, match="cannot be converted to type c10::Half without overflow"
+    ):
+        module.half()(x.half())

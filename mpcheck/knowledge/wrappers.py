@@ -32,6 +32,7 @@ __all__ = [
     "FULL",
     "HANDING",
     "KEYED",
+    "SHIPPED_DEEPSPEED",
     "NOT_MODELS",
     "TAKING_CALLS",
     "TAKING_METHODS",
@@ -311,6 +312,9 @@ def placing(target: str) -> bool:
 
 # A DeepSpeed config key that casts the engine's module when enabled.
 DEEPSPEED_HALF_KEYS = ("fp16", "bf16", "bfloat16")
+# ``deepspeed.initialize`` in a file that writes no configuration: the configurations the
+# checkout ships decide (:mod:`mpcheck.project.deepspeed_configs`).
+SHIPPED_DEEPSPEED = f"{UNKNOWN}{KEYED}deepspeed{KEYED}shipped"
 
 
 def effect(effects: list[str]) -> str:

@@ -54,6 +54,7 @@ from mpcheck.project.closed import (
     opened_by,
 )
 from mpcheck.project.construction import Construction
+from mpcheck.project.deepspeed_configs import ShippedDeepSpeed
 from mpcheck.project.flags import Unset
 from mpcheck.project.held_parts import PART, HeldParts
 from mpcheck.project.names import lineage_of
@@ -670,11 +671,13 @@ def uses_of_records(
     alone: bool = False,
     installable: bool = False,
     side: Iterable[Path] = (),
+    root: Path | None = None,
 ) -> ModelUses:
     """The project's evidence, joined from each file's record (path -> record);
     ``installable``: the project is a package its users install, whose modules' own
     ``__main__`` demos say nothing of the dtype its users build their classes in; ``side``:
-    the project's other files whose words may name its code (notebooks, configurations)."""
+    the project's other files whose words may name its code (notebooks, configurations);
+    ``root``: where the project is (side files are shown relative to it)."""
     names = _Names(records)
     tensors = _Tensors(records)
     side = list(side)  # (read more than once)
@@ -721,6 +724,7 @@ def uses_of_records(
     contained: set[str] = set()  # handed to a torch container (``nn.Sequential(part)``)
     own = {} if installable else _shadowed(records, names)
     keyed = _Keyed(side)
+    shipped = ShippedDeepSpeed(side, root)
     # a project function handing what it is given to an FSDP wrapper: where it wraps
     fsdp_functions = {
         function: Place(path, line, column, "")
@@ -828,9 +832,15 @@ def uses_of_records(
         for name, (line, column, text), effect in record.wrappers:
             if wrap.library_of(name) in own:
                 continue
-            if effect.startswith(wrap.UNKNOWN + wrap.KEYED):
+            said = f"{text} at {where(path, line)}"
+            if effect == wrap.SHIPPED_DEEPSPEED:  # (the configurations it may be run with)
+                found = shipped.half()
+                effect = wrap.UNKNOWN if found is None else wrap.CAST
+                if found is not None:
+                    said += f", run with `{found[2]}` enabled in {found[0]}:{found[1]}"
+            elif effect.startswith(wrap.UNKNOWN + wrap.KEYED):
                 effect = keyed.effect(name, effect)
-            place = Place(path, line, column, f"{text} at {where(path, line)}")
+            place = Place(path, line, column, said)
             wrappers.setdefault(wrap.library_of(name), []).append((effect, place))
         for name, (line, column, _), lib in record.wrapped:
             if lib in own:  # (the project's own class of the library's name holds it)
@@ -1762,7 +1772,9 @@ def uses_for(
     if root not in _USES:
         side: list[Path] = []
         records = records_for(root, cache_dir, buffers, side)
-        _USES[root] = uses_of_records(records, installable=_installable(Path(root)), side=side)
+        _USES[root] = uses_of_records(
+            records, installable=_installable(Path(root)), side=side, root=Path(root)
+        )
     return _USES[root]
 
 

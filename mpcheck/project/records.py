@@ -70,7 +70,7 @@ from mpcheck.project.uncalled import attributes_of, methods_of
 
 __all__ = ["CALLED", "FORMAT", "PASSED", "ModelRecord", "Passed", "module_of", "record_of"]
 
-FORMAT = 41
+FORMAT = 42
 # How a cast record words a model built in half (``X.from_pretrained(..., torch_dtype=...)``,
 # ``X(..., dtype=torch.bfloat16)``): what readers of the record text look for.
 BUILT_IN_HALF = "is built in half by"
@@ -793,7 +793,7 @@ class _Reader:
                 if isinstance(key, str) and key not in keywords and HALF_WORDS.search(key.encode()):
                     effects.append(wrap.UNKNOWN)  # (``deepspeed_plugin=``: not in the table)
             if name == "deepspeed.initialize":
-                effects = [wrap.CAST if _deepspeed_half(code, data) else wrap.UNKNOWN]
+                effects = [_deepspeed_effect(code, data)]
             suffix = ""
             if name in wrap.FSDP_WRAPPERS:
                 given = found.get(settings[0].keyword)
@@ -3259,10 +3259,22 @@ _DEEPSPEED_HALF = re.compile(
 )
 
 
-def _deepspeed_half(code: bytes, data: bytes) -> bool:
-    """The file writes a DeepSpeed config enabling half (``"bf16": {"enabled": True}``) in
-    code: its ``:`` and ``{`` are code, not a comment's or a docstring's text."""
-    for match in _DEEPSPEED_HALF.finditer(data):
+def _deepspeed_effect(code: bytes, data: bytes) -> str:
+    """What ``deepspeed.initialize`` does to the model in this file: a cast when the file
+    writes a configuration enabling half in code (``"bf16": {"enabled": True}``: its ``:``
+    and ``{`` are code, not a comment's or a docstring's text); unknown when it writes a half
+    block otherwise (``"fp16": {"enabled": args.fp16}``); else the configuration comes from
+    outside the file, and the checkout's shipped configurations decide."""
+    if _in_code(_DEEPSPEED_HALF, code, data):
+        return wrap.CAST
+    if _in_code(_DEEPSPEED_BLOCK, code, data):
+        return wrap.UNKNOWN  # (a half block written in code, enabled by a value)
+    return wrap.SHIPPED_DEEPSPEED
+
+
+def _in_code(pattern: re.Pattern[bytes], code: bytes, data: bytes) -> bool:
+    """Whether a match of ``pattern`` in ``data`` has its ``:`` and ``{`` in code."""
+    for match in pattern.finditer(data):
         text = match.group()
         colon, brace = text.index(b":"), text.index(b"{")
         at = match.start()
@@ -3271,6 +3283,10 @@ def _deepspeed_half(code: bytes, data: bytes) -> bool:
     return False
 
 
+# A half block of a configuration (its ``enabled`` whatever it is)
+_DEEPSPEED_BLOCK = re.compile(
+    rb"[\"'](?:" + b"|".join(k.encode() for k in wrap.DEEPSPEED_HALF_KEYS) + rb")[\"']\s*:\s*\{"
+)
 _DEEPSPEED_WORD = re.compile(rb"(?i)deepspeed")
 # The key a setting's value is read under: ``args.precision``, ``cfg["train"]["precision"]``.
 _SETTING_KEY = re.compile(rb"(?:\.|\[\s*['\"])(\w+)['\"]?\s*\]?\s*$")
